@@ -1,0 +1,69 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../src/cli/base-command.js';
+import { openCore } from '../src/cli/open-core.js';
+import { untilSignal } from '../src/cli/signals.js';
+import { buildApp } from '../src/http/build-app.js';
+import { startWorker, type Worker } from '../src/jobs/worker.js';
+import { createLogger } from '../src/lib/logger.js';
+
+export default class Serve extends BaseCommand<typeof Serve> {
+  static override summary = 'Run the HTTP API server (and, on the embedded database, the job worker).';
+  static override description =
+    'Serves the /v1 API, /healthz and /readyz. On the embedded database it also hosts the database for other commands and runs the job worker in-process. Stops gracefully on SIGTERM or SIGINT: finishes requests and jobs in flight, then exits 0.';
+  static override examples = [
+    '<%= config.bin %> serve',
+    '<%= config.bin %> serve --port 9000',
+    'AGENTWS_LOG_LEVEL=debug <%= config.bin %> serve',
+  ];
+  static override flags = {
+    host: Flags.string({ summary: 'Listen address (overrides AGENTWS_HOST).' }),
+    port: Flags.integer({ summary: 'Listen port (overrides AGENTWS_PORT; 0 picks a free one).', min: 0, max: 65535 }),
+  };
+  protected static override needsCore = false;
+
+  async run(): Promise<void> {
+    const config = this.appConfig;
+    const log = createLogger(config.logLevel, 1);
+    const started = Date.now();
+    const opened = await openCore(config, log, { supervise: config.worker.inServe });
+    let worker: Worker | undefined;
+    const app = await buildApp(opened.core, config, { logger: log });
+    const shutdownTimeout = config.server.shutdownTimeoutMs;
+    const signal = untilSignal(() => {
+      log.warn('second signal: exiting now');
+      process.exit(1);
+    });
+
+    try {
+      const readiness = await opened.core.system.readiness();
+      if (!readiness.ready) {
+        log.warn({ pending: readiness.pending }, 'database migrations are pending: /readyz answers 503 until `npx aws migrate` runs');
+      }
+      const address = await app.listen({ host: this.flags.host ?? config.server.host, port: this.flags.port ?? config.server.port });
+      if (config.worker.inServe) {
+        worker = await startWorker(opened.core, opened.boss, log, { concurrency: config.worker.concurrency });
+      }
+      if (!config.secrets.apiKey) {
+        log.warn('AGENTWS_API_KEY is not set: local development mode, gateway routes are not protected');
+      }
+      log.info({ url: address, database: config.database.mode, worker: Boolean(worker), startupMs: Date.now() - started }, 'agentws ready');
+    } catch (err) {
+      await app.close().catch(() => {});
+      await opened.close();
+      throw err;
+    }
+
+    const received = await signal;
+    log.info({ signal: received }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error({ timeoutMs: shutdownTimeout }, 'shutdown took too long: exiting');
+      process.exit(1);
+    }, shutdownTimeout + 2000);
+    force.unref();
+    // Stop taking requests and let those in flight finish, then let jobs in flight finish.
+    await app.close();
+    await worker?.stop(shutdownTimeout);
+    await opened.close();
+    log.info('stopped');
+  }
+}

@@ -1,0 +1,501 @@
+#!/usr/bin/env bash
+# install.sh - install / bootstrap Agent Workspace Service (CLI: ./bin/run.js)
+# on a Debian/Ubuntu host. Idempotent: re-running only does what is missing.
+#
+# Output contract: progress and tool output go to stderr ("==> " lines);
+# stdout carries only machine-readable KEY=value result lines
+# (AGENTWS_TEST_DATABASE_URL=..., DATABASE_URL=...).
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: bash install.sh [options]
+
+Installs Agent Workspace Service from this checkout on a Debian/Ubuntu host:
+checks Node.js (>= 20.19), runs `npm ci` (or `npm install`) and `npm run build`.
+
+Options:
+  --no-npm             skip npm install and npm run build
+  --with-postgres      ensure PostgreSQL >= 15 is installed and running, that the
+                       pgvector extension is available (built from Debian trixie's
+                       source package if missing) and that the tests can connect;
+                       prints AGENTWS_TEST_DATABASE_URL=<url> on stdout.
+                       Also renders systemd units unless --no-systemd is given.
+  --ci                 CI machine: allowed to set the `postgres` role's password to
+                       'postgres' when passwordless TCP access is not possible
+                       (implied when CI=true)
+  --systemd            render systemd units for `serve` and `worker` (does not
+                       run systemctl; prints the commands to run next)
+  --no-systemd         never render systemd units
+  --unit-dir DIR       where to write unit files (default: /etc/systemd/system)
+  --config PATH        KEY=value env file used by the units
+                       (default: /etc/agentws/config.env)
+  --data-dir DIR       writable data directory for the units (default: /var/lib/agentws)
+  --user NAME          user the services run as (default: agentws)
+  --serve              after installing: run `./bin/run.js init --yes` if no config
+                       exists at ${AGENTWS_CONFIG:-./.agentws/config.env}, then
+                       exec `./bin/run.js serve`
+  -h, --help           show this help
+
+Environment:
+  PGVECTOR_DEBIAN_MIRROR  Debian mirror for the pgvector source (default: taken
+                          from this host's apt sources, else http://deb.debian.org/debian)
+  PGVECTOR_DEBIAN_SUITE   suite to take pgvector's source package from (default: trixie)
+  PGVECTOR_MIN_VERSION    minimum acceptable pgvector version (default: 0.7.0)
+
+Examples:
+  bash install.sh                                   # npm ci + build
+  bash install.sh --with-postgres --no-systemd      # + local PostgreSQL/pgvector for tests
+  bash install.sh --systemd --unit-dir /tmp/units   # render units somewhere else
+  bash install.sh --serve                           # build, init (embedded db), serve
+EOF
+}
+
+# ---------------------------------------------------------------- arguments
+WITH_NPM=1
+WITH_POSTGRES=0
+SYSTEMD=auto        # auto | yes | no
+SERVE=0
+CI_MODE=0
+UNIT_DIR=/etc/systemd/system
+CONFIG_PATH=/etc/agentws/config.env
+DATA_DIR=/var/lib/agentws
+SVC_USER=agentws
+
+case "${CI:-}" in ''|0|false|FALSE|no) ;; *) CI_MODE=1 ;; esac
+
+need_arg() { [[ $# -ge 2 && -n $2 ]] || { printf '==> ERROR: %s needs a value (see --help)\n' "$1" >&2; exit 2; }; }
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h|--help) usage; exit 0 ;;
+    --no-npm) WITH_NPM=0 ;;
+    --with-postgres) WITH_POSTGRES=1 ;;
+    --ci) CI_MODE=1 ;;
+    --systemd) SYSTEMD=yes ;;
+    --no-systemd) SYSTEMD=no ;;
+    --serve) SERVE=1 ;;
+    --unit-dir) need_arg "$@"; UNIT_DIR=$2; shift ;;
+    --unit-dir=*) UNIT_DIR=${1#*=} ;;
+    --config) need_arg "$@"; CONFIG_PATH=$2; shift ;;
+    --config=*) CONFIG_PATH=${1#*=} ;;
+    --data-dir) need_arg "$@"; DATA_DIR=$2; shift ;;
+    --data-dir=*) DATA_DIR=${1#*=} ;;
+    --user) need_arg "$@"; SVC_USER=$2; shift ;;
+    --user=*) SVC_USER=${1#*=} ;;
+    *) printf '==> ERROR: unknown option: %s (see --help)\n' "$1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [[ $SYSTEMD == auto ]]; then
+  if [[ $WITH_POSTGRES == 1 ]]; then SYSTEMD=yes; else SYSTEMD=no; fi
+fi
+
+# From here on stdout is reserved for result lines: fd 3 = original stdout,
+# everything else (including apt/npm/make output) goes to stderr.
+exec 3>&1 1>&2
+
+log()  { printf '==> %s\n' "$*" >&2; }
+warn() { printf '==> WARNING: %s\n' "$*" >&2; }
+die()  { printf '==> ERROR: %s\n' "$*" >&2; exit 1; }
+emit() { printf '%s\n' "$*" >&3; }
+
+APP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+cd "$APP_DIR"
+
+TMP_DIRS=()
+cleanup() {
+  local d
+  for d in "${TMP_DIRS[@]+"${TMP_DIRS[@]}"}"; do
+    [[ -n $d && -d $d ]] && { rm -rf -- "$d" 2>/dev/null || as_root rm -rf -- "$d" || true; }
+  done
+  TMP_DIRS=()
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- privileges
+as_root() {
+  if [[ $EUID -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo -- "$@"
+  else
+    die "root privileges are needed to run '$*' but this is not root and sudo is not installed; re-run as root"
+  fi
+}
+
+as_postgres() {
+  if [[ $(id -un) == postgres ]]; then
+    (cd / && "$@")
+  elif [[ $EUID -eq 0 ]]; then
+    (cd / && runuser -u postgres -- "$@")
+  elif command -v sudo >/dev/null 2>&1; then
+    (cd / && sudo -u postgres -- "$@")
+  else
+    die "need to run '$*' as the postgres user, but this is not root and sudo is not installed"
+  fi
+}
+
+APT_UPDATED=0
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this installer supports Debian/Ubuntu only (missing: $*)"
+  if [[ $APT_UPDATED == 0 ]]; then
+    log "apt-get update"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || die "apt-get update failed"
+    APT_UPDATED=1
+  fi
+  log "apt-get install -y $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" </dev/null \
+    || die "apt-get install $* failed"
+}
+
+version_ge() { # version_ge HAVE MIN
+  [[ $(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1) == "$2" ]]
+}
+
+# ---------------------------------------------------------------- node / npm
+NODE=
+check_node() {
+  NODE=$(command -v node 2>/dev/null) \
+    || die "Node.js >= 20.19 is required but 'node' is not in PATH (install it from https://nodejs.org/ or NodeSource)"
+  local v maj min
+  v=$("$NODE" -p 'process.versions.node') || die "could not run $NODE"
+  IFS=. read -r maj min _ <<<"$v"
+  if (( maj < 20 || (maj == 20 && min < 19) )); then
+    die "Node.js >= 20.19 is required, found $v at $NODE"
+  fi
+  log "Node.js $v ($NODE)"
+}
+
+npm_install_and_build() {
+  [[ -f package.json ]] || die "no package.json in $APP_DIR"
+  command -v npm >/dev/null 2>&1 || die "npm not found in PATH (it ships with Node.js)"
+  local marker=node_modules/.package-lock.json
+  if [[ -d node_modules && -f $marker ]] \
+     && ! [[ package.json -nt $marker ]] \
+     && ! [[ -f package-lock.json && package-lock.json -nt $marker ]]; then
+    log "node_modules is up to date; skipping npm install"
+  elif [[ -f package-lock.json ]]; then
+    log "npm ci"
+    npm ci --no-audit --no-fund </dev/null || die "npm ci failed"
+  else
+    log "npm install"
+    npm install --no-audit --no-fund </dev/null || die "npm install failed"
+  fi
+
+  local build
+  build=$(npm pkg get scripts.build 2>/dev/null || true)
+  if [[ -z $build || $build == '{}' || $build == '""' ]]; then
+    log "no build script in package.json; skipping build"
+  else
+    log "npm run build"
+    npm run build </dev/null || die "npm run build failed"
+  fi
+}
+
+# ---------------------------------------------------------------- postgres
+PG_MIN_MAJOR=15
+PG_VER=
+PG_CLUSTER=
+PG_PORT=
+TEST_URL=
+
+installed_pg_versions() { # prints installed server major versions, ascending
+  local p v
+  for p in /usr/lib/postgresql/*/bin/postgres; do
+    [[ -x $p ]] || continue
+    v=${p#/usr/lib/postgresql/}; v=${v%%/*}
+    [[ $v =~ ^[0-9]+$ ]] && printf '%s\n' "$v"
+  done | sort -n
+}
+
+ensure_pg_installed() {
+  local newest
+  newest=$(installed_pg_versions | tail -n1)
+  if [[ -z $newest ]] || ! command -v pg_lsclusters >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+    log "PostgreSQL server not installed; installing from the distribution"
+    apt_install postgresql postgresql-contrib
+    newest=$(installed_pg_versions | tail -n1)
+    [[ -n $newest ]] || die "PostgreSQL installation did not provide /usr/lib/postgresql/<ver>/bin/postgres"
+  fi
+  if (( newest < PG_MIN_MAJOR )); then
+    die "PostgreSQL >= $PG_MIN_MAJOR is required but the newest installed server is $newest; install a newer one (e.g. from https://apt.postgresql.org) and re-run"
+  fi
+}
+
+# Pick the cluster to use: version >= 15, preferring port 5432, then the newest.
+select_cluster() {
+  local line
+  line=$(pg_lsclusters -h 2>/dev/null | awk -v min="$PG_MIN_MAJOR" '
+      $1+0 >= min { if ($3 == 5432) { print; found=1; exit } if ($1+0 >= best) { best=$1+0; l=$0 } }
+      END { if (!found && l != "") print l }')
+  [[ -n $line ]] || return 1
+  read -r PG_VER PG_CLUSTER PG_PORT _ <<<"$line"
+}
+
+cluster_status() { pg_lsclusters -h "$PG_VER" "$PG_CLUSTER" 2>/dev/null | awk '{print $4}'; }
+
+ensure_pg_running() {
+  if ! select_cluster; then
+    local ver
+    ver=$(installed_pg_versions | tail -n1)
+    log "no PostgreSQL cluster found; creating cluster $ver/main"
+    as_root pg_createcluster "$ver" main || die "pg_createcluster $ver main failed"
+    select_cluster || die "cluster $ver/main was not created"
+  fi
+  local status
+  status=$(cluster_status)
+  if [[ $status != online* ]]; then
+    log "starting PostgreSQL cluster $PG_VER/$PG_CLUSTER (status: ${status:-unknown})"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$PG_VER" "$PG_CLUSTER" start \
+      || die "could not start cluster $PG_VER/$PG_CLUSTER; see /var/log/postgresql/postgresql-$PG_VER-$PG_CLUSTER.log"
+  fi
+  local i
+  for ((i = 0; i < 30; i++)); do
+    pg_isready -q -h 127.0.0.1 -p "$PG_PORT" && break
+    sleep 1
+  done
+  pg_isready -q -h 127.0.0.1 -p "$PG_PORT" \
+    || die "PostgreSQL $PG_VER/$PG_CLUSTER is not accepting TCP connections on 127.0.0.1:$PG_PORT (check listen_addresses)"
+  log "PostgreSQL $PG_VER/$PG_CLUSTER is running on 127.0.0.1:$PG_PORT"
+}
+
+# psql over TCP as postgres; $1 = password ('' = none). Never prompts, ignores ~/.pgpass.
+tcp_psql() {
+  local pw=$1; shift
+  env -u PGSERVICE -u PGDATABASE -u PGUSER -u PGHOST -u PGPORT \
+    PGPASSWORD="$pw" PGPASSFILE=/dev/null/none PGCONNECT_TIMEOUT=5 PGOPTIONS="-c client_min_messages=warning" \
+    psql -X -q -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres "$@"
+}
+
+PG_PASSWORD=
+ensure_pg_access() {
+  if tcp_psql '' -d postgres -Atc 'select 1' >/dev/null 2>&1; then
+    PG_PASSWORD=
+    log "passwordless TCP access as postgres works"
+  elif tcp_psql postgres -d postgres -Atc 'select 1' >/dev/null 2>&1; then
+    PG_PASSWORD=postgres
+    log "TCP access as postgres works with password 'postgres'"
+  elif [[ $CI_MODE == 1 ]]; then
+    log "passwordless TCP access as postgres is refused; CI mode: setting the postgres role's password to 'postgres'"
+    as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$PG_PORT" -d postgres \
+      -c "ALTER ROLE postgres WITH LOGIN PASSWORD 'postgres'" \
+      || die "could not set the postgres role's password"
+    tcp_psql postgres -d postgres -Atc 'select 1' >/dev/null \
+      || die "still cannot connect to 127.0.0.1:$PG_PORT as postgres; check the 'host' lines of /etc/postgresql/$PG_VER/$PG_CLUSTER/pg_hba.conf"
+    PG_PASSWORD=postgres
+  else
+    die "cannot connect to 127.0.0.1:$PG_PORT as postgres without a password. Either add
+    host all postgres 127.0.0.1/32 trust
+near the top of /etc/postgresql/$PG_VER/$PG_CLUSTER/pg_hba.conf and reload PostgreSQL, or
+re-run with --ci to set the postgres role's password to 'postgres' (CI machines only)"
+  fi
+  if [[ -n $PG_PASSWORD ]]; then
+    TEST_URL="postgres://postgres:${PG_PASSWORD}@127.0.0.1:${PG_PORT}/postgres"
+    emit "DATABASE_URL=$TEST_URL"
+  else
+    TEST_URL="postgres://postgres@127.0.0.1:${PG_PORT}/postgres"
+  fi
+}
+
+pgvector_available_version() {
+  tcp_psql "$PG_PASSWORD" -d postgres -Atc \
+    "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+}
+
+# The first Debian mirror URI configured on this host (deb822 or one-line format).
+detect_debian_mirror() {
+  if [[ -n ${PGVECTOR_DEBIAN_MIRROR:-} ]]; then printf '%s\n' "$PGVECTOR_DEBIAN_MIRROR"; return; fi
+  local files=() f uri
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] && files+=("$f")
+  done
+  if [[ ${#files[@]} -gt 0 ]]; then
+    uri=$(awk '
+        FILENAME ~ /\.sources$/ && tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i; next }
+        FILENAME !~ /\.sources$/ && ($1 == "deb" || $1 == "deb-src") {
+          i = 2
+          if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+          if (i <= NF) print $i
+        }' "${files[@]}" 2>/dev/null | grep -E '^https?://[^[:space:]]+/debian/?$' | head -n1 || true)
+  fi
+  uri=${uri:-http://deb.debian.org/debian}
+  printf '%s\n' "${uri%/}"
+}
+
+build_pgvector() {
+  local start=$SECONDS
+  local pgc=/usr/lib/postgresql/$PG_VER/bin/pg_config
+  local suite=${PGVECTOR_DEBIAN_SUITE:-trixie}
+  local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+
+  log "building pgvector for PostgreSQL $PG_VER from Debian $suite's source package"
+  apt_install "postgresql-server-dev-$PG_VER" build-essential dpkg-dev
+  [[ -x $pgc ]] || die "$pgc not found after installing postgresql-server-dev-$PG_VER"
+  if [[ ! -r $keyring ]]; then
+    apt_install debian-archive-keyring
+    [[ -r $keyring ]] || die "$keyring is missing; cannot verify the Debian archive signature"
+  fi
+
+  local mirror work
+  mirror=$(detect_debian_mirror)
+  work=$(mktemp -d "${TMPDIR:-/tmp}/agentws-pgvector.XXXXXX")
+  TMP_DIRS+=("$work")
+  mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/src" "$work/build"
+  # Private sources/lists/cache: the host's apt configuration and package lists stay untouched.
+  printf 'deb-src [signed-by=%s] %s %s main\n' "$keyring" "$mirror" "$suite" >"$work/sources.list"
+  local apt_opts=(
+    -o "Dir::Etc::SourceList=$work/sources.list"
+    -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$work/lists"
+    -o "Dir::Cache=$work/cache"
+    -o APT::Sandbox::User=root
+    -q
+  )
+  log "fetching the pgvector source package from $mirror $suite (private apt lists in $work)"
+  as_root apt-get "${apt_opts[@]}" update || die "apt-get update for the private $suite deb-src list failed"
+  (cd "$work/src" && as_root apt-get "${apt_opts[@]}" source --download-only pgvector) \
+    || die "apt-get source --download-only pgvector failed"
+
+  local orig
+  orig=$(compgen -G "$work/src/pgvector_*.orig.tar.*" | head -n1 || true)
+  [[ -n $orig ]] || die "no pgvector_*.orig.tar.* was downloaded into $work/src"
+  log "unpacking $(basename "$orig")"
+  tar -xf "$orig" -C "$work/build" --strip-components=1 || die "could not unpack $orig"
+
+  # with_llvm=no: no clang/bitcode needed; OPTFLAGS= : portable build (no -march=native)
+  local make_vars=("PG_CONFIG=$pgc" with_llvm=no OPTFLAGS=)
+  log "make (PG_CONFIG=$pgc)"
+  make -C "$work/build" -j"$(nproc 2>/dev/null || echo 2)" "${make_vars[@]}" || die "building pgvector failed"
+  log "make install"
+  as_root make -C "$work/build" "${make_vars[@]}" install || die "installing pgvector failed"
+  cleanup
+  log "pgvector built and installed in $((SECONDS - start))s"
+}
+
+verify_pgvector() {
+  local db="agentws_install_check_$$" ver rc=0
+  tcp_psql "$PG_PASSWORD" -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" \
+    || die "could not create scratch database $db via $TEST_URL"
+  ver=$(tcp_psql "$PG_PASSWORD" -d "$db" -Atc "CREATE EXTENSION IF NOT EXISTS vector" \
+        -c "SELECT extversion FROM pg_extension WHERE extname = 'vector'" \
+        -c "SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector") || rc=$?
+  tcp_psql "$PG_PASSWORD" -d postgres -c "DROP DATABASE IF EXISTS $db" || warn "could not drop scratch database $db"
+  [[ $rc == 0 ]] || die "CREATE EXTENSION vector failed in a scratch database"
+  log "CREATE EXTENSION vector works (version $(head -n1 <<<"$ver"))"
+}
+
+setup_postgres() {
+  ensure_pg_installed
+  ensure_pg_running
+  ensure_pg_access
+  local min=${PGVECTOR_MIN_VERSION:-0.7.0} have
+  have=$(pgvector_available_version) || die "could not query pg_available_extensions"
+  if [[ -n $have ]] && version_ge "$have" "$min"; then
+    log "pgvector $have is available; nothing to build"
+  else
+    [[ -n $have ]] && warn "pgvector $have is older than $min; building a newer one"
+    build_pgvector
+    have=$(pgvector_available_version)
+    [[ -n $have ]] || die "pgvector is still not available after make install"
+    version_ge "$have" "$min" || die "pgvector $have was installed but >= $min is required"
+  fi
+  verify_pgvector
+  emit "AGENTWS_TEST_DATABASE_URL=$TEST_URL"
+}
+
+# ---------------------------------------------------------------- systemd
+sed_escape() { printf '%s' "$1" | sed -e 's/[|&\\]/\\&/g'; }
+
+render_template() { # render_template SRC DEST_BASENAME
+  local src=$1 name=$2 tmp protect_home=true
+  [[ -r $src ]] || die "missing template $src"
+  case $APP_DIR in /home|/home/*|/root|/root/*) protect_home=read-only ;; esac
+  tmp=$(mktemp)
+  TMP_DIRS+=("$tmp")
+  sed -e "s|@@APP_DIR@@|$(sed_escape "$APP_DIR")|g" \
+      -e "s|@@CONFIG@@|$(sed_escape "$CONFIG_PATH")|g" \
+      -e "s|@@DATA_DIR@@|$(sed_escape "$DATA_DIR")|g" \
+      -e "s|@@USER@@|$(sed_escape "$SVC_USER")|g" \
+      -e "s|@@NODE@@|$(sed_escape "$NODE")|g" \
+      -e "s|@@PROTECT_HOME@@|$protect_home|g" \
+      "$src" >"$tmp"
+  if grep -n '@@[A-Z_]*@@' "$tmp" >&2; then die "unsubstituted placeholder(s) in $src"; fi
+  local dest=$UNIT_DIR/$name
+  if [[ -f $dest ]] && cmp -s "$tmp" "$dest"; then
+    log "unchanged: $dest"
+  else
+    if [[ -w $UNIT_DIR ]]; then
+      install -m 0644 "$tmp" "$dest"
+    else
+      as_root install -m 0644 "$tmp" "$dest"
+    fi
+    log "wrote $dest"
+  fi
+  rm -f "$tmp"
+}
+
+render_systemd_units() {
+  local p
+  for p in "$APP_DIR" "$CONFIG_PATH" "$DATA_DIR" "$NODE"; do
+    [[ $p == /* && $p != *[[:space:]]* ]] || die "systemd units need absolute paths without whitespace: '$p'"
+  done
+  [[ $SVC_USER =~ ^[a-z_][a-z0-9_-]*$ ]] || die "invalid --user '$SVC_USER'"
+  [[ -f $APP_DIR/bin/run.js ]] || warn "$APP_DIR/bin/run.js does not exist (yet)"
+  if [[ ! -d $UNIT_DIR ]]; then
+    mkdir -p "$UNIT_DIR" 2>/dev/null || as_root mkdir -p "$UNIT_DIR"
+  fi
+  log "rendering systemd units into $UNIT_DIR"
+  render_template "$APP_DIR/templates/systemd/agentws-serve.service.tmpl" agentws-serve.service
+  render_template "$APP_DIR/templates/systemd/agentws-worker@.service.tmpl" agentws-worker@.service
+
+  log "next steps (run as root; systemctl was NOT run):"
+  case $APP_DIR in
+    /home/*|/root/*) warn "$APP_DIR is under a home directory; make sure user '$SVC_USER' can read it" ;;
+  esac
+  if ! id -u "$SVC_USER" >/dev/null 2>&1; then
+    printf '    useradd --system --home-dir %s --shell /usr/sbin/nologin %s\n' "$DATA_DIR" "$SVC_USER" >&2
+  fi
+  [[ -d $DATA_DIR ]] || printf '    install -d -o %s -g %s -m 0750 %s\n' "$SVC_USER" "$SVC_USER" "$DATA_DIR" >&2
+  [[ -f $CONFIG_PATH ]] || printf '    install -d -m 0755 %s   # then write %s (KEY=value lines)\n' "$(dirname "$CONFIG_PATH")" "$CONFIG_PATH" >&2
+  if [[ $UNIT_DIR != /etc/systemd/system && $UNIT_DIR != /run/systemd/system && $UNIT_DIR != /usr/lib/systemd/system ]]; then
+    printf '    cp %s/agentws-serve.service %s/agentws-worker@.service /etc/systemd/system/\n' "$UNIT_DIR" "$UNIT_DIR" >&2
+  fi
+  printf '    systemctl daemon-reload && systemctl enable --now agentws-serve.service\n' >&2
+  printf '    systemctl daemon-reload && systemctl enable --now agentws-worker@1.service   # more workers: @2, @3, ...\n' >&2
+}
+
+# ---------------------------------------------------------------- main
+check_node
+
+if [[ $WITH_NPM == 1 ]]; then
+  npm_install_and_build
+else
+  log "--no-npm: skipping npm install and build"
+fi
+
+if [[ $WITH_POSTGRES == 1 ]]; then
+  setup_postgres
+fi
+
+if [[ $SYSTEMD == yes ]]; then
+  render_systemd_units
+fi
+
+if [[ $SERVE == 1 ]]; then
+  [[ -f bin/run.js ]] || die "$APP_DIR/bin/run.js not found"
+  if [[ -x bin/run.js ]]; then CLI=(./bin/run.js); else CLI=("$NODE" ./bin/run.js); fi
+  cfg=${AGENTWS_CONFIG:-./.agentws/config.env}
+  if [[ ! -f $cfg ]]; then
+    log "no config at $cfg; running ${CLI[*]} init --yes"
+    "${CLI[@]}" init --yes >&3 || die "'${CLI[*]} init --yes' failed"
+  fi
+  cleanup
+  trap - EXIT
+  log "exec ${CLI[*]} serve"
+  exec 1>&3 3>&-
+  exec "${CLI[@]}" serve
+fi
+
+log "done"

@@ -1,0 +1,49 @@
+import type PgBoss from 'pg-boss';
+import type { Config } from '../config/config.schema.js';
+import { createCore, type Core } from '../core/create-core.js';
+import type { Logger } from '../core/logger.js';
+import type { Database } from '../db/database.js';
+import { createEventBus } from '../db/event-bus.js';
+import { openDatabase } from '../db/open-database.js';
+import { createBoss, createJobQueue, ensureQueues } from '../jobs/boss.js';
+
+export interface OpenedCore {
+  core: Core;
+  db: Database;
+  boss: PgBoss;
+  /** Closes everything this opened, in reverse order. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the infrastructure the config names (database, event bus, job queue) and builds the core on it.
+ * Shared by every command, `aws serve`, `aws worker` and the tests, so all of them run the same wiring.
+ */
+export async function openCore(config: Config, log: Logger, options: { supervise?: boolean } = {}): Promise<OpenedCore> {
+  const db = await openDatabase(config);
+  const bus = createEventBus(db, log);
+  const boss = createBoss(db, log, { supervise: options.supervise ?? false });
+  try {
+    // Started before any service transaction: in embedded mode an open transaction blocks every other
+    // connection, and pg-boss's start-up runs on its own pool.
+    await boss.start();
+  } catch (err) {
+    await bus.close();
+    await db.close();
+    throw err;
+  }
+  const core = createCore({ db, bus, queue: createJobQueue(boss), log, dataDir: config.dataDir });
+  await ensureQueues(boss, Object.keys(core.jobHandlers));
+  let closing: Promise<void> | null = null;
+  return {
+    core,
+    db,
+    boss,
+    close: () =>
+      (closing ??= (async () => {
+        await boss.stop({ graceful: false, wait: true, close: true }).catch(() => {});
+        await bus.close();
+        await db.close();
+      })()),
+  };
+}

@@ -1,0 +1,20 @@
+import { Listr, ListrLogger, ProcessOutput, type ListrTask } from 'listr2';
+
+/**
+ * Runs tasks with listr2 progress on stderr (so stdout stays clean for --json). Without a TTY it falls
+ * back to one plain line per step; with --json it is silent.
+ */
+export async function runTasks<C extends object>(tasks: ListrTask<C>[], options: { quiet?: boolean; ctx?: C } = {}): Promise<C> {
+  const logger = new ListrLogger({ processOutput: new ProcessOutput(process.stderr, process.stderr) });
+  const list = new Listr<C, 'default', 'simple'>(tasks, {
+    concurrent: false,
+    exitOnError: true,
+    registerSignalListeners: false,
+    silentRendererCondition: Boolean(options.quiet),
+    fallbackRendererCondition: !process.stderr.isTTY || Boolean(process.env.CI),
+    rendererOptions: { logger },
+    fallbackRendererOptions: { logger, timestamp: undefined },
+    ctx: options.ctx,
+  });
+  return list.run();
+}

@@ -1,0 +1,200 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { parseEnv } from 'node:util';
+import { ConfigError, type ConfigProblem } from '../core/errors.js';
+import { CONFIG_VARS, type Config, type ConfigVarName, type VarSpec } from './config.schema.js';
+
+/** Where the config file lives when neither --config nor AGENTWS_CONFIG says otherwise. */
+export const DEFAULT_CONFIG_PATH = './.agentws/config.env';
+
+export interface LoadConfigOptions {
+  /** Explicit path (the --config flag); wins over AGENTWS_CONFIG. */
+  configPath?: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+/** Resolves which config file applies and whether the caller named it explicitly. */
+export function resolveConfigPath(options: LoadConfigOptions = {}): { path: string; explicit: boolean } {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const named = options.configPath ?? env.AGENTWS_CONFIG;
+  return { path: resolve(cwd, named ?? DEFAULT_CONFIG_PATH), explicit: Boolean(named) };
+}
+
+/** Reads a KEY=value config file (comments and quotes allowed, same syntax as dotenv). */
+export function readConfigFile(path: string): Record<string, string> {
+  return parseEnv(readFileSync(path, 'utf8')) as Record<string, string>;
+}
+
+/**
+ * Parses the configuration once: config file, then environment variables on top. Every problem is
+ * collected and reported together, each with the variable's name, so a sysadmin fixes them in one go.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const { path, explicit } = resolveConfigPath(options);
+  const problems: ConfigProblem[] = [];
+
+  let fileValues: Record<string, string> = {};
+  let configFile: string | null = null;
+  if (existsSync(path)) {
+    try {
+      fileValues = readConfigFile(path);
+      configFile = path;
+    } catch (err) {
+      problems.push({ variable: 'AGENTWS_CONFIG', message: `cannot read ${path}: ${(err as Error).message}` });
+    }
+  } else if (explicit) {
+    problems.push({ variable: 'AGENTWS_CONFIG', message: `config file ${path} does not exist` });
+  }
+  return parseConfigValues({ fileValues, configFile, env, cwd, problems });
+}
+
+/**
+ * Builds the Config from config-file values and the environment (which wins). Exported for `aws init`,
+ * which validates what it is about to write before writing it.
+ */
+export function parseConfigValues(input: {
+  fileValues: Record<string, string>;
+  configFile: string | null;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  problems?: ConfigProblem[];
+}): Config {
+  const { fileValues, configFile, env, cwd } = input;
+  const path = configFile ?? 'the config file';
+  const problems = input.problems ?? [];
+  const known = new Set<string>(CONFIG_VARS.map((v) => v.name));
+  for (const key of Object.keys(fileValues)) {
+    if (!known.has(key)) problems.push({ variable: key, message: `unknown variable in ${path}` });
+  }
+
+  const raw = (name: ConfigVarName): string => {
+    const fromEnv = env[name];
+    if (fromEnv !== undefined) return fromEnv.trim();
+    if (fileValues[name] !== undefined) return fileValues[name].trim();
+    return (CONFIG_VARS.find((v) => v.name === name) as VarSpec).default ?? '';
+  };
+  const values = {} as Record<ConfigVarName, string | number | boolean>;
+  for (const spec of CONFIG_VARS as readonly VarSpec[]) {
+    values[spec.name as ConfigVarName] = parseVar(spec, raw(spec.name as ConfigVarName), problems, configFile);
+  }
+
+  const base = configFile ? dirname(configFile) : cwd;
+  const str = (n: ConfigVarName) => values[n] as string;
+  const orNull = (n: ConfigVarName) => (str(n) === '' ? null : str(n));
+  const databaseUrl = orNull('DATABASE_URL');
+  if (databaseUrl && !/^postgres(ql)?:$/.test(new URL(databaseUrl).protocol)) {
+    problems.push({ variable: 'DATABASE_URL', message: 'must be a postgres:// or postgresql:// URL' });
+  }
+  const allowAnonymous = values.AGENTWS_ALLOW_ANONYMOUS as boolean;
+  if (allowAnonymous && !orNull('AGENTWS_OPERATOR_EMAIL')) {
+    problems.push({ variable: 'AGENTWS_OPERATOR_EMAIL', message: 'required when AGENTWS_ALLOW_ANONYMOUS=true (demo requests act as this user)' });
+  }
+
+  if (problems.length > 0) {
+    throw new ConfigError(problems, {
+      hint: configFile
+        ? `Fix the variables above in ${configFile} or the environment.`
+        : 'No config file found: run `npx aws init` to create one, or set the variables in the environment.',
+    });
+  }
+
+  const mode = databaseUrl ? 'postgres' : 'embedded';
+  const runsWorker = str('AGENTWS_SERVE_RUNS_WORKER');
+  const entraTenantId = orNull('AGENTWS_ENTRA_TENANT_ID');
+  const config: Config = {
+    configFile,
+    dataDir: isAbsolute(str('AGENTWS_DATA_DIR')) ? str('AGENTWS_DATA_DIR') : resolve(base, str('AGENTWS_DATA_DIR')),
+    database: { mode, url: databaseUrl, poolMax: values.AGENTWS_DATABASE_POOL_MAX as number },
+    server: {
+      host: str('AGENTWS_HOST'),
+      port: values.AGENTWS_PORT as number,
+      publicUrl: str('AGENTWS_PUBLIC_URL').replace(/\/+$/, ''),
+      trustProxy: values.AGENTWS_TRUST_PROXY as boolean,
+      shutdownTimeoutMs: values.AGENTWS_SHUTDOWN_TIMEOUT_MS as number,
+    },
+    logLevel: str('AGENTWS_LOG_LEVEL'),
+    secrets: {
+      jwtSecret: str('AGENTWS_JWT_SECRET'),
+      encryptionKey: str('AGENTWS_ENCRYPTION_KEY'),
+      apiKey: orNull('AGENTWS_API_KEY'),
+    },
+    auth: {
+      allowAnonymous,
+      operatorEmail: orNull('AGENTWS_OPERATOR_EMAIL'),
+      oidc: {
+        issuerUrl:
+          orNull('AGENTWS_OIDC_ISSUER_URL') ??
+          (entraTenantId ? `https://login.microsoftonline.com/${entraTenantId}/v2.0` : null),
+        clientId: orNull('AGENTWS_OIDC_CLIENT_ID'),
+        clientSecret: orNull('AGENTWS_OIDC_CLIENT_SECRET'),
+        entraTenantId,
+      },
+    },
+    worker: {
+      // Embedded mode has one database session in one process, so the worker must live in serve.
+      inServe: mode === 'embedded' ? true : runsWorker === 'true',
+      concurrency: values.AGENTWS_WORKER_CONCURRENCY as number,
+    },
+  };
+  return deepFreeze(config);
+}
+
+function parseVar(spec: VarSpec, value: string, problems: ConfigProblem[], file: string | null): string | number | boolean {
+  const fail = (message: string) => {
+    problems.push({ variable: spec.name, message });
+    return spec.kind === 'int' ? 0 : spec.kind === 'bool' ? false : '';
+  };
+  if (value === '') {
+    if (spec.required) {
+      return fail(file ? `is required (not set in ${file} nor the environment)` : 'is required (run `npx aws init` to generate it)');
+    }
+    if (spec.kind === 'int' || spec.kind === 'bool' || spec.kind === 'enum') return fail('must not be empty');
+    return '';
+  }
+  switch (spec.kind) {
+    case 'int': {
+      if (!/^-?\d+$/.test(value)) return fail(`must be a whole number, got "${value}"`);
+      const n = Number(value);
+      if (spec.min !== undefined && n < spec.min) return fail(`must be at least ${spec.min}, got ${n}`);
+      if (spec.max !== undefined && n > spec.max) return fail(`must be at most ${spec.max}, got ${n}`);
+      return n;
+    }
+    case 'bool': {
+      const v = value.toLowerCase();
+      if (['true', '1', 'yes', 'on'].includes(v)) return true;
+      if (['false', '0', 'no', 'off'].includes(v)) return false;
+      return fail(`must be true or false, got "${value}"`);
+    }
+    case 'enum':
+      if (!spec.values!.includes(value)) return fail(`must be one of ${spec.values!.join(', ')}, got "${value}"`);
+      return value;
+    case 'url':
+      try {
+        const url = new URL(value);
+        if (!url.protocol || !url.host) return fail(`must be an absolute URL, got "${value}"`);
+      } catch {
+        // Never echo a URL that may carry a password.
+        return fail('must be an absolute URL');
+      }
+      return value;
+    case 'secret':
+      if (spec.minLength && value.length < spec.minLength) {
+        return fail(`is too short (${value.length} characters, need at least ${spec.minLength}); generate one with \`npx aws init\``);
+      }
+      return value;
+    default:
+      return value;
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

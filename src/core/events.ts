@@ -1,0 +1,21 @@
+import type { Tx } from '../db/database.js';
+
+/**
+ * Publish/subscribe between the parts of the appliance, possibly in different processes. Implementations:
+ * in-process (embedded mode: one process) and PostgreSQL LISTEN/NOTIFY (several serve/worker processes).
+ * Payloads are small JSON objects (NOTIFY caps them at 8000 bytes): send ids, let subscribers load rows.
+ */
+export type EventHandler = (payload: unknown) => void;
+
+export interface EventBus {
+  /** With a transaction, the event is delivered only if and when it commits. */
+  publish(channel: string, payload: unknown, tx?: Tx): Promise<void>;
+  /** Resolves once the subscription is active; returns the function that ends it. */
+  subscribe(channel: string, handler: EventHandler): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+/** Channel names are shared with LISTEN, so keep them to a safe identifier alphabet. */
+export function assertChannel(channel: string): void {
+  if (!/^[a-z][a-z0-9_.:-]{0,62}$/.test(channel)) throw new Error(`invalid event channel name: ${channel}`);
+}

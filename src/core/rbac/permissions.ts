@@ -1,0 +1,132 @@
+/**
+ * Role permission documents (SPEC.md "Role permissions") and the one place that combines them.
+ */
+export interface RbacPermissions {
+  agents: { create: boolean; delete: boolean; configure: boolean; use_templates: string[] | '*' };
+  memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
+  tools: { allowed: string[] | '*'; denied: string[] };
+  admin: {
+    manage_users: boolean;
+    manage_roles: boolean;
+    manage_templates: boolean;
+    manage_providers: boolean;
+    view_audit_log: boolean;
+    manage_tenant: boolean;
+  };
+  cost: { monthly_limit_usd?: number; per_request_limit_usd?: number };
+}
+
+export type SystemRoleName = 'owner' | 'admin' | 'member' | 'viewer';
+export const SYSTEM_ROLE_NAMES: readonly SystemRoleName[] = ['owner', 'admin', 'member', 'viewer'];
+
+/** A document granting nothing: the base every partial document is completed from. */
+export function emptyPermissions(): RbacPermissions {
+  return {
+    agents: { create: false, delete: false, configure: false, use_templates: [] },
+    memory: { read_own: false, read_team: false, read_org: false, write: false, delete: false, share: false },
+    tools: { allowed: [], denied: [] },
+    admin: {
+      manage_users: false,
+      manage_roles: false,
+      manage_templates: false,
+      manage_providers: false,
+      view_audit_log: false,
+      manage_tenant: false,
+    },
+    cost: {},
+  };
+}
+
+function allPermissions(): RbacPermissions {
+  return {
+    agents: { create: true, delete: true, configure: true, use_templates: '*' },
+    memory: { read_own: true, read_team: true, read_org: true, write: true, delete: true, share: true },
+    tools: { allowed: '*', denied: [] },
+    admin: {
+      manage_users: true,
+      manage_roles: true,
+      manage_templates: true,
+      manage_providers: true,
+      view_audit_log: true,
+      manage_tenant: true,
+    },
+    cost: {},
+  };
+}
+
+/** The exact documents seeded for the four system roles of every new tenant. */
+export function systemRolePermissions(role: SystemRoleName): RbacPermissions {
+  switch (role) {
+    case 'owner':
+      return allPermissions();
+    case 'admin': {
+      const p = allPermissions();
+      p.admin.manage_tenant = false;
+      return p;
+    }
+    case 'member': {
+      const p = emptyPermissions();
+      p.agents.create = true;
+      p.agents.use_templates = '*';
+      p.memory.read_own = true;
+      p.memory.read_team = true;
+      p.memory.write = true;
+      p.tools.allowed = '*';
+      return p;
+    }
+    case 'viewer': {
+      // Read-only: may read sessions (ownership-scoped) and memories, may not run agents or tools.
+      const p = emptyPermissions();
+      p.memory.read_own = true;
+      p.memory.read_team = true;
+      return p;
+    }
+  }
+}
+
+export const SYSTEM_ROLE_DESCRIPTIONS: Record<SystemRoleName, string> = {
+  owner: 'All permissions, including managing the tenant',
+  admin: 'All permissions except managing the tenant',
+  member: 'Create and use agents, read and write own memories, read team memories',
+  viewer: 'Read-only access to sessions and memories; no agent execution',
+};
+
+const unionList = (a: string[] | '*', b: string[] | '*'): string[] | '*' =>
+  a === '*' || b === '*' ? '*' : [...new Set([...a, ...b])].sort();
+
+const maxLimit = (a: number | undefined, b: number | undefined): number | undefined =>
+  // No limit is the most generous limit.
+  a === undefined || b === undefined ? undefined : Math.max(a, b);
+
+/**
+ * Effective permissions of a user: the union of the documents of all assigned roles. Booleans are OR'ed,
+ * tool and template lists unioned (`*` absorbs), denied tools unioned, cost limits take the most generous.
+ * With no roles at all the result grants nothing.
+ */
+export function unionPermissions(docs: RbacPermissions[]): RbacPermissions {
+  if (docs.length === 0) return emptyPermissions();
+  return docs.reduce((acc, d) => {
+    const orGroup = <G extends Record<string, unknown>>(x: G, y: G): G =>
+      Object.fromEntries(Object.keys(x).map((k) => [k, typeof x[k] === 'boolean' ? Boolean(x[k] || y[k]) : x[k]])) as G;
+    return {
+      agents: { ...orGroup(acc.agents, d.agents), use_templates: unionList(acc.agents.use_templates, d.agents.use_templates) },
+      memory: orGroup(acc.memory, d.memory),
+      tools: { allowed: unionList(acc.tools.allowed, d.tools.allowed), denied: [...new Set([...acc.tools.denied, ...d.tools.denied])].sort() },
+      admin: orGroup(acc.admin, d.admin),
+      cost: stripUndefined({
+        monthly_limit_usd: maxLimit(acc.cost.monthly_limit_usd, d.cost.monthly_limit_usd),
+        per_request_limit_usd: maxLimit(acc.cost.per_request_limit_usd, d.cost.per_request_limit_usd),
+      }),
+    };
+  });
+}
+
+/** Whether a tool may run: `denied` wins over `allowed`; `*` in allowed grants every tool. */
+export function toolAllowed(p: RbacPermissions, tool: string): boolean {
+  if (p.tools.denied.includes(tool)) return false;
+  return p.tools.allowed === '*' || p.tools.allowed.includes(tool);
+}
+
+function stripUndefined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}

@@ -1,0 +1,53 @@
+import type { Queryable } from '../../db/database.js';
+
+export interface UserRow {
+  id: string;
+  tenantId: string;
+  handle: string;
+  email: string;
+  displayName: string;
+  createdAt: Date;
+}
+
+const USER_COLS = `id, tenant_id as "tenantId", handle, email, display_name as "displayName", created_at as "createdAt"`;
+
+export function createUsersRepo() {
+  return {
+    async findByEmail(q: Queryable, tenantId: string, email: string): Promise<UserRow | null> {
+      const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and lower(email) = lower($2)`, [tenantId, email]);
+      return rows[0] ?? null;
+    },
+    async findById(q: Queryable, tenantId: string, id: string): Promise<UserRow | null> {
+      const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and id = $2`, [tenantId, id]);
+      return rows[0] ?? null;
+    },
+    async insert(q: Queryable, u: { tenantId: string; handle: string; email: string; displayName: string }): Promise<UserRow> {
+      const { rows } = await q.query<UserRow>(
+        `insert into users (tenant_id, handle, email, display_name) values ($1, $2, $3, $4) returning ${USER_COLS}`,
+        [u.tenantId, u.handle, u.email, u.displayName],
+      );
+      return rows[0];
+    },
+    async handleTaken(q: Queryable, tenantId: string, handle: string): Promise<boolean> {
+      const { rowCount } = await q.query(`select 1 from users where tenant_id = $1 and handle = $2`, [tenantId, handle]);
+      return rowCount === 1;
+    },
+    /** Assigns a role unless already assigned; returns whether the assignment is new. */
+    async assignRole(q: Queryable, a: { tenantId: string; userId: string; roleId: string; assignedBy: string }): Promise<boolean> {
+      const { rowCount } = await q.query(
+        `insert into user_roles (tenant_id, user_id, role_id, assigned_by) values ($1, $2, $3, $4) on conflict do nothing`,
+        [a.tenantId, a.userId, a.roleId, a.assignedBy],
+      );
+      return rowCount === 1;
+    },
+    async roleNames(q: Queryable, userId: string): Promise<string[]> {
+      const { rows } = await q.query<{ name: string }>(
+        `select r.name from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = $1 order by r.name`,
+        [userId],
+      );
+      return rows.map((r) => r.name);
+    },
+  };
+}
+
+export type UsersRepo = ReturnType<typeof createUsersRepo>;

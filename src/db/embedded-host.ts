@@ -1,0 +1,136 @@
+import { mkdirSync, openSync, closeSync, writeSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import net from 'node:net';
+import { UnavailableError } from '../core/errors.js';
+
+/**
+ * The embedded database: PGlite (PostgreSQL in WASM) with pgvector, in AGENTWS_DATA_DIR/pglite.
+ *
+ * PGlite can be opened by one process only. Whichever process opens it first (normally `aws serve`) hosts
+ * it behind a Unix socket in AGENTWS_DATA_DIR/run, protected by the directory's 0700 mode, and records its
+ * pid in a lock file. Every other process (an admin command while serve runs) connects to that socket
+ * with the ordinary pg driver, so the rest of the program never knows which mode it is in. A command run
+ * while nothing hosts the database hosts it itself for its own lifetime.
+ */
+export const EMBEDDED_PORT = 5432;
+// One shared backend session serves every connection; this only bounds how many sockets may queue on it.
+const MAX_SOCKET_CONNECTIONS = 100;
+
+export interface EmbeddedHandle {
+  /** Directory holding the socket; pass as `host` to pg. */
+  socketDir: string;
+  /** True when this process hosts PGlite; false when it connected to another process's host. */
+  hosted: boolean;
+  release(): Promise<void>;
+}
+
+export function embeddedPaths(dataDir: string) {
+  const runDir = join(dataDir, 'run');
+  return {
+    dbDir: join(dataDir, 'pglite'),
+    runDir,
+    socket: join(runDir, `.s.PGSQL.${EMBEDDED_PORT}`),
+    lock: join(runDir, 'embedded.lock'),
+  };
+}
+
+export async function acquireEmbedded(dataDir: string): Promise<EmbeddedHandle> {
+  const paths = embeddedPaths(dataDir);
+  mkdirSync(paths.runDir, { recursive: true, mode: 0o700 });
+  for (let attempt = 0; attempt < 3; attempt++) {
+    let fd: number;
+    try {
+      fd = openSync(paths.lock, 'wx', 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const owner = readOwner(paths.lock);
+      if (owner !== null && owner !== process.pid && isAlive(owner)) {
+        await waitForSocket(paths.socket, 60_000, owner);
+        return { socketDir: paths.runDir, hosted: false, release: async () => {} };
+      }
+      // The previous host died without cleaning up: take over its lock.
+      rmSync(paths.lock, { force: true });
+      continue;
+    }
+    writeSync(fd, String(process.pid));
+    closeSync(fd);
+    try {
+      return await host(paths);
+    } catch (err) {
+      rmSync(paths.lock, { force: true });
+      throw err;
+    }
+  }
+  throw new UnavailableError(`cannot take the embedded database lock ${paths.lock}`, {
+    hint: 'Another process keeps replacing it; stop other `aws` processes using this data directory.',
+  });
+}
+
+async function host(paths: ReturnType<typeof embeddedPaths>): Promise<EmbeddedHandle> {
+  // Loaded lazily: PGlite's WASM is large and only the hosting process needs it.
+  const [{ PGlite }, { vector }, { PGLiteSocketServer }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('@electric-sql/pglite-pgvector'),
+    import('@electric-sql/pglite-socket'),
+  ]);
+  mkdirSync(paths.dbDir, { recursive: true, mode: 0o700 });
+  const db = await PGlite.create({ dataDir: paths.dbDir, extensions: { vector } });
+  rmSync(paths.socket, { force: true });
+  const server = new PGLiteSocketServer({ db, path: paths.socket, maxConnections: MAX_SOCKET_CONNECTIONS });
+  await server.start();
+  let released = false;
+  return {
+    socketDir: paths.runDir,
+    hosted: true,
+    async release() {
+      if (released) return;
+      released = true;
+      await server.stop();
+      await db.close();
+      rmSync(paths.socket, { force: true });
+      if (readOwner(paths.lock) === process.pid) rmSync(paths.lock, { force: true });
+    },
+  };
+}
+
+function readOwner(lock: string): number | null {
+  try {
+    const pid = Number.parseInt(readFileSync(lock, 'utf8').trim(), 10);
+    return Number.isFinite(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The host may still be starting (PGlite takes a few seconds on first run): wait for its socket. */
+async function waitForSocket(socket: string, timeoutMs: number, owner: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (existsSync(socket) && (await canConnect(socket))) return;
+    if (!isAlive(owner)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new UnavailableError(`the embedded database is held by process ${owner} but its socket ${socket} does not answer`, {
+    hint: `Check that process (it may be stuck); if it is gone, run the command again.`,
+  });
+}
+
+function canConnect(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const conn = net.connect(socket);
+    conn.once('connect', () => {
+      conn.destroy();
+      resolve(true);
+    });
+    conn.once('error', () => resolve(false));
+  });
+}

@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import type { Logger as PinoLogger } from 'pino';
+import type { Config } from '../config/config.schema.js';
+import type { Core } from '../core/create-core.js';
+import { registerErrorHandler } from './error-handler.js';
+import { healthRoutes } from './routes/health.routes.js';
+import { authRoutes } from './routes/v1/auth.routes.js';
+import { ErrorBody } from './schemas.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The app type every route plugin receives: TypeBox schemas give typed params, query and body. */
+export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+export interface BuildAppOptions {
+  logger?: PinoLogger;
+}
+
+/** Builds the HTTP app on the core. It never listens: `aws serve` and the tests decide where. */
+export async function buildApp(core: Core, config: Config, options: BuildAppOptions = {}): Promise<App> {
+  const app = Fastify({
+    ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
+    trustProxy: config.server.trustProxy,
+    // Honour a caller's (or proxy's) request id when it is sane, so logs correlate across hops.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  registerErrorHandler(app);
+  app.addSchema(ErrorBody);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Agent Workspace Service API',
+        version: '1',
+        description: 'Multi-tenant API in front of the opencode agent runtime. All routes are under /v1.',
+      },
+      servers: [{ url: config.server.publicUrl }],
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT or service API key' },
+        },
+      },
+      security: [{ bearer: [] }],
+    },
+    // Keep health probes out of the API document: it describes /v1 only.
+    hiddenTag: 'health',
+  });
+
+  await app.register(healthRoutes, { core });
+  await app.register(
+    async (v1) => {
+      await v1.register(authRoutes, { config });
+      v1.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+    },
+    { prefix: '/v1' },
+  );
+  return app;
+}

@@ -1,0 +1,37 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Core } from '../../core/create-core.js';
+
+const Readiness = Type.Object({
+  ready: Type.Boolean(),
+  database: Type.Union([Type.Literal('ok'), Type.Literal('unreachable')]),
+  migrations: Type.Union([Type.Literal('current'), Type.Literal('pending'), Type.Literal('unknown')]),
+  pending: Type.Array(Type.String()),
+});
+
+/** Liveness and readiness probes for load balancers and systemd/k8s checks (outside /v1: not API). */
+export async function healthRoutes(app: FastifyInstance, opts: { core: Core }): Promise<void> {
+  app.get(
+    '/healthz',
+    {
+      logLevel: 'warn',
+      schema: { tags: ['health'], summary: 'Process is up', response: { 200: Type.Object({ status: Type.Literal('ok') }) } },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+  app.get(
+    '/readyz',
+    {
+      logLevel: 'warn',
+      schema: {
+        tags: ['health'],
+        summary: 'Database reachable and migrations current',
+        response: { 200: Readiness, 503: Readiness },
+      },
+    },
+    async (_req, reply) => {
+      const r = await opts.core.system.readiness();
+      return reply.status(r.ready ? 200 : 503).send(r);
+    },
+  );
+}
