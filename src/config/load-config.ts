@@ -89,6 +89,10 @@ export function parseConfigValues(input: {
   if (databaseUrl && !/^postgres(ql)?:$/.test(new URL(databaseUrl).protocol)) {
     problems.push({ variable: 'DATABASE_URL', message: 'must be a postgres:// or postgresql:// URL' });
   }
+  const encryptionKey = str('AGENTWS_ENCRYPTION_KEY');
+  if (encryptionKey && !problems.some((p) => p.variable === 'AGENTWS_ENCRYPTION_KEY') && Buffer.from(encryptionKey, 'base64url').length !== 32) {
+    problems.push({ variable: 'AGENTWS_ENCRYPTION_KEY', message: 'must be 32 bytes, base64url-encoded (43 characters); generate one with `npx aws init`' });
+  }
   const allowAnonymous = values.AGENTWS_ALLOW_ANONYMOUS as boolean;
   if (allowAnonymous && !orNull('AGENTWS_OPERATOR_EMAIL')) {
     problems.push({ variable: 'AGENTWS_OPERATOR_EMAIL', message: 'required when AGENTWS_ALLOW_ANONYMOUS=true (demo requests act as this user)' });

@@ -20,7 +20,7 @@ export function parseSeedTenantInput(input: SeedTenantInput): Required<SeedTenan
   if (!name) problems.push('tenant name must not be empty');
   if (name.length > 200) problems.push('tenant name must be at most 200 characters');
   const slug = (input.slug?.trim() || slugify(name)).toLowerCase();
-  if (!SLUG.test(slug)) problems.push(`tenant slug "${slug}" must be 1-63 lower-case letters, digits and dashes`);
+  if ((name || input.slug) && !SLUG.test(slug)) problems.push(`tenant slug "${slug}" must be 1-63 lower-case letters, digits and dashes`);
   const ownerEmail = input.ownerEmail?.trim() ?? '';
   if (!EMAIL.test(ownerEmail)) problems.push(`owner email "${ownerEmail}" is not an email address`);
   const ownerHandle = (input.ownerHandle?.trim() || ownerEmail.split('@')[0] || '').toLowerCase();

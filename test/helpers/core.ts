@@ -1,0 +1,18 @@
+import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { createTestEnv, type TestEnv } from './test-env.js';
+
+/** A test installation with the core opened in this process (migrated unless told otherwise). */
+export async function openTestCore(options: { migrate?: boolean; supervise?: boolean } = {}): Promise<{ env: TestEnv; opened: OpenedCore; close(): Promise<void> }> {
+  const env = await createTestEnv();
+  const opened = await openCore(env.config(), silentLogger, { supervise: options.supervise });
+  if (options.migrate !== false) await opened.core.migrator.up();
+  return {
+    env,
+    opened,
+    async close() {
+      await opened.close();
+      await env.cleanup();
+    },
+  };
+}

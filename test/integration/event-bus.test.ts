@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEventBus } from '../../src/db/event-bus.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { openTestCore } from '../helpers/core.js';
+import { DB_MODE } from '../helpers/test-env.js';
+
+describe(`event bus (${DB_MODE})`, () => {
+  let t: Awaited<ReturnType<typeof openTestCore>>;
+  beforeAll(async () => {
+    t = await openTestCore({ migrate: false });
+  });
+  afterAll(() => t?.close());
+
+  it('delivers after commit, never after rollback, and stops after unsubscribe', async () => {
+    const { bus, db } = t.opened.core;
+    const got: unknown[] = [];
+    const off = await bus.subscribe('test.events', (p) => got.push(p));
+
+    await db.transaction(async (tx) => {
+      await bus.publish('test.events', { n: 1 }, tx);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(got).toEqual([]); // not before commit
+    });
+    await expect.poll(() => got, { timeout: 3000 }).toEqual([{ n: 1 }]);
+
+    await db
+      .transaction(async (tx) => {
+        await bus.publish('test.events', { n: 2 }, tx);
+        throw new Error('roll back');
+      })
+      .catch(() => {});
+    await bus.publish('test.events', { n: 3 });
+    await expect.poll(() => got, { timeout: 3000 }).toEqual([{ n: 1 }, { n: 3 }]);
+
+    await off();
+    await bus.publish('test.events', { n: 4 });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(got).toEqual([{ n: 1 }, { n: 3 }]);
+  });
+
+  it.runIf(DB_MODE === 'postgres')('crosses processes: a second bus on its own connection hears the first', async () => {
+    const { db, bus } = t.opened.core;
+    const other = createEventBus(db, silentLogger);
+    try {
+      const got: unknown[] = [];
+      await other.subscribe('test.cross', (p) => got.push(p));
+      await bus.publish('test.cross', { hello: 'world' });
+      await expect.poll(() => got, { timeout: 3000 }).toEqual([{ hello: 'world' }]);
+    } finally {
+      await other.close();
+    }
+  });
+});

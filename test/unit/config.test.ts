@@ -1,0 +1,101 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load-config.js';
+import { CONFIG_VARS } from '../../src/config/config.schema.js';
+import { ConfigError } from '../../src/core/errors.js';
+import { readFileSync } from 'node:fs';
+
+const SECRETS = {
+  AGENTWS_JWT_SECRET: 'j'.repeat(43),
+  AGENTWS_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url'),
+};
+
+function tempConfig(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'aws-cfg-'));
+  const path = join(dir, 'config.env');
+  writeFileSync(path, text);
+  return path;
+}
+
+function problemsOf(fn: () => unknown): Array<{ variable: string; message: string }> {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('applies defaults and selects the embedded database when DATABASE_URL is empty', () => {
+    const c = loadConfig({ env: { ...SECRETS }, cwd: '/srv/app' });
+    expect(c.database).toEqual({ mode: 'embedded', url: null, poolMax: 10 });
+    expect(c.server).toMatchObject({ host: '127.0.0.1', port: 8080, publicUrl: 'http://localhost:8080' });
+    expect(c.dataDir).toBe('/srv/app/data');
+    expect(c.worker.inServe).toBe(true);
+    expect(c.configFile).toBeNull();
+    expect(Object.isFrozen(c) && Object.isFrozen(c.server)).toBe(true);
+  });
+
+  it('reads the config file and lets the environment override it; relative paths follow the file', () => {
+    const path = tempConfig(
+      `# comment\nAGENTWS_PORT=9000\nAGENTWS_DATA_DIR=./store\nAGENTWS_JWT_SECRET=${SECRETS.AGENTWS_JWT_SECRET}\nAGENTWS_ENCRYPTION_KEY="${SECRETS.AGENTWS_ENCRYPTION_KEY}"\nDATABASE_URL=postgres://u:p@db:5432/x\n`,
+    );
+    const c = loadConfig({ configPath: path, env: { AGENTWS_PORT: '9100' } });
+    expect(c.server.port).toBe(9100);
+    expect(c.dataDir).toBe(join(path, '..', 'store'));
+    expect(c.database.mode).toBe('postgres');
+    expect(c.worker.inServe).toBe(false);
+    expect(c.configFile).toBe(path);
+  });
+
+  it('reports every problem at once, each with the variable name', () => {
+    const problems = problemsOf(() =>
+      loadConfig({
+        env: {
+          AGENTWS_PORT: 'eighty',
+          AGENTWS_LOG_LEVEL: 'loud',
+          AGENTWS_TRUST_PROXY: 'maybe',
+          DATABASE_URL: 'mysql://x@y/z',
+          AGENTWS_JWT_SECRET: 'short',
+        },
+      }),
+    );
+    const vars = problems.map((p) => p.variable).sort();
+    expect(vars).toEqual(
+      ['AGENTWS_ENCRYPTION_KEY', 'AGENTWS_JWT_SECRET', 'AGENTWS_LOG_LEVEL', 'AGENTWS_PORT', 'AGENTWS_TRUST_PROXY', 'DATABASE_URL'].sort(),
+    );
+    expect(problems.find((p) => p.variable === 'AGENTWS_PORT')!.message).toMatch(/whole number/);
+    expect(problems.find((p) => p.variable === 'AGENTWS_ENCRYPTION_KEY')!.message).toMatch(/required/);
+  });
+
+  it('rejects unknown variables in the file (typos) and a missing explicit file', () => {
+    const path = tempConfig(`AGENTWS_PROT=1\n`);
+    expect(problemsOf(() => loadConfig({ configPath: path, env: SECRETS })).map((p) => p.variable)).toEqual(['AGENTWS_PROT']);
+    expect(problemsOf(() => loadConfig({ configPath: '/nonexistent/config.env', env: SECRETS }))[0].variable).toBe('AGENTWS_CONFIG');
+  });
+
+  it('rejects an encryption key that is not 32 bytes', () => {
+    const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_ENCRYPTION_KEY: 'x'.repeat(60) } }));
+    expect(problems).toEqual([{ variable: 'AGENTWS_ENCRYPTION_KEY', message: expect.stringMatching(/32 bytes/) }]);
+  });
+
+  it('requires an operator in demo mode and builds the Entra issuer from the tenant id', () => {
+    expect(problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_ALLOW_ANONYMOUS: 'true' } }))[0].variable).toBe('AGENTWS_OPERATOR_EMAIL');
+    const c = loadConfig({ env: { ...SECRETS, AGENTWS_ENTRA_TENANT_ID: 'abc', AGENTWS_OIDC_CLIENT_ID: 'cid' } });
+    expect(c.auth.oidc.issuerUrl).toBe('https://login.microsoftonline.com/abc/v2.0');
+  });
+
+  it('never echoes a malformed URL (it may hold a password)', () => {
+    const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, DATABASE_URL: 'postgres://user:s3cret@' } }));
+    expect(JSON.stringify(problems)).not.toContain('s3cret');
+  });
+
+  it('the README documents every variable', () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    for (const v of CONFIG_VARS) expect(readme, v.name).toContain(`\`${v.name}\``);
+  });
+});

@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { emptyPermissions, systemRolePermissions, toolAllowed, unionPermissions } from '../../src/core/rbac/permissions.js';
+
+const T = true;
+const F = false;
+
+describe('system role documents', () => {
+  it('owner has every permission including manage_tenant', () => {
+    expect(systemRolePermissions('owner')).toEqual({
+      agents: { create: T, delete: T, configure: T, use_templates: '*' },
+      memory: { read_own: T, read_team: T, read_org: T, write: T, delete: T, share: T },
+      tools: { allowed: '*', denied: [] },
+      admin: { manage_users: T, manage_roles: T, manage_templates: T, manage_providers: T, view_audit_log: T, manage_tenant: T },
+      cost: {},
+    });
+  });
+
+  it('admin has everything but manage_tenant', () => {
+    const admin = systemRolePermissions('admin');
+    const owner = systemRolePermissions('owner');
+    expect(admin.admin.manage_tenant).toBe(false);
+    expect({ ...admin, admin: { ...admin.admin, manage_tenant: true } }).toEqual(owner);
+  });
+
+  it('member creates and uses agents, reads and writes own memories, reads team memories', () => {
+    expect(systemRolePermissions('member')).toEqual({
+      agents: { create: T, delete: F, configure: F, use_templates: '*' },
+      memory: { read_own: T, read_team: T, read_org: F, write: T, delete: F, share: F },
+      tools: { allowed: '*', denied: [] },
+      admin: { manage_users: F, manage_roles: F, manage_templates: F, manage_providers: F, view_audit_log: F, manage_tenant: F },
+      cost: {},
+    });
+  });
+
+  it('viewer is read-only with no agent execution', () => {
+    expect(systemRolePermissions('viewer')).toEqual({
+      agents: { create: F, delete: F, configure: F, use_templates: [] },
+      memory: { read_own: T, read_team: T, read_org: F, write: F, delete: F, share: F },
+      tools: { allowed: [], denied: [] },
+      admin: { manage_users: F, manage_roles: F, manage_templates: F, manage_providers: F, view_audit_log: F, manage_tenant: F },
+      cost: {},
+    });
+  });
+});
+
+describe('unionPermissions', () => {
+  it('ORs booleans, unions lists, lets * absorb, keeps denials, and takes the most generous cost limit', () => {
+    const a = emptyPermissions();
+    a.admin.view_audit_log = true;
+    a.tools.allowed = ['read'];
+    a.tools.denied = ['bash'];
+    a.agents.use_templates = ['py'];
+    a.cost = { monthly_limit_usd: 10, per_request_limit_usd: 1 };
+    const b = emptyPermissions();
+    b.memory.write = true;
+    b.tools.allowed = ['edit', 'read'];
+    b.agents.use_templates = '*';
+    b.cost = { monthly_limit_usd: 50 };
+    const u = unionPermissions([a, b]);
+    expect(u.admin.view_audit_log && u.memory.write).toBe(true);
+    expect(u.admin.manage_users).toBe(false);
+    expect(u.tools.allowed).toEqual(['edit', 'read']);
+    expect(u.tools.denied).toEqual(['bash']);
+    expect(u.agents.use_templates).toBe('*');
+    // b has no per-request limit: no limit is more generous than any limit.
+    expect(u.cost).toEqual({ monthly_limit_usd: 50 });
+  });
+
+  it('grants nothing without roles; denied wins over allowed', () => {
+    expect(unionPermissions([])).toEqual(emptyPermissions());
+    const p = systemRolePermissions('member');
+    p.tools.denied = ['bash'];
+    expect(toolAllowed(p, 'bash')).toBe(false);
+    expect(toolAllowed(p, 'edit')).toBe(true);
+    expect(toolAllowed(systemRolePermissions('viewer'), 'edit')).toBe(false);
+  });
+});

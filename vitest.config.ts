@@ -1,0 +1,22 @@
+import { defineConfig } from 'vitest/config';
+
+// Test suites that touch a database run twice: once on PostgreSQL, once on the embedded PGlite mode
+// (TEST_DB_MODE tells the helpers which). Pure unit tests run once.
+const dbSuites = ['test/integration/**/*.test.ts', 'test/cli/**/*.test.ts'];
+
+export default defineConfig({
+  test: {
+    globalSetup: ['test/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    // Two cores: more workers only make PGlite start-ups fight for CPU.
+    maxWorkers: 2,
+    reporters: process.env.CI ? ['default'] : ['default'],
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      { extends: true, test: { name: 'postgres', include: dbSuites, env: { TEST_DB_MODE: 'postgres' } } },
+      { extends: true, test: { name: 'embedded', include: dbSuites, env: { TEST_DB_MODE: 'embedded' } } },
+    ],
+  },
+});
