@@ -1,0 +1,126 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli, startServe, type ServeProcess } from '../helpers/cli.js';
+import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
+
+describe(`aws serve as a subprocess (${DB_MODE})`, () => {
+  let env: TestEnv | undefined;
+  let serve: ServeProcess | undefined;
+  afterEach(async () => {
+    if (serve && serve.child.exitCode === null) await serve.stop('SIGKILL');
+    serve = undefined;
+    await env?.cleanup();
+    env = undefined;
+  });
+
+  it('serves status, health, readiness and the OpenAPI document; SIGTERM exits 0 within 5 s', async () => {
+    env = await createTestEnv({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com' } });
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    serve = await startServe(env);
+
+    const status = await fetch(`${serve.url}/v1/auth/status`);
+    expect(status.status).toBe(200);
+    expect(await status.json()).toEqual({ auth: { allowAnonymous: true, entraConfigured: false } });
+    expect(status.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+
+    const traced = await fetch(`${serve.url}/healthz`, { headers: { 'x-request-id': 'trace-123' } });
+    expect(await traced.json()).toEqual({ status: 'ok' });
+    expect(traced.headers.get('x-request-id')).toBe('trace-123');
+
+    const ready = await fetch(`${serve.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ ready: true, database: 'ok', migrations: 'current', pending: [] });
+
+    const openapi = (await (await fetch(`${serve.url}/v1/openapi.json`)).json()) as any;
+    expect(openapi.openapi).toBe('3.0.3');
+    expect(Object.keys(openapi.paths)).toContain('/v1/auth/status');
+    expect(openapi.paths['/v1/auth/status'].get.responses['200'].content['application/json'].schema.properties.auth).toBeDefined();
+    // Probes are not part of the API document.
+    expect(Object.keys(openapi.paths).every((p) => p.startsWith('/v1/'))).toBe(true);
+
+    const missing = await fetch(`${serve.url}/v1/nope`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ error: 'not_found', requestId: expect.any(String) });
+
+    // Logs are JSON lines and never carry the bearer token.
+    await fetch(`${serve.url}/v1/auth/status`, { headers: { authorization: 'Bearer very-secret-token' } });
+    const { code, ms } = await serve.stop('SIGTERM');
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(5000);
+    expect(serve.logs()).not.toContain('very-secret-token');
+    const lines = serve.logs().split('\n').filter((l) => l.startsWith('{'));
+    expect(lines.length).toBeGreaterThan(3);
+    for (const l of lines) expect(() => JSON.parse(l)).not.toThrow();
+  });
+
+  it('reports pending migrations on /readyz until `aws migrate` runs beside it', async () => {
+    env = await createTestEnv();
+    serve = await startServe(env);
+    const before = await fetch(`${serve.url}/readyz`);
+    expect(before.status).toBe(503);
+    const body = (await before.json()) as { pending: string[] };
+    expect(body.pending.length).toBeGreaterThan(0);
+    // In embedded mode this command reaches the database through the running server's socket.
+    const migrate = await runCli(['migrate', '--json'], { env });
+    expect(migrate.code).toBe(0);
+    expect(JSON.parse(migrate.stdout).applied).toEqual(body.pending);
+    expect((await fetch(`${serve.url}/readyz`)).status).toBe(200);
+    expect((await serve.stop()).code).toBe(0);
+  });
+
+  it('fails fast on a bad config, naming every problem', async () => {
+    env = await createTestEnv();
+    writeFileSync(env.configPath, `AGENTWS_PORT=-1\nAGENTWS_WORKER_CONCURRENCY=0\nDATABASE_URL=ftp://x\nAGENTWS_DATA_DIR=${env.dataDir}\n`);
+    const r = await runCli(['serve'], { env, timeoutMs: 10_000 });
+    expect(r.code).toBe(1);
+    expect(r.ms).toBeLessThan(5000);
+    for (const v of ['AGENTWS_PORT', 'AGENTWS_WORKER_CONCURRENCY', 'DATABASE_URL', 'AGENTWS_JWT_SECRET', 'AGENTWS_ENCRYPTION_KEY']) {
+      expect(r.stderr).toContain(v);
+    }
+  });
+
+  it.runIf(DB_MODE === 'embedded')('keeps its data across a restart', async () => {
+    env = await createTestEnv();
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    serve = await startServe(env);
+    const seeded = await runCli(['tenant', 'seed', '--json', '--name', 'Persisted', '--owner-email', 'p@example.com'], { env });
+    expect(seeded.code).toBe(0);
+    const id = JSON.parse(seeded.stdout).tenant.id;
+    expect((await serve.stop()).code).toBe(0);
+
+    serve = await startServe(env);
+    const list = await runCli(['tenant', 'list', '--json'], { env });
+    expect(JSON.parse(list.stdout).tenants).toEqual([expect.objectContaining({ id, slug: 'persisted', users: 1 })]);
+    expect((await fetch(`${serve.url}/readyz`)).status).toBe(200);
+    expect((await serve.stop()).code).toBe(0);
+
+    // With serve stopped, the command hosts the database itself.
+    const offline = await runCli(['tenant', 'list', '--json'], { env });
+    expect(JSON.parse(offline.stdout).tenants[0].id).toBe(id);
+  });
+
+  it.runIf(DB_MODE === 'postgres')('runs separate `aws worker` processes that work the queues and stop on SIGTERM', async () => {
+    env = await createTestEnv();
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    const workers = [
+      await startServe(env, { command: ['worker', '--concurrency', '2'], readyMsg: 'worker started' }),
+      await startServe(env, { command: ['worker'], readyMsg: 'worker started' }),
+    ];
+    try {
+      const seeded = await runCli(['tenant', 'seed', '--json', '--name', 'Queued', '--owner-email', 'q@example.com'], { env });
+      const id = JSON.parse(seeded.stdout).tenant.id;
+      const dir = join(env.dataDir, 'workspaces', id);
+      const { existsSync } = await import('node:fs');
+      await expect.poll(() => existsSync(dir), { timeout: 15_000, interval: 100 }).toBe(true);
+      // Exactly one worker took the job.
+      await expect.poll(() => workers.map((w) => (w.logs().match(/"msg":"job completed"/g) ?? []).length).reduce((a, b) => a + b), { timeout: 5000 }).toBe(1);
+    } finally {
+      for (const w of workers) {
+        const { code, ms } = await w.stop('SIGTERM');
+        expect(code).toBe(0);
+        expect(ms).toBeLessThan(5000);
+      }
+    }
+  });
+});
