@@ -121,6 +121,7 @@ export function parseConfigValues(input: {
       shutdownTimeoutMs: values.AGENTWS_SHUTDOWN_TIMEOUT_MS as number,
     },
     logLevel: str('AGENTWS_LOG_LEVEL'),
+    accessLog: str('AGENTWS_ACCESS_LOG') as Config['accessLog'],
     secrets: {
       jwtSecret: str('AGENTWS_JWT_SECRET'),
       encryptionKey: str('AGENTWS_ENCRYPTION_KEY'),

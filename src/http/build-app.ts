@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDe
 import type { Logger as PinoLogger } from 'pino';
 import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
+import { AccessLog, lazyChildLogger } from './access-log.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
 import { authRoutes } from './routes/v1/auth.routes.js';
@@ -24,6 +25,8 @@ export interface BuildAppOptions {
 export async function buildApp(core: Core, config: Config, options: BuildAppOptions = {}): Promise<App> {
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
+    logController: new AccessLog(config.accessLog),
+    childLoggerFactory: (logger, bindings, opts) => lazyChildLogger(logger, bindings, opts),
     trustProxy: config.server.trustProxy,
     // Honour a caller's (or proxy's) request id when it is sane, so logs correlate across hops.
     genReqId: (req) => {
@@ -34,8 +37,10 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
-  app.addHook('onRequest', async (req, reply) => {
+  // Callback style on purpose: an async hook costs a promise per request on every route.
+  app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    done();
   });
   registerErrorHandler(app);
   app.addSchema(ErrorBody);

@@ -39,9 +39,10 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     // Probes are not part of the API document.
     expect(Object.keys(openapi.paths).every((p) => p.startsWith('/v1/'))).toBe(true);
 
-    const missing = await fetch(`${serve.url}/v1/nope`);
+    const missing = await fetch(`${serve.url}/v1/nope?code=ABCD2345`);
     expect(missing.status).toBe(404);
-    expect(await missing.json()).toMatchObject({ error: 'not_found', requestId: expect.any(String) });
+    const missingBody = (await missing.json()) as { requestId: string };
+    expect(missingBody).toMatchObject({ error: 'not_found', requestId: expect.any(String) });
 
     // Logs are JSON lines and never carry the bearer token.
     await fetch(`${serve.url}/v1/auth/status`, { headers: { authorization: 'Bearer very-secret-token' } });
@@ -49,9 +50,13 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     expect(code).toBe(0);
     expect(ms).toBeLessThan(5000);
     expect(serve.logs()).not.toContain('very-secret-token');
-    const lines = serve.logs().split('\n').filter((l) => l.startsWith('{'));
-    expect(lines.length).toBeGreaterThan(3);
-    for (const l of lines) expect(() => JSON.parse(l)).not.toThrow();
+    const lines = serve.logs().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    // Default access log (AGENTWS_ACCESS_LOG=errors): the failed request is logged, without its query
+    // string; the successful ones are not.
+    const access = lines.filter((l) => l.msg === 'request completed');
+    expect(access).toEqual([expect.objectContaining({ requestId: missingBody.requestId, method: 'GET', path: '/v1/nope', status: 404 })]);
+    expect(serve.logs()).not.toContain('ABCD2345');
+    expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['agentws ready', 'shutting down', 'stopped']));
   });
 
   it('reports pending migrations on /readyz until `aws migrate` runs beside it', async () => {

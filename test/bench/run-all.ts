@@ -1,0 +1,28 @@
+/**
+ * Runs the benchmarks and prints their figures, each with its baseline measured in the same run.
+ * Usage: npm run bench [-- name ...]   (names: cli-startup, serve-ready, auth-status)
+ * Exit code 1 when a target is not met.
+ */
+import { authStatusThroughput } from './auth-status-throughput.bench.js';
+import { cliStartup } from './cli-startup.bench.js';
+import { serveReady } from './serve-ready.bench.js';
+
+const benches: Record<string, () => Promise<boolean>> = {
+  'cli-startup': cliStartup,
+  'serve-ready': serveReady,
+  'auth-status': authStatusThroughput,
+};
+
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((w) => !(w in benches));
+if (unknown.length) {
+  console.error(`unknown benchmark(s): ${unknown.join(', ')}; known: ${Object.keys(benches).join(', ')}`);
+  process.exit(2);
+}
+console.log(`# agentws benchmarks — ${new Date().toISOString()} — node ${process.version}, ${(await import('node:os')).cpus().length} cores`);
+let ok = true;
+for (const [name, run] of Object.entries(benches)) {
+  if (wanted.length && !wanted.includes(name)) continue;
+  ok = (await run()) && ok;
+}
+process.exit(ok ? 0 : 1);
