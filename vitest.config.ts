@@ -12,7 +12,6 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: more workers only make PGlite start-ups fight for CPU.
     maxWorkers: 2,
-    reporters: process.env.CI ? ['default'] : ['default'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       { extends: true, test: { name: 'postgres', include: dbSuites, env: { TEST_DB_MODE: 'postgres' } } },

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { median, report, spawnUntil, stop } from './bench-utils.js';
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 4);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const CONNECTIONS = 32;
 
 async function load(url: string, seconds: number): Promise<{ rps: number; p99: number; errors: number }> {
@@ -46,9 +46,9 @@ export async function authStatusThroughput(): Promise<boolean> {
     await load(targets.bare, 2);
     await load(targets.aws, 2);
     const runs: Record<'aws' | 'bare', Array<{ rps: number; p99: number; errors: number }>> = { aws: [], bare: [] };
+    // Alternate which goes first, so neither always follows the other's load.
     for (let i = 0; i < ROUNDS; i++) {
-      runs.bare.push(await load(targets.bare, DURATION_S));
-      runs.aws.push(await load(targets.aws, DURATION_S));
+      for (const k of i % 2 ? (['aws', 'bare'] as const) : (['bare', 'aws'] as const)) runs[k].push(await load(targets[k], DURATION_S));
     }
     const rps = (k: 'aws' | 'bare') => median(runs[k].map((r) => r.rps));
     const p99 = (k: 'aws' | 'bare') => median(runs[k].map((r) => r.p99));
