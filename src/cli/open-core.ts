@@ -2,6 +2,7 @@ import type PgBoss from 'pg-boss';
 import type { Config } from '../config/config.schema.js';
 import { createCore, type Core } from '../core/create-core.js';
 import type { Logger } from '../core/logger.js';
+import type { Clock } from '../lib/clock.js';
 import type { Database } from '../db/database.js';
 import { createEventBus } from '../db/event-bus.js';
 import { openDatabase } from '../db/open-database.js';
@@ -19,7 +20,7 @@ export interface OpenedCore {
  * Opens the infrastructure the config names (database, event bus, job queue) and builds the core on it.
  * Shared by every command, `aws serve`, `aws worker` and the tests, so all of them run the same wiring.
  */
-export async function openCore(config: Config, log: Logger, options: { supervise?: boolean } = {}): Promise<OpenedCore> {
+export async function openCore(config: Config, log: Logger, options: { supervise?: boolean; clock?: Clock } = {}): Promise<OpenedCore> {
   const db = await openDatabase(config);
   const bus = createEventBus(db, log);
   const boss = createBoss(db, log, { supervise: options.supervise ?? false });
@@ -32,7 +33,7 @@ export async function openCore(config: Config, log: Logger, options: { supervise
     await db.close();
     throw err;
   }
-  const core = createCore({ db, bus, queue: createJobQueue(boss), log, dataDir: config.dataDir });
+  const core = createCore({ db, bus, queue: createJobQueue(boss), log, config, clock: options.clock });
   await ensureQueues(boss, Object.keys(core.jobHandlers));
   let closing: Promise<void> | null = null;
   return {

@@ -42,6 +42,10 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_ENTRA_TENANT_ID', kind: 'string', default: '', doc: 'Microsoft Entra ID directory (tenant) id; sets the issuer to https://login.microsoftonline.com/<id>/v2.0.' },
   { name: 'AGENTWS_OIDC_CLIENT_ID', kind: 'string', default: '', doc: 'OAuth client (application) id registered with the identity provider.' },
   { name: 'AGENTWS_OIDC_CLIENT_SECRET', kind: 'secret', default: '', doc: 'OAuth client secret (optional for public clients using PKCE only).' },
+  { name: 'AGENTWS_OIDC_TENANT_CLAIM', kind: 'string', default: 'tid', doc: 'ID-token claim naming the user\'s organisation at the identity provider (Entra: tid). Its value is matched against tenants\' external ids (`aws tenant seed --external-id`); without the claim, the issuer URL is used.' },
+  { name: 'AGENTWS_AUTO_PROVISION_TENANTS', kind: 'bool', default: 'false', doc: 'Create a tenant on first sign-in from an unmapped organisation. Off: such sign-ins get 403 tenant_not_provisioned.' },
+  { name: 'AGENTWS_DEFAULT_ROLE', kind: 'string', default: 'member', doc: 'Role given to a user created by browser sign-in.' },
+  { name: 'AGENTWS_AUTH_REDIRECT_ORIGINS', kind: 'string', default: '', doc: 'Comma-separated origins (https://app.example.com) that /v1/auth/login?redirect= may send users to, besides the service\'s own paths.' },
   { name: 'AGENTWS_SERVE_RUNS_WORKER', kind: 'enum', default: 'auto', values: ['auto', 'true', 'false'], doc: 'Run the job worker inside `aws serve`. auto: yes on the embedded database (it must), no on PostgreSQL (run `aws worker`).' },
   { name: 'AGENTWS_WORKER_CONCURRENCY', kind: 'int', default: '4', min: 1, max: 64, doc: 'Jobs one worker process runs at once per queue.' },
 ] as const satisfies readonly VarSpec[];
@@ -81,7 +85,12 @@ export interface Config {
       readonly clientId: string | null;
       readonly clientSecret: string | null;
       readonly entraTenantId: string | null;
+      readonly tenantClaim: string;
     };
+    readonly autoProvisionTenants: boolean;
+    readonly defaultRole: string;
+    /** Origins (scheme://host[:port]) the post-login redirect may point to, besides the public URL's. */
+    readonly redirectOrigins: readonly string[];
   };
   readonly worker: {
     readonly inServe: boolean;

@@ -98,6 +98,21 @@ export function parseConfigValues(input: {
     problems.push({ variable: 'AGENTWS_OPERATOR_EMAIL', message: 'required when AGENTWS_ALLOW_ANONYMOUS=true (demo requests act as this user)' });
   }
 
+  const redirectOrigins: string[] = [];
+  for (const item of str('AGENTWS_AUTH_REDIRECT_ORIGINS').split(',').map((x) => x.trim()).filter(Boolean)) {
+    try {
+      const u = new URL(item);
+      if (!['http:', 'https:'].includes(u.protocol) || u.origin !== item.replace(/\/+$/, '')) throw new Error();
+      redirectOrigins.push(u.origin);
+    } catch {
+      problems.push({ variable: 'AGENTWS_AUTH_REDIRECT_ORIGINS', message: `"${item}" is not an origin like https://app.example.com` });
+    }
+  }
+  const issuer = str('AGENTWS_OIDC_ISSUER_URL');
+  if (issuer && new URL(issuer).protocol !== 'https:' && !isLoopback(new URL(issuer).hostname)) {
+    problems.push({ variable: 'AGENTWS_OIDC_ISSUER_URL', message: 'must be https (plain http is accepted only for a loopback issuer, in development)' });
+  }
+
   if (problems.length > 0) {
     throw new ConfigError(problems, {
       hint: configFile
@@ -137,7 +152,11 @@ export function parseConfigValues(input: {
         clientId: orNull('AGENTWS_OIDC_CLIENT_ID'),
         clientSecret: orNull('AGENTWS_OIDC_CLIENT_SECRET'),
         entraTenantId,
+        tenantClaim: str('AGENTWS_OIDC_TENANT_CLAIM') || 'tid',
       },
+      autoProvisionTenants: values.AGENTWS_AUTO_PROVISION_TENANTS as boolean,
+      defaultRole: str('AGENTWS_DEFAULT_ROLE') || 'member',
+      redirectOrigins,
     },
     worker: {
       // Embedded mode has one database session in one process, so the worker must live in serve.
@@ -194,6 +213,10 @@ function parseVar(spec: VarSpec, value: string, problems: ConfigProblem[], file:
     default:
       return value;
   }
+}
+
+export function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 }
 
 function deepFreeze<T>(value: T): T {

@@ -1,12 +1,26 @@
 import type { Logger } from './logger.js';
+import type { RbacPermissions } from './rbac/permissions.js';
 
 /**
  * Who is acting. Users act within their tenant with the permissions of their roles; the system actor is
  * the CLI and the worker acting as the operator of the appliance (audited as `system:<name>`).
  */
-export type Actor =
-  | { kind: 'user'; userId: string; tenantId: string; roles: string[] }
-  | { kind: 'system'; name: string };
+export interface UserActor {
+  kind: 'user';
+  userId: string;
+  tenantId: string;
+  /** Role names: from the token (fixed at sign-in), or from the database for API-key and demo access. */
+  roles: string[];
+  /** Union of those roles' permission documents. */
+  permissions: RbacPermissions;
+  /** How the caller proved who they are. */
+  via: 'token' | 'api-key' | 'demo';
+  /** The user's profile as loaded while authenticating (saves /auth/me a second query). */
+  profile?: { handle: string; email: string; displayName: string };
+}
+
+/** A caller who has not authenticated (sign-in, token refresh): may do nothing that needs a permission. */
+export type Actor = UserActor | { kind: 'system'; name: string } | { kind: 'anonymous' };
 
 /** Passed first to every service method: `service.method(ctx, input)`. */
 export interface Ctx {
@@ -19,9 +33,9 @@ export interface Ctx {
   channel: string;
 }
 
-/** Audit form of an actor: `user:<uuid>` or `system:<name>`. */
+/** Audit form of an actor: `user:<uuid>`, `system:<name>` or `anonymous`. */
 export function actorString(actor: Actor): string {
-  return actor.kind === 'user' ? `user:${actor.userId}` : `system:${actor.name}`;
+  return actor.kind === 'user' ? `user:${actor.userId}` : actor.kind === 'system' ? `system:${actor.name}` : 'anonymous';
 }
 
 export function systemCtx(log: Logger, options: { name?: string; tenantId?: string | null; requestId?: string; channel?: string } = {}): Ctx {

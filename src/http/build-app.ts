@@ -9,6 +9,8 @@ import type { Core } from '../core/create-core.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
+import { authPlugin } from './plugins/auth.js';
+import { adminRoutes } from './routes/v1/admin.routes.js';
 import { authRoutes } from './routes/v1/auth.routes.js';
 import { ErrorBody } from './schemas.js';
 
@@ -68,8 +70,10 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
   await app.register(healthRoutes, { core });
   await app.register(
     async (v1) => {
-      await v1.register(authRoutes, { config });
-      v1.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+      await v1.register(authPlugin, { core });
+      await v1.register(authRoutes, { core });
+      await v1.register(adminRoutes, { core });
+      v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },
   );

@@ -14,3 +14,6 @@ export const ErrorBody = Type.Object(
 
 export const errorResponses = (...statuses: number[]) =>
   Object.fromEntries(statuses.map((s) => [s, Type.Ref(ErrorBody)]));
+
+/** A timestamp: services return Dates, the serialiser writes ISO 8601 strings. */
+export const DateTime = Type.Unsafe<Date | string>({ type: 'string', format: 'date-time' });

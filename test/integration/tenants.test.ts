@@ -85,7 +85,7 @@ describe(`tenants (${DB_MODE})`, () => {
     const { core } = t.opened;
     await expect(core.tenants.seedTenant(ctx, { name: '  ', ownerEmail: 'nope' })).rejects.toThrow(ValidationError);
     await expect(core.tenants.seedTenant(ctx, { name: '  ', ownerEmail: 'nope' })).rejects.toThrow(/tenant name must not be empty; owner email "nope"/);
-    const userCtx = { ...ctx, actor: { kind: 'user' as const, userId: crypto.randomUUID(), tenantId: crypto.randomUUID(), roles: ['owner'] } };
+    const userCtx = { ...ctx, actor: { kind: 'user' as const, userId: crypto.randomUUID(), tenantId: crypto.randomUUID(), roles: ['owner'], permissions: systemRolePermissions('owner'), via: 'token' as const } };
     await expect(core.tenants.seedTenant(userCtx, { name: 'X', ownerEmail: 'x@x.example' })).rejects.toBeInstanceOf(ForbiddenError);
     await expect(core.tenants.listTenants(userCtx)).rejects.toBeInstanceOf(ForbiddenError);
   });

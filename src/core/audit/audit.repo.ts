@@ -12,8 +12,64 @@ export interface AuditRecord {
   details?: Record<string, unknown>;
 }
 
+export interface AuditEntry {
+  id: string;
+  ts: Date;
+  tenantId: string | null;
+  userId: string | null;
+  actor: string;
+  action: string;
+  target: string;
+  sessionId: string | null;
+  channel: string;
+  durationMs: number | null;
+}
+
+export interface AuditFilter {
+  /** null: every tenant (operator only). */
+  tenantId: string | null;
+  action?: string;
+  userId?: string;
+  since?: Date;
+  until?: Date;
+  /** Entries strictly after this one (ts, id), oldest first: how `audit tail --follow` pages forward. */
+  after?: { ts: Date; id: string };
+  limit: number;
+}
+
+const ENTRY_COLS = `id, ts, tenant_id as "tenantId", user_id as "userId", actor, action, target, session_id as "sessionId", channel, duration_ms as "durationMs"`;
+
 export function createAuditRepo() {
   return {
+    /**
+     * Newest first (or, with `after`, oldest first). Every filter is a plain column comparison so the
+     * (tenant_id, ts) / (tenant_id, action, ts) / (tenant_id, user_id, ts) indexes serve it.
+     */
+    async query(q: Queryable, f: AuditFilter): Promise<AuditEntry[]> {
+      const where: string[] = [];
+      const args: unknown[] = [];
+      const add = (sql: string, value: unknown) => {
+        args.push(value);
+        where.push(sql.replace('?', `$${args.length}`));
+      };
+      if (f.tenantId) add('tenant_id = ?', f.tenantId);
+      if (f.action) add('action = ?', f.action);
+      if (f.userId) add('user_id = ?', f.userId);
+      if (f.since) add('ts >= ?', f.since);
+      if (f.until) add('ts <= ?', f.until);
+      if (f.after) {
+        args.push(f.after.ts, f.after.id);
+        where.push(`(ts, id) > ($${args.length - 1}, $${args.length})`);
+      }
+      args.push(f.limit);
+      const order = f.after ? 'ts asc, id asc' : 'ts desc, id desc';
+      const { rows } = await q.query<AuditEntry>(
+        `select ${ENTRY_COLS} from audit_log ${where.length ? `where ${where.join(' and ')}` : ''} order by ${order} limit $${args.length}`,
+        args,
+      );
+      return rows;
+    },
+
     async insert(q: Queryable, r: AuditRecord): Promise<{ id: string; ts: Date }> {
       const { rows } = await q.query<{ id: string; ts: Date }>(
         `insert into audit_log (tenant_id, user_id, actor, action, target, session_id, channel, duration_ms, details)

@@ -1,7 +1,22 @@
-import type { Tx } from '../../db/database.js';
+import type { Queryable, Tx } from '../../db/database.js';
 import { actorString, type Ctx } from '../context.js';
 import type { EventBus } from '../events.js';
-import type { AuditRepo } from './audit.repo.js';
+import { isUuid } from '../../lib/ids.js';
+import { requirePermission } from '../authz.js';
+import { ValidationError } from '../errors.js';
+import type { AuditEntry, AuditRepo } from './audit.repo.js';
+
+export const AUDIT_LIMIT_DEFAULT = 50;
+export const AUDIT_LIMIT_MAX = 500;
+
+export interface AuditQueryInput {
+  action?: string;
+  userId?: string;
+  since?: string | Date;
+  until?: string | Date;
+  limit?: number;
+  after?: { ts: Date; id: string };
+}
 
 export const AUDIT_CHANNEL = 'audit.appended';
 
@@ -20,8 +35,26 @@ export interface AuditInput {
  * and only if the action committed. Subscribers (e.g. `aws audit tail --follow`) hear of new entries
  * after commit through the event bus.
  */
-export function createAuditService(deps: { repo: AuditRepo; bus: EventBus }) {
+export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Queryable }) {
   return {
+    /**
+     * Audit entries of the caller's tenant, newest first (admin.view_audit_log). The operator may omit
+     * the tenant to read every tenant's entries. `count` is the number of entries returned.
+     */
+    async query(ctx: Ctx, input: AuditQueryInput): Promise<{ entries: AuditEntry[]; count: number }> {
+      const tenantId = ctx.actor.kind === 'system' && !ctx.tenantId ? null : requirePermission(ctx, 'admin.view_audit_log');
+      const limit = input.limit ?? AUDIT_LIMIT_DEFAULT;
+      const problems: string[] = [];
+      if (!Number.isInteger(limit) || limit < 1 || limit > AUDIT_LIMIT_MAX) problems.push(`limit must be a whole number from 1 to ${AUDIT_LIMIT_MAX}`);
+      const since = toDate(input.since, 'since', problems);
+      const until = toDate(input.until, 'until', problems);
+      if (input.userId !== undefined && !isUuid(input.userId)) problems.push('userId must be a UUID');
+      if (since && until && since > until) problems.push('since must not be after until');
+      if (problems.length) throw new ValidationError(problems.join('; '), { details: { problems } });
+      const entries = await deps.repo.query(deps.db, { tenantId, action: input.action || undefined, userId: input.userId, since, until, after: input.after, limit });
+      return { entries, count: entries.length };
+    },
+
     /** Records one action in the caller's transaction. */
     async record(tx: Tx, ctx: Ctx, input: AuditInput): Promise<string> {
       const tenantId = input.tenantId === undefined ? ctx.tenantId : input.tenantId;
@@ -43,3 +76,16 @@ export function createAuditService(deps: { repo: AuditRepo; bus: EventBus }) {
 }
 
 export type AuditService = ReturnType<typeof createAuditService>;
+
+function toDate(value: string | Date | undefined, name: string, problems: string[]): Date | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value instanceof Date) return value;
+  // ISO 8601 only: a date (2026-01-31) or a date-time with an offset or Z.
+  const ok = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(value);
+  const d = new Date(value);
+  if (!ok || Number.isNaN(d.getTime())) {
+    problems.push(`${name} must be an ISO 8601 date or date-time, got "${value}"`);
+    return undefined;
+  }
+  return d;
+}

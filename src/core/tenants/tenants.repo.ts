@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import { isUuid } from '../../lib/ids.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
 
 export interface TenantRow {
@@ -30,7 +31,17 @@ export function createTenantsRepo() {
       const { rows } = await q.query<TenantRow>(`select ${TENANT_COLS} from tenants where slug = $1`, [slug]);
       return rows[0] ?? null;
     },
+    async findByExternalId(q: Queryable, externalId: string): Promise<TenantRow | null> {
+      const { rows } = await q.query<TenantRow>(`select ${TENANT_COLS} from tenants where external_tenant_id = $1`, [externalId]);
+      return rows[0] ?? null;
+    },
+    /** A tenant by slug or id: how operators name tenants on the command line. */
+    async findByRef(q: Queryable, ref: string): Promise<TenantRow | null> {
+      if (isUuid(ref)) return this.findById(q, ref);
+      return this.findBySlug(q, ref.toLowerCase());
+    },
     async findById(q: Queryable, id: string): Promise<TenantRow | null> {
+      if (!isUuid(id)) return null;
       const { rows } = await q.query<TenantRow>(`select ${TENANT_COLS} from tenants where id = $1`, [id]);
       return rows[0] ?? null;
     },
@@ -43,10 +54,10 @@ export function createTenantsRepo() {
       return rows;
     },
     /** Inserts the tenant unless its slug exists; returns the row and whether it was new. */
-    async insertIfAbsent(q: Queryable, t: { slug: string; name: string }): Promise<{ tenant: TenantRow; created: boolean }> {
+    async insertIfAbsent(q: Queryable, t: { slug: string; name: string; externalTenantId?: string | null }): Promise<{ tenant: TenantRow; created: boolean }> {
       const { rows } = await q.query<TenantRow>(
-        `insert into tenants (slug, name) values ($1, $2) on conflict (slug) do nothing returning ${TENANT_COLS}`,
-        [t.slug, t.name],
+        `insert into tenants (slug, name, external_tenant_id) values ($1, $2, $3) on conflict (slug) do nothing returning ${TENANT_COLS}`,
+        [t.slug, t.name, t.externalTenantId ?? null],
       );
       if (rows[0]) return { tenant: rows[0], created: true };
       return { tenant: (await this.findBySlug(q, t.slug))!, created: false };
@@ -63,6 +74,13 @@ export function createTenantsRepo() {
         [tenantId, r.name, r.description, JSON.stringify(r.permissions), r.isSystem],
       );
       return rowCount === 1;
+    },
+    async setExternalId(q: Queryable, id: string, externalId: string | null): Promise<void> {
+      await q.query(`update tenants set external_tenant_id = $2, updated_at = now() where id = $1`, [id, externalId]);
+    },
+    async updateSettings(q: Queryable, id: string, settings: Record<string, unknown>): Promise<TenantRow> {
+      const { rows } = await q.query<TenantRow>(`update tenants set settings = $2, updated_at = now() where id = $1 returning ${TENANT_COLS}`, [id, settings]);
+      return rows[0];
     },
     async listRoles(q: Queryable, tenantId: string): Promise<RoleRow[]> {
       const { rows } = await q.query<RoleRow>(`select ${ROLE_COLS} from roles where tenant_id = $1 order by is_system desc, created_at, name`, [tenantId]);

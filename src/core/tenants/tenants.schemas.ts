@@ -7,6 +7,8 @@ export interface SeedTenantInput {
   ownerEmail: string;
   ownerHandle?: string;
   ownerDisplayName?: string;
+  /** The identity provider's id for this organisation (Entra `tid`); null removes the mapping. */
+  externalTenantId?: string | null;
 }
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -14,7 +16,7 @@ const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const HANDLE = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /** Checks and normalises tenant-seed input; reports every problem at once. */
-export function parseSeedTenantInput(input: SeedTenantInput): Required<SeedTenantInput> {
+export function parseSeedTenantInput(input: SeedTenantInput): Required<Omit<SeedTenantInput, 'externalTenantId'>> {
   const problems: string[] = [];
   const name = input.name?.trim() ?? '';
   if (!name) problems.push('tenant name must not be empty');

@@ -1,10 +1,11 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Database } from '../../db/database.js';
+import type { Database, Tx } from '../../db/database.js';
+import { slugify } from '../../lib/slug.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requireSystem } from '../authz.js';
+import { requirePermission, requireSystem } from '../authz.js';
 import { actorString, type Ctx } from '../context.js';
-import { ConflictError, NotFoundError } from '../errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import { SYSTEM_ROLE_DESCRIPTIONS, SYSTEM_ROLE_NAMES, systemRolePermissions } from '../rbac/permissions.js';
 import type { UsersRepo, UserRow } from '../users/users.repo.js';
@@ -30,6 +31,34 @@ export function createTenantsService(deps: {
 }) {
   const { db, repo, users, audit, queue } = deps;
 
+  /** Inserts the tenant (unless its slug exists) and any missing system role; audits and enqueues its set-up. */
+  async function createWithRoles(tx: Tx, ctx: Ctx, input: { slug: string; name: string; externalTenantId?: string | null }) {
+    const { tenant, created } = await repo.insertIfAbsent(tx, input);
+    const newRoles: string[] = [];
+    for (const name of SYSTEM_ROLE_NAMES) {
+      const inserted = await repo.insertRoleIfAbsent(tx, tenant.id, {
+        name,
+        description: SYSTEM_ROLE_DESCRIPTIONS[name],
+        permissions: systemRolePermissions(name),
+        isSystem: true,
+      });
+      if (inserted) newRoles.push(name);
+    }
+    if (created) {
+      await audit.record(tx, { ...ctx, tenantId: tenant.id }, { action: 'tenant.create', target: `tenant:${tenant.id}`, details: { slug: tenant.slug, name: tenant.name, externalTenantId: tenant.externalTenantId } });
+      await queue.send(PROVISION_WORKSPACE_JOB, { tenantId: tenant.id }, { tx, singletonKey: tenant.id });
+    }
+    return { tenant, created, newRoles };
+  }
+
+  async function mapExternalId(tx: Tx, ctx: Ctx, tenant: TenantRow, externalTenantId: string | null) {
+    const holder = externalTenantId ? await repo.findByExternalId(tx, externalTenantId) : null;
+    if (holder && holder.id !== tenant.id) throw new ConflictError(`external id "${externalTenantId}" is already mapped to tenant ${holder.slug}`);
+    await repo.setExternalId(tx, tenant.id, externalTenantId);
+    tenant.externalTenantId = externalTenantId;
+    await audit.record(tx, ctx, { action: 'tenant.map', target: `tenant:${tenant.id}`, details: { externalTenantId } });
+  }
+
   return {
     /**
      * Creates a tenant with its four system roles and its first owner, or completes an existing one
@@ -39,17 +68,10 @@ export function createTenantsService(deps: {
       requireSystem(ctx, 'creating tenants');
       const input = parseSeedTenantInput(raw);
       return db.transaction(async (tx) => {
-        const { tenant, created } = await repo.insertIfAbsent(tx, { slug: input.slug, name: input.name });
+        const { tenant, created, newRoles } = await createWithRoles(tx, ctx, { slug: input.slug, name: input.name, externalTenantId: raw.externalTenantId });
         const tctx = { ...ctx, tenantId: tenant.id };
-        const newRoles: string[] = [];
-        for (const name of SYSTEM_ROLE_NAMES) {
-          const inserted = await repo.insertRoleIfAbsent(tx, tenant.id, {
-            name,
-            description: SYSTEM_ROLE_DESCRIPTIONS[name],
-            permissions: systemRolePermissions(name),
-            isSystem: true,
-          });
-          if (inserted) newRoles.push(name);
+        if (!created && raw.externalTenantId !== undefined && raw.externalTenantId !== tenant.externalTenantId) {
+          await mapExternalId(tx, tctx, tenant, raw.externalTenantId);
         }
         let owner = await users.findByEmail(tx, tenant.id, input.ownerEmail);
         const ownerCreated = !owner;
@@ -69,10 +91,6 @@ export function createTenantsService(deps: {
         const ownerRole = (await repo.findRoleByName(tx, tenant.id, 'owner'))!;
         const assigned = await users.assignRole(tx, { tenantId: tenant.id, userId: owner.id, roleId: ownerRole.id, assignedBy: actorString(ctx.actor) });
 
-        if (created) {
-          await audit.record(tx, tctx, { action: 'tenant.create', target: `tenant:${tenant.id}`, details: { slug: tenant.slug, name: tenant.name } });
-          await queue.send(PROVISION_WORKSPACE_JOB, { tenantId: tenant.id }, { tx, singletonKey: tenant.id });
-        }
         if (ownerCreated) {
           await audit.record(tx, tctx, { action: 'user.create', target: `user:${owner.id}`, details: { email: owner.email, handle: owner.handle } });
         }
@@ -80,6 +98,58 @@ export function createTenantsService(deps: {
           await audit.record(tx, tctx, { action: 'role.assign', target: `user:${owner.id}`, details: { role: 'owner', roleId: ownerRole.id } });
         }
         return { tenant, owner, created: { tenant: created, owner: ownerCreated, roles: newRoles } };
+      });
+    },
+
+    /**
+     * Creates the tenant for an organisation seen at sign-in for the first time (only when
+     * AGENTWS_AUTO_PROVISION_TENANTS is on). Its first user becomes its owner (see the auth service).
+     */
+    async provisionForSignIn(ctx: Ctx, input: { externalTenantId: string; name: string }): Promise<TenantRow> {
+      requireSystem(ctx, 'provisioning tenants');
+      const base = slugify(input.name) || 'tenant';
+      return db.transaction(async (tx) => {
+        // Two first sign-ins from one organisation at once: the unique external id lets only one win.
+        await tx.query(`select pg_advisory_xact_lock(hashtext($1))`, [input.externalTenantId]);
+        const existing = await repo.findByExternalId(tx, input.externalTenantId);
+        if (existing) return existing;
+        let slug = base;
+        for (let i = 2; await repo.findBySlug(tx, slug); i++) slug = `${base.slice(0, 58)}-${i}`;
+        const { tenant } = await createWithRoles(tx, ctx, { slug, name: input.name, externalTenantId: input.externalTenantId });
+        return tenant;
+      });
+    },
+
+    /** A tenant by slug or id (operator only: the CLI's --tenant flag). */
+    async findTenant(ctx: Ctx, ref: string): Promise<TenantRow> {
+      requireSystem(ctx, 'looking up tenants');
+      const tenant = await repo.findByRef(db, ref);
+      if (!tenant) throw new NotFoundError(`tenant "${ref}" not found`, { hint: 'List tenants with `npx aws tenant list`.' });
+      return tenant;
+    },
+
+    /**
+     * Updates tenant settings (admin.manage_tenant). Today: `groupRoleMapping`, identity-provider group
+     * object id -> role name. Stored and returned; sign-in does not apply it (SPEC.md "Tenant settings").
+     */
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string> } }) {
+      const tenantId = requirePermission(ctx, 'admin.manage_tenant');
+      const mapping = input.settings?.groupRoleMapping;
+      return db.transaction(async (tx) => {
+        const tenant = await repo.findById(tx, tenantId);
+        if (!tenant) throw new NotFoundError('tenant not found');
+        const settings = { ...tenant.settings };
+        if (mapping !== undefined) {
+          const roles = new Set((await repo.listRoles(tx, tenantId)).map((r) => r.name));
+          const unknown = Object.entries(mapping).filter(([, role]) => !roles.has(role));
+          if (unknown.length) {
+            throw new ValidationError(`groupRoleMapping names unknown roles: ${unknown.map(([g, r]) => `${g} -> ${r}`).join(', ')}`);
+          }
+          settings.groupRoleMapping = mapping;
+        }
+        const updated = await repo.updateSettings(tx, tenantId, settings);
+        await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
+        return updated;
       });
     },
 

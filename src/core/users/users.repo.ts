@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import { isUuid } from '../../lib/ids.js';
 
 export interface UserRow {
   id: string;
@@ -18,13 +19,42 @@ export function createUsersRepo() {
       return rows[0] ?? null;
     },
     async findById(q: Queryable, tenantId: string, id: string): Promise<UserRow | null> {
+      if (!isUuid(id)) return null;
       const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and id = $2`, [tenantId, id]);
       return rows[0] ?? null;
     },
-    async insert(q: Queryable, u: { tenantId: string; handle: string; email: string; displayName: string }): Promise<UserRow> {
+    /** A user by id, email or handle: how people name users on the command line. */
+    async findByRef(q: Queryable, tenantId: string, ref: string): Promise<UserRow | null> {
+      if (isUuid(ref)) return this.findById(q, tenantId, ref);
+      if (ref.includes('@')) return this.findByEmail(q, tenantId, ref);
+      const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and handle = lower($2)`, [tenantId, ref]);
+      return rows[0] ?? null;
+    },
+    async findBySubject(q: Queryable, tenantId: string, subject: string): Promise<UserRow | null> {
+      const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and external_subject = $2`, [tenantId, subject]);
+      return rows[0] ?? null;
+    },
+    async list(q: Queryable, tenantId: string): Promise<Array<UserRow & { roles: string[] }>> {
+      const { rows } = await q.query<UserRow & { roles: string[] }>(
+        `select ${USER_COLS.replace(/(^|, )(\w+)/g, '$1u.$2')},
+                coalesce((select array_agg(r.name order by r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = u.id), '{}') as roles
+           from users u where u.tenant_id = $1 order by u.created_at, u.handle`,
+        [tenantId],
+      );
+      return rows;
+    },
+    async insert(q: Queryable, u: { tenantId: string; handle: string; email: string; displayName: string; externalSubject?: string | null }): Promise<UserRow> {
       const { rows } = await q.query<UserRow>(
-        `insert into users (tenant_id, handle, email, display_name) values ($1, $2, $3, $4) returning ${USER_COLS}`,
-        [u.tenantId, u.handle, u.email, u.displayName],
+        `insert into users (tenant_id, handle, email, display_name, external_subject) values ($1, $2, $3, $4, $5) returning ${USER_COLS}`,
+        [u.tenantId, u.handle, u.email, u.displayName, u.externalSubject ?? null],
+      );
+      return rows[0];
+    },
+    /** Refreshes what the identity provider says about a user at each sign-in. */
+    async updateProfile(q: Queryable, id: string, p: { email: string; displayName: string; externalSubject: string }): Promise<UserRow> {
+      const { rows } = await q.query<UserRow>(
+        `update users set email = $2, display_name = $3, external_subject = $4, updated_at = now() where id = $1 returning ${USER_COLS}`,
+        [id, p.email, p.displayName, p.externalSubject],
       );
       return rows[0];
     },

@@ -1,6 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
-import type { Config } from '../../../config/config.schema.js';
+import type { Core } from '../../../core/create-core.js';
+import { ACCESS_TTL_S, REFRESH_TTL_S } from '../../../core/auth/tokens.js';
+import type { App } from '../../build-app.js';
+import { ACCESS_COOKIE, readCookie, REFRESH_COOKIE, serializeCookie } from '../../cookies.js';
+import { ctxOf } from '../../plugins/auth.js';
+import { errorResponses } from '../../schemas.js';
 
 const AuthStatus = Type.Object({
   auth: Type.Object({
@@ -9,26 +13,102 @@ const AuthStatus = Type.Object({
   }),
 });
 
+const Me = Type.Object({
+  user: Type.Object({
+    id: Type.String({ format: 'uuid' }),
+    handle: Type.String(),
+    email: Type.String(),
+    displayName: Type.String(),
+    tenantId: Type.String({ format: 'uuid' }),
+  }),
+  roles: Type.Array(Type.String()),
+});
+
 /** SPEC.md "Authentication endpoints". */
-export async function authRoutes(app: FastifyInstance, opts: { config: Config }): Promise<void> {
-  const { oidc } = opts.config.auth;
+export async function authRoutes(app: App, opts: { core: Core }): Promise<void> {
+  const { auth, config } = opts.core;
+  const secure = config.server.publicUrl.startsWith('https://');
   // Fixed for the life of the process (config is parsed once), so built once, not per request.
-  const status = {
-    auth: {
-      allowAnonymous: opts.config.auth.allowAnonymous,
-      entraConfigured: Boolean(oidc.issuerUrl && oidc.clientId),
-    },
-  };
+  const status = { auth: auth.status() };
+
   app.get(
     '/auth/status',
     {
-      schema: {
-        tags: ['auth'],
-        summary: 'Which sign-in options the login page should offer',
-        security: [],
-        response: { 200: AuthStatus },
-      },
+      config: { auth: 'none' },
+      schema: { tags: ['auth'], summary: 'Which sign-in options the login page should offer', security: [], response: { 200: AuthStatus } },
     },
     async () => status,
+  );
+
+  app.get(
+    '/auth/login',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['auth'],
+        summary: 'Start browser sign-in (OAuth 2.0 authorization code with PKCE) at the identity provider',
+        security: [],
+        querystring: Type.Object({ redirect: Type.Optional(Type.String({ maxLength: 2048, description: 'Path on this service, or a URL on an allowed origin, to go to afterwards' })) }),
+        response: { 302: Type.Null({ description: 'Redirect to the identity provider' }), ...errorResponses(400, 502, 503) },
+      },
+    },
+    async (req, reply) => {
+      const { url } = await auth.startLogin(ctxOf(req), { redirect: req.query.redirect });
+      return reply.redirect(url, 302);
+    },
+  );
+
+  app.get(
+    '/auth/callback',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['auth'],
+        summary: 'OAuth 2.0 callback: signs the user in and redirects with the access token in a cookie',
+        description: `Sets ${ACCESS_COOKIE} (access token, 15 min, Path=/) and ${REFRESH_COOKIE} (refresh token, 7 days, Path=/v1/auth), both HttpOnly and SameSite=Lax (Secure when the public URL is https).`,
+        security: [],
+        querystring: Type.Object({}, { additionalProperties: true }),
+        response: { 302: Type.Null({ description: 'Redirect to the dashboard or the login redirect' }), ...errorResponses(400, 403, 502, 503) },
+      },
+    },
+    async (req, reply) => {
+      // The URL the provider redirected to, as registered: the public URL, not whatever Host was sent.
+      const callbackUrl = new URL(req.url, config.server.publicUrl);
+      const signedIn = await auth.completeLogin(ctxOf(req), { callbackUrl });
+      reply.header('set-cookie', [
+        serializeCookie(ACCESS_COOKIE, signedIn.accessToken, { maxAgeS: ACCESS_TTL_S, path: '/', secure, sameSite: 'Lax' }),
+        serializeCookie(REFRESH_COOKIE, signedIn.refreshToken, { maxAgeS: REFRESH_TTL_S, path: '/v1/auth', secure, sameSite: 'Lax' }),
+      ]);
+      reply.header('cache-control', 'no-store');
+      return reply.redirect(signedIn.redirectTo, 302);
+    },
+  );
+
+  app.post(
+    '/auth/refresh',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['auth'],
+        summary: 'Exchange an existing JWT for a new access token valid 900 seconds',
+        description: `Takes an access or refresh token in the body, or the ${REFRESH_COOKIE} cookie. Re-checks the user and tenant; keeps the token's role claims.`,
+        security: [],
+        body: Type.Optional(Type.Object({ token: Type.Optional(Type.String({ maxLength: 8192 })) })),
+        response: { 200: Type.Object({ token: Type.String() }), ...errorResponses(401, 403, 404) },
+      },
+    },
+    async (req) => {
+      const token = req.body?.token ?? readCookie(req.headers.cookie, REFRESH_COOKIE) ?? '';
+      const { token: fresh } = await auth.refresh(ctxOf(req), { token });
+      return { token: fresh };
+    },
+  );
+
+  app.get(
+    '/auth/me',
+    {
+      schema: { tags: ['auth'], summary: 'The current user and their roles', response: { 200: Me, ...errorResponses(401, 403, 404) } },
+    },
+    async (req) => auth.me(ctxOf(req)),
   );
 }

@@ -1,0 +1,130 @@
+import type { Database } from '../../db/database.js';
+import type { Clock } from '../../lib/clock.js';
+import type { AuditService } from '../audit/audit.service.js';
+import { requirePermission } from '../authz.js';
+import { actorString, type Ctx } from '../context.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import type { EventBus } from '../events.js';
+import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import type { UsersRepo } from '../users/users.repo.js';
+import { unionPermissions, type RbacPermissions } from './permissions.js';
+import { completePermissions, ROLE_NAME } from './rbac.schemas.js';
+
+/** Published (after commit) whenever a tenant's roles change, so every process drops its cached documents. */
+export const RBAC_CHANGED = 'rbac.changed';
+const CACHE_TTL_MS = 30_000;
+
+export function createRbacService(deps: { db: Database; tenants: TenantsRepo; users: UsersRepo; audit: AuditService; bus: EventBus; clock: Clock }) {
+  const { db, tenants, users, audit, bus, clock } = deps;
+  // Role documents per tenant, kept briefly: resolving permissions is on every authenticated request.
+  // Changes invalidate through the bus; the TTL bounds staleness if an event is missed.
+  const cache = new Map<string, { at: number; docs: Map<string, RbacPermissions> }>();
+  let subscribed: Promise<unknown> | null = null;
+  const ensureSubscribed = () =>
+    (subscribed ??= bus
+      .subscribe(RBAC_CHANGED, (p) => {
+        const tenantId = (p as { tenantId?: string } | null)?.tenantId;
+        if (tenantId) cache.delete(tenantId);
+        else cache.clear();
+      })
+      .catch(() => {
+        subscribed = null;
+      }));
+
+  const roleDocs = async (tenantId: string): Promise<Map<string, RbacPermissions>> => {
+    void ensureSubscribed();
+    const hit = cache.get(tenantId);
+    if (hit && clock.now().getTime() - hit.at < CACHE_TTL_MS) return hit.docs;
+    const rows = await tenants.listRoles(db, tenantId);
+    const docs = new Map(rows.map((r) => [r.name, r.permissions]));
+    cache.set(tenantId, { at: clock.now().getTime(), docs });
+    return docs;
+  };
+
+  const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => bus.publish(RBAC_CHANGED, { tenantId }, tx);
+
+  return {
+    /** Effective permissions of a set of role names in a tenant (unknown names grant nothing). */
+    async resolvePermissions(tenantId: string, roleNames: string[]): Promise<RbacPermissions> {
+      const docs = await roleDocs(tenantId);
+      return unionPermissions(roleNames.map((n) => docs.get(n)).filter((d): d is RbacPermissions => Boolean(d)));
+    },
+
+    /** All roles of the caller's tenant with their documents and member counts (admin.manage_roles). */
+    async listRoles(ctx: Ctx) {
+      const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      const { rows } = await db.query<{ id: string; name: string; description: string; permissions: RbacPermissions; isSystem: boolean; members: number; createdAt: Date }>(
+        `select r.id, r.name, r.description, r.permissions, r.is_system as "isSystem", r.created_at as "createdAt",
+                (select count(*)::int from user_roles ur where ur.role_id = r.id) as members
+           from roles r where r.tenant_id = $1 order by r.is_system desc, r.created_at, r.name`,
+        [tenantId],
+      );
+      return rows;
+    },
+
+    /** Creates a custom role from a partial permission document (admin.manage_roles). */
+    async createRole(ctx: Ctx, input: { name: string; description?: string; permissions: unknown }) {
+      const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      const name = input.name?.trim().toLowerCase() ?? '';
+      if (!ROLE_NAME.test(name)) throw new ValidationError('role name must be 1-63 lower-case letters, digits, dashes or underscores');
+      const permissions = completePermissions(input.permissions ?? {});
+      return db.transaction(async (tx) => {
+        const created = await tenants.insertRoleIfAbsent(tx, tenantId, { name, description: input.description?.trim() ?? '', permissions, isSystem: false });
+        if (!created) throw new ConflictError(`a role named "${name}" already exists`);
+        const role = (await tenants.findRoleByName(tx, tenantId, name))!;
+        await audit.record(tx, { ...ctx, tenantId }, { action: 'role.create', target: `role:${role.id}`, details: { name, permissions } });
+        await changed(tx, tenantId);
+        return role;
+      });
+    },
+
+    /** Assigns a role to a user of the same tenant (admin.manage_roles). Idempotent. */
+    async assignRole(ctx: Ctx, input: { userId: string; roleId?: string; roleName?: string }) {
+      const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      return db.transaction(async (tx) => {
+        const user = await users.findById(tx, tenantId, input.userId);
+        if (!user) throw new NotFoundError('user not found');
+        const role = await findRole(tx, tenantId, input);
+        const assigned = await users.assignRole(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: actorString(ctx.actor) });
+        if (assigned) {
+          await audit.record(tx, { ...ctx, tenantId }, { action: 'role.assign', target: `user:${user.id}`, details: { role: role.name, roleId: role.id } });
+          await changed(tx, tenantId);
+        }
+        return { user, role: { id: role.id, name: role.name }, assigned, roles: await users.roleNames(tx, user.id) };
+      });
+    },
+
+    /** Removes a role from a user (admin.manage_roles); the tenant's last owner keeps the owner role. */
+    async revokeRole(ctx: Ctx, input: { userId: string; roleId?: string; roleName?: string }) {
+      const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      return db.transaction(async (tx) => {
+        const user = await users.findById(tx, tenantId, input.userId);
+        if (!user) throw new NotFoundError('user not found');
+        const role = await findRole(tx, tenantId, input);
+        if (role.name === 'owner') {
+          // Serialise concurrent revocations of owners in this tenant before counting them.
+          await tx.query(`select 1 from roles where id = $1 for update`, [role.id]);
+          const { rows } = await tx.query<{ n: number }>(`select count(*)::int as n from user_roles where role_id = $1`, [role.id]);
+          if (rows[0].n <= 1) throw new ConflictError('cannot remove the owner role from the tenant\'s last owner', { hint: 'Assign the owner role to someone else first.' });
+        }
+        const { rowCount } = await tx.query(`delete from user_roles where user_id = $1 and role_id = $2`, [user.id, role.id]);
+        if (!rowCount) throw new NotFoundError(`user does not have the role "${role.name}"`);
+        await audit.record(tx, { ...ctx, tenantId }, { action: 'role.revoke', target: `user:${user.id}`, details: { role: role.name, roleId: role.id } });
+        await changed(tx, tenantId);
+        return { user, role: { id: role.id, name: role.name }, roles: await users.roleNames(tx, user.id) };
+      });
+    },
+  };
+
+  async function findRole(q: Database | Parameters<AuditService['record']>[0], tenantId: string, input: { roleId?: string; roleName?: string }) {
+    const role = input.roleId
+      ? (await tenants.listRoles(q, tenantId)).find((r) => r.id === input.roleId)
+      : input.roleName
+        ? await tenants.findRoleByName(q, tenantId, input.roleName)
+        : null;
+    if (!role) throw new NotFoundError('role not found');
+    return role;
+  }
+}
+
+export type RbacService = ReturnType<typeof createRbacService>;

@@ -1,0 +1,88 @@
+import type { Database, Queryable } from '../../db/database.js';
+import type { Clock } from '../../lib/clock.js';
+import { parseDuration } from '../../lib/duration.js';
+import { requirePermission } from '../authz.js';
+import type { Ctx } from '../context.js';
+import { ValidationError } from '../errors.js';
+
+export interface UsageRecordInput {
+  tenantId: string;
+  userId: string | null;
+  sessionId: string | null;
+  model: string;
+  provider: string;
+  tokens: { input: number; output: number; reasoning: number; cacheRead: number; cacheWrite: number };
+  costUsd: number;
+  channel: string;
+  at?: Date;
+}
+
+export interface UsageDigest {
+  totalTokens: number;
+  totalCostUsd: number;
+  byModel: Record<string, { tokens: number; cost: number }>;
+  byUser: Record<string, { tokens: number; cost: number }>;
+}
+
+/** Longest window a digest may cover. */
+const MAX_WINDOW_MS = 366 * 86_400_000;
+
+export function createUsageService(deps: { db: Database; clock: Clock }) {
+  const { db, clock } = deps;
+  return {
+    /** Records one completed assistant message (written by the agent-turn analytics job). */
+    async record(q: Queryable, r: UsageRecordInput): Promise<void> {
+      await q.query(
+        `insert into usage_records (tenant_id, user_id, session_id, model, provider, tokens_input, tokens_output, tokens_reasoning,
+                                    tokens_cache_read, tokens_cache_write, cost_usd, channel, created_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+        [r.tenantId, r.userId, r.sessionId, r.model, r.provider, r.tokens.input, r.tokens.output, r.tokens.reasoning, r.tokens.cacheRead, r.tokens.cacheWrite, r.costUsd, r.channel, r.at ?? clock.now()],
+      );
+    },
+
+    /**
+     * Tokens and cost of the caller's tenant over the last `since` (24h, 7d, 30d, ...; default 24h),
+     * in total, per model and per user (admin.view_audit_log: usage is part of the reporting an auditor
+     * sees). Tokens count input + output + reasoning + cache reads and writes.
+     */
+    async digest(ctx: Ctx, input: { since?: string }): Promise<UsageDigest & { since: string; from: Date; to: Date }> {
+      const tenantId = requirePermission(ctx, 'admin.view_audit_log');
+      const since = input.since?.trim() || '24h';
+      const ms = parseDuration(since);
+      if (ms === null || ms > MAX_WINDOW_MS) {
+        throw new ValidationError(`since must be a duration such as 24h, 7d or 30d (at most 366d), got "${since}"`);
+      }
+      const to = clock.now();
+      const from = new Date(to.getTime() - ms);
+      const { rows } = await db.query<{ model: string; userId: string | null; tokens: string; cost: string }>(
+        `select model, user_id as "userId",
+                sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens,
+                sum(cost_usd)::text as cost
+           from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
+          group by model, user_id`,
+        [tenantId, from, to],
+      );
+      const digest: UsageDigest = { totalTokens: 0, totalCostUsd: 0, byModel: {}, byUser: {} };
+      for (const r of rows) {
+        const tokens = Number(r.tokens);
+        const cost = Number(r.cost);
+        digest.totalTokens += tokens;
+        digest.totalCostUsd += cost;
+        const m = (digest.byModel[r.model] ??= { tokens: 0, cost: 0 });
+        m.tokens += tokens;
+        m.cost += cost;
+        const key = r.userId ?? 'unknown';
+        const u = (digest.byUser[key] ??= { tokens: 0, cost: 0 });
+        u.tokens += tokens;
+        u.cost += cost;
+      }
+      // Sums of decimal costs in floating point: round to the cent's ten-thousandth for stable output.
+      const round = (n: number) => Math.round(n * 1e6) / 1e6;
+      digest.totalCostUsd = round(digest.totalCostUsd);
+      for (const v of [...Object.values(digest.byModel), ...Object.values(digest.byUser)]) v.cost = round(v.cost);
+      return { ...digest, since, from, to };
+    },
+  };
+}
+
+export type UsageService = ReturnType<typeof createUsageService>;

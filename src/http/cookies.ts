@@ -1,0 +1,17 @@
+/** Cookie names (documented in the README). */
+export const ACCESS_COOKIE = 'agentws_access';
+export const REFRESH_COOKIE = 'agentws_refresh';
+
+/** Reads one cookie from a Cookie header without a dependency: names here are fixed and ASCII. */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+export function serializeCookie(name: string, value: string, o: { maxAgeS: number; path: string; secure: boolean; sameSite: 'Lax' | 'Strict' }): string {
+  return [`${name}=${encodeURIComponent(value)}`, `Max-Age=${o.maxAgeS}`, `Path=${o.path}`, 'HttpOnly', `SameSite=${o.sameSite}`, ...(o.secure ? ['Secure'] : [])].join('; ');
+}

@@ -1,0 +1,171 @@
+import { Type } from '@sinclair/typebox';
+import { AUDIT_LIMIT_DEFAULT, AUDIT_LIMIT_MAX } from '../../../core/audit/audit.service.js';
+import type { Core } from '../../../core/create-core.js';
+import type { RbacPermissions } from '../../../core/rbac/permissions.js';
+import { PartialPermissions } from '../../../core/rbac/rbac.schemas.js';
+import type { App } from '../../build-app.js';
+import { ctxOf } from '../../plugins/auth.js';
+import { DateTime, errorResponses } from '../../schemas.js';
+
+const Uuid = Type.String({ format: 'uuid' });
+const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
+
+const AuditEntry = Type.Object({
+  id: Uuid,
+  ts: DateTime,
+  tenantId: Nullable(Uuid),
+  userId: Nullable(Uuid),
+  actor: Type.String({ description: 'user:<uuid>, system:<name> (CLI, worker) or anonymous' }),
+  action: Type.String(),
+  target: Type.String(),
+  sessionId: Nullable(Uuid),
+  channel: Type.String(),
+  durationMs: Type.Union([Type.Integer(), Type.Null()]),
+});
+
+const Totals = Type.Object({ tokens: Type.Integer(), cost: Type.Number() });
+const UsageDigest = Type.Object({
+  totalTokens: Type.Integer(),
+  totalCostUsd: Type.Number(),
+  byModel: Type.Record(Type.String(), Totals),
+  byUser: Type.Record(Type.String(), Totals),
+  window: Type.Object({ since: Type.String(), from: DateTime, to: DateTime }),
+});
+
+const Permissions = Type.Unsafe<RbacPermissions>({ type: 'object', additionalProperties: true, description: 'RbacPermissions document (SPEC.md)' });
+const Role = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  description: Type.String(),
+  isSystem: Type.Boolean(),
+  permissions: Permissions,
+  members: Type.Optional(Type.Integer()),
+  createdAt: DateTime,
+});
+const User = Type.Object({
+  id: Uuid,
+  handle: Type.String(),
+  email: Type.String(),
+  displayName: Type.String(),
+  roles: Type.Array(Type.String()),
+  createdAt: DateTime,
+});
+const Assignment = Type.Object({ userId: Uuid, role: Type.Object({ id: Uuid, name: Type.String() }), roles: Type.Array(Type.String()), changed: Type.Boolean() });
+const Tenant = Type.Object({ id: Uuid, slug: Type.String(), name: Type.String(), settings: Type.Record(Type.String(), Type.Unknown()) });
+
+/** SPEC.md "Admin endpoints": audit log, usage, users, roles, tenant settings. */
+export async function adminRoutes(app: App, opts: { core: Core }): Promise<void> {
+  const { audit, usage, users, rbac, tenants } = opts.core;
+  const denied = errorResponses(400, 401, 403);
+
+  app.get(
+    '/admin/audit-log',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Audit entries of the tenant, newest first (admin.view_audit_log)',
+        querystring: Type.Object({
+          action: Type.Optional(Type.String({ maxLength: 200, description: 'Exact match, e.g. tool.execute' })),
+          userId: Type.Optional(Uuid),
+          since: Type.Optional(Type.String({ description: 'ISO 8601' })),
+          until: Type.Optional(Type.String({ description: 'ISO 8601' })),
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: AUDIT_LIMIT_MAX, default: AUDIT_LIMIT_DEFAULT })),
+        }),
+        response: { 200: Type.Object({ entries: Type.Array(AuditEntry), count: Type.Integer({ description: 'Number of entries returned' }) }), ...denied },
+      },
+    },
+    async (req) => audit.query(ctxOf(req), req.query),
+  );
+
+  app.get(
+    '/admin/usage',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Tokens and cost of the tenant over a window (admin.view_audit_log)',
+        querystring: Type.Object({ since: Type.Optional(Type.String({ description: 'Duration: 24h, 7d, 30d, ... (default 24h)' })) }),
+        response: { 200: UsageDigest, ...denied },
+      },
+    },
+    async (req) => {
+      const { since, from, to, ...digest } = await usage.digest(ctxOf(req), { since: req.query.since });
+      return { ...digest, window: { since, from, to } };
+    },
+  );
+
+  app.get(
+    '/admin/users',
+    { schema: { tags: ['admin'], summary: 'Users of the tenant with their roles (admin.manage_users)', response: { 200: Type.Object({ users: Type.Array(User) }), ...denied } } },
+    async (req) => ({ users: await users.listUsers(ctxOf(req)) }),
+  );
+
+  app.get(
+    '/admin/roles',
+    { schema: { tags: ['admin'], summary: 'Roles of the tenant with their permission documents (admin.manage_roles)', response: { 200: Type.Object({ roles: Type.Array(Role) }), ...denied } } },
+    async (req) => ({ roles: await rbac.listRoles(ctxOf(req)) }),
+  );
+
+  app.post(
+    '/admin/roles',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Create a custom role from a partial permission document; missing members are not granted (admin.manage_roles)',
+        body: Type.Object({ name: Type.String({ minLength: 1, maxLength: 63 }), description: Type.Optional(Type.String({ maxLength: 500 })), permissions: PartialPermissions }),
+        response: { 201: Type.Object({ role: Role }), ...errorResponses(400, 401, 403, 409) },
+      },
+    },
+    async (req, reply) => reply.status(201).send({ role: await rbac.createRole(ctxOf(req), req.body) }),
+  );
+
+  app.post(
+    '/admin/users/:userId/roles',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Assign a role to a user (admin.manage_roles); idempotent',
+        params: Type.Object({ userId: Uuid }),
+        body: Type.Object({ roleId: Uuid }),
+        response: { 200: Assignment, ...errorResponses(400, 401, 403, 404) },
+      },
+    },
+    async (req) => {
+      const r = await rbac.assignRole(ctxOf(req), { userId: req.params.userId, roleId: req.body.roleId });
+      return { userId: r.user.id, role: r.role, roles: r.roles, changed: r.assigned };
+    },
+  );
+
+  app.delete(
+    '/admin/users/:userId/roles/:roleId',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Remove a role from a user (admin.manage_roles); the last owner keeps the owner role',
+        params: Type.Object({ userId: Uuid, roleId: Uuid }),
+        response: { 200: Assignment, ...errorResponses(400, 401, 403, 404, 409) },
+      },
+    },
+    async (req) => {
+      const r = await rbac.revokeRole(ctxOf(req), { userId: req.params.userId, roleId: req.params.roleId });
+      return { userId: r.user.id, role: r.role, roles: r.roles, changed: true };
+    },
+  );
+
+  app.patch(
+    '/admin/tenant',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Update tenant settings (admin.manage_tenant); groupRoleMapping is stored, not applied at sign-in',
+        body: Type.Object({
+          settings: Type.Object({ groupRoleMapping: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 200 }), Type.String({ minLength: 1, maxLength: 63 }))) }, { additionalProperties: false }),
+        }),
+        response: { 200: Type.Object({ tenant: Tenant }), ...errorResponses(400, 401, 403) },
+      },
+    },
+    async (req) => {
+      const t = await tenants.updateSettings(ctxOf(req), req.body);
+      return { tenant: { id: t.id, slug: t.slug, name: t.name, settings: t.settings } };
+    },
+  );
+}
