@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 // Test suites that touch a database run twice: once on PostgreSQL, once on the embedded PGlite mode
 // (TEST_DB_MODE tells the helpers which). Pure unit tests run once.
-const dbSuites = ['test/integration/**/*.test.ts', 'test/cli/**/*.test.ts'];
+const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'test/cli/**/*.test.ts'];
 
 export default defineConfig({
   test: {

@@ -9,6 +9,7 @@ export default class TenantSeed extends BaseCommand<typeof TenantSeed> {
   static override examples = [
     '<%= config.bin %> tenant seed --name "ACME Corp" --owner-email alice@acme.example',
     '<%= config.bin %> tenant seed --name "ACME Corp" --slug acme --owner-email alice@acme.example --owner-handle alice --json',
+    '<%= config.bin %> tenant seed --name "ACME Corp" --owner-email alice@acme.example --external-id 72f988bf-86f1-41af-91ab-2d7cd011db47',
   ];
   static override flags = {
     name: Flags.string({ summary: 'Display name of the tenant.', required: true }),
@@ -16,6 +17,7 @@ export default class TenantSeed extends BaseCommand<typeof TenantSeed> {
     'owner-email': Flags.string({ summary: 'Email of the first owner.', required: true }),
     'owner-handle': Flags.string({ summary: 'Handle of the first owner (default: the email\'s local part).' }),
     'owner-name': Flags.string({ summary: 'Display name of the first owner (default: the handle).' }),
+    'external-id': Flags.string({ summary: 'The identity provider\'s id of this organisation (Entra: the directory/tenant id), so its users can sign in.' }),
   };
 
   async run(): Promise<void> {
@@ -26,9 +28,10 @@ export default class TenantSeed extends BaseCommand<typeof TenantSeed> {
       ownerEmail: this.flags['owner-email'],
       ownerHandle: this.flags['owner-handle'],
       ownerDisplayName: this.flags['owner-name'],
+      externalTenantId: this.flags['external-id'],
     });
     const doc = {
-      tenant: { id: r.tenant.id, slug: r.tenant.slug, name: r.tenant.name },
+      tenant: { id: r.tenant.id, slug: r.tenant.slug, name: r.tenant.name, externalId: r.tenant.externalTenantId },
       owner: { id: r.owner.id, email: r.owner.email, handle: r.owner.handle },
       created: r.created,
     };

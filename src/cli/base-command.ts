@@ -3,7 +3,7 @@ import type { Config } from '../config/config.schema.js';
 import { loadConfig } from '../config/load-config.js';
 import { systemCtx, type Ctx } from '../core/context.js';
 import type { Core } from '../core/create-core.js';
-import { ConfigError, isAppError } from '../core/errors.js';
+import { ConfigError, isAppError, ValidationError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { createLogger } from '../lib/logger.js';
 import { openCore, type OpenedCore } from './open-core.js';
@@ -18,6 +18,9 @@ export type BaseArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args
  * error hierarchy: known errors print a message and a hint and exit 1; unexpected ones a stack, exit 70.
  */
 export abstract class BaseCommand<T extends typeof Command> extends Command {
+  /** Shared by the tenant-scoped commands. */
+  static tenantFlag = Flags.string({ summary: 'Tenant slug or id (default: the only tenant, when there is one).' });
+
   static override baseFlags = {
     config: Flags.string({
       helpGroup: 'GLOBAL',
@@ -63,6 +66,20 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     return this.opened;
   }
 
+  /**
+   * The context for a tenant-scoped action: the tenant named by --tenant (slug or id), or the only
+   * tenant when there is exactly one.
+   */
+  protected async tenantCtx(ref: string | undefined): Promise<Ctx> {
+    const core = await this.core();
+    if (ref) return this.ctx((await core.tenants.findTenant(this.ctx(), ref)).id);
+    const all = await core.tenants.listTenants(this.ctx());
+    if (all.length === 1) return this.ctx(all[0].id);
+    throw new ValidationError(all.length ? `there are ${all.length} tenants: name one with --tenant` : 'there are no tenants yet', {
+      hint: all.length ? `Tenants: ${all.map((t) => t.slug).join(', ')}` : 'Create one with `npx aws tenant seed`.',
+    });
+  }
+
   /** The context the CLI acts in: the operator, audited as `system:cli`. */
   protected ctx(tenantId: string | null = null): Ctx {
     return systemCtx(this.log_, { name: 'cli', tenantId, channel: 'cli' });
@@ -94,6 +111,13 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
       return this.exit(1);
     }
     if (err instanceof Errors.ExitError) throw err;
+    if ((err as { code?: string }).code === '42P01') {
+      // A missing table: the code is newer than the database schema.
+      if (json) printJson({ error: 'schema_outdated', message: err.message });
+      process.stderr.write(`${colors.err.red('Error:')} the database schema is older than this version (${err.message})\n`);
+      process.stderr.write(`${colors.err.dim('Hint:')} run \`npx aws migrate\`\n`);
+      return this.exit(1);
+    }
     if (json) printJson({ error: 'internal_error', message: err.message });
     process.stderr.write(`${colors.err.red('Unexpected error:')} ${err.stack ?? err.message}\n`);
     return this.exit(70);

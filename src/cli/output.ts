@@ -21,3 +21,12 @@ export function table(rows: Array<Record<string, unknown>>, columns: string[]): 
   const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd();
   return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
 }
+
+/** RFC 4180 CSV: a header line, then one line per row; fields quoted when they need it. */
+export function csv(rows: Array<Record<string, unknown>>, columns: string[]): string {
+  const field = (v: unknown) => {
+    const s = v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : String(v);
+    return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  return [columns.join(','), ...rows.map((r) => columns.map((c) => field(r[c])).join(','))].join('\n') + '\n';
+}

@@ -1,4 +1,18 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
+
+/**
+ * Marks code running inside a transaction. A query on the pool from there is a bug: on the embedded
+ * database it deadlocks (the one backend session waits for the open transaction, which waits for the
+ * query), and on PostgreSQL it reads outside the transaction. It fails at once instead.
+ */
+const inTransaction = new AsyncLocalStorage<true>();
+
+export class PoolInsideTransactionError extends Error {
+  constructor() {
+    super('a query went to the connection pool from inside a transaction: pass the transaction (tx) instead');
+  }
+}
 
 /** Anything that runs a query: the pool, or a client inside a transaction. */
 export interface Queryable {
@@ -29,8 +43,12 @@ export function createDatabase(mode: Database['mode'], connection: pg.ClientConf
     mode,
     connection,
     pool,
-    query: (text, values) => pool.query(text, values as unknown[]),
+    query: (text, values) => {
+      if (inTransaction.getStore()) return Promise.reject(new PoolInsideTransactionError());
+      return pool.query(text, values as unknown[]);
+    },
     async transaction(fn) {
+      if (inTransaction.getStore()) throw new PoolInsideTransactionError();
       const client = await pool.connect();
       const hooks: Array<() => void> = [];
       try {
@@ -39,7 +57,7 @@ export function createDatabase(mode: Database['mode'], connection: pg.ClientConf
           query: (text, values) => client.query(text, values as unknown[]),
           afterCommit: (hook) => void hooks.push(hook),
         };
-        const result = await fn(tx);
+        const result = await inTransaction.run(true, () => fn(tx));
         await client.query('COMMIT');
         for (const hook of hooks) hook();
         return result;

@@ -371,7 +371,7 @@ export interface BrowserSignInOptions {
   /** Defaults to 'pw' (the provider accepts any non-empty password). */
   password?: string;
   /** Modify the callback URL (e.g. its state or code) just before the browser follows the redirect to it. */
-  tamper?: (url: URL) => URL | void;
+  tamper?: (url: URL) => URL | void | Promise<URL | void>;
 }
 
 const MAX_STEPS = 30;
@@ -449,7 +449,7 @@ export async function browserSignIn(startUrl: string, login: string, options: Br
 
   // 3. The redirect back to our service's callback (optionally tampered with), requested once.
   let callback = new URL(step.redirect.href);
-  if (options.tamper) callback = options.tamper(callback) ?? callback;
+  if (options.tamper) callback = (await options.tamper(callback)) ?? callback;
   const result = await request(callback);
   return {
     finalStatus: result.res.status,

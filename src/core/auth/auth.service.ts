@@ -213,7 +213,7 @@ export function createAuthService(deps: {
           else ctx.log.warn({ role: roleName, tenantId }, 'default role does not exist in the tenant: new user has no role');
         }
         const roles = await users.roleNames(tx, user.id);
-        const actor: UserActor = { kind: 'user', userId: user.id, tenantId, roles, permissions: await rbac.resolvePermissions(tenantId, roles), via: 'token' };
+        const actor: UserActor = { kind: 'user', userId: user.id, tenantId, roles, permissions: await rbac.resolvePermissions(tenantId, roles, tx), via: 'token' };
         await audit.record(tx, { ...ctx, tenantId, actor }, { action: 'auth.sign_in', target: `user:${user.id}`, details: { newUser: created, roles } });
         return { user, roles, created };
       });

@@ -1,4 +1,4 @@
-import type { Database } from '../../db/database.js';
+import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../authz.js';
@@ -31,11 +31,11 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         subscribed = null;
       }));
 
-  const roleDocs = async (tenantId: string): Promise<Map<string, RbacPermissions>> => {
+  const roleDocs = async (tenantId: string, q: Queryable): Promise<Map<string, RbacPermissions>> => {
     void ensureSubscribed();
     const hit = cache.get(tenantId);
     if (hit && clock.now().getTime() - hit.at < CACHE_TTL_MS) return hit.docs;
-    const rows = await tenants.listRoles(db, tenantId);
+    const rows = await tenants.listRoles(q, tenantId);
     const docs = new Map(rows.map((r) => [r.name, r.permissions]));
     cache.set(tenantId, { at: clock.now().getTime(), docs });
     return docs;
@@ -44,9 +44,9 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
   const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => bus.publish(RBAC_CHANGED, { tenantId }, tx);
 
   return {
-    /** Effective permissions of a set of role names in a tenant (unknown names grant nothing). */
-    async resolvePermissions(tenantId: string, roleNames: string[]): Promise<RbacPermissions> {
-      const docs = await roleDocs(tenantId);
+    /** Effective permissions of a set of role names in a tenant (unknown names grant nothing). Pass tx inside a transaction. */
+    async resolvePermissions(tenantId: string, roleNames: string[], q: Queryable = db): Promise<RbacPermissions> {
+      const docs = await roleDocs(tenantId, q);
       return unionPermissions(roleNames.map((n) => docs.get(n)).filter((d): d is RbacPermissions => Boolean(d)));
     },
 

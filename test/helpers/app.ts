@@ -1,0 +1,108 @@
+import net from 'node:net';
+import { SignJWT } from 'jose';
+import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
+import { systemCtx } from '../../src/core/context.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { buildApp, type App } from '../../src/http/build-app.js';
+import { createTestEnv, type TestEnv } from './test-env.js';
+
+/** A free loopback port (so the public URL can be known before the app is built). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export interface TestApp {
+  env: TestEnv;
+  opened: OpenedCore;
+  app: App;
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The real HTTP app on the real core and database, listening on loopback. `vars` adds config variables;
+ * `before` runs once the port is known (e.g. to start an identity provider that must know our URL).
+ */
+export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>) } = {}): Promise<TestApp> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const extra = typeof options.vars === 'function' ? await options.vars(url) : options.vars ?? {};
+  const env = await createTestEnv({ vars: { AGENTWS_PUBLIC_URL: url, AGENTWS_PORT: String(port), ...extra } });
+  const config = env.config();
+  const opened = await openCore(config, silentLogger);
+  await opened.core.migrator.up();
+  const app = await buildApp(opened.core, config);
+  await app.listen({ host: '127.0.0.1', port });
+  return {
+    env,
+    opened,
+    app,
+    url,
+    async close() {
+      await app.close();
+      await opened.close();
+      await env.cleanup();
+    },
+  };
+}
+
+/** Seeds a tenant with an owner, plus extra users with the given roles; returns their ids. */
+export async function seedTenant(t: TestApp, slug: string, extra: Array<{ handle: string; roles: string[] }> = [], externalId?: string) {
+  const { core, db } = t.opened;
+  const r = await core.tenants.seedTenant(systemCtx(silentLogger), { name: slug, slug, ownerEmail: `owner@${slug}.example`, externalTenantId: externalId });
+  const ids: Record<string, string> = { owner: r.owner.id };
+  for (const u of extra) {
+    const { rows } = await db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, $2, $3, $2) returning id`, [r.tenant.id, u.handle, `${u.handle}@${slug}.example`]);
+    ids[u.handle] = rows[0].id;
+    for (const role of u.roles) {
+      await db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = $3`, [r.tenant.id, rows[0].id, role]);
+    }
+  }
+  return { tenantId: r.tenant.id, ids };
+}
+
+/**
+ * Signs a JWT the way the service does (HS256 with the env's secret), with overridable claims and
+ * header: for tokens of seeded users, and for crafting bad ones (wrong audience, expired, ...).
+ */
+export async function signToken(t: TestApp, claims: { sub: string; tid: string; roles: string[]; typ?: string; aud?: string; iss?: string; expS?: number; iatS?: number }, secret?: string): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ tid: claims.tid, roles: claims.roles, typ: claims.typ ?? 'access' })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(claims.sub)
+    .setIssuer(claims.iss ?? t.url)
+    .setAudience(claims.aud ?? 'agentws')
+    .setIssuedAt(claims.iatS ?? now)
+    .setExpirationTime(claims.expS ?? now + 900)
+    .setJti(crypto.randomUUID())
+    .sign(new TextEncoder().encode(secret ?? t.env.vars.AGENTWS_JWT_SECRET));
+}
+
+/** fetch against the app with a bearer token and JSON body. */
+export async function api(t: TestApp, method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
+  const res = await fetch(`${t.url}${path}`, {
+    method,
+    redirect: 'manual',
+    headers: {
+      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...options.headers,
+    },
+    body: options.body !== undefined ? JSON.stringify(options.body) : undefined,
+  });
+  const text = await res.text();
+  let json: any = undefined;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON
+  }
+  return { status: res.status, headers: res.headers, json, text };
+}
