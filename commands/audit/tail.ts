@@ -50,7 +50,9 @@ export default class AuditTail extends BaseCommand<typeof AuditTail> {
     const pull = () =>
       (busy = busy.then(async () => {
         for (;;) {
-          const batch = (await core.audit.query(ctx, { ...filter, limit: AUDIT_LIMIT_MAX, after: last ? { ts: last.ts, id: last.id } : { ts: new Date(0), id: '00000000-0000-0000-0000-000000000000' } })).entries;
+          const batch = last
+            ? (await core.audit.query(ctx, { ...filter, limit: AUDIT_LIMIT_MAX, afterId: last.id })).entries
+            : (await core.audit.query(ctx, { ...filter, limit: AUDIT_LIMIT_MAX })).entries.reverse();
           this.print(batch);
           if (batch.length) last = batch.at(-1);
           if (batch.length < AUDIT_LIMIT_MAX) return;

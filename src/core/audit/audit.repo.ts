@@ -32,8 +32,8 @@ export interface AuditFilter {
   userId?: string;
   since?: Date;
   until?: Date;
-  /** Entries strictly after this one (ts, id), oldest first: how `audit tail --follow` pages forward. */
-  after?: { ts: Date; id: string };
+  /** Entries strictly after this one by (ts, id), oldest first: how `audit tail --follow` pages forward. */
+  afterId?: string;
   limit: number;
 }
 
@@ -57,12 +57,13 @@ export function createAuditRepo() {
       if (f.userId) add('user_id = ?', f.userId);
       if (f.since) add('ts >= ?', f.since);
       if (f.until) add('ts <= ?', f.until);
-      if (f.after) {
-        args.push(f.after.ts, f.after.id);
-        where.push(`(ts, id) > ($${args.length - 1}, $${args.length})`);
+      if (f.afterId) {
+        // Compared with the stored row, not a copy of its timestamp: JavaScript dates drop microseconds.
+        args.push(f.afterId);
+        where.push(`(ts, id) > (select a.ts, a.id from audit_log a where a.id = $${args.length})`);
       }
       args.push(f.limit);
-      const order = f.after ? 'ts asc, id asc' : 'ts desc, id desc';
+      const order = f.afterId ? 'ts asc, id asc' : 'ts desc, id desc';
       const { rows } = await q.query<AuditEntry>(
         `select ${ENTRY_COLS} from audit_log ${where.length ? `where ${where.join(' and ')}` : ''} order by ${order} limit $${args.length}`,
         args,

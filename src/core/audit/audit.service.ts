@@ -15,7 +15,8 @@ export interface AuditQueryInput {
   since?: string | Date;
   until?: string | Date;
   limit?: number;
-  after?: { ts: Date; id: string };
+  /** Only entries written after this entry (by its stored time), oldest first. */
+  afterId?: string;
 }
 
 export const AUDIT_CHANNEL = 'audit.appended';
@@ -49,9 +50,10 @@ export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Q
       const since = toDate(input.since, 'since', problems);
       const until = toDate(input.until, 'until', problems);
       if (input.userId !== undefined && !isUuid(input.userId)) problems.push('userId must be a UUID');
+      if (input.afterId !== undefined && !isUuid(input.afterId)) problems.push('afterId must be a UUID');
       if (since && until && since > until) problems.push('since must not be after until');
       if (problems.length) throw new ValidationError(problems.join('; '), { details: { problems } });
-      const entries = await deps.repo.query(deps.db, { tenantId, action: input.action || undefined, userId: input.userId, since, until, after: input.after, limit });
+      const entries = await deps.repo.query(deps.db, { tenantId, action: input.action || undefined, userId: input.userId, since, until, afterId: input.afterId, limit });
       return { entries, count: entries.length };
     },
 
