@@ -1,8 +1,9 @@
 /**
  * Runs the benchmarks and prints their figures, each with its baseline measured in the same run.
- * Usage: npm run bench [-- name ...]   (names: cli-startup, serve-ready, auth-status)
+ * Usage: npm run bench [-- name ...]   (names: see `benches` below)
  * Exit code 1 when a target is not met.
  */
+import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { serveReady } from './serve-ready.bench.js';
@@ -11,6 +12,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'cli-startup': cliStartup,
   'serve-ready': serveReady,
   'auth-status': authStatusThroughput,
+  'auth-me': authMeThroughput,
 };
 
 const wanted = process.argv.slice(2);

@@ -13,6 +13,13 @@ import type { OidcClient } from './oidc-client.js';
 import { InvalidTokenError, REFRESHED_TTL_S, type TokenService } from './tokens.js';
 
 const LOGIN_TTL_MS = 10 * 60 * 1000;
+/**
+ * How long an authenticated request may rely on an earlier check that its user and tenant exist.
+ * Requests re-check at most this often per user and process (refresh always re-checks), so a deleted
+ * user or tenant loses access within this time even with a valid access token.
+ */
+export const USER_CHECK_TTL_MS = 2000;
+const USER_CACHE_MAX = 10_000;
 
 export interface AuthSettings {
   publicUrl: string;
@@ -59,6 +66,7 @@ export function createAuthService(deps: {
 }) {
   const { db, tokens, users, tenantsRepo, tenants, rbac, audit, oidc, settings, clock } = deps;
   const publicOrigin = new URL(settings.publicUrl).origin;
+  const userChecks = new Map<string, { at: number; user: UserRow }>();
 
   /** Where a sign-in may send the browser afterwards: our own paths, or a configured origin. */
   function checkRedirect(redirect: string | undefined): string {
@@ -90,7 +98,8 @@ export function createAuthService(deps: {
   /** The operator user (AGENTWS_OPERATOR_EMAIL): who demo-mode and API-key requests act as. */
   async function operatorActor(via: UserActor['via']): Promise<UserActor> {
     if (!settings.operatorEmail) throw new UnavailableError('no operator user is configured', { hint: 'Set AGENTWS_OPERATOR_EMAIL.' });
-    const { rows } = await db.query<UserRow & { roles: string[] }>(
+    const { rows } = await db.hot<UserRow & { roles: string[] }>(
+      'auth.operator',
       `select u.id, u.tenant_id as "tenantId", u.handle, u.email, u.display_name as "displayName",
               coalesce((select array_agg(r.name order by r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = u.id), '{}') as roles
          from users u where lower(u.email) = lower($1) order by u.created_at limit 1`,
@@ -254,7 +263,7 @@ export function createAuthService(deps: {
         if (input.bearer && settings.apiKey && safeEqual(input.bearer, settings.apiKey)) return operatorActor('api-key');
         throw new UnauthenticatedError('invalid token', { hint: 'Sign in again, or refresh the token with POST /v1/auth/refresh.' });
       }
-      const user = await loadUser(claims.tid, claims.sub);
+      const user = await loadUserCached(claims.tid, claims.sub);
       return {
         kind: 'user',
         userId: user.id,
@@ -278,9 +287,21 @@ export function createAuthService(deps: {
     },
   };
 
+  async function loadUserCached(tenantId: string, userId: string): Promise<UserRow> {
+    const key = `${tenantId}:${userId}`;
+    const now = clock.now().getTime();
+    const hit = userChecks.get(key);
+    if (hit && now - hit.at < USER_CHECK_TTL_MS) return hit.user;
+    const user = await loadUser(tenantId, userId);
+    if (userChecks.size >= USER_CACHE_MAX) userChecks.clear();
+    userChecks.set(key, { at: now, user });
+    return user;
+  }
+
   /** One query: the user with its tenant. No tenant: 403 tenant_not_provisioned; no user: 404. */
   async function loadUser(tenantId: string, userId: string): Promise<UserRow> {
-    const { rows } = await db.query<UserRow & { tenantExists: boolean }>(
+    const { rows } = await db.hot<UserRow & { tenantExists: boolean }>(
+      'auth.load-user',
       `select t.id is not null as "tenantExists", u.id, u.tenant_id as "tenantId", u.handle, u.email, u.display_name as "displayName"
          from (select $2::uuid as tid) k
          left join tenants t on t.id = k.tid

@@ -1,4 +1,5 @@
-import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
+import { SignJWT } from 'jose';
 import type { Clock } from '../../lib/clock.js';
 
 /**
@@ -30,9 +31,16 @@ export interface TokenClaims {
 
 export class InvalidTokenError extends Error {}
 
+/** Verified tokens remembered per process: clients send the same token on every request. */
+const VERIFIED_CACHE_MAX = 10_000;
+
 export function createTokenService(deps: { secret: string; issuer: string; clock: Clock }) {
   const key = new TextEncoder().encode(deps.secret);
+  const hmacKey = createSecretKey(key);
   const nowS = () => Math.floor(deps.clock.now().getTime() / 1000);
+  // Keyed by the whole token string, so only a byte-identical, already verified token ever hits;
+  // expiry is still checked on every use.
+  const verified = new Map<string, TokenClaims>();
 
   return {
     /** Signs a token for a user; ttlS defaults by type (access 15 min, refresh 7 days). */
@@ -52,32 +60,64 @@ export function createTokenService(deps: { secret: string; issuer: string; clock
     },
 
     /**
-     * Verifies signature (HS256 only: `none` and every other algorithm are refused), issuer, audience,
-     * expiry and claim shapes. `types` limits which token types are accepted.
+     * Verifies a compact JWS: header alg exactly HS256 (`none` and every other algorithm are refused),
+     * the HMAC-SHA256 signature (constant-time), then issuer, audience, expiry and claim shapes. `types`
+     * limits which token types are accepted.
+     *
+     * Verification is on every authenticated request. jose's verify goes through WebCrypto and costs
+     * about 110 µs a token on Node 20 against 12 µs for node:crypto's HMAC, a ninth of the request
+     * budget, so it is done here; tokens are still signed with jose, and the tests check both agree.
      */
     async verify(token: string, types: TokenType[] = ['access']): Promise<TokenClaims> {
-      try {
-        const { payload } = await jwtVerify(token, key, {
-          algorithms: ['HS256'],
-          issuer: deps.issuer,
-          audience: AUDIENCE,
-          currentDate: deps.clock.now(),
-          requiredClaims: ['sub', 'exp', 'iat'],
-        });
-        const { sub, tid, roles, typ, exp, iat, jti } = payload as Record<string, unknown>;
-        if (typeof sub !== 'string' || typeof tid !== 'string' || !Array.isArray(roles) || !roles.every((r) => typeof r === 'string')) {
-          throw new InvalidTokenError('token claims are malformed');
+      const known = verified.get(token);
+      if (known) {
+        if (known.exp <= nowS()) {
+          verified.delete(token);
+          throw new InvalidTokenError('token has expired');
         }
-        if (typ !== 'access' && typ !== 'refresh') throw new InvalidTokenError('token type is unknown');
-        if (!types.includes(typ)) throw new InvalidTokenError(`a ${typ} token is not accepted here`);
-        return { sub, tid, roles: roles as string[], typ, exp: exp as number, iat: iat as number, jti: String(jti ?? '') };
-      } catch (err) {
-        if (err instanceof InvalidTokenError) throw err;
-        if (err instanceof joseErrors.JOSEError) throw new InvalidTokenError(err.code);
-        throw new InvalidTokenError('token is not a JWT');
+        if (!types.includes(known.typ)) throw new InvalidTokenError(`a ${known.typ} token is not accepted here`);
+        return known;
       }
+      const claims = verifyUncached(token);
+      if (verified.size >= VERIFIED_CACHE_MAX) verified.clear();
+      verified.set(token, claims);
+      if (!types.includes(claims.typ)) throw new InvalidTokenError(`a ${claims.typ} token is not accepted here`);
+      return claims;
     },
   };
+
+  function verifyUncached(token: string): TokenClaims {
+    const parts = typeof token === 'string' ? token.split('.') : [];
+    if (parts.length !== 3 || !parts[0] || !parts[1] || !parts[2]) throw new InvalidTokenError('token is not a JWT');
+    const header = decodeJson(parts[0]);
+    if (header?.alg !== 'HS256') throw new InvalidTokenError('token algorithm is not HS256');
+    if ('crit' in header) throw new InvalidTokenError('token has critical header parameters');
+    const expected = createHmac('sha256', hmacKey).update(`${parts[0]}.${parts[1]}`).digest();
+    const given = Buffer.from(parts[2], 'base64url');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new InvalidTokenError('token signature is invalid');
+    const payload = decodeJson(parts[1]);
+    if (!payload) throw new InvalidTokenError('token claims are malformed');
+    const { sub, tid, roles, typ, exp, iat, jti, iss, aud } = payload;
+    if (iss !== deps.issuer) throw new InvalidTokenError('token issuer is wrong');
+    if (!(aud === AUDIENCE || (Array.isArray(aud) && aud.includes(AUDIENCE)))) throw new InvalidTokenError('token audience is wrong');
+    if (typeof exp !== 'number' || typeof iat !== 'number') throw new InvalidTokenError('token lacks exp or iat');
+    if (exp <= nowS()) throw new InvalidTokenError('token has expired');
+    if (typeof payload.nbf === 'number' && payload.nbf > nowS()) throw new InvalidTokenError('token is not yet valid');
+    if (typeof sub !== 'string' || typeof tid !== 'string' || !Array.isArray(roles) || !roles.every((r) => typeof r === 'string')) {
+      throw new InvalidTokenError('token claims are malformed');
+    }
+    if (typ !== 'access' && typ !== 'refresh') throw new InvalidTokenError('token type is unknown');
+    return Object.freeze({ sub, tid, roles: Object.freeze([...(roles as string[])]) as string[], typ, exp, iat, jti: String(jti ?? '') });
+  }
 }
 
 export type TokenService = ReturnType<typeof createTokenService>;
+
+function decodeJson(part: string): Record<string, unknown> | null {
+  try {
+    const value = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+    return value && typeof value === 'object' && !Array.isArray(value) ? value : null;
+  } catch {
+    return null;
+  }
+}

@@ -18,7 +18,7 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
   const { db, tenants, users, audit, bus, clock } = deps;
   // Role documents per tenant, kept briefly: resolving permissions is on every authenticated request.
   // Changes invalidate through the bus; the TTL bounds staleness if an event is missed.
-  const cache = new Map<string, { at: number; docs: Map<string, RbacPermissions> }>();
+  const cache = new Map<string, { at: number; docs: Map<string, RbacPermissions>; unions: Map<string, RbacPermissions> }>();
   let subscribed: Promise<unknown> | null = null;
   const ensureSubscribed = () =>
     (subscribed ??= bus
@@ -31,14 +31,14 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         subscribed = null;
       }));
 
-  const roleDocs = async (tenantId: string, q: Queryable): Promise<Map<string, RbacPermissions>> => {
+  const roleDocs = async (tenantId: string, q: Queryable) => {
     void ensureSubscribed();
     const hit = cache.get(tenantId);
-    if (hit && clock.now().getTime() - hit.at < CACHE_TTL_MS) return hit.docs;
+    if (hit && clock.now().getTime() - hit.at < CACHE_TTL_MS) return hit;
     const rows = await tenants.listRoles(q, tenantId);
-    const docs = new Map(rows.map((r) => [r.name, r.permissions]));
-    cache.set(tenantId, { at: clock.now().getTime(), docs });
-    return docs;
+    const entry = { at: clock.now().getTime(), docs: new Map(rows.map((r) => [r.name, r.permissions])), unions: new Map<string, RbacPermissions>() };
+    cache.set(tenantId, entry);
+    return entry;
   };
 
   const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => bus.publish(RBAC_CHANGED, { tenantId }, tx);
@@ -46,8 +46,15 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
   return {
     /** Effective permissions of a set of role names in a tenant (unknown names grant nothing). Pass tx inside a transaction. */
     async resolvePermissions(tenantId: string, roleNames: string[], q: Queryable = db): Promise<RbacPermissions> {
-      const docs = await roleDocs(tenantId, q);
-      return unionPermissions(roleNames.map((n) => docs.get(n)).filter((d): d is RbacPermissions => Boolean(d)));
+      const { docs, unions } = await roleDocs(tenantId, q);
+      // The same few role combinations recur on every request: combine each once per cache period.
+      const key = roleNames.length === 1 ? roleNames[0] : [...roleNames].sort().join('\n');
+      let union = unions.get(key);
+      if (!union) {
+        union = deepFreeze(unionPermissions(roleNames.map((n) => docs.get(n)).filter((d): d is RbacPermissions => Boolean(d))));
+        unions.set(key, union);
+      }
+      return union;
     },
 
     /** All roles of the caller's tenant with their documents and member counts (admin.manage_roles). */
@@ -128,3 +135,12 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
 }
 
 export type RbacService = ReturnType<typeof createRbacService>;
+
+/** Shared cached documents must not be changed by whoever receives them. */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
