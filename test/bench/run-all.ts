@@ -3,6 +3,7 @@
  * Usage: npm run bench [-- name ...]   (names: see `benches` below)
  * Exit code 1 when a target is not met.
  */
+import { auditLog } from './audit.bench.js';
 import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
@@ -13,6 +14,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'serve-ready': serveReady,
   'auth-status': authStatusThroughput,
   'auth-me': authMeThroughput,
+  audit: auditLog,
 };
 
 const wanted = process.argv.slice(2);
