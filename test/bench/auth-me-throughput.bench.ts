@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { SignJWT } from 'jose';
 import pg from 'pg';
-import { median, report, stop } from './bench-utils.js';
+import { median, pinned, report, stop } from './bench-utils.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
@@ -59,7 +59,7 @@ export async function authMeThroughput(): Promise<boolean> {
       .setProtectedHeader({ alg: 'HS256' }).setSubject(operator.id).setIssuer(publicUrl).setAudience('agentws')
       .setIssuedAt(now).setExpirationTime(now + 3600).sign(new TextEncoder().encode(secret));
 
-    app = spawn(process.execPath, [bin, 'serve'], { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
+    app = spawn(...pinned(process.execPath, [bin, 'serve']), { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
     let url: string | undefined;
     for (let i = 0; i < 300 && !url; i++) {
       await new Promise((r) => setTimeout(r, 100));

@@ -3,7 +3,7 @@ import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { median, report, spawnUntil, stop } from './bench-utils.js';
+import { median, pinned, report, spawnUntil, stop } from './bench-utils.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
@@ -29,9 +29,9 @@ export async function authStatusThroughput(): Promise<boolean> {
   const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0', '--no-demo'], { cwd: dir, env, encoding: 'utf8' });
   if (init.status !== 0) throw new Error(init.stderr);
 
-  const bare = await spawnUntil(process.execPath, [join(root, 'test', 'bench', 'fixtures', 'bare-fastify.mjs')], { cwd: root, env }, urlFrom);
+  const bare = await spawnUntil(...pinned(process.execPath, [join(root, 'test', 'bench', 'fixtures', 'bare-fastify.mjs')]), { cwd: root, env }, urlFrom);
   const logFile = join(dir, 'serve.log');
-  const app = spawn(process.execPath, [bin, 'serve'], { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
+  const app = spawn(...pinned(process.execPath, [bin, 'serve']), { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
   try {
     let appUrl: string | undefined;
     const deadline = Date.now() + 30_000;

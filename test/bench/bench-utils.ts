@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import os from 'node:os';
 
 export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -51,4 +52,23 @@ export function stop(child: ChildProcess): Promise<void> {
     child.once('exit', () => resolve());
     child.kill('SIGTERM');
   });
+}
+
+/**
+ * On a machine with few cores the load generator, the server and their helper threads fight over the
+ * same CPUs and the scheduler moves them around, which makes throughput swing ±25% between runs. Pinning
+ * the server under test to CPU 0 and this process (autocannon) to CPU 1 gives both runs of a comparison
+ * the same conditions. No-op where taskset is missing or there is a single CPU.
+ */
+export function pinned(cmd: string, args: string[]): [string, string[]] {
+  return canPin() ? ['taskset', ['-c', '0', cmd, ...args]] : [cmd, args];
+}
+
+let pinChecked: boolean | undefined;
+function canPin(): boolean {
+  if (pinChecked === undefined) {
+    pinChecked = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0;
+    if (pinChecked) spawnSync('taskset', ['-pc', '1', String(process.pid)]);
+  }
+  return pinChecked;
 }

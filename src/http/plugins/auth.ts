@@ -22,15 +22,21 @@ declare module 'fastify' {
  */
 export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) => {
   app.decorateRequest('actor', null);
-  app.addHook('preHandler', async (req) => {
+  const authenticate = async (req: FastifyRequest) => {
     const mode = req.routeOptions.config.auth ?? 'required';
-    if (mode === 'none') return;
     const header = req.headers.authorization;
     const bearer = header?.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : undefined;
     req.actor = await opts.core.auth.authenticate({ bearer, cookie: bearer ? undefined : readCookie(req.headers.cookie, ACCESS_COOKIE) });
     if (!req.actor && mode === 'required') {
       throw new UnauthenticatedError('authentication required', { hint: 'Send Authorization: Bearer <access token or API key>.' });
     }
+  };
+  // Attached only to routes that look at the caller: a global async hook would cost every public
+  // route (status, login) a promise per request for nothing.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.auth === 'none') return;
+    const existing = route.preHandler ? (Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler]) : [];
+    route.preHandler = [authenticate, ...existing];
   });
 });
 
