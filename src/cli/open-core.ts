@@ -33,7 +33,7 @@ export async function openCore(config: Config, log: Logger, options: { supervise
     await db.close();
     throw err;
   }
-  const core = createCore({ db, bus, queue: createJobQueue(boss), log, config, clock: options.clock });
+  const core = createCore({ db, bus, queue: createJobQueue(boss, bus), log, config, clock: options.clock });
   await ensureQueues(boss, Object.keys(core.jobHandlers));
   let closing: Promise<void> | null = null;
   return {

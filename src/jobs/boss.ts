@@ -1,6 +1,7 @@
 import PgBoss from 'pg-boss';
 import type { Database, Queryable } from '../db/database.js';
-import type { JobQueue } from '../core/jobs/job-queue.js';
+import type { EventBus } from '../core/events.js';
+import { JOBS_ENQUEUED, type JobQueue } from '../core/jobs/job-queue.js';
 import type { Logger } from '../core/logger.js';
 
 export interface BossOptions {
@@ -34,8 +35,11 @@ export async function ensureQueues(boss: PgBoss, names: string[]): Promise<void>
   for (const name of names) await boss.createQueue(name);
 }
 
-/** The core's JobQueue over pg-boss: a job sent with a transaction commits or rolls back with it. */
-export function createJobQueue(boss: PgBoss): JobQueue {
+/**
+ * The core's JobQueue over pg-boss: a job sent with a transaction commits or rolls back with it, and
+ * workers hear of it through the event bus once it is committed.
+ */
+export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
   const inTx = (tx: Queryable): PgBoss.Db => ({
     executeSql: (text, values) => tx.query(text, values),
   });
@@ -47,6 +51,7 @@ export function createJobQueue(boss: PgBoss): JobQueue {
         ...(options.retryLimit !== undefined ? { retryLimit: options.retryLimit } : {}),
       });
       if (!id) throw new Error(`job ${name} was not queued (a singleton job with the same key is pending)`);
+      await bus.publish(JOBS_ENQUEUED, { name }, options.tx);
       return id;
     },
   };

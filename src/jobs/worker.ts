@@ -1,7 +1,15 @@
 import type PgBoss from 'pg-boss';
 import { systemCtx } from '../core/context.js';
 import type { Core } from '../core/create-core.js';
+import { JOBS_ENQUEUED } from '../core/jobs/job-queue.js';
 import type { Logger } from '../core/logger.js';
+
+/**
+ * How often an idle worker polls anyway. Enqueued jobs wake workers through the event bus, so this only
+ * bounds the delay for retries and for events lost while the bus reconnects. Polling more often costs an
+ * embedded `aws serve` measurable CPU (each poll is a query in the in-process database).
+ */
+const BACKSTOP_POLL_S = 10;
 
 export interface Worker {
   queues: string[];
@@ -16,11 +24,15 @@ export interface Worker {
  */
 export async function startWorker(core: Core, boss: PgBoss, log: Logger, options: { concurrency: number }): Promise<Worker> {
   const queues = Object.keys(core.jobHandlers);
+  const pollers = new Map<string, string[]>();
   for (const name of queues) {
     const handler = core.jobHandlers[name];
     // pg-boss 10 has no per-worker concurrency option: N pollers on a queue give N jobs at once.
     for (let i = 0; i < options.concurrency; i++) {
-      await boss.work(name, { batchSize: 1, pollingIntervalSeconds: 1 }, async ([job]) => {
+      let id = '';
+      id = await boss.work(name, { batchSize: 1, pollingIntervalSeconds: BACKSTOP_POLL_S }, async ([job]) => {
+        // pg-boss waits a full polling interval after every job; while jobs keep coming, fetch the next at once.
+        setImmediate(() => boss.notifyWorker(id));
         const jobLog = log.child({ jobId: job.id, queue: name });
         const started = Date.now();
         try {
@@ -31,12 +43,18 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
           throw err;
         }
       });
+      pollers.set(name, [...(pollers.get(name) ?? []), id]);
     }
   }
+  // Fetch at once when a job is enqueued (in this process or, on PostgreSQL, any other).
+  const unsubscribe = await core.bus.subscribe(JOBS_ENQUEUED, (payload) => {
+    for (const id of pollers.get((payload as { name?: string } | null)?.name ?? '') ?? []) boss.notifyWorker(id);
+  });
   log.info({ queues, concurrency: options.concurrency }, 'worker started');
   return {
     queues,
     async stop(timeoutMs) {
+      await unsubscribe();
       await boss.stop({ graceful: true, wait: true, timeout: timeoutMs, close: true });
       log.info('worker stopped');
     },

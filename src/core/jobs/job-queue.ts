@@ -1,4 +1,4 @@
-import type { Queryable } from '../../db/database.js';
+import type { Tx } from '../../db/database.js';
 import type { Ctx } from '../context.js';
 
 /** The core's view of the job queue (pg-boss behind it, see src/jobs/). */
@@ -7,8 +7,14 @@ export interface JobQueue {
    * Enqueues a job. Pass the transaction of the state change that causes the job, so that the job
    * exists if and only if that change commits.
    */
-  send(name: string, data: object, options?: { tx?: Queryable; singletonKey?: string; retryLimit?: number }): Promise<string>;
+  send(name: string, data: object, options?: { tx?: Tx; singletonKey?: string; retryLimit?: number }): Promise<string>;
 }
+
+/**
+ * Published (after commit) whenever a job is enqueued, so workers fetch it at once instead of at their
+ * next poll; polling remains as a slow backstop (retries, missed events).
+ */
+export const JOBS_ENQUEUED = 'jobs.enqueued';
 
 /** A job handler: a thin adapter that calls one core service method. */
 export type JobHandler = (ctx: Ctx, data: any, job: { id: string; name: string }) => Promise<void>;
