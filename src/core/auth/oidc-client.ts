@@ -1,4 +1,4 @@
-import * as oidc from 'openid-client';
+import type * as Oidc from 'openid-client';
 import { isLoopback } from '../../config/load-config.js';
 import { UpstreamError, ValidationError } from '../errors.js';
 
@@ -23,14 +23,17 @@ export interface OidcIdentity {
  * URL with PKCE (S256), state and nonce, and the code exchange that checks all three and the ID token.
  */
 export function createOidcClient(settings: OidcSettings) {
-  let configuration: Promise<oidc.Configuration> | null = null;
+  // Loaded on the first sign-in, not at start-up: most requests never need it.
+  let lib: Promise<typeof Oidc> | null = null;
+  const load = () => (lib ??= import('openid-client'));
+  let configuration: Promise<Oidc.Configuration> | null = null;
   const discover = () =>
-    (configuration ??= oidc
-      .discovery(new URL(settings.issuerUrl), settings.clientId, settings.clientSecret ?? undefined, undefined, {
+    (configuration ??= load()
+      .then((oidc) => oidc.discovery(new URL(settings.issuerUrl), settings.clientId, settings.clientSecret ?? undefined, undefined, {
         // Plain http only for a loopback issuer (development, tests); config parsing refuses any other.
         execute: isLoopback(new URL(settings.issuerUrl).hostname) ? [oidc.allowInsecureRequests] : [],
         timeout: 10,
-      })
+      }))
       .catch((err: Error) => {
         configuration = null; // try again on the next sign-in
         throw new UpstreamError(`the identity provider at ${settings.issuerUrl} cannot be reached: ${err.message}`, { cause: err });
@@ -41,6 +44,7 @@ export function createOidcClient(settings: OidcSettings) {
     /** Starts a sign-in: returns the provider URL and the secrets to keep until the callback. */
     async authorizationUrl(): Promise<{ url: string; state: string; nonce: string; codeVerifier: string }> {
       const config = await discover();
+      const oidc = await load();
       const codeVerifier = oidc.randomPKCECodeVerifier();
       const state = oidc.randomState();
       const nonce = oidc.randomNonce();
@@ -58,6 +62,7 @@ export function createOidcClient(settings: OidcSettings) {
     /** Exchanges the code from the callback URL; fails unless state, nonce, PKCE and the ID token check out. */
     async exchange(callbackUrl: URL, expected: { state: string; nonce: string; codeVerifier: string }): Promise<OidcIdentity> {
       const config = await discover();
+      const oidc = await load();
       let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;
       try {
         tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
