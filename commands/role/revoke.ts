@@ -1,14 +1,11 @@
-import { Args } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
+import RoleAssign from './assign.js';
 
 export default class RoleRevoke extends BaseCommand<typeof RoleRevoke> {
   static override summary = 'Take a role from a user (the tenant\'s last owner keeps the owner role).';
   static override examples = ['<%= config.bin %> role revoke alice@acme.example admin', '<%= config.bin %> role revoke alice admin --tenant acme --json'];
-  static override args = {
-    user: Args.string({ description: 'User email, handle or id', required: true }),
-    role: Args.string({ description: 'Role name', required: true }),
-  };
+  static override args = RoleAssign.args;
   static override flags = { tenant: BaseCommand.tenantFlag };
 
   async run(): Promise<void> {
