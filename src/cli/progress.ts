@@ -11,7 +11,8 @@ export async function runTasks<C extends object>(tasks: ListrTask<C>[], options:
     exitOnError: true,
     registerSignalListeners: false,
     silentRendererCondition: Boolean(options.quiet),
-    fallbackRendererCondition: !process.stderr.isTTY || Boolean(process.env.CI),
+    // A terminal that reports no width (some PTYs) would make the live renderer wrap every character.
+    fallbackRendererCondition: !process.stderr.isTTY || !process.stderr.columns || Boolean(process.env.CI),
     rendererOptions: { logger },
     fallbackRendererOptions: { logger, timestamp: undefined },
     ctx: options.ctx,
