@@ -34,14 +34,21 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     // proxy's) sane X-Request-Id is kept so logs correlate across hops, otherwise a new UUID.
     genReqId: (req) => (req.headers['x-request-id'] as string | undefined) ?? randomUUID(),
     // Echoing the id here rather than in an onRequest hook keeps a hook runner off every request.
-    serverFactory: (handler) =>
-      http.createServer((req, res) => {
+    serverFactory: (handler, opts) => {
+      const server = http.createServer((req, res) => {
         const given = req.headers['x-request-id'];
         const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
         req.headers['x-request-id'] = id;
         res.setHeader('x-request-id', id);
         handler(req, res);
-      }),
+      });
+      // What fastify sets on the servers it creates itself (keep-alive longer than a proxy's pool).
+      const o = opts as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
+      server.keepAliveTimeout = o.keepAliveTimeout ?? 72_000;
+      server.requestTimeout = o.requestTimeout ?? 0;
+      server.setTimeout(o.connectionTimeout ?? 0);
+      return server;
+    },
     ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
