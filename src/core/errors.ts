@@ -64,6 +64,13 @@ export class ConflictError extends AppError {
   }
 }
 
+export class RateLimitedError extends AppError {
+  readonly status = 429;
+  constructor(message: string, options?: AppErrorOptions) {
+    super(message, 'rate_limited', options);
+  }
+}
+
 /** A dependency outside our process (chat platform, identity provider, runtime) failed. */
 export class UpstreamError extends AppError {
   readonly status = 502;

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
+import { RateLimitedError } from '../core/errors.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
@@ -79,6 +81,11 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
   await app.register(healthRoutes, { core });
   await app.register(
     async (v1) => {
+      // Limits are opted into per route (`config.rateLimit`): today the unauthenticated sign-in and refresh routes.
+      await v1.register(rateLimit, {
+        global: false,
+        errorResponseBuilder: (_req, ctx) => new RateLimitedError(`too many requests: try again in ${ctx.after}`, { details: { limit: ctx.max } }),
+      });
       await v1.register(authPlugin, { core });
       await v1.register(authRoutes, { core });
       await v1.register(adminRoutes, { core });

@@ -236,6 +236,18 @@ describe(`demo mode, API key and auto-provisioning (${DB_MODE})`, () => {
     expect((await api(t, 'GET', '/v1/auth/me', { token: 'nope' })).status).toBe(401);
   });
 
+  it('rate-limits refresh attempts per client (60 a minute), answering 429 with the error envelope', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await api(t, 'POST', '/v1/auth/refresh', { body: { token: `junk-${i}` } })).status);
+    expect(statuses.slice(0, 60).every((s) => s === 401)).toBe(true);
+    const limited = await api(t, 'POST', '/v1/auth/refresh', { body: { token: 'junk' } });
+    expect(limited.status).toBe(429);
+    expect(limited.json).toMatchObject({ error: 'rate_limited', message: expect.stringMatching(/try again in/), requestId: expect.any(String) });
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Only the limited routes: authenticated routes are unaffected.
+    expect((await api(t, 'GET', '/v1/auth/me')).status).toBe(200);
+  });
+
   it('creates the tenant of a new organisation on first sign-in and makes its first user the owner', async () => {
     const r = await browserSignIn(`${t.url}/v1/auth/login`, 'sub-new');
     expect(r.finalStatus).toBe(302);

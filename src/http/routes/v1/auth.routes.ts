@@ -24,6 +24,12 @@ const Me = Type.Object({
   roles: Type.Array(Type.String()),
 });
 
+/**
+ * Per client address, per process: sign-in and refresh attempts need no credential, and each failed
+ * refresh writes an audit entry, so they are bounded to keep guessing and log flooding cheap to stop.
+ */
+export const AUTH_RATE_LIMIT = { max: 60, timeWindow: 60_000 };
+
 /** SPEC.md "Authentication endpoints". */
 export async function authRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { auth, config } = opts.core;
@@ -43,7 +49,7 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
   app.get(
     '/auth/login',
     {
-      config: { auth: 'none' },
+      config: { auth: 'none', rateLimit: AUTH_RATE_LIMIT },
       schema: {
         tags: ['auth'],
         summary: 'Start browser sign-in (OAuth 2.0 authorization code with PKCE) at the identity provider',
@@ -61,7 +67,7 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
   app.get(
     '/auth/callback',
     {
-      config: { auth: 'none' },
+      config: { auth: 'none', rateLimit: AUTH_RATE_LIMIT },
       schema: {
         tags: ['auth'],
         summary: 'OAuth 2.0 callback: signs the user in and redirects with the access token in a cookie',
@@ -87,14 +93,14 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
   app.post(
     '/auth/refresh',
     {
-      config: { auth: 'none' },
+      config: { auth: 'none', rateLimit: AUTH_RATE_LIMIT },
       schema: {
         tags: ['auth'],
         summary: 'Exchange an existing JWT for a new access token valid 900 seconds',
         description: `Takes an access or refresh token in the body, or the ${REFRESH_COOKIE} cookie. Re-checks the user and tenant; keeps the token's role claims.`,
         security: [],
         body: Type.Optional(Type.Object({ token: Type.Optional(Type.String({ maxLength: 8192 })) })),
-        response: { 200: Type.Object({ token: Type.String() }), ...errorResponses(401, 403, 404) },
+        response: { 200: Type.Object({ token: Type.String() }), ...errorResponses(401, 403, 404, 429) },
       },
     },
     async (req) => {
