@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // Test suites that touch a database run twice: once on PostgreSQL, once on the embedded PGlite mode
@@ -5,6 +6,8 @@ import { defineConfig } from 'vitest/config';
 const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'test/cli/**/*.test.ts'];
 
 export default defineConfig({
+  // Paths below are relative to the repository root, not to this file's folder.
+  root: fileURLToPath(new URL('..', import.meta.url)),
   test: {
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 60_000,
