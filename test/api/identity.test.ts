@@ -76,6 +76,31 @@ describe(`sign-in and tokens (${DB_MODE})`, () => {
     expect(rows[0].n).toBe(1);
   });
 
+  it('links the first sign-in of a user created by the CLI to that user, by email', async () => {
+    idp.setUsers([{ sub: 'sub-owner', email: 'owner@acme.example', name: 'The Owner', tid: TID }]);
+    const { rows } = await t.opened.db.query(`select id from users where email = 'owner@acme.example'`);
+    const r = await browserSignIn(`${t.url}/v1/auth/login`, 'sub-owner');
+    expect(r.finalStatus).toBe(302);
+    const claims = decodeJwt(r.cookies.agentws_access);
+    expect(claims).toMatchObject({ sub: rows[0].id, roles: ['owner'] });
+  });
+
+  it('never hands an account bound to one identity to another identity with the same email', async () => {
+    // Someone else at the provider later gets alice's address: the existing account stays alice's.
+    idp.setUsers([
+      { sub: 'sub-alice', email: 'alice@acme.example', name: 'Alice Liddell', preferred_username: 'alice@acme.example', tid: TID },
+      { sub: 'sub-impostor', email: 'alice@acme.example', name: 'Not Alice', tid: TID },
+      { sub: 'sub-mallory', email: 'mallory@other.example', name: 'Mallory', tid: OTHER_TID },
+    ]);
+    await browserSignIn(`${t.url}/v1/auth/login`, 'sub-alice');
+    const r = await browserSignIn(`${t.url}/v1/auth/login`, 'sub-impostor');
+    expect(r.finalStatus).toBe(409);
+    expect(JSON.parse(r.body)).toMatchObject({ error: 'identity_conflict' });
+    expect(r.setCookies.filter((c) => c.startsWith('agentws_'))).toEqual([]);
+    const { rows } = await t.opened.db.query(`select external_subject from users where email = 'alice@acme.example'`);
+    expect(rows).toEqual([{ external_subject: 'sub-alice' }]);
+  });
+
   it('refuses users whose organisation has no tenant (403 tenant_not_provisioned), and audits it', async () => {
     const r = await browserSignIn(`${t.url}/v1/auth/login`, 'mallory@other.example');
     expect(r.finalStatus).toBe(403);

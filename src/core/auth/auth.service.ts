@@ -4,7 +4,7 @@ import type { Clock } from '../../lib/clock.js';
 import { safeEqual } from '../../lib/secrets.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { systemCtx, type Ctx, type UserActor } from '../context.js';
-import { ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
 import type { RbacService } from '../rbac/rbac.service.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
@@ -186,11 +186,13 @@ export function createAuthService(deps: {
           );
           throw tenantNotProvisioned();
         }
-        tenant = await tenants.provisionForSignIn(systemCtx(ctx.log, { name: 'sign-in', requestId: ctx.requestId, channel: ctx.channel }), {
+        const made = await tenants.provisionForSignIn(systemCtx(ctx.log, { name: 'sign-in', requestId: ctx.requestId, channel: ctx.channel }), {
           externalTenantId,
           name: identity.email?.split('@')[1] ?? externalTenantId,
         });
-        provisioned = true;
+        tenant = made.tenant;
+        // Only the sign-in that created the tenant makes its user the owner (two may race to create it).
+        provisioned = made.created;
       }
       const tenantId = tenant.id;
 
@@ -201,7 +203,14 @@ export function createAuthService(deps: {
         let created = false;
         if (!user) {
           // A user created by `aws init` or `tenant seed` signs in for the first time: link by email.
+          // Never re-bind an account that already belongs to another identity (that would hand it over).
           const byEmail = identity.email ? await users.findByEmail(tx, tenantId, identity.email) : null;
+          if (byEmail?.externalSubject) {
+            throw new ConflictError('an account with this email already belongs to another sign-in identity', {
+              code: 'identity_conflict',
+              hint: 'Ask an administrator to check the account.',
+            });
+          }
           if (byEmail) user = byEmail;
         }
         if (user) {

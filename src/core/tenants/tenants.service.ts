@@ -105,18 +105,18 @@ export function createTenantsService(deps: {
      * Creates the tenant for an organisation seen at sign-in for the first time (only when
      * AGENTWS_AUTO_PROVISION_TENANTS is on). Its first user becomes its owner (see the auth service).
      */
-    async provisionForSignIn(ctx: Ctx, input: { externalTenantId: string; name: string }): Promise<TenantRow> {
+    async provisionForSignIn(ctx: Ctx, input: { externalTenantId: string; name: string }): Promise<{ tenant: TenantRow; created: boolean }> {
       requireSystem(ctx, 'provisioning tenants');
       const base = slugify(input.name) || 'tenant';
       return db.transaction(async (tx) => {
         // Two first sign-ins from one organisation at once: the unique external id lets only one win.
         await tx.query(`select pg_advisory_xact_lock(hashtext($1))`, [input.externalTenantId]);
         const existing = await repo.findByExternalId(tx, input.externalTenantId);
-        if (existing) return existing;
+        if (existing) return { tenant: existing, created: false };
         let slug = base;
         for (let i = 2; await repo.findBySlug(tx, slug); i++) slug = `${base.slice(0, 58)}-${i}`;
         const { tenant } = await createWithRoles(tx, ctx, { slug, name: input.name, externalTenantId: input.externalTenantId });
-        return tenant;
+        return { tenant, created: true };
       });
     },
 

@@ -7,10 +7,12 @@ export interface UserRow {
   handle: string;
   email: string;
   displayName: string;
+  /** The identity provider's subject once the user has signed in; null for users made by the CLI. */
+  externalSubject: string | null;
   createdAt: Date;
 }
 
-const USER_COLS = `id, tenant_id as "tenantId", handle, email, display_name as "displayName", created_at as "createdAt"`;
+const USER_COLS = `id, tenant_id as "tenantId", handle, email, display_name as "displayName", external_subject as "externalSubject", created_at as "createdAt"`;
 
 export function createUsersRepo() {
   return {
