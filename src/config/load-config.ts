@@ -2,6 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
 import { ConfigError, type ConfigProblem } from '../core/errors.js';
+import { deepFreeze } from '../lib/freeze.js';
+import { isLoopback } from '../lib/loopback.js';
 import { CONFIG_VARS, type Config, type ConfigVarName, type VarSpec } from './config.schema.js';
 
 /** Where the config file lives when neither --config nor AGENTWS_CONFIG says otherwise. */
@@ -213,16 +215,4 @@ function parseVar(spec: VarSpec, value: string, problems: ConfigProblem[], file:
     default:
       return value;
   }
-}
-
-export function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || hostname === '::1' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object') {
-    for (const v of Object.values(value)) deepFreeze(v);
-    Object.freeze(value);
-  }
-  return value;
 }

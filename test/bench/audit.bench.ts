@@ -3,8 +3,7 @@ import { parseConfigValues } from '../../src/config/load-config.js';
 import { systemCtx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { randomSecret } from '../../src/lib/secrets.js';
-import { scratchDatabase } from './auth-me-throughput.bench.js';
-import { median, percentile, report } from './bench-utils.js';
+import { median, percentile, report, scratchDatabase } from './bench-utils.js';
 
 const ROWS = Number(process.env.BENCH_AUDIT_ROWS ?? 1_000_000);
 

@@ -1,10 +1,9 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { scratchDatabase } from './auth-me-throughput.bench.js';
-import { median, pinned, report, spawnUntil, stop } from './bench-utils.js';
+import { median, pinned, report, scratchDatabase, spawnUntil, startServe, stop } from './bench-utils.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
@@ -15,23 +14,6 @@ type Target = 'bare' | 'aws' | 'embedded';
 async function load(url: string, seconds: number): Promise<{ rps: number; p99: number; errors: number }> {
   const r = await autocannon({ url, connections: CONNECTIONS, duration: seconds });
   return { rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.non2xx };
-}
-
-/** `aws init` + `aws serve` in its own folder, logs to a file (as a journal would); resolves with its URL. */
-async function startServe(bin: string, dir: string, databaseUrl?: string): Promise<{ child: ChildProcess; url: string }> {
-  mkdirSync(dir, { recursive: true });
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(dir, 'config.env') };
-  const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0', '--no-demo', ...(databaseUrl ? ['--database-url', databaseUrl] : [])], { cwd: dir, env, encoding: 'utf8' });
-  if (init.status !== 0) throw new Error(init.stderr);
-  const logFile = join(dir, 'serve.log');
-  const child = spawn(...pinned(process.execPath, [bin, 'serve']), { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
-  for (let i = 0; i < 300; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    const line = readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes('agentws ready'));
-    if (line) return { child, url: JSON.parse(line).url as string };
-  }
-  child.kill('SIGKILL');
-  throw new Error('aws serve did not become ready:\n' + readFileSync(logFile, 'utf8'));
 }
 
 /**

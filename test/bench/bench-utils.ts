@@ -1,5 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, readFileSync } from 'node:fs';
 import os from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
 
 export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -71,4 +74,57 @@ function canPin(): boolean {
     if (pinChecked) spawnSync('taskset', ['-pc', '1', String(process.pid)]);
   }
   return pinChecked;
+}
+
+export function adminUrl(): string {
+  return process.env.AGENTWS_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+}
+
+/** A fresh PostgreSQL database for a benchmark; dropped by the returned function. */
+export async function scratchDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: adminUrl() });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const u = new URL(adminUrl());
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: adminUrl() });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    },
+  };
+}
+
+export interface BenchServe {
+  child: ChildProcess;
+  url: string;
+  /** What `aws init --json` printed (tenant, operator, ...). */
+  init: { tenant: { id: string }; operator: { id: string } };
+  /** The config file `aws init` wrote (KEY=value). */
+  config: string;
+}
+
+/**
+ * `aws init` + `aws serve` in its own folder (PostgreSQL when a URL is given, else embedded), pinned to
+ * CPU 0, logging to a file as a journal would; resolves once serve logs that it is ready.
+ */
+export async function startServe(bin: string, dir: string, databaseUrl?: string): Promise<BenchServe> {
+  mkdirSync(dir, { recursive: true });
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(dir, 'config.env') };
+  const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0', '--no-demo', ...(databaseUrl ? ['--database-url', databaseUrl] : [])], { cwd: dir, env, encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(init.stderr);
+  const logFile = join(dir, 'serve.log');
+  const child = spawn(...pinned(process.execPath, [bin, 'serve']), { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
+  for (let i = 0; i < 300; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const line = readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes('agentws ready'));
+    if (line) return { child, url: JSON.parse(line).url as string, init: JSON.parse(init.stdout), config: readFileSync(env.AGENTWS_CONFIG, 'utf8') };
+  }
+  child.kill('SIGKILL');
+  throw new Error('aws serve did not become ready:\n' + readFileSync(logFile, 'utf8'));
 }

@@ -28,7 +28,7 @@ describe(`tenants (${DB_MODE})`, () => {
     expect(r.created).toEqual({ tenant: true, owner: true, roles: ['owner', 'admin', 'member', 'viewer'] });
     expect(r.owner).toMatchObject({ handle: 'alice', email: 'Alice@acme.example' });
 
-    const roles = await core.tenants.listRoles(ctx, 'acme-corp');
+    const roles = await core.rbac.listRoles({ ...ctx, tenantId: r.tenant.id });
     expect(roles.map((x) => x.name).sort()).toEqual(['admin', 'member', 'owner', 'viewer']);
     for (const role of roles) {
       expect(role.isSystem).toBe(true);
@@ -50,7 +50,7 @@ describe(`tenants (${DB_MODE})`, () => {
     const { core } = t.opened;
     const r = await core.tenants.seedTenant(ctx, { name: 'ACME Corp', ownerEmail: 'alice@ACME.example' });
     expect(r.created).toEqual({ tenant: false, owner: false, roles: [] });
-    expect((await core.tenants.listRoles(ctx, 'acme-corp')).length).toBe(4);
+    expect((await core.rbac.listRoles({ ...ctx, tenantId: r.tenant.id })).length).toBe(4);
     expect(await jobsFor(r.tenant.id)).toHaveLength(1);
     const tenants = await core.tenants.listTenants(ctx);
     expect(tenants.find((x) => x.slug === 'acme-corp')).toMatchObject({ userCount: 1 });

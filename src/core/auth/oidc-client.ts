@@ -1,5 +1,5 @@
 import type * as Oidc from 'openid-client';
-import { isLoopback } from '../../config/load-config.js';
+import { isLoopback } from '../../lib/loopback.js';
 import { UpstreamError, ValidationError } from '../errors.js';
 
 export interface OidcSettings {

@@ -1,5 +1,6 @@
 import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
+import { deepFreeze } from '../../lib/freeze.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../authz.js';
 import { actorString, type Ctx } from '../context.js';
@@ -135,12 +136,3 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
 }
 
 export type RbacService = ReturnType<typeof createRbacService>;
-
-/** Shared cached documents must not be changed by whoever receives them. */
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object') {
-    for (const v of Object.values(value)) deepFreeze(v);
-    Object.freeze(value);
-  }
-  return value;
-}

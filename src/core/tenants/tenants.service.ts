@@ -159,14 +159,6 @@ export function createTenantsService(deps: {
       return repo.list(db);
     },
 
-    /** A tenant's roles with their permission documents. */
-    async listRoles(ctx: Ctx, tenantSlug: string) {
-      requireSystem(ctx, 'listing roles of any tenant');
-      const tenant = await repo.findBySlug(db, tenantSlug);
-      if (!tenant) throw new NotFoundError(`tenant "${tenantSlug}" not found`);
-      return repo.listRoles(db, tenant.id);
-    },
-
     /** Creates the tenant's workspace directory (run by the worker after the tenant commits). */
     async provisionWorkspace(ctx: Ctx, input: { tenantId: string }): Promise<string> {
       requireSystem(ctx, 'provisioning workspaces');
