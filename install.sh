@@ -178,7 +178,13 @@ npm_install_and_build() {
     log "node_modules is up to date; skipping npm install"
   elif [[ -f package-lock.json ]]; then
     log "npm ci"
-    npm ci --no-audit --no-fund </dev/null || die "npm ci failed"
+    # opencode-ai lists a binary package per platform as optional dependencies; a registry mirror
+    # that carries only this platform's leaves them out of the lock file, and npm ci then refuses
+    # the "out of sync" lock. npm install resolves the same pinned versions, so fall back to it.
+    if ! npm ci --no-audit --no-fund </dev/null; then
+      log "npm ci failed; falling back to npm install"
+      npm install --no-audit --no-fund </dev/null || die "npm install failed"
+    fi
   else
     log "npm install"
     npm install --no-audit --no-fund </dev/null || die "npm install failed"
