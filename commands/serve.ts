@@ -43,12 +43,16 @@ export default class Serve extends BaseCommand<typeof Serve> {
       if (config.worker.inServe) {
         worker = await startWorker(opened.core, opened.boss, log, { concurrency: config.worker.concurrency });
       }
+      // The runtime starts in the background (about 3 s): the API is up at once, and prompts meanwhile
+      // wait in the queue; the session streams connect as soon as it answers.
+      opened.core.startRuntime().catch((err) => log.error({ err: (err as Error).message }, 'the agent runtime did not start; prompts will fail until it does'));
       if (!config.secrets.apiKey) {
         log.warn('AGENTWS_API_KEY is not set: local development mode, gateway routes are not protected');
       }
       log.info({ url: address, database: config.database.mode, worker: Boolean(worker), startupMs: Date.now() - started }, 'agentws ready');
     } catch (err) {
       await app.close().catch(() => {});
+      await opened.core.stopRuntime().catch(() => {});
       await opened.close();
       throw err;
     }
@@ -63,6 +67,7 @@ export default class Serve extends BaseCommand<typeof Serve> {
     // Stop taking requests and let those in flight finish, then let jobs in flight finish.
     await app.close();
     await worker?.stop(shutdownTimeout);
+    await opened.core.stopRuntime();
     await opened.close();
     log.info('stopped');
   }

@@ -100,6 +100,22 @@ export function parseConfigValues(input: {
     problems.push({ variable: 'AGENTWS_OPERATOR_EMAIL', message: 'required when AGENTWS_ALLOW_ANONYMOUS=true (demo requests act as this user)' });
   }
 
+  const previousKeys = str('AGENTWS_PREVIOUS_ENCRYPTION_KEYS').split(',').map((x) => x.trim()).filter(Boolean);
+  if (previousKeys.some((k) => Buffer.from(k, 'base64url').length !== 32)) {
+    problems.push({ variable: 'AGENTWS_PREVIOUS_ENCRYPTION_KEYS', message: 'every key must be 32 bytes, base64url-encoded (43 characters)' });
+  }
+  const runtimeUrl = orNull('AGENTWS_RUNTIME_URL');
+  if (runtimeUrl && !/^https?:$/.test(new URL(runtimeUrl).protocol)) {
+    problems.push({ variable: 'AGENTWS_RUNTIME_URL', message: 'must be an http:// or https:// URL' });
+  }
+  if (runtimeUrl && !orNull('AGENTWS_RUNTIME_PASSWORD')) {
+    problems.push({ variable: 'AGENTWS_RUNTIME_PASSWORD', message: 'required with AGENTWS_RUNTIME_URL (the external runtime\'s OPENCODE_SERVER_PASSWORD)' });
+  }
+  const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
+  for (const t of askTools) {
+    if (!/^[a-z][a-z0-9_-]{0,63}$/.test(t)) problems.push({ variable: 'AGENTWS_RUNTIME_ASK_TOOLS', message: `"${t}" is not a tool name` });
+  }
+
   const redirectOrigins: string[] = [];
   for (const item of str('AGENTWS_AUTH_REDIRECT_ORIGINS').split(',').map((x) => x.trim()).filter(Boolean)) {
     try {
@@ -143,6 +159,7 @@ export function parseConfigValues(input: {
       jwtSecret: str('AGENTWS_JWT_SECRET'),
       encryptionKey: str('AGENTWS_ENCRYPTION_KEY'),
       apiKey: orNull('AGENTWS_API_KEY'),
+      previousEncryptionKeys: previousKeys,
     },
     auth: {
       allowAnonymous,
@@ -164,6 +181,16 @@ export function parseConfigValues(input: {
       // Embedded mode has one database session in one process, so the worker must live in serve.
       inServe: mode === 'embedded' ? true : runsWorker === 'true',
       concurrency: values.AGENTWS_WORKER_CONCURRENCY as number,
+    },
+    runtime: {
+      mode: runtimeUrl ? 'external' : 'managed',
+      url: runtimeUrl?.replace(/\/+$/, '') ?? null,
+      password: orNull('AGENTWS_RUNTIME_PASSWORD'),
+      askTools,
+    },
+    prompts: {
+      maxFiles: values.AGENTWS_PROMPT_MAX_FILES as number,
+      maxFileBytes: (values.AGENTWS_PROMPT_MAX_FILE_MB as number) * 1024 * 1024,
     },
   };
   return deepFreeze(config);

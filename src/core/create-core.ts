@@ -18,6 +18,15 @@ import { createTenantsService, PROVISION_WORKSPACE_JOB } from './tenants/tenants
 import { createUsageService } from './usage/usage.service.js';
 import { createUsersRepo } from './users/users.repo.js';
 import { createUsersService } from './users/users.service.js';
+import { createSecretBox } from '../lib/secret-box.js';
+import { createRuntimeClient, createRuntimeConnector } from './runtime/runtime-client.js';
+import { createRuntimeHost } from './runtime/runtime-host.js';
+import { createRuntimeRepo } from './runtime/runtime.repo.js';
+import { createRuntimeService } from './runtime/runtime.service.js';
+import { createSessionStreams } from './sessions/session-stream.js';
+import { createSessionsRepo } from './sessions/sessions.repo.js';
+import { AGENT_TURN_JOB, ANALYTICS_JOB, createSessionsService } from './sessions/sessions.service.js';
+import { createTemplatesService } from './templates/templates.service.js';
 
 export interface CoreDeps {
   db: Database;
@@ -67,14 +76,57 @@ export function createCore(deps: CoreDeps) {
   });
   const system = createSystemService({ db, migrator });
 
+  // The agent runtime (opencode) and what runs on it.
+  const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
+  const runtimeRepo = createRuntimeRepo();
+  const runtimeHost = createRuntimeHost({ mode: config.runtime.mode, dataDir: config.dataDir, db, box, repo: runtimeRepo, log: deps.log.child({ part: 'runtime' }) });
+  const runtimeClient = createRuntimeClient(
+    createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, managed: () => runtimeHost.managed }),
+  );
+  const runtime = createRuntimeService({ db, repo: runtimeRepo, audit, box, client: runtimeClient, mode: config.runtime.mode, askTools: config.runtime.askTools, log: deps.log });
+  const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
+  const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
+  const sessionsRepo = createSessionsRepo();
+  const streams = createSessionStreams({ db, bus, queue, repo: sessionsRepo, client: runtimeClient, log: deps.log.child({ part: 'session-stream' }), permissionsOf });
+  const sessions = createSessionsService({
+    db,
+    repo: sessionsRepo,
+    audit,
+    queue,
+    runtime,
+    client: runtimeClient,
+    streams,
+    usage,
+    permissionsOf,
+    clock,
+    log: deps.log,
+    workspaceRoot: join(config.dataDir, 'workspaces'),
+    limits: config.prompts,
+    demo: { allowAnonymous: config.auth.allowAnonymous, operatorEmail: config.auth.operatorEmail },
+  });
+
   /** Queues the worker serves, each a thin adapter over one service method. */
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
       await tenants.provisionWorkspace(ctx, data);
     },
+    [AGENT_TURN_JOB]: (ctx, data: { turnId: string }) => sessions.runTurn(ctx, data),
+    [ANALYTICS_JOB]: (ctx, data) => sessions.recordAnalytics(ctx, data),
   };
 
-  return { db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system, jobHandlers };
+  return {
+    db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
+    runtime, runtimeHost, runtimeClient, templates, sessions, streams, jobHandlers,
+    /** Starts what a serving process runs besides HTTP: the runtime (managed mode) and the session streams. */
+    async startRuntime(): Promise<void> {
+      await streams.start();
+      await runtimeHost.start(() => runtime.pushConfig());
+    },
+    async stopRuntime(): Promise<void> {
+      await streams.stop();
+      await runtimeHost.stop();
+    },
+  };
 }
 
 export type Core = ReturnType<typeof createCore>;

@@ -10,6 +10,8 @@ export interface AppErrorOptions {
   hint?: string;
   /** Structured detail safe to show the caller (never secrets, never internals). */
   details?: unknown;
+  /** Extra top-level fields of the API body where the contract names them (e.g. `detail`). */
+  fields?: Record<string, unknown>;
   cause?: unknown;
 }
 
@@ -18,6 +20,7 @@ export abstract class AppError extends Error {
   readonly code: string;
   readonly hint?: string;
   readonly details?: unknown;
+  readonly fields?: Record<string, unknown>;
 
   constructor(message: string, defaultCode: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -25,6 +28,7 @@ export abstract class AppError extends Error {
     this.code = options.code ?? defaultCode;
     this.hint = options.hint;
     this.details = options.details;
+    this.fields = options.fields;
   }
 }
 
@@ -61,6 +65,13 @@ export class ConflictError extends AppError {
   readonly status = 409;
   constructor(message: string, options?: AppErrorOptions) {
     super(message, 'conflict', options);
+  }
+}
+
+export class PayloadTooLargeError extends AppError {
+  readonly status = 413;
+  constructor(message: string, options?: AppErrorOptions) {
+    super(message, 'payload_too_large', options);
   }
 }
 

@@ -14,6 +14,8 @@ import { healthRoutes } from './routes/health.routes.js';
 import { authPlugin } from './plugins/auth.js';
 import { adminRoutes } from './routes/v1/admin.routes.js';
 import { authRoutes } from './routes/v1/auth.routes.js';
+import { runtimeRoutes } from './routes/v1/runtime.routes.js';
+import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { ErrorBody } from './schemas.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -89,6 +91,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(authPlugin, { core });
       await v1.register(authRoutes, { core });
       await v1.register(adminRoutes, { core });
+      await v1.register(runtimeRoutes, { core });
+      await v1.register(sessionsRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

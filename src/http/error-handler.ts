@@ -12,6 +12,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     if (isAppError(err)) {
       if (err.status >= 500) req.log.warn({ err: { code: err.code, message: err.message } }, 'request failed');
       return reply.status(err.status).send({
+        ...err.fields,
         error: err.code,
         message: err.message,
         ...(err.hint ? { hint: err.hint } : {}),

@@ -25,6 +25,9 @@ export function createBoss(db: Database, log: Logger, options: BossOptions): PgB
     retryBackoff: true,
     // Completed jobs are kept a week for `GET /v1/jobs`, then pg-boss archives and deletes them.
     retentionDays: 7,
+    // Maintenance is what notices a job whose worker died (active past its expireInSeconds) and
+    // retries it; the default 2 minutes would leave a crashed agent turn hanging that much longer.
+    maintenanceIntervalSeconds: 15,
   });
   boss.on('error', (err) => log.error({ err: err.message }, 'job queue error'));
   return boss;
@@ -49,6 +52,8 @@ export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
         ...(options.tx ? { db: inTx(options.tx) } : {}),
         ...(options.singletonKey ? { singletonKey: options.singletonKey } : {}),
         ...(options.retryLimit !== undefined ? { retryLimit: options.retryLimit } : {}),
+        ...(options.retryDelay !== undefined ? { retryDelay: options.retryDelay } : {}),
+        ...(options.expireInSeconds !== undefined ? { expireInSeconds: options.expireInSeconds } : {}),
       });
       if (!id) throw new Error(`job ${name} was not queued (a singleton job with the same key is pending)`);
       await bus.publish(JOBS_ENQUEUED, { name }, options.tx);

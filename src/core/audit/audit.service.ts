@@ -29,6 +29,8 @@ export interface AuditInput {
   details?: Record<string, unknown>;
   /** Defaults to ctx.tenantId; set when the action creates the tenant it belongs to. */
   tenantId?: string | null;
+  /** Defaults to the acting user; set when the system records something a user's agent did. */
+  userId?: string | null;
 }
 
 /**
@@ -62,7 +64,7 @@ export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Q
       const tenantId = input.tenantId === undefined ? ctx.tenantId : input.tenantId;
       const { id } = await deps.repo.insert(tx, {
         tenantId,
-        userId: ctx.actor.kind === 'user' ? ctx.actor.userId : null,
+        userId: input.userId !== undefined ? input.userId : ctx.actor.kind === 'user' ? ctx.actor.userId : null,
         actor: actorString(ctx.actor),
         action: input.action,
         target: input.target,

@@ -1,13 +1,23 @@
 import type { Tx } from '../../db/database.js';
 import type { Ctx } from '../context.js';
 
+export interface SendOptions {
+  tx?: Tx;
+  singletonKey?: string;
+  retryLimit?: number;
+  /** Seconds between retries (doubling with back-off). */
+  retryDelay?: number;
+  /** A job still active after this long is taken to have lost its worker and is retried. */
+  expireInSeconds?: number;
+}
+
 /** The core's view of the job queue (pg-boss behind it, see src/jobs/). */
 export interface JobQueue {
   /**
    * Enqueues a job. Pass the transaction of the state change that causes the job, so that the job
    * exists if and only if that change commits.
    */
-  send(name: string, data: object, options?: { tx?: Tx; singletonKey?: string; retryLimit?: number }): Promise<string>;
+  send(name: string, data: object, options?: SendOptions): Promise<string>;
 }
 
 /**

@@ -1,0 +1,56 @@
+import type { Database } from '../../db/database.js';
+import type { SecretBox } from '../../lib/secret-box.js';
+import type { Logger } from '../logger.js';
+import { createManagedRuntime, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
+import type { RuntimeRepo } from './runtime.repo.js';
+
+/**
+ * The runtime's lifecycle in the process that owns it (`aws serve`). Managed mode: starts opencode as a
+ * child, publishes where it listens (password sealed) so `aws worker` and the CLI can reach it, and
+ * re-applies the recorded configuration after every (re)start. External mode: only re-applies.
+ */
+export function createRuntimeHost(deps: { mode: 'managed' | 'external'; dataDir: string; db: Database; box: SecretBox; repo: RuntimeRepo; log: Logger }) {
+  let managed: ManagedRuntime | null = null;
+  let stopRestartListener: (() => void) | null = null;
+
+  const publish = (ep: RuntimeEndpoint, pid: number | undefined) =>
+    deps.repo.publishEndpoint(deps.db, {
+      url: ep.url,
+      passwordSealed: deps.box.seal(Buffer.from(ep.authorization.slice(6), 'base64').toString().slice('opencode:'.length)),
+      pid: pid ?? null,
+    });
+
+  return {
+    /** The managed runtime when this process hosts it; null elsewhere. */
+    get managed(): ManagedRuntime | null {
+      return managed;
+    },
+
+    /** Starts (managed) or checks (external) the runtime; `configure` pushes the applied configuration. */
+    async start(configure: () => Promise<void>): Promise<void> {
+      if (deps.mode === 'external') {
+        await configure();
+        return;
+      }
+      if (managed) return;
+      managed = createManagedRuntime({ dataDir: deps.dataDir, log: deps.log });
+      const rt = managed;
+      const ready = async (ep: RuntimeEndpoint) => {
+        await publish(ep, rt.pid);
+        await configure();
+      };
+      stopRestartListener = rt.onRestart((ep) => {
+        ready(ep).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not configure the restarted runtime'));
+      });
+      await ready(await rt.start());
+    },
+
+    async stop(): Promise<void> {
+      stopRestartListener?.();
+      await managed?.stop();
+      managed = null;
+    },
+  };
+}
+
+export type RuntimeHost = ReturnType<typeof createRuntimeHost>;

@@ -1,0 +1,95 @@
+import type { Queryable } from '../../db/database.js';
+import type { ProviderKind, ProviderModel } from './runtime.schemas.js';
+
+export interface ProviderRow {
+  id: string;
+  tenantId: string;
+  name: string;
+  kind: ProviderKind;
+  baseUrl: string | null;
+  apiKeySealed: string | null;
+  models: ProviderModel[];
+  enabled: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface AppliedState {
+  defaultModel: string;
+  providers: string[];
+}
+
+export interface RuntimeSettingsRow {
+  tenantId: string;
+  defaultModel: string | null;
+  applied: AppliedState | null;
+  appliedAt: Date | null;
+  appliedBy: string | null;
+  updatedAt: Date;
+}
+
+const PROVIDER = `id, tenant_id as "tenantId", name, kind, base_url as "baseUrl", api_key_sealed as "apiKeySealed", models, enabled,
+  created_at as "createdAt", updated_at as "updatedAt"`;
+const SETTINGS = `tenant_id as "tenantId", default_model as "defaultModel", applied, applied_at as "appliedAt", applied_by as "appliedBy", updated_at as "updatedAt"`;
+
+export function createRuntimeRepo() {
+  return {
+    async listProviders(q: Queryable, tenantId: string): Promise<ProviderRow[]> {
+      return (await q.query<ProviderRow>(`select ${PROVIDER} from providers where tenant_id = $1 order by name`, [tenantId])).rows;
+    },
+    async findProvider(q: Queryable, tenantId: string, name: string): Promise<ProviderRow | null> {
+      return (await q.query<ProviderRow>(`select ${PROVIDER} from providers where tenant_id = $1 and name = $2`, [tenantId, name])).rows[0] ?? null;
+    },
+    async insertProvider(q: Queryable, p: Omit<ProviderRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<ProviderRow> {
+      const { rows } = await q.query<ProviderRow>(
+        `insert into providers (tenant_id, name, kind, base_url, api_key_sealed, models, enabled) values ($1, $2, $3, $4, $5, $6, $7)
+         on conflict (tenant_id, name) do nothing returning ${PROVIDER}`,
+        [p.tenantId, p.name, p.kind, p.baseUrl, p.apiKeySealed, JSON.stringify(p.models), p.enabled],
+      );
+      return rows[0] ?? null!;
+    },
+    async updateProvider(q: Queryable, id: string, p: Pick<ProviderRow, 'baseUrl' | 'apiKeySealed' | 'models' | 'enabled'>): Promise<ProviderRow> {
+      const { rows } = await q.query<ProviderRow>(
+        `update providers set base_url = $2, api_key_sealed = $3, models = $4, enabled = $5, updated_at = now() where id = $1 returning ${PROVIDER}`,
+        [id, p.baseUrl, p.apiKeySealed, JSON.stringify(p.models), p.enabled],
+      );
+      return rows[0];
+    },
+    async deleteProvider(q: Queryable, id: string): Promise<void> {
+      await q.query(`delete from providers where id = $1`, [id]);
+    },
+    /** Every tenant's providers, for building the runtime's one global configuration. */
+    async allProviders(q: Queryable): Promise<ProviderRow[]> {
+      return (await q.query<ProviderRow>(`select ${PROVIDER} from providers order by tenant_id, name`)).rows;
+    },
+    async settings(q: Queryable, tenantId: string): Promise<RuntimeSettingsRow | null> {
+      return (await q.query<RuntimeSettingsRow>(`select ${SETTINGS} from runtime_settings where tenant_id = $1`, [tenantId])).rows[0] ?? null;
+    },
+    async allApplied(q: Queryable): Promise<RuntimeSettingsRow[]> {
+      return (await q.query<RuntimeSettingsRow>(`select ${SETTINGS} from runtime_settings where applied is not null`)).rows;
+    },
+    async setDefaultModel(q: Queryable, tenantId: string, model: string | null): Promise<void> {
+      await q.query(
+        `insert into runtime_settings (tenant_id, default_model) values ($1, $2)
+         on conflict (tenant_id) do update set default_model = excluded.default_model, updated_at = now()`,
+        [tenantId, model],
+      );
+    },
+    async setApplied(q: Queryable, tenantId: string, applied: AppliedState, by: string): Promise<void> {
+      await q.query(
+        `insert into runtime_settings (tenant_id, default_model, applied, applied_at, applied_by) values ($1, $2, $3, now(), $4)
+         on conflict (tenant_id) do update set default_model = excluded.default_model, applied = excluded.applied, applied_at = now(), applied_by = excluded.applied_by, updated_at = now()`,
+        [tenantId, applied.defaultModel, JSON.stringify(applied), by],
+      );
+    },
+    async publishEndpoint(q: Queryable, e: { url: string; passwordSealed: string; pid: number | null }): Promise<void> {
+      await q.query(
+        `insert into runtime_endpoint (id, url, password_sealed, pid, started_at) values (1, $1, $2, $3, now())
+         on conflict (id) do update set url = excluded.url, password_sealed = excluded.password_sealed, pid = excluded.pid, started_at = now()`,
+        [e.url, e.passwordSealed, e.pid],
+      );
+    },
+  };
+}
+
+export type RuntimeRepo = ReturnType<typeof createRuntimeRepo>;

@@ -1,0 +1,38 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/** Provider names are part of the runtime's provider id and of model references ("<name>/<model>"). */
+export const PROVIDER_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
+export const PROVIDER_KINDS = ['openai-compatible', 'openai', 'anthropic'] as const;
+export type ProviderKind = (typeof PROVIDER_KINDS)[number];
+
+export const ProviderModel = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 200, description: 'Model id as the provider names it, e.g. gpt-4.1-mini' }),
+    name: Type.Optional(Type.String({ maxLength: 200 })),
+    contextLimit: Type.Optional(Type.Integer({ minimum: 1, description: 'Context window in tokens (default 128000)' })),
+    outputLimit: Type.Optional(Type.Integer({ minimum: 1, description: 'Most output tokens per reply (default 8192)' })),
+    inputCostPerMTok: Type.Optional(Type.Number({ minimum: 0, description: 'USD per million input tokens (for cost accounting)' })),
+    outputCostPerMTok: Type.Optional(Type.Number({ minimum: 0, description: 'USD per million output tokens' })),
+  },
+  { additionalProperties: false },
+);
+export type ProviderModel = Static<typeof ProviderModel>;
+
+export const ProviderInput = Type.Object(
+  {
+    name: Type.String({ pattern: PROVIDER_NAME.source, description: 'Lower-case name, unique in the tenant; models are referenced as <name>/<model id>' }),
+    kind: Type.Union(PROVIDER_KINDS.map((k) => Type.Literal(k)), { description: 'openai-compatible needs baseUrl; openai and anthropic are the named built-ins' }),
+    baseUrl: Type.Optional(Type.String({ maxLength: 2000, description: 'http(s) URL of the API (required for openai-compatible)' })),
+    apiKey: Type.Optional(Type.String({ minLength: 1, maxLength: 4000, description: 'Stored sealed (AES-256-GCM); never returned' })),
+    models: Type.Array(ProviderModel, { minItems: 1, maxItems: 200 }),
+    enabled: Type.Optional(Type.Boolean({ default: true })),
+  },
+  { additionalProperties: false },
+);
+export type ProviderInput = Static<typeof ProviderInput>;
+
+export const ProviderPatch = Type.Partial(Type.Omit(ProviderInput, ['name', 'kind']), { additionalProperties: false });
+export type ProviderPatch = Static<typeof ProviderPatch>;
+
+/** A model reference: "<provider name>/<model id>". */
+export const MODEL_REF = /^([a-z0-9][a-z0-9-]{0,39})\/(.{1,200})$/;

@@ -1,0 +1,321 @@
+import type { Database } from '../../db/database.js';
+import type { SecretBox } from '../../lib/secret-box.js';
+import type { AuditService } from '../audit/audit.service.js';
+import { requirePermission } from '../authz.js';
+import { actorString, type Ctx } from '../context.js';
+import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { RuntimeClient } from './runtime-client.js';
+import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
+import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
+
+/** SPEC.md sessions rule 6: prompting fails closed until a runtime with a provider and model is applied. */
+export class RuntimeNotReadyError extends AppError {
+  // 409: the request conflicts with the workspace's configuration state; retrying will not help until
+  // an admin applies a runtime (unlike 503, which invites retries).
+  readonly status = 409;
+  constructor(detail: string) {
+    super(`the agent runtime is not ready: ${detail}`, 'runtime_not_ready', {
+      fields: { detail },
+      hint: 'An admin registers a provider, picks a default model and applies it: `npx aws provider add`, then `npx aws runtime apply --default-model <provider>/<model>`.',
+    });
+  }
+}
+
+const NPM: Record<ProviderKind, string> = {
+  'openai-compatible': '@ai-sdk/openai-compatible',
+  openai: '@ai-sdk/openai',
+  anthropic: '@ai-sdk/anthropic',
+};
+
+/** Our providers' ids in the runtime's one global config: namespaced by tenant so tenants never collide. */
+export const runtimeProviderId = (tenantId: string, name: string) => `aws_${tenantId.replaceAll('-', '')}_${name}`;
+const OURS = /^aws_[0-9a-f]{32}_/;
+
+export interface ResolvedModel {
+  providerID: string;
+  modelID: string;
+  /** As the tenant writes it: "<provider name>/<model id>". */
+  ref: string;
+}
+
+export function createRuntimeService(deps: {
+  db: Database;
+  repo: RuntimeRepo;
+  audit: AuditService;
+  box: SecretBox;
+  client: RuntimeClient;
+  mode: 'managed' | 'external';
+  askTools: readonly string[];
+  log: Logger;
+}) {
+  const { db, repo, audit, box, client } = deps;
+  let syncing: Promise<unknown> = Promise.resolve();
+
+  const publicProvider = (p: ProviderRow) => ({
+    name: p.name,
+    kind: p.kind,
+    baseUrl: p.baseUrl,
+    models: p.models,
+    enabled: p.enabled,
+    hasApiKey: Boolean(p.apiKeySealed),
+    createdAt: p.createdAt,
+    updatedAt: p.updatedAt,
+  });
+
+  function checkBaseUrl(kind: ProviderKind, baseUrl: string | null | undefined): string | null {
+    if (!baseUrl) {
+      if (kind === 'openai-compatible') throw new ValidationError('baseUrl is required for an openai-compatible provider');
+      return null;
+    }
+    let u: URL;
+    try {
+      u = new URL(baseUrl);
+    } catch {
+      throw new ValidationError('baseUrl must be an absolute http(s) URL');
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ValidationError('baseUrl must be an http(s) URL');
+    if (u.username || u.password) throw new ValidationError('baseUrl must not carry credentials: pass the key as apiKey');
+    return u.href.replace(/\/+$/, '');
+  }
+
+  function checkModels(models: ProviderInput['models']) {
+    const ids = models.map((m) => m.id);
+    const dup = ids.find((id, i) => ids.indexOf(id) !== i);
+    if (dup) throw new ValidationError(`model "${dup}" is listed twice`);
+  }
+
+  /** The runtime's config entry for one provider (with its key opened: only ever sent to the runtime). */
+  function runtimeEntry(p: ProviderRow) {
+    return {
+      npm: NPM[p.kind],
+      name: `${p.name} (${p.tenantId.slice(0, 8)})`,
+      options: { ...(p.baseUrl ? { baseURL: p.baseUrl } : {}), apiKey: p.apiKeySealed ? box.open(p.apiKeySealed) : '' },
+      models: Object.fromEntries(
+        p.models.map((m) => [
+          m.id,
+          {
+            name: m.name ?? m.id,
+            limit: { context: m.contextLimit ?? 128_000, output: m.outputLimit ?? 8192 },
+            ...(m.inputCostPerMTok !== undefined || m.outputCostPerMTok !== undefined ? { cost: { input: m.inputCostPerMTok ?? 0, output: m.outputCostPerMTok ?? 0 } } : {}),
+          },
+        ]),
+      ),
+    };
+  }
+
+  /**
+   * Writes the one global runtime configuration: every tenant's applied providers (with `override` in
+   * place of one tenant's applied set), our workspace permission rules, no sharing or self-updates.
+   * The runtime deep-merges and cannot delete keys, so providers no longer applied are disabled and
+   * their keys blanked.
+   */
+  async function pushConfig(override?: { tenantId: string; applied: AppliedState }): Promise<void> {
+    const run = async () => {
+      const [providers, applied] = await Promise.all([repo.allProviders(db), repo.allApplied(db)]);
+      const sets = new Map(applied.map((s) => [s.tenantId, new Set(s.applied!.providers)]));
+      if (override) sets.set(override.tenantId, new Set(override.applied.providers));
+      const active = providers.filter((p) => p.enabled && sets.get(p.tenantId)?.has(p.name));
+      const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(p.tenantId, p.name), runtimeEntry(p)]));
+      const current = await client.getConfig();
+      for (const id of Object.keys(current.provider ?? {})) {
+        if (OURS.test(id) && !(id in provider)) provider[id] = { options: { apiKey: '' } };
+      }
+      await client.patchConfig({
+        provider,
+        enabled_providers: active.map((p) => runtimeProviderId(p.tenantId, p.name)),
+        permission: {
+          // The workspace is the agent's sandbox.
+          external_directory: 'deny',
+          ...Object.fromEntries(deps.askTools.map((t) => [t, 'ask'])),
+        },
+        share: 'disabled',
+        autoupdate: false,
+      });
+    };
+    // One push at a time per process: each reads the state it writes.
+    const next = syncing.then(run, run);
+    syncing = next.catch(() => {});
+    return next;
+  }
+
+  async function loadProvider(tenantId: string, name: string): Promise<ProviderRow> {
+    const p = await repo.findProvider(db, tenantId, name);
+    if (!p) throw new NotFoundError(`provider "${name}" not found`, { hint: 'List providers with `npx aws provider list`.' });
+    return p;
+  }
+
+  /** Checks a model reference against the tenant's providers (existing, enabled, listing the model). */
+  function checkModelRef(ref: string, providers: ProviderRow[]): { provider: ProviderRow; modelId: string } {
+    const m = MODEL_REF.exec(ref);
+    if (!m) throw new ValidationError(`model must be "<provider>/<model id>", got "${ref}"`);
+    const provider = providers.find((p) => p.name === m[1]);
+    if (!provider) throw new ValidationError(`model ${ref}: no provider "${m[1]}"`);
+    if (!provider.models.some((x) => x.id === m[2])) throw new ValidationError(`model ${ref}: provider "${m[1]}" lists no model "${m[2]}"`, { details: { models: provider.models.map((x) => x.id) } });
+    return { provider, modelId: m[2] };
+  }
+
+  return {
+    pushConfig,
+
+    /** The tenant's providers (admin.manage_providers). API keys are never returned. */
+    async listProviders(ctx: Ctx) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      return (await repo.listProviders(db, tenantId)).map(publicProvider);
+    },
+
+    /** Registers a provider; its key is sealed before it is stored. Takes effect at the next apply. */
+    async addProvider(ctx: Ctx, input: ProviderInput) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      if (!PROVIDER_NAME.test(input.name)) throw new ValidationError('name must be lower-case letters, digits and dashes (at most 40)');
+      checkModels(input.models);
+      const baseUrl = checkBaseUrl(input.kind, input.baseUrl);
+      if (input.kind !== 'openai-compatible' && !input.apiKey) throw new ValidationError(`an ${input.kind} provider needs an apiKey`);
+      return db.transaction(async (tx) => {
+        const row = await repo.insertProvider(tx, {
+          tenantId,
+          name: input.name,
+          kind: input.kind,
+          baseUrl,
+          apiKeySealed: input.apiKey ? box.seal(input.apiKey) : null,
+          models: input.models,
+          enabled: input.enabled ?? true,
+        });
+        if (!row) throw new ConflictError(`provider "${input.name}" already exists`, { hint: 'Change it with PATCH /v1/admin/providers/:name, or remove it first.' });
+        await audit.record(tx, ctx, { action: 'provider.create', target: `provider:${input.name}`, details: { kind: input.kind, baseUrl, models: input.models.map((m) => m.id), apiKey: input.apiKey ? 'set' : 'none' } });
+        return publicProvider(row);
+      });
+    },
+
+    /** Changes a provider (key rotation, models, base URL, enabled). Takes effect at the next apply. */
+    async updateProvider(ctx: Ctx, name: string, patch: ProviderPatch) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      const p = await loadProvider(tenantId, name);
+      if (patch.models) checkModels(patch.models);
+      const baseUrl = patch.baseUrl !== undefined ? checkBaseUrl(p.kind, patch.baseUrl) : p.baseUrl;
+      return db.transaction(async (tx) => {
+        const row = await repo.updateProvider(tx, p.id, {
+          baseUrl,
+          apiKeySealed: patch.apiKey ? box.seal(patch.apiKey) : p.apiKeySealed,
+          models: patch.models ?? p.models,
+          enabled: patch.enabled ?? p.enabled,
+        });
+        const changed = Object.keys(patch).filter((k) => k !== 'apiKey');
+        await audit.record(tx, ctx, { action: 'provider.update', target: `provider:${name}`, details: { changed, apiKey: patch.apiKey ? 'rotated' : 'unchanged' } });
+        return publicProvider(row);
+      });
+    },
+
+    /** Removes a provider. If it served the default model, prompting fails closed until the next apply. */
+    async removeProvider(ctx: Ctx, name: string): Promise<void> {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      const p = await loadProvider(tenantId, name);
+      await db.transaction(async (tx) => {
+        await repo.deleteProvider(tx, p.id);
+        await audit.record(tx, ctx, { action: 'provider.delete', target: `provider:${name}`, details: {} });
+      });
+    },
+
+    /**
+     * Applies the tenant's providers and default model to the runtime (admin.manage_providers): checks
+     * them, writes the runtime config, then records what was applied. A managed runtime that is not
+     * running yet gets it when `aws serve` starts it (`pushed: false`).
+     */
+    async apply(ctx: Ctx, input: { defaultModel?: string }) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      const providers = await repo.listProviders(db, tenantId);
+      const settings = await repo.settings(db, tenantId);
+      const defaultModel = input.defaultModel ?? settings?.defaultModel ?? null;
+      if (!defaultModel) throw new ValidationError('choose a default model first', { hint: 'Pass defaultModel ("<provider>/<model id>").' });
+      const { provider } = checkModelRef(defaultModel, providers);
+      if (!provider.enabled) throw new ValidationError(`the default model's provider "${provider.name}" is disabled`);
+      const applied: AppliedState = { defaultModel, providers: providers.filter((p) => p.enabled).map((p) => p.name) };
+      let pushed = true;
+      let runtimeError: string | undefined;
+      try {
+        await pushConfig({ tenantId, applied });
+      } catch (err) {
+        const code = (err as AppError).code;
+        if (deps.mode === 'managed' && code === 'runtime_unavailable') {
+          pushed = false;
+          runtimeError = (err as Error).message;
+        } else {
+          throw err;
+        }
+      }
+      await db.transaction(async (tx) => {
+        await repo.setApplied(tx, tenantId, applied, actorString(ctx.actor));
+        await audit.record(tx, ctx, { action: 'runtime.apply', target: `tenant:${tenantId}`, details: { ...applied, pushed } });
+      });
+      return { applied, pushed, ...(runtimeError ? { runtimeError } : {}) };
+    },
+
+    /** Chooses the tenant's default model ("<provider>/<model id>"); it reaches the runtime at the next apply. */
+    async setDefaultModel(ctx: Ctx, model: string) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      checkModelRef(model, await repo.listProviders(db, tenantId));
+      await db.transaction(async (tx) => {
+        await repo.setDefaultModel(tx, tenantId, model);
+        await audit.record(tx, ctx, { action: 'runtime.model_set', target: `tenant:${tenantId}`, details: { defaultModel: model } });
+      });
+    },
+
+    /** What the runtime runs for this tenant and whether prompts can start (admin.manage_providers). */
+    async status(ctx: Ctx) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+      const readiness = readinessOf(settings?.applied ?? null, providers);
+      let runtime: { mode: string; reachable: boolean; version?: string; error?: string };
+      try {
+        const h = await client.health();
+        runtime = { mode: deps.mode, reachable: h.healthy, version: h.version };
+      } catch (err) {
+        runtime = { mode: deps.mode, reachable: false, error: (err as Error).message };
+      }
+      const appliedAt = settings?.appliedAt ?? null;
+      return {
+        ready: readiness.ready,
+        ...(readiness.ready ? {} : { detail: readiness.detail }),
+        defaultModel: settings?.defaultModel ?? null,
+        applied: settings?.applied ? { ...settings.applied, at: appliedAt, by: settings.appliedBy } : null,
+        pendingChanges: !appliedAt || providers.some((p) => p.updatedAt > appliedAt) || (settings?.defaultModel ?? null) !== (settings?.applied?.defaultModel ?? null),
+        runtime,
+        providers: providers.map(publicProvider),
+      };
+    },
+
+    /**
+     * The model a turn runs on: the session's snapshot override, else the tenant's applied default.
+     * Throws runtime_not_ready unless it belongs to an applied, enabled provider.
+     */
+    async resolveModel(tenantId: string, override?: string | null): Promise<ResolvedModel> {
+      const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+      const readiness = readinessOf(settings?.applied ?? null, providers);
+      if (!readiness.ready) throw new RuntimeNotReadyError(readiness.detail);
+      const ref = override || settings!.applied!.defaultModel;
+      const m = MODEL_REF.exec(ref);
+      const provider = m && providers.find((p) => p.name === m[1]);
+      if (!m || !provider || !provider.enabled || !settings!.applied!.providers.includes(provider.name) || !provider.models.some((x) => x.id === m[2])) {
+        throw new RuntimeNotReadyError(`model ${ref} (the session's template override) is not served by an applied provider`);
+      }
+      return { providerID: runtimeProviderId(tenantId, provider.name), modelID: m[2], ref };
+    },
+
+    /** Validates a model reference against the tenant's providers (used for template overrides). */
+    async checkModel(tenantId: string, ref: string): Promise<void> {
+      checkModelRef(ref, await repo.listProviders(db, tenantId));
+    },
+  };
+}
+
+function readinessOf(applied: AppliedState | null, providers: ProviderRow[]): { ready: true } | { ready: false; detail: string } {
+  if (!applied) return { ready: false, detail: 'no runtime configuration has been applied for this workspace' };
+  const m = MODEL_REF.exec(applied.defaultModel);
+  const provider = m && providers.find((p) => p.name === m[1]);
+  if (!provider || !applied.providers.includes(provider.name)) return { ready: false, detail: `the applied default model ${applied.defaultModel} has no provider any more` };
+  if (!provider.enabled) return { ready: false, detail: `the provider of the default model (${provider.name}) is disabled` };
+  if (!provider.models.some((x) => x.id === m![2])) return { ready: false, detail: `provider ${provider.name} no longer lists model ${m![2]}` };
+  return { ready: true };
+}
+
+export type RuntimeService = ReturnType<typeof createRuntimeService>;

@@ -1,0 +1,339 @@
+import type { Database } from '../../db/database.js';
+import type { EventBus } from '../events.js';
+import type { JobQueue } from '../jobs/job-queue.js';
+import type { Logger } from '../logger.js';
+import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
+import type { RuntimeClient } from '../runtime/runtime-client.js';
+import { openRuntimeEventStream, type RuntimeEvent, type RuntimeEventStream } from '../runtime/runtime-events.js';
+import { ascendingId } from '../runtime/runtime-ids.js';
+import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+
+/**
+ * The session stream of SPEC.md "Events": one upstream connection to the runtime's event stream per
+ * process, fanned out to the SSE subscribers of each session. On the way it
+ *  - keeps only events of our sessions and of the types SPEC.md lists, rewrites the runtime's session
+ *    ids to ours, maps busy/retry to `running`, and strips server paths;
+ *  - keeps the last REPLAY_EVENTS events of each session so a client reconnecting with Last-Event-ID gets
+ *    what it missed (ids are the runtime's own ascending event ids, the same in every process);
+ *  - reacts: rejects permission requests for tools the owner may not use, enqueues analytics (usage
+ *    per completed assistant message, tool.execute per completed tool call), enforces per-request cost.
+ * Every `aws serve` process does this on its own connection, so a subscriber is served by whichever
+ * process it reached; side effects are made exactly-once by the analytics job's ledger.
+ */
+export const REPLAY_EVENTS = 500;
+export const HEARTBEAT_MS = 15_000;
+/** A subscriber that cannot keep up (this much unsent) is dropped; it may reconnect with Last-Event-ID. */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+/** Buffers of sessions nobody watches are dropped after this long without events. */
+const IDLE_BUFFER_MS = 15 * 60_000;
+/** Published by other parts of the appliance (jobs, the API) to put an event on a session's stream. */
+export const SESSION_EVENTS_CHANNEL = 'sessions.events';
+export const ANALYTICS_JOB = 'agent-analytics';
+
+const FORWARDED = new Set([
+  'message.updated',
+  'message.removed',
+  'message.part.updated',
+  'message.part.removed',
+  'message.part.delta',
+  'permission.asked',
+  'permission.replied',
+  'session.status',
+  'session.idle',
+  'session.error',
+  'session.compacted',
+]);
+
+export interface StreamEvent {
+  id: string;
+  type: string;
+  properties: Record<string, any>;
+}
+
+export interface Subscriber {
+  /** Writes one SSE frame; returns the bytes still queued on the connection. */
+  write(frame: string): number;
+  close(): void;
+}
+
+interface SessionRef {
+  id: string;
+  tenantId: string;
+  ownerId: string;
+  directory: string;
+  channel: string;
+}
+
+interface SessionState {
+  ref: SessionRef | null;
+  buffer: Array<{ id: string; frame: string }>;
+  subscribers: Set<Subscriber>;
+  lastEventAt: number;
+  /** Cost so far of each turn (keyed by the user message that started it), for per-request limits. */
+  turnCost: Map<string, { cost: number; aborted: boolean }>;
+}
+
+export function createSessionStreams(deps: {
+  db: Database;
+  bus: EventBus;
+  queue: JobQueue;
+  repo: SessionsRepo;
+  client: RuntimeClient;
+  log: Logger;
+  permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+}) {
+  const { db, repo, client, log } = deps;
+  const sessions = new Map<string, SessionState>();
+  // Runtime session id -> our session; refreshed now and then (a session's owner changes when claimed).
+  const byUpstream = new Map<string, { at: number; ref: SessionRef }>();
+  const perms = new Map<string, { at: number; p: Promise<RbacPermissions> }>();
+  let upstream: RuntimeEventStream | null = null;
+  let unsubscribeBus: (() => Promise<void>) | null = null;
+  let heartbeat: NodeJS.Timeout | null = null;
+  let sweeper: NodeJS.Timeout | null = null;
+  // Events are handled strictly in arrival order, even when resolving a session needs a query.
+  let chain: Promise<void> = Promise.resolve();
+  let subscriberCount = 0;
+
+  const state = (id: string): SessionState => {
+    let s = sessions.get(id);
+    if (!s) sessions.set(id, (s = { ref: null, buffer: [], subscribers: new Set(), lastEventAt: Date.now(), turnCost: new Map() }));
+    return s;
+  };
+
+  const permissionsOf = (ref: SessionRef): Promise<RbacPermissions> => {
+    const key = `${ref.tenantId}:${ref.ownerId}`;
+    const hit = perms.get(key);
+    if (hit && Date.now() - hit.at < 5000) return hit.p;
+    const p = deps.permissionsOf(ref.tenantId, ref.ownerId);
+    perms.set(key, { at: Date.now(), p });
+    p.catch(() => perms.delete(key));
+    return p;
+  };
+
+  async function resolve(upstreamId: string): Promise<SessionRef | null> {
+    const hit = byUpstream.get(upstreamId);
+    if (hit && Date.now() - hit.at < 60_000) return hit.ref;
+    const row = await repo.byUpstreamId(db, upstreamId);
+    if (!row) return null;
+    const ref = refOf(row);
+    byUpstream.set(upstreamId, { at: Date.now(), ref });
+    return ref;
+  }
+
+  /** Sends an event to a session's subscribers and keeps it for replay. */
+  function deliver(sessionId: string, event: StreamEvent): void {
+    const s = state(sessionId);
+    const frame = `id: ${event.id}\ndata: ${JSON.stringify(event)}\n\n`;
+    s.buffer.push({ id: event.id, frame });
+    if (s.buffer.length > REPLAY_EVENTS) s.buffer.splice(0, s.buffer.length - REPLAY_EVENTS);
+    s.lastEventAt = Date.now();
+    for (const sub of s.subscribers) {
+      if (sub.write(frame) > MAX_BUFFERED_BYTES) drop(s, sub);
+    }
+  }
+
+  function drop(s: SessionState, sub: Subscriber) {
+    if (s.subscribers.delete(sub)) subscriberCount--;
+    sub.close();
+  }
+
+  function enqueueAnalytics(data: Record<string, unknown>, key: string) {
+    deps.queue.send(ANALYTICS_JOB, { ...data, key }, { singletonKey: key, retryLimit: 5 }).catch((err) => {
+      // A singleton already queued by another process is the expected way to lose this race.
+      if (!/singleton/.test((err as Error).message)) log.error({ err: (err as Error).message, key }, 'could not enqueue analytics');
+    });
+  }
+
+  async function handle(ev: RuntimeEvent): Promise<void> {
+    const { type, properties: props } = ev.payload;
+    if (!FORWARDED.has(type)) return;
+    const upstreamId: string | undefined = props?.sessionID ?? props?.info?.sessionID ?? props?.part?.sessionID;
+    if (!upstreamId) return;
+    const ref = await resolve(upstreamId);
+    if (!ref) return;
+    const s = state(ref.id);
+    s.ref = ref;
+    const properties: Record<string, any> = { ...props, sessionID: ref.id };
+
+    switch (type) {
+      case 'session.status': {
+        const st = props.status ?? {};
+        properties.status = st.type === 'idle' ? { type: 'idle' } : { type: 'running', ...(st.type === 'retry' ? { retry: { attempt: st.attempt, message: st.message, next: st.next } } : {}) };
+        break;
+      }
+      case 'message.updated': {
+        const { path: _path, ...info } = props.info ?? {};
+        properties.info = { ...info, sessionID: ref.id };
+        if (info.role === 'assistant') await onAssistant(ref, s, info);
+        break;
+      }
+      case 'message.part.updated': {
+        properties.part = { ...props.part, sessionID: ref.id };
+        if (props.part?.type === 'tool') await onToolPart(ref, props.part);
+        break;
+      }
+      case 'permission.asked': {
+        const allowed = toolAllowed(await permissionsOf(ref), props.permission);
+        if (!allowed) {
+          // Never shown to the user: the tool is outside their role's tools policy.
+          void rejectPermission(ref, props);
+          return;
+        }
+        break;
+      }
+    }
+    deliver(ref.id, { id: ev.payload.id ?? ascendingId('evt'), type, properties });
+  }
+
+  async function rejectPermission(ref: SessionRef, props: Record<string, any>) {
+    try {
+      const replied = await client.replyPermission(ref.directory, props.id, 'reject', `The tool "${props.permission}" is not allowed by your role.`);
+      if (replied) enqueueAnalytics({ kind: 'denied', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: props.permission, patterns: props.patterns ?? [], reason: 'tools policy' }, `denied:${props.id}`);
+    } catch (err) {
+      log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not reject a denied tool');
+    }
+  }
+
+  async function onAssistant(ref: SessionRef, s: SessionState, info: Record<string, any>) {
+    const limit = (await permissionsOf(ref)).cost.per_request_limit_usd;
+    if (limit !== undefined && info.parentID && typeof info.cost === 'number') {
+      // A turn may produce several assistant messages (tool steps); its cost is their sum.
+      const turn = s.turnCost.get(info.parentID) ?? { cost: 0, aborted: false, seen: new Map<string, number>() };
+      const seen = ((turn as any).seen ??= new Map<string, number>()) as Map<string, number>;
+      seen.set(info.id, info.cost);
+      turn.cost = [...seen.values()].reduce((a, b) => a + b, 0);
+      s.turnCost.set(info.parentID, turn);
+      if (turn.cost > limit && !turn.aborted) {
+        turn.aborted = true;
+        await client.abort(ref.directory, (await repo.byId(db, ref.id))!.upstreamId!).catch(() => {});
+        deliver(ref.id, { id: ascendingId('evt'), type: 'session.error', properties: { sessionID: ref.id, error: { name: 'CostLimitExceeded', message: `This turn cost $${turn.cost.toFixed(4)}, over your per-request limit of $${limit}; it was stopped.` } } });
+        enqueueAnalytics({ kind: 'cost_limit', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, limit, cost: turn.cost, messageId: info.parentID }, `cost:${info.parentID}`);
+      }
+    }
+    if (info.time?.completed && info.tokens) {
+      enqueueAnalytics(
+        {
+          kind: 'usage',
+          sessionId: ref.id,
+          tenantId: ref.tenantId,
+          userId: ref.ownerId,
+          channel: ref.channel,
+          messageId: info.id,
+          providerId: info.providerID ?? '',
+          modelId: info.modelID ?? '',
+          tokens: info.tokens,
+          cost: info.cost ?? 0,
+        },
+        `usage:${info.id}`,
+      );
+    }
+  }
+
+  async function onToolPart(ref: SessionRef, part: Record<string, any>) {
+    const st = part.state ?? {};
+    if (st.status !== 'completed' && st.status !== 'error') return;
+    if (part.tool === 'invalid') {
+      // The model called a tool it was not given (tools outside the owner's policy are withheld).
+      const tool = st.input?.tool;
+      if (typeof tool === 'string' && !toolAllowed(await permissionsOf(ref), tool)) {
+        enqueueAnalytics({ kind: 'denied', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool, patterns: [], reason: 'tools policy (withheld from the model)' }, `denied:${part.id}`);
+      }
+      return;
+    }
+    const durationMs = st.time?.end && st.time?.start ? Math.max(0, Math.round(st.time.end - st.time.start)) : null;
+    enqueueAnalytics(
+      { kind: 'tool', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: part.tool, callId: part.callID, status: st.status, durationMs, title: typeof st.title === 'string' ? st.title.slice(0, 200) : undefined },
+      `tool:${part.id}`,
+    );
+  }
+
+  /** Ends a deleted session's streams and forgets it. */
+  function closeSession(sessionId: string): void {
+    const s = sessions.get(sessionId);
+    if (!s) return;
+    for (const sub of [...s.subscribers]) drop(s, sub);
+    sessions.delete(sessionId);
+  }
+
+  function sweep() {
+    const now = Date.now();
+    for (const [id, s] of sessions) {
+      if (s.subscribers.size === 0 && now - s.lastEventAt > IDLE_BUFFER_MS) sessions.delete(id);
+    }
+    if (byUpstream.size > 50_000) byUpstream.clear();
+  }
+
+  return {
+    /** Connects to the runtime's event stream and to events other processes put on session streams. */
+    async start(): Promise<void> {
+      if (upstream) return;
+      upstream = openRuntimeEventStream({
+        connector: client.connector,
+        log,
+        onEvent: (ev) => {
+          chain = chain.then(() => handle(ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
+        },
+      });
+      unsubscribeBus = await deps.bus.subscribe(SESSION_EVENTS_CHANNEL, (payload) => {
+        const p = payload as { sessionId: string; event: StreamEvent };
+        if (!p?.sessionId || !p.event) return;
+        chain = chain.then(() => {
+          deliver(p.sessionId, p.event);
+          if (p.event.type === 'session.deleted') closeSession(p.sessionId);
+        });
+      });
+      heartbeat = setInterval(() => {
+        for (const s of sessions.values()) for (const sub of s.subscribers) sub.write(': ping\n\n');
+      }, HEARTBEAT_MS);
+      heartbeat.unref();
+      sweeper = setInterval(sweep, 60_000);
+      sweeper.unref();
+    },
+
+    /**
+     * Adds a subscriber to a session (ownership is checked by the caller). With `lastEventId`, first
+     * replays the buffered events after it. Returns the function that removes the subscriber.
+     */
+    subscribe(sessionId: string, sub: Subscriber, lastEventId?: string): () => void {
+      const s = state(sessionId);
+      if (lastEventId) {
+        const at = s.buffer.findIndex((e) => e.id === lastEventId);
+        const missed = at >= 0 ? s.buffer.slice(at + 1) : s.buffer.filter((e) => e.id > lastEventId);
+        for (const e of missed) sub.write(e.frame);
+      }
+      s.subscribers.add(sub);
+      subscriberCount++;
+      return () => {
+        if (s.subscribers.delete(sub)) subscriberCount--;
+      };
+    },
+
+    /** Puts an event of ours on a session's stream, in every process (through the event bus). */
+    async publish(sessionId: string, type: string, properties: Record<string, unknown>): Promise<void> {
+      await deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event: { id: ascendingId('evt'), type, properties: { ...properties, sessionID: sessionId } } });
+    },
+
+    get stats() {
+      return { sessions: sessions.size, subscribers: subscriberCount, upstreamConnected: upstream?.connected ?? false };
+    },
+
+    /** Ends every stream (shutdown) and the upstream connection. */
+    async stop(): Promise<void> {
+      if (heartbeat) clearInterval(heartbeat);
+      if (sweeper) clearInterval(sweeper);
+      heartbeat = sweeper = null;
+      for (const s of sessions.values()) for (const sub of [...s.subscribers]) drop(s, sub);
+      await unsubscribeBus?.().catch(() => {});
+      unsubscribeBus = null;
+      await upstream?.close();
+      upstream = null;
+    },
+  };
+}
+
+function refOf(row: SessionRow): SessionRef {
+  return { id: row.id, tenantId: row.tenantId, ownerId: row.ownerId, directory: row.directory, channel: row.channel };
+}
+
+export type SessionStreams = ReturnType<typeof createSessionStreams>;

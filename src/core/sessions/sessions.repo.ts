@@ -1,0 +1,155 @@
+import type { Queryable } from '../../db/database.js';
+
+export interface SessionRow {
+  id: string;
+  tenantId: string;
+  ownerId: string;
+  title: string;
+  templateSlug: string | null;
+  systemPrompt: string | null;
+  model: string | null;
+  snapshotAt: Date | null;
+  upstreamId: string | null;
+  directory: string;
+  channel: string;
+  browserSession: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface TurnRow {
+  id: string;
+  tenantId: string;
+  sessionId: string;
+  userId: string;
+  messageId: string;
+  agent: string | null;
+  parts: Array<Record<string, unknown>>;
+  status: 'queued' | 'sending' | 'sent' | 'failed';
+  attempts: number;
+}
+
+const SESSION = `s.id, s.tenant_id as "tenantId", s.owner_id as "ownerId", s.title, s.template_slug as "templateSlug",
+  s.system_prompt as "systemPrompt", s.model, s.snapshot_at as "snapshotAt", s.upstream_id as "upstreamId", s.directory,
+  s.channel, s.browser_session as "browserSession", s.created_at as "createdAt", s.updated_at as "updatedAt"`;
+
+/** Who may see a session: its owner, or (SPEC.md rule 1) a signed-in user of the browser that made it in demo mode. */
+export interface Viewer {
+  tenantId: string;
+  userId: string;
+  /** sha256 of the caller's browser-session id, if it sent one. */
+  browserSession: string | null;
+  /** The operator user whose demo-mode sessions that browser may still see; null when demo mode is off. */
+  operatorId: string | null;
+}
+
+export function createSessionsRepo() {
+  return {
+    async insert(q: Queryable, s: Pick<SessionRow, 'tenantId' | 'ownerId' | 'title' | 'templateSlug' | 'systemPrompt' | 'model' | 'snapshotAt' | 'directory' | 'channel' | 'browserSession'>): Promise<SessionRow> {
+      const { rows } = await q.query<SessionRow>(
+        `insert into agent_sessions as s (tenant_id, owner_id, title, template_slug, system_prompt, model, snapshot_at, directory, channel, browser_session)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning ${SESSION}`,
+        [s.tenantId, s.ownerId, s.title, s.templateSlug, s.systemPrompt, s.model, s.snapshotAt, s.directory, s.channel, s.browserSession],
+      );
+      return rows[0];
+    },
+
+    /** A live session the viewer may use; null for unknown, deleted, or somebody else's. */
+    async findVisible(q: Queryable, id: string, v: Viewer): Promise<SessionRow | null> {
+      const { rows } = await q.query<SessionRow>(
+        `select ${SESSION} from agent_sessions s
+          where s.id = $1 and s.tenant_id = $2 and s.deleted_at is null
+            and (s.owner_id = $3 or ($4::text is not null and $5::uuid is not null and s.browser_session = $4 and s.owner_id = $5))`,
+        [id, v.tenantId, v.userId, v.browserSession, v.operatorId],
+      );
+      return rows[0] ?? null;
+    },
+
+    async listVisible(q: Queryable, v: Viewer): Promise<Array<SessionRow & { claimable: boolean }>> {
+      const { rows } = await q.query<SessionRow & { claimable: boolean }>(
+        `select ${SESSION}, s.owner_id <> $2 as claimable from agent_sessions s
+          where s.tenant_id = $1 and s.deleted_at is null
+            and (s.owner_id = $2 or ($3::text is not null and $4::uuid is not null and s.browser_session = $3 and s.owner_id = $4))
+          order by s.updated_at desc, s.id limit 1000`,
+        [v.tenantId, v.userId, v.browserSession, v.operatorId],
+      );
+      return rows;
+    },
+
+    async byUpstreamId(q: Queryable, upstreamId: string): Promise<SessionRow | null> {
+      const { rows } = await q.query<SessionRow>(`select ${SESSION} from agent_sessions s where s.upstream_id = $1`, [upstreamId]);
+      return rows[0] ?? null;
+    },
+
+    async byId(q: Queryable, id: string): Promise<SessionRow | null> {
+      const { rows } = await q.query<SessionRow>(`select ${SESSION} from agent_sessions s where s.id = $1`, [id]);
+      return rows[0] ?? null;
+    },
+
+    /** Binds the runtime's session id once; returns whichever id won (another worker may have bound one). */
+    async bindUpstream(q: Queryable, id: string, upstreamId: string): Promise<string> {
+      const { rows } = await q.query<{ upstreamId: string }>(
+        `update agent_sessions set upstream_id = coalesce(upstream_id, $2) where id = $1 returning upstream_id as "upstreamId"`,
+        [id, upstreamId],
+      );
+      return rows[0].upstreamId;
+    },
+
+    async snapshot(q: Queryable, id: string, t: { systemPrompt: string; model: string | null }): Promise<void> {
+      await q.query(`update agent_sessions set system_prompt = $2, model = $3, snapshot_at = now() where id = $1 and snapshot_at is null`, [id, t.systemPrompt, t.model]);
+    },
+
+    async touch(q: Queryable, id: string): Promise<void> {
+      await q.query(`update agent_sessions set updated_at = now() where id = $1`, [id]);
+    },
+
+    async softDelete(q: Queryable, id: string): Promise<void> {
+      await q.query(`update agent_sessions set deleted_at = now() where id = $1`, [id]);
+    },
+
+    async claim(q: Queryable, id: string, userId: string): Promise<void> {
+      await q.query(`update agent_sessions set owner_id = $2, browser_session = null, updated_at = now() where id = $1`, [id, userId]);
+    },
+
+    async insertTurn(q: Queryable, t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null }): Promise<string> {
+      const { rows } = await q.query<{ id: string }>(
+        `insert into agent_turns (tenant_id, session_id, user_id, message_id, agent, agent_profile_id, parts) values ($1, $2, $3, $4, $5, $6, $7) returning id`,
+        [t.tenantId, t.sessionId, t.userId, t.messageId, t.agent, t.agentProfileId, JSON.stringify(t.parts)],
+      );
+      return rows[0].id;
+    },
+
+    /** Marks an attempt at sending a turn; returns the turn as it was before, with the attempt counted. */
+    async beginAttempt(q: Queryable, turnId: string): Promise<(TurnRow & { previousStatus: TurnRow['status'] }) | null> {
+      const { rows } = await q.query<TurnRow & { previousStatus: TurnRow['status'] }>(
+        `update agent_turns t set attempts = t.attempts + 1, status = case when t.status = 'queued' then 'sending' else t.status end
+           from agent_turns old where old.id = t.id and t.id = $1
+         returning t.id, t.tenant_id as "tenantId", t.session_id as "sessionId", t.user_id as "userId", t.message_id as "messageId",
+                   t.agent, t.parts, t.status, t.attempts, old.status as "previousStatus"`,
+        [turnId],
+      );
+      return rows[0] ?? null;
+    },
+
+    async finishTurn(q: Queryable, turnId: string, status: 'sent' | 'failed', error?: string): Promise<void> {
+      await q.query(`update agent_turns set status = $2, error = $3, sent_at = case when $2 = 'sent' then now() else sent_at end where id = $1`, [turnId, status, error ?? null]);
+    },
+
+    /** USD the user's turns cost since `from` (usage records are written as assistant messages complete). */
+    async spentSince(q: Queryable, tenantId: string, userId: string, from: Date): Promise<number> {
+      const { rows } = await q.query<{ spent: string | null }>(
+        `select sum(cost_usd)::text as spent from usage_records where tenant_id = $1 and user_id = $2 and created_at >= $3`,
+        [tenantId, userId, from],
+      );
+      return Number(rows[0].spent ?? 0);
+    },
+
+    /** Records a fact from the runtime's events once; false when some process recorded it already. */
+    async claimLedgerKey(q: Queryable, key: string): Promise<boolean> {
+      const { rows } = await q.query(`insert into runtime_event_ledger (key) values ($1) on conflict do nothing returning key`, [key]);
+      return rows.length > 0;
+    },
+  };
+}
+
+export type SessionsRepo = ReturnType<typeof createSessionsRepo>;

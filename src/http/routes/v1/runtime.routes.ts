@@ -1,0 +1,152 @@
+import { Type } from '@sinclair/typebox';
+import type { Core } from '../../../core/create-core.js';
+import { ProviderInput, ProviderModel, ProviderPatch } from '../../../core/runtime/runtime.schemas.js';
+import type { App } from '../../build-app.js';
+import { ctxOf } from '../../plugins/auth.js';
+import { DateTime, errorResponses } from '../../schemas.js';
+
+const Provider = Type.Object({
+  name: Type.String(),
+  kind: Type.String(),
+  baseUrl: Type.Union([Type.String(), Type.Null()]),
+  models: Type.Array(ProviderModel),
+  enabled: Type.Boolean(),
+  hasApiKey: Type.Boolean({ description: 'Whether a key is stored (the key itself is never returned)' }),
+  createdAt: DateTime,
+  updatedAt: DateTime,
+});
+const ModelRef = Type.String({ minLength: 3, maxLength: 250, description: '"<provider name>/<model id>"' });
+const Applied = Type.Object({ defaultModel: Type.String(), providers: Type.Array(Type.String()) });
+const RuntimeStatus = Type.Object({
+  ready: Type.Boolean({ description: 'Whether prompts can start (else they get 409 runtime_not_ready)' }),
+  detail: Type.Optional(Type.String()),
+  defaultModel: Type.Union([Type.String(), Type.Null()]),
+  applied: Type.Union([Type.Object({ defaultModel: Type.String(), providers: Type.Array(Type.String()), at: Type.Union([DateTime, Type.Null()]), by: Type.Union([Type.String(), Type.Null()]) }), Type.Null()]),
+  pendingChanges: Type.Boolean({ description: 'Providers or the default model changed since the last apply' }),
+  runtime: Type.Object({ mode: Type.String(), reachable: Type.Boolean(), version: Type.Optional(Type.String()), error: Type.Optional(Type.String()) }),
+  providers: Type.Array(Provider),
+});
+const Template = Type.Object({
+  slug: Type.String(),
+  name: Type.String(),
+  systemPrompt: Type.String(),
+  model: Type.Union([Type.String(), Type.Null()]),
+  createdAt: DateTime,
+  updatedAt: DateTime,
+});
+const TemplateInput = Type.Object(
+  {
+    slug: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,62}$' }),
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    systemPrompt: Type.Optional(Type.String({ maxLength: 100_000 })),
+    model: Type.Optional(Type.Union([ModelRef, Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+const TemplatePatch = Type.Partial(Type.Omit(TemplateInput, ['slug']), { additionalProperties: false });
+
+/**
+ * Providers, the runtime configuration and templates. Provider and runtime mutations are the
+ * owner/admin boundary of SPEC.md Authentication 7 (admin.manage_providers); templates are
+ * admin.manage_templates, and GET /v1/templates lists those the caller may use.
+ */
+export async function runtimeRoutes(app: App, opts: { core: Core }): Promise<void> {
+  const { runtime, templates } = opts.core;
+  const errs = (...s: number[]) => errorResponses(400, 401, 403, ...s);
+
+  app.get('/admin/providers', { schema: { tags: ['runtime'], summary: 'Model providers of the tenant (keys never returned)', response: { 200: Type.Object({ providers: Type.Array(Provider) }), ...errs() } } }, async (req) => ({
+    providers: await runtime.listProviders(ctxOf(req)),
+  }));
+
+  app.post(
+    '/admin/providers',
+    { schema: { tags: ['runtime'], summary: 'Register a provider; takes effect at the next apply', body: ProviderInput, response: { 201: Type.Object({ provider: Provider }), ...errs(409) } } },
+    async (req, reply) => reply.status(201).send({ provider: await runtime.addProvider(ctxOf(req), req.body) }),
+  );
+
+  app.patch(
+    '/admin/providers/:name',
+    {
+      schema: {
+        tags: ['runtime'],
+        summary: 'Change a provider (rotate its key, models, base URL, enabled); takes effect at the next apply',
+        params: Type.Object({ name: Type.String({ maxLength: 40 }) }),
+        body: ProviderPatch,
+        response: { 200: Type.Object({ provider: Provider }), ...errs(404) },
+      },
+    },
+    async (req) => ({ provider: await runtime.updateProvider(ctxOf(req), req.params.name, req.body) }),
+  );
+
+  app.delete(
+    '/admin/providers/:name',
+    { schema: { tags: ['runtime'], summary: 'Remove a provider', params: Type.Object({ name: Type.String({ maxLength: 40 }) }), response: { 204: Type.Null(), ...errs(404) } } },
+    async (req, reply) => {
+      await runtime.removeProvider(ctxOf(req), req.params.name);
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.get('/admin/runtime', { schema: { tags: ['runtime'], summary: 'Runtime status: readiness, applied configuration, reachability', response: { 200: RuntimeStatus, ...errs() } } }, async (req) =>
+    runtime.status(ctxOf(req)),
+  );
+
+  app.patch(
+    '/admin/runtime',
+    { schema: { tags: ['runtime'], summary: 'Choose the default model; takes effect at the next apply', body: Type.Object({ defaultModel: ModelRef }, { additionalProperties: false }), response: { 200: RuntimeStatus, ...errs() } } },
+    async (req) => {
+      await runtime.setDefaultModel(ctxOf(req), req.body.defaultModel);
+      return runtime.status(ctxOf(req));
+    },
+  );
+
+  app.post(
+    '/admin/runtime/apply',
+    {
+      schema: {
+        tags: ['runtime'],
+        summary: 'Write the providers and default model to the runtime and record them as applied',
+        body: Type.Optional(Type.Object({ defaultModel: Type.Optional(ModelRef) }, { additionalProperties: false })),
+        response: { 200: Type.Object({ applied: Applied, pushed: Type.Boolean({ description: 'false: the managed runtime is not running; it gets this configuration when `aws serve` starts it' }), runtimeError: Type.Optional(Type.String()) }), ...errs(502, 503) },
+      },
+    },
+    async (req) => runtime.apply(ctxOf(req), { defaultModel: req.body?.defaultModel }),
+  );
+
+  app.get('/templates', { schema: { tags: ['sessions'], summary: 'Templates the caller may start sessions from', response: { 200: Type.Object({ templates: Type.Array(Template) }), ...errorResponses(401) } } }, async (req) => ({
+    templates: await templates.list(ctxOf(req)),
+  }));
+
+  app.get('/admin/templates', { schema: { tags: ['runtime'], summary: 'All templates of the tenant (admin.manage_templates)', response: { 200: Type.Object({ templates: Type.Array(Template) }), ...errs() } } }, async (req) => ({
+    templates: await templates.listAll(ctxOf(req)),
+  }));
+
+  app.post(
+    '/admin/templates',
+    { schema: { tags: ['runtime'], summary: 'Create a template (admin.manage_templates)', body: TemplateInput, response: { 201: Type.Object({ template: Template }), ...errs(409) } } },
+    async (req, reply) => reply.status(201).send({ template: await templates.create(ctxOf(req), req.body) }),
+  );
+
+  app.patch(
+    '/admin/templates/:slug',
+    {
+      schema: {
+        tags: ['runtime'],
+        summary: 'Change a template; existing sessions keep their snapshot (admin.manage_templates)',
+        params: Type.Object({ slug: Type.String({ maxLength: 63 }) }),
+        body: TemplatePatch,
+        response: { 200: Type.Object({ template: Template }), ...errs(404) },
+      },
+    },
+    async (req) => ({ template: await templates.update(ctxOf(req), req.params.slug, req.body) }),
+  );
+
+  app.delete(
+    '/admin/templates/:slug',
+    { schema: { tags: ['runtime'], summary: 'Delete a template (admin.manage_templates)', params: Type.Object({ slug: Type.String({ maxLength: 63 }) }), response: { 204: Type.Null(), ...errs(404) } } },
+    async (req, reply) => {
+      await templates.remove(ctxOf(req), req.params.slug);
+      return reply.status(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,235 @@
+import multipart from '@fastify/multipart';
+import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { Core } from '../../../core/create-core.js';
+import { PayloadTooLargeError, ValidationError } from '../../../core/errors.js';
+import type { PromptFile, PromptInput } from '../../../core/sessions/sessions.service.js';
+import type { App } from '../../build-app.js';
+import { ctxOf } from '../../plugins/auth.js';
+import { DateTime, errorResponses } from '../../schemas.js';
+
+/**
+ * Browser clients send their local browser-session id in this header (SPEC.md sessions rule 1): demo-mode
+ * sessions made on that browser stay visible to whoever signs in on it, until claimed.
+ */
+export const BROWSER_SESSION_HEADER = 'x-browser-session';
+const BrowserSession = Type.Object({ [BROWSER_SESSION_HEADER]: Type.Optional(Type.String({ minLength: 16, maxLength: 200 })) });
+const Id = Type.Object({ id: Type.String({ format: 'uuid' }) });
+const FilePart = Type.Object({
+  type: Type.Literal('file'),
+  mime: Type.Optional(Type.String({ maxLength: 200 })),
+  filename: Type.Optional(Type.String({ maxLength: 255 })),
+  url: Type.Optional(Type.String({ description: 'data: URL (other schemes are refused)' })),
+  content: Type.Optional(Type.String({ description: 'base64 file content' })),
+});
+const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() });
+const PromptBody = Type.Object(
+  {
+    text: Type.Optional(Type.String()),
+    agent: Type.Optional(Type.String({ maxLength: 64, description: 'Runtime agent, e.g. build or plan' })),
+    agentProfileId: Type.Optional(Type.String({ maxLength: 200, description: 'Recorded with the turn; agent profiles are not interpreted yet' })),
+    parts: Type.Optional(Type.Array(Type.Union([TextPart, FilePart]), { maxItems: 200 })),
+  },
+  { description: 'JSON form ({text, agent}) or parts form ({parts}); multipart/form-data is also accepted (fields text, agent, agentProfileId, files / files[])' },
+);
+
+const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
+
+/** SPEC.md "Session endpoints" and the session stream of "Events". */
+export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<void> {
+  const { sessions, streams, config } = opts.core;
+  const { maxFiles, maxFileBytes } = config.prompts;
+  // A JSON prompt carries files base64-encoded (4/3 larger); leave 1 MiB for the text.
+  const promptBodyLimit = Math.ceil(maxFiles * maxFileBytes * 1.37) + 1024 * 1024;
+  await app.register(multipart, { limits: { fileSize: maxFileBytes, files: maxFiles, fields: 20, fieldSize: 1024 * 1024, parts: maxFiles + 20 } });
+
+  // Streams are long-lived: end them when the server shuts down, or close() would wait for them.
+  app.addHook('preClose', async () => streams.stop());
+
+  app.get(
+    '/sessions',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: "The caller's sessions, most recent first",
+        headers: BrowserSession,
+        response: {
+          200: Type.Object({
+            sessions: Type.Array(
+              Type.Object({
+                sessionId: Type.String({ format: 'uuid' }),
+                title: Type.String(),
+                updatedAt: DateTime,
+                templateSlug: Type.Union([Type.String(), Type.Null()]),
+                claimable: Type.Optional(Type.Boolean({ description: 'A demo-mode session of this browser, not yet claimed (POST /v1/sessions/:id/claim)' })),
+              }),
+            ),
+          }),
+          ...errorResponses(401),
+        },
+      },
+    },
+    async (req) => ({ sessions: await sessions.list(ctxOf(req), { browserSession: browserSessionOf(req) }) }),
+  );
+
+  app.post(
+    '/sessions',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'Create a session, optionally from a template (its system prompt and model are snapshotted)',
+        headers: BrowserSession,
+        body: Type.Object({ title: Type.String({ minLength: 1, maxLength: 500 }), template_slug: Type.Optional(Type.String({ maxLength: 63 })) }),
+        response: { 201: Type.Object({ sessionId: Type.String({ format: 'uuid' }) }), ...errorResponses(400, 401, 403, 404) },
+      },
+    },
+    async (req, reply) =>
+      reply.status(201).send(await sessions.create(ctxOf(req), { title: req.body.title, templateSlug: req.body.template_slug, browserSession: browserSessionOf(req) })),
+  );
+
+  app.get(
+    '/sessions/:id/messages',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'The session history, from the agent runtime',
+        params: Id,
+        headers: BrowserSession,
+        response: { 200: Type.Object({ messages: Type.Array(Type.Object({ info: Type.Record(Type.String(), Type.Unknown()), parts: Type.Array(Type.Record(Type.String(), Type.Unknown())) })) }), ...errorResponses(401, 404, 503) },
+      },
+    },
+    async (req) => sessions.messages(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
+  );
+
+  app.post(
+    '/sessions/:id/prompt',
+    {
+      bodyLimit: promptBodyLimit,
+      schema: {
+        tags: ['sessions'],
+        summary: 'Queue an agent turn; answers at once with the job id (202)',
+        description: `Limits: at most ${maxFiles} files of ${maxFileBytes} bytes each (AGENTWS_PROMPT_MAX_FILES, AGENTWS_PROMPT_MAX_FILE_MB); beyond them 413. 409 runtime_not_ready until a runtime is applied; 429 cost_limit_exceeded when the caller's cost limits are reached.`,
+        params: Id,
+        headers: BrowserSession,
+        body: PromptBody,
+        consumes: ['application/json', 'multipart/form-data'],
+        response: { 202: Type.Object({ jobId: Type.String({ format: 'uuid' }), sessionId: Type.String({ format: 'uuid' }) }), ...errorResponses(400, 401, 403, 404, 409, 413, 429) },
+      },
+      // A multipart body is not JSON: validate the fields we read from it ourselves.
+      validatorCompiler: ({ schema, httpPart }) => {
+        const validate = app.validatorCompiler!({ schema, httpPart, method: 'POST', url: '/sessions/:id/prompt' });
+        return (data: unknown) => (httpPart === 'body' && data === undefined ? true : validate(data)) as boolean;
+      },
+    },
+    async (req, reply) => {
+      const input: PromptInput = req.isMultipart() ? await readMultipart(req) : (req.body as PromptInput);
+      const result = await sessions.prompt(ctxOf(req), { ...input, id: req.params.id, browserSession: browserSessionOf(req) });
+      return reply.status(202).send(result);
+    },
+  );
+
+  app.get(
+    '/sessions/:id/events',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'SSE stream of the session: each message has an id and a JSON event body; resume with Last-Event-ID',
+        params: Id,
+        headers: Type.Intersect([BrowserSession, Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 100 })) })]),
+        querystring: Type.Object({ lastEventId: Type.Optional(Type.String({ maxLength: 100, description: 'Same as the Last-Event-ID header, for clients that cannot set headers' })) }),
+        produces: ['text/event-stream'],
+        response: { 200: Type.String({ description: 'text/event-stream' }), ...errorResponses(401, 404) },
+      },
+    },
+    async (req, reply) => {
+      const { sessionId } = await sessions.openStream(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) });
+      const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? req.query.lastEventId;
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        // nginx and similar proxies buffer responses unless told not to.
+        'x-accel-buffering': 'no',
+      });
+      res.write('retry: 2000\n: connected\n\n');
+      res.socket?.setNoDelay(true);
+      const unsubscribe = streams.subscribe(
+        sessionId,
+        {
+          write: (frame) => {
+            res.write(frame);
+            return res.writableLength;
+          },
+          close: () => res.end(),
+        },
+        lastEventId,
+      );
+      res.on('close', unsubscribe);
+    },
+  );
+
+  app.post(
+    '/sessions/:id/permissions/:permissionID',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'Answer a pending tool permission request of the session: once, always or reject',
+        params: Type.Object({ id: Type.String({ format: 'uuid' }), permissionID: Type.String({ minLength: 1, maxLength: 100 }) }),
+        headers: BrowserSession,
+        body: Type.Object({ response: Type.Union([Type.Literal('once'), Type.Literal('always'), Type.Literal('reject')]) }),
+        response: { 200: Type.Object({ ok: Type.Boolean() }), ...errorResponses(400, 401, 404) },
+      },
+    },
+    async (req) => sessions.replyPermission(ctxOf(req), { id: req.params.id, permissionId: req.params.permissionID, response: req.body.response, browserSession: browserSessionOf(req) }),
+  );
+
+  app.delete(
+    '/sessions/:id',
+    { schema: { tags: ['sessions'], summary: "Remove the session from the owner's index (the runtime keeps the transcript)", params: Id, headers: BrowserSession, response: { 204: Type.Null(), ...errorResponses(401, 404) } } },
+    async (req, reply) => {
+      await sessions.remove(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) });
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.post(
+    '/sessions/:id/claim',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'Take over a demo-mode session this browser created before signing in',
+        params: Id,
+        headers: BrowserSession,
+        response: { 200: Type.Object({ sessionId: Type.String({ format: 'uuid' }), claimed: Type.Boolean() }), ...errorResponses(401, 404) },
+      },
+    },
+    async (req) => sessions.claim(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
+  );
+
+  /** Reads a multipart prompt: fields text, agent, agentProfileId; files under `files` or `files[]`. */
+  async function readMultipart(req: FastifyRequest): Promise<PromptInput> {
+    const input: PromptInput = {};
+    const files: PromptFile[] = [];
+    for await (const part of req.parts()) {
+      if (part.type === 'file') {
+        if (part.fieldname !== 'files' && part.fieldname !== 'files[]') {
+          await part.toBuffer().catch(() => {});
+          throw new ValidationError(`unexpected file field "${part.fieldname}" (use files or files[])`);
+        }
+        const data = await part.toBuffer();
+        files.push({ filename: part.filename || 'file', mime: part.mimetype || 'application/octet-stream', data });
+      } else {
+        const value = String(part.value);
+        if (part.fieldname === 'text') input.text = value;
+        else if (part.fieldname === 'agent') input.agent = value;
+        else if (part.fieldname === 'agentProfileId') input.agentProfileId = value;
+        else throw new ValidationError(`unexpected field "${part.fieldname}" (text, agent, agentProfileId, files)`);
+      }
+    }
+    if (files.length > maxFiles) throw new PayloadTooLargeError(`at most ${maxFiles} files per prompt`);
+    input.files = files;
+    return input;
+  }
+}

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api } from '../helpers/app.js';
+import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+
+/** A whole agent turn through the API, on the real runtime with the scripted model (both databases). */
+describe('agent sessions: a full turn', () => {
+  let r: RuntimeApp;
+  let people: Awaited<ReturnType<typeof seedPeople>>;
+
+  beforeAll(async () => {
+    r = await startRuntimeApp();
+    people = await seedPeople(r.t, 'acme');
+  }, 120_000);
+  afterAll(async () => r?.close());
+
+  it('refuses prompts with runtime_not_ready until a provider and default model are applied, and queues nothing', async () => {
+    const { tokens } = people;
+    const created = await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'before apply' } });
+    expect(created.status).toBe(201);
+    const res = await api(r.t, 'POST', `/v1/sessions/${created.json.sessionId}/prompt`, { token: tokens.member, body: { text: 'hi', agent: 'build' } });
+    expect(res.status).toBe(409);
+    expect(res.json).toMatchObject({ error: 'runtime_not_ready', detail: expect.stringContaining('no runtime configuration') });
+    const { rows } = await r.t.opened.db.query(`select count(*)::int as n from agent_turns`);
+    expect(rows[0].n).toBe(0);
+    const status = await api(r.t, 'GET', '/v1/admin/runtime', { token: tokens.owner });
+    expect(status.json).toMatchObject({ ready: false, runtime: { mode: 'managed', reachable: true, version: '1.18.33' } });
+  });
+
+  it('streams the turn (deltas, running, idle), returns the transcript, and records usage and audit', async () => {
+    const { tokens, ids } = people;
+    await applyScriptedProvider(r.t, tokens.owner, r.llm);
+    const created = await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'first turn' } });
+    const sessionId = created.json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${tokens.member}` });
+    expect(sse.status, (sse as any).body).toBe(200);
+    expect(sse.headers.get('content-type')).toMatch(/text\/event-stream/);
+
+    r.llm.script([{ text: 'Hello from the scripted model', usage: { prompt: 1000, completion: 500 } }]);
+    const prompt = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'say hello', agent: 'build' } });
+    expect(prompt.status).toBe(202);
+    expect(prompt.json).toEqual({ jobId: expect.any(String), sessionId });
+
+    await sse.until((e) => e.data.type === 'session.idle');
+    const events = sse.events.map((e) => e.data);
+    expect(sse.events.every((e) => typeof e.id === 'string' && e.id.length > 0)).toBe(true);
+    expect(events.every((e) => e.properties.sessionID === sessionId)).toBe(true);
+    expect(events.filter((e) => e.type === 'message.part.delta').map((e) => e.properties.delta).join('')).toBe('Hello from the scripted model');
+    const statuses = events.filter((e) => e.type === 'session.status').map((e) => e.properties.status.type);
+    expect(statuses).toContain('running');
+    expect(statuses).not.toContain('busy');
+    expect(statuses.at(-1)).toBe('idle');
+    await sse.close();
+
+    const messages = await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member });
+    expect(messages.status).toBe(200);
+    const [user, assistant] = messages.json.messages;
+    expect(user.info).toMatchObject({ role: 'user', time: { created: expect.any(Number) } });
+    expect(assistant.info).toMatchObject({ role: 'assistant', time: { created: expect.any(Number), completed: expect.any(Number) } });
+    expect(assistant.info.path).toBeUndefined();
+    const text = assistant.parts.find((p: any) => p.type === 'text');
+    expect(text).toMatchObject({ id: expect.any(String), messageID: assistant.info.id, sessionID: sessionId, type: 'text', text: 'Hello from the scripted model' });
+
+    // The model saw our prompt, and the model was the tenant's default.
+    const main = r.llm.requests.filter((q) => !q.title);
+    expect(JSON.stringify(main.at(-1)!.body.messages)).toContain('say hello');
+    expect(main.at(-1)!.body.model).toBe('fake-model');
+
+    // 1000 input tokens at $2/M + 500 output at $8/M = $0.006.
+    await expect
+      .poll(async () => (await api(r.t, 'GET', '/v1/admin/usage', { token: tokens.owner })).json, { timeout: 20_000, interval: 250 })
+      .toMatchObject({ totalTokens: 1500, byModel: { 'fake-model': { tokens: 1500, cost: 0.006 } }, byUser: { [ids.mia]: { tokens: 1500 } } });
+    const audit = await api(r.t, 'GET', '/v1/admin/audit-log?action=agent.prompt', { token: tokens.owner });
+    expect(audit.json.entries[0]).toMatchObject({ action: 'agent.prompt', userId: ids.mia, sessionId, channel: 'web' });
+  }, 90_000);
+});

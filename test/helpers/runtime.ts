@@ -1,0 +1,126 @@
+import { silentLogger } from '../../src/core/logger.js';
+import { startWorker, type Worker } from '../../src/jobs/worker.js';
+import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { api, seedTenant, signToken, startTestApp, type TestApp } from './app.js';
+
+export interface RuntimeApp {
+  t: TestApp;
+  llm: FakeLlm;
+  worker: Worker;
+  close(): Promise<void>;
+}
+
+/**
+ * The app with what a serve process adds for agent sessions: the managed runtime (the real opencode
+ * binary), the session streams and an in-process worker; the model is the scripted server on loopback.
+ */
+export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean } = {}): Promise<RuntimeApp> {
+  const llm = await startFakeLlm();
+  const t = await startTestApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars } });
+  await t.opened.core.startRuntime();
+  const worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });
+  return {
+    t,
+    llm,
+    worker,
+    async close() {
+      await worker.stop(2000).catch(() => {});
+      await t.opened.core.stopRuntime().catch(() => {});
+      await t.close();
+      await llm.close();
+    },
+  };
+}
+
+/** Registers the scripted model as a provider of the tenant and applies it as the default model. */
+export async function applyScriptedProvider(t: TestApp, token: string, llm: FakeLlm, name = 'scripted') {
+  const add = await api(t, 'POST', '/v1/admin/providers', {
+    token,
+    body: { name, kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, apiKey: 'sk-scripted-secret', models: [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096, inputCostPerMTok: 2, outputCostPerMTok: 8 }] },
+  });
+  if (add.status !== 201) throw new Error(`provider: ${add.status} ${add.text}`);
+  const apply = await api(t, 'POST', '/v1/admin/runtime/apply', { token, body: { defaultModel: `${name}/fake-model` } });
+  if (apply.status !== 200) throw new Error(`apply: ${apply.status} ${apply.text}`);
+  return apply.json;
+}
+
+/** A tenant with an owner, a member and a viewer, and tokens for each. */
+export async function seedPeople(t: TestApp, slug: string) {
+  const { tenantId, ids } = await seedTenant(t, slug, [
+    { handle: 'mia', roles: ['member'] },
+    { handle: 'vic', roles: ['viewer'] },
+  ]);
+  const tokens = {
+    owner: await signToken(t, { sub: ids.owner, tid: tenantId, roles: ['owner'] }),
+    member: await signToken(t, { sub: ids.mia, tid: tenantId, roles: ['member'] }),
+    viewer: await signToken(t, { sub: ids.vic, tid: tenantId, roles: ['viewer'] }),
+  };
+  return { tenantId, ids, tokens };
+}
+
+export interface SseEvent {
+  id?: string;
+  data: any;
+}
+
+/** A real SSE client: collects the messages of a stream (with their ids) until closed. */
+export async function openSse(url: string, headers: Record<string, string> = {}) {
+  const ac = new AbortController();
+  const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: ac.signal });
+  if (res.status !== 200) {
+    const body = await res.text();
+    return { status: res.status, body, headers: res.headers, events: [] as SseEvent[], comments: [] as string[], ended: true, until: async () => [] as SseEvent[], close: async () => {} };
+  }
+  const events: SseEvent[] = [];
+  const comments: string[] = [];
+  let ended = false;
+  const done = (async () => {
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buf = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += decoder.decode(chunk, { stream: true });
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const frame = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let id: string | undefined;
+          const data: string[] = [];
+          for (const line of frame.split('\n')) {
+            if (line.startsWith('id: ')) id = line.slice(4);
+            else if (line.startsWith('data: ')) data.push(line.slice(6));
+            else if (line.startsWith(':')) comments.push(line);
+          }
+          if (data.length) events.push({ id, data: JSON.parse(data.join('\n')) });
+        }
+      }
+    } catch {
+      // aborted
+    }
+    ended = true;
+  })();
+  return {
+    status: res.status,
+    headers: res.headers,
+    events,
+    comments,
+    get ended() {
+      return ended;
+    },
+    /** Resolves with the events once one matches (rejects after timeoutMs). */
+    async until(pred: (e: SseEvent) => boolean, timeoutMs = 45_000): Promise<SseEvent[]> {
+      const start = Date.now();
+      while (!events.some(pred)) {
+        if (Date.now() - start > timeoutMs) throw new Error(`no matching event in ${timeoutMs} ms; got: ${events.map((e) => e.data.type).join(', ')}`);
+        if (ended) throw new Error(`stream ended; got: ${events.map((e) => e.data.type).join(', ')}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      return events;
+    },
+    close() {
+      ac.abort();
+      return done;
+    },
+  };
+}
