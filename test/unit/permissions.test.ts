@@ -75,3 +75,14 @@ describe('unionPermissions', () => {
     expect(toolAllowed(systemRolePermissions('viewer'), 'edit')).toBe(false);
   });
 });
+
+describe('"*" given as a list', () => {
+  it('means every tool and template, as the string form does (the HTTP layer may coerce "*" to ["*"])', async () => {
+    const { completePermissions } = await import('../../src/core/rbac/rbac.schemas.js');
+    const doc = completePermissions({ tools: { allowed: ['*'], denied: ['bash'] }, agents: { use_templates: ['*'] } });
+    expect(doc.tools.allowed).toBe('*');
+    expect(doc.agents.use_templates).toBe('*');
+    expect(toolAllowed(doc, 'read')).toBe(true);
+    expect(toolAllowed(doc, 'bash')).toBe(false);
+  });
+});

@@ -92,7 +92,7 @@ export const SYSTEM_ROLE_DESCRIPTIONS: Record<SystemRoleName, string> = {
 };
 
 const unionList = (a: string[] | '*', b: string[] | '*'): string[] | '*' =>
-  a === '*' || b === '*' ? '*' : [...new Set([...a, ...b])].sort();
+  a === '*' || b === '*' || a.includes('*') || b.includes('*') ? '*' : [...new Set([...a, ...b])].sort();
 
 const maxLimit = (a: number | undefined, b: number | undefined): number | undefined =>
   // No limit is the most generous limit.
@@ -124,7 +124,7 @@ export function unionPermissions(docs: RbacPermissions[]): RbacPermissions {
 /** Whether a tool may run: `denied` wins over `allowed`; `*` in allowed grants every tool. */
 export function toolAllowed(p: RbacPermissions, tool: string): boolean {
   if (p.tools.denied.includes(tool)) return false;
-  return p.tools.allowed === '*' || p.tools.allowed.includes(tool);
+  return p.tools.allowed === '*' || p.tools.allowed.includes(tool) || p.tools.allowed.includes('*');
 }
 
 function stripUndefined<T extends object>(o: T): T {

@@ -36,10 +36,12 @@ export function completePermissions(input: unknown): RbacPermissions {
   }
   const base = emptyPermissions();
   const p = input as PartialPermissions;
+  // `"*"` may arrive as `["*"]` (the HTTP layer coerces scalars to arrays where a schema allows both).
+  const all = <T extends string[] | '*' | undefined>(v: T): T => (Array.isArray(v) && v.includes('*') ? ('*' as T) : v);
   return {
-    agents: { ...base.agents, ...p.agents },
+    agents: { ...base.agents, ...p.agents, use_templates: all(p.agents?.use_templates) ?? base.agents.use_templates },
     memory: { ...base.memory, ...p.memory },
-    tools: { ...base.tools, ...p.tools },
+    tools: { ...base.tools, ...p.tools, allowed: all(p.tools?.allowed) ?? base.tools.allowed },
     admin: { ...base.admin, ...p.admin },
     cost: { ...p.cost },
   };

@@ -25,7 +25,7 @@ export function findTemplate(q: Queryable, tenantId: string, slug: string): Prom
 
 /** Whether a permission document's `agents.use_templates` lets its holder use this template. */
 export function mayUseTemplate(useTemplates: string[] | '*', slug: string): boolean {
-  return useTemplates === '*' || useTemplates.includes(slug);
+  return useTemplates === '*' || useTemplates.includes('*') || useTemplates.includes(slug);
 }
 
 export function createTemplatesService(deps: { db: Database; audit: AuditService; checkModel: (tenantId: string, ref: string) => Promise<void> }) {
