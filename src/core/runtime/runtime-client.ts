@@ -8,7 +8,7 @@ import type { ManagedRuntime, RuntimeEndpoint } from './opencode-process.js';
  * methods with our own vocabulary; runtime specifics (paths, `?directory=`, Basic auth, status codes)
  * stay here.
  */
-const TIMEOUT_MS = 15_000;
+const TIMEOUT_MS = 10_000;
 
 export const runtimeUnavailable = (why: string) =>
   new UnavailableError(`the agent runtime is not reachable: ${why}`, {
@@ -128,7 +128,7 @@ export function createRuntimeClient(connector: RuntimeConnector) {
     },
 
     async promptAsync(directory: string, sessionId: string, body: PromptBody): Promise<void> {
-      const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/prompt_async`, { directory, body, timeoutMs: 20_000 });
+      const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/prompt_async`, { directory, body, timeoutMs: 10_000 });
       if (r.status !== 204 && r.status !== 200) throw fail(`accept the prompt (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
     },
 

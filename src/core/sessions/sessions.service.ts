@@ -28,6 +28,12 @@ export { ANALYTICS_JOB };
 const RUNTIME_TOOLS = ['bash', 'edit', 'write', 'read', 'glob', 'grep', 'list', 'patch', 'multiedit', 'webfetch', 'websearch', 'codesearch', 'task', 'todowrite', 'todoread', 'skill', 'lsp'];
 /** How often a turn is attempted before it is given up (and reported on the session's stream). */
 const TURN_ATTEMPTS = 4;
+/**
+ * A turn job still active after this long is taken to have lost its worker and is retried. It must
+ * exceed the longest a live attempt can take (runtime calls time out after 10 s; an attempt makes at most
+ * three), or a slow attempt and its retry could both send.
+ */
+const TURN_EXPIRE_S = 45;
 const MAX_TEXT = 200_000;
 const AGENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -265,7 +271,7 @@ export function createSessionsService(deps: {
         const messageId = ascendingId('msg');
         const turnId = await repo.insertTurn(tx, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts });
         await repo.touch(tx, s.id);
-        const jobId = await queue.send(AGENT_TURN_JOB, { turnId }, { tx, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: 30 });
+        const jobId = await queue.send(AGENT_TURN_JOB, { turnId }, { tx, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
           target: `session:${s.id}`,
