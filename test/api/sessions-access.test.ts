@@ -107,7 +107,7 @@ describe(`sessions: access, templates and prompt forms (${DB_MODE})`, () => {
     for (const n of ['a', 'b', 'c']) tooMany.append('files', new Blob(['x'], { type: 'text/plain' }), `${n}.txt`);
     const r1 = await fetch(`${t.url}/v1/sessions/${mine}/prompt`, { method: 'POST', headers: { authorization: `Bearer ${tok.mia}` }, body: tooMany });
     expect(r1.status).toBe(413);
-    expect((await r1.json()).error).toBe('payload_too_large');
+    expect(((await r1.json()) as { error: string }).error).toBe('payload_too_large');
 
     const tooBig = new FormData();
     tooBig.append('files', new Blob([Buffer.alloc(1024 * 1024 + 1, 65)], { type: 'text/plain' }), 'big.txt');
