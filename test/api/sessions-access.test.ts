@@ -180,6 +180,19 @@ describe(`sessions: access, templates and prompt forms (${DB_MODE})`, () => {
     await api(t, 'PATCH', '/v1/admin/providers/local', { token: tok.owner, body: { enabled: true } });
   });
 
+  it('refuses a prompt with 429 cost_limit_exceeded once the monthly cost limit is spent', async () => {
+    const role = await api(t, 'POST', '/v1/admin/roles', { token: tok.owner, body: { name: 'budget', permissions: { agents: { create: true }, tools: { allowed: '*' }, cost: { monthly_limit_usd: 0.5 } } } });
+    const { rows } = await t.opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email) values ($1, 'bud', 'bud@acme.example') returning id`, [acme.tenantId]);
+    await api(t, 'POST', `/v1/admin/users/${rows[0].id}/roles`, { token: tok.owner, body: { roleId: role.json.role.id } });
+    const bud = await signToken(t, { sub: rows[0].id, tid: acme.tenantId, roles: ['budget'] });
+    const s = (await api(t, 'POST', '/v1/sessions', { token: bud, body: { title: 'budget' } })).json.sessionId;
+    expect((await api(t, 'POST', `/v1/sessions/${s}/prompt`, { token: bud, body: { text: 'first', agent: 'build' } })).status).toBe(202);
+    await t.opened.db.query(`insert into usage_records (tenant_id, user_id, session_id, model, cost_usd) values ($1, $2, $3, 'm1', 0.5)`, [acme.tenantId, rows[0].id, s]);
+    const r = await api(t, 'POST', `/v1/sessions/${s}/prompt`, { token: bud, body: { text: 'second', agent: 'build' } });
+    expect(r.status).toBe(429);
+    expect(r.json).toMatchObject({ error: 'cost_limit_exceeded', details: { monthlyLimitUsd: 0.5, spentUsd: 0.5 } });
+  });
+
   it('deletes a session from the owner\'s index only', async () => {
     const s = (await api(t, 'POST', '/v1/sessions', { token: tok.mia, body: { title: 'to delete' } })).json.sessionId;
     expect((await api(t, 'DELETE', `/v1/sessions/${s}`, { token: tok.max })).status).toBe(404);

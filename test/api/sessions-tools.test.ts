@@ -74,6 +74,27 @@ describe.runIf(DB_MODE === 'postgres')('sessions: tool permissions, tools policy
       .toEqual([expect.objectContaining({ target: 'bash', sessionId, userId: ids.vic })]);
   }, 90_000);
 
+  it('stops a turn that costs more than the per-request limit, and says so on the stream', async () => {
+    const { tokens, tenantId } = people;
+    const role = await api(r.t, 'POST', '/v1/admin/roles', { token: tokens.owner, body: { name: 'frugal', permissions: { agents: { create: true }, tools: { allowed: '*' }, cost: { per_request_limit_usd: 0.001 } } } });
+    const { rows } = await r.t.opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email) values ($1, 'fru', 'fru@acme.example') returning id`, [tenantId]);
+    await api(r.t, 'POST', `/v1/admin/users/${rows[0].id}/roles`, { token: tokens.owner, body: { roleId: role.json.role.id } });
+    const fru = await signToken(r.t, { sub: rows[0].id, tid: tenantId, roles: ['frugal'] });
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token: fru, body: { title: 'expensive' } })).json.sessionId;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${fru}` });
+    // The first step costs $0.006 (1000 in at $2/M, 500 out at $8/M) and asks for a tool, so the turn would go on.
+    r.llm.script([{ toolCall: { name: 'read', arguments: { filePath: 'nothing.txt' } }, usage: { prompt: 1000, completion: 500 } }, { text: 'should not get here' }]);
+    await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: fru, body: { text: 'spend', agent: 'build' } });
+    const events = await sse.until((e) => e.data.type === 'session.error');
+    expect(events.find((e) => e.data.type === 'session.error')!.data.properties).toMatchObject({ sessionID: sessionId, error: { message: expect.stringContaining('per-request limit') } });
+    await sse.until((e) => e.data.type === 'session.idle');
+    await sse.close();
+    expect(sse.events.some((e) => e.data.type === 'message.part.delta' && /should not/.test(e.data.properties.delta))).toBe(false);
+    await expect
+      .poll(async () => (await api(r.t, 'GET', '/v1/admin/audit-log?action=cost.limit_reached', { token: tokens.owner })).json.entries, { timeout: 15_000, interval: 250 })
+      .toEqual([expect.objectContaining({ sessionId, userId: rows[0].id })]);
+  }, 90_000);
+
   it('replays what a client missed when it reconnects with Last-Event-ID', async () => {
     const { tokens } = people;
     const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'resume' } })).json.sessionId;

@@ -69,8 +69,8 @@ interface SessionState {
   buffer: Array<{ id: string; frame: string }>;
   subscribers: Set<Subscriber>;
   lastEventAt: number;
-  /** Cost so far of each turn (keyed by the user message that started it), for per-request limits. */
-  turnCost: Map<string, { cost: number; aborted: boolean }>;
+  /** Cost of each turn so far, per assistant message (keyed by the user message that started the turn). */
+  turnCost: Map<string, { messages: Map<string, number>; aborted: boolean }>;
 }
 
 export function createSessionStreams(deps: {
@@ -199,16 +199,15 @@ export function createSessionStreams(deps: {
     const limit = (await permissionsOf(ref)).cost.per_request_limit_usd;
     if (limit !== undefined && info.parentID && typeof info.cost === 'number') {
       // A turn may produce several assistant messages (tool steps); its cost is their sum.
-      const turn = s.turnCost.get(info.parentID) ?? { cost: 0, aborted: false, seen: new Map<string, number>() };
-      const seen = ((turn as any).seen ??= new Map<string, number>()) as Map<string, number>;
-      seen.set(info.id, info.cost);
-      turn.cost = [...seen.values()].reduce((a, b) => a + b, 0);
-      s.turnCost.set(info.parentID, turn);
-      if (turn.cost > limit && !turn.aborted) {
+      let turn = s.turnCost.get(info.parentID);
+      if (!turn) s.turnCost.set(info.parentID, (turn = { messages: new Map(), aborted: false }));
+      turn.messages.set(info.id, info.cost);
+      const cost = [...turn.messages.values()].reduce((a, b) => a + b, 0);
+      if (cost > limit && !turn.aborted) {
         turn.aborted = true;
         await client.abort(ref.directory, (await repo.byId(db, ref.id))!.upstreamId!).catch(() => {});
-        deliver(ref.id, { id: ascendingId('evt'), type: 'session.error', properties: { sessionID: ref.id, error: { name: 'CostLimitExceeded', message: `This turn cost $${turn.cost.toFixed(4)}, over your per-request limit of $${limit}; it was stopped.` } } });
-        enqueueAnalytics({ kind: 'cost_limit', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, limit, cost: turn.cost, messageId: info.parentID }, `cost:${info.parentID}`);
+        deliver(ref.id, { id: ascendingId('evt'), type: 'session.error', properties: { sessionID: ref.id, error: { name: 'CostLimitExceeded', message: `This turn cost $${cost.toFixed(4)}, over your per-request limit of $${limit}; it was stopped.` } } });
+        enqueueAnalytics({ kind: 'cost_limit', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, limit, cost, messageId: info.parentID }, `cost:${info.parentID}`);
       }
     }
     if (info.time?.completed && info.tokens) {
