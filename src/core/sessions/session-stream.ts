@@ -165,7 +165,7 @@ export function createSessionStreams(deps: {
       case 'message.updated': {
         const { path: _path, ...info } = props.info ?? {};
         properties.info = { ...info, sessionID: ref.id };
-        if (info.role === 'assistant') await onAssistant(ref, s, info);
+        if (info.role === 'assistant') await onAssistant(ref, upstreamId, s, info);
         break;
       }
       case 'message.part.updated': {
@@ -195,17 +195,21 @@ export function createSessionStreams(deps: {
     }
   }
 
-  async function onAssistant(ref: SessionRef, s: SessionState, info: Record<string, any>) {
+  async function onAssistant(ref: SessionRef, upstreamId: string, s: SessionState, info: Record<string, any>) {
     const limit = (await permissionsOf(ref)).cost.per_request_limit_usd;
     if (limit !== undefined && info.parentID && typeof info.cost === 'number') {
       // A turn may produce several assistant messages (tool steps); its cost is their sum.
       let turn = s.turnCost.get(info.parentID);
-      if (!turn) s.turnCost.set(info.parentID, (turn = { messages: new Map(), aborted: false }));
+      if (!turn) {
+        s.turnCost.set(info.parentID, (turn = { messages: new Map(), aborted: false }));
+        // Only the latest turns can still be running.
+        if (s.turnCost.size > 20) s.turnCost.delete(s.turnCost.keys().next().value!);
+      }
       turn.messages.set(info.id, info.cost);
       const cost = [...turn.messages.values()].reduce((a, b) => a + b, 0);
       if (cost > limit && !turn.aborted) {
         turn.aborted = true;
-        await client.abort(ref.directory, (await repo.byId(db, ref.id))!.upstreamId!).catch(() => {});
+        await client.abort(ref.directory, upstreamId).catch(() => {});
         deliver(ref.id, { id: ascendingId('evt'), type: 'session.error', properties: { sessionID: ref.id, error: { name: 'CostLimitExceeded', message: `This turn cost $${cost.toFixed(4)}, over your per-request limit of $${limit}; it was stopped.` } } });
         enqueueAnalytics({ kind: 'cost_limit', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, limit, cost, messageId: info.parentID }, `cost:${info.parentID}`);
       }
