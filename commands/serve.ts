@@ -27,6 +27,7 @@ export default class Serve extends BaseCommand<typeof Serve> {
     const started = Date.now();
     const opened = await openCore(config, log, { supervise: config.worker.inServe });
     let worker: Worker | undefined;
+    let shuttingDown = false;
     const app = await buildApp(opened.core, config, { logger: log });
     const shutdownTimeout = config.server.shutdownTimeoutMs;
     const signal = untilSignal(() => {
@@ -45,7 +46,9 @@ export default class Serve extends BaseCommand<typeof Serve> {
       }
       // The runtime starts in the background (about 3 s): the API is up at once, and prompts meanwhile
       // wait in the queue; the session streams connect as soon as it answers.
-      opened.core.startRuntime().catch((err) => log.error({ err: (err as Error).message }, 'the agent runtime did not start; prompts will fail until it does'));
+      opened.core.startRuntime().catch((err) => {
+        if (!shuttingDown) log.error({ err: (err as Error).message }, 'the agent runtime did not start; prompts will fail until it does');
+      });
       if (!config.secrets.apiKey) {
         log.warn('AGENTWS_API_KEY is not set: local development mode, gateway routes are not protected');
       }
@@ -58,6 +61,7 @@ export default class Serve extends BaseCommand<typeof Serve> {
     }
 
     const received = await signal;
+    shuttingDown = true;
     log.info({ signal: received }, 'shutting down');
     const force = setTimeout(() => {
       log.error({ timeoutMs: shutdownTimeout }, 'shutdown took too long: exiting');

@@ -114,17 +114,21 @@ export function createCore(deps: CoreDeps) {
     [ANALYTICS_JOB]: (ctx, data) => sessions.recordAnalytics(ctx, data),
   };
 
+  let runtimeStart: Promise<void> | null = null;
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
     runtime, runtimeHost, runtimeClient, templates, sessions, streams, jobHandlers,
     /** Starts what a serving process runs besides HTTP: the runtime (managed mode) and the session streams. */
-    async startRuntime(): Promise<void> {
-      await streams.start();
-      await runtimeHost.start(() => runtime.pushConfig());
+    startRuntime(): Promise<void> {
+      // The host claims the managed runtime synchronously, so the streams wait for it, not for an old endpoint.
+      runtimeStart = runtimeHost.start(() => runtime.pushConfig());
+      return streams.start().then(() => runtimeStart!);
     },
+    /** Stops both; safe while the runtime is still starting (that start then fails quietly). */
     async stopRuntime(): Promise<void> {
       await streams.stop();
       await runtimeHost.stop();
+      await runtimeStart?.catch(() => {});
     },
   };
 }

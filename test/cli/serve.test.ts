@@ -128,4 +128,32 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
       }
     }
   });
+
+  it('runs the managed agent runtime and, on SIGTERM, ends open session streams and stops the runtime', async () => {
+    env = await createTestEnv({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com' } });
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCli(['tenant', 'seed', '--name', 'Acme', '--owner-email', 'op@example.com'], { env })).code).toBe(0);
+    serve = await startServe(env);
+    // Demo mode acts as the operator, the tenant's owner.
+    await expect
+      .poll(async () => ((await (await fetch(`${serve!.url}/v1/admin/runtime`)).json()) as any).runtime, { timeout: 30_000, interval: 250 })
+      .toMatchObject({ mode: 'managed', reachable: true, version: '1.18.33' });
+    const created = await fetch(`${serve.url}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ title: 'open stream' }) });
+    const { sessionId } = (await created.json()) as { sessionId: string };
+    const stream = await fetch(`${serve.url}/v1/sessions/${sessionId}/events`);
+    expect(stream.status).toBe(200);
+    const reader = stream.body!.getReader();
+    await reader.read();
+    const readyLine = serve.logs().split('\n').find((l) => l.includes('"msg":"agent runtime ready"'));
+    const runtimePid = Number(readyLine ? JSON.parse(readyLine).runtimePid : 0);
+    expect(runtimePid).toBeGreaterThan(0);
+
+    const stopped = serve.stop('SIGTERM');
+    // The stream ends (rather than the connection being cut at exit).
+    for (;;) if ((await reader.read()).done) break;
+    const { code, ms } = await stopped;
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(8000);
+    expect(() => process.kill(runtimePid, 0)).toThrow();
+  }, 60_000);
 });

@@ -102,6 +102,7 @@ export function createManagedRuntime(options: { dataDir: string; log: Logger; bi
     for (;;) {
       const res = await fetch(`${url}/global/health`, { headers: { authorization } }).catch(() => null);
       if (res?.ok) break;
+      if (stopping || proc.exitCode !== null || proc.signalCode !== null) throw new UnavailableError('the agent runtime stopped while starting', { code: 'runtime_unavailable' });
       if (Date.now() > deadline) throw new UnavailableError('the agent runtime does not answer its health check', { code: 'runtime_unavailable' });
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -114,7 +115,7 @@ export function createManagedRuntime(options: { dataDir: string; log: Logger; bi
       void restart();
     });
     endpoint = { url, authorization };
-    log.info({ url, pid: proc.pid }, 'agent runtime ready');
+    log.info({ url, runtimePid: proc.pid }, 'agent runtime ready');
     return endpoint;
   }
 
@@ -138,9 +139,13 @@ export function createManagedRuntime(options: { dataDir: string; log: Logger; bi
       stopping = false;
       return endpoint ?? launch();
     },
-    /** The current endpoint, or null while (re)starting. */
+    /** The current endpoint, or null while (re)starting or stopped. */
     get endpoint(): RuntimeEndpoint | null {
       return endpoint;
+    },
+    /** Whether an endpoint is worth waiting for: the runtime is starting or restarting, not stopped. */
+    get coming(): boolean {
+      return !stopping && endpoint === null;
     },
     get pid(): number | undefined {
       return child?.pid;

@@ -18,7 +18,8 @@ export const runtimeUnavailable = (why: string) =>
 
 /** Where the runtime listens, found the way this process can: its own child, the config, or the database. */
 export interface RuntimeConnector {
-  endpoint(): Promise<RuntimeEndpoint>;
+  /** Resolves the endpoint; `signal` cuts short a wait for a (re)starting managed runtime. */
+  endpoint(signal?: AbortSignal): Promise<RuntimeEndpoint>;
   /** Forget a cached endpoint after a connection failure (the managed runtime may have restarted). */
   invalidate(): void;
 }
@@ -38,12 +39,12 @@ export function createRuntimeConnector(deps: {
   }
   let cached: { at: number; endpoint: RuntimeEndpoint } | null = null;
   return {
-    async endpoint() {
+    async endpoint(signal) {
       const own = deps.managed?.();
       if (own) {
-        // Hosting it here: wait briefly through a restart rather than failing the request at once.
-        for (let i = 0; i < 100 && !own.endpoint; i++) await new Promise((r) => setTimeout(r, 100));
-        if (!own.endpoint) throw runtimeUnavailable('the managed runtime is (re)starting');
+        // Hosting it here: wait briefly through a (re)start rather than failing the request at once.
+        for (let i = 0; i < 100 && own.coming && !signal?.aborted; i++) await new Promise((r) => setTimeout(r, 100));
+        if (!own.endpoint) throw runtimeUnavailable(own.coming ? 'the managed runtime is (re)starting' : 'the managed runtime is stopped');
         return own.endpoint;
       }
       if (cached && Date.now() - cached.at < 30_000) return cached.endpoint;

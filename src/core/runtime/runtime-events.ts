@@ -32,12 +32,13 @@ export function openRuntimeEventStream(deps: {
   let controller: AbortController | null = null;
   let attempts = 0;
   let everConnected = false;
+  let wake: (() => void) | null = null;
 
   const run = async () => {
     while (!closed) {
       controller = new AbortController();
       try {
-        const ep = await connector.endpoint();
+        const ep = await connector.endpoint(controller.signal);
         const res = await fetch(`${ep.url}/global/event`, { headers: { authorization: ep.authorization, accept: 'text/event-stream' }, signal: controller.signal });
         if (res.status !== 200 || !res.body) throw new Error(`HTTP ${res.status}`);
         connected = true;
@@ -78,7 +79,14 @@ export function openRuntimeEventStream(deps: {
       connector.invalidate();
       if (closed) break;
       const delay = Math.min(5000, 100 * 2 ** Math.min(attempts++, 6));
-      await new Promise((r) => setTimeout(r, delay));
+      await new Promise<void>((r) => {
+        const timer = setTimeout(r, delay);
+        wake = () => {
+          clearTimeout(timer);
+          r();
+        };
+      });
+      wake = null;
     }
   };
   const done = run();
@@ -90,6 +98,7 @@ export function openRuntimeEventStream(deps: {
     async close() {
       closed = true;
       controller?.abort();
+      wake?.();
       await done.catch(() => {});
     },
   };
