@@ -156,4 +156,22 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     expect(ms).toBeLessThan(8000);
     expect(() => process.kill(runtimePid, 0)).toThrow();
   }, 60_000);
+
+  it.runIf(DB_MODE === 'postgres')('stops the runtime a killed serve left behind when it starts again', async () => {
+    env = await createTestEnv();
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    const runtimePidOf = async (s: ServeProcess) => {
+      await expect.poll(() => s.logs().includes('"msg":"agent runtime ready"'), { timeout: 30_000 }).toBe(true);
+      return Number(JSON.parse(s.logs().split('\n').find((l) => l.includes('"msg":"agent runtime ready"'))!).runtimePid);
+    };
+    serve = await startServe(env);
+    const orphan = await runtimePidOf(serve);
+    await serve.stop('SIGKILL');
+    expect(() => process.kill(orphan, 0)).not.toThrow();
+    serve = await startServe(env);
+    await runtimePidOf(serve);
+    expect(serve.logs()).toContain('stopped the agent runtime a previous serve left running');
+    expect(() => process.kill(orphan, 0)).toThrow();
+    expect((await serve.stop('SIGTERM')).code).toBe(0);
+  }, 90_000);
 });

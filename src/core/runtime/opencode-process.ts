@@ -46,10 +46,15 @@ export function opencodeBinary(): string {
   });
 }
 
+/** The managed runtime's HOME: it identifies a runtime process as ours (see runtime-host.ts). */
+export function managedRuntimeHome(dataDir: string): string {
+  return join(dataDir, 'runtime', 'home');
+}
+
 export function createManagedRuntime(options: { dataDir: string; log: Logger; binary?: string }) {
   const { log } = options;
   const root = join(options.dataDir, 'runtime');
-  const home = join(root, 'home');
+  const home = managedRuntimeHome(options.dataDir);
   const password = randomSecret(24);
   const authorization = `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`;
   let child: ChildProcess | null = null;

@@ -1,7 +1,8 @@
+import { readFileSync } from 'node:fs';
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { Logger } from '../logger.js';
-import { createManagedRuntime, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
+import { createManagedRuntime, managedRuntimeHome, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
 import type { RuntimeRepo } from './runtime.repo.js';
 
 /**
@@ -20,6 +21,25 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; dataDir:
       pid: pid ?? null,
     });
 
+  /**
+   * A serve that was killed outright (SIGKILL, OOM) leaves its runtime child running. The next start
+   * stops it, recognised by the pid it recorded and the HOME only our managed runtime has. (Under
+   * systemd the unit's control group already takes care of it.)
+   */
+  async function reapOrphan(): Promise<void> {
+    const { rows } = await deps.db.query<{ pid: number | null }>(`select pid from runtime_endpoint where id = 1`);
+    const pid = rows[0]?.pid;
+    if (!pid || pid === process.pid) return;
+    try {
+      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      if (!env.includes(`HOME=${managedRuntimeHome(deps.dataDir)}`)) return;
+      process.kill(pid, 'SIGKILL');
+      deps.log.warn({ runtimePid: pid }, 'stopped the agent runtime a previous serve left running');
+    } catch {
+      // gone already, or not ours to read
+    }
+  }
+
   return {
     /** The managed runtime when this process hosts it; null elsewhere. */
     get managed(): ManagedRuntime | null {
@@ -35,6 +55,7 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; dataDir:
       if (managed) return;
       managed = createManagedRuntime({ dataDir: deps.dataDir, log: deps.log });
       const rt = managed;
+      await reapOrphan().catch(() => {});
       const ready = async (ep: RuntimeEndpoint) => {
         await publish(ep, rt.pid);
         await configure();
