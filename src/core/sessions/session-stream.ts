@@ -21,6 +21,8 @@ import type { SessionRow, SessionsRepo } from './sessions.repo.js';
  * process it reached; side effects are made exactly-once by the analytics job's ledger.
  */
 export const REPLAY_EVENTS = 500;
+/** ...and at most this many bytes of them (tool outputs can be large); the older ones go first. */
+export const REPLAY_BYTES = 512 * 1024;
 export const HEARTBEAT_MS = 15_000;
 /** A subscriber that cannot keep up (this much unsent) is dropped; it may reconnect with Last-Event-ID. */
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
@@ -67,6 +69,7 @@ interface SessionRef {
 interface SessionState {
   ref: SessionRef | null;
   buffer: Array<{ id: string; frame: string }>;
+  bufferBytes: number;
   subscribers: Set<Subscriber>;
   lastEventAt: number;
   /** Cost of each turn so far, per assistant message (keyed by the user message that started the turn). */
@@ -97,7 +100,7 @@ export function createSessionStreams(deps: {
 
   const state = (id: string): SessionState => {
     let s = sessions.get(id);
-    if (!s) sessions.set(id, (s = { ref: null, buffer: [], subscribers: new Set(), lastEventAt: Date.now(), turnCost: new Map() }));
+    if (!s) sessions.set(id, (s = { ref: null, buffer: [], bufferBytes: 0, subscribers: new Set(), lastEventAt: Date.now(), turnCost: new Map() }));
     return s;
   };
 
@@ -126,7 +129,8 @@ export function createSessionStreams(deps: {
     const s = state(sessionId);
     const frame = `id: ${event.id}\ndata: ${JSON.stringify(event)}\n\n`;
     s.buffer.push({ id: event.id, frame });
-    if (s.buffer.length > REPLAY_EVENTS) s.buffer.splice(0, s.buffer.length - REPLAY_EVENTS);
+    s.bufferBytes += frame.length;
+    while (s.buffer.length > REPLAY_EVENTS || (s.bufferBytes > REPLAY_BYTES && s.buffer.length > 1)) s.bufferBytes -= s.buffer.shift()!.frame.length;
     s.lastEventAt = Date.now();
     for (const sub of s.subscribers) {
       if (sub.write(frame) > MAX_BUFFERED_BYTES) drop(s, sub);
@@ -138,7 +142,13 @@ export function createSessionStreams(deps: {
     sub.close();
   }
 
+  // The runtime repeats some updates (a completed message, a finished tool part): enqueue each fact once
+  // per process; the job's ledger makes it once across processes.
+  const enqueued = new Set<string>();
   function enqueueAnalytics(data: Record<string, unknown>, key: string) {
+    if (enqueued.has(key)) return;
+    if (enqueued.size > 20_000) enqueued.clear();
+    enqueued.add(key);
     deps.queue.send(ANALYTICS_JOB, { ...data, key }, { singletonKey: key, retryLimit: 5 }).catch((err) => {
       // A singleton already queued by another process is the expected way to lose this race.
       if (!/singleton/.test((err as Error).message)) log.error({ err: (err as Error).message, key }, 'could not enqueue analytics');
