@@ -21,14 +21,20 @@ export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS
   return env;
 }
 
-/** Runs `aws <args>` as a real subprocess with no TTY (stdin closed), as cron or CI would. */
-export function runCli(args: string[], options: { env?: TestEnv; extraEnv?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+/**
+ * Runs `aws <args>` as a real subprocess with no TTY, as cron or CI would: stdin closed, or, with
+ * `input`, a pipe that delivers it and then ends (`printf %s "$KEY" | aws ...`).
+ */
+export function runCli(args: string[], options: { env?: TestEnv; extraEnv?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number; input?: string } = {}): Promise<CliResult> {
   const started = Date.now();
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd ?? options.env?.dir ?? ROOT,
     env: cleanEnv({ ...(options.env ? { AGENTWS_CONFIG: options.env.configPath } : {}), ...options.extraEnv }),
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
+  // The command may exit before reading it all (e.g. on a usage error): that is not the test's failure.
+  child.stdin?.on('error', () => {});
+  child.stdin?.end(options.input);
   return collect(child, started, options.timeoutMs ?? 60_000);
 }
 

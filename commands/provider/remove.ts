@@ -1,0 +1,35 @@
+import { Args, Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+import { info } from '../../src/cli/output.js';
+import { canPrompt } from '../../src/cli/provider-input.js';
+
+export default class ProviderRemove extends BaseCommand<typeof ProviderRemove> {
+  static override summary = 'Remove a model provider and its stored API key.';
+  static override description =
+    'In a terminal it asks for confirmation first (--yes skips the question); without a terminal, or with --json, it never asks, like every other command. If the provider served the default model, prompts fail closed (runtime not ready) until a new default is applied; the runtime drops the provider at the next `aws runtime apply`.';
+  static override examples = ['<%= config.bin %> provider remove local', '<%= config.bin %> provider remove openai --tenant acme --yes --json'];
+  static override args = { name: Args.string({ description: 'Provider name', required: true }) };
+  static override flags = {
+    tenant: BaseCommand.tenantFlag,
+    yes: Flags.boolean({ char: 'y', summary: 'Do not ask for confirmation.' }),
+  };
+
+  async run(): Promise<void> {
+    const core = await this.core();
+    const ctx = await this.tenantCtx(this.flags.tenant);
+    const name = this.args.name;
+    if (!this.flags.yes && !this.jsonMode && canPrompt()) {
+      const { confirm } = await import('@inquirer/prompts');
+      const sure = await confirm({ message: `Remove provider ${name} and its API key?`, default: false }, { output: process.stderr }).catch((err: Error) => {
+        if (err.name === 'ExitPromptError') return false;
+        throw err;
+      });
+      if (!sure) {
+        info('Nothing was removed.');
+        return this.exit(1);
+      }
+    }
+    await core.runtime.removeProvider(ctx, name);
+    this.output({ removed: name }, () => info(`removed provider ${name}; the runtime drops it at the next \`npx aws runtime apply\``));
+  }
+}

@@ -1,0 +1,54 @@
+import { Args, Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+import { info } from '../../src/cli/output.js';
+import { checkAgainst, keyFlags, MODEL_FLAG_TEXT, parseModelSpec, resolveApiKey } from '../../src/cli/provider-input.js';
+import { ValidationError } from '../../src/core/errors.js';
+import { ProviderPatch } from '../../src/core/runtime/runtime.schemas.js';
+
+export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {
+  static override summary = 'Change a provider: rotate its API key, replace its models, change its base URL, enable or disable it.';
+  static override description =
+    'Only what is given changes. A new key comes the same ways as for `provider add`: piped in with --api-key-stdin (in a terminal, asked for masked), or --api-key with a warning about shell history. --model replaces the whole model list. Changes take effect at the next `aws runtime apply`.';
+  static override examples = [
+    { description: 'Rotate the key, piped in:', command: '$ printf %s "$NEW_KEY" | <%= config.bin %> provider update openai --api-key-stdin' },
+    { description: 'Rotate the key in a terminal (asks for it, masked):', command: '<%= config.bin %> provider update openai --api-key-stdin' },
+    '<%= config.bin %> provider update local --model llama3.1:8b --model qwen2.5-coder:7b',
+    '<%= config.bin %> provider update local --disable --tenant acme --json',
+  ];
+  static override args = { name: Args.string({ description: 'Provider name', required: true }) };
+  static override flags = {
+    tenant: BaseCommand.tenantFlag,
+    'base-url': Flags.string({ summary: 'New http(s) URL of the API.' }),
+    model: Flags.string({ ...MODEL_FLAG_TEXT, summary: 'Replaces the model list: <id> or <id>:<context>:<output>:<USD/M input>:<USD/M output> (repeatable).', multiple: true }),
+    enable: Flags.boolean({ summary: 'Switch the provider on.', exclusive: ['disable'] }),
+    disable: Flags.boolean({ summary: 'Switch the provider off (the runtime drops it at the next apply).', exclusive: ['enable'] }),
+    ...keyFlags,
+  };
+
+  async run(): Promise<void> {
+    const core = await this.core();
+    const ctx = await this.tenantCtx(this.flags.tenant);
+    const f = this.flags;
+    const patch: ProviderPatch = {
+      ...(f['base-url'] !== undefined ? { baseUrl: f['base-url'] } : {}),
+      ...(f.model ? { models: f.model.map(parseModelSpec) } : {}),
+      ...(f.enable ? { enabled: true } : f.disable ? { enabled: false } : {}),
+    };
+    const rotating = f['api-key'] !== undefined || f['api-key-stdin'];
+    if (!Object.keys(patch).length && !rotating) {
+      throw new ValidationError('nothing to change', { hint: 'Pass --api-key-stdin (new key), --model, --base-url, --enable or --disable.' });
+    }
+    checkAgainst(ProviderPatch, patch);
+    const apiKey = await resolveApiKey({ apiKey: f['api-key'], apiKeyStdin: f['api-key-stdin'] }, { ask: false, prompt: `New API key for ${this.args.name}` });
+    if (apiKey) patch.apiKey = apiKey;
+    checkAgainst(ProviderPatch, patch);
+
+    const provider = await core.runtime.updateProvider(ctx, this.args.name, patch);
+    const changed = [...Object.keys(patch).filter((k) => k !== 'apiKey'), ...(apiKey ? ['apiKey (rotated)'] : [])];
+    this.output({ provider, changed }, () => {
+      info(`updated provider ${provider.name} (changed: ${changed.join(', ')})`);
+      info(`models: ${provider.models.map((m) => m.id).join(', ')}; API key: ${provider.hasApiKey ? 'set' : 'none'}; ${provider.enabled ? 'enabled' : 'disabled'}`);
+      info('Takes effect at the next apply: npx aws runtime apply');
+    });
+  }
+}

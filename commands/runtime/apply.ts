@@ -1,0 +1,31 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+import { colors, info } from '../../src/cli/output.js';
+
+export default class RuntimeApply extends BaseCommand<typeof RuntimeApply> {
+  static override summary = 'Apply the tenant\'s providers and default model to the agent runtime.';
+  static override description =
+    'Checks the default model against the tenant\'s providers, writes every enabled provider (with its key) and the default model to the runtime configuration, and records them as applied: from then on prompts can start. When the managed runtime is not running (no `aws serve` yet), the configuration is recorded but not pushed ("pushed": false): `aws serve` writes it when it starts the runtime. Without --default-model the one chosen before is kept.';
+  static override examples = [
+    '<%= config.bin %> runtime apply --default-model openai/gpt-4.1-mini',
+    '<%= config.bin %> runtime apply',
+    '<%= config.bin %> runtime apply --default-model local/llama3.1:8b --tenant acme --json',
+  ];
+  static override flags = {
+    tenant: BaseCommand.tenantFlag,
+    'default-model': Flags.string({ summary: 'The model prompts run on unless a template overrides it: <provider>/<model id>.' }),
+  };
+
+  async run(): Promise<void> {
+    const core = await this.core();
+    const r = await core.runtime.apply(await this.tenantCtx(this.flags.tenant), { defaultModel: this.flags['default-model'] });
+    this.output(r, () => {
+      info(`applied default model ${r.applied.defaultModel}; providers: ${r.applied.providers.join(', ')}`);
+      if (r.pushed) info(colors.err.green('pushed to the runtime: prompts can start.'));
+      else {
+        info(colors.err.yellow(`not pushed: the runtime is not running (${r.runtimeError ?? 'unreachable'}).`));
+        info('It is recorded: `npx aws serve` writes this configuration when it starts the runtime.');
+      }
+    });
+  }
+}

@@ -1,0 +1,40 @@
+import { BaseCommand } from '../../src/cli/base-command.js';
+import { colors } from '../../src/cli/output.js';
+
+export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
+  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, runtime reachability.';
+  static override description =
+    'Exits 0 whether or not the workspace is ready (check "ready" in --json); it fails only when the status cannot be read. Not ready means prompts fail with runtime_not_ready until an admin applies a provider and a default model. "pendingChanges" means providers or the default model changed since the last apply.';
+  static override examples = ['<%= config.bin %> runtime status', '<%= config.bin %> runtime status --tenant acme --json'];
+  static override flags = { tenant: BaseCommand.tenantFlag };
+
+  async run(): Promise<void> {
+    const core = await this.core();
+    const s = await core.runtime.status(await this.tenantCtx(this.flags.tenant));
+    this.output(s, () => {
+      const c = colors.out;
+      const out: string[] = [];
+      if (s.ready) out.push(c.green.bold('READY') + ': prompts can start');
+      else {
+        out.push(`${c.red.bold('NOT READY')}: ${s.detail ?? 'unknown'}`);
+        out.push(c.dim('  prompts fail (runtime_not_ready) until an admin runs `npx aws provider add ...` and `npx aws runtime apply --default-model <provider>/<model>`'));
+      }
+      const applied = s.applied
+        ? `${s.applied.defaultModel}; providers ${s.applied.providers.join(', ') || '(none)'}; at ${s.applied.at?.toISOString() ?? '?'} by ${s.applied.by ?? '?'}`
+        : 'never';
+      const rt = s.runtime.reachable
+        ? `${s.runtime.mode}, reachable${s.runtime.version ? ` (opencode ${s.runtime.version})` : ''}`
+        : `${s.runtime.mode}, ${c.yellow('not reachable')}${s.runtime.error ? `: ${s.runtime.error}` : ''}`;
+      const providers = s.providers.map((p) => `${p.name} (${p.kind}, ${p.enabled ? 'enabled' : 'disabled'}, key ${p.hasApiKey ? 'set' : 'none'})`).join(', ') || '(none)';
+      const rows: Array<[string, string]> = [
+        ['default model', s.defaultModel ?? '(none)'],
+        ['applied', applied],
+        ['pending changes', s.pendingChanges ? c.yellow('yes') + ': run `npx aws runtime apply`' : 'no'],
+        ['runtime', rt],
+        ['providers', providers],
+      ];
+      out.push('', ...rows.map(([k, v]) => `${k.padEnd(16)} ${v}`));
+      process.stdout.write(out.join('\n') + '\n');
+    });
+  }
+}

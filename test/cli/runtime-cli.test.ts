@@ -1,0 +1,279 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/open-database.js';
+import { createSecretBox } from '../../src/lib/secret-box.js';
+import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
+import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
+
+const KEY = 'sk-test-0123456789abcdefSECRET';
+const ROTATED = 'sk-test-rotated-XYZ987';
+const FLAG_KEY = 'sk-flag-key-visible-in-history';
+
+/** Runs one query on the env's database and closes it again (embedded: so the next command can host it). */
+async function sql<T extends Record<string, unknown>>(env: TestEnv, text: string, params: unknown[] = []): Promise<T[]> {
+  const db = await openDatabase(env.config());
+  try {
+    return (await db.query<T>(text, params)).rows;
+  } finally {
+    await db.close();
+  }
+}
+
+// Each embedded-mode command hosts PGlite for its own lifetime (a few seconds on two busy cores), and
+// some tests run half a dozen of them.
+const SLOW = { timeout: 180_000 };
+
+describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () => {
+  let env: TestEnv;
+  const run = (args: string[], input?: string) => runCli([...args, '--tenant', 'acme'], { env, input });
+  beforeAll(async () => {
+    env = await createTestEnv();
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    for (const [name, email] of [['acme', 'alice@acme.example'], ['beta', 'bob@beta.example']]) {
+      expect((await runCli(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
+    }
+  });
+  afterAll(() => env?.cleanup());
+
+  it('runtime status before anything is applied: exit 0, not ready, obvious in human output', async () => {
+    const json = await run(['runtime', 'status', '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    const s = JSON.parse(json.stdout);
+    expect(s).toMatchObject({ ready: false, defaultModel: null, applied: null, pendingChanges: true, runtime: { mode: 'managed', reachable: false }, providers: [] });
+    expect(s.detail).toMatch(/no runtime configuration has been applied/);
+
+    const human = await run(['runtime', 'status']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^NOT READY: /);
+    expect(human.stdout).toMatch(/runtime apply --default-model/);
+  });
+
+  it('provider add reads the key from stdin and stores it sealed, never in the clear', async () => {
+    const r = await run(['provider', 'add', 'openai', '--kind', 'openai', '--model', 'gpt-4.1-mini:1047576:32768:0.4:1.6', '--model', 'gpt-4.1', '--api-key-stdin', '--json'], `${KEY}\n`);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toMatch(/Warning/);
+    expect(r.stdout + r.stderr).not.toContain(KEY);
+    expect(JSON.parse(r.stdout).provider).toMatchObject({
+      name: 'openai',
+      kind: 'openai',
+      baseUrl: null,
+      enabled: true,
+      hasApiKey: true,
+      models: [{ id: 'gpt-4.1-mini', contextLimit: 1047576, outputLimit: 32768, inputCostPerMTok: 0.4, outputCostPerMTok: 1.6 }, { id: 'gpt-4.1' }],
+    });
+
+    const [row] = await sql<{ sealed: string }>(
+      env,
+      `select p.api_key_sealed as sealed from providers p join tenants t on t.id = p.tenant_id where t.slug = 'acme' and p.name = 'openai'`,
+    );
+    expect(row.sealed.startsWith('v1.')).toBe(true);
+    expect(row.sealed).not.toContain(KEY);
+    // Sealed without the newline `echo` would add.
+    expect(createSecretBox([env.vars.AGENTWS_ENCRYPTION_KEY]).open(row.sealed)).toBe(KEY);
+    const audit = await sql<{ n: number }>(env, `select count(*)::int as n from audit_log where details::text like $1`, [`%${KEY}%`]);
+    expect(audit[0].n).toBe(0);
+  });
+
+  it('provider list: a table, and --json with the providers but never a key', async () => {
+    const json = await run(['provider', 'list', '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stdout).not.toContain(KEY);
+    const doc = JSON.parse(json.stdout);
+    expect(Object.keys(doc)).toEqual(['providers']);
+    expect(doc.providers).toHaveLength(1);
+    expect(Object.keys(doc.providers[0]).sort()).toEqual(['baseUrl', 'createdAt', 'enabled', 'hasApiKey', 'kind', 'models', 'name', 'updatedAt']);
+    expect(doc.providers[0]).toMatchObject({ name: 'openai', hasApiKey: true, enabled: true });
+
+    const human = await run(['provider', 'list']);
+    expect(human.code).toBe(0);
+    expect(human.stdout.split('\n')[0]).toMatch(/^NAME\s+KIND\s+BASEURL\s+MODELS\s+ENABLED\s+KEY$/);
+    expect(human.stdout).toMatch(/^openai\s+openai\s+\(default\)\s+gpt-4\.1-mini,gpt-4\.1\s+yes\s+set$/m);
+
+    // Another tenant sees none of them.
+    const beta = await runCli(['provider', 'list', '--tenant', 'beta', '--json'], { env });
+    expect(JSON.parse(beta.stdout)).toEqual({ providers: [] });
+  });
+
+  it('--api-key works but warns on stderr that it may land in shell history', async () => {
+    const r = await run(['provider', 'add', 'local', '--kind', 'openai-compatible', '--base-url', 'http://127.0.0.1:9/v1/', '--model', 'llama3.1:8b', '--api-key', FLAG_KEY, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/Warning: --api-key may be recorded in your shell history/);
+    expect(r.stderr).toMatch(/--api-key-stdin/);
+    // The warning is on stderr only: stdout stays one JSON document.
+    expect(JSON.parse(r.stdout).provider).toMatchObject({ name: 'local', baseUrl: 'http://127.0.0.1:9/v1', models: [{ id: 'llama3.1:8b' }], hasApiKey: true });
+  });
+
+  it('without a terminal, a kind that needs a key and gets none fails with exit 1 and says how to pass it', async () => {
+    const r = await run(['provider', 'add', 'claude', '--kind', 'anthropic', '--model', 'claude-sonnet-4-5']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/an anthropic provider needs an API key, and there is no terminal to ask for it/);
+    expect(r.stderr).toMatch(/Hint: .*printf %s "\$KEY" \| npx aws provider add claude .*--api-key-stdin/);
+
+    const empty = await run(['provider', 'add', 'claude', '--kind', 'anthropic', '--model', 'claude-sonnet-4-5', '--api-key-stdin', '--json'], '\n');
+    expect(empty.code).toBe(1);
+    expect(JSON.parse(empty.stdout)).toMatchObject({ error: 'validation_failed', message: expect.stringMatching(/stdin was empty/) });
+
+    // An openai-compatible server may do without a key: nothing is asked, nothing fails.
+    const keyless = await run(['provider', 'add', 'keyless', '--kind', 'openai-compatible', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--json']);
+    expect(keyless.code, keyless.stderr).toBe(0);
+    expect(JSON.parse(keyless.stdout).provider.hasApiKey).toBe(false);
+
+    const names = (await sql<{ name: string }>(env, `select name from providers order by name`)).map((p) => p.name);
+    expect(names).toEqual(['keyless', 'local', 'openai']);
+  });
+
+  it('rejects bad input before asking for anything: duplicate names (conflict), bad names, bad model specs', async () => {
+    const dup = await run(['provider', 'add', 'openai', '--kind', 'openai', '--model', 'x', '--api-key-stdin', '--json'], 'sk-other');
+    expect(dup.code).toBe(1);
+    expect(JSON.parse(dup.stdout)).toMatchObject({ error: 'conflict', message: 'provider "openai" already exists' });
+    const [row] = await sql<{ sealed: string }>(env, `select api_key_sealed as sealed from providers where name = 'openai'`);
+    expect(createSecretBox([env.vars.AGENTWS_ENCRYPTION_KEY]).open(row.sealed)).toBe(KEY);
+
+    const badName = await run(['provider', 'add', 'Open_AI', '--kind', 'openai', '--model', 'x']);
+    expect(badName.code).toBe(1);
+    expect(badName.stderr).toMatch(/provider name "Open_AI": use lower-case letters/);
+
+    const badModel = await run(['provider', 'add', 'other', '--kind', 'openai', '--model', 'x:12.5', '--api-key-stdin'], 'k');
+    expect(badModel.code).toBe(1);
+    expect(badModel.stderr).toMatch(/context limit must be a whole number/);
+
+    const badKind = await run(['provider', 'add', 'other', '--kind', 'gemini', '--model', 'x']);
+    expect(badKind.code).toBe(1);
+    expect(badKind.stderr).toMatch(/openai-compatible/);
+  });
+
+  it('provider update rotates the key from stdin and enables/disables', async () => {
+    const r = await run(['provider', 'update', 'openai', '--api-key-stdin', '--json'], ROTATED);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ provider: { name: 'openai', hasApiKey: true }, changed: ['apiKey (rotated)'] });
+    const [row] = await sql<{ sealed: string }>(env, `select api_key_sealed as sealed from providers where name = 'openai'`);
+    expect(row.sealed).not.toContain(ROTATED);
+    expect(createSecretBox([env.vars.AGENTWS_ENCRYPTION_KEY]).open(row.sealed)).toBe(ROTATED);
+
+    const nothing = await run(['provider', 'update', 'openai']);
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toMatch(/nothing to change/);
+
+    const off = await run(['provider', 'update', 'keyless', '--disable', '--json']);
+    expect(JSON.parse(off.stdout).provider.enabled).toBe(false);
+    const missing = await run(['provider', 'update', 'nope', '--enable']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/provider "nope" not found/);
+  });
+
+  it('provider remove proceeds without a terminal (no prompt); a second remove is not found', async () => {
+    const r = await run(['provider', 'remove', 'keyless', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ removed: 'keyless' });
+    const again = await run(['provider', 'remove', 'keyless']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/provider "keyless" not found/);
+    const list = JSON.parse((await run(['provider', 'list', '--json'])).stdout);
+    expect(list.providers.map((p: { name: string }) => p.name)).toEqual(['local', 'openai']);
+  });
+
+  it('runtime apply with no runtime running records the configuration (pushed false); status is then ready', async () => {
+    const bad = await run(['runtime', 'apply', '--default-model', 'openai/gpt-5']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/lists no model "gpt-5"/);
+
+    const r = await run(['runtime', 'apply', '--default-model', 'openai/gpt-4.1-mini', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc).toMatchObject({ applied: { defaultModel: 'openai/gpt-4.1-mini', providers: ['local', 'openai'] }, pushed: false });
+    expect(doc.runtimeError).toMatch(/not reachable/);
+
+    const s = JSON.parse((await run(['runtime', 'status', '--json'])).stdout);
+    expect(s).toMatchObject({
+      ready: true,
+      defaultModel: 'openai/gpt-4.1-mini',
+      applied: { defaultModel: 'openai/gpt-4.1-mini', providers: ['local', 'openai'], by: 'system:cli' },
+      pendingChanges: false,
+      runtime: { mode: 'managed', reachable: false },
+    });
+    expect(s.detail).toBeUndefined();
+    expect(JSON.stringify(s)).not.toContain(ROTATED);
+
+    // Human output: what was applied, and that `aws serve` writes it when it starts the runtime.
+    const human = await run(['runtime', 'apply']);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stderr).toMatch(/applied default model openai\/gpt-4\.1-mini; providers: local, openai/);
+    expect(human.stderr).toMatch(/not pushed/);
+    expect(human.stderr).toMatch(/`npx aws serve` writes this configuration when it starts the runtime/);
+    expect((await run(['runtime', 'status'])).stdout).toMatch(/^READY: /);
+
+    const actions = (await sql<{ action: string; actor: string }>(env, `select action, actor from audit_log where action like 'provider.%' or action like 'runtime.%' order by ts`)).map((a) => `${a.action} ${a.actor}`);
+    expect(actions).toEqual([
+      'provider.create system:cli',
+      'provider.create system:cli',
+      'provider.create system:cli',
+      'provider.update system:cli',
+      'provider.update system:cli',
+      'provider.delete system:cli',
+      'runtime.apply system:cli',
+      'runtime.apply system:cli',
+    ]);
+  });
+
+  it('removing the default model\'s provider makes status not ready (exit 0 still)', async () => {
+    expect((await run(['provider', 'remove', 'openai', '--yes'])).code).toBe(0);
+    const s = await run(['runtime', 'status', '--json']);
+    expect(s.code).toBe(0);
+    expect(JSON.parse(s.stdout)).toMatchObject({ ready: false, detail: expect.stringMatching(/has no provider any more/) });
+  });
+});
+
+// util-linux's `script` provides the terminal (Debian ships it in an essential package).
+const hasScript = spawnSync('script', ['--version']).status === 0;
+
+/** Runs a command in a pseudo-terminal, typing each answer once its question shows; resolves with the exit code and output. */
+function inTerminal(env: TestEnv, args: string[], answers: Array<[RegExp, string]>): Promise<{ code: number | null; out: string }> {
+  const cmd = [process.execPath, BIN, ...args].join(' ');
+  const child = spawn('script', ['-qfec', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: cleanEnv({ TERM: 'xterm', AGENTWS_CONFIG: env.configPath }) });
+  let out = '';
+  let next = 0;
+  child.stdout.on('data', (d) => {
+    out += d;
+    if (next < answers.length && answers[next][0].test(out.slice(-4000))) {
+      const keys = answers[next++][1];
+      setTimeout(() => child.stdin.write(keys), 150);
+    }
+  });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
+  });
+}
+
+// The terminal path is the same on both databases; it runs once, on the embedded one.
+describe.runIf(DB_MODE === 'embedded' && hasScript)('provider commands in a terminal', SLOW, () => {
+  let env: TestEnv;
+  beforeAll(async () => {
+    env = await createTestEnv();
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCli(['tenant', 'seed', '--name', 'acme', '--owner-email', 'alice@acme.example'], { env })).code).toBe(0);
+  });
+  afterAll(() => env?.cleanup());
+
+  it('asks for the key masked (never echoed) and confirms a removal', async () => {
+    const add = await inTerminal(env, ['provider', 'add', 'claude', '--kind', 'anthropic', '--model', 'claude-sonnet-4-5'], [[/API key for claude \(anthropic\)/, `${KEY}\r`]]);
+    expect(add.code, add.out).toBe(0);
+    expect(add.out).not.toContain(KEY);
+    expect(add.out).toMatch(/\*{5}/);
+    expect(add.out).toMatch(/API key: stored sealed/);
+    const [row] = await sql<{ sealed: string }>(env, `select api_key_sealed as sealed from providers where name = 'claude'`);
+    expect(createSecretBox([env.vars.AGENTWS_ENCRYPTION_KEY]).open(row.sealed)).toBe(KEY);
+
+    const no = await inTerminal(env, ['provider', 'remove', 'claude'], [[/Remove provider claude/, 'n\r']]);
+    expect(no.code, no.out).toBe(1);
+    expect(no.out).toMatch(/Nothing was removed/);
+    expect(await sql(env, `select 1 from providers where name = 'claude'`)).toHaveLength(1);
+
+    const yes = await inTerminal(env, ['provider', 'remove', 'claude'], [[/Remove provider claude/, 'y\r']]);
+    expect(yes.code, yes.out).toBe(0);
+    expect(await sql(env, `select 1 from providers where name = 'claude'`)).toHaveLength(0);
+  });
+});
