@@ -181,7 +181,7 @@ export function createRuntimeService(deps: {
           models: input.models,
           enabled: input.enabled ?? true,
         });
-        if (!row) throw new ConflictError(`provider "${input.name}" already exists`, { hint: 'Change it with PATCH /v1/admin/providers/:name, or remove it first.' });
+        if (!row) throw new ConflictError(`provider "${input.name}" already exists`, { hint: 'Change it instead (`npx aws provider update`, PATCH /v1/admin/providers/:name), or remove it first.' });
         await audit.record(tx, ctx, { action: 'provider.create', target: `provider:${input.name}`, details: { kind: input.kind, baseUrl, models: input.models.map((m) => m.id), apiKey: input.apiKey ? 'set' : 'none' } });
         return publicProvider(row);
       });
@@ -226,7 +226,7 @@ export function createRuntimeService(deps: {
       const providers = await repo.listProviders(db, tenantId);
       const settings = await repo.settings(db, tenantId);
       const defaultModel = input.defaultModel ?? settings?.defaultModel ?? null;
-      if (!defaultModel) throw new ValidationError('choose a default model first', { hint: 'Pass defaultModel ("<provider>/<model id>").' });
+      if (!defaultModel) throw new ValidationError('choose a default model first', { hint: 'Name it as "<provider>/<model id>": `npx aws runtime apply --default-model <provider>/<model>`, or defaultModel in the request.' });
       const { provider } = checkModelRef(defaultModel, providers);
       if (!provider.enabled) throw new ValidationError(`the default model's provider "${provider.name}" is disabled`);
       const applied: AppliedState = { defaultModel, providers: providers.filter((p) => p.enabled).map((p) => p.name) };
