@@ -54,6 +54,8 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. Empty: allowed tools run without asking.' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
   { name: 'AGENTWS_PROMPT_MAX_FILE_MB', kind: 'int', default: '4', min: 1, max: 100, doc: 'Largest file a prompt may attach, in MiB (larger: 413). A whole prompt request may be at most files x size + 1 MiB.' },
+  { name: 'AGENTWS_BOT_CHAT_API_URL', kind: 'url', default: 'https://api.telegram.org', doc: 'Base URL of the bot_chat platform\'s Bot API (Telegram conventions: /bot<token>/setWebhook, /bot<token>/sendMessage).' },
+  { name: 'AGENTWS_TEAM_CHAT_API_URL', kind: 'url', default: 'https://smba.trafficmanager.net/teams', doc: 'Base URL of the team_chat platform\'s API (Bot-Framework-style activities and webhook registration).' },
 ] as const satisfies readonly VarSpec[];
 
 export type ConfigVarName = (typeof CONFIG_VARS)[number]['name'];
@@ -109,6 +111,10 @@ export interface Config {
     readonly url: string | null;
     readonly password: string | null;
     readonly askTools: readonly string[];
+  };
+  readonly gateways: {
+    readonly botChatApiUrl: string;
+    readonly teamChatApiUrl: string;
   };
   readonly prompts: {
     readonly maxFiles: number;

@@ -188,6 +188,10 @@ export function parseConfigValues(input: {
       password: orNull('AGENTWS_RUNTIME_PASSWORD'),
       askTools,
     },
+    gateways: {
+      botChatApiUrl: str('AGENTWS_BOT_CHAT_API_URL').replace(/\/+$/, ''),
+      teamChatApiUrl: str('AGENTWS_TEAM_CHAT_API_URL').replace(/\/+$/, ''),
+    },
     prompts: {
       maxFiles: values.AGENTWS_PROMPT_MAX_FILES as number,
       maxFileBytes: (values.AGENTWS_PROMPT_MAX_FILE_MB as number) * 1024 * 1024,

@@ -14,7 +14,7 @@ export interface UserActor {
   /** Union of those roles' permission documents. */
   permissions: RbacPermissions;
   /** How the caller proved who they are. */
-  via: 'token' | 'api-key' | 'demo';
+  via: 'token' | 'api-key' | 'demo' | 'gateway';
   /** The user's profile as loaded while authenticating (saves /auth/me a second query). */
   profile?: { handle: string; email: string; displayName: string };
 }

@@ -27,6 +27,10 @@ import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { AGENT_TURN_JOB, ANALYTICS_JOB, createSessionsService } from './sessions/sessions.service.js';
 import { createTemplatesService } from './templates/templates.service.js';
+import { createGatewaysRepo } from './gateways/gateways.repo.js';
+import { createGatewayAccess, createGatewaysService } from './gateways/gateways.service.js';
+import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
+import { createPlatforms } from './gateways/platforms.js';
 
 export interface CoreDeps {
   db: Database;
@@ -87,7 +91,18 @@ export function createCore(deps: CoreDeps) {
   const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   const sessionsRepo = createSessionsRepo();
-  const streams = createSessionStreams({ db, bus, queue, repo: sessionsRepo, client: runtimeClient, log: deps.log.child({ part: 'session-stream' }), permissionsOf });
+  const streams = createSessionStreams({
+    db,
+    bus,
+    queue,
+    repo: sessionsRepo,
+    client: runtimeClient,
+    log: deps.log.child({ part: 'session-stream' }),
+    permissionsOf,
+    // A chat user's turn ended: send the answer back through their gateway (once, see the job).
+    onChatTurnEnd: (sessionId, eventId) =>
+      void queue.send(GATEWAY_REPLY_JOB, { sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
+  });
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
@@ -106,18 +121,47 @@ export function createCore(deps: CoreDeps) {
   });
 
   /** Queues the worker serves, each a thin adapter over one service method. */
+  // Messaging gateways and pairing.
+  const platforms = createPlatforms({ botChatApiUrl: config.gateways.botChatApiUrl, teamChatApiUrl: config.gateways.teamChatApiUrl });
+  const gatewayAccess = createGatewayAccess(!config.secrets.apiKey);
+  const gatewaysRepo = createGatewaysRepo();
+  let pairing: PairingService | null = null;
+  const gateways = createGatewaysService({ db, repo: gatewaysRepo, users: usersRepo, tenants: tenantsRepo, audit, box, platforms, access: gatewayAccess, onChange: (id) => pairing?.forget(id) });
+  pairing = createPairingService({
+    db,
+    repo: gatewaysRepo,
+    sessionsRepo,
+    sessions,
+    audit,
+    bus,
+    queue,
+    box,
+    clock,
+    log: deps.log.child({ part: 'gateways' }),
+    platforms,
+    access: gatewayAccess,
+    loadGateway: gateways.load,
+    actorOf: async (tenantId, userId) => {
+      const roles = await usersRepo.roleNames(db, userId);
+      return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
+    },
+  });
+  const pairingService = pairing;
+
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
       await tenants.provisionWorkspace(ctx, data);
     },
     [AGENT_TURN_JOB]: (ctx, data: { turnId: string }) => sessions.runTurn(ctx, data),
     [ANALYTICS_JOB]: (ctx, data) => sessions.recordAnalytics(ctx, data),
+    [GATEWAY_SEND_JOB]: (ctx, data) => pairingService.sendJob(ctx, data),
+    [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
   };
 
   let runtimeStart: Promise<void> | null = null;
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, runtimeHost, runtimeClient, templates, sessions, streams, jobHandlers,
+    runtime, runtimeHost, runtimeClient, templates, sessions, streams, gateways, pairing: pairingService, jobHandlers,
     /** Starts what a serving process runs besides HTTP: the runtime (managed mode) and the session streams. */
     startRuntime(): Promise<void> {
       // The host claims the managed runtime synchronously, so the streams wait for it, not for an old endpoint.

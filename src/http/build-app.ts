@@ -16,6 +16,7 @@ import { adminRoutes } from './routes/v1/admin.routes.js';
 import { authRoutes } from './routes/v1/auth.routes.js';
 import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
+import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { ErrorBody } from './schemas.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -93,6 +94,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(adminRoutes, { core });
       await v1.register(runtimeRoutes, { core });
       await v1.register(sessionsRoutes, { core });
+      await v1.register(gatewaysRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

@@ -37,7 +37,7 @@ describe(`sign-in and tokens (${DB_MODE})`, () => {
   });
 
   it('reports the identity provider on /auth/status', async () => {
-    expect((await api(t, 'GET', '/v1/auth/status')).json).toEqual({ auth: { allowAnonymous: false, entraConfigured: true } });
+    expect((await api(t, 'GET', '/v1/auth/status')).json).toEqual({ auth: { allowAnonymous: false, entraConfigured: true, gatewaysProtected: true } });
   });
 
   it('signs a user in through the whole browser flow and sets the access-token cookie', async () => {

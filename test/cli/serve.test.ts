@@ -21,7 +21,7 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
 
     const status = await fetch(`${serve.url}/v1/auth/status`);
     expect(status.status).toBe(200);
-    expect(await status.json()).toEqual({ auth: { allowAnonymous: true, entraConfigured: false } });
+    expect(await status.json()).toEqual({ auth: { allowAnonymous: true, entraConfigured: false, gatewaysProtected: true } });
     expect(status.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
 
     const traced = await fetch(`${serve.url}/healthz`, { headers: { 'x-request-id': 'trace-123' } });

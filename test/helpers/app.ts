@@ -4,6 +4,7 @@ import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { systemCtx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { buildApp, type App } from '../../src/http/build-app.js';
+import type { Clock } from '../../src/lib/clock.js';
 import { createTestEnv, type TestEnv } from './test-env.js';
 
 /** A free loopback port (so the public URL can be known before the app is built). */
@@ -30,13 +31,13 @@ export interface TestApp {
  * The real HTTP app on the real core and database, listening on loopback. `vars` adds config variables;
  * `before` runs once the port is known (e.g. to start an identity provider that must know our URL).
  */
-export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>) } = {}): Promise<TestApp> {
+export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>); clock?: Clock } = {}): Promise<TestApp> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extra = typeof options.vars === 'function' ? await options.vars(url) : options.vars ?? {};
   const env = await createTestEnv({ vars: { AGENTWS_PUBLIC_URL: url, AGENTWS_PORT: String(port), ...extra } });
   const config = env.config();
-  const opened = await openCore(config, silentLogger);
+  const opened = await openCore(config, silentLogger, { clock: options.clock });
   await opened.core.migrator.up();
   const app = await buildApp(opened.core, config);
   await app.listen({ host: '127.0.0.1', port });

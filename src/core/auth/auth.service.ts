@@ -135,7 +135,16 @@ export function createAuthService(deps: {
   return {
     /** SPEC.md /auth/status: what the login page should offer. */
     status() {
-      return { allowAnonymous: settings.allowAnonymous, entraConfigured: Boolean(oidc) };
+      return { allowAnonymous: settings.allowAnonymous, entraConfigured: Boolean(oidc), gatewaysProtected: Boolean(settings.apiKey) };
+    },
+
+    /**
+     * Who a gateway-route request without credentials acts as in local development (no service API key,
+     * SPEC.md Authentication 5): the operator. Null when a key is configured or there is no operator.
+     */
+    async developmentActor(): Promise<UserActor | null> {
+      if (settings.apiKey || !settings.operatorEmail) return null;
+      return operatorActor('demo');
     },
 
     /** Starts a browser sign-in: remembers PKCE verifier, nonce and redirect; returns the provider URL. */

@@ -84,6 +84,8 @@ export function createSessionStreams(deps: {
   client: RuntimeClient;
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+  /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
+  onChatTurnEnd?: (sessionId: string, eventId: string) => void;
 }) {
   const { db, repo, client, log } = deps;
   const sessions = new Map<string, SessionState>();
@@ -193,7 +195,9 @@ export function createSessionStreams(deps: {
         break;
       }
     }
-    deliver(ref.id, { id: ev.payload.id ?? ascendingId('evt'), type, properties });
+    const id = ev.payload.id ?? ascendingId('evt');
+    deliver(ref.id, { id, type, properties });
+    if (type === 'session.idle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.id, id);
   }
 
   async function rejectPermission(ref: SessionRef, props: Record<string, any>) {

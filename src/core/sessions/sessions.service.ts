@@ -326,6 +326,18 @@ export function createSessionsService(deps: {
       return { sessionId: s.id, claimed: true };
     },
 
+    /** The last completed assistant answer of a session, as text (system use: chat gateways reply with it). */
+    async lastAnswer(ctx: Ctx, input: { id: string }): Promise<{ messageId: string; text: string } | null> {
+      if (ctx.actor.kind !== 'system') throw new ForbiddenError('only the system reads answers for relaying');
+      const s = await repo.byId(db, input.id);
+      if (!s?.upstreamId) return null;
+      const messages = await client.messages(s.directory, s.upstreamId);
+      const last = [...messages].reverse().find((m) => m.info.role === 'assistant' && m.info.time.completed);
+      if (!last) return null;
+      const text = last.parts.filter((p) => p.type === 'text' && !p.synthetic).map((p) => String(p.text ?? '')).join('\n').trim();
+      return { messageId: last.info.id, text };
+    },
+
     /**
      * The agent-turn job: sends a queued turn to the runtime exactly once. The runtime message id was
      * chosen when the prompt was accepted, so a retry (worker died after sending) finds the message

@@ -10,6 +10,7 @@ const AuthStatus = Type.Object({
   auth: Type.Object({
     allowAnonymous: Type.Boolean({ description: 'Local demo mode: requests without a token act as the operator user' }),
     entraConfigured: Type.Boolean({ description: 'An OpenID Connect identity provider (Microsoft Entra ID or another issuer) is configured' }),
+    gatewaysProtected: Type.Boolean({ description: 'false: no service API key is configured (local development) and gateway routes skip authentication' }),
   }),
 });
 
