@@ -66,6 +66,83 @@ export async function acquireEmbedded(dataDir: string): Promise<EmbeddedHandle> 
   });
 }
 
+interface QueuedMessage {
+  handlerId: number;
+  message: Uint8Array;
+  onData(data: Uint8Array): void;
+  resolve(bytes: number): void;
+  reject(err: unknown): void;
+}
+interface SocketQueryQueue {
+  queue: QueuedMessage[];
+  processing: boolean;
+  lastHandlerId: number | null;
+  processQueue(): Promise<void>;
+  clearQueueForHandler(handlerId: number): void;
+}
+interface ProtocolDb {
+  isInTransaction(): boolean;
+  runExclusive<T>(fn: () => Promise<T>): Promise<T>;
+  execProtocolRawStream(message: Uint8Array, options: { onRawData: (data: Uint8Array) => void }): Promise<unknown>;
+}
+
+/** Extended-query messages that leave a cycle open until the client's Sync. */
+const CYCLE_MESSAGES = new Set([0x50 /* Parse */, 0x42 /* Bind */, 0x44 /* Describe */, 0x45 /* Execute */, 0x43 /* Close */, 0x48 /* Flush */]);
+
+/**
+ * pglite-socket 0.2.17 runs the messages of all connections through one queue, one protocol message at
+ * a time, keeping a connection's messages together only inside a transaction. Two connections sending
+ * parameterised queries at once (the worker and a request) then interleave Parse/Bind on the one shared
+ * session ("bind message supplies 3 parameters, but prepared statement \"\" requires 2"). This replaces
+ * its queue loop with one that also keeps an extended-query cycle (Parse ... Sync) of one connection
+ * together, as a real server's per-connection session would. Written against pglite-socket 0.2.17
+ * (pinned); the patch checks the shape it relies on and fails loudly if a version bump changed it.
+ */
+function keepProtocolCyclesTogether(server: { queryQueue: SocketQueryQueue }, db: ProtocolDb): void {
+  const q = server.queryQueue;
+  if (!q || !Array.isArray(q.queue) || typeof q.processQueue !== 'function' || typeof q.clearQueueForHandler !== 'function') {
+    throw new Error('pglite-socket internals changed: review keepProtocolCyclesTogether in src/db/embedded-host.ts');
+  }
+  let openCycle: number | null = null;
+  const clear = q.clearQueueForHandler.bind(q);
+  q.clearQueueForHandler = (handlerId) => {
+    clear(handlerId);
+    if (openCycle === handlerId) openCycle = null;
+    void q.processQueue();
+  };
+  q.processQueue = async function processQueue(this: SocketQueryQueue) {
+    if (this.processing || this.queue.length === 0) return;
+    this.processing = true;
+    try {
+      while (this.queue.length > 0) {
+        const owner = openCycle ?? (db.isInTransaction() ? this.lastHandlerId : null);
+        let item: QueuedMessage | undefined;
+        if (owner !== null) {
+          const at = this.queue.findIndex((m) => m.handlerId === owner);
+          // Wait for that connection's next message (enqueue runs this loop again).
+          if (at === -1) break;
+          item = this.queue.splice(at, 1)[0];
+        } else {
+          item = this.queue.shift()!;
+        }
+        let bytes = 0;
+        try {
+          await db.runExclusive(() => db.execProtocolRawStream(item.message, { onRawData: (d) => ((bytes += d.length), item.onData(d)) }));
+        } catch (err) {
+          openCycle = null;
+          item.reject(err);
+          continue;
+        }
+        openCycle = CYCLE_MESSAGES.has(item.message[0]) ? item.handlerId : null;
+        this.lastHandlerId = item.handlerId;
+        item.resolve(bytes);
+      }
+    } finally {
+      this.processing = false;
+    }
+  }.bind(q);
+}
+
 async function host(paths: ReturnType<typeof embeddedPaths>): Promise<EmbeddedHandle> {
   // Loaded lazily: PGlite's WASM is large and only the hosting process needs it.
   const [{ PGlite }, { vector }, { PGLiteSocketServer }] = await Promise.all([
@@ -77,6 +154,7 @@ async function host(paths: ReturnType<typeof embeddedPaths>): Promise<EmbeddedHa
   const db = await PGlite.create({ dataDir: paths.dbDir, extensions: { vector } });
   rmSync(paths.socket, { force: true });
   const server = new PGLiteSocketServer({ db, path: paths.socket, maxConnections: MAX_SOCKET_CONNECTIONS });
+  keepProtocolCyclesTogether(server as unknown as { queryQueue: SocketQueryQueue }, db);
   await server.start();
   let released = false;
   return {
