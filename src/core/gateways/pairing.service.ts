@@ -33,6 +33,8 @@ export interface GatewayEvent {
   type: 'pairing.code_created' | 'pairing.code_approved';
   /** The external user id, for approvals. */
   userId?: string;
+  /** The approved code's id (streams use it not to announce one approval twice). */
+  codeId?: string;
 }
 
 export function publicCode(c: PairingCodeRow) {
@@ -249,7 +251,7 @@ export function createPairingService(deps: {
         );
         await audit.record(tx, { ...ctx, tenantId: g.tenantId }, { action: 'pairing.approve', target: `gateway:${g.id}`, details: { codeId: c.id, externalUserId: c.externalUserId, externalUserName: c.externalUserName } });
         await send(tx, g.id, c.chatId, 'You are paired. Send a message to talk to the agent.');
-        await bus.publish(GATEWAY_EVENTS_CHANNEL, { gatewayId: g.id, type: 'pairing.code_approved', userId: c.externalUserId } satisfies GatewayEvent, tx);
+        await bus.publish(GATEWAY_EVENTS_CHANNEL, { gatewayId: g.id, type: 'pairing.code_approved', userId: c.externalUserId, codeId: c.id } satisfies GatewayEvent, tx);
         return c;
       });
       if (!result) {
@@ -290,6 +292,18 @@ export function createPairingService(deps: {
         if (!rowCount) throw new NotFoundError('paired user not found');
         await audit.record(tx, ctx, { action: 'pairing.revoke', target: `gateway:${g.id}`, details: { externalUserId: input.externalUserId } });
       });
+    },
+
+    /**
+     * Codes of a gateway approved since a moment, for the gateway stream's poll: approvals made by a
+     * process whose events cannot reach this one (the embedded database has no cross-process bus).
+     */
+    async approvedSince(gatewayId: string, since: Date) {
+      const { rows } = await db.query<{ codeId: string; userId: string }>(
+        `select c.id as "codeId", c.external_user_id as "userId" from pairing_codes c where c.gateway_id = $1 and c.consumed_at > $2 order by c.consumed_at`,
+        [gatewayId, since],
+      );
+      return rows;
     },
 
     /** Pending codes for the gateway stream's poll (access checked when the stream opened). */

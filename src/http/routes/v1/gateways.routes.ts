@@ -180,9 +180,20 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
       streams.add(res);
       let seq = 0;
       const emit = (event: string, data: unknown) => res.write(`event: ${event}\nid: ${Date.now()}-${++seq}\ndata: ${JSON.stringify(data)}\n\n`);
+      const announced = new Set<string>();
+      const approved = (codeId: string, userId: string) => {
+        if (announced.has(codeId) || res.writableEnded) return;
+        announced.add(codeId);
+        emit('pairing.code_approved', { kind: 'pairing.code_approved', gatewayId, userId });
+      };
+      let since = new Date(Date.now() - 1000);
       const poll = async () => {
         try {
-          const codes = await pairing.pendingForStream(gatewayId);
+          const from = since;
+          since = new Date();
+          const [codes, approvals] = await Promise.all([pairing.pendingForStream(gatewayId), pairing.approvedSince(gatewayId, new Date(from.getTime() - 1000))]);
+          // Approvals normally arrive at once through the event bus; this catches those that cannot.
+          for (const a of approvals) approved(a.codeId, a.userId);
           if (codes.length && !res.writableEnded) emit('pairing.code_created', { kind: 'pairing.code_created', codes });
         } catch (err) {
           req.log.warn({ err: (err as Error).message }, 'gateway stream poll failed');
@@ -193,7 +204,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
       const unsubscribe = await bus.subscribe(GATEWAY_EVENTS_CHANNEL, (payload) => {
         const e = payload as GatewayEvent;
         if (e?.gatewayId !== gatewayId || res.writableEnded) return;
-        if (e.type === 'pairing.code_approved') emit('pairing.code_approved', { kind: 'pairing.code_approved', gatewayId, userId: e.userId });
+        if (e.type === 'pairing.code_approved') approved(e.codeId ?? crypto.randomUUID(), e.userId ?? '');
         else void poll();
       });
       void poll();
