@@ -29,6 +29,8 @@ create table pairing_codes (
   expires_at timestamptz not null,
   created_at timestamptz not null default now(),
   consumed_at timestamptz,
+  -- When the code was last sent to the user: a user writing again gets it again, at most once a minute.
+  last_sent_at timestamptz,
   -- Denied (DELETE .../pairing-codes/:code): kept so the once-per-10-minutes rule still sees it.
   denied_at timestamptz
 );

@@ -129,8 +129,15 @@ describe(`gateways and pairing (${DB_MODE})`, () => {
     expect(new Date(code.expiresAt).getTime() - new Date(code.createdAt).getTime()).toBe(3600_000);
     await expect.poll(() => platform.sent().filter((m) => m.chatId === '42').map((m) => m.text), { timeout: 10_000 }).toEqual([expect.stringContaining(code.code)]);
 
+    // Writing again: the same code, sent again at most once a minute.
     await inbound(gateway.id, secret, botChatUpdate({ userId: 42, username: 'alice', text: 'hello?' }));
     expect((await codesOf(gateway.id)).map((c) => c.code)).toEqual([code.code]);
+    offsetMs = 61_000;
+    try {
+      await inbound(gateway.id, secret, botChatUpdate({ userId: 42, username: 'alice', text: 'anyone?' }));
+    } finally {
+      offsetMs = 0;
+    }
     await expect.poll(() => platform.sent().filter((m) => m.chatId === '42').length, { timeout: 10_000 }).toBe(2);
     expect(platform.sent().filter((m) => m.chatId === '42')[1].text).toContain(code.code);
 

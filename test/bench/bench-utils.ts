@@ -113,9 +113,9 @@ export interface BenchServe {
  * `aws init` + `aws serve` in its own folder (PostgreSQL when a URL is given, else embedded), pinned to
  * CPU 0, logging to a file as a journal would; resolves once serve logs that it is ready.
  */
-export async function startServe(bin: string, dir: string, databaseUrl?: string): Promise<BenchServe> {
+export async function startServe(bin: string, dir: string, databaseUrl?: string, extraEnv: Record<string, string> = {}): Promise<BenchServe> {
   mkdirSync(dir, { recursive: true });
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(dir, 'config.env') };
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(dir, 'config.env'), ...extraEnv };
   const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0', '--no-demo', ...(databaseUrl ? ['--database-url', databaseUrl] : [])], { cwd: dir, env, encoding: 'utf8' });
   if (init.status !== 0) throw new Error(init.stderr);
   const logFile = join(dir, 'serve.log');

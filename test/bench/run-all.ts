@@ -7,6 +7,7 @@ import { auditLog } from './audit.bench.js';
 import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
+import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 
 const benches: Record<string, () => Promise<boolean>> = {
@@ -15,6 +16,8 @@ const benches: Record<string, () => Promise<boolean>> = {
   'auth-status': authStatusThroughput,
   'auth-me': authMeThroughput,
   audit: auditLog,
+  'gateway-approval': gatewayApproval,
+  'gateway-inbound': gatewayInbound,
 };
 
 const wanted = process.argv.slice(2);

@@ -94,9 +94,6 @@ export function createGatewaysRepo() {
     async pairedUsers(q: Queryable, gatewayId: string): Promise<PairedUserRow[]> {
       return (await q.query<PairedUserRow>(`select ${PAIRED} from paired_users p where p.gateway_id = $1 order by p.paired_at`, [gatewayId])).rows;
     },
-    async pairedUser(q: Queryable, gatewayId: string, externalUserId: string): Promise<PairedUserRow | null> {
-      return (await q.query<PairedUserRow>(`select ${PAIRED} from paired_users p where p.gateway_id = $1 and p.external_user_id = $2`, [gatewayId, externalUserId])).rows[0] ?? null;
-    },
     async pairedUserBySession(q: Queryable, sessionId: string): Promise<PairedUserRow | null> {
       return (await q.query<PairedUserRow>(`select ${PAIRED} from paired_users p where p.session_id = $1`, [sessionId])).rows[0] ?? null;
     },

@@ -20,6 +20,8 @@ export const CODE_LENGTH = 8;
 export const CODE_TTL_MS = 60 * 60_000;
 export const MAX_PENDING_PER_GATEWAY = 3;
 export const NEW_CODE_INTERVAL_MS = 10 * 60_000;
+/** A pending code is sent again to a user who writes again, at most this often. */
+export const RESEND_INTERVAL_MS = 60_000;
 /** Failed approvals of one gateway allowed per window before approvals are refused (guessing codes). */
 export const MAX_FAILED_APPROVALS = 10;
 export const FAILED_APPROVAL_WINDOW_MS = 10 * 60_000;
@@ -96,6 +98,10 @@ export function createPairingService(deps: {
   /** Issues (or repeats) a pairing code for an unpaired chat user, within the limits of DESIGN.md 8. */
   async function requestPairing(g: GatewayRow, msg: InboundMessage): Promise<'issued' | 'repeated' | 'limited'> {
     const now = clock.now();
+    // The common case under a retry storm: the user already has a pending code. Answer without the
+    // gateway lock, and send the code again at most once a minute.
+    const resent = await repeatPending(g, msg, now);
+    if (resent) return 'repeated';
     return db.transaction(async (tx) => {
       // One request at a time per gateway, so the pending limit and the per-user rule hold under races.
       await tx.query(`select pg_advisory_xact_lock(hashtext($1))`, [g.id]);
@@ -104,8 +110,7 @@ export function createPairingService(deps: {
         [g.id, msg.externalUserId, now],
       );
       if (open[0]) {
-        // A retry never replaces the code the user already has.
-        await send(tx, g.id, msg.chatId, codeMessage(open[0].code));
+        // A retry never replaces the code the user already has (it appeared since the check above).
         return 'repeated';
       }
       // One new code per user per 10 minutes (a denied or expired one counts; a used one does not, so a
@@ -131,8 +136,8 @@ export function createPairingService(deps: {
       for (let attempt = 0; ; attempt++) {
         const code = newCode();
         const { rows } = await tx.query<{ id: string }>(
-          `insert into pairing_codes (gateway_id, code, external_user_id, external_user_name, platform_display_name, chat_id, expires_at, created_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8) on conflict (code) where consumed_at is null and denied_at is null do nothing returning id`,
+          `insert into pairing_codes (gateway_id, code, external_user_id, external_user_name, platform_display_name, chat_id, expires_at, created_at, last_sent_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $8) on conflict (code) where consumed_at is null and denied_at is null do nothing returning id`,
           [g.id, code, msg.externalUserId, msg.externalUserName, msg.platformDisplayName, msg.chatId, new Date(now.getTime() + CODE_TTL_MS), now],
         );
         if (rows[0]) {
@@ -144,6 +149,25 @@ export function createPairingService(deps: {
         if (attempt > 5) throw new Error('could not find an unused pairing code');
       }
     });
+  }
+
+  /** True when the user has a pending code: it is sent again unless it was sent within the last minute. */
+  async function repeatPending(g: GatewayRow, msg: InboundMessage, now: Date): Promise<boolean> {
+    const { rows } = await db.hot<{ id: string; code: string; due: boolean }>(
+      'pairing.open-code',
+      `select c.id, c.code, (c.last_sent_at is null or c.last_sent_at <= $4) as due from pairing_codes c
+        where c.gateway_id = $1 and c.external_user_id = $2 and ${PENDING.replace('$now', '$3')} limit 1`,
+      [g.id, msg.externalUserId, now, new Date(now.getTime() - RESEND_INTERVAL_MS)],
+    );
+    const open = rows[0];
+    if (!open) return false;
+    if (!open.due) return true;
+    await db.transaction(async (tx) => {
+      // Only one of several concurrent retries wins the right to send.
+      const { rowCount } = await tx.query(`update pairing_codes set last_sent_at = $2 where id = $1 and (last_sent_at is null or last_sent_at <= $3)`, [open.id, now, new Date(now.getTime() - RESEND_INTERVAL_MS)]);
+      if (rowCount) await send(tx, g.id, msg.chatId, codeMessage(open.code));
+    });
+    return true;
   }
 
   /** A paired user's message goes to their agent session, owned by the gateway's service user. */
@@ -193,7 +217,12 @@ export function createPairingService(deps: {
       }
       const msg = platform.parse(body);
       if (!msg) return { ok: true, outcome: 'ignored (not a text message)' };
-      const paired = await repo.pairedUser(db, g.id, msg.externalUserId);
+      const { rows } = await db.hot<{ id: string; sessionId: string | null }>(
+        'pairing.paired-user',
+        `select id, session_id as "sessionId" from paired_users where gateway_id = $1 and external_user_id = $2`,
+        [g.id, msg.externalUserId],
+      );
+      const paired = rows[0];
       if (paired) {
         await relay(g, msg, paired.id, paired.sessionId);
         return { ok: true, outcome: 'relayed' };
