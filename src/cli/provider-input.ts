@@ -3,7 +3,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { ValidationError } from '../core/errors.js';
 import type { ProviderModel } from '../core/runtime/runtime.schemas.js';
-import { colors } from './output.js';
+import { resolveSecret } from './secret-input.js';
 
 const NUMBER = /^\d+(\.\d+)?$/;
 const FIELDS = ['contextLimit', 'outputLimit', 'inputCostPerMTok', 'outputCostPerMTok'] as const;
@@ -58,37 +58,7 @@ export function checkAgainst(schema: TSchema, value: unknown): void {
   throw new ValidationError(`${where} is invalid: ${first.message.replace(/^Expected/, 'expected')}`, top === 'models' ? { hint: MODEL_HINT } : undefined);
 }
 
-/** Whether prompts may be shown: both ends of the conversation are a terminal. */
-export function canPrompt(): boolean {
-  return Boolean(process.stdin.isTTY && process.stderr.isTTY);
-}
-
-/** Reads a secret piped on stdin (`printf %s "$KEY" | ...`), without the trailing newline `echo` adds. */
-export async function readStdinSecret(): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > 64 * 1024) throw new ValidationError('stdin holds more than 64 KiB: pipe only the API key');
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8').trim();
-}
-
-/** Asks for a secret on the terminal, masked; the prompt goes to stderr so stdout stays for results. */
-export async function promptSecret(message: string, options: { allowEmpty?: boolean } = {}): Promise<string> {
-  const { password } = await import('@inquirer/prompts');
-  try {
-    const v = await password(
-      { message, mask: '*', validate: (s) => options.allowEmpty || s.trim() !== '' || 'enter the key (Ctrl-C to cancel)' },
-      { output: process.stderr },
-    );
-    return v.trim();
-  } catch (err) {
-    if ((err as Error).name === 'ExitPromptError') throw new ValidationError('cancelled: nothing was changed');
-    throw err;
-  }
-}
+export { canPrompt, promptSecret, readStdinSecret } from './secret-input.js';
 
 export interface KeySources {
   /** --api-key <key> */
@@ -97,24 +67,7 @@ export interface KeySources {
   apiKeyStdin?: boolean;
 }
 
-/**
- * Gets an API key the way that keeps it out of shell history: piped on stdin with --api-key-stdin, else
- * asked for (masked) when `ask` is set and there is a terminal; --api-key works too but warns. Returns
- * undefined when no source was given and nothing was asked.
- */
+/** API keys of providers: the shared secret rules of secret-input.ts under the --api-key flags. */
 export async function resolveApiKey(sources: KeySources, options: { ask: boolean; prompt: string }): Promise<string | undefined> {
-  if (sources.apiKey !== undefined) {
-    process.stderr.write(colors.err.yellow('Warning: --api-key may be recorded in your shell history; prefer piping it: printf %s "$KEY" | npx aws ... --api-key-stdin\n'));
-    if (!sources.apiKey.trim()) throw new ValidationError('--api-key is empty');
-    return sources.apiKey.trim();
-  }
-  if (sources.apiKeyStdin) {
-    // On a terminal there is nothing piped in: ask instead of waiting silently for typed input.
-    if (process.stdin.isTTY) return promptSecret(options.prompt);
-    const key = await readStdinSecret();
-    if (!key) throw new ValidationError('--api-key-stdin was given but stdin was empty', { hint: 'Pipe the key in: printf %s "$KEY" | npx aws ... --api-key-stdin' });
-    return key;
-  }
-  if (options.ask && canPrompt()) return promptSecret(options.prompt);
-  return undefined;
+  return resolveSecret({ flag: 'api-key', noun: 'API key', short: 'key', shellVar: '$KEY' }, { value: sources.apiKey, stdin: sources.apiKeyStdin }, options);
 }
