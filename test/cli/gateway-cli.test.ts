@@ -1,9 +1,8 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { botChatHeaders, botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
+import { HAS_SCRIPT, runCli, runInTerminal } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 const TOKEN = '123456:AAH-stdin-token-0123456789SECRET';
@@ -14,7 +13,6 @@ const CODE = /^[ABCDEFGHJKLMNPQRSTUVWXYZ23456789]{8}$/;
 const GATEWAY_KEYS = ['botId', 'botUsername', 'createdAt', 'enabled', 'id', 'kind', 'updatedAt', 'webhookUrl'];
 
 // util-linux's `script` provides the terminal (Debian ships it in an essential package).
-const hasScript = spawnSync('script', ['--version']).status === 0;
 
 /**
  * The gateway, webhook and pair commands as real subprocesses. The app runs in this process (on the
@@ -198,7 +196,7 @@ describe(`gateway, webhook and pair commands as subprocesses (${DB_MODE})`, { ti
   });
 
   // The terminal path is the same on both databases; it runs once, on the embedded one.
-  it.runIf(DB_MODE === 'embedded' && hasScript)('in a terminal: pair approve picks from the pending codes; gateway delete asks first', async () => {
+  it.runIf(DB_MODE === 'embedded' && HAS_SCRIPT)('in a terminal: pair approve picks from the pending codes; gateway delete asks first', async () => {
     const pending = JSON.parse((await run(['pair', 'list', '--json'])).stdout).codes as Array<Record<string, string>>;
     expect(pending).toHaveLength(1);
     const pick = await inTerminal(['pair', 'approve', '--tenant', 'acme'], [[/Approve which pairing code\?/, '\r']]);
@@ -219,25 +217,6 @@ describe(`gateway, webhook and pair commands as subprocesses (${DB_MODE})`, { ti
     expect((await sealed(gatewayId)).token).toMatch(/^v1\./);
   });
 
-  /** Runs a command in a pseudo-terminal, typing each answer once its question shows. */
-  function inTerminal(args: string[], answers: Array<[RegExp, string]>): Promise<{ code: number | null; out: string }> {
-    const cmd = [process.execPath, BIN, ...args].join(' ');
-    const child = spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: t.env.dir, stdio: ['pipe', 'pipe', 'pipe'], env: cleanEnv({ TERM: 'xterm', AGENTWS_CONFIG: t.env.configPath }) });
-    let out = '';
-    let next = 0;
-    child.stdout.on('data', (d) => {
-      out += d;
-      if (next < answers.length && answers[next][0].test(out.slice(-4000))) {
-        const keys = answers[next++][1];
-        setTimeout(() => child.stdin.write(keys), 150);
-      }
-    });
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-      child.on('exit', (code) => {
-        clearTimeout(timer);
-        resolve({ code, out });
-      });
-    });
-  }
+  const inTerminal = (args: string[], answers: Array<[RegExp, string]>) => runInTerminal(t.env, args, answers);
+
 });

@@ -1,8 +1,7 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/open-database.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
-import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
+import { HAS_SCRIPT, runCli, runInTerminal } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 const KEY = 'sk-test-0123456789abcdefSECRET';
@@ -223,33 +222,10 @@ describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () 
   });
 });
 
-// util-linux's `script` provides the terminal (Debian ships it in an essential package).
-const hasScript = spawnSync('script', ['--version']).status === 0;
 
-/** Runs a command in a pseudo-terminal, typing each answer once its question shows; resolves with the exit code and output. */
-function inTerminal(env: TestEnv, args: string[], answers: Array<[RegExp, string]>): Promise<{ code: number | null; out: string }> {
-  const cmd = [process.execPath, BIN, ...args].join(' ');
-  const child = spawn('script', ['-qfec', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: cleanEnv({ TERM: 'xterm', AGENTWS_CONFIG: env.configPath }) });
-  let out = '';
-  let next = 0;
-  child.stdout.on('data', (d) => {
-    out += d;
-    if (next < answers.length && answers[next][0].test(out.slice(-4000))) {
-      const keys = answers[next++][1];
-      setTimeout(() => child.stdin.write(keys), 150);
-    }
-  });
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out });
-    });
-  });
-}
 
 // The terminal path is the same on both databases; it runs once, on the embedded one.
-describe.runIf(DB_MODE === 'embedded' && hasScript)('provider commands in a terminal', SLOW, () => {
+describe.runIf(DB_MODE === 'embedded' && HAS_SCRIPT)('provider commands in a terminal', SLOW, () => {
   let env: TestEnv;
   beforeAll(async () => {
     env = await createTestEnv();
@@ -259,7 +235,7 @@ describe.runIf(DB_MODE === 'embedded' && hasScript)('provider commands in a term
   afterAll(() => env?.cleanup());
 
   it('asks for the key masked (never echoed) and confirms a removal', async () => {
-    const add = await inTerminal(env, ['provider', 'add', 'claude', '--kind', 'anthropic', '--model', 'claude-sonnet-4-5'], [[/API key for claude \(anthropic\)/, `${KEY}\r`]]);
+    const add = await runInTerminal(env, ['provider', 'add', 'claude', '--kind', 'anthropic', '--model', 'claude-sonnet-4-5'], [[/API key for claude \(anthropic\)/, `${KEY}\r`]]);
     expect(add.code, add.out).toBe(0);
     expect(add.out).not.toContain(KEY);
     expect(add.out).toMatch(/\*{5}/);
@@ -267,12 +243,12 @@ describe.runIf(DB_MODE === 'embedded' && hasScript)('provider commands in a term
     const [row] = await sql<{ sealed: string }>(env, `select api_key_sealed as sealed from providers where name = 'claude'`);
     expect(createSecretBox([env.vars.AGENTWS_ENCRYPTION_KEY]).open(row.sealed)).toBe(KEY);
 
-    const no = await inTerminal(env, ['provider', 'remove', 'claude'], [[/Remove provider claude/, 'n\r']]);
+    const no = await runInTerminal(env, ['provider', 'remove', 'claude'], [[/Remove provider claude/, 'n\r']]);
     expect(no.code, no.out).toBe(1);
     expect(no.out).toMatch(/Nothing was removed/);
     expect(await sql(env, `select 1 from providers where name = 'claude'`)).toHaveLength(1);
 
-    const yes = await inTerminal(env, ['provider', 'remove', 'claude'], [[/Remove provider claude/, 'y\r']]);
+    const yes = await runInTerminal(env, ['provider', 'remove', 'claude'], [[/Remove provider claude/, 'y\r']]);
     expect(yes.code, yes.out).toBe(0);
     expect(await sql(env, `select 1 from providers where name = 'claude'`)).toHaveLength(0);
   });

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { TestEnv } from './test-env.js';
 
@@ -107,6 +107,31 @@ export function startServe(env: TestEnv, options: { command?: string[]; readyMsg
     child.once('exit', (code) => {
       clearTimeout(timer);
       if (!ready) reject(new Error(`exited with ${code} before ready:\n${out}`));
+    });
+  });
+}
+
+/** Whether util-linux's `script` is here to provide a pseudo-terminal (Debian ships it in an essential package). */
+export const HAS_SCRIPT = spawnSync('script', ['--version']).status === 0;
+
+/** Runs `aws <args>` in a pseudo-terminal, typing each answer once its question shows; resolves with the exit code and output. */
+export function runInTerminal(env: TestEnv, args: string[], answers: Array<[RegExp, string]>): Promise<{ code: number | null; out: string }> {
+  const cmd = [process.execPath, BIN, ...args].join(' ');
+  const child = spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: env.dir, stdio: ['pipe', 'pipe', 'pipe'], env: cleanEnv({ TERM: 'xterm', AGENTWS_CONFIG: env.configPath }) });
+  let out = '';
+  let next = 0;
+  child.stdout.on('data', (d) => {
+    out += d;
+    if (next < answers.length && answers[next][0].test(out.slice(-4000))) {
+      const keys = answers[next++][1];
+      setTimeout(() => child.stdin.write(keys), 150);
+    }
+  });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
     });
   });
 }
