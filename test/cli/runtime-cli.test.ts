@@ -18,21 +18,27 @@ async function sql<T extends Record<string, unknown>>(env: TestEnv, text: string
   }
 }
 
-// Each embedded-mode command hosts PGlite for its own lifetime (a few seconds on two busy cores), and
-// some tests run half a dozen of them.
+// Commands against the embedded database reach it through the socket of the process that hosts it, as
+// they would with `aws serve` running; the suite hosts it itself (a command that hosts PGlite for its own
+// lifetime costs seconds, and the self-hosting path is covered by cli.test.ts).
 const SLOW = { timeout: 180_000 };
 
 describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () => {
   let env: TestEnv;
+  let host: Awaited<ReturnType<typeof openDatabase>> | undefined;
   const run = (args: string[], input?: string) => runCli([...args, '--tenant', 'acme'], { env, input });
   beforeAll(async () => {
     env = await createTestEnv();
+    if (DB_MODE === 'embedded') host = await openDatabase(env.config());
     expect((await runCli(['migrate'], { env })).code).toBe(0);
     for (const [name, email] of [['acme', 'alice@acme.example'], ['beta', 'bob@beta.example']]) {
       expect((await runCli(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
     }
   });
-  afterAll(() => env?.cleanup());
+  afterAll(async () => {
+    await host?.close();
+    await env?.cleanup();
+  });
 
   it('runtime status before anything is applied: exit 0, not ready, obvious in human output', async () => {
     const json = await run(['runtime', 'status', '--json']);
