@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/open-database.js';
 import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
@@ -7,14 +8,21 @@ const lines = (s: string) => s.split('\n').filter(Boolean);
 
 describe(`admin commands as subprocesses (${DB_MODE})`, () => {
   let env: TestEnv;
+  // Embedded: the suite hosts the database and the commands reach it by socket, as with `aws serve`
+  // running (a command hosting PGlite itself costs seconds; cli.test.ts covers that path).
+  let host: Awaited<ReturnType<typeof openDatabase>> | undefined;
   beforeAll(async () => {
     env = await createTestEnv();
+    if (DB_MODE === 'embedded') host = await openDatabase(env.config());
     expect((await runCli(['migrate'], { env })).code).toBe(0);
     for (const [name, email] of [['acme', 'alice@acme.example'], ['beta', 'bob@beta.example']]) {
       expect((await runCli(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
     }
   });
-  afterAll(() => env?.cleanup());
+  afterAll(async () => {
+    await host?.close();
+    await env?.cleanup();
+  });
 
   it('role assign / revoke / list and user list act through the services, audited as the CLI', async () => {
     const needTenant = await runCli(['role', 'list'], { env });
