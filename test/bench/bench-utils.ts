@@ -125,6 +125,15 @@ export async function startServe(bin: string, dir: string, databaseUrl?: string,
     const line = readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes('agentws ready'));
     if (line) return { child, url: JSON.parse(line).url as string, init: JSON.parse(init.stdout), config: readFileSync(env.AGENTWS_CONFIG, 'utf8') };
   }
-  child.kill('SIGKILL');
+  // SIGTERM first: a serve that got as far as starting its managed runtime stops it on the way out.
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    if (child.exitCode !== null) resolve();
+    else child.kill('SIGTERM');
+  });
   throw new Error('aws serve did not become ready:\n' + readFileSync(logFile, 'utf8'));
 }

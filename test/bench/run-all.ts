@@ -8,7 +8,10 @@ import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
+import { promptLatency } from './prompt-latency.bench.js';
 import { serveReady } from './serve-ready.bench.js';
+import { sseFanout } from './sse-fanout.bench.js';
+import { sseMemory } from './sse-memory.bench.js';
 
 const benches: Record<string, () => Promise<boolean>> = {
   'cli-startup': cliStartup,
@@ -16,6 +19,9 @@ const benches: Record<string, () => Promise<boolean>> = {
   'auth-status': authStatusThroughput,
   'auth-me': authMeThroughput,
   audit: auditLog,
+  'sse-fanout': sseFanout,
+  'prompt-latency': promptLatency,
+  'sse-memory': sseMemory,
   'gateway-approval': gatewayApproval,
   'gateway-inbound': gatewayInbound,
 };

@@ -21,4 +21,21 @@ describe(`database (${DB_MODE})`, () => {
     expect(results).toEqual([1, 2, 3]);
     expect((await db.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
   });
+
+  it('gives every query its own result while other connections run transactions', async () => {
+    // Embedded: all connections share one session; queries that waited behind a transaction used to run
+    // from the backlog message by message and bind each other's statements (wrong rows, or errors).
+    const { db } = t.opened;
+    for (let round = 0; round < 10; round++) {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          const v = round * 100 + i;
+          if (i % 5 === 0) return db.transaction(async (tx) => (await tx.query<{ v: number }>('select $1::int as v', [v])).rows[0]?.v);
+          const r = await db.query<{ v: number }>(i % 2 ? 'select $1::int as v' : 'select $1::int + 0 as v, 1 as w', [v]);
+          return r.rows[0]?.v;
+        }),
+      );
+      expect(results).toEqual(Array.from({ length: 20 }, (_, i) => round * 100 + i));
+    }
+  });
 });

@@ -1,0 +1,435 @@
+/**
+ * Helpers of the agent-session benchmarks (sse-fanout, prompt-latency, sse-memory): the processes they
+ * start (always stopped, also when the bench fails or is interrupted), API calls with the service API
+ * key, the real opencode runtime, and a cheap raw-http SSE client for a thousand concurrent streams.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import pg from 'pg';
+import { opencodeBinary } from '../../src/core/runtime/opencode-process.js';
+import { createSecretBox } from '../../src/lib/secret-box.js';
+import { randomSecret } from '../../src/lib/secrets.js';
+import { pinned, spawnUntil, stop } from './bench-utils.js';
+
+// ---------------------------------------------------------------------------------------------------
+// Processes: everything a bench starts is registered here and stopped by stopAll(), which the bench
+// calls in `finally`; if the runner itself dies (exception, Ctrl-C, SIGTERM) the rest are SIGKILLed.
+
+const live = new Set<{ child?: ChildProcess; pid?: number; name: string }>();
+
+export function track(name: string, child: ChildProcess): ChildProcess {
+  const entry = { child, name };
+  live.add(entry);
+  child.once('exit', () => live.delete(entry));
+  return child;
+}
+
+/** A process we did not spawn ourselves (the managed runtime, child of serve): killed if still alive at the end. */
+export function trackPid(name: string, pid: number): void {
+  live.add({ pid, name });
+}
+
+/** Every live descendant of a process (children, grandchildren...), from /proc. */
+export function descendantsOf(pid: number): number[] {
+  const parent = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      parent.set(ppid, [...(parent.get(ppid) ?? []), Number(name)]);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of parent.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+const kill = (pid: number, signal: NodeJS.Signals) => {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // already gone
+  }
+};
+
+function killNow() {
+  for (const e of live) {
+    if (e.child?.pid && e.child.exitCode === null && e.child.signalCode === null) {
+      for (const d of descendantsOf(e.child.pid)) kill(d, 'SIGKILL');
+      kill(e.child.pid, 'SIGKILL');
+    } else if (e.pid) kill(e.pid, 'SIGKILL');
+  }
+  live.clear();
+}
+process.once('exit', killNow);
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    killNow();
+    process.exit(130);
+  });
+}
+
+/**
+ * Stops tracked processes gracefully (all of them, or those given), last started first: SIGTERM (serve
+ * stops its managed runtime itself), SIGKILL after 15 s; a descendant still alive after its parent
+ * exited is killed.
+ */
+export async function stopAll(only?: ChildProcess[]): Promise<void> {
+  // Spawned processes last-started first; bare pids (children of those, normally gone by then) at the end.
+  const entries = [...live]
+    .filter((e) => !only || (e.child && only.includes(e.child)))
+    .reverse()
+    .sort((a, b) => Number(!a.child) - Number(!b.child));
+  for (const e of entries) {
+    if (e.child?.pid) {
+      const c = e.child;
+      const family = descendantsOf(c.pid!);
+      const timer = setTimeout(() => c.kill('SIGKILL'), 15_000);
+      await stop(c);
+      clearTimeout(timer);
+      if (family.length) await new Promise((r) => setTimeout(r, 200));
+      for (const d of family) kill(d, 'SIGKILL');
+    } else if (e.pid) {
+      await new Promise((r) => setTimeout(r, 200));
+      kill(e.pid, 'SIGKILL');
+    }
+    live.delete(e);
+  }
+}
+
+/** Prints the last lines of the logs of a failed bench's processes to stderr (the folder is deleted afterwards). */
+export function dumpLogs(files: string[], lines = 15): void {
+  for (const f of files) {
+    try {
+      const tail = readFileSync(f, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+      process.stderr.write(`--- last lines of ${f}\n${tail}\n`);
+    } catch {
+      // no such log
+    }
+  }
+}
+
+/** Removes a bench's folder, unless BENCH_KEEP_DIR is set (then says where it is, logs included). */
+export function removeDir(dir: string): void {
+  if (process.env.BENCH_KEEP_DIR) process.stderr.write(`  (kept ${dir})\n`);
+  else rmSync(dir, { recursive: true, force: true });
+}
+
+/** Resident set size of one process (VmRSS, kB), from /proc; its children are not included. */
+export function rssKb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!m) throw new Error(`no VmRSS for ${pid}`);
+  return Number(m[1]);
+}
+
+/** CPU time (user + system, ms) a process has used so far, from /proc/<pid>/stat. */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+/**
+ * Like bench-utils' pinned() (which also pins this process to CPU 1), but for helpers that belong on the
+ * measuring side: runs cmd on CPU 1. No-op where pinning is not possible.
+ */
+export function onCpu1(cmd: string, args: string[]): [string, string[]] {
+  const [c, a] = pinned(cmd, args);
+  return c === 'taskset' ? ['taskset', ['-c', '1', cmd, ...args]] : [c, a];
+}
+
+/** The 1, 5 and 15 minute load averages: the machine's other work, which these figures depend on. */
+export function loadAvg(): string {
+  return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+}
+
+/**
+ * Scheduler statistics of a process's main thread (the event loop), from /proc/<pid>/task/<pid>/schedstat:
+ * time on a CPU and time spent runnable but waiting for one (ms). Waiting time shows CPU starvation.
+ */
+export function schedMs(pid: number): { run: number; wait: number } {
+  const [run, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+  return { run: run / 1e6, wait: wait / 1e6 };
+}
+
+export function configValue(config: string, key: string): string {
+  const m = new RegExp(`^${key}=(.*)$`, 'm').exec(config);
+  if (!m) throw new Error(`${key} is not in the config`);
+  return m[1].trim().replace(/^["']|["']$/g, '');
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The API, as an API client with the service key (acts as the operator user, an owner).
+
+export interface Api {
+  base: string;
+  key: string;
+  call(method: string, path: string, body?: unknown): Promise<{ status: number; json: any; text: string }>;
+}
+
+export function apiOf(base: string, key: string): Api {
+  return {
+    base,
+    key,
+    async call(method, path, body) {
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        body: body !== undefined ? JSON.stringify(body) : undefined,
+      });
+      const text = await res.text();
+      let json: any;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
+      return { status: res.status, json, text };
+    },
+  };
+}
+
+/** Waits until the service reaches its runtime (GET /v1/admin/runtime answers reachable). */
+export async function waitRuntimeReachable(api: Api, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await api.call('GET', '/v1/admin/runtime').catch(() => null);
+    if (r?.status === 200 && r.json.runtime?.reachable) return;
+    if (Date.now() > deadline) throw new Error(`the runtime is not reachable through the service: ${r?.text}`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+}
+
+/** Registers the scripted model (OpenAI-compatible server at llmUrl) and applies it as the default model. */
+export async function applyScriptedModel(api: Api, llmUrl: string): Promise<void> {
+  const add = await api.call('POST', '/v1/admin/providers', {
+    name: 'scripted',
+    kind: 'openai-compatible',
+    baseUrl: `${llmUrl}/v1`,
+    apiKey: 'sk-scripted',
+    models: [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096, inputCostPerMTok: 2, outputCostPerMTok: 8 }],
+  });
+  if (add.status !== 201) throw new Error(`provider: ${add.status} ${add.text}`);
+  const apply = await api.call('POST', '/v1/admin/runtime/apply', { defaultModel: 'scripted/fake-model' });
+  if (apply.status !== 200 || !apply.json.pushed) throw new Error(`apply: ${apply.status} ${apply.text}`);
+}
+
+/** Creates n sessions, `parallel` requests at a time. */
+export async function createSessions(api: Api, n: number, prefix: string, parallel = 10): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i += parallel) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(parallel, n - i) }, async (_, j) => {
+        const r = await api.call('POST', '/v1/sessions', { title: `${prefix} ${i + j}` });
+        if (r.status !== 201) throw new Error(`create session: ${r.status} ${r.text}`);
+        return r.json.sessionId as string;
+      }),
+    );
+    ids.push(...batch);
+  }
+  return ids;
+}
+
+/** Where the managed runtime of a PostgreSQL-backed serve listens, read the way `aws worker` reads it. */
+export async function managedRuntimeEndpoint(databaseUrl: string, config: string, timeoutMs = 60_000): Promise<{ url: string; authorization: string; pid: number }> {
+  const box = createSecretBox([configValue(config, 'AGENTWS_ENCRYPTION_KEY')]);
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const { rows } = await c.query(`select url, password_sealed, pid from runtime_endpoint where id = 1`);
+      if (rows[0]) {
+        const password = box.open(rows[0].password_sealed);
+        return { url: rows[0].url, authorization: `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`, pid: rows[0].pid };
+      }
+      if (Date.now() > deadline) throw new Error('the managed runtime did not publish its endpoint');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * A real opencode runtime (the binary the service ships with), started the way the managed runtime is
+ * (own HOME and XDG dirs, generated password, loopback, port 0), for external-runtime mode.
+ */
+export async function startOpencode(dir: string, wrap: (cmd: string, args: string[]) => [string, string[]] = (c, a) => [c, a]): Promise<{ child: ChildProcess; url: string; password: string; authorization: string }> {
+  const home = join(dir, 'home');
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const password = randomSecret(24);
+  const env = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, '.config'),
+    XDG_DATA_HOME: join(home, '.local', 'share'),
+    XDG_CACHE_HOME: join(home, '.cache'),
+    XDG_STATE_HOME: join(home, '.local', 'state'),
+    OPENCODE_SERVER_PASSWORD: password,
+  };
+  const { child, value: url } = await spawnUntil(...wrap(opencodeBinary(), ['serve', '--port', '0', '--hostname', '127.0.0.1']), { cwd: dir, env }, (line) => /opencode server listening on (http:\/\/\S+)/.exec(line)?.[1]);
+  track('opencode', child);
+  const authorization = `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`;
+  for (let i = 0; ; i++) {
+    const res = await fetch(`${url}/global/health`, { headers: { authorization } }).catch(() => null);
+    if (res?.ok) break;
+    if (i > 300) throw new Error('opencode does not answer its health check');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, url, password, authorization };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// SSE clients: raw http.get and a byte-level frame splitter, so a thousand streams cost the measuring
+// side little CPU (no fetch/WHATWG streams, no TextDecoder, no JSON parsing of our frames).
+
+export interface SseStream {
+  /** Frame ids in arrival order and their arrival times (performance.now(), ms; the time the chunk holding the frame's end was read). */
+  ids: string[];
+  times: number[];
+  /** Bytes received. */
+  bytes: number;
+  status: number;
+  ended: boolean;
+  close(): void;
+}
+
+/**
+ * Opens one SSE stream. `onData` (optional) gets each frame's `data:` text (for streams whose payload
+ * must be read, like the runtime's own, whose frames have no `id:` line); otherwise only `id:` lines are
+ * looked at.
+ */
+export function openStream(url: string, headers: Record<string, string>, onData?: (data: string, t: number) => void): Promise<SseStream> {
+  return new Promise((resolve, reject) => {
+    const s: SseStream = { ids: [], times: [], bytes: 0, status: 0, ended: false, close: () => req.destroy() };
+    const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false }, (res) => {
+      s.status = res.statusCode ?? 0;
+      if (s.status !== 200) {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => reject(new Error(`SSE ${url}: HTTP ${s.status} ${body.slice(0, 300)}`)));
+        return;
+      }
+      res.socket.setNoDelay(true);
+      let carry = '';
+      res.on('data', (chunk: Buffer) => {
+        const t = performance.now();
+        s.bytes += chunk.length;
+        const text = carry ? carry + chunk.toString('latin1') : chunk.toString('latin1');
+        let start = 0;
+        let end: number;
+        while ((end = text.indexOf('\n\n', start)) >= 0) {
+          if (onData) {
+            const frame = text.slice(start, end);
+            const at = frame.startsWith('data: ') ? 6 : frame.indexOf('\ndata: ') + 7;
+            if (at >= 6) onData(Buffer.from(frame.slice(at), 'latin1').toString('utf8'), t);
+          } else if (text.startsWith('id: ', start)) {
+            const nl = text.indexOf('\n', start);
+            s.ids.push(text.slice(start + 4, nl));
+            s.times.push(t);
+          }
+          start = end + 2;
+        }
+        carry = start < text.length ? text.slice(start) : '';
+      });
+      res.on('end', () => (s.ended = true));
+      res.on('error', () => (s.ended = true));
+      resolve(s);
+    });
+    req.on('error', (err) => {
+      s.ended = true;
+      if (!s.status) reject(err);
+    });
+  });
+}
+
+/** Opens many streams, `parallel` at a time. */
+export async function openStreams(urls: string[], headers: Record<string, string>, parallel = 50): Promise<SseStream[]> {
+  const out: SseStream[] = new Array(urls.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < urls.length) {
+        const i = next++;
+        out[i] = await openStream(urls[i], headers);
+      }
+    }),
+  );
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A loopback proxy in front of the runtime that timestamps the runtime-bound requests it forwards.
+
+export interface RuntimeProxy {
+  url: string;
+  /** Arrivals of `POST …/prompt_async` (performance.now() when the request's headers arrived). */
+  prompts: Array<{ t: number; path: string }>;
+  /** Arrivals of every request, same clock. */
+  all: Array<{ t: number; method: string; path: string }>;
+  close(): Promise<void>;
+}
+
+/**
+ * Forwards every request to `target` unchanged (method, path, headers, body) and streams every response
+ * back as it comes, which keeps long-lived streams such as `/global/event` live; notes when each
+ * `POST /session/:id/prompt_async` arrives.
+ */
+export async function startRuntimeProxy(target: string): Promise<RuntimeProxy> {
+  const agent = new http.Agent({ keepAlive: true });
+  const prompts: RuntimeProxy['prompts'] = [];
+  const all: RuntimeProxy['all'] = [];
+  const server = http.createServer((req, res) => {
+    const t = performance.now();
+    all.push({ t, method: req.method!, path: req.url! });
+    if (req.method === 'POST' && /\/prompt_async(\?|$)/.test(req.url ?? '')) prompts.push({ t, path: req.url! });
+    const up = http.request(`${target}${req.url}`, { method: req.method, headers: req.headers, agent }, (ur) => {
+      res.writeHead(ur.statusCode ?? 502, ur.headers);
+      res.socket?.setNoDelay(true);
+      ur.pipe(res);
+    });
+    up.on('error', () => res.destroy());
+    res.on('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    req.pipe(up);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    prompts,
+    all,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        agent.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** `aws worker` on the config of a bench serve (same extra environment), pinned like serve; resolves once started. */
+export async function startWorkerProcess(bin: string, serveDir: string, extraEnv: Record<string, string> = {}): Promise<ChildProcess> {
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(serveDir, 'config.env'), ...extraEnv };
+  const logFile = join(serveDir, 'worker.log');
+  const child = track('aws worker', spawn(...pinned(process.execPath, [bin, 'worker']), { cwd: serveDir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] }));
+  for (let i = 0; i < 300; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    if (readFileSync(logFile, 'utf8').includes('"worker started"')) return child;
+    if (child.exitCode !== null) break;
+  }
+  throw new Error('aws worker did not start:\n' + readFileSync(logFile, 'utf8'));
+}
