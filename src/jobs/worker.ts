@@ -11,6 +11,12 @@ import type { Logger } from '../core/logger.js';
  */
 const BACKSTOP_POLL_S = 10;
 
+interface Poller {
+  id: string;
+  /** Running a job (an idle poller is sleeping until its next poll, or fetching). */
+  busy: boolean;
+}
+
 export interface Worker {
   queues: string[];
   /** Stops fetching, waits up to timeoutMs for jobs in flight, then releases the rest for another worker. */
@@ -24,15 +30,17 @@ export interface Worker {
  */
 export async function startWorker(core: Core, boss: PgBoss, log: Logger, options: { concurrency: number }): Promise<Worker> {
   const queues = Object.keys(core.jobHandlers);
-  const pollers = new Map<string, string[]>();
+  const pollers = new Map<string, Poller[]>();
+  const next = new Map<string, number>();
   for (const name of queues) {
     const handler = core.jobHandlers[name];
     // pg-boss 10 has no per-worker concurrency option: N pollers on a queue give N jobs at once.
     for (let i = 0; i < options.concurrency; i++) {
-      let id = '';
-      id = await boss.work(name, { batchSize: 1, pollingIntervalSeconds: BACKSTOP_POLL_S }, async ([job]) => {
+      const poller: Poller = { id: '', busy: false };
+      poller.id = await boss.work(name, { batchSize: 1, pollingIntervalSeconds: BACKSTOP_POLL_S }, async ([job]) => {
+        poller.busy = true;
         // pg-boss waits a full polling interval after every job; while jobs keep coming, fetch the next at once.
-        setImmediate(() => boss.notifyWorker(id));
+        setImmediate(() => boss.notifyWorker(poller.id));
         const jobLog = log.child({ jobId: job.id, queue: name });
         const started = Date.now();
         try {
@@ -41,14 +49,29 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
         } catch (err) {
           jobLog.error({ err: (err as Error).message, durationMs: Date.now() - started }, 'job failed');
           throw err;
+        } finally {
+          poller.busy = false;
         }
       });
-      pollers.set(name, [...(pollers.get(name) ?? []), id]);
+      pollers.set(name, [...(pollers.get(name) ?? []), poller]);
     }
   }
-  // Fetch at once when a job is enqueued (in this process or, on PostgreSQL, any other).
+  // Fetch at once when a job is enqueued (in this process or, on PostgreSQL, any other). One job wakes ONE
+  // idle poller, taking turns: waking them all made every poller query at once for the one job, and on
+  // the embedded database (one session, queries queue) that doubled the enqueue -> start latency. A busy
+  // poller fetches again by itself when its job ends, so with none idle there is nobody to wake.
   const unsubscribe = await core.bus.subscribe(JOBS_ENQUEUED, (payload) => {
-    for (const id of pollers.get((payload as { name?: string } | null)?.name ?? '') ?? []) boss.notifyWorker(id);
+    const name = (payload as { name?: string } | null)?.name ?? '';
+    const list = pollers.get(name);
+    if (!list?.length) return;
+    const start = next.get(name) ?? 0;
+    for (let k = 0; k < list.length; k++) {
+      const p = list[(start + k) % list.length];
+      if (p.busy) continue;
+      next.set(name, (start + k + 1) % list.length);
+      boss.notifyWorker(p.id);
+      return;
+    }
   });
   log.info({ queues, concurrency: options.concurrency }, 'worker started');
   return {
