@@ -71,7 +71,6 @@ async function measure(setup: Setup, rt: Runtime & { llmUrl: string }, root: str
       AGENTWS_RUNTIME_URL: rt.proxy.url,
       AGENTWS_RUNTIME_PASSWORD: rt.password,
       ...(setup === 'pg-serve' ? { AGENTWS_SERVE_RUNS_WORKER: 'true' } : {}),
-      NODE_OPTIONS: '--import /work/wt-bench/.scratch/pgtrace.mjs', PGTRACE_OUT: '/work/wt-bench/.scratch/pgtrace-' + setup + '.txt',
     };
     const serveDir = join(dir, setup);
     const serve = await startServe(bin, serveDir, db?.url, env);
