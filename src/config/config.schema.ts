@@ -51,6 +51,7 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_WORKER_CONCURRENCY', kind: 'int', default: '4', min: 1, max: 64, doc: 'Jobs one worker process runs at once per queue.' },
   { name: 'AGENTWS_RUNTIME_URL', kind: 'url', default: '', doc: 'URL of an external opencode server (`opencode serve`) shared by every serve and worker. Empty: `aws serve` starts and manages its own runtime on loopback.' },
   { name: 'AGENTWS_RUNTIME_PASSWORD', kind: 'secret', default: '', doc: 'Password of the external runtime (its OPENCODE_SERVER_PASSWORD; HTTP Basic user `opencode`). Ignored for the managed runtime, which gets a generated one.' },
+  { name: 'AGENTWS_RUNTIME_NICE', kind: 'int', default: '10', min: 0, max: 19, doc: 'CPU niceness of the managed runtime and of every tool it runs (builds, tests): the API, its event streams and the worker keep their CPU share while agents work. 0: same priority as serve.' },
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. Empty: allowed tools run without asking.' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
   { name: 'AGENTWS_PROMPT_MAX_FILE_MB', kind: 'int', default: '4', min: 1, max: 100, doc: 'Largest file a prompt may attach, in MiB (larger: 413). A whole prompt request may be at most files x size + 1 MiB.' },
@@ -111,6 +112,8 @@ export interface Config {
     readonly url: string | null;
     readonly password: string | null;
     readonly askTools: readonly string[];
+    /** Niceness the managed runtime (and what it runs) is started with. */
+    readonly nice: number;
   };
   readonly gateways: {
     readonly botChatApiUrl: string;

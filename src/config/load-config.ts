@@ -187,6 +187,7 @@ export function parseConfigValues(input: {
       url: runtimeUrl?.replace(/\/+$/, '') ?? null,
       password: orNull('AGENTWS_RUNTIME_PASSWORD'),
       askTools,
+      nice: values.AGENTWS_RUNTIME_NICE as number,
     },
     gateways: {
       botChatApiUrl: str('AGENTWS_BOT_CHAT_API_URL').replace(/\/+$/, ''),

@@ -83,7 +83,7 @@ export function createCore(deps: CoreDeps) {
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
   const runtimeRepo = createRuntimeRepo();
-  const runtimeHost = createRuntimeHost({ mode: config.runtime.mode, dataDir: config.dataDir, db, box, repo: runtimeRepo, log: deps.log.child({ part: 'runtime' }) });
+  const runtimeHost = createRuntimeHost({ mode: config.runtime.mode, nice: config.runtime.nice, dataDir: config.dataDir, db, box, repo: runtimeRepo, log: deps.log.child({ part: 'runtime' }) });
   const runtimeClient = createRuntimeClient(
     createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, managed: () => runtimeHost.managed }),
   );

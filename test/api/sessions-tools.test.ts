@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, signToken } from '../helpers/app.js';
@@ -23,12 +23,13 @@ describe.runIf(DB_MODE === 'postgres')('sessions: tool permissions, tools policy
     const { tokens, ids } = people;
     const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'tools' } })).json.sessionId;
     const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${tokens.member}` });
-    r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'touch ran-once.txt', description: 'create a file' } } }, { text: 'Created it.' }]);
+    // `nice` prints the niceness the tool runs at: the runtime's (AGENTWS_RUNTIME_NICE, default 10).
+    r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'nice > ran-once.txt', description: 'create a file' } } }, { text: 'Created it.' }]);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'make a file', agent: 'build' } })).status).toBe(202);
 
     const events = await sse.until((e) => e.data.type === 'permission.asked');
     const asked = events.find((e) => e.data.type === 'permission.asked')!.data.properties;
-    expect(asked).toMatchObject({ id: expect.stringMatching(/^per_/), sessionID: sessionId, permission: 'bash', patterns: ['touch ran-once.txt'] });
+    expect(asked).toMatchObject({ id: expect.stringMatching(/^per_/), sessionID: sessionId, permission: 'bash', patterns: ['nice > ran-once.txt'] });
 
     // Another user cannot answer it, even knowing the id.
     const other = await signToken(r.t, { sub: ids.owner, tid: people.tenantId, roles: ['owner'] });
@@ -37,7 +38,7 @@ describe.runIf(DB_MODE === 'postgres')('sessions: tool permissions, tools policy
     const reply = await api(r.t, 'POST', `/v1/sessions/${sessionId}/permissions/${asked.id}`, { token: tokens.member, body: { response: 'once' } });
     expect(reply.status).toBe(200);
     await sse.until((e) => e.data.type === 'session.idle');
-    expect(existsSync(join(await dirOf(sessionId), 'ran-once.txt'))).toBe(true);
+    expect(readFileSync(join(await dirOf(sessionId), 'ran-once.txt'), 'utf8').trim()).toBe('10');
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/permissions/${asked.id}`, { token: tokens.member, body: { response: 'once' } })).status).toBe(404);
     await sse.close();
 

@@ -141,6 +141,12 @@ export function cpuMs(pid: number): number {
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
+/** Niceness of a process (field 19 of /proc/<pid>/stat). */
+export function niceOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
 /**
  * Like bench-utils' pinned() (which also pins this process to CPU 1), but for helpers that belong on the
  * measuring side: runs cmd on CPU 1. No-op where pinning is not possible.

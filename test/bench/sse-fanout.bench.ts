@@ -9,6 +9,7 @@ import {
   applyScriptedModel,
   configValue,
   cpuMs,
+  niceOf,
   createSessions,
   dumpLogs,
   loadAvg,
@@ -34,6 +35,8 @@ const ROUNDS = Number(process.env.BENCH_SSE_ROUNDS ?? 1);
 const TRACE = process.env.BENCH_SSE_TRACE;
 /** Where the managed runtime runs: 0 (with serve, inherited), 1 (with the clients) or any. */
 const RUNTIME_CPUS = process.env.BENCH_SSE_RUNTIME_CPUS ?? '0';
+/** AGENTWS_RUNTIME_NICE for serve's managed runtime; unset: serve's default (10). 0 shows equal priority. */
+const RUNTIME_NICE = process.env.BENCH_SSE_RUNTIME_NICE;
 
 /** The event types the session stream forwards (src/core/sessions/session-stream.ts, FORWARDED). */
 const FORWARDED = new Set(['message.updated', 'message.removed', 'message.part.updated', 'message.part.removed', 'message.part.delta', 'permission.asked', 'permission.replied', 'session.status', 'session.idle', 'session.error', 'session.compacted']);
@@ -138,7 +141,7 @@ export async function sseFanout(): Promise<boolean> {
       l.startsWith('{') ? (JSON.parse(l).url as string) : undefined,
     );
     track('scripted model', llm.child);
-    const serve = await startServe(bin, join(dir, 'serve'), db.url, { AGENTWS_SERVE_RUNS_WORKER: 'true' });
+    const serve = await startServe(bin, join(dir, 'serve'), db.url, { AGENTWS_SERVE_RUNS_WORKER: 'true', ...(RUNTIME_NICE !== undefined ? { AGENTWS_RUNTIME_NICE: RUNTIME_NICE } : {}) });
     track('aws serve', serve.child);
     const api = apiOf(serve.url, configValue(serve.config, 'AGENTWS_API_KEY'));
     await waitRuntimeReachable(api);
@@ -173,6 +176,7 @@ export async function sseFanout(): Promise<boolean> {
     lag.enable();
     const elu0 = performance.eventLoopUtilization();
     const cpu0 = { serve: cpuMs(serve.child.pid!), runtime: cpuMs(rt.pid) };
+    const runtimeNice = niceOf(rt.pid);
     const sched0 = { serve: schedMs(serve.child.pid!), self: schedMs(process.pid) };
     const t0 = performance.now();
     for (let round = 1; round <= ROUNDS; round++) {
@@ -234,7 +238,7 @@ export async function sseFanout(): Promise<boolean> {
         'frames delivered / expected': `${delivered} / ${expected}${unmatched ? ` (+${unmatched} not seen upstream)` : ''} (${((delivered / wallMs) * 1000).toFixed(0)}/s)`,
         ...(Object.keys(missing).length ? { 'frames missing, by event type': Object.entries(missing).map(([k, v]) => `${k} ${v}`).join(', ') } : {}),
         'subscribers connected at the end': `${stillOpen} / ${subs.length} (opened in ${openMs.toFixed(0)} ms)`,
-        'CPU serve / runtime (% of a core)': `${((cpu.serve / wallMs) * 100).toFixed(0)}% / ${((cpu.runtime / wallMs) * 100).toFixed(0)}% (serve on CPU 0, runtime on ${RUNTIME_CPUS === 'any' ? 'either' : `CPU ${RUNTIME_CPUS}`})`,
+        'CPU serve / runtime (% of a core)': `${((cpu.serve / wallMs) * 100).toFixed(0)}% / ${((cpu.runtime / wallMs) * 100).toFixed(0)}% (serve on CPU 0, runtime on ${RUNTIME_CPUS === 'any' ? 'either' : `CPU ${RUNTIME_CPUS}`}, runtime niceness ${runtimeNice})`,
         'waiting for a CPU: serve / clients': `${((waited.serve / wallMs) * 100).toFixed(1)}% / ${((waited.self / wallMs) * 100).toFixed(1)}% of the time (main threads, runnable but not running)`,
         'measuring side: loop util., lag p99': `${(elu.utilization * 100).toFixed(0)}%, ${(lag.percentile(99) / 1e6).toFixed(1)} ms`,
         'turns took (s)': (wallMs / 1000).toFixed(1),

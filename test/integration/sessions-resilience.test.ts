@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,6 +14,12 @@ import { api, freePort, startTestApp, type TestApp } from '../helpers/app.js';
 import { startServe } from '../helpers/cli.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
+
+/** A process's niceness (field 19 of /proc/<pid>/stat). */
+const niceOf = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+};
 
 /**
  * A runtime outside the app (external mode), optionally behind a loopback proxy that counts prompts
@@ -114,8 +120,11 @@ describe.runIf(DB_MODE === 'postgres')('sessions: crashes, restarts and several 
 
     const managed = r.t.opened.core.runtimeHost.managed!;
     const pid = managed.pid!;
+    // The runtime runs at AGENTWS_RUNTIME_NICE (default 10) below serve, before and after a restart.
+    expect(niceOf(pid)).toBe(10);
     process.kill(pid, 'SIGKILL');
     await expect.poll(() => managed.endpoint !== null && managed.pid !== pid, { timeout: 30_000, interval: 200 }).toBe(true);
+    expect(niceOf(managed.pid!)).toBe(10);
 
     r.llm.script([{ text: 'after the crash' }]);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: people.tokens.member, body: { text: 'two', agent: 'build' } })).status).toBe(202);

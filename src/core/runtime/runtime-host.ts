@@ -10,7 +10,7 @@ import type { RuntimeRepo } from './runtime.repo.js';
  * child, publishes where it listens (password sealed) so `aws worker` and the CLI can reach it, and
  * re-applies the recorded configuration after every (re)start. External mode: only re-applies.
  */
-export function createRuntimeHost(deps: { mode: 'managed' | 'external'; dataDir: string; db: Database; box: SecretBox; repo: RuntimeRepo; log: Logger }) {
+export function createRuntimeHost(deps: { mode: 'managed' | 'external'; nice?: number; dataDir: string; db: Database; box: SecretBox; repo: RuntimeRepo; log: Logger }) {
   let managed: ManagedRuntime | null = null;
   let stopRestartListener: (() => void) | null = null;
 
@@ -53,7 +53,7 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; dataDir:
         return;
       }
       if (managed) return;
-      managed = createManagedRuntime({ dataDir: deps.dataDir, log: deps.log });
+      managed = createManagedRuntime({ dataDir: deps.dataDir, log: deps.log, nice: deps.nice });
       const rt = managed;
       await reapOrphan().catch(() => {});
       const ready = async (ep: RuntimeEndpoint) => {
