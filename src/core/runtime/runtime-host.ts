@@ -1,9 +1,12 @@
 import { readFileSync } from 'node:fs';
 import type { Database } from '../../db/database.js';
+import { isProcessAlive, waitForProcessExit } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { Logger } from '../logger.js';
 import { createManagedRuntime, managedRuntimeHome, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
 import type { RuntimeRepo } from './runtime.repo.js';
+
+const ORPHAN_EXIT_WAIT_MS = 5000;
 
 /**
  * The runtime's lifecycle in the process that owns it (`aws serve`). Managed mode: starts opencode as a
@@ -29,15 +32,17 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; nice?: n
   async function reapOrphan(): Promise<void> {
     const { rows } = await deps.db.query<{ pid: number | null }>(`select pid from runtime_endpoint where id = 1`);
     const pid = rows[0]?.pid;
-    if (!pid || pid === process.pid) return;
+    if (!pid || pid === process.pid || !isProcessAlive(pid)) return;
     try {
       const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
       if (!env.includes(`HOME=${managedRuntimeHome(deps.dataDir)}`)) return;
       process.kill(pid, 'SIGKILL');
-      deps.log.warn({ runtimePid: pid }, 'stopped the agent runtime a previous serve left running');
     } catch {
-      // gone already, or not ours to read
+      return; // gone already, or not ours to read
     }
+    // Two runtimes on one HOME would share its SQLite database: start the new one only once the old is dead.
+    if (await waitForProcessExit(pid, ORPHAN_EXIT_WAIT_MS)) deps.log.warn({ runtimePid: pid }, 'stopped the agent runtime a previous serve left running');
+    else deps.log.error({ runtimePid: pid }, `the agent runtime a previous serve left running did not exit within ${ORPHAN_EXIT_WAIT_MS / 1000} s of SIGKILL; starting a new one anyway`);
   }
 
   return {
