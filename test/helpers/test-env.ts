@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -71,6 +71,9 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
       writeFileSync(configPath, Object.entries(vars).map(([k, v]) => `${k}=${v}`).join('\n') + '\n', { mode: 0o600 });
     },
     async cleanup() {
+      // A test that failed half-way may leave a process of this installation running (a managed runtime
+      // whose serve was killed): stop it before its directory goes.
+      killProcessesUnder(dir);
       if (dbName) {
         await withAdmin(inject('adminDatabaseUrl'), (c) => c.query(`drop database if exists ${dbName} with (force)`)).catch(() => {});
       }
@@ -80,6 +83,27 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
   env.writeConfig();
   return env;
 }
+
+/** SIGKILLs every process of this user whose HOME or working directory lies under `dir` (not this one). */
+export function killProcessesUnder(dir: string): number[] {
+  const killed: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const home = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((v) => v.startsWith('HOME='))?.slice(5) ?? '';
+      const cwd = readlinkSync(`/proc/${pid}/cwd`);
+      if (!isUnder(home, dir) && !isUnder(cwd, dir)) continue;
+      process.kill(pid, 'SIGKILL');
+      killed.push(pid);
+    } catch {
+      // exited meanwhile, or not ours to read
+    }
+  }
+  return killed;
+}
+
+const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir + '/');
 
 async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
