@@ -15,12 +15,14 @@ describe('process state', () => {
   });
 
   it('counts a zombie (exited, never reaped by its parent) as dead', async () => {
-    // The shell starts `true` in the background, prints its pid and becomes `sleep`, which never reaps it.
-    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 3']);
+    // The shell starts a child in the background, prints its pid and becomes `sleep`, which never reaps
+    // it. The child exits only once its parent is `sleep`: exiting earlier, the shell would reap it.
+    const child = `sh -c 'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.01; done'`;
+    const parent = spawn('sh', ['-c', `${child} & echo $!; exec sleep 30`]);
     const [line] = await once(parent.stdout!, 'data');
     const zombie = Number(String(line).trim());
     try {
-      await expect.poll(() => /\) Z /.test(procStat(zombie)), { timeout: 2000 }).toBe(true);
+      await expect.poll(() => /\) Z /.test(procStat(zombie)), { timeout: 20_000 }).toBe(true);
       expect(() => process.kill(zombie, 0)).not.toThrow(); // what a bare existence check would wrongly call alive
       expect(isProcessAlive(zombie)).toBe(false);
       expect(await waitForProcessExit(zombie, 100)).toBe(true);
