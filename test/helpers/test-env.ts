@@ -84,7 +84,7 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
   return env;
 }
 
-/** SIGKILLs every process of this user whose HOME or working directory lies under `dir` (not this one). */
+/** SIGKILLs every process (but this one) whose HOME or working directory lies under `dir`, a test env's own temp directory. */
 export function killProcessesUnder(dir: string): number[] {
   const killed: number[] = [];
   for (const name of readdirSync('/proc')) {
