@@ -2,6 +2,7 @@ import { mkdirSync, openSync, closeSync, writeSync, readFileSync, rmSync, exists
 import { join } from 'node:path';
 import net from 'node:net';
 import { UnavailableError } from '../core/errors.js';
+import { isProcessAlive } from '../lib/process-state.js';
 
 /**
  * The embedded database: PGlite (PostgreSQL in WASM) with pgvector, in AGENTWS_DATA_DIR/pglite.
@@ -44,7 +45,7 @@ export async function acquireEmbedded(dataDir: string): Promise<EmbeddedHandle> 
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const owner = readOwner(paths.lock);
-      if (owner !== null && owner !== process.pid && isAlive(owner)) {
+      if (owner !== null && owner !== process.pid && isProcessAlive(owner)) {
         await waitForSocket(paths.socket, 60_000, owner);
         return { socketDir: paths.runDir, hosted: false, release: async () => {} };
       }
@@ -180,21 +181,12 @@ function readOwner(lock: string): number | null {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** The host may still be starting (PGlite takes a few seconds on first run): wait for its socket. */
 async function waitForSocket(socket: string, timeoutMs: number, owner: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (existsSync(socket) && (await canConnect(socket))) return;
-    if (!isAlive(owner)) break;
+    if (!isProcessAlive(owner)) break;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new UnavailableError(`the embedded database is held by process ${owner} but its socket ${socket} does not answer`, {

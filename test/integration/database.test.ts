@@ -1,7 +1,13 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PoolInsideTransactionError } from '../../src/db/database.js';
+import { acquireEmbedded, embeddedPaths } from '../../src/db/embedded-host.js';
 import { openTestCore } from '../helpers/core.js';
-import { DB_MODE } from '../helpers/test-env.js';
+import { createTestEnv, DB_MODE } from '../helpers/test-env.js';
+import { makeZombie } from '../helpers/zombie.js';
 
 describe(`database (${DB_MODE})`, () => {
   let t: Awaited<ReturnType<typeof openTestCore>>;
@@ -36,6 +42,33 @@ describe(`database (${DB_MODE})`, () => {
         }),
       );
       expect(results).toEqual(Array.from({ length: 20 }, (_, i) => round * 100 + i));
+    }
+  });
+});
+
+describe.runIf(DB_MODE === 'embedded')('embedded database lock', () => {
+  it('takes over the lock of a host that died, whether its pid is gone or left a zombie nobody reaps', async () => {
+    const env = await createTestEnv();
+    const zombie = await makeZombie();
+    const exited = spawn('true');
+    await once(exited, 'exit');
+    try {
+      for (const dead of [exited.pid!, zombie.pid]) {
+        const { lock } = embeddedPaths(env.dataDir);
+        mkdirSync(dirname(lock), { recursive: true });
+        writeFileSync(lock, String(dead));
+        // A host that is alive would make this wait for its socket (60 s) and then fail.
+        const handle = await acquireEmbedded(env.dataDir);
+        try {
+          expect(handle.hosted).toBe(true);
+          expect(readFileSync(lock, 'utf8')).toBe(String(process.pid));
+        } finally {
+          await handle.release();
+        }
+      }
+    } finally {
+      zombie.release();
+      await env.cleanup();
     }
   });
 });
