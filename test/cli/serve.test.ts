@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isProcessAlive } from '../../src/lib/process-state.js';
 import { runCli, startServe, type ServeProcess } from '../helpers/cli.js';
@@ -168,6 +169,17 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     };
     serve = await startServe(env);
     const orphan = await runtimePidOf(serve);
+    // Serve records the runtime's pid just after logging that it is ready: kill it only once recorded.
+    const recordedPid = async () => {
+      const c = new pg.Client({ connectionString: env!.databaseUrl! });
+      await c.connect();
+      try {
+        return (await c.query<{ pid: number | null }>('select pid from runtime_endpoint where id = 1')).rows[0]?.pid ?? null;
+      } finally {
+        await c.end();
+      }
+    };
+    await expect.poll(recordedPid, { timeout: 10_000 }).toBe(orphan);
     await serve.stop('SIGKILL');
     expect(isProcessAlive(orphan)).toBe(true);
     serve = await startServe(env);
