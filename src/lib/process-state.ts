@@ -1,6 +1,31 @@
 import { readFileSync } from 'node:fs';
 
 /**
+ * The fields of /proc/<pid>/stat after the command name: [0] is the state (R, S, Z...), [1] the parent
+ * pid, [11]/[12] user/system CPU ticks, [16] the niceness (fields 3, 4, 14/15 and 19 of proc(5)).
+ * Null when there is no such process (or no /proc). The name may hold spaces and parentheses, so the
+ * fields are read after its last ')'.
+ */
+export function processStatFields(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).trim().split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/** The HOME a process was started with (from /proc/<pid>/environ), or null when it cannot be read. */
+export function processHome(pid: number): string | null {
+  try {
+    const home = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((v) => v.startsWith('HOME='));
+    return home === undefined ? null : home.slice('HOME='.length);
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Whether a process is still running. A zombie counts as dead: it has exited and only waits for its
  * parent to collect its status. That matters for processes orphaned by a parent that was killed
  * outright: they are re-parented to PID 1, and in containers PID 1 is often not an init that reaps
@@ -13,15 +38,10 @@ export function isProcessAlive(pid: number): boolean {
     // EPERM: it exists but belongs to someone else.
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  try {
-    // /proc/<pid>/stat is "pid (comm) state ..."; comm may hold spaces and parentheses, so read after the last ')'.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    // No /proc (not Linux), or it exited between the two checks: trust kill(pid, 0) where /proc is absent.
-    return process.platform !== 'linux';
-  }
+  const fields = processStatFields(pid);
+  // No stat: without /proc (not Linux) trust kill(pid, 0); on Linux it exited between the two checks.
+  if (!fields) return process.platform !== 'linux';
+  return fields[0] !== 'Z' && fields[0] !== 'X';
 }
 
 /** Resolves true once the process has exited (or is a zombie), false if it still runs after timeoutMs. */

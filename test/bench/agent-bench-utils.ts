@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import { opencodeBinary } from '../../src/core/runtime/opencode-process.js';
+import { processStatFields } from '../../src/lib/process-state.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { randomSecret } from '../../src/lib/secrets.js';
 import { pinned, spawnUntil, stop } from './bench-utils.js';
@@ -37,13 +38,10 @@ export function descendantsOf(pid: number): number[] {
   const parent = new Map<number, number[]>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      parent.set(ppid, [...(parent.get(ppid) ?? []), Number(name)]);
-    } catch {
-      // exited meanwhile
-    }
+    const fields = processStatFields(Number(name));
+    if (!fields) continue; // exited meanwhile
+    const ppid = Number(fields[1]);
+    parent.set(ppid, [...(parent.get(ppid) ?? []), Number(name)]);
   }
   const out: number[] = [];
   const walk = (p: number) => {
@@ -136,15 +134,19 @@ export function rssKb(pid: number): number {
 
 /** CPU time (user + system, ms) a process has used so far, from /proc/<pid>/stat. */
 export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const f = statOf(pid);
   return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 /** Niceness of a process (field 19 of /proc/<pid>/stat). */
 export function niceOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+  return Number(statOf(pid)[16]);
+}
+
+function statOf(pid: number): string[] {
+  const fields = processStatFields(pid);
+  if (!fields) throw new Error(`no process ${pid}`);
+  return fields;
 }
 
 /**

@@ -1,10 +1,11 @@
-import { cpSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
 import type { Config } from '../../src/config/config.schema.js';
 import { loadConfig } from '../../src/config/load-config.js';
+import { processHome } from '../../src/lib/process-state.js';
 import { randomSecret } from '../../src/lib/secrets.js';
 
 export type DbMode = 'postgres' | 'embedded';
@@ -91,9 +92,8 @@ export function killProcessesUnder(dir: string): number[] {
     const pid = Number(name);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
-      const home = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((v) => v.startsWith('HOME='))?.slice(5) ?? '';
       const cwd = readlinkSync(`/proc/${pid}/cwd`);
-      if (!isUnder(home, dir) && !isUnder(cwd, dir)) continue;
+      if (!isUnder(processHome(pid) ?? '', dir) && !isUnder(cwd, dir)) continue;
       process.kill(pid, 'SIGKILL');
       killed.push(pid);
     } catch {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { processStatFields } from '../../src/lib/process-state.js';
 
 /**
  * Makes a zombie: a process that has exited but that its parent never reaps, as an orphan stays under a
@@ -17,7 +17,7 @@ export async function makeZombie(): Promise<{ pid: number; release(): void }> {
     const [line] = await once(parent.stdout!, 'data');
     const pid = Number(String(line).trim());
     const deadline = Date.now() + 20_000;
-    while (!/\) Z /.test(readStat(pid))) {
+    while (processStatFields(pid)?.[0] !== 'Z') {
       if (Date.now() > deadline) throw new Error(`process ${pid} did not become a zombie`);
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -25,13 +25,5 @@ export async function makeZombie(): Promise<{ pid: number; release(): void }> {
   } catch (err) {
     release();
     throw err;
-  }
-}
-
-function readStat(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return '';
   }
 }

@@ -1,12 +1,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openCore } from '../../src/cli/open-core.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { createManagedRuntime, type ManagedRuntime } from '../../src/core/runtime/opencode-process.js';
+import { processStatFields } from '../../src/lib/process-state.js';
 import { buildApp } from '../../src/http/build-app.js';
 import { startWorker } from '../../src/jobs/worker.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
@@ -15,11 +16,8 @@ import { startServe } from '../helpers/cli.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
-/** A process's niceness (field 19 of /proc/<pid>/stat). */
-const niceOf = (pid: number) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-};
+/** A process's niceness (NaN once it is gone). */
+const niceOf = (pid: number) => Number(processStatFields(pid)?.[16]);
 
 /**
  * A runtime outside the app (external mode), optionally behind a loopback proxy that counts prompts

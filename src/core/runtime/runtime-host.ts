@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import type { Database } from '../../db/database.js';
-import { isProcessAlive, waitForProcessExit } from '../../lib/process-state.js';
+import { isProcessAlive, processHome, waitForProcessExit } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { Logger } from '../logger.js';
 import { createManagedRuntime, managedRuntimeHome, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
@@ -33,12 +32,11 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; nice?: n
     const { rows } = await deps.db.query<{ pid: number | null }>(`select pid from runtime_endpoint where id = 1`);
     const pid = rows[0]?.pid;
     if (!pid || pid === process.pid || !isProcessAlive(pid)) return;
+    if (processHome(pid) !== managedRuntimeHome(deps.dataDir)) return; // another process now has that pid
     try {
-      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-      if (!env.includes(`HOME=${managedRuntimeHome(deps.dataDir)}`)) return;
       process.kill(pid, 'SIGKILL');
     } catch {
-      return; // gone already, or not ours to read
+      return; // gone already
     }
     // Two runtimes on one HOME would share its SQLite database: start the new one only once the old is dead.
     if (await waitForProcessExit(pid, ORPHAN_EXIT_WAIT_MS)) deps.log.warn({ runtimePid: pid }, 'stopped the agent runtime a previous serve left running');
