@@ -9,6 +9,7 @@ import { loadConfig, parseConfigValues, readConfigFile, resolveConfigPath } from
 import type { Config } from '../src/config/config.schema.js';
 import { ConflictError, ValidationError } from '../src/core/errors.js';
 import type { SeedTenantResult } from '../src/core/tenants/tenants.service.js';
+import { slugify } from '../src/lib/slug.js';
 import { packageRoot } from '../src/lib/package-root.js';
 import { randomSecret } from '../src/lib/secrets.js';
 
@@ -79,6 +80,8 @@ export default class Init extends BaseCommand<typeof Init> {
       AGENTWS_OIDC_CLIENT_SECRET: answers.clientSecret,
       AGENTWS_ALLOW_ANONYMOUS: String(answers.demo),
       AGENTWS_OPERATOR_EMAIL: answers.ownerEmail,
+      // The operator is looked up in this tenant only (another tenant may have a user with that email).
+      AGENTWS_OPERATOR_TENANT: (answers.tenantSlug?.trim() || slugify(answers.tenantName)).toLowerCase(),
       ...secrets,
     };
     for (const [k, v] of Object.entries(values)) {

@@ -39,6 +39,7 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_API_KEY', kind: 'secret', default: '', doc: 'Service-wide API key accepted as a Bearer token. Empty means local development mode: gateway routes are not protected.' },
   { name: 'AGENTWS_ALLOW_ANONYMOUS', kind: 'bool', default: 'false', doc: 'Local demo mode: requests without a token act as the operator user.' },
   { name: 'AGENTWS_OPERATOR_EMAIL', kind: 'string', default: '', doc: 'Email of the operator user (created by `aws init`); demo-mode requests act as this user.' },
+  { name: 'AGENTWS_OPERATOR_TENANT', kind: 'string', default: '', doc: 'Slug or id of the operator\'s tenant (written by `aws init`): the operator user is looked up there only. Empty: the first tenant created.' },
   { name: 'AGENTWS_OIDC_ISSUER_URL', kind: 'url', default: '', doc: 'OpenID Connect issuer URL. For Microsoft Entra ID leave empty and set AGENTWS_ENTRA_TENANT_ID.' },
   { name: 'AGENTWS_ENTRA_TENANT_ID', kind: 'string', default: '', doc: 'Microsoft Entra ID directory (tenant) id; sets the issuer to https://login.microsoftonline.com/<id>/v2.0.' },
   { name: 'AGENTWS_OIDC_CLIENT_ID', kind: 'string', default: '', doc: 'OAuth client (application) id registered with the identity provider.' },
@@ -90,6 +91,8 @@ export interface Config {
   readonly auth: {
     readonly allowAnonymous: boolean;
     readonly operatorEmail: string | null;
+    /** Slug or id of the operator's tenant; null: the first tenant created. */
+    readonly operatorTenant: string | null;
     readonly oidc: {
       readonly issuerUrl: string | null;
       readonly clientId: string | null;

@@ -164,6 +164,7 @@ export function parseConfigValues(input: {
     auth: {
       allowAnonymous,
       operatorEmail: orNull('AGENTWS_OPERATOR_EMAIL'),
+      operatorTenant: orNull('AGENTWS_OPERATOR_TENANT'),
       oidc: {
         issuerUrl:
           orNull('AGENTWS_OIDC_ISSUER_URL') ??

@@ -5,6 +5,7 @@ import { createMigrator } from '../db/migrator.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { createAuditRepo } from './audit/audit.repo.js';
 import { createAuditService } from './audit/audit.service.js';
+import { createAuthRepo } from './auth/auth.repo.js';
 import { createAuthService } from './auth/auth.service.js';
 import { createOidcClient } from './auth/oidc-client.js';
 import { createTokenService } from './auth/tokens.js';
@@ -51,11 +52,12 @@ export function createCore(deps: CoreDeps) {
   const tenantsRepo = createTenantsRepo();
   const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, audit, queue, workspaceRoot: join(config.dataDir, 'workspaces') });
   const rbac = createRbacService({ db, tenants: tenantsRepo, users: usersRepo, audit, bus, clock });
-  const users = createUsersService({ db, repo: usersRepo });
   const usage = createUsageService({ db, clock });
   const { oidc } = config.auth;
   const auth = createAuthService({
     db,
+    repo: createAuthRepo(),
+    bus,
     tokens: createTokenService({ secret: config.secrets.jwtSecret, issuer: config.server.publicUrl, clock }),
     users: usersRepo,
     tenantsRepo,
@@ -74,10 +76,12 @@ export function createCore(deps: CoreDeps) {
       tenantClaim: oidc.tenantClaim,
       allowAnonymous: config.auth.allowAnonymous,
       operatorEmail: config.auth.operatorEmail,
+      operatorTenant: config.auth.operatorTenant,
       apiKey: config.secrets.apiKey,
     },
     clock,
   });
+  const users = createUsersService({ db, repo: usersRepo, audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
   const system = createSystemService({ db, migrator });
 
   // The agent runtime (opencode) and what runs on it.
@@ -117,7 +121,7 @@ export function createCore(deps: CoreDeps) {
     log: deps.log,
     workspaceRoot: join(config.dataDir, 'workspaces'),
     limits: config.prompts,
-    demo: { allowAnonymous: config.auth.allowAnonymous, operatorEmail: config.auth.operatorEmail },
+    demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
   });
 
   /** Queues the worker serves, each a thin adapter over one service method. */

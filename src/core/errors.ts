@@ -12,6 +12,11 @@ export interface AppErrorOptions {
   details?: unknown;
   /** Extra top-level fields of the API body where the contract names them (e.g. `detail`). */
   fields?: Record<string, unknown>;
+  /**
+   * The contract fixes the whole body (SPEC.md: `{ "error": "invalid token" }`): the API answers exactly
+   * `{ error: code }`, the request id only in X-Request-Id. The CLI still shows message and hint.
+   */
+  exactBody?: boolean;
   cause?: unknown;
 }
 
@@ -21,6 +26,7 @@ export abstract class AppError extends Error {
   readonly hint?: string;
   readonly details?: unknown;
   readonly fields?: Record<string, unknown>;
+  readonly exactBody: boolean;
 
   constructor(message: string, defaultCode: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -29,6 +35,7 @@ export abstract class AppError extends Error {
     this.hint = options.hint;
     this.details = options.details;
     this.fields = options.fields;
+    this.exactBody = options.exactBody ?? false;
   }
 }
 

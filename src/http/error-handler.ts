@@ -11,6 +11,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     const requestId = req.id;
     if (isAppError(err)) {
       if (err.status >= 500) req.log.warn({ err: { code: err.code, message: err.message } }, 'request failed');
+      if (err.exactBody) return reply.status(err.status).send({ error: err.code });
       return reply.status(err.status).send({
         ...err.fields,
         error: err.code,

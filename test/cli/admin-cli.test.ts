@@ -102,4 +102,23 @@ describe(`admin commands as subprocesses (${DB_MODE})`, () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/24h, 7d or 30d/);
   });
+
+  it('user remove: removes a user with --yes (never asks without a terminal), keeps the last owner', async () => {
+    for (const email of ['carol@gamma.example', 'dan@gamma.example']) {
+      expect((await runCli(['tenant', 'seed', '--name', 'gamma', '--owner-email', email], { env })).code).toBe(0);
+    }
+    const removed = await runCli(['user', 'remove', 'dan@gamma.example', '--tenant', 'gamma', '--json'], { env });
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(JSON.parse(removed.stdout)).toMatchObject({ removed: { email: 'dan@gamma.example', roles: ['owner'] } });
+    const users = JSON.parse((await runCli(['user', 'list', '--tenant', 'gamma', '--json'], { env })).stdout).users;
+    expect(users.map((u: { email: string }) => u.email)).toEqual(['carol@gamma.example']);
+    const last = await runCli(['user', 'remove', 'carol', '--tenant', 'gamma', '--yes'], { env });
+    expect(last.code).toBe(1);
+    expect(last.stderr).toMatch(/last owner/);
+    const unknown = await runCli(['user', 'remove', 'nobody@gamma.example', '--tenant', 'gamma', '--yes'], { env });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/not found/);
+    const audit = lines((await runCli(['audit', 'tail', '--tenant', 'gamma', '--action', 'user.remove', '--json'], { env })).stdout).map((l) => JSON.parse(l));
+    expect(audit).toEqual([expect.objectContaining({ actor: 'system:cli', channel: 'cli', action: 'user.remove' })]);
+  });
 });

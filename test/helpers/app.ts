@@ -73,9 +73,13 @@ export async function seedTenant(t: TestApp, slug: string, extra: Array<{ handle
  * Signs a JWT the way the service does (HS256 with the env's secret), with overridable claims and
  * header: for tokens of seeded users, and for crafting bad ones (wrong audience, expired, ...).
  */
-export async function signToken(t: TestApp, claims: { sub: string; tid: string; roles: string[]; typ?: string; aud?: string; iss?: string; expS?: number; iatS?: number }, secret?: string): Promise<string> {
+export async function signToken(
+  t: TestApp,
+  claims: { sub: string; tid: string; roles: string[]; typ?: string; aud?: string; iss?: string; expS?: number; iatS?: number; sid?: string; authTimeS?: number },
+  secret?: string,
+): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ tid: claims.tid, roles: claims.roles, typ: claims.typ ?? 'access' })
+  return new SignJWT({ tid: claims.tid, roles: claims.roles, typ: claims.typ ?? 'access', ...(claims.sid ? { sid: claims.sid } : {}), ...(claims.authTimeS ? { auth_time: claims.authTimeS } : {}) })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(claims.sub)
     .setIssuer(claims.iss ?? t.url)
@@ -106,4 +110,23 @@ export async function api(t: TestApp, method: string, path: string, options: { t
     // not JSON
   }
   return { status: res.status, headers: res.headers, json, text };
+}
+
+/**
+ * A recorded sign-in of a seeded user, as the browser callback makes one (without the identity provider):
+ * its row in auth_sign_ins and an access and a refresh token carrying its `sid` and `auth_time`.
+ */
+export async function signInAs(t: TestApp, user: { sub: string; tid: string; roles: string[] }, options: { authTimeS?: number } = {}) {
+  const authTimeS = options.authTimeS ?? Math.floor(Date.now() / 1000);
+  const { rows } = await t.opened.db.query<{ id: string }>(
+    `insert into auth_sign_ins (tenant_id, user_id, auth_time, expires_at) values ($1, $2, to_timestamp($3), to_timestamp($3 + 604800)) returning id`,
+    [user.tid, user.sub, authTimeS],
+  );
+  const sid = rows[0].id;
+  const claims = { ...user, sid, authTimeS };
+  return {
+    sid,
+    access: await signToken(t, { ...claims, iatS: authTimeS, expS: authTimeS + 900 }),
+    refresh: await signToken(t, { ...claims, typ: 'refresh', iatS: authTimeS, expS: authTimeS + 604800 }),
+  };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { emptyPermissions, systemRolePermissions, toolAllowed, unionPermissions } from '../../src/core/rbac/permissions.js';
+import { emptyPermissions, grantsBeyond, systemRolePermissions, toolAllowed, unionPermissions } from '../../src/core/rbac/permissions.js';
 
 const T = true;
 const F = false;
@@ -84,5 +84,53 @@ describe('"*" given as a list', () => {
     expect(doc.agents.use_templates).toBe('*');
     expect(toolAllowed(doc, 'read')).toBe(true);
     expect(toolAllowed(doc, 'bash')).toBe(false);
+  });
+});
+
+describe('grantsBeyond: nobody grants what they do not hold', () => {
+  const doc = (f: (p: ReturnType<typeof emptyPermissions>) => void) => {
+    const p = emptyPermissions();
+    f(p);
+    return p;
+  };
+
+  it('an owner may grant anything; an admin neither manage_tenant nor the owner document', () => {
+    expect(grantsBeyond(systemRolePermissions('owner'), systemRolePermissions('owner'))).toEqual([]);
+    expect(grantsBeyond(systemRolePermissions('admin'), systemRolePermissions('admin'))).toEqual([]);
+    expect(grantsBeyond(systemRolePermissions('owner'), systemRolePermissions('admin'))).toEqual(['admin.manage_tenant']);
+    expect(grantsBeyond(doc((p) => (p.admin.manage_tenant = true)), systemRolePermissions('admin'))).toEqual(['admin.manage_tenant']);
+    expect(grantsBeyond(systemRolePermissions('member'), systemRolePermissions('admin'))).toEqual([]);
+  });
+
+  it('lists every boolean the holder lacks', () => {
+    expect(grantsBeyond(systemRolePermissions('admin'), systemRolePermissions('member')).sort()).toEqual(
+      ['admin.manage_providers', 'admin.manage_roles', 'admin.manage_templates', 'admin.manage_users', 'admin.view_audit_log', 'agents.configure', 'agents.delete', 'memory.delete', 'memory.read_org', 'memory.share'].sort(),
+    );
+  });
+
+  it('covers templates and tools, with denied tools taken into account', () => {
+    const held = doc((p) => {
+      p.agents.use_templates = ['a', 'b'];
+      p.tools.allowed = '*';
+      p.tools.denied = ['bash'];
+    });
+    expect(grantsBeyond(doc((p) => (p.agents.use_templates = ['a'])), held)).toEqual([]);
+    expect(grantsBeyond(doc((p) => (p.agents.use_templates = ['a', 'c'])), held)).toEqual(['agents.use_templates:c']);
+    expect(grantsBeyond(doc((p) => (p.agents.use_templates = '*')), held)).toEqual(['agents.use_templates:*']);
+    expect(grantsBeyond(doc((p) => (p.tools.allowed = ['read', 'edit'])), held)).toEqual([]);
+    expect(grantsBeyond(doc((p) => (p.tools.allowed = ['bash'])), held)).toEqual(['tools.allowed:bash']);
+    expect(grantsBeyond(doc((p) => (p.tools.allowed = '*')), held)).toEqual(['tools.allowed:bash']);
+    // Allowing everything but what the holder is denied is within what they hold.
+    expect(grantsBeyond(doc((p) => ((p.tools.allowed = '*'), (p.tools.denied = ['bash']))), held)).toEqual([]);
+    expect(grantsBeyond(doc((p) => (p.tools.allowed = ['*'])), doc((p) => (p.tools.allowed = ['read'])))).toEqual(['tools.allowed:*']);
+  });
+
+  it('a cost limit may only be as strict or stricter than the holder\'s own', () => {
+    const held = doc((p) => (p.cost = { monthly_limit_usd: 10 }));
+    expect(grantsBeyond(doc((p) => (p.cost = { monthly_limit_usd: 5 })), held)).toEqual([]);
+    expect(grantsBeyond(doc((p) => (p.cost = { monthly_limit_usd: 10 })), held)).toEqual([]);
+    expect(grantsBeyond(doc((p) => (p.cost = { monthly_limit_usd: 11 })), held)).toEqual(['cost.monthly_limit_usd']);
+    expect(grantsBeyond(doc(() => {}), held)).toEqual(['cost.monthly_limit_usd']);
+    expect(grantsBeyond(doc((p) => (p.cost = { per_request_limit_usd: 1 })), doc(() => {}))).toEqual([]);
   });
 });

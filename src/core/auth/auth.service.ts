@@ -1,16 +1,18 @@
 import { createHash } from 'node:crypto';
-import type { Database } from '../../db/database.js';
+import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import { safeEqual } from '../../lib/secrets.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { systemCtx, type Ctx, type UserActor } from '../context.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
+import type { EventBus } from '../events.js';
 import type { RbacService } from '../rbac/rbac.service.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
 import type { UsersRepo, UserRow } from '../users/users.repo.js';
+import type { AuthRepo, CallerRow } from './auth.repo.js';
 import type { OidcClient } from './oidc-client.js';
-import { InvalidTokenError, REFRESHED_TTL_S, type TokenService } from './tokens.js';
+import { InvalidTokenError, REFRESH_TTL_S, REFRESHED_TTL_S, type TokenClaims, type TokenService } from './tokens.js';
 
 const LOGIN_TTL_MS = 10 * 60 * 1000;
 /**
@@ -20,6 +22,14 @@ const LOGIN_TTL_MS = 10 * 60 * 1000;
  */
 export const USER_CHECK_TTL_MS = 2000;
 const USER_CACHE_MAX = 10_000;
+const OPERATOR_CACHE_MS = 30_000;
+
+/**
+ * Published (after commit) when sign-ins end early: a sign-out `{ signInId }`, or a removed user
+ * `{ userId }`. Every process drops what it remembers of them, so their tokens stop working at once
+ * rather than within USER_CHECK_TTL_MS.
+ */
+export const AUTH_REVOKED = 'auth.revoked';
 
 export interface AuthSettings {
   publicUrl: string;
@@ -29,6 +39,8 @@ export interface AuthSettings {
   tenantClaim: string;
   allowAnonymous: boolean;
   operatorEmail: string | null;
+  /** Slug or id of the operator's tenant (AGENTWS_OPERATOR_TENANT); null: the first tenant created. */
+  operatorTenant: string | null;
   apiKey: string | null;
 }
 
@@ -43,17 +55,26 @@ export interface SignedIn {
   created: boolean;
 }
 
-/** The auth-state error of SPEC.md: the user or token does not resolve to a provisioned tenant. */
+/** The auth-state error of SPEC.md: the user or token does not resolve to a provisioned tenant. Its body is fixed. */
 export const tenantNotProvisioned = () =>
   new ForbiddenError('your organisation has no tenant on this service', {
     code: 'tenant_not_provisioned',
     hint: 'Ask the operator to map your organisation to a tenant (`aws tenant seed --external-id <id>`).',
+    exactBody: true,
   });
+
+/** SPEC.md refresh rule 2: exactly `{ "error": "invalid token" }`. */
+const invalidToken = () => new UnauthenticatedError('invalid token', { code: 'invalid token', exactBody: true });
+
+/** Who a token names, as authentication loads it. */
+type Caller = Pick<UserRow, 'id' | 'tenantId' | 'handle' | 'email' | 'displayName'>;
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 export function createAuthService(deps: {
   db: Database;
+  repo: AuthRepo;
+  bus: EventBus;
   tokens: TokenService;
   users: UsersRepo;
   tenantsRepo: TenantsRepo;
@@ -64,9 +85,28 @@ export function createAuthService(deps: {
   settings: AuthSettings;
   clock: Clock;
 }) {
-  const { db, tokens, users, tenantsRepo, tenants, rbac, audit, oidc, settings, clock } = deps;
+  const { db, repo, bus, tokens, users, tenantsRepo, tenants, rbac, audit, oidc, settings, clock } = deps;
   const publicOrigin = new URL(settings.publicUrl).origin;
-  const userChecks = new Map<string, { at: number; user: UserRow }>();
+  // Keyed by tenant, user and sign-in: `${tid}:${sub}:${sid}`.
+  const userChecks = new Map<string, { at: number; user: Caller }>();
+  let operatorCache: { at: number; ref: { tenantId: string; userId: string } | null } | null = null;
+
+  let revocations: Promise<unknown> | null = null;
+  const ensureRevocations = () =>
+    (revocations ??= bus
+      .subscribe(AUTH_REVOKED, (p) => forget(p as { signInId?: string; userId?: string }))
+      .catch(() => {
+        revocations = null;
+      }));
+
+  /** Drops what this process remembers of a revoked sign-in or a removed user. */
+  function forget(p: { signInId?: string; userId?: string } | null) {
+    for (const key of userChecks.keys()) {
+      const [, sub, sid] = key.split(':');
+      if ((p?.signInId && sid === p.signInId) || (p?.userId && sub === p.userId)) userChecks.delete(key);
+    }
+    if (p?.userId) operatorCache = null;
+  }
 
   /** Where a sign-in may send the browser afterwards: our own paths, or a configured origin. */
   function checkRedirect(redirect: string | undefined): string {
@@ -95,33 +135,48 @@ export function createAuthService(deps: {
     return oidc;
   };
 
-  /** The operator user (AGENTWS_OPERATOR_EMAIL): who demo-mode and API-key requests act as. */
-  async function operatorActor(via: UserActor['via']): Promise<UserActor> {
+  /**
+   * The operator user (AGENTWS_OPERATOR_EMAIL, in the operator's tenant): who demo-mode and API-key
+   * requests act as. Demo mode has the user's current roles. The service API key is the appliance's own
+   * credential (it sits in the config file beside the JWT secret), so it acts as the operator with the
+   * owner role whatever roles the user holds: demoting that user does not silently disable the key.
+   */
+  async function operatorActor(via: 'demo' | 'api-key'): Promise<UserActor> {
     if (!settings.operatorEmail) throw new UnavailableError('no operator user is configured', { hint: 'Set AGENTWS_OPERATOR_EMAIL.' });
-    const { rows } = await db.hot<UserRow & { roles: string[] }>(
-      'auth.operator',
-      `select u.id, u.tenant_id as "tenantId", u.handle, u.email, u.display_name as "displayName",
-              coalesce((select array_agg(r.name order by r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = u.id), '{}') as roles
-         from users u where lower(u.email) = lower($1) order by u.created_at limit 1`,
-      [settings.operatorEmail],
-    );
-    const u = rows[0];
-    if (!u) throw new UnavailableError(`the operator user ${settings.operatorEmail} does not exist`, { hint: 'Run `npx aws init` or `npx aws tenant seed --owner-email <operator>`.' });
+    const u = await repo.operator(db, settings.operatorEmail, settings.operatorTenant);
+    if (!u) {
+      throw new UnavailableError(`the operator user ${settings.operatorEmail} does not exist in the operator's tenant${settings.operatorTenant ? ` (${settings.operatorTenant})` : ''}`, {
+        hint: 'Run `npx aws init`, or `npx aws tenant seed --owner-email <operator>`; AGENTWS_OPERATOR_TENANT names the tenant.',
+      });
+    }
+    const roles = via === 'api-key' ? ['owner'] : u.roles;
     return {
       kind: 'user',
       userId: u.id,
       tenantId: u.tenantId,
-      roles: u.roles,
-      permissions: await rbac.resolvePermissions(u.tenantId, u.roles),
+      roles,
+      permissions: await rbac.resolvePermissions(u.tenantId, roles),
       via,
       profile: { handle: u.handle, email: u.email, displayName: u.displayName },
     };
   }
 
-  async function issuePair(user: UserRow, roles: string[]) {
-    const access = await tokens.issue({ userId: user.id, tenantId: user.tenantId, roles, typ: 'access' });
-    const refresh = await tokens.issue({ userId: user.id, tenantId: user.tenantId, roles, typ: 'refresh' });
-    return { accessToken: access.token, accessExpiresAt: access.expiresAt, refreshToken: refresh.token, refreshExpiresAt: refresh.expiresAt };
+  /** Records a sign-in and issues its access and refresh tokens (inside the sign-in's transaction). */
+  async function issueSignIn(tx: Tx, user: UserRow, roles: string[]) {
+    const authTime = new Date(Math.floor(clock.now().getTime() / 1000) * 1000);
+    const signIn = await repo.insertSignIn(tx, { tenantId: user.tenantId, userId: user.id, authTime, expiresAt: new Date(authTime.getTime() + REFRESH_TTL_S * 1000) });
+    const common = { userId: user.id, tenantId: user.tenantId, roles, sid: signIn.id, authTime: authTime.getTime() / 1000, notAfterS: signIn.expiresAt.getTime() / 1000 };
+    const access = await tokens.issue({ ...common, typ: 'access' });
+    const refresh = await tokens.issue({ ...common, typ: 'refresh' });
+    return { signInId: signIn.id, accessToken: access.token, accessExpiresAt: access.expiresAt, refreshToken: refresh.token, refreshExpiresAt: refresh.expiresAt };
+  }
+
+  /** A refused refresh: audited as `auth.refresh_failed` (the input is unauthenticated), answered 401 invalid token. */
+  async function refuseRefresh(ctx: Ctx, reason: string): Promise<never> {
+    await db.transaction((tx) =>
+      audit.record(tx, { ...ctx, actor: { kind: 'anonymous' } }, { action: 'auth.refresh_failed', target: '', tenantId: null, details: { reason } }),
+    );
+    throw invalidToken();
   }
 
   /** A handle for a new user: the provider's username or email local part, made unique in the tenant. */
@@ -153,11 +208,7 @@ export function createAuthService(deps: {
       const redirectTo = checkRedirect(input.redirect);
       const { url, state, nonce, codeVerifier } = await client.authorizationUrl();
       const now = clock.now();
-      await db.query(`delete from auth_login_states where expires_at < $1`, [now]);
-      await db.query(
-        `insert into auth_login_states (state_hash, code_verifier, nonce, redirect_to, expires_at) values ($1, $2, $3, $4, $5)`,
-        [sha256(state), codeVerifier, nonce, redirectTo, new Date(now.getTime() + LOGIN_TTL_MS)],
-      );
+      await repo.saveLoginState(db, { stateHash: sha256(state), codeVerifier, nonce, redirectTo, expiresAt: new Date(now.getTime() + LOGIN_TTL_MS), now });
       return { url };
     },
 
@@ -174,15 +225,11 @@ export function createAuthService(deps: {
       }
       const state = params.get('state');
       if (!state || !params.get('code')) throw new ValidationError('the callback lacks code or state', { code: 'sign_in_failed' });
-      const { rows } = await db.query<{ code_verifier: string; nonce: string; redirect_to: string | null }>(
-        `delete from auth_login_states where state_hash = $1 and expires_at > $2 returning code_verifier, nonce, redirect_to`,
-        [sha256(state), clock.now()],
-      );
-      const pending = rows[0];
+      const pending = await repo.takeLoginState(db, sha256(state), clock.now());
       if (!pending) {
         throw new ValidationError('this sign-in expired or was already used', { code: 'sign_in_failed', hint: 'Start the sign-in again.' });
       }
-      const identity = await client.exchange(input.callbackUrl, { state, nonce: pending.nonce, codeVerifier: pending.code_verifier });
+      const identity = await client.exchange(input.callbackUrl, { state, nonce: pending.nonce, codeVerifier: pending.codeVerifier });
       const claimed = identity.claims[settings.tenantClaim];
       const externalTenantId = typeof claimed === 'string' && claimed ? claimed : client.settings.issuerUrl;
 
@@ -241,29 +288,75 @@ export function createAuthService(deps: {
         }
         const roles = await users.roleNames(tx, user.id);
         const actor: UserActor = { kind: 'user', userId: user.id, tenantId, roles, permissions: await rbac.resolvePermissions(tenantId, roles, tx), via: 'token' };
-        await audit.record(tx, { ...ctx, tenantId, actor }, { action: 'auth.sign_in', target: `user:${user.id}`, details: { newUser: created, roles } });
-        return { user, roles, created };
+        const issued = await issueSignIn(tx, user, roles);
+        await audit.record(tx, { ...ctx, tenantId, actor }, { action: 'auth.sign_in', target: `user:${user.id}`, details: { newUser: created, roles, signInId: issued.signInId } });
+        return { ...issued, user, roles, created };
       });
-      return { ...(await issuePair(result.user, result.roles)), ...result, redirectTo: pending.redirect_to ?? `${settings.publicUrl}/` };
+      return { ...result, redirectTo: pending.redirectTo ?? `${settings.publicUrl}/` };
     },
 
     /**
      * SPEC.md refresh: a new access token valid 900 s for an existing access or refresh token. The user
-     * and tenant are re-checked; the role claims are kept as they are (rule 1).
+     * and tenant are re-checked; the role claims are kept as they are (rule 1), but only within the
+     * sign-in the token belongs to: a refreshed token carries its `sid` and `auth_time`, so a chain of
+     * refreshes ends 7 days after the sign-in, and a signed-out sign-in refreshes no more.
      */
     async refresh(ctx: Ctx, input: { token: string }): Promise<{ token: string; expiresAt: Date }> {
-      let claims;
+      let claims: TokenClaims;
       try {
         claims = await tokens.verify(input.token ?? '', ['access', 'refresh']);
       } catch (err) {
         if (!(err instanceof InvalidTokenError)) throw err;
-        await db.transaction((tx) =>
-          audit.record(tx, { ...ctx, actor: { kind: 'anonymous' } }, { action: 'auth.refresh_failed', target: '', tenantId: null, details: { reason: err.message } }),
-        );
-        throw new UnauthenticatedError('invalid token', { code: 'invalid token' });
+        return refuseRefresh(ctx, err.message);
       }
       const user = await loadUser(claims.tid, claims.sub);
-      return tokens.issue({ userId: user.id, tenantId: user.tenantId, roles: claims.roles, typ: 'access', ttlS: REFRESHED_TTL_S });
+      const signIn = claims.sid ? await repo.findSignIn(db, claims.tid, claims.sid) : null;
+      const now = clock.now();
+      const why = !claims.sid
+        ? 'token belongs to no recorded sign-in (issued before sign-ins were recorded)'
+        : !signIn || signIn.userId !== user.id
+          ? 'sign-in not found'
+          : signIn.revokedAt
+            ? 'sign-in was ended (signed out)'
+            : signIn.expiresAt <= now
+              ? 'sign-in is older than the refresh lifetime (7 days)'
+              : null;
+      if (why || !signIn) return refuseRefresh(ctx, why ?? 'sign-in not found');
+      return tokens.issue({
+        userId: user.id,
+        tenantId: user.tenantId,
+        roles: claims.roles,
+        typ: 'access',
+        ttlS: REFRESHED_TTL_S,
+        sid: signIn.id,
+        authTime: signIn.authTime.getTime() / 1000,
+        notAfterS: signIn.expiresAt.getTime() / 1000,
+      });
+    },
+
+    /**
+     * Signs out: ends the sign-in of the given tokens (every token issued for it stops working, in every
+     * process, at once) and audits it. Idempotent: an unknown, expired or already ended sign-in is no
+     * error, so a browser can always sign out. Returns whether a sign-in was ended.
+     */
+    async logout(ctx: Ctx, input: { tokens: Array<string | undefined> }): Promise<{ signedOut: boolean }> {
+      void ensureRevocations();
+      let claims: TokenClaims | null = null;
+      for (const token of input.tokens) {
+        if (!token || claims?.sid) continue;
+        claims = await tokens.verify(token, ['access', 'refresh']).catch(() => claims);
+      }
+      if (!claims?.sid) return { signedOut: false };
+      const { sid, tid, sub } = claims;
+      const ended = await db.transaction(async (tx) => {
+        if (!(await repo.revokeSignIn(tx, { tenantId: tid, userId: sub, id: sid, reason: 'sign-out', now: clock.now() }))) return false;
+        const actor: UserActor = { kind: 'user', userId: sub, tenantId: tid, roles: claims!.roles, permissions: await rbac.resolvePermissions(tid, claims!.roles, tx), via: 'token' };
+        await audit.record(tx, { ...ctx, tenantId: tid, actor }, { action: 'auth.sign_out', target: `user:${sub}`, details: { signInId: sid } });
+        await bus.publish(AUTH_REVOKED, { signInId: sid }, tx);
+        return true;
+      });
+      forget({ signInId: sid });
+      return { signedOut: ended };
     },
 
     /**
@@ -271,6 +364,7 @@ export function createAuthService(deps: {
      * cookie; without any credential, the operator in demo mode, else null (anonymous).
      */
     async authenticate(input: { bearer?: string; cookie?: string }): Promise<UserActor | null> {
+      void ensureRevocations();
       const token = input.bearer ?? input.cookie;
       if (!token) return settings.allowAnonymous ? operatorActor('demo') : null;
       let claims;
@@ -281,7 +375,7 @@ export function createAuthService(deps: {
         if (input.bearer && settings.apiKey && safeEqual(input.bearer, settings.apiKey)) return operatorActor('api-key');
         throw new UnauthenticatedError('invalid token', { hint: 'Sign in again, or refresh the token with POST /v1/auth/refresh.' });
       }
-      const user = await loadUserCached(claims.tid, claims.sub);
+      const user = await loadUserCached(claims.tid, claims.sub, claims.sid ?? null);
       return {
         kind: 'user',
         userId: user.id,
@@ -291,6 +385,25 @@ export function createAuthService(deps: {
         via: 'token',
         profile: { handle: user.handle, email: user.email, displayName: user.displayName },
       };
+    },
+
+    /**
+     * The operator user and tenant (demo mode and the API key act as them), or null when none is
+     * configured or found; remembered for 30 s. Sessions use it for demo-mode sessions of a browser.
+     */
+    async operator(): Promise<{ tenantId: string; userId: string } | null> {
+      if (!settings.operatorEmail) return null;
+      const now = clock.now().getTime();
+      if (operatorCache && now - operatorCache.at < OPERATOR_CACHE_MS) return operatorCache.ref;
+      const u = await repo.operator(db, settings.operatorEmail, settings.operatorTenant);
+      operatorCache = { at: now, ref: u ? { tenantId: u.tenantId, userId: u.id } : null };
+      return operatorCache.ref;
+    },
+
+    /** Ends every sign-in of a user inside the transaction that removes or disables them (tokens stop at commit). */
+    async revokeUser(tx: Tx, input: { tenantId: string; userId: string }): Promise<void> {
+      await bus.publish(AUTH_REVOKED, { userId: input.userId }, tx);
+      tx.afterCommit(() => forget({ userId: input.userId }));
     },
 
     /** SPEC.md /auth/me: the caller's user and roles. */
@@ -305,31 +418,30 @@ export function createAuthService(deps: {
     },
   };
 
-  async function loadUserCached(tenantId: string, userId: string): Promise<UserRow> {
-    const key = `${tenantId}:${userId}`;
-    const now = clock.now().getTime();
+  async function loadUserCached(tenantId: string, userId: string, signInId: string | null): Promise<Caller> {
+    const key = `${tenantId}:${userId}:${signInId ?? ''}`;
+    const now = clock.now();
     const hit = userChecks.get(key);
-    if (hit && now - hit.at < USER_CHECK_TTL_MS) return hit.user;
-    const user = await loadUser(tenantId, userId);
+    if (hit && now.getTime() - hit.at < USER_CHECK_TTL_MS) return hit.user;
+    const row = await repo.caller(db, tenantId, userId, signInId, now);
+    const user = checkCaller(row);
+    if (row.signInValid === false) {
+      throw new UnauthenticatedError('your sign-in has ended (signed out, expired, or the user was removed)', { hint: 'Sign in again.' });
+    }
     if (userChecks.size >= USER_CACHE_MAX) userChecks.clear();
-    userChecks.set(key, { at: now, user });
+    userChecks.set(key, { at: now.getTime(), user });
     return user;
   }
 
-  /** One query: the user with its tenant. No tenant: 403 tenant_not_provisioned; no user: 404. */
-  async function loadUser(tenantId: string, userId: string): Promise<UserRow> {
-    const { rows } = await db.hot<UserRow & { tenantExists: boolean }>(
-      'auth.load-user',
-      `select t.id is not null as "tenantExists", u.id, u.tenant_id as "tenantId", u.handle, u.email, u.display_name as "displayName"
-         from (select $2::uuid as tid) k
-         left join tenants t on t.id = k.tid
-         left join users u on u.tenant_id = t.id and u.id = $1::uuid`,
-      [userId, tenantId],
-    );
-    const row = rows[0];
+  /** The user and tenant a token names: no tenant is 403 tenant_not_provisioned, no user 404 (SPEC.md rules 3, 4). */
+  async function loadUser(tenantId: string, userId: string): Promise<Caller> {
+    return checkCaller(await repo.caller(db, tenantId, userId, null, clock.now()));
+  }
+
+  function checkCaller(row: CallerRow): Caller {
     if (!row?.tenantExists) throw tenantNotProvisioned();
     if (!row.id) throw new NotFoundError('user not found', { code: 'user not found' });
-    return row;
+    return { id: row.id, tenantId: row.tenantId, handle: row.handle, email: row.email, displayName: row.displayName };
   }
 }
 

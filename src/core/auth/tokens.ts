@@ -7,6 +7,8 @@ import type { Clock } from '../../lib/clock.js';
  *   iss  the service's public URL        aud  "agentws"
  *   sub  user id                         tid  tenant id (ours, not the identity provider's)
  *   roles  role names at sign-in         typ  "access" | "refresh"
+ *   sid  the sign-in the token belongs to (auth_sign_ins; revocable)
+ *   auth_time  when that sign-in happened (epoch seconds): refreshes never reach beyond 7 days of it
  *   iat, exp, jti
  * Roles are fixed at sign-in: refresh keeps them (SPEC.md auth rule 1), so role changes take effect at
  * the next full sign-in.
@@ -27,9 +29,17 @@ export interface TokenClaims {
   exp: number;
   iat: number;
   jti: string;
+  /** The sign-in (auth_sign_ins.id); absent only on tokens made before sign-ins were recorded. */
+  sid?: string;
+  /** Epoch seconds of that sign-in; tokens without the claim count from their own `iat`. */
+  authTime: number;
 }
 
 export class InvalidTokenError extends Error {}
+
+/** An HMAC-SHA256 signature in base64url: 32 bytes are exactly 43 characters, without padding. */
+const SIGNATURE = /^[A-Za-z0-9_-]{43}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Verified tokens remembered per process: clients send the same token on every request. */
 const VERIFIED_CACHE_MAX = 10_000;
@@ -44,10 +54,11 @@ export function createTokenService(deps: { secret: string; issuer: string; clock
 
   return {
     /** Signs a token for a user; ttlS defaults by type (access 15 min, refresh 7 days). */
-    async issue(input: { userId: string; tenantId: string; roles: string[]; typ: TokenType; ttlS?: number }): Promise<{ token: string; expiresAt: Date }> {
+    async issue(input: { userId: string; tenantId: string; roles: string[]; typ: TokenType; sid: string; authTime: number; ttlS?: number; notAfterS?: number }): Promise<{ token: string; expiresAt: Date }> {
       const iat = nowS();
-      const exp = iat + (input.ttlS ?? (input.typ === 'access' ? ACCESS_TTL_S : REFRESH_TTL_S));
-      const token = await new SignJWT({ tid: input.tenantId, roles: input.roles, typ: input.typ })
+      // Nothing of a sign-in outlives it: `notAfterS` caps every token issued for it.
+      const exp = Math.min(iat + (input.ttlS ?? (input.typ === 'access' ? ACCESS_TTL_S : REFRESH_TTL_S)), input.notAfterS ?? Number.MAX_SAFE_INTEGER);
+      const token = await new SignJWT({ tid: input.tenantId, roles: input.roles, typ: input.typ, sid: input.sid, auth_time: input.authTime })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(input.userId)
         .setIssuer(deps.issuer)
@@ -92,12 +103,17 @@ export function createTokenService(deps: { secret: string; issuer: string; clock
     const header = decodeJson(parts[0]);
     if (header?.alg !== 'HS256') throw new InvalidTokenError('token algorithm is not HS256');
     if ('crit' in header) throw new InvalidTokenError('token has critical header parameters');
+    // Only the one canonical base64url spelling of the signature: Node's decoder skips characters outside
+    // the alphabet and ignores the unused low bits of the last character, so `<sig>!!` or a last
+    // character swapped for a neighbour would otherwise decode to the same bytes and pass.
+    if (!SIGNATURE.test(parts[2])) throw new InvalidTokenError('token signature is not canonical base64url');
     const expected = createHmac('sha256', hmacKey).update(`${parts[0]}.${parts[1]}`).digest();
     const given = Buffer.from(parts[2], 'base64url');
+    if (given.toString('base64url') !== parts[2]) throw new InvalidTokenError('token signature is not canonical base64url');
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new InvalidTokenError('token signature is invalid');
     const payload = decodeJson(parts[1]);
     if (!payload) throw new InvalidTokenError('token claims are malformed');
-    const { sub, tid, roles, typ, exp, iat, jti, iss, aud } = payload;
+    const { sub, tid, roles, typ, exp, iat, jti, iss, aud, sid, auth_time: authTime } = payload;
     if (iss !== deps.issuer) throw new InvalidTokenError('token issuer is wrong');
     if (!(aud === AUDIENCE || (Array.isArray(aud) && aud.includes(AUDIENCE)))) throw new InvalidTokenError('token audience is wrong');
     if (typeof exp !== 'number' || typeof iat !== 'number') throw new InvalidTokenError('token lacks exp or iat');
@@ -107,7 +123,19 @@ export function createTokenService(deps: { secret: string; issuer: string; clock
       throw new InvalidTokenError('token claims are malformed');
     }
     if (typ !== 'access' && typ !== 'refresh') throw new InvalidTokenError('token type is unknown');
-    return Object.freeze({ sub, tid, roles: Object.freeze([...(roles as string[])]) as string[], typ, exp, iat, jti: String(jti ?? '') });
+    if (sid !== undefined && (typeof sid !== 'string' || !UUID.test(sid))) throw new InvalidTokenError('token sign-in id is malformed');
+    if (authTime !== undefined && typeof authTime !== 'number') throw new InvalidTokenError('token auth_time is malformed');
+    return Object.freeze({
+      sub,
+      tid,
+      roles: Object.freeze([...(roles as string[])]) as string[],
+      typ,
+      exp,
+      iat,
+      jti: String(jti ?? ''),
+      ...(sid ? { sid } : {}),
+      authTime: (authTime as number | undefined) ?? iat,
+    });
   }
 }
 

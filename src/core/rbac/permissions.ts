@@ -130,3 +130,38 @@ export function toolAllowed(p: RbacPermissions, tool: string): boolean {
 function stripUndefined<T extends object>(o: T): T {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }
+
+/**
+ * What a permission document grants beyond what `held` holds, as permission paths (empty: nothing).
+ * The rule of every grant (creating a role, assigning one): nobody grants what they do not hold.
+ * Booleans must be held; template and tool lists must be covered (a tool counts as granted when the
+ * document allows and does not deny it, as toolAllowed reads it); a cost limit may only be as strict
+ * or stricter than the holder's own (no limit is the most generous of all).
+ */
+export function grantsBeyond(doc: RbacPermissions, held: RbacPermissions): string[] {
+  const over: string[] = [];
+  for (const group of ['agents', 'memory', 'admin'] as const) {
+    for (const [member, value] of Object.entries(doc[group])) {
+      if (value === true && (held[group] as Record<string, unknown>)[member] !== true) over.push(`${group}.${member}`);
+    }
+  }
+  const templates = doc.agents.use_templates;
+  if (held.agents.use_templates !== '*') {
+    const have = held.agents.use_templates;
+    if (templates === '*') over.push('agents.use_templates:*');
+    else for (const t of templates) if (!have.includes(t)) over.push(`agents.use_templates:${t}`);
+  }
+  if (doc.tools.allowed === '*' || doc.tools.allowed.includes('*')) {
+    const heldAll = held.tools.allowed === '*' || held.tools.allowed.includes('*');
+    if (!heldAll) over.push('tools.allowed:*');
+    else for (const t of held.tools.denied) if (!doc.tools.denied.includes(t)) over.push(`tools.allowed:${t}`);
+  } else {
+    for (const t of doc.tools.allowed) if (!doc.tools.denied.includes(t) && !toolAllowed(held, t)) over.push(`tools.allowed:${t}`);
+  }
+  for (const limit of ['monthly_limit_usd', 'per_request_limit_usd'] as const) {
+    const mine = held.cost[limit];
+    const theirs = doc.cost[limit];
+    if (mine !== undefined && (theirs === undefined || theirs > mine)) over.push(`cost.${limit}`);
+  }
+  return over;
+}

@@ -4,11 +4,11 @@ import { deepFreeze } from '../../lib/freeze.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../authz.js';
 import { actorString, type Ctx } from '../context.js';
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
-import { unionPermissions, type RbacPermissions } from './permissions.js';
+import { grantsBeyond, unionPermissions, type RbacPermissions } from './permissions.js';
 import { completePermissions, ROLE_NAME } from './rbac.schemas.js';
 
 /** Published (after commit) whenever a tenant's roles change, so every process drops its cached documents. */
@@ -44,6 +44,25 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
 
   const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => bus.publish(RBAC_CHANGED, { tenantId }, tx);
 
+  /**
+   * Nobody grants what they do not hold: a user may create or assign a role only when its document is
+   * within their own effective permissions. The operator (CLI, system actor) holds everything.
+   */
+  function checkGrant(ctx: Ctx, doc: RbacPermissions, what: string): void {
+    if (ctx.actor.kind !== 'user') return;
+    const over = grantsBeyond(doc, ctx.actor.permissions);
+    if (over.length) {
+      throw new ForbiddenError(`you cannot ${what}: it grants permissions you do not hold (${over.join(', ')})`, { details: { permission: over[0], exceeds: over } });
+    }
+  }
+
+  /** Only owners grant or revoke the owner role (the operator may too). */
+  function checkOwnerRole(ctx: Ctx, role: { name: string; isSystem: boolean }, what: string): void {
+    if (role.isSystem && role.name === 'owner' && ctx.actor.kind === 'user' && !ctx.actor.roles.includes('owner')) {
+      throw new ForbiddenError(`only an owner may ${what} the owner role`, { details: { permission: 'owner' } });
+    }
+  }
+
   return {
     /** Effective permissions of a set of role names in a tenant (unknown names grant nothing). Pass tx inside a transaction. */
     async resolvePermissions(tenantId: string, roleNames: string[], q: Queryable = db): Promise<RbacPermissions> {
@@ -76,6 +95,7 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
       const name = input.name?.trim().toLowerCase() ?? '';
       if (!ROLE_NAME.test(name)) throw new ValidationError('role name must be 1-63 lower-case letters, digits, dashes or underscores');
       const permissions = completePermissions(input.permissions ?? {});
+      checkGrant(ctx, permissions, `create the role "${name}"`);
       return db.transaction(async (tx) => {
         const created = await tenants.insertRoleIfAbsent(tx, tenantId, { name, description: input.description?.trim() ?? '', permissions, isSystem: false });
         if (!created) throw new ConflictError(`a role named "${name}" already exists`);
@@ -93,6 +113,8 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         const user = await users.findById(tx, tenantId, input.userId);
         if (!user) throw new NotFoundError('user not found');
         const role = await findRole(tx, tenantId, input);
+        checkOwnerRole(ctx, role, 'grant');
+        checkGrant(ctx, role.permissions, `assign the role "${role.name}"`);
         const assigned = await users.assignRole(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: actorString(ctx.actor) });
         if (assigned) {
           await audit.record(tx, { ...ctx, tenantId }, { action: 'role.assign', target: `user:${user.id}`, details: { role: role.name, roleId: role.id } });
@@ -109,7 +131,8 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         const user = await users.findById(tx, tenantId, input.userId);
         if (!user) throw new NotFoundError('user not found');
         const role = await findRole(tx, tenantId, input);
-        if (role.name === 'owner') {
+        checkOwnerRole(ctx, role, 'revoke');
+        if (role.isSystem && role.name === 'owner') {
           // Serialise concurrent revocations of owners in this tenant before counting them.
           await tx.query(`select 1 from roles where id = $1 for update`, [role.id]);
           const { rows } = await tx.query<{ n: number }>(`select count(*)::int as n from user_roles where role_id = $1`, [role.id]);

@@ -80,10 +80,9 @@ export function createSessionsService(deps: {
   log: Logger;
   workspaceRoot: string;
   limits: { maxFiles: number; maxFileBytes: number };
-  demo: { allowAnonymous: boolean; operatorEmail: string | null };
+  demo: { allowAnonymous: boolean; operator: () => Promise<{ tenantId: string; userId: string } | null> };
 }) {
   const { db, repo, audit, queue, runtime, client, streams, clock } = deps;
-  const operatorIds = new Map<string, { at: number; id: string | null }>();
   let gitMissing = false;
 
   function userOf(ctx: Ctx): UserActor {
@@ -93,14 +92,11 @@ export function createSessionsService(deps: {
     return ctx.actor;
   }
 
-  /** The operator user of a tenant (demo mode acts as them), cached briefly. */
+  /** The operator user, when demo mode is on and the operator belongs to this tenant (demo mode acts as them). */
   async function operatorId(tenantId: string): Promise<string | null> {
-    if (!deps.demo.allowAnonymous || !deps.demo.operatorEmail) return null;
-    const hit = operatorIds.get(tenantId);
-    if (hit && Date.now() - hit.at < 30_000) return hit.id;
-    const { rows } = await db.query<{ id: string }>(`select id from users where tenant_id = $1 and lower(email) = lower($2)`, [tenantId, deps.demo.operatorEmail]);
-    operatorIds.set(tenantId, { at: Date.now(), id: rows[0]?.id ?? null });
-    return rows[0]?.id ?? null;
+    if (!deps.demo.allowAnonymous) return null;
+    const op = await deps.demo.operator();
+    return op?.tenantId === tenantId ? op.userId : null;
   }
 
   async function viewer(ctx: Ctx, browserSession: string | undefined): Promise<Viewer> {

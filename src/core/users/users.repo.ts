@@ -72,6 +72,24 @@ export function createUsersRepo() {
       );
       return rowCount === 1;
     },
+    /** Deletes a user; roles, sign-ins and sessions go with it (foreign keys cascade). */
+    async remove(q: Queryable, tenantId: string, id: string): Promise<void> {
+      await q.query(`delete from users where tenant_id = $1 and id = $2`, [tenantId, id]);
+    },
+    /** Ids of the gateways whose service user this is (they act as it for paired chat users). */
+    async gatewaysServedBy(q: Queryable, tenantId: string, userId: string): Promise<string[]> {
+      const { rows } = await q.query<{ id: string }>(`select id from gateways where tenant_id = $1 and service_user_id = $2`, [tenantId, userId]);
+      return rows.map((r) => r.id);
+    },
+    /** Locks the tenant's owner role (serialising changes to who owns the tenant) and counts its holders. */
+    async lockAndCountOwners(q: Queryable, tenantId: string): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(
+        `with owner_role as (select id from roles where tenant_id = $1 and name = 'owner' and is_system for update)
+         select count(*)::int as n from user_roles ur join owner_role o on o.id = ur.role_id where ur.tenant_id = $1`,
+        [tenantId],
+      );
+      return rows[0].n;
+    },
     async roleNames(q: Queryable, userId: string): Promise<string[]> {
       const { rows } = await q.query<{ name: string }>(
         `select r.name from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = $1 order by r.name`,

@@ -99,6 +99,23 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     async (req) => ({ users: await users.listUsers(ctxOf(req)) }),
   );
 
+  app.delete(
+    '/admin/users/:userId',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Remove a user with their roles, sign-ins and sessions; their tokens stop working at once (admin.manage_users)',
+        description: 'Refused (409) for yourself, the operator user, a gateway\'s service user and the last owner; only owners remove owners (403).',
+        params: Type.Object({ userId: Uuid }),
+        response: { 204: Type.Null(), ...errorResponses(400, 401, 403, 404, 409) },
+      },
+    },
+    async (req, reply) => {
+      await users.removeUser(ctxOf(req), { userId: req.params.userId });
+      return reply.status(204).send(null);
+    },
+  );
+
   app.get(
     '/admin/roles',
     { schema: { tags: ['admin'], summary: 'Roles of the tenant with their permission documents (admin.manage_roles)', response: { 200: Type.Object({ roles: Type.Array(Role) }), ...denied } } },

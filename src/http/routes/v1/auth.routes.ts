@@ -31,6 +31,15 @@ const Me = Type.Object({
  */
 export const AUTH_RATE_LIMIT = { max: 60, timeWindow: 60_000 };
 
+/**
+ * Refresh and sign-out take their token from the body or from a cookie: a browser posts them without a
+ * body. fastify validates an absent body against the body schema ("body must be object"), so it is read
+ * as an empty object first.
+ */
+const absentBodyIsEmpty = async (req: { body: unknown }) => {
+  req.body ??= {};
+};
+
 /** SPEC.md "Authentication endpoints". */
 export async function authRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { auth, config } = opts.core;
@@ -98,16 +107,47 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
       schema: {
         tags: ['auth'],
         summary: 'Exchange an existing JWT for a new access token valid 900 seconds',
-        description: `Takes an access or refresh token in the body, or the ${REFRESH_COOKIE} cookie. Re-checks the user and tenant; keeps the token's role claims.`,
+        description: `Takes an access or refresh token in the body, or the ${REFRESH_COOKIE} cookie. Re-checks the user and tenant; keeps the token's role claims, within the sign-in the token belongs to: nothing is refreshed more than 7 days after that sign-in, or after it was signed out. A token that fails is answered exactly {"error":"invalid token"}.`,
         security: [],
-        body: Type.Optional(Type.Object({ token: Type.Optional(Type.String({ maxLength: 8192 })) })),
+        body: Type.Object({ token: Type.Optional(Type.String({ maxLength: 8192 })) }),
         response: { 200: Type.Object({ token: Type.String() }), ...errorResponses(401, 403, 404, 429) },
       },
+      preValidation: absentBodyIsEmpty,
     },
     async (req) => {
-      const token = req.body?.token ?? readCookie(req.headers.cookie, REFRESH_COOKIE) ?? '';
+      const token = req.body.token ?? readCookie(req.headers.cookie, REFRESH_COOKIE) ?? '';
       const { token: fresh } = await auth.refresh(ctxOf(req), { token });
       return { token: fresh };
+    },
+  );
+
+  app.post(
+    '/auth/logout',
+    {
+      config: { auth: 'none', rateLimit: AUTH_RATE_LIMIT },
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign out: end the sign-in of the presented tokens and clear the cookies',
+        description: `Takes the access token (Authorization: Bearer, or the ${ACCESS_COOKIE} cookie) and/or the refresh token (body \`token\`, or the ${REFRESH_COOKIE} cookie). Every token of that sign-in stops working at once. Always 200 and the cookies cleared, also when the tokens were already invalid; \`signedOut\` says whether a sign-in was ended.`,
+        security: [],
+        body: Type.Object({ token: Type.Optional(Type.String({ maxLength: 8192 })) }),
+        response: { 200: Type.Object({ signedOut: Type.Boolean() }), ...errorResponses(429) },
+      },
+      preValidation: absentBodyIsEmpty,
+    },
+    async (req, reply) => {
+      const header = req.headers.authorization;
+      const bearer = header?.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : undefined;
+      const cookies = req.headers.cookie;
+      const result = await auth.logout(ctxOf(req), {
+        tokens: [req.body.token, bearer, readCookie(cookies, REFRESH_COOKIE), readCookie(cookies, ACCESS_COOKIE)],
+      });
+      reply.header('set-cookie', [
+        serializeCookie(ACCESS_COOKIE, '', { maxAgeS: 0, path: '/', secure, sameSite: 'Lax' }),
+        serializeCookie(REFRESH_COOKIE, '', { maxAgeS: 0, path: '/v1/auth', secure, sameSite: 'Lax' }),
+      ]);
+      reply.header('cache-control', 'no-store');
+      return result;
     },
   );
 
