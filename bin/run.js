@@ -27,6 +27,7 @@ try {
 // for it costs about 10 ms of every command's start.
 process.env.OCLIF_DISABLE_ENGINE_WARNING ??= '1';
 
-// Imported only now: the modules it loads are the ones the cache serves.
-const { execute } = await import('@oclif/core');
+// Imported only now, so that the cache serves what it loads; the `execute` entry alone, not the whole of
+// @oclif/core (a command loads the rest when it runs).
+const { execute } = await import('@oclif/core/execute');
 await execute({ dir: import.meta.url });
