@@ -1,4 +1,5 @@
 import type { Database, Queryable, Tx } from '../db/database.js';
+import { ConflictError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { QUEUE_DEFAULTS } from './boss.js';
 
@@ -20,8 +21,8 @@ import { QUEUE_DEFAULTS } from './boss.js';
  * import; the copy skips jobs already copied. Old processes must be stopped first: their queries would
  * reach the renamed schema.
  */
-export const PGBOSS_SCHEMA = 'pgboss';
-export const PGBOSS_10_SCHEMA = 'pgboss_v10';
+const PGBOSS_SCHEMA = 'pgboss';
+const PGBOSS_10_SCHEMA = 'pgboss_v10';
 /** pg-boss 10.0-10.4 schema versions: the ones this upgrade reads. */
 const PGBOSS_10_VERSIONS = { min: 21, max: 24 };
 
@@ -54,10 +55,14 @@ export async function setAsidePgBoss10(db: Database, log: Logger): Promise<boole
     const { pending, version } = await probe(tx);
     if (!isPgBoss10(version)) return pending;
     if (version! < PGBOSS_10_VERSIONS.min) {
-      throw new Error(`the job queue (schema ${PGBOSS_SCHEMA}) has pg-boss schema version ${version}, older than pg-boss 10; upgrade it with pg-boss 10 first`);
+      throw new ConflictError(`the job queue (schema ${PGBOSS_SCHEMA}) has pg-boss schema version ${version}, older than pg-boss 10`, {
+        hint: 'Start the release before Node 24 (pg-boss 10) on this database once, then this one.',
+      });
     }
     if (pending) {
-      throw new Error(`both ${PGBOSS_SCHEMA} (pg-boss 10) and ${PGBOSS_10_SCHEMA} (a pg-boss 10 schema set aside by an earlier upgrade) exist; move one of them away`);
+      throw new ConflictError(`both ${PGBOSS_SCHEMA} (pg-boss 10) and ${PGBOSS_10_SCHEMA} (a pg-boss 10 job queue set aside by an earlier upgrade) exist`, {
+        hint: `Rename or drop the one whose jobs you do not need (ALTER SCHEMA ... RENAME TO ...), then start again.`,
+      });
     }
     await tx.query(`alter schema ${PGBOSS_SCHEMA} rename to ${PGBOSS_10_SCHEMA}`);
     log.info({ from: PGBOSS_SCHEMA, to: PGBOSS_10_SCHEMA, version }, 'job queue: pg-boss 10 schema set aside for the upgrade to pg-boss 12');
