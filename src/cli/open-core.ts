@@ -1,4 +1,4 @@
-import type PgBoss from 'pg-boss';
+import type { PgBoss } from 'pg-boss';
 import type { Config } from '../config/config.schema.js';
 import { createCore, type Core } from '../core/create-core.js';
 import type { Logger } from '../core/logger.js';
@@ -7,6 +7,7 @@ import type { Database } from '../db/database.js';
 import { createEventBus } from '../db/event-bus.js';
 import { openDatabase } from '../db/open-database.js';
 import { createBoss, createJobQueue, ensureQueues } from '../jobs/boss.js';
+import { importPgBoss10Jobs, setAsidePgBoss10 } from '../jobs/boss-upgrade.js';
 
 export interface OpenedCore {
   core: Core;
@@ -24,27 +25,26 @@ export async function openCore(config: Config, log: Logger, options: { supervise
   const db = await openDatabase(config);
   const bus = createEventBus(db, log);
   const boss = createBoss(db, log, { supervise: options.supervise ?? false });
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= (async () => {
+      await boss.stop({ graceful: false, close: true }).catch(() => {});
+      await bus.close();
+      await db.close();
+    })());
+  let core: Core;
   try {
+    // A job queue written by pg-boss 10 moves aside first: pg-boss 12 cannot migrate it (boss-upgrade.ts).
+    const upgrading = await setAsidePgBoss10(db, log);
     // Started before any service transaction: in embedded mode an open transaction blocks every other
     // connection, and pg-boss's start-up runs on its own pool.
     await boss.start();
+    core = createCore({ db, bus, queue: createJobQueue(boss, bus), log, config, clock: options.clock });
+    await ensureQueues(boss, Object.keys(core.jobHandlers));
+    if (upgrading) await importPgBoss10Jobs(db, log);
   } catch (err) {
-    await bus.close();
-    await db.close();
+    await close();
     throw err;
   }
-  const core = createCore({ db, bus, queue: createJobQueue(boss, bus), log, config, clock: options.clock });
-  await ensureQueues(boss, Object.keys(core.jobHandlers));
-  let closing: Promise<void> | null = null;
-  return {
-    core,
-    db,
-    boss,
-    close: () =>
-      (closing ??= (async () => {
-        await boss.stop({ graceful: false, wait: true, close: true }).catch(() => {});
-        await bus.close();
-        await db.close();
-      })()),
-  };
+  return { core, db, boss, close };
 }

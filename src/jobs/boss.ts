@@ -1,13 +1,29 @@
-import PgBoss from 'pg-boss';
+import { PgBoss, type DatabaseOptions, type Db, type Queue } from 'pg-boss';
 import type { Database, Queryable } from '../db/database.js';
 import type { EventBus } from '../core/events.js';
 import { JOBS_ENQUEUED, type JobQueue } from '../core/jobs/job-queue.js';
 import type { Logger } from '../core/logger.js';
 
 export interface BossOptions {
-  /** Run pg-boss maintenance (expiry, retention, archive). Only worker processes do. */
+  /** Run pg-boss supervision (expiry of jobs whose worker died, deletion of old jobs). Only worker processes do. */
   supervise: boolean;
 }
+
+const DAY_S = 24 * 60 * 60;
+
+/**
+ * What every queue starts with; a job's send options override them. pg-boss 11 moved these from the
+ * constructor to the queue, so they are the settings pg-boss 10 applied to every job from the constructor.
+ */
+export const QUEUE_DEFAULTS = {
+  retryLimit: 3,
+  // Back-off doubles the delay from 1 s (pg-boss 10 raised a 0 delay to 1 s when backing off).
+  retryDelay: 1,
+  retryBackoff: true,
+  // A job still queued after a week is dropped; a finished one is kept a week for `GET /v1/jobs`.
+  retentionSeconds: 7 * DAY_S,
+  deleteAfterSeconds: 7 * DAY_S,
+} satisfies Omit<Queue, 'name'>;
 
 /**
  * pg-boss over the same database as everything else (schema `pgboss`). It keeps a small pool of its own:
@@ -15,27 +31,39 @@ export interface BossOptions {
  */
 export function createBoss(db: Database, log: Logger, options: BossOptions): PgBoss {
   const boss = new PgBoss({
-    ...(db.connection as PgBoss.DatabaseOptions),
+    ...(db.connection as DatabaseOptions),
     max: db.mode === 'embedded' ? 2 : 4,
     application_name: 'agentws-jobs',
     supervise: options.supervise,
     schedule: options.supervise,
     migrate: true,
-    retryLimit: 3,
-    retryBackoff: true,
-    // Completed jobs are kept a week for `GET /v1/jobs`, then pg-boss archives and deletes them.
-    retentionDays: 7,
-    // Maintenance is what notices a job whose worker died (active past its expireInSeconds) and
-    // retries it; the default 2 minutes would leave a crashed agent turn hanging that much longer.
-    maintenanceIntervalSeconds: 15,
+    // Supervision is what notices a job whose worker died (active past its expireInSeconds) and retries
+    // it; the default minute would leave a crashed agent turn hanging that much longer.
+    superviseIntervalSeconds: 15,
+    monitorIntervalSeconds: 15,
+    // The instance registry and vacuum/index-bloat checks are pg-boss's own operations dashboard; the
+    // embedded database has no autovacuum statistics to read, and commands are too short-lived to register.
+    registerInstance: false,
+    monitorVacuum: db.mode === 'postgres',
+    reindex: db.mode === 'postgres',
   });
-  boss.on('error', (err) => log.error({ err: err.message }, 'job queue error'));
+  boss.on('error', (err: Error) => log.error({ err: err.message }, 'job queue error'));
   return boss;
 }
 
-/** Creates every queue the core serves (idempotent; run by `aws migrate` and at start-up). */
+/**
+ * Creates every queue the core serves, and brings an existing queue's retry and retention settings to
+ * QUEUE_DEFAULTS (idempotent; run by `aws migrate` and at start-up). One query when nothing changes.
+ */
 export async function ensureQueues(boss: PgBoss, names: string[]): Promise<void> {
-  for (const name of names) await boss.createQueue(name);
+  const existing = new Map((await boss.getQueues(names)).map((q) => [q.name, q]));
+  for (const name of names) {
+    const q = existing.get(name);
+    if (!q) await boss.createQueue(name, QUEUE_DEFAULTS);
+    else if ((Object.keys(QUEUE_DEFAULTS) as Array<keyof typeof QUEUE_DEFAULTS>).some((k) => q[k] !== QUEUE_DEFAULTS[k])) {
+      await boss.updateQueue(name, QUEUE_DEFAULTS);
+    }
+  }
 }
 
 /**
@@ -43,7 +71,7 @@ export async function ensureQueues(boss: PgBoss, names: string[]): Promise<void>
  * workers hear of it through the event bus once it is committed.
  */
 export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
-  const inTx = (tx: Queryable): PgBoss.Db => ({
+  const inTx = (tx: Queryable): Db => ({
     executeSql: (text, values) => tx.query(text, values),
   });
   return {

@@ -1,4 +1,4 @@
-import type PgBoss from 'pg-boss';
+import type { Job, PgBoss } from 'pg-boss';
 import { systemCtx } from '../core/context.js';
 import type { Core } from '../core/create-core.js';
 import { JOBS_ENQUEUED } from '../core/jobs/job-queue.js';
@@ -34,10 +34,11 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
   const next = new Map<string, number>();
   for (const name of queues) {
     const handler = core.jobHandlers[name];
-    // pg-boss 10 has no per-worker concurrency option: N pollers on a queue give N jobs at once.
+    // N pollers on a queue give N jobs at once. Not pg-boss's localConcurrency: work() then returns the id
+    // of its first poller only, and the enqueue wake-up below must be able to reach any idle one.
     for (let i = 0; i < options.concurrency; i++) {
       const poller: Poller = { id: '', busy: false };
-      poller.id = await boss.work(name, { batchSize: 1, pollingIntervalSeconds: BACKSTOP_POLL_S }, async ([job]) => {
+      poller.id = await boss.work(name, { batchSize: 1, pollingIntervalSeconds: BACKSTOP_POLL_S }, async ([job]: Job<object>[]) => {
         poller.busy = true;
         // pg-boss waits a full polling interval after every job; while jobs keep coming, fetch the next at once.
         setImmediate(() => boss.notifyWorker(poller.id));
@@ -78,7 +79,7 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
     queues,
     async stop(timeoutMs) {
       await unsubscribe();
-      await boss.stop({ graceful: true, wait: true, timeout: timeoutMs, close: true });
+      await boss.stop({ graceful: true, timeout: timeoutMs, close: true });
       log.info('worker stopped');
     },
   };

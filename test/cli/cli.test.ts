@@ -1,7 +1,8 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 /** Parses stdout as exactly one JSON document (fails if anything else is printed there). */
@@ -143,6 +144,29 @@ describe(`CLI as subprocesses (${DB_MODE})`, () => {
       expect(help.code).toBe(0);
       expect(help.stdout).toContain('EXAMPLES');
     }
+  });
+
+  it("keeps the CLI's compiled code in the user's cache, and runs as well where that cannot be written", async () => {
+    const cacheHome = join(env.dir, 'cache');
+    const cached = await runCli(['--help'], { extraEnv: { XDG_CACHE_HOME: cacheHome } });
+    expect(cached.code).toBe(0);
+    const dir = join(cacheHome, 'agentws', 'node-compile-cache');
+    // One folder per Node version, holding an entry per module compiled (oclif and its dependencies).
+    const versions = readdirSync(dir);
+    expect(versions).toHaveLength(1);
+    expect(readdirSync(join(dir, versions[0])).length).toBeGreaterThan(20);
+    // sysfs refuses new directories (EPERM), even to root.
+    const uncached = await runCli(['--help'], { extraEnv: { XDG_CACHE_HOME: '/sys/agentws-no-cache' } });
+    expect(uncached).toMatchObject({ code: 0, stderr: '', stdout: cached.stdout });
+  });
+
+  const systemNode = '/usr/bin/node';
+  const oldNode = existsSync(systemNode) && Number(spawnSync(systemNode, ['-p', 'process.versions.node.split(".")[0]'], { encoding: 'utf8' }).stdout) < 24;
+  it.runIf(oldNode)('on a Node.js older than 24 it says what it needs and how to get it', () => {
+    const r = spawnSync(systemNode, [BIN, 'tenant', 'list'], { encoding: 'utf8', env: cleanEnv() });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/aws needs Node\.js >= 24; this is v\d+/);
+    expect(r.stderr).toContain('./install.sh --with-node');
   });
 
   it.runIf(DB_MODE === 'embedded')('aws worker refuses the embedded database with a clear hint', async () => {
