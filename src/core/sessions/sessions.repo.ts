@@ -103,8 +103,13 @@ export function createSessionsRepo() {
       await q.query(`update agent_sessions set updated_at = now() where id = $1`, [id]);
     },
 
-    async softDelete(q: Queryable, id: string): Promise<void> {
-      await q.query(`update agent_sessions set deleted_at = now() where id = $1`, [id]);
+    /**
+     * Marks a live session deleted. False when it was not live (deleted meanwhile): of several
+     * concurrent deletes exactly one gets true, so only that one audits and announces it.
+     */
+    async softDelete(q: Queryable, tenantId: string, id: string): Promise<boolean> {
+      const { rows } = await q.query(`update agent_sessions set deleted_at = now() where id = $1 and tenant_id = $2 and deleted_at is null returning id`, [id, tenantId]);
+      return rows.length > 0;
     },
 
     async claim(q: Queryable, id: string, userId: string): Promise<void> {

@@ -308,7 +308,8 @@ export function createSessionsService(deps: {
     async remove(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<void> {
       const s = await owned(ctx, input.id, input.browserSession);
       await db.transaction(async (tx) => {
-        await repo.softDelete(tx, s.id);
+        // Concurrent deletes of one session: only the one that marks it deleted goes on; the others are 404.
+        if (!(await repo.softDelete(tx, s.tenantId, s.id))) throw new NotFoundError('session not found');
         await audit.record(tx, ctx, { action: 'session.delete', target: `session:${s.id}`, sessionId: s.id, details: {} });
       });
       await streams.publish(s.id, 'session.deleted', { info: { id: s.id, title: s.title } });
