@@ -29,6 +29,7 @@ import { AGENT_TURN_JOB, ANALYTICS_JOB, createSessionsService } from './sessions
 import { createTemplatesService } from './templates/templates.service.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
 import { createGatewayAccess, createGatewaysService } from './gateways/gateways.service.js';
+import { createPairingRepo } from './gateways/pairing.repo.js';
 import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
 import { createPlatforms } from './gateways/platforms.js';
 
@@ -100,8 +101,8 @@ export function createCore(deps: CoreDeps) {
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
     // A chat user's turn ended: send the answer back through their gateway (once, see the job).
-    onChatTurnEnd: (sessionId, eventId) =>
-      void queue.send(GATEWAY_REPLY_JOB, { sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
+    onChatTurnEnd: (tenantId, sessionId, eventId) =>
+      void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
   });
   const sessions = createSessionsService({
     db,
@@ -129,7 +130,8 @@ export function createCore(deps: CoreDeps) {
   const gateways = createGatewaysService({ db, repo: gatewaysRepo, users: usersRepo, tenants: tenantsRepo, audit, box, platforms, access: gatewayAccess, onChange: (id) => pairing?.forget(id) });
   pairing = createPairingService({
     db,
-    repo: gatewaysRepo,
+    repo: createPairingRepo(),
+    gateways: gatewaysRepo,
     sessionsRepo,
     sessions,
     audit,
@@ -139,6 +141,7 @@ export function createCore(deps: CoreDeps) {
     clock,
     log: deps.log.child({ part: 'gateways' }),
     platforms,
+    codeHashKey: config.secrets.encryptionKey,
     access: gatewayAccess,
     loadGateway: gateways.load,
     actorOf: async (tenantId, userId) => {

@@ -85,7 +85,7 @@ export function createSessionStreams(deps: {
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
-  onChatTurnEnd?: (sessionId: string, eventId: string) => void;
+  onChatTurnEnd?: (tenantId: string, sessionId: string, eventId: string) => void;
 }) {
   const { db, repo, client, log } = deps;
   const sessions = new Map<string, SessionState>();
@@ -197,7 +197,7 @@ export function createSessionStreams(deps: {
     }
     const id = ev.payload.id ?? ascendingId('evt');
     deliver(ref.id, { id, type, properties });
-    if (type === 'session.idle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.id, id);
+    if (type === 'session.idle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
   }
 
   async function rejectPermission(ref: SessionRef, props: Record<string, any>) {

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
+import { requirePermission, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { AppError, ForbiddenError, NotFoundError, PayloadTooLargeError, RateLimitedError, UnauthenticatedError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
@@ -262,7 +262,7 @@ export function createSessionsService(deps: {
         // Sessions created before snapshots existed take one now, while the template still exists (rule 5).
         const t = await findTemplate(db, tenantId, s.templateSlug);
         if (t) {
-          await repo.snapshot(db, s.id, { systemPrompt: t.systemPrompt, model: t.model });
+          await repo.snapshot(db, tenantId, s.id, { systemPrompt: t.systemPrompt, model: t.model });
           s = { ...s, systemPrompt: t.systemPrompt, model: t.model, snapshotAt: clock.now() };
         }
       }
@@ -270,7 +270,7 @@ export function createSessionsService(deps: {
       return db.transaction(async (tx) => {
         const messageId = ascendingId('msg');
         const turnId = await repo.insertTurn(tx, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts });
-        await repo.touch(tx, s.id);
+        await repo.touch(tx, tenantId, s.id);
         const jobId = await queue.send(AGENT_TURN_JOB, { turnId }, { tx, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
@@ -321,7 +321,7 @@ export function createSessionsService(deps: {
       const s = await owned(ctx, input.id, input.browserSession);
       if (s.ownerId === actor.userId) return { sessionId: s.id, claimed: false };
       await db.transaction(async (tx) => {
-        await repo.claim(tx, s.id, actor.userId);
+        await repo.claim(tx, s.tenantId, s.id, actor.userId);
         await audit.record(tx, ctx, { action: 'session.claim', target: `session:${s.id}`, sessionId: s.id, details: { from: s.ownerId } });
       });
       return { sessionId: s.id, claimed: true };
@@ -330,7 +330,7 @@ export function createSessionsService(deps: {
     /** The last completed assistant answer of a session, as text (system use: chat gateways reply with it). */
     async lastAnswer(ctx: Ctx, input: { id: string }): Promise<{ messageId: string; text: string } | null> {
       if (ctx.actor.kind !== 'system') throw new ForbiddenError('only the system reads answers for relaying');
-      const s = await repo.byId(db, input.id);
+      const s = await repo.byId(db, tenantOf(ctx), input.id);
       if (!s?.upstreamId) return null;
       const messages = await client.messages(s.directory, s.upstreamId);
       const last = [...messages].reverse().find((m) => m.info.role === 'assistant' && m.info.time.completed);
@@ -347,17 +347,17 @@ export function createSessionsService(deps: {
     async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
       const turn = await repo.beginAttempt(db, input.turnId);
       if (!turn || turn.previousStatus === 'sent' || turn.previousStatus === 'failed') return;
-      const s = (await repo.byId(db, turn.sessionId))!;
+      const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
       const fail = async (message: string) => {
-        await repo.finishTurn(db, turn.id, 'failed', message);
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
         await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
       };
       try {
         await ensureWorkspace(s.directory);
-        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.id, await client.createSession(s.directory, { title: s.title })));
+        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.tenantId, s.id, await client.createSession(s.directory, { title: s.title })));
         if (turn.attempts > 1 && (await client.messageExists(s.directory, upstreamId, turn.messageId))) {
           ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
-          await repo.finishTurn(db, turn.id, 'sent');
+          await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
           return;
         }
         const model = await runtime.resolveModel(s.tenantId, s.model);
@@ -374,7 +374,7 @@ export function createSessionsService(deps: {
           ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
           tools,
         });
-        await repo.finishTurn(db, turn.id, 'sent');
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
       } catch (err) {
         const retryable = !(err instanceof AppError) || err.status >= 500;
         if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;
