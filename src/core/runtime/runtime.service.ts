@@ -22,6 +22,18 @@ export class RuntimeNotReadyError extends AppError {
   }
 }
 
+/** Where the built-in kinds send requests when no base URL is given (their SDKs' defaults). */
+const DEFAULT_ORIGIN: Record<ProviderKind, string | null> = {
+  'openai-compatible': null,
+  openai: 'https://api.openai.com',
+  anthropic: 'https://api.anthropic.com',
+};
+
+/** The origin a provider's requests (and its key) go to. */
+export function providerOrigin(kind: ProviderKind, baseUrl: string | null): string | null {
+  return baseUrl ? new URL(baseUrl).origin : DEFAULT_ORIGIN[kind];
+}
+
 const NPM: Record<ProviderKind, string> = {
   'openai-compatible': '@ai-sdk/openai-compatible',
   openai: '@ai-sdk/openai',
@@ -187,21 +199,39 @@ export function createRuntimeService(deps: {
       });
     },
 
-    /** Changes a provider (key rotation, models, base URL, enabled). Takes effect at the next apply. */
+    /**
+     * Changes a provider (key rotation or removal, models, base URL, enabled). Takes effect at the next
+     * apply. A stored key never follows the base URL to another origin on its own: such a change must
+     * bring the key for the new host or drop the stored one (`apiKey: null`); a new path on the same
+     * origin keeps it.
+     */
     async updateProvider(ctx: Ctx, name: string, patch: ProviderPatch) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const p = await loadProvider(tenantId, name);
       if (patch.models) checkModels(patch.models);
       const baseUrl = patch.baseUrl !== undefined ? checkBaseUrl(p.kind, patch.baseUrl) : p.baseUrl;
+      const from = providerOrigin(p.kind, p.baseUrl);
+      const to = providerOrigin(p.kind, baseUrl);
+      if (from !== to && p.apiKeySealed && patch.apiKey === undefined) {
+        throw new ValidationError(`apiKey: the base URL moves to another origin (${from ?? 'none'} -> ${to ?? 'none'}), and the stored key must not be sent there without your say`, {
+          details: { field: 'apiKey', from, to },
+          hint: 'Send the key for the new host with the change (apiKey; CLI: --api-key-stdin), or drop the stored key (apiKey: null; CLI: --no-api-key).',
+        });
+      }
+      if (patch.apiKey === null && p.kind !== 'openai-compatible') {
+        throw new ValidationError(`apiKey: an ${p.kind} provider needs a key; send a new one instead of removing it`, { details: { field: 'apiKey' } });
+      }
+      const apiKey = patch.apiKey === null ? 'removed' : patch.apiKey ? 'rotated' : 'unchanged';
       return db.transaction(async (tx) => {
-        const row = await repo.updateProvider(tx, p.id, {
+        const row = await repo.updateProvider(tx, tenantId, p.id, {
           baseUrl,
-          apiKeySealed: patch.apiKey ? box.seal(patch.apiKey) : p.apiKeySealed,
+          apiKeySealed: patch.apiKey === null ? null : patch.apiKey ? box.seal(patch.apiKey) : p.apiKeySealed,
           models: patch.models ?? p.models,
           enabled: patch.enabled ?? p.enabled,
         });
+        if (!row) throw new NotFoundError(`provider "${name}" not found`);
         const changed = Object.keys(patch).filter((k) => k !== 'apiKey');
-        await audit.record(tx, ctx, { action: 'provider.update', target: `provider:${name}`, details: { changed, apiKey: patch.apiKey ? 'rotated' : 'unchanged' } });
+        await audit.record(tx, ctx, { action: 'provider.update', target: `provider:${name}`, details: { changed, apiKey, ...(from !== to ? { origin: { from, to } } : {}) } });
         return publicProvider(row);
       });
     },
@@ -211,7 +241,7 @@ export function createRuntimeService(deps: {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const p = await loadProvider(tenantId, name);
       await db.transaction(async (tx) => {
-        await repo.deleteProvider(tx, p.id);
+        await repo.deleteProvider(tx, tenantId, p.id);
         await audit.record(tx, ctx, { action: 'provider.delete', target: `provider:${name}`, details: {} });
       });
     },
