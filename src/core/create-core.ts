@@ -86,7 +86,7 @@ export function createCore(deps: CoreDeps) {
   const runtimeRepo = createRuntimeRepo();
   const runtimeHost = createRuntimeHost({ mode: config.runtime.mode, nice: config.runtime.nice, dataDir: config.dataDir, db, box, repo: runtimeRepo, log: deps.log.child({ part: 'runtime' }) });
   const runtimeClient = createRuntimeClient(
-    createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, managed: () => runtimeHost.managed }),
+    createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, repo: runtimeRepo, dataDir: config.dataDir, managed: () => runtimeHost.managed }),
   );
   const runtime = createRuntimeService({ db, repo: runtimeRepo, audit, box, client: runtimeClient, mode: config.runtime.mode, askTools: config.runtime.askTools, log: deps.log });
   const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });

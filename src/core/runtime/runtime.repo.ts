@@ -83,6 +83,15 @@ export function createRuntimeRepo() {
         [tenantId, applied.defaultModel, JSON.stringify(applied), by],
       );
     },
+    /** Where the managed runtime was recorded to listen (by the `aws serve` that started it), if anywhere. */
+    async endpoint(q: Queryable): Promise<{ url: string; passwordSealed: string; pid: number | null } | null> {
+      const { rows } = await q.query<{ url: string; passwordSealed: string; pid: number | null }>(`select url, password_sealed as "passwordSealed", pid from runtime_endpoint where id = 1`);
+      return rows[0] ?? null;
+    },
+    /** Forgets the record of a runtime that stopped, unless another one has been recorded since. */
+    async clearEndpoint(q: Queryable, pid: number): Promise<void> {
+      await q.query(`delete from runtime_endpoint where id = 1 and pid = $1`, [pid]);
+    },
     async publishEndpoint(q: Queryable, e: { url: string; passwordSealed: string; pid: number | null }): Promise<void> {
       await q.query(
         `insert into runtime_endpoint (id, url, password_sealed, pid, started_at) values (1, $1, $2, $3, now())
