@@ -101,6 +101,12 @@ export function createCore(deps: CoreDeps) {
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
     // A chat user's turn ended: send the answer back through their gateway (once, see the job).
+    // An external runtime that restarted (or came back) has whatever configuration it persisted: give it
+    // the recorded one again. (serve configures a managed runtime itself after every restart.)
+    onRuntimeReconnect:
+      config.runtime.mode === 'external'
+        ? () => void runtime.pushConfig().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not configure the reconnected runtime'))
+        : undefined,
     onChatTurnEnd: (tenantId, sessionId, eventId) =>
       void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
   });

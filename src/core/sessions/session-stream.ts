@@ -86,6 +86,8 @@ export function createSessionStreams(deps: {
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
   onChatTurnEnd?: (tenantId: string, sessionId: string, eventId: string) => void;
+  /** Called when the runtime's stream is connected again after it was lost (the runtime may have restarted). */
+  onRuntimeReconnect?: () => void;
 }) {
   const { db, repo, client, log } = deps;
   const sessions = new Map<string, SessionState>();
@@ -290,6 +292,9 @@ export function createSessionStreams(deps: {
         log,
         onEvent: (ev) => {
           chain = chain.then(() => handle(ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
+        },
+        onConnect: (first) => {
+          if (!first) deps.onRuntimeReconnect?.();
         },
       });
       unsubscribeBus = await deps.bus.subscribe(SESSION_EVENTS_CHANNEL, (payload) => {
