@@ -161,12 +161,6 @@ export function createRuntimeClient(connector: RuntimeConnector) {
       return r.json as RuntimeMessage[];
     },
 
-    async pendingPermissions(directory: string): Promise<Array<{ id: string; sessionID: string; permission: string }>> {
-      const r = await call('GET', '/permission', { directory });
-      if (r.status !== 200) throw fail('list pending permissions', r);
-      return r.json as Array<{ id: string; sessionID: string; permission: string }>;
-    },
-
     /** False when the runtime has no such pending request (unknown, or already answered). */
     async replyPermission(directory: string, requestId: string, reply: 'once' | 'always' | 'reject', message?: string): Promise<boolean> {
       const r = await call('POST', `/permission/${encodeURIComponent(requestId)}/reply`, { directory, body: { reply, ...(message ? { message } : {}) } });

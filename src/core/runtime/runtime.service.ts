@@ -7,6 +7,7 @@ import { actorString, type Ctx } from '../context.js';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { RuntimeClient } from './runtime-client.js';
+import { permissionOfTool } from './runtime-tools.js';
 import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
 import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
 
@@ -130,7 +131,7 @@ export function createRuntimeService(deps: {
       permission: {
         // The workspace is the agent's sandbox.
         external_directory: 'deny',
-        ...Object.fromEntries(deps.askTools.map((t) => [t, 'ask'])),
+        ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
       },
       share: 'disabled',
       autoupdate: false,

@@ -28,6 +28,9 @@ export const HEARTBEAT_MS = 15_000;
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** Buffers of sessions nobody watches are dropped after this long without events. */
 const IDLE_BUFFER_MS = 15 * 60_000;
+/** Records of unanswered permission requests are kept this long (a runtime restart forgets them sooner). */
+const PERMISSION_REQUEST_TTL_MS = 7 * 24 * 3600_000;
+const REQUEST_SWEEP_MS = 3600_000;
 /** Published by other parts of the appliance (jobs, the API) to put an event on a session's stream. */
 export const SESSION_EVENTS_CHANNEL = 'sessions.events';
 export const ANALYTICS_JOB = 'agent-analytics';
@@ -101,6 +104,7 @@ export function createSessionStreams(deps: {
   // Events are handled strictly in arrival order, even when resolving a session needs a query.
   let chain: Promise<void> = Promise.resolve();
   let subscriberCount = 0;
+  let lastRequestSweep = 0;
 
   const state = (id: string): SessionState => {
     let s = sessions.get(id);
@@ -194,6 +198,20 @@ export function createSessionStreams(deps: {
           void rejectPermission(ref, props);
           return;
         }
+        // The owner's reply is checked against this record (the request must be of their session).
+        try {
+          await repo.recordPermissionRequest(db, { id: props.id, tenantId: ref.tenantId, sessionId: ref.id, permission: String(props.permission) });
+        } catch (err) {
+          // Unrecorded, a reply would be refused and the turn would wait for it forever: refuse it now.
+          log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not record a permission request; rejecting it');
+          void client.replyPermission(ref.directory, props.id, 'reject', 'The request could not be recorded; try again.').catch(() => {});
+          return;
+        }
+        break;
+      }
+      case 'permission.replied': {
+        // Answered (through us, or by the runtime itself after an `always`): no longer answerable.
+        if (typeof props.requestID === 'string') await repo.takePermissionRequest(db, ref.tenantId, ref.id, props.requestID).catch(() => null);
         break;
       }
     }
@@ -277,6 +295,10 @@ export function createSessionStreams(deps: {
 
   function sweep() {
     const now = Date.now();
+    if (now - lastRequestSweep > REQUEST_SWEEP_MS) {
+      lastRequestSweep = now;
+      void repo.dropPermissionRequestsBefore(db, new Date(now - PERMISSION_REQUEST_TTL_MS)).catch(() => {});
+    }
     for (const [id, s] of sessions) {
       if (s.subscribers.size === 0 && now - s.lastEventAt > IDLE_BUFFER_MS) sessions.delete(id);
     }

@@ -156,6 +156,32 @@ export function createSessionsRepo() {
       return Number(rows[0].spent ?? 0);
     },
 
+    /** Records a permission request the runtime asked in a session (every serve process sees it: once). */
+    async recordPermissionRequest(q: Queryable, r: { id: string; tenantId: string; sessionId: string; permission: string }): Promise<void> {
+      await q.query(
+        `insert into runtime_permission_requests (id, tenant_id, session_id, permission) values ($1, $2, $3, $4) on conflict (id) do nothing`,
+        [r.id, r.tenantId, r.sessionId, r.permission],
+      );
+    },
+
+    /**
+     * Takes a pending permission request of a session for answering: of several concurrent replies only
+     * one gets it. Null when the session has no such request (unknown, another session's, answered).
+     */
+    async takePermissionRequest(q: Queryable, tenantId: string, sessionId: string, id: string): Promise<{ id: string; permission: string } | null> {
+      const { rows } = await q.query<{ id: string; permission: string }>(
+        `delete from runtime_permission_requests where id = $1 and tenant_id = $2 and session_id = $3 returning id, permission`,
+        [id, tenantId, sessionId],
+      );
+      return rows[0] ?? null;
+    },
+
+    /** Forgets requests older than `before`: the runtime no longer holds them (restarted, or turns long over). */
+    async dropPermissionRequestsBefore(q: Queryable, before: Date): Promise<void> {
+      // Maintenance across tenants, by age alone.
+      await q.query(`delete from runtime_permission_requests where asked_at < $1`, [before]);
+    },
+
     /** Records a fact from the runtime's events once; false when some process recorded it already. */
     async claimLedgerKey(q: Queryable, key: string): Promise<boolean> {
       const { rows } = await q.query(`insert into runtime_event_ledger (key) values ($1) on conflict do nothing returning key`, [key]);

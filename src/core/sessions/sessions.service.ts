@@ -9,7 +9,7 @@ import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
-import { AppError, ForbiddenError, NotFoundError, PayloadTooLargeError, RateLimitedError, UnauthenticatedError, ValidationError } from '../errors.js';
+import { AppError, ForbiddenError, NotFoundError, PayloadTooLargeError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
@@ -288,18 +288,35 @@ export function createSessionsService(deps: {
       return { sessionId: s.id };
     },
 
-    /** Answers a pending tool permission of this session (rule 7), upstream, and audits the decision. */
+    /**
+     * Answers a pending tool permission request of this session (rule 7), upstream, and audits the
+     * decision. The request must be one the runtime asked in this session (recorded from its events) and
+     * not answered yet; of concurrent replies one is delivered, the others are 404. When the runtime does
+     * not take the reply, the turn would wait for it forever: it is stopped, the stream gets a
+     * session.error, and the answer is 502.
+     */
     async replyPermission(ctx: Ctx, input: { id: string; permissionId: string; response: string; browserSession?: string }): Promise<{ ok: true }> {
       const s = await owned(ctx, input.id, input.browserSession);
       if (!['once', 'always', 'reject'].includes(input.response)) throw new ValidationError('response must be once, always or reject');
-      if (!s.upstreamId) throw new NotFoundError('permission request not found');
-      // Only a request of THIS session: ids of other sessions' requests must not be answerable from here.
-      const pending = (await client.pendingPermissions(s.directory)).find((p) => p.id === input.permissionId && p.sessionID === s.upstreamId);
+      const pending = s.upstreamId ? await repo.takePermissionRequest(db, s.tenantId, s.id, input.permissionId) : null;
       if (!pending) throw new NotFoundError('permission request not found (unknown, or already answered)');
-      const replied = await client.replyPermission(s.directory, input.permissionId, input.response as 'once' | 'always' | 'reject');
+      let replied: boolean;
+      try {
+        replied = await client.replyPermission(s.directory, pending.id, input.response as 'once' | 'always' | 'reject');
+      } catch (err) {
+        const why = (err as Error).message;
+        ctx.log.error({ err: why, sessionId: s.id, permission: pending.permission }, 'permission reply not delivered; stopping the turn');
+        // Said first, so the owner reads why before the runtime reports the turn aborted.
+        await streams.publish(s.id, 'session.error', { error: { name: 'PermissionReplyFailed', message: `Your answer to the ${pending.permission} request could not be delivered to the agent runtime, so the turn was stopped (${why}).` } });
+        await client.abort(s.directory, s.upstreamId!).catch(() => {});
+        await db.transaction((tx) =>
+          audit.record(tx, ctx, { action: 'permission.reply_failed', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response, error: why } }),
+        );
+        throw new UpstreamError('the agent runtime did not take the reply; the turn was stopped', { code: 'upstream_failed', details: { permission: pending.permission } });
+      }
       if (!replied) throw new NotFoundError('permission request not found (unknown, or already answered)');
       await db.transaction((tx) =>
-        audit.record(tx, ctx, { action: 'permission.reply', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: input.permissionId, response: input.response } }),
+        audit.record(tx, ctx, { action: 'permission.reply', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response } }),
       );
       return { ok: true };
     },
