@@ -8,11 +8,13 @@ import { ProviderPatch } from '../../src/core/runtime/runtime.schemas.js';
 export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {
   static override summary = 'Change a provider: rotate its API key, replace its models, change its base URL, enable or disable it.';
   static override description =
-    'Only what is given changes. A new key comes the same ways as for `provider add`: piped in with --api-key-stdin (in a terminal, asked for masked), or --api-key with a warning about shell history. --model replaces the whole model list. Changes take effect at the next `aws runtime apply`.';
+    'Only what is given changes. A new key comes the same ways as for `provider add`: piped in with --api-key-stdin (in a terminal, asked for masked), or --api-key with a warning about shell history; --no-api-key removes the stored key. A --base-url on another origin (scheme, host or port) while a key is stored needs one of them: the stored key is never sent to a new host on its own. --model replaces the whole model list. Changes take effect at the next `aws runtime apply`.';
   static override examples = [
     { description: 'Rotate the key, piped in:', command: '$ printf %s "$NEW_KEY" | <%= config.bin %> provider update openai --api-key-stdin' },
     { description: 'Rotate the key in a terminal (asks for it, masked):', command: '<%= config.bin %> provider update openai --api-key-stdin' },
     '<%= config.bin %> provider update local --model llama3.1:8b --model qwen2.5-coder:7b',
+    { description: 'Move to another host, with the key for it:', command: '$ printf %s "$KEY" | <%= config.bin %> provider update gateway --base-url https://llm.example.com/v1 --api-key-stdin' },
+    { description: 'Move to a host that needs no key, dropping the stored one:', command: '<%= config.bin %> provider update local --base-url http://127.0.0.1:11434/v1 --no-api-key' },
     '<%= config.bin %> provider update local --disable --tenant acme --json',
   ];
   static override args = { name: Args.string({ description: 'Provider name', required: true }) };
@@ -23,6 +25,7 @@ export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {
     enable: Flags.boolean({ summary: 'Switch the provider on.', exclusive: ['disable'] }),
     disable: Flags.boolean({ summary: 'Switch the provider off (the runtime drops it at the next apply).', exclusive: ['enable'] }),
     ...keyFlags,
+    'no-api-key': Flags.boolean({ summary: 'Remove the stored API key.', exclusive: ['api-key', 'api-key-stdin'] }),
   };
 
   async run(): Promise<void> {
@@ -35,16 +38,17 @@ export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {
       ...(f.enable ? { enabled: true } : f.disable ? { enabled: false } : {}),
     };
     const rotating = f['api-key'] !== undefined || f['api-key-stdin'];
-    if (!Object.keys(patch).length && !rotating) {
-      throw new ValidationError('nothing to change', { hint: 'Pass --api-key-stdin (new key), --model, --base-url, --enable or --disable.' });
+    if (!Object.keys(patch).length && !rotating && !f['no-api-key']) {
+      throw new ValidationError('nothing to change', { hint: 'Pass --api-key-stdin (new key), --no-api-key, --model, --base-url, --enable or --disable.' });
     }
     checkAgainst(ProviderPatch, patch);
     const apiKey = await resolveApiKey({ apiKey: f['api-key'], apiKeyStdin: f['api-key-stdin'] }, { ask: false, prompt: `New API key for ${this.args.name}` });
     if (apiKey) patch.apiKey = apiKey;
+    if (f['no-api-key']) patch.apiKey = null;
     checkAgainst(ProviderPatch, patch);
 
     const provider = await core.runtime.updateProvider(ctx, this.args.name, patch);
-    const changed = [...Object.keys(patch).filter((k) => k !== 'apiKey'), ...(apiKey ? ['apiKey (rotated)'] : [])];
+    const changed = [...Object.keys(patch).filter((k) => k !== 'apiKey'), ...(apiKey ? ['apiKey (rotated)'] : f['no-api-key'] ? ['apiKey (removed)'] : [])];
     this.output({ provider, changed }, () => {
       info(`updated provider ${provider.name} (changed: ${changed.join(', ')})`);
       info(`models: ${provider.models.map((m) => m.id).join(', ')}; API key: ${provider.hasApiKey ? 'set' : 'none'}; ${provider.enabled ? 'enabled' : 'disabled'}`);

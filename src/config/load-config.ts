@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
 import { ConfigError, type ConfigProblem } from '../core/errors.js';
+import { ASKABLE_TOOL_NAMES, permissionOfTool } from '../core/runtime/runtime-tools.js';
 import { deepFreeze } from '../lib/freeze.js';
 import { isLoopback } from '../lib/loopback.js';
 import { CONFIG_VARS, type Config, type ConfigVarName, type VarSpec } from './config.schema.js';
@@ -113,7 +114,8 @@ export function parseConfigValues(input: {
   }
   const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
   for (const t of askTools) {
-    if (!/^[a-z][a-z0-9_-]{0,63}$/.test(t)) problems.push({ variable: 'AGENTWS_RUNTIME_ASK_TOOLS', message: `"${t}" is not a tool name` });
+    // A name no tool asks under would silently never ask: refuse it.
+    if (!permissionOfTool(t)) problems.push({ variable: 'AGENTWS_RUNTIME_ASK_TOOLS', message: `"${t}" is not a runtime tool that can ask (one of ${ASKABLE_TOOL_NAMES.join(', ')})` });
   }
 
   const redirectOrigins: string[] = [];

@@ -30,6 +30,7 @@ import { AGENT_TURN_JOB, ANALYTICS_JOB, createSessionsService } from './sessions
 import { createTemplatesService } from './templates/templates.service.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
 import { createGatewayAccess, createGatewaysService } from './gateways/gateways.service.js';
+import { createPairingRepo } from './gateways/pairing.repo.js';
 import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
 import { createPlatforms } from './gateways/platforms.js';
 
@@ -89,7 +90,7 @@ export function createCore(deps: CoreDeps) {
   const runtimeRepo = createRuntimeRepo();
   const runtimeHost = createRuntimeHost({ mode: config.runtime.mode, nice: config.runtime.nice, dataDir: config.dataDir, db, box, repo: runtimeRepo, log: deps.log.child({ part: 'runtime' }) });
   const runtimeClient = createRuntimeClient(
-    createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, managed: () => runtimeHost.managed }),
+    createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, repo: runtimeRepo, dataDir: config.dataDir, managed: () => runtimeHost.managed }),
   );
   const runtime = createRuntimeService({ db, repo: runtimeRepo, audit, box, client: runtimeClient, mode: config.runtime.mode, askTools: config.runtime.askTools, log: deps.log });
   const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
@@ -104,8 +105,14 @@ export function createCore(deps: CoreDeps) {
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
     // A chat user's turn ended: send the answer back through their gateway (once, see the job).
-    onChatTurnEnd: (sessionId, eventId) =>
-      void queue.send(GATEWAY_REPLY_JOB, { sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
+    // An external runtime that restarted (or came back) has whatever configuration it persisted: give it
+    // the recorded one again. (serve configures a managed runtime itself after every restart.)
+    onRuntimeReconnect:
+      config.runtime.mode === 'external'
+        ? () => void runtime.pushConfig().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not configure the reconnected runtime'))
+        : undefined,
+    onChatTurnEnd: (tenantId, sessionId, eventId) =>
+      void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
   });
   const sessions = createSessionsService({
     db,
@@ -133,7 +140,8 @@ export function createCore(deps: CoreDeps) {
   const gateways = createGatewaysService({ db, repo: gatewaysRepo, users: usersRepo, tenants: tenantsRepo, audit, box, platforms, access: gatewayAccess, onChange: (id) => pairing?.forget(id) });
   pairing = createPairingService({
     db,
-    repo: gatewaysRepo,
+    repo: createPairingRepo(),
+    gateways: gatewaysRepo,
     sessionsRepo,
     sessions,
     audit,
@@ -143,6 +151,7 @@ export function createCore(deps: CoreDeps) {
     clock,
     log: deps.log.child({ part: 'gateways' }),
     platforms,
+    codeHashKey: config.secrets.encryptionKey,
     access: gatewayAccess,
     loadGateway: gateways.load,
     actorOf: async (tenantId, userId) => {

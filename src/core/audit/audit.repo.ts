@@ -71,6 +71,15 @@ export function createAuditRepo() {
       return rows;
     },
 
+    /** Distinct values of `details.<field>` in one actor's entries of an action and target since a moment. */
+    async countDistinctDetail(q: Queryable, f: { tenantId: string; actor: string; action: string; target: string; field: string; since: Date }): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(
+        `select count(distinct details ->> $5)::int as n from audit_log where tenant_id = $1 and action = $2 and ts > $3 and actor = $4 and target = $6`,
+        [f.tenantId, f.action, f.since, f.actor, f.field, f.target],
+      );
+      return rows[0].n;
+    },
+
     async insert(q: Queryable, r: AuditRecord): Promise<{ id: string; ts: Date }> {
       const { rows } = await q.query<{ id: string; ts: Date }>(
         `insert into audit_log (tenant_id, user_id, actor, action, target, session_id, channel, duration_ms, details)

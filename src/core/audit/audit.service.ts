@@ -59,6 +59,14 @@ export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Q
       return { entries, count: entries.length };
     },
 
+    /**
+     * How many distinct values `details.<field>` took in the entries the caller (ctx's actor) wrote for an
+     * action and target since a moment: e.g. the distinct wrong pairing codes a caller tried on a gateway.
+     */
+    async distinctDetailCount(q: Queryable, ctx: Ctx, f: { tenantId: string; action: string; target: string; field: string; since: Date }): Promise<number> {
+      return deps.repo.countDistinctDetail(q, { ...f, actor: actorString(ctx.actor) });
+    },
+
     /** Records one action in the caller's transaction. */
     async record(tx: Tx, ctx: Ctx, input: AuditInput): Promise<string> {
       const tenantId = input.tenantId === undefined ? ctx.tenantId : input.tenantId;

@@ -96,7 +96,8 @@ export function createGatewaysService(deps: {
       const g = await load(ctx, id);
       if (input.botToken !== undefined && !input.botToken.trim()) throw new ValidationError('botToken must not be empty');
       const updated = await db.transaction(async (tx) => {
-        const row = await repo.update(tx, g.id, { enabled: input.enabled, botTokenSealed: input.botToken ? box.seal(input.botToken) : undefined });
+        const row = await repo.update(tx, g.tenantId, g.id, { enabled: input.enabled, botTokenSealed: input.botToken ? box.seal(input.botToken) : undefined });
+        if (!row) throw new NotFoundError('gateway not found');
         const changes: Record<string, unknown> = {};
         if (input.enabled !== undefined) changes.enabled = input.enabled;
         if (input.botToken) changes.botToken = 'rotated';
@@ -111,7 +112,8 @@ export function createGatewaysService(deps: {
     async remove(ctx: Ctx, id: string): Promise<void> {
       const g = await load(ctx, id);
       await db.transaction(async (tx) => {
-        await repo.remove(tx, g.id);
+        // Concurrent deletes: the one that removed it audits it; the others are 404.
+        if (!(await repo.remove(tx, g.tenantId, g.id))) throw new NotFoundError('gateway not found');
         await audit.record(tx, ctx, { action: 'gateway.delete', target: `gateway:${g.id}`, details: { kind: g.kind, botUsername: g.botUsername } });
       });
       deps.onChange(g.id);
@@ -128,7 +130,8 @@ export function createGatewaysService(deps: {
       const secret = randomBytes(32).toString('base64url');
       await deps.platforms[g.kind].setWebhook({ botToken: box.open(g.botTokenSealed), botId: g.botId, url: url.href, secret });
       const updated = await db.transaction(async (tx) => {
-        const row = await repo.update(tx, g.id, { webhookUrl: url.href, webhookSecretSealed: box.seal(secret) });
+        const row = await repo.update(tx, g.tenantId, g.id, { webhookUrl: url.href, webhookSecretSealed: box.seal(secret) });
+        if (!row) throw new NotFoundError('gateway not found');
         await audit.record(tx, ctx, { action: 'gateway.webhook_register', target: `gateway:${g.id}`, details: { webhookUrl: url.href } });
         return row;
       });

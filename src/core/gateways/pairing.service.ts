@@ -1,9 +1,9 @@
-import { randomInt } from 'node:crypto';
+import { createHmac, randomInt } from 'node:crypto';
 import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
-import type { Ctx, UserActor } from '../context.js';
+import { actorString, type Ctx, type UserActor } from '../context.js';
 import { AppError, NotFoundError, RateLimitedError, UnauthenticatedError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { JobQueue } from '../jobs/job-queue.js';
@@ -11,7 +11,8 @@ import type { Logger } from '../logger.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
 import type { SessionsService } from '../sessions/sessions.service.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
-import { CODE, PENDING, type GatewayRow, type GatewaysRepo, type PairingCodeRow } from './gateways.repo.js';
+import type { GatewayRow, GatewaysRepo } from './gateways.repo.js';
+import type { PairingCodeRow, PairingRepo } from './pairing.repo.js';
 import type { ChatPlatform, GatewayKind, InboundMessage } from './platforms.js';
 
 /** What peers do (DESIGN.md 8): an alphabet without look-alikes, 8 characters, an hour to approve. */
@@ -22,7 +23,10 @@ export const MAX_PENDING_PER_GATEWAY = 3;
 export const NEW_CODE_INTERVAL_MS = 10 * 60_000;
 /** A pending code is sent again to a user who writes again, at most this often. */
 export const RESEND_INTERVAL_MS = 60_000;
-/** Failed approvals of one gateway allowed per window before approvals are refused (guessing codes). */
+/**
+ * Distinct wrong codes one caller may try on a gateway per window before that caller's approvals there
+ * are refused (guessing codes). A code the gateway did issue (used, denied, expired) is no guess.
+ */
 export const MAX_FAILED_APPROVALS = 10;
 export const FAILED_APPROVAL_WINDOW_MS = 10 * 60_000;
 
@@ -65,7 +69,8 @@ export function normaliseCode(input: string): string {
 
 export function createPairingService(deps: {
   db: Database;
-  repo: GatewaysRepo;
+  repo: PairingRepo;
+  gateways: GatewaysRepo;
   sessionsRepo: SessionsRepo;
   sessions: SessionsService;
   audit: AuditService;
@@ -75,6 +80,8 @@ export function createPairingService(deps: {
   clock: Clock;
   log: Logger;
   platforms: Record<GatewayKind, ChatPlatform>;
+  /** Keys the hash of a wrong code in its audit entry (a bare hash of 8 characters is easily reversed). */
+  codeHashKey: string;
   access: (ctx: Ctx) => string;
   loadGateway: (ctx: Ctx, id: string) => Promise<GatewayRow>;
   actorOf: (tenantId: string, userId: string) => Promise<{ roles: string[]; permissions: RbacPermissions }>;
@@ -86,14 +93,15 @@ export function createPairingService(deps: {
   async function gatewayForWebhook(id: string) {
     const hit = cache.get(id);
     if (hit && Date.now() - hit.at < 5000) return hit.g;
-    const row = /^[0-9a-f-]{36}$/i.test(id) ? await repo.findById(db, id) : null;
+    const row = /^[0-9a-f-]{36}$/i.test(id) ? await deps.gateways.findById(db, id) : null;
     const g = row ? { ...row, secret: row.webhookSecretSealed ? box.open(row.webhookSecretSealed) : null } : null;
     if (cache.size > 10_000) cache.clear();
     cache.set(id, { at: Date.now(), g });
     return g;
   }
 
-  const send = (tx: Tx, gatewayId: string, chatId: string, text: string) => queue.send(GATEWAY_SEND_JOB, { gatewayId, chatId, text }, { tx, retryLimit: 5 });
+  const send = (tx: Tx, g: GatewayRow, chatId: string, text: string) => queue.send(GATEWAY_SEND_JOB, { tenantId: g.tenantId, gatewayId: g.id, chatId, text }, { tx, retryLimit: 5 });
+  const codeHash = (code: string) => createHmac('sha256', deps.codeHashKey).update(`pairing-code:${code}`).digest('hex').slice(0, 32);
 
   /** Issues (or repeats) a pairing code for an unpaired chat user, within the limits of DESIGN.md 8. */
   async function requestPairing(g: GatewayRow, msg: InboundMessage): Promise<'issued' | 'repeated' | 'limited'> {
@@ -104,45 +112,37 @@ export function createPairingService(deps: {
     if (resent) return 'repeated';
     return db.transaction(async (tx) => {
       // One request at a time per gateway, so the pending limit and the per-user rule hold under races.
-      await tx.query(`select pg_advisory_xact_lock(hashtext($1))`, [g.id]);
-      const { rows: open } = await tx.query<PairingCodeRow>(
-        `select ${CODE} from pairing_codes c where c.gateway_id = $1 and c.external_user_id = $2 and ${PENDING.replace('$now', '$3')} limit 1`,
-        [g.id, msg.externalUserId, now],
-      );
-      if (open[0]) {
+      await repo.lockGateway(tx, g.id);
+      const user = { tenantId: g.tenantId, gatewayId: g.id, externalUserId: msg.externalUserId };
+      if (await repo.hasOpenCode(tx, user, now)) {
         // A retry never replaces the code the user already has (it appeared since the check above).
         return 'repeated';
       }
       // One new code per user per 10 minutes (a denied or expired one counts; a used one does not, so a
       // user who was unpaired can pair again at once).
-      const { rows: recent } = await tx.query(
-        `select 1 from pairing_codes c where c.gateway_id = $1 and c.external_user_id = $2 and c.consumed_at is null and c.created_at > $3 limit 1`,
-        [g.id, msg.externalUserId, new Date(now.getTime() - NEW_CODE_INTERVAL_MS)],
-      );
-      if (recent.length) {
-        await send(tx, g.id, msg.chatId, 'A pairing request from you was made a few minutes ago. Please try again later.');
+      if (await repo.hasUnusedCodeSince(tx, user, new Date(now.getTime() - NEW_CODE_INTERVAL_MS))) {
+        await send(tx, g, msg.chatId, 'A pairing request from you was made a few minutes ago. Please try again later.');
         return 'limited';
       }
-      const { rows: pending } = await tx.query<{ n: number }>(
-        `select count(*)::int as n from pairing_codes c where c.gateway_id = $1 and ${PENDING.replace('$now', '$2')}`,
-        [g.id, now],
-      );
-      if (pending[0].n >= MAX_PENDING_PER_GATEWAY) {
-        await send(tx, g.id, msg.chatId, 'There are too many pairing requests waiting for approval. Please try again later.');
+      if ((await repo.countPending(tx, g.tenantId, g.id, now)) >= MAX_PENDING_PER_GATEWAY) {
+        await send(tx, g, msg.chatId, 'There are too many pairing requests waiting for approval. Please try again later.');
         return 'limited';
       }
-      // Expired codes give their code back to the pool of unused ones.
-      await tx.query(`update pairing_codes set denied_at = $1 where expires_at <= $1 and consumed_at is null and denied_at is null`, [now]);
+      await repo.retireExpired(tx, g.tenantId, g.id, now);
       for (let attempt = 0; ; attempt++) {
         const code = newCode();
-        const { rows } = await tx.query<{ id: string }>(
-          `insert into pairing_codes (gateway_id, code, external_user_id, external_user_name, platform_display_name, chat_id, expires_at, created_at, last_sent_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $8) on conflict (code) where consumed_at is null and denied_at is null do nothing returning id`,
-          [g.id, code, msg.externalUserId, msg.externalUserName, msg.platformDisplayName, msg.chatId, new Date(now.getTime() + CODE_TTL_MS), now],
-        );
-        if (rows[0]) {
-          await send(tx, g.id, msg.chatId, codeMessage(code));
-          await audit.record(tx, systemCtxFor(g, deps.log), { action: 'pairing.request', target: `gateway:${g.id}`, details: { codeId: rows[0].id, externalUserId: msg.externalUserId, externalUserName: msg.externalUserName } });
+        const id = await repo.insertCode(tx, {
+          ...user,
+          code,
+          externalUserName: msg.externalUserName,
+          platformDisplayName: msg.platformDisplayName,
+          chatId: msg.chatId,
+          expiresAt: new Date(now.getTime() + CODE_TTL_MS),
+          now,
+        });
+        if (id) {
+          await send(tx, g, msg.chatId, codeMessage(code));
+          await audit.record(tx, systemCtxFor(g, deps.log), { action: 'pairing.request', target: `gateway:${g.id}`, details: { codeId: id, externalUserId: msg.externalUserId, externalUserName: msg.externalUserName } });
           await bus.publish(GATEWAY_EVENTS_CHANNEL, { gatewayId: g.id, type: 'pairing.code_created' } satisfies GatewayEvent, tx);
           return 'issued';
         }
@@ -153,19 +153,13 @@ export function createPairingService(deps: {
 
   /** True when the user has a pending code: it is sent again unless it was sent within the last minute. */
   async function repeatPending(g: GatewayRow, msg: InboundMessage, now: Date): Promise<boolean> {
-    const { rows } = await db.hot<{ id: string; code: string; due: boolean }>(
-      'pairing.open-code',
-      `select c.id, c.code, (c.last_sent_at is null or c.last_sent_at <= $4) as due from pairing_codes c
-        where c.gateway_id = $1 and c.external_user_id = $2 and ${PENDING.replace('$now', '$3')} limit 1`,
-      [g.id, msg.externalUserId, now, new Date(now.getTime() - RESEND_INTERVAL_MS)],
-    );
-    const open = rows[0];
+    const resendBefore = new Date(now.getTime() - RESEND_INTERVAL_MS);
+    const open = await repo.openCodeOf(db, { tenantId: g.tenantId, gatewayId: g.id, externalUserId: msg.externalUserId }, now, resendBefore);
     if (!open) return false;
     if (!open.due) return true;
     await db.transaction(async (tx) => {
       // Only one of several concurrent retries wins the right to send.
-      const { rowCount } = await tx.query(`update pairing_codes set last_sent_at = $2 where id = $1 and (last_sent_at is null or last_sent_at <= $3)`, [open.id, now, new Date(now.getTime() - RESEND_INTERVAL_MS)]);
-      if (rowCount) await send(tx, g.id, msg.chatId, codeMessage(open.code));
+      if (await repo.markResent(tx, g.tenantId, open.id, now, resendBefore)) await send(tx, g, msg.chatId, codeMessage(open.code));
     });
     return true;
   }
@@ -175,26 +169,18 @@ export function createPairingService(deps: {
     const { roles, permissions } = await deps.actorOf(g.tenantId, g.serviceUserId);
     const actor: UserActor = { kind: 'user', userId: g.serviceUserId, tenantId: g.tenantId, roles, permissions, via: 'gateway' };
     const ctx: Ctx = { tenantId: g.tenantId, actor, requestId: crypto.randomUUID(), log: deps.log, channel: g.kind };
-    let id = sessionId && (await deps.sessionsRepo.byId(db, sessionId))?.id;
+    let id = sessionId && (await deps.sessionsRepo.byId(db, g.tenantId, sessionId))?.id;
     if (!id) {
       id = (await deps.sessions.create(ctx, { title: `${g.kind}: ${msg.externalUserName || msg.platformDisplayName || msg.externalUserId}` })).sessionId;
-      await db.query(`update paired_users set session_id = $2 where id = $1`, [pairedId, id]);
+      await repo.setSession(db, g.tenantId, pairedId, id);
     }
     try {
       await deps.sessions.prompt(ctx, { id, text: msg.text });
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       // Not ready, over budget, empty: tell the chat user rather than leave them waiting.
-      await db.transaction((tx) => send(tx, g.id, msg.chatId, `Sorry, the agent cannot take this message: ${err.message}`));
+      await db.transaction((tx) => send(tx, g, msg.chatId, `Sorry, the agent cannot take this message: ${err.message}`));
     }
-  }
-
-  async function failedApprovals(tx: Tx, g: GatewayRow, now: Date): Promise<number> {
-    const { rows } = await tx.query<{ n: number }>(
-      `select count(*)::int as n from audit_log where tenant_id = $1 and action = 'pairing.approve_failed' and target = $2 and ts > $3`,
-      [g.tenantId, `gateway:${g.id}`, new Date(now.getTime() - FAILED_APPROVAL_WINDOW_MS)],
-    );
-    return rows[0].n;
   }
 
   return {
@@ -217,12 +203,7 @@ export function createPairingService(deps: {
       }
       const msg = platform.parse(body);
       if (!msg) return { ok: true, outcome: 'ignored (not a text message)' };
-      const { rows } = await db.hot<{ id: string; sessionId: string | null }>(
-        'pairing.paired-user',
-        `select id, session_id as "sessionId" from paired_users where gateway_id = $1 and external_user_id = $2`,
-        [g.id, msg.externalUserId],
-      );
-      const paired = rows[0];
+      const paired = await repo.pairedUser(db, g.tenantId, g.id, msg.externalUserId);
       if (paired) {
         await relay(g, msg, paired.id, paired.sessionId);
         return { ok: true, outcome: 'relayed' };
@@ -233,19 +214,21 @@ export function createPairingService(deps: {
     /** Pending codes (unexpired, unconsumed) of one gateway. */
     async listCodes(ctx: Ctx, gatewayId: string) {
       const g = await deps.loadGateway(ctx, gatewayId);
-      return (await repo.pendingCodes(db, g.id, null, clock.now())).map(publicCode);
+      return (await repo.pendingCodes(db, g.tenantId, g.id, clock.now())).map(publicCode);
     },
 
     /** Pending codes of every gateway of the tenant, with the gateway they belong to (for `aws pair`). */
     async listAllCodes(ctx: Ctx) {
       const tenantId = deps.access(ctx);
-      return (await repo.pendingCodes(db, null, tenantId, clock.now())).map((c) => ({ ...publicCode(c), gatewayKind: c.gatewayKind, botUsername: c.botUsername }));
+      return (await repo.pendingCodes(db, tenantId, null, clock.now())).map((c) => ({ ...publicCode(c), gatewayKind: c.gatewayKind, botUsername: c.botUsername }));
     },
 
     /**
      * Approves a pending code (SPEC.md Pairing code): consumed and paired user created in one
      * transaction, audited, `pairing.code_approved` pushed to every process. Unknown, expired or used
-     * codes are 404; too many failures on a gateway are 429 for a while (codes cannot be guessed).
+     * codes are 404. Guessing is limited per caller and gateway: after MAX_FAILED_APPROVALS distinct
+     * codes the gateway never issued, that caller's approvals there are 429 for the rest of the window
+     * (a code the gateway did issue, e.g. one a concurrent request just approved, is not a guess).
      * Without a gateway id (CLI), the code alone names it.
      */
     async approve(ctx: Ctx, input: { gatewayId?: string; code: string }) {
@@ -255,37 +238,38 @@ export function createPairingService(deps: {
       let g: GatewayRow;
       if (input.gatewayId) g = await deps.loadGateway(ctx, input.gatewayId);
       else {
-        const { rows } = await db.query<{ gatewayId: string }>(
-          `select c.gateway_id as "gatewayId" from pairing_codes c join gateways g on g.id = c.gateway_id where g.tenant_id = $1 and c.code = $2 and ${PENDING.replace('$now', '$3')}`,
-          [tenantId, code, now],
-        );
-        if (!rows[0]) throw new NotFoundError('pairing code not found or expired');
-        g = await deps.loadGateway(ctx, rows[0].gatewayId);
+        const gatewayId = await repo.gatewayOfPendingCode(db, tenantId, code, now);
+        if (!gatewayId) throw new NotFoundError('pairing code not found or expired');
+        g = await deps.loadGateway(ctx, gatewayId);
       }
+      const actx: Ctx = { ...ctx, tenantId: g.tenantId };
+      const target = `gateway:${g.id}`;
       const result = await db.transaction(async (tx) => {
-        if ((await failedApprovals(tx, g, now)) >= MAX_FAILED_APPROVALS) {
-          throw new RateLimitedError('too many failed approvals for this gateway; try again in a few minutes', { details: { windowMinutes: FAILED_APPROVAL_WINDOW_MS / 60_000 } });
+        const guesses = await audit.distinctDetailCount(tx, actx, { tenantId: g.tenantId, action: 'pairing.approve_failed', target, field: 'codeHash', since: new Date(now.getTime() - FAILED_APPROVAL_WINDOW_MS) });
+        if (guesses >= MAX_FAILED_APPROVALS) {
+          throw new RateLimitedError('too many wrong pairing codes from you for this gateway; try again in a few minutes', { details: { windowMinutes: FAILED_APPROVAL_WINDOW_MS / 60_000 } });
         }
-        const { rows } = await tx.query<PairingCodeRow>(
-          `update pairing_codes c set consumed_at = $3 where c.gateway_id = $1 and c.code = $2 and ${PENDING.replace('$now', '$3')} returning ${CODE}`,
-          [g.id, code, now],
-        );
-        const c = rows[0];
+        const c = await repo.consume(tx, g.tenantId, g.id, code, now);
         if (!c) return null;
-        await tx.query(
-          `insert into paired_users (gateway_id, external_user_id, external_user_name, platform_display_name, chat_id, approved_by)
-           values ($1, $2, $3, $4, $5, $6)
-           on conflict (gateway_id, external_user_id) do update set external_user_name = excluded.external_user_name, chat_id = excluded.chat_id, paired_at = now()`,
-          [g.id, c.externalUserId, c.externalUserName, c.platformDisplayName, c.chatId, ctx.actor.kind === 'user' ? `user:${ctx.actor.userId}` : `system:${ctx.actor.kind === 'system' ? ctx.actor.name : 'anonymous'}`],
-        );
-        await audit.record(tx, { ...ctx, tenantId: g.tenantId }, { action: 'pairing.approve', target: `gateway:${g.id}`, details: { codeId: c.id, externalUserId: c.externalUserId, externalUserName: c.externalUserName } });
-        await send(tx, g.id, c.chatId, 'You are paired. Send a message to talk to the agent.');
+        await repo.upsertPairedUser(tx, {
+          tenantId: g.tenantId,
+          gatewayId: g.id,
+          externalUserId: c.externalUserId,
+          externalUserName: c.externalUserName,
+          platformDisplayName: c.platformDisplayName,
+          chatId: c.chatId,
+          approvedBy: actorString(ctx.actor),
+        });
+        await audit.record(tx, actx, { action: 'pairing.approve', target, details: { codeId: c.id, externalUserId: c.externalUserId, externalUserName: c.externalUserName } });
+        await send(tx, g, c.chatId, 'You are paired. Send a message to talk to the agent.');
         await bus.publish(GATEWAY_EVENTS_CHANNEL, { gatewayId: g.id, type: 'pairing.code_approved', userId: c.externalUserId, codeId: c.id } satisfies GatewayEvent, tx);
         return c;
       });
       if (!result) {
-        // Recorded outside the failed transaction's scope so that it counts towards the limit.
-        await db.transaction((tx) => audit.record(tx, { ...ctx, tenantId: g.tenantId }, { action: 'pairing.approve_failed', target: `gateway:${g.id}`, details: {} }));
+        // Audited either way; only a code the gateway never issued counts as a guess (by its keyed hash,
+        // never the code itself, so distinct codes can be counted).
+        const issued = await repo.codeIssued(db, g.tenantId, g.id, code);
+        await db.transaction((tx) => audit.record(tx, actx, { action: 'pairing.approve_failed', target, details: issued ? { reason: 'not pending' } : { reason: 'unknown code', codeHash: codeHash(code) } }));
         throw new NotFoundError('pairing code not found or expired');
       }
       return { ok: true as const, gatewayId: g.id, user: { externalUserId: result.externalUserId, externalUserName: result.externalUserName } };
@@ -297,28 +281,22 @@ export function createPairingService(deps: {
       const code = normaliseCode(input.code);
       const now = clock.now();
       await db.transaction(async (tx) => {
-        const { rows } = await tx.query<{ id: string; gatewayId: string; externalUserId: string }>(
-          `update pairing_codes c set denied_at = $3 from gateways g
-            where g.id = c.gateway_id and g.tenant_id = $1 and c.code = $2 and ($4::uuid is null or c.gateway_id = $4) and ${PENDING.replace('$now', '$3')}
-            returning c.id, c.gateway_id as "gatewayId", c.external_user_id as "externalUserId"`,
-          [tenantId, code, now, input.gatewayId ?? null],
-        );
-        if (!rows[0]) throw new NotFoundError('pairing code not found or expired');
-        await audit.record(tx, { ...ctx, tenantId }, { action: 'pairing.deny', target: `gateway:${rows[0].gatewayId}`, details: { codeId: rows[0].id, externalUserId: rows[0].externalUserId } });
+        const denied = await repo.deny(tx, tenantId, input.gatewayId ?? null, code, now);
+        if (!denied) throw new NotFoundError('pairing code not found or expired');
+        await audit.record(tx, { ...ctx, tenantId }, { action: 'pairing.deny', target: `gateway:${denied.gatewayId}`, details: { codeId: denied.id, externalUserId: denied.externalUserId } });
       });
     },
 
     async pairedUsers(ctx: Ctx, gatewayId: string) {
       const g = await deps.loadGateway(ctx, gatewayId);
-      return (await repo.pairedUsers(db, g.id)).map((p) => ({ id: p.id, gatewayId: p.gatewayId, externalUserId: p.externalUserId, externalUserName: p.externalUserName, platformDisplayName: p.platformDisplayName, pairedAt: p.pairedAt }));
+      return (await repo.pairedUsers(db, g.tenantId, g.id)).map((p) => ({ id: p.id, gatewayId: p.gatewayId, externalUserId: p.externalUserId, externalUserName: p.externalUserName, platformDisplayName: p.platformDisplayName, pairedAt: p.pairedAt }));
     },
 
     /** Unpairs a chat user: their next message starts pairing again. */
     async revoke(ctx: Ctx, input: { gatewayId: string; externalUserId: string }): Promise<void> {
       const g = await deps.loadGateway(ctx, input.gatewayId);
       await db.transaction(async (tx) => {
-        const { rowCount } = await tx.query(`delete from paired_users where gateway_id = $1 and external_user_id = $2`, [g.id, input.externalUserId]);
-        if (!rowCount) throw new NotFoundError('paired user not found');
+        if (!(await repo.removePairedUser(tx, g.tenantId, g.id, input.externalUserId))) throw new NotFoundError('paired user not found');
         await audit.record(tx, ctx, { action: 'pairing.revoke', target: `gateway:${g.id}`, details: { externalUserId: input.externalUserId } });
       });
     },
@@ -326,39 +304,38 @@ export function createPairingService(deps: {
     /**
      * Codes of a gateway approved since a moment, for the gateway stream's poll: approvals made by a
      * process whose events cannot reach this one (the embedded database has no cross-process bus).
+     * Access was checked when the stream opened.
      */
-    async approvedSince(gatewayId: string, since: Date) {
-      const { rows } = await db.query<{ codeId: string; userId: string }>(
-        `select c.id as "codeId", c.external_user_id as "userId" from pairing_codes c where c.gateway_id = $1 and c.consumed_at > $2 order by c.consumed_at`,
-        [gatewayId, since],
-      );
-      return rows;
+    async approvedSince(tenantId: string, gatewayId: string, since: Date) {
+      return repo.approvedSince(db, tenantId, gatewayId, since);
     },
 
     /** Pending codes for the gateway stream's poll (access checked when the stream opened). */
-    async pendingForStream(gatewayId: string) {
-      return (await repo.pendingCodes(db, gatewayId, null, clock.now())).map(publicCode);
+    async pendingForStream(tenantId: string, gatewayId: string) {
+      return (await repo.pendingCodes(db, tenantId, gatewayId, clock.now())).map(publicCode);
     },
 
     /** The gateway-send job: one message to a chat through the platform. */
-    async sendJob(_ctx: Ctx, data: { gatewayId: string; chatId: string; text: string }): Promise<void> {
-      const g = await repo.findById(db, data.gatewayId);
+    async sendJob(_ctx: Ctx, data: { tenantId?: string; gatewayId: string; chatId: string; text: string }): Promise<void> {
+      // Jobs queued before the tenant was part of the payload name only the gateway.
+      const g = data.tenantId ? await deps.gateways.find(db, data.tenantId, data.gatewayId) : await deps.gateways.findById(db, data.gatewayId);
       if (!g) return; // deleted meanwhile
       await deps.platforms[g.kind].sendMessage({ botToken: box.open(g.botTokenSealed), botId: g.botId, chatId: data.chatId, text: data.text });
     },
 
     /** The gateway-reply job: at the end of a turn, sends the agent's answer back to the chat, once. */
-    async replyJob(ctx: Ctx, data: { sessionId: string }): Promise<void> {
-      const paired = await repo.pairedUserBySession(db, data.sessionId);
+    async replyJob(ctx: Ctx, data: { tenantId?: string; sessionId: string }): Promise<void> {
+      if (!data.tenantId) {
+        ctx.log.warn({ sessionId: data.sessionId }, 'gateway-reply job without a tenant (queued before an upgrade); skipped');
+        return;
+      }
+      const paired = await repo.pairedUserBySession(db, data.tenantId, data.sessionId);
       if (!paired) return;
-      const g = await repo.findById(db, paired.gatewayId);
+      const g = await deps.gateways.find(db, paired.tenantId, paired.gatewayId);
       if (!g) return;
-      const answer = await deps.sessions.lastAnswer(ctx, { id: data.sessionId });
+      const answer = await deps.sessions.lastAnswer({ ...ctx, tenantId: paired.tenantId }, { id: data.sessionId });
       if (!answer || !answer.text.trim()) return;
-      const first = await db.transaction(async (tx) => {
-        const { rows } = await tx.query(`insert into runtime_event_ledger (key) values ($1) on conflict do nothing returning key`, [`reply:${answer.messageId}`]);
-        return rows.length > 0;
-      });
+      const first = await db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, `reply:${answer.messageId}`));
       if (!first) return;
       await deps.platforms[g.kind].sendMessage({ botToken: box.open(g.botTokenSealed), botId: g.botId, chatId: paired.chatId, text: answer.text.slice(0, 4000) });
     },

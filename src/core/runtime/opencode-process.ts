@@ -3,6 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
+import { isProcessAlive, processHome } from '../../lib/process-state.js';
 import { randomSecret } from '../../lib/secrets.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -50,6 +51,15 @@ export function opencodeBinary(): string {
 /** The managed runtime's HOME: it identifies a runtime process as ours (see runtime-host.ts). */
 export function managedRuntimeHome(dataDir: string): string {
   return join(dataDir, 'runtime', 'home');
+}
+
+/**
+ * Whether `pid` is a running managed runtime of this data directory: alive (a zombie has exited) and
+ * started with our runtime's HOME. A recorded pid that fails this is a runtime that is gone, or a pid
+ * the system has since given to some other process.
+ */
+export function isManagedRuntime(pid: number | null | undefined, dataDir: string): boolean {
+  return !!pid && isProcessAlive(pid) && processHome(pid) === managedRuntimeHome(dataDir);
 }
 
 /**

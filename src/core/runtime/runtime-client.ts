@@ -1,7 +1,8 @@
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import { UnavailableError, UpstreamError } from '../errors.js';
-import type { ManagedRuntime, RuntimeEndpoint } from './opencode-process.js';
+import { isManagedRuntime, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
+import type { RuntimeRepo } from './runtime.repo.js';
 
 /**
  * The one place that speaks opencode's HTTP API (1.18.33). Everything else in the core calls these
@@ -30,6 +31,9 @@ export function createRuntimeConnector(deps: {
   password: string | null;
   db: Database;
   box: SecretBox;
+  repo: RuntimeRepo;
+  /** The data directory whose managed runtime this is (its HOME identifies the process as ours). */
+  dataDir: string;
   /** Set in the process that hosts the managed runtime (`aws serve`). */
   managed?: () => ManagedRuntime | null;
 }): RuntimeConnector {
@@ -37,7 +41,7 @@ export function createRuntimeConnector(deps: {
     const fixed: RuntimeEndpoint = { url: deps.url!, authorization: `Basic ${Buffer.from(`opencode:${deps.password}`).toString('base64')}` };
     return { endpoint: async () => fixed, invalidate: () => {} };
   }
-  let cached: { at: number; endpoint: RuntimeEndpoint } | null = null;
+  let cached: { at: number; pid: number; endpoint: RuntimeEndpoint } | null = null;
   return {
     async endpoint(signal) {
       const own = deps.managed?.();
@@ -47,11 +51,17 @@ export function createRuntimeConnector(deps: {
         if (!own.endpoint) throw runtimeUnavailable(own.coming ? 'the managed runtime is (re)starting' : 'the managed runtime is stopped');
         return own.endpoint;
       }
-      if (cached && Date.now() - cached.at < 30_000) return cached.endpoint;
-      const { rows } = await deps.db.query<{ url: string; passwordSealed: string }>(`select url, password_sealed as "passwordSealed" from runtime_endpoint where id = 1`);
-      if (!rows[0]) throw runtimeUnavailable('no managed runtime has been started (start `aws serve`)');
-      const password = deps.box.open(rows[0].passwordSealed);
-      cached = { at: Date.now(), endpoint: { url: rows[0].url, authorization: `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}` } };
+      // Another process's runtime, found through its record. The record is trusted only while the
+      // recorded process runs and is our runtime: once it is gone, its port may be anybody's.
+      if (cached && Date.now() - cached.at < 30_000 && isManagedRuntime(cached.pid, deps.dataDir)) return cached.endpoint;
+      cached = null;
+      const rec = await deps.repo.endpoint(deps.db);
+      if (!rec) throw runtimeUnavailable('the managed runtime is not running (no `aws serve` has started it)');
+      if (!isManagedRuntime(rec.pid, deps.dataDir)) {
+        throw runtimeUnavailable(`the managed runtime is not running (the one recorded at ${rec.url}${rec.pid ? `, pid ${rec.pid},` : ''} is gone; \`aws serve\` starts a new one)`);
+      }
+      const password = deps.box.open(rec.passwordSealed);
+      cached = { at: Date.now(), pid: rec.pid!, endpoint: { url: rec.url, authorization: `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}` } };
       return cached.endpoint;
     },
     invalidate() {
@@ -92,7 +102,11 @@ export function createRuntimeClient(connector: RuntimeConnector) {
       throw runtimeUnavailable((err as Error).name === 'TimeoutError' ? `${method} ${path.split('?')[0]} timed out` : (err as Error).message);
     }
     const text = await res.text();
-    if (res.status === 401) throw new UpstreamError('the agent runtime refused our credentials', { code: 'runtime_auth_failed', hint: 'Check AGENTWS_RUNTIME_PASSWORD.' });
+    if (res.status === 401) {
+      // A managed runtime that restarted has a new password (and record): read it again next time.
+      connector.invalidate();
+      throw new UpstreamError('the agent runtime refused our credentials', { code: 'runtime_auth_failed', hint: 'Check AGENTWS_RUNTIME_PASSWORD.' });
+    }
     let json: unknown = undefined;
     if (text && res.headers.get('content-type')?.includes('json')) json = JSON.parse(text);
     return { status: res.status, json };
@@ -145,12 +159,6 @@ export function createRuntimeClient(connector: RuntimeConnector) {
       if (r.status === 404) return [];
       if (r.status !== 200) throw fail('list messages', r);
       return r.json as RuntimeMessage[];
-    },
-
-    async pendingPermissions(directory: string): Promise<Array<{ id: string; sessionID: string; permission: string }>> {
-      const r = await call('GET', '/permission', { directory });
-      if (r.status !== 200) throw fail('list pending permissions', r);
-      return r.json as Array<{ id: string; sessionID: string; permission: string }>;
     },
 
     /** False when the runtime has no such pending request (unknown, or already answered). */

@@ -1,8 +1,8 @@
 import type { Database } from '../../db/database.js';
-import { isProcessAlive, processHome, waitForProcessExit } from '../../lib/process-state.js';
+import { waitForProcessExit } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { Logger } from '../logger.js';
-import { createManagedRuntime, managedRuntimeHome, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
+import { createManagedRuntime, isManagedRuntime, type ManagedRuntime, type RuntimeEndpoint } from './opencode-process.js';
 import type { RuntimeRepo } from './runtime.repo.js';
 
 const ORPHAN_EXIT_WAIT_MS = 5000;
@@ -29,10 +29,9 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; nice?: n
    * systemd the unit's control group already takes care of it.)
    */
   async function reapOrphan(): Promise<void> {
-    const { rows } = await deps.db.query<{ pid: number | null }>(`select pid from runtime_endpoint where id = 1`);
-    const pid = rows[0]?.pid;
-    if (!pid || pid === process.pid || !isProcessAlive(pid)) return;
-    if (processHome(pid) !== managedRuntimeHome(deps.dataDir)) return; // another process now has that pid
+    const pid = (await deps.repo.endpoint(deps.db))?.pid;
+    // Not ours (gone, or the pid now belongs to another process): nothing to stop.
+    if (!pid || pid === process.pid || !isManagedRuntime(pid, deps.dataDir)) return;
     try {
       process.kill(pid, 'SIGKILL');
     } catch {
@@ -69,10 +68,16 @@ export function createRuntimeHost(deps: { mode: 'managed' | 'external'; nice?: n
       await ready(await rt.start());
     },
 
+    /**
+     * Stops the managed runtime and forgets its record, so that no other process (a CLI, a worker)
+     * trusts an endpoint where nothing of ours listens any more (the port may be reused by anyone).
+     */
     async stop(): Promise<void> {
       stopRestartListener?.();
+      const pid = managed?.pid;
       await managed?.stop();
       managed = null;
+      if (pid) await deps.repo.clearEndpoint(deps.db, pid).catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not clear the runtime endpoint record'));
     },
   };
 }

@@ -48,15 +48,16 @@ export function createRuntimeRepo() {
       );
       return rows[0] ?? null!;
     },
-    async updateProvider(q: Queryable, id: string, p: Pick<ProviderRow, 'baseUrl' | 'apiKeySealed' | 'models' | 'enabled'>): Promise<ProviderRow> {
+    /** Null when the provider is gone (removed meanwhile). */
+    async updateProvider(q: Queryable, tenantId: string, id: string, p: Pick<ProviderRow, 'baseUrl' | 'apiKeySealed' | 'models' | 'enabled'>): Promise<ProviderRow | null> {
       const { rows } = await q.query<ProviderRow>(
-        `update providers set base_url = $2, api_key_sealed = $3, models = $4, enabled = $5, updated_at = now() where id = $1 returning ${PROVIDER}`,
-        [id, p.baseUrl, p.apiKeySealed, JSON.stringify(p.models), p.enabled],
+        `update providers set base_url = $3, api_key_sealed = $4, models = $5, enabled = $6, updated_at = now() where id = $1 and tenant_id = $2 returning ${PROVIDER}`,
+        [id, tenantId, p.baseUrl, p.apiKeySealed, JSON.stringify(p.models), p.enabled],
       );
-      return rows[0];
+      return rows[0] ?? null;
     },
-    async deleteProvider(q: Queryable, id: string): Promise<void> {
-      await q.query(`delete from providers where id = $1`, [id]);
+    async deleteProvider(q: Queryable, tenantId: string, id: string): Promise<void> {
+      await q.query(`delete from providers where id = $1 and tenant_id = $2`, [id, tenantId]);
     },
     /** Every tenant's providers, for building the runtime's one global configuration. */
     async allProviders(q: Queryable): Promise<ProviderRow[]> {
@@ -81,6 +82,15 @@ export function createRuntimeRepo() {
          on conflict (tenant_id) do update set default_model = excluded.default_model, applied = excluded.applied, applied_at = now(), applied_by = excluded.applied_by, updated_at = now()`,
         [tenantId, applied.defaultModel, JSON.stringify(applied), by],
       );
+    },
+    /** Where the managed runtime was recorded to listen (by the `aws serve` that started it), if anywhere. */
+    async endpoint(q: Queryable): Promise<{ url: string; passwordSealed: string; pid: number | null } | null> {
+      const { rows } = await q.query<{ url: string; passwordSealed: string; pid: number | null }>(`select url, password_sealed as "passwordSealed", pid from runtime_endpoint where id = 1`);
+      return rows[0] ?? null;
+    },
+    /** Forgets the record of a runtime that stopped, unless another one has been recorded since. */
+    async clearEndpoint(q: Queryable, pid: number): Promise<void> {
+      await q.query(`delete from runtime_endpoint where id = 1 and pid = $1`, [pid]);
     },
     async publishEndpoint(q: Queryable, e: { url: string; passwordSealed: string; pid: number | null }): Promise<void> {
       await q.query(

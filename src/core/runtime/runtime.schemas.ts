@@ -31,7 +31,17 @@ export const ProviderInput = Type.Object(
 );
 export type ProviderInput = Static<typeof ProviderInput>;
 
-export const ProviderPatch = Type.Partial(Type.Omit(ProviderInput, ['name', 'kind']), { additionalProperties: false });
+export const ProviderPatch = Type.Partial(
+  Type.Composite([
+    Type.Omit(ProviderInput, ['name', 'kind', 'apiKey']),
+    Type.Object({
+      apiKey: Type.Union([Type.String({ minLength: 1, maxLength: 4000 }), Type.Null()], {
+        description: 'A new key (stored sealed), or null to remove the stored key. Required when baseUrl moves to another origin while a key is stored',
+      }),
+    }),
+  ]),
+  { additionalProperties: false },
+);
 export type ProviderPatch = Static<typeof ProviderPatch>;
 
 /** A model reference: "<provider name>/<model id>". */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
@@ -6,6 +7,7 @@ import { actorString, type Ctx } from '../context.js';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { RuntimeClient } from './runtime-client.js';
+import { permissionOfTool } from './runtime-tools.js';
 import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
 import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
 
@@ -20,6 +22,18 @@ export class RuntimeNotReadyError extends AppError {
       hint: 'An admin registers a provider, picks a default model and applies it: `npx aws provider add`, then `npx aws runtime apply --default-model <provider>/<model>`.',
     });
   }
+}
+
+/** Where the built-in kinds send requests when no base URL is given (their SDKs' defaults). */
+const DEFAULT_ORIGIN: Record<ProviderKind, string | null> = {
+  'openai-compatible': null,
+  openai: 'https://api.openai.com',
+  anthropic: 'https://api.anthropic.com',
+};
+
+/** The origin a provider's requests (and its key) go to. */
+export function providerOrigin(kind: ProviderKind, baseUrl: string | null): string | null {
+  return baseUrl ? new URL(baseUrl).origin : DEFAULT_ORIGIN[kind];
 }
 
 const NPM: Record<ProviderKind, string> = {
@@ -51,6 +65,7 @@ export function createRuntimeService(deps: {
 }) {
   const { db, repo, audit, box, client } = deps;
   let syncing: Promise<unknown> = Promise.resolve();
+  const MAX_PUSH_ROUNDS = 5;
 
   const publicProvider = (p: ProviderRow) => ({
     name: p.name,
@@ -104,36 +119,58 @@ export function createRuntimeService(deps: {
     };
   }
 
-  /**
-   * Writes the one global runtime configuration: every tenant's applied providers (with `override` in
-   * place of one tenant's applied set), our workspace permission rules, no sharing or self-updates.
-   * The runtime deep-merges and cannot delete keys, so providers no longer applied are disabled and
-   * their keys blanked.
-   */
-  async function pushConfig(override?: { tenantId: string; applied: AppliedState }): Promise<void> {
-    const run = async () => {
-      const [providers, applied] = await Promise.all([repo.allProviders(db), repo.allApplied(db)]);
-      const sets = new Map(applied.map((s) => [s.tenantId, new Set(s.applied!.providers)]));
-      if (override) sets.set(override.tenantId, new Set(override.applied.providers));
-      const active = providers.filter((p) => p.enabled && sets.get(p.tenantId)?.has(p.name));
-      const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(p.tenantId, p.name), runtimeEntry(p)]));
-      const current = await client.getConfig();
-      for (const id of Object.keys(current.provider ?? {})) {
-        if (OURS.test(id) && !(id in provider)) provider[id] = { options: { apiKey: '' } };
-      }
-      await client.patchConfig({
-        provider,
-        enabled_providers: active.map((p) => runtimeProviderId(p.tenantId, p.name)),
-        permission: {
-          // The workspace is the agent's sandbox.
-          external_directory: 'deny',
-          ...Object.fromEntries(deps.askTools.map((t) => [t, 'ask'])),
-        },
-        share: 'disabled',
-        autoupdate: false,
-      });
+  /** What the runtime should run, from the database: every tenant's applied, enabled providers. */
+  async function desiredConfig() {
+    const [providers, applied] = await Promise.all([repo.allProviders(db), repo.allApplied(db)]);
+    const sets = new Map(applied.map((s) => [s.tenantId, new Set(s.applied!.providers)]));
+    const active = providers.filter((p) => p.enabled && sets.get(p.tenantId)?.has(p.name));
+    const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(p.tenantId, p.name), runtimeEntry(p)]));
+    const config = {
+      provider,
+      enabled_providers: active.map((p) => runtimeProviderId(p.tenantId, p.name)),
+      permission: {
+        // The workspace is the agent's sandbox.
+        external_directory: 'deny',
+        ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
+      },
+      share: 'disabled',
+      autoupdate: false,
     };
-    // One push at a time per process: each reads the state it writes.
+    // Compared, never stored or logged (it covers the opened keys).
+    return { config, fingerprint: createHash('sha256').update(JSON.stringify(config)).digest('hex') };
+  }
+
+  /**
+   * Brings the runtime's one global configuration to what the database records: every tenant's applied
+   * providers, our workspace permission rules, no sharing or self-updates. The runtime deep-merges and
+   * cannot delete keys, so providers no longer applied are disabled and their keys blanked.
+   *
+   * Several writers race (an apply in any process, a runtime's start-up or restart in serve), so each
+   * reads the state again after writing and writes again if it changed meanwhile. An apply records its
+   * state before it pushes, so whichever write lands last, its writer has seen the newest state: the
+   * runtime converges on it whatever the interleaving.
+   */
+  async function pushConfig(): Promise<void> {
+    const run = async () => {
+      let desired = await desiredConfig();
+      for (let round = 1; ; round++) {
+        const current = await client.getConfig();
+        const provider = { ...desired.config.provider };
+        for (const id of Object.keys(current.provider ?? {})) {
+          if (OURS.test(id) && !(id in provider)) provider[id] = { options: { apiKey: '' } };
+        }
+        await client.patchConfig({ ...desired.config, provider });
+        const now = await desiredConfig();
+        if (now.fingerprint === desired.fingerprint) return;
+        if (round >= MAX_PUSH_ROUNDS) {
+          // Changing faster than it can be written: the change still in flight pushes it itself.
+          deps.log.warn({ rounds: round }, 'runtime configuration kept changing while it was written');
+          return;
+        }
+        desired = now;
+      }
+    };
+    // One push at a time per process.
     const next = syncing.then(run, run);
     syncing = next.catch(() => {});
     return next;
@@ -187,21 +224,39 @@ export function createRuntimeService(deps: {
       });
     },
 
-    /** Changes a provider (key rotation, models, base URL, enabled). Takes effect at the next apply. */
+    /**
+     * Changes a provider (key rotation or removal, models, base URL, enabled). Takes effect at the next
+     * apply. A stored key never follows the base URL to another origin on its own: such a change must
+     * bring the key for the new host or drop the stored one (`apiKey: null`); a new path on the same
+     * origin keeps it.
+     */
     async updateProvider(ctx: Ctx, name: string, patch: ProviderPatch) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const p = await loadProvider(tenantId, name);
       if (patch.models) checkModels(patch.models);
       const baseUrl = patch.baseUrl !== undefined ? checkBaseUrl(p.kind, patch.baseUrl) : p.baseUrl;
+      const from = providerOrigin(p.kind, p.baseUrl);
+      const to = providerOrigin(p.kind, baseUrl);
+      if (from !== to && p.apiKeySealed && patch.apiKey === undefined) {
+        throw new ValidationError(`apiKey: the base URL moves to another origin (${from ?? 'none'} -> ${to ?? 'none'}), and the stored key must not be sent there without your say`, {
+          details: { field: 'apiKey', from, to },
+          hint: 'Send the key for the new host with the change (apiKey; CLI: --api-key-stdin), or drop the stored key (apiKey: null; CLI: --no-api-key).',
+        });
+      }
+      if (patch.apiKey === null && p.kind !== 'openai-compatible') {
+        throw new ValidationError(`apiKey: an ${p.kind} provider needs a key; send a new one instead of removing it`, { details: { field: 'apiKey' } });
+      }
+      const apiKey = patch.apiKey === null ? 'removed' : patch.apiKey ? 'rotated' : 'unchanged';
       return db.transaction(async (tx) => {
-        const row = await repo.updateProvider(tx, p.id, {
+        const row = await repo.updateProvider(tx, tenantId, p.id, {
           baseUrl,
-          apiKeySealed: patch.apiKey ? box.seal(patch.apiKey) : p.apiKeySealed,
+          apiKeySealed: patch.apiKey === null ? null : patch.apiKey ? box.seal(patch.apiKey) : p.apiKeySealed,
           models: patch.models ?? p.models,
           enabled: patch.enabled ?? p.enabled,
         });
+        if (!row) throw new NotFoundError(`provider "${name}" not found`);
         const changed = Object.keys(patch).filter((k) => k !== 'apiKey');
-        await audit.record(tx, ctx, { action: 'provider.update', target: `provider:${name}`, details: { changed, apiKey: patch.apiKey ? 'rotated' : 'unchanged' } });
+        await audit.record(tx, ctx, { action: 'provider.update', target: `provider:${name}`, details: { changed, apiKey, ...(from !== to ? { origin: { from, to } } : {}) } });
         return publicProvider(row);
       });
     },
@@ -211,15 +266,18 @@ export function createRuntimeService(deps: {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const p = await loadProvider(tenantId, name);
       await db.transaction(async (tx) => {
-        await repo.deleteProvider(tx, p.id);
+        await repo.deleteProvider(tx, tenantId, p.id);
         await audit.record(tx, ctx, { action: 'provider.delete', target: `provider:${name}`, details: {} });
       });
     },
 
     /**
-     * Applies the tenant's providers and default model to the runtime (admin.manage_providers): checks
-     * them, writes the runtime config, then records what was applied. A managed runtime that is not
-     * running yet gets it when `aws serve` starts it (`pushed: false`).
+     * Applies the tenant's providers and default model (admin.manage_providers): checks them, records
+     * them as applied (audited), then brings the runtime to the recorded state. The record comes first,
+     * so a runtime that starts or restarts meanwhile gets it either way. `pushed: false` (with
+     * `runtimeError`) when the runtime cannot take it now (the managed runtime not running, an external
+     * one unreachable or failing): it stays recorded, and serve writes it when it starts the runtime or
+     * reconnects to it.
      */
     async apply(ctx: Ctx, input: { defaultModel?: string }) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
@@ -230,24 +288,18 @@ export function createRuntimeService(deps: {
       const { provider } = checkModelRef(defaultModel, providers);
       if (!provider.enabled) throw new ValidationError(`the default model's provider "${provider.name}" is disabled`);
       const applied: AppliedState = { defaultModel, providers: providers.filter((p) => p.enabled).map((p) => p.name) };
-      let pushed = true;
-      let runtimeError: string | undefined;
-      try {
-        await pushConfig({ tenantId, applied });
-      } catch (err) {
-        const code = (err as AppError).code;
-        if (deps.mode === 'managed' && code === 'runtime_unavailable') {
-          pushed = false;
-          runtimeError = (err as Error).message;
-        } else {
-          throw err;
-        }
-      }
       await db.transaction(async (tx) => {
         await repo.setApplied(tx, tenantId, applied, actorString(ctx.actor));
-        await audit.record(tx, ctx, { action: 'runtime.apply', target: `tenant:${tenantId}`, details: { ...applied, pushed } });
+        await audit.record(tx, ctx, { action: 'runtime.apply', target: `tenant:${tenantId}`, details: { ...applied } });
       });
-      return { applied, pushed, ...(runtimeError ? { runtimeError } : {}) };
+      try {
+        await pushConfig();
+        return { applied, pushed: true };
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        ctx.log.warn({ err: err.message }, 'runtime configuration recorded but not pushed');
+        return { applied, pushed: false, runtimeError: err.message };
+      }
     },
 
     /** Chooses the tenant's default model ("<provider>/<model id>"); it reaches the runtime at the next apply. */

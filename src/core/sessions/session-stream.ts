@@ -28,6 +28,9 @@ export const HEARTBEAT_MS = 15_000;
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** Buffers of sessions nobody watches are dropped after this long without events. */
 const IDLE_BUFFER_MS = 15 * 60_000;
+/** Records of unanswered permission requests are kept this long (a runtime restart forgets them sooner). */
+const PERMISSION_REQUEST_TTL_MS = 7 * 24 * 3600_000;
+const REQUEST_SWEEP_MS = 3600_000;
 /** Published by other parts of the appliance (jobs, the API) to put an event on a session's stream. */
 export const SESSION_EVENTS_CHANNEL = 'sessions.events';
 export const ANALYTICS_JOB = 'agent-analytics';
@@ -85,7 +88,9 @@ export function createSessionStreams(deps: {
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
-  onChatTurnEnd?: (sessionId: string, eventId: string) => void;
+  onChatTurnEnd?: (tenantId: string, sessionId: string, eventId: string) => void;
+  /** Called when the runtime's stream is connected again after it was lost (the runtime may have restarted). */
+  onRuntimeReconnect?: () => void;
 }) {
   const { db, repo, client, log } = deps;
   const sessions = new Map<string, SessionState>();
@@ -99,6 +104,7 @@ export function createSessionStreams(deps: {
   // Events are handled strictly in arrival order, even when resolving a session needs a query.
   let chain: Promise<void> = Promise.resolve();
   let subscriberCount = 0;
+  let lastRequestSweep = 0;
 
   const state = (id: string): SessionState => {
     let s = sessions.get(id);
@@ -192,12 +198,26 @@ export function createSessionStreams(deps: {
           void rejectPermission(ref, props);
           return;
         }
+        // The owner's reply is checked against this record (the request must be of their session).
+        try {
+          await repo.recordPermissionRequest(db, { id: props.id, tenantId: ref.tenantId, sessionId: ref.id, permission: String(props.permission) });
+        } catch (err) {
+          // Unrecorded, a reply would be refused and the turn would wait for it forever: refuse it now.
+          log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not record a permission request; rejecting it');
+          void client.replyPermission(ref.directory, props.id, 'reject', 'The request could not be recorded; try again.').catch(() => {});
+          return;
+        }
+        break;
+      }
+      case 'permission.replied': {
+        // Answered (through us, or by the runtime itself after an `always`): no longer answerable.
+        if (typeof props.requestID === 'string') await repo.takePermissionRequest(db, ref.tenantId, ref.id, props.requestID).catch(() => null);
         break;
       }
     }
     const id = ev.payload.id ?? ascendingId('evt');
     deliver(ref.id, { id, type, properties });
-    if (type === 'session.idle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.id, id);
+    if (type === 'session.idle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
   }
 
   async function rejectPermission(ref: SessionRef, props: Record<string, any>) {
@@ -275,6 +295,10 @@ export function createSessionStreams(deps: {
 
   function sweep() {
     const now = Date.now();
+    if (now - lastRequestSweep > REQUEST_SWEEP_MS) {
+      lastRequestSweep = now;
+      void repo.dropPermissionRequestsBefore(db, new Date(now - PERMISSION_REQUEST_TTL_MS)).catch(() => {});
+    }
     for (const [id, s] of sessions) {
       if (s.subscribers.size === 0 && now - s.lastEventAt > IDLE_BUFFER_MS) sessions.delete(id);
     }
@@ -290,6 +314,9 @@ export function createSessionStreams(deps: {
         log,
         onEvent: (ev) => {
           chain = chain.then(() => handle(ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
+        },
+        onConnect: (first) => {
+          if (!first) deps.onRuntimeReconnect?.();
         },
       });
       unsubscribeBus = await deps.bus.subscribe(SESSION_EVENTS_CHANNEL, (payload) => {

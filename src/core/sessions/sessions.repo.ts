@@ -76,39 +76,48 @@ export function createSessionsRepo() {
       return rows;
     },
 
+    /**
+     * By the runtime's session id alone: the runtime's events name nothing else, so this lookup is how
+     * the session stream learns which tenant an event belongs to (runtime ids are ours to bind, unique).
+     */
     async byUpstreamId(q: Queryable, upstreamId: string): Promise<SessionRow | null> {
       const { rows } = await q.query<SessionRow>(`select ${SESSION} from agent_sessions s where s.upstream_id = $1`, [upstreamId]);
       return rows[0] ?? null;
     },
 
-    async byId(q: Queryable, id: string): Promise<SessionRow | null> {
-      const { rows } = await q.query<SessionRow>(`select ${SESSION} from agent_sessions s where s.id = $1`, [id]);
+    async byId(q: Queryable, tenantId: string, id: string): Promise<SessionRow | null> {
+      const { rows } = await q.query<SessionRow>(`select ${SESSION} from agent_sessions s where s.id = $1 and s.tenant_id = $2`, [id, tenantId]);
       return rows[0] ?? null;
     },
 
     /** Binds the runtime's session id once; returns whichever id won (another worker may have bound one). */
-    async bindUpstream(q: Queryable, id: string, upstreamId: string): Promise<string> {
+    async bindUpstream(q: Queryable, tenantId: string, id: string, upstreamId: string): Promise<string> {
       const { rows } = await q.query<{ upstreamId: string }>(
-        `update agent_sessions set upstream_id = coalesce(upstream_id, $2) where id = $1 returning upstream_id as "upstreamId"`,
-        [id, upstreamId],
+        `update agent_sessions set upstream_id = coalesce(upstream_id, $3) where id = $1 and tenant_id = $2 returning upstream_id as "upstreamId"`,
+        [id, tenantId, upstreamId],
       );
       return rows[0].upstreamId;
     },
 
-    async snapshot(q: Queryable, id: string, t: { systemPrompt: string; model: string | null }): Promise<void> {
-      await q.query(`update agent_sessions set system_prompt = $2, model = $3, snapshot_at = now() where id = $1 and snapshot_at is null`, [id, t.systemPrompt, t.model]);
+    async snapshot(q: Queryable, tenantId: string, id: string, t: { systemPrompt: string; model: string | null }): Promise<void> {
+      await q.query(`update agent_sessions set system_prompt = $3, model = $4, snapshot_at = now() where id = $1 and tenant_id = $2 and snapshot_at is null`, [id, tenantId, t.systemPrompt, t.model]);
     },
 
-    async touch(q: Queryable, id: string): Promise<void> {
-      await q.query(`update agent_sessions set updated_at = now() where id = $1`, [id]);
+    async touch(q: Queryable, tenantId: string, id: string): Promise<void> {
+      await q.query(`update agent_sessions set updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId]);
     },
 
-    async softDelete(q: Queryable, id: string): Promise<void> {
-      await q.query(`update agent_sessions set deleted_at = now() where id = $1`, [id]);
+    /**
+     * Marks a live session deleted. False when it was not live (deleted meanwhile): of several
+     * concurrent deletes exactly one gets true, so only that one audits and announces it.
+     */
+    async softDelete(q: Queryable, tenantId: string, id: string): Promise<boolean> {
+      const { rows } = await q.query(`update agent_sessions set deleted_at = now() where id = $1 and tenant_id = $2 and deleted_at is null returning id`, [id, tenantId]);
+      return rows.length > 0;
     },
 
-    async claim(q: Queryable, id: string, userId: string): Promise<void> {
-      await q.query(`update agent_sessions set owner_id = $2, browser_session = null, updated_at = now() where id = $1`, [id, userId]);
+    async claim(q: Queryable, tenantId: string, id: string, userId: string): Promise<void> {
+      await q.query(`update agent_sessions set owner_id = $3, browser_session = null, updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId, userId]);
     },
 
     async insertTurn(q: Queryable, t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null }): Promise<string> {
@@ -119,7 +128,10 @@ export function createSessionsRepo() {
       return rows[0].id;
     },
 
-    /** Marks an attempt at sending a turn; returns the turn as it was before, with the attempt counted. */
+    /**
+     * Marks an attempt at sending a turn; returns the turn as it was before, with the attempt counted.
+     * By the turn's id alone: the agent-turn job carries only that id, and this is where its tenant is read.
+     */
     async beginAttempt(q: Queryable, turnId: string): Promise<(TurnRow & { previousStatus: TurnRow['status'] }) | null> {
       const { rows } = await q.query<TurnRow & { previousStatus: TurnRow['status'] }>(
         `update agent_turns t set attempts = t.attempts + 1, status = case when t.status = 'queued' then 'sending' else t.status end
@@ -131,8 +143,8 @@ export function createSessionsRepo() {
       return rows[0] ?? null;
     },
 
-    async finishTurn(q: Queryable, turnId: string, status: 'sent' | 'failed', error?: string): Promise<void> {
-      await q.query(`update agent_turns set status = $2, error = $3, sent_at = case when $2 = 'sent' then now() else sent_at end where id = $1`, [turnId, status, error ?? null]);
+    async finishTurn(q: Queryable, tenantId: string, turnId: string, status: 'sent' | 'failed', error?: string): Promise<void> {
+      await q.query(`update agent_turns set status = $3, error = $4, sent_at = case when $3 = 'sent' then now() else sent_at end where id = $1 and tenant_id = $2`, [turnId, tenantId, status, error ?? null]);
     },
 
     /** USD the user's turns cost since `from` (usage records are written as assistant messages complete). */
@@ -142,6 +154,32 @@ export function createSessionsRepo() {
         [tenantId, userId, from],
       );
       return Number(rows[0].spent ?? 0);
+    },
+
+    /** Records a permission request the runtime asked in a session (every serve process sees it: once). */
+    async recordPermissionRequest(q: Queryable, r: { id: string; tenantId: string; sessionId: string; permission: string }): Promise<void> {
+      await q.query(
+        `insert into runtime_permission_requests (id, tenant_id, session_id, permission) values ($1, $2, $3, $4) on conflict (id) do nothing`,
+        [r.id, r.tenantId, r.sessionId, r.permission],
+      );
+    },
+
+    /**
+     * Takes a pending permission request of a session for answering: of several concurrent replies only
+     * one gets it. Null when the session has no such request (unknown, another session's, answered).
+     */
+    async takePermissionRequest(q: Queryable, tenantId: string, sessionId: string, id: string): Promise<{ id: string; permission: string } | null> {
+      const { rows } = await q.query<{ id: string; permission: string }>(
+        `delete from runtime_permission_requests where id = $1 and tenant_id = $2 and session_id = $3 returning id, permission`,
+        [id, tenantId, sessionId],
+      );
+      return rows[0] ?? null;
+    },
+
+    /** Forgets requests older than `before`: the runtime no longer holds them (restarted, or turns long over). */
+    async dropPermissionRequestsBefore(q: Queryable, before: Date): Promise<void> {
+      // Maintenance across tenants, by age alone.
+      await q.query(`delete from runtime_permission_requests where asked_at < $1`, [before]);
     },
 
     /** Records a fact from the runtime's events once; false when some process recorded it already. */

@@ -7,9 +7,9 @@ import { promisify } from 'node:util';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
+import { requirePermission, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
-import { AppError, ForbiddenError, NotFoundError, PayloadTooLargeError, RateLimitedError, UnauthenticatedError, ValidationError } from '../errors.js';
+import { AppError, ForbiddenError, NotFoundError, PayloadTooLargeError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
@@ -258,7 +258,7 @@ export function createSessionsService(deps: {
         // Sessions created before snapshots existed take one now, while the template still exists (rule 5).
         const t = await findTemplate(db, tenantId, s.templateSlug);
         if (t) {
-          await repo.snapshot(db, s.id, { systemPrompt: t.systemPrompt, model: t.model });
+          await repo.snapshot(db, tenantId, s.id, { systemPrompt: t.systemPrompt, model: t.model });
           s = { ...s, systemPrompt: t.systemPrompt, model: t.model, snapshotAt: clock.now() };
         }
       }
@@ -266,7 +266,7 @@ export function createSessionsService(deps: {
       return db.transaction(async (tx) => {
         const messageId = ascendingId('msg');
         const turnId = await repo.insertTurn(tx, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts });
-        await repo.touch(tx, s.id);
+        await repo.touch(tx, tenantId, s.id);
         const jobId = await queue.send(AGENT_TURN_JOB, { turnId }, { tx, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
@@ -284,18 +284,35 @@ export function createSessionsService(deps: {
       return { sessionId: s.id };
     },
 
-    /** Answers a pending tool permission of this session (rule 7), upstream, and audits the decision. */
+    /**
+     * Answers a pending tool permission request of this session (rule 7), upstream, and audits the
+     * decision. The request must be one the runtime asked in this session (recorded from its events) and
+     * not answered yet; of concurrent replies one is delivered, the others are 404. When the runtime does
+     * not take the reply, the turn would wait for it forever: it is stopped, the stream gets a
+     * session.error, and the answer is 502.
+     */
     async replyPermission(ctx: Ctx, input: { id: string; permissionId: string; response: string; browserSession?: string }): Promise<{ ok: true }> {
       const s = await owned(ctx, input.id, input.browserSession);
       if (!['once', 'always', 'reject'].includes(input.response)) throw new ValidationError('response must be once, always or reject');
-      if (!s.upstreamId) throw new NotFoundError('permission request not found');
-      // Only a request of THIS session: ids of other sessions' requests must not be answerable from here.
-      const pending = (await client.pendingPermissions(s.directory)).find((p) => p.id === input.permissionId && p.sessionID === s.upstreamId);
+      const pending = s.upstreamId ? await repo.takePermissionRequest(db, s.tenantId, s.id, input.permissionId) : null;
       if (!pending) throw new NotFoundError('permission request not found (unknown, or already answered)');
-      const replied = await client.replyPermission(s.directory, input.permissionId, input.response as 'once' | 'always' | 'reject');
+      let replied: boolean;
+      try {
+        replied = await client.replyPermission(s.directory, pending.id, input.response as 'once' | 'always' | 'reject');
+      } catch (err) {
+        const why = (err as Error).message;
+        ctx.log.error({ err: why, sessionId: s.id, permission: pending.permission }, 'permission reply not delivered; stopping the turn');
+        // Said first, so the owner reads why before the runtime reports the turn aborted.
+        await streams.publish(s.id, 'session.error', { error: { name: 'PermissionReplyFailed', message: `Your answer to the ${pending.permission} request could not be delivered to the agent runtime, so the turn was stopped (${why}).` } });
+        await client.abort(s.directory, s.upstreamId!).catch(() => {});
+        await db.transaction((tx) =>
+          audit.record(tx, ctx, { action: 'permission.reply_failed', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response, error: why } }),
+        );
+        throw new UpstreamError('the agent runtime did not take the reply; the turn was stopped', { code: 'upstream_failed', details: { permission: pending.permission } });
+      }
       if (!replied) throw new NotFoundError('permission request not found (unknown, or already answered)');
       await db.transaction((tx) =>
-        audit.record(tx, ctx, { action: 'permission.reply', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: input.permissionId, response: input.response } }),
+        audit.record(tx, ctx, { action: 'permission.reply', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response } }),
       );
       return { ok: true };
     },
@@ -304,7 +321,8 @@ export function createSessionsService(deps: {
     async remove(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<void> {
       const s = await owned(ctx, input.id, input.browserSession);
       await db.transaction(async (tx) => {
-        await repo.softDelete(tx, s.id);
+        // Concurrent deletes of one session: only the one that marks it deleted goes on; the others are 404.
+        if (!(await repo.softDelete(tx, s.tenantId, s.id))) throw new NotFoundError('session not found');
         await audit.record(tx, ctx, { action: 'session.delete', target: `session:${s.id}`, sessionId: s.id, details: {} });
       });
       await streams.publish(s.id, 'session.deleted', { info: { id: s.id, title: s.title } });
@@ -316,7 +334,7 @@ export function createSessionsService(deps: {
       const s = await owned(ctx, input.id, input.browserSession);
       if (s.ownerId === actor.userId) return { sessionId: s.id, claimed: false };
       await db.transaction(async (tx) => {
-        await repo.claim(tx, s.id, actor.userId);
+        await repo.claim(tx, s.tenantId, s.id, actor.userId);
         await audit.record(tx, ctx, { action: 'session.claim', target: `session:${s.id}`, sessionId: s.id, details: { from: s.ownerId } });
       });
       return { sessionId: s.id, claimed: true };
@@ -325,7 +343,7 @@ export function createSessionsService(deps: {
     /** The last completed assistant answer of a session, as text (system use: chat gateways reply with it). */
     async lastAnswer(ctx: Ctx, input: { id: string }): Promise<{ messageId: string; text: string } | null> {
       if (ctx.actor.kind !== 'system') throw new ForbiddenError('only the system reads answers for relaying');
-      const s = await repo.byId(db, input.id);
+      const s = await repo.byId(db, tenantOf(ctx), input.id);
       if (!s?.upstreamId) return null;
       const messages = await client.messages(s.directory, s.upstreamId);
       const last = [...messages].reverse().find((m) => m.info.role === 'assistant' && m.info.time.completed);
@@ -342,17 +360,17 @@ export function createSessionsService(deps: {
     async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
       const turn = await repo.beginAttempt(db, input.turnId);
       if (!turn || turn.previousStatus === 'sent' || turn.previousStatus === 'failed') return;
-      const s = (await repo.byId(db, turn.sessionId))!;
+      const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
       const fail = async (message: string) => {
-        await repo.finishTurn(db, turn.id, 'failed', message);
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
         await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
       };
       try {
         await ensureWorkspace(s.directory);
-        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.id, await client.createSession(s.directory, { title: s.title })));
+        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.tenantId, s.id, await client.createSession(s.directory, { title: s.title })));
         if (turn.attempts > 1 && (await client.messageExists(s.directory, upstreamId, turn.messageId))) {
           ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
-          await repo.finishTurn(db, turn.id, 'sent');
+          await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
           return;
         }
         const model = await runtime.resolveModel(s.tenantId, s.model);
@@ -369,7 +387,7 @@ export function createSessionsService(deps: {
           ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
           tools,
         });
-        await repo.finishTurn(db, turn.id, 'sent');
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
       } catch (err) {
         const retryable = !(err instanceof AppError) || err.status >= 500;
         if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;

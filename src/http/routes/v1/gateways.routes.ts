@@ -171,7 +171,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
     },
     async (req, reply) => {
       const c = await ctx(req);
-      const gatewayId = (await gateways.get(c, req.params.id)).id;
+      const { id: gatewayId, tenantId } = await gateways.load(c, req.params.id);
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'x-accel-buffering': 'no' });
@@ -191,7 +191,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         try {
           const from = since;
           since = new Date();
-          const [codes, approvals] = await Promise.all([pairing.pendingForStream(gatewayId), pairing.approvedSince(gatewayId, new Date(from.getTime() - 1000))]);
+          const [codes, approvals] = await Promise.all([pairing.pendingForStream(tenantId, gatewayId), pairing.approvedSince(tenantId, gatewayId, new Date(from.getTime() - 1000))]);
           // Approvals normally arrive at once through the event bus; this catches those that cannot.
           for (const a of approvals) approved(a.codeId, a.userId);
           if (codes.length && !res.writableEnded) emit('pairing.code_created', { kind: 'pairing.code_created', codes });

@@ -105,9 +105,9 @@ export async function runtimeRoutes(app: App, opts: { core: Core }): Promise<voi
     {
       schema: {
         tags: ['runtime'],
-        summary: 'Write the providers and default model to the runtime and record them as applied',
+        summary: 'Record the providers and default model as applied, then write them to the runtime',
         body: Type.Optional(Type.Object({ defaultModel: Type.Optional(ModelRef) }, { additionalProperties: false })),
-        response: { 200: Type.Object({ applied: Applied, pushed: Type.Boolean({ description: 'false: the managed runtime is not running; it gets this configuration when `aws serve` starts it' }), runtimeError: Type.Optional(Type.String()) }), ...errs(502, 503) },
+        response: { 200: Type.Object({ applied: Applied, pushed: Type.Boolean({ description: 'false: recorded, but the runtime could not take it now (see runtimeError); serve writes it when it starts the runtime or reconnects to it' }), runtimeError: Type.Optional(Type.String()) }), ...errs() },
       },
     },
     async (req) => runtime.apply(ctxOf(req), { defaultModel: req.body?.defaultModel }),
