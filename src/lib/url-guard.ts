@@ -174,3 +174,16 @@ function ipv6ToBigInt(ip: string): bigint {
   const zeros = rest === undefined ? [] : Array<string>(8 - headGroups.length - restGroups.length).fill('0');
   return [...headGroups, ...zeros, ...restGroups].reduce((acc, group) => (acc << 16n) | BigInt(parseInt(group, 16)), 0n);
 }
+
+/** True when `ip` lies in `cidr` (`10.0.0.0/8`, `fd00::/8`; a bare address is a /32 or /128); false for other families. */
+export function addressInCidr(ip: string, cidr: string): boolean {
+  const bare = ip.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
+  const [net, prefix] = cidr.replace(/^\[(.*)\]/, '$1').split('/');
+  const family = isIP(bare);
+  if (family === 0 || family !== isIP(net)) return false;
+  const bits = family === 4 ? 32 : 128;
+  const parse = family === 4 ? ipv4ToBigInt : ipv6ToBigInt;
+  const n = prefix === undefined ? bits : Number(prefix);
+  if (!Number.isInteger(n) || n < 0 || n > bits) return false;
+  return inRange(parse(bare), parseCidr(`${net}/${n}`, parse, bits));
+}
