@@ -3,7 +3,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
@@ -18,6 +18,7 @@ import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { ErrorBody } from './schemas.js';
+import { validatorCompilerFactory } from './validation.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -54,7 +55,13 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       server.setTimeout(o.connectionTimeout ?? 0);
       return server;
     },
-    ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },
+    // Bodies typed exactly, query/params/headers coerced, every string well-formed (validation.ts).
+    schemaController: { compilersFactory: { buildValidator: validatorCompilerFactory() as never } },
+    // Errors fastify raises before routing (an undecodable or overlong path) get the error envelope too.
+    frameworkErrors: (err, req, reply) => {
+      const status = err.statusCode ?? 400;
+      return (reply as FastifyReply).status(status).send({ error: status === 414 ? 'uri_too_long' : 'validation_failed', message: frameworkMessage(err), requestId: req.id });
+    },
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
@@ -100,4 +107,11 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     { prefix: '/v1' },
   );
   return app;
+}
+
+/** fastify's messages for these quote the whole path, which can be long and carry codes. */
+function frameworkMessage(err: { code?: string; message: string }): string {
+  if (err.code === 'FST_ERR_BAD_URL') return 'the URL path is not valid percent-encoded UTF-8';
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return 'a path segment is too long';
+  return 'the request could not be routed';
 }

@@ -37,7 +37,8 @@ const PairedUser = Type.Object({
   platformDisplayName: Type.String(),
   pairedAt: DateTime,
 });
-const Id = Type.Object({ id: Type.String({ maxLength: 64 }) });
+const GatewayId = Type.String({ format: 'uuid' });
+const Id = Type.Object({ id: GatewayId });
 /** How often the gateway stream looks for pending codes (SPEC.md Limits). */
 export const GATEWAY_POLL_MS = 2000;
 
@@ -123,7 +124,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
 
   app.delete(
     '/gateways/:id/paired-users/:externalUserId',
-    { config: optional, schema: { tags: ['gateways'], summary: 'Unpair a chat user (they must pair again)', params: Type.Object({ id: Type.String({ maxLength: 64 }), externalUserId: Type.String({ maxLength: 200 }) }), response: { 204: Type.Null(), ...errs() } } },
+    { config: optional, schema: { tags: ['gateways'], summary: 'Unpair a chat user (they must pair again)', params: Type.Object({ id: GatewayId, externalUserId: Type.String({ maxLength: 200 }) }), response: { 204: Type.Null(), ...errs() } } },
     async (req, reply) => {
       await pairing.revoke(await ctx(req), { gatewayId: req.params.id, externalUserId: req.params.externalUserId });
       return reply.status(204).send(null);
@@ -134,7 +135,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
     codes: await pairing.listCodes(await ctx(req), req.params.id),
   }));
 
-  const CodeParams = Type.Object({ id: Type.String({ maxLength: 64 }), code: Type.String({ maxLength: 32 }) });
+  const CodeParams = Type.Object({ id: GatewayId, code: Type.String({ maxLength: 32 }) });
   app.post(
     '/gateways/:id/pairing-codes/:code/approve',
     {
