@@ -9,6 +9,7 @@ import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
 import { RateLimitedError } from '../core/errors.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
+import { drainUnreadBody } from './early-response.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
 import { authPlugin } from './plugins/auth.js';
@@ -60,6 +61,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     // Errors fastify raises before routing (an undecodable or overlong path) get the error envelope too.
     frameworkErrors: (err, req, reply) => {
       const status = err.statusCode ?? 400;
+      drainUnreadBody(req, reply as FastifyReply);
       return (reply as FastifyReply).status(status).send({ error: status === 414 ? 'uri_too_long' : 'validation_failed', message: frameworkMessage(err), requestId: req.id });
     },
     return503OnClosing: true,

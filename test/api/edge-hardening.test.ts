@@ -1,3 +1,5 @@
+import http from 'node:http';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 import { api, captureLogs, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
@@ -6,6 +8,52 @@ import { DB_MODE } from '../helpers/test-env.js';
 const NUL = 'a\u0000b';
 const LONE = 'a\ud800b';
 const NUL_IN_URL = 'a%00b';
+const MiB = 1024 * 1024;
+
+/**
+ * Streams `size` bytes with http.request the way a piped upload does: write, wait for drain, until done,
+ * whatever the server answers meanwhile. With `pauseAfter` it stops after that many bytes and waits up to
+ * `waitMs` for an answer first, so a test can tell an answer given before the body was read from one
+ * given after. Resolves once the request is over, with what the client saw: the answer, how far the
+ * upload had got when it came, and the first socket error (EPIPE, ECONNRESET), if any.
+ */
+function upload(url: string, size: number, headers: Record<string, string>, opts: { pauseAfter?: number; waitMs?: number } = {}) {
+  type Seen = { status?: number; body: string; sentAtResponse?: number; sent: number; error?: string };
+  return new Promise<Seen>((resolve) => {
+    const out: Seen = { body: '', sent: 0 };
+    let settle: () => void = () => {};
+    const answeredOrClosed = new Promise<void>((r) => (settle = r));
+    let closed = false;
+    const req = http.request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(size), ...headers } }, (res) => {
+      out.status = res.statusCode;
+      out.sentAtResponse = out.sent;
+      res.on('data', (d) => (out.body += d));
+      res.on('end', settle);
+    });
+    req.on('error', (e: NodeJS.ErrnoException) => (out.error ??= e.code ?? e.message));
+    req.on('close', () => {
+      closed = true;
+      settle();
+      // Let a response still being read finish first.
+      setTimeout(() => resolve(out), 50);
+    });
+    const chunk = Buffer.alloc(256 * 1024, 32);
+    void (async () => {
+      let paused = opts.pauseAfter === undefined;
+      while (out.sent < size && !closed) {
+        if (!paused && out.sent >= opts.pauseAfter!) {
+          paused = true;
+          await Promise.race([answeredOrClosed, new Promise((r) => setTimeout(r, opts.waitMs ?? 3000))]);
+          continue;
+        }
+        const n = Math.min(chunk.length, size - out.sent);
+        out.sent += n;
+        if (!req.write(n === chunk.length ? chunk : chunk.subarray(0, n))) await new Promise<void>((r) => (req.once('drain', r), req.once('close', r)));
+      }
+      if (!closed) req.end();
+    })();
+  });
+}
 
 /**
  * The HTTP edge as an attacker or a sloppy client meets it (issue 11): unreadable credentials, input
@@ -122,6 +170,113 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
       expect(p.json.provider.enabled).toBe(true);
       const doc = await api(t, 'GET', '/v1/openapi.json');
       expect(Object.keys(doc.json.paths['/v1/sessions/{id}/prompt'].post.requestBody.content)).toEqual(['application/json', 'multipart/form-data']);
+    });
+  });
+
+  describe('authentication comes before the body (finding 4)', () => {
+    it('answers 401, not 400 or 413, on protected routes whatever the body, without a token', async () => {
+      const gw = `/v1/gateways/${gatewayId}`;
+      const cases: Array<[string, string, unknown]> = [
+        ['POST', '/v1/sessions', {}],
+        ['POST', `/v1/sessions/${sessionId}/prompt`, { text: {} }],
+        ['POST', '/v1/sessions/not-a-uuid/prompt', { text: 'hi' }],
+        ['POST', `/v1/sessions/${sessionId}/permissions/p1`, { response: 'maybe' }],
+        ['POST', '/v1/admin/roles', {}],
+        ['POST', '/v1/admin/users/not-a-uuid/roles', {}],
+        ['PATCH', '/v1/admin/tenant', { settings: 1 }],
+        ['GET', '/v1/admin/audit-log?limit=many', undefined],
+        ['POST', '/v1/admin/providers', { name: 'NO' }],
+        ['PATCH', '/v1/admin/runtime', {}],
+        ['POST', '/v1/admin/templates', { slug: '!' }],
+        ['POST', '/v1/gateways', {}],
+        ['PATCH', '/v1/gateways/not-a-uuid', { enabled: 'x' }],
+        ['POST', `${gw}/webhook/register`, {}],
+        ['POST', `${gw}/pairing-codes/${NUL_IN_URL}/approve`, undefined],
+      ];
+      for (const [method, path, body] of cases) {
+        const r = await api(t, method, path, { body });
+        expect(r.status, `${method} ${path}: ${r.text}`).toBe(401);
+        expect(r.json).toMatchObject({ error: 'unauthenticated', requestId: expect.any(String) });
+      }
+      const notJson = await fetch(`${t.url}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
+      expect(notJson.status).toBe(401);
+      const tooBig = await fetch(`${t.url}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer wrong' }, body: JSON.stringify({ title: 'x'.repeat(2 * MiB) }) });
+      expect(tooBig.status).toBe(401);
+    });
+
+    it('answers a wrong token at once, before the upload of a 45 MB body is done, and the client reads it cleanly', async () => {
+      for (const path of [`/v1/sessions/${sessionId}/prompt`, '/v1/sessions', '/v1/admin/providers']) {
+        // The client sends 1 MiB and waits: a server that reads the body first would not answer yet.
+        const r = await upload(`${t.url}${path}`, 45_000_000, { authorization: 'Bearer wrong' }, { pauseAfter: MiB, waitMs: 5000 });
+        expect(r.status, `${path}: ${JSON.stringify(r)}`).toBe(401);
+        expect(r.sentAtResponse).toBeLessThanOrEqual(MiB);
+        expect(JSON.parse(r.body)).toMatchObject({ error: 'unauthenticated' });
+        // No reset while the client was still sending.
+        expect(r.error).toBeUndefined();
+      }
+    });
+
+    it('keeps the gateways\' development mode: without an API key, no credential acts as the operator', async () => {
+      const dev = await startTestApp({ vars: { AGENTWS_API_KEY: '', AGENTWS_OPERATOR_EMAIL: 'owner@dev.example' } });
+      try {
+        await seedTenant(dev, 'dev');
+        const list = await api(dev, 'GET', '/v1/gateways');
+        expect(list.status, list.text).toBe(200);
+        const made = await api(dev, 'POST', '/v1/gateways', { body: { kind: 'bot_chat', botToken: '1:x', botUsername: 'dev_bot', botId: '1' } });
+        expect(made.status, made.text).toBe(201);
+        expect((await api(dev, 'POST', '/v1/gateways', { body: { kind: 'bot_chat' } })).status).toBe(400);
+        // Other protected routes are not opened by it.
+        expect((await api(dev, 'GET', '/v1/sessions')).status).toBe(401);
+        // A wrong credential is still 401 there.
+        expect((await api(dev, 'GET', '/v1/gateways', { token: 'wrong' })).status).toBe(401);
+      } finally {
+        await dev.close();
+      }
+    });
+  });
+
+  describe('an early answer is readable by a client that is still uploading (finding 18)', () => {
+    it('413 for a 50 MiB JSON body, streamed with http.request and sent with fetch', async () => {
+      const path = `${t.url}/v1/sessions/${sessionId}/prompt`;
+      const r = await upload(path, 50 * MiB, { authorization: `Bearer ${tok.owner}` });
+      expect(r.status, JSON.stringify(r)).toBe(413);
+      expect(JSON.parse(r.body)).toEqual({ error: 'payload_too_large', message: expect.any(String), requestId: expect.any(String) });
+      expect(r.error).toBeUndefined();
+      for (let i = 0; i < 3; i++) {
+        const f = await fetch(path, { method: 'POST', headers: { authorization: `Bearer ${tok.owner}`, 'content-type': 'application/json' }, body: Buffer.alloc(50 * MiB, 32) });
+        expect(f.status).toBe(413);
+        expect(((await f.json()) as any).error).toBe('payload_too_large');
+      }
+    });
+
+    it('413 for a 50 MiB file in a multipart prompt, sent with fetch', async () => {
+      for (let i = 0; i < 3; i++) {
+        const r = await multipart(form([['text', 'hi'], ['files', new Blob([Buffer.alloc(50 * MiB, 65)]), 'big.bin']]));
+        expect(r.status).toBe(413);
+        expect(r.json.error).toBe('payload_too_large');
+      }
+    });
+
+    it('reads on for at most 64 MiB: a client that keeps sending after the answer is then disconnected', async () => {
+      const { port } = new URL(t.url);
+      const socket = net.connect(Number(port), '127.0.0.1');
+      let answer = '';
+      let sent = 0;
+      let closed = false;
+      socket.on('data', (d) => (answer += d));
+      socket.on('error', () => {});
+      socket.on('close', () => (closed = true));
+      socket.write(`POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: ${500 * MiB}\r\n\r\n`);
+      const chunk = Buffer.alloc(MiB, 32);
+      while (!closed && sent < 500 * MiB) {
+        sent += chunk.length;
+        if (!socket.write(chunk)) await new Promise((r) => (socket.once('drain', r), socket.once('close', r)));
+      }
+      expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+      expect(closed).toBe(true);
+      // 64 MiB read after the answer, plus what the kernel's buffers held.
+      expect(sent).toBeGreaterThan(64 * MiB);
+      expect(sent).toBeLessThan(96 * MiB);
     });
   });
 

@@ -32,11 +32,13 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) 
     }
   };
   // Attached only to routes that look at the caller: a global async hook would cost every public
-  // route (status, login) a promise per request for nothing.
+  // route (status, login) a promise per request for nothing. onRequest, first of the route's hooks:
+  // the caller is known before the body is read or validated, so a request without a valid credential
+  // is answered 401 without its body being buffered (see early-response.ts for the rest of that body).
   app.addHook('onRoute', (route) => {
     if (route.config?.auth === 'none') return;
-    const existing = route.preHandler ? (Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler]) : [];
-    route.preHandler = [authenticate, ...existing];
+    const existing = route.onRequest ? (Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]) : [];
+    route.onRequest = [authenticate, ...existing];
   });
 });
 
