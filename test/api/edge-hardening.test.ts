@@ -70,7 +70,7 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
 
   beforeAll(async () => {
     platform = await startFakeChatPlatform();
-    t = await startTestApp({ logger: logs.logger, vars: { AGENTWS_BOT_CHAT_API_URL: platform.url, AGENTWS_TEAM_CHAT_API_URL: platform.url } });
+    t = await startTestApp({ logger: logs.logger, vars: { AGENTWS_BOT_CHAT_API_URL: platform.url, AGENTWS_TEAM_CHAT_API_URL: platform.url, AGENTWS_ACCESS_LOG: 'all' } });
     acme = await seedTenant(t, 'acme', [{ handle: 'mia', roles: ['member'] }]);
     tok.owner = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
     tok.member = await signToken(t, { sub: acme.ids.mia, tid: acme.tenantId, roles: ['member'] });
@@ -361,6 +361,33 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
       expect(codes).toEqual([expect.objectContaining({ externalUserId: '777', externalUserName: 'ab' })]);
       const { rows } = await t.opened.db.query(`select details from audit_log where tenant_id = $1 and action = 'pairing.request'`, [acme.tenantId]);
       expect(rows.map((x: any) => x.details.externalUserName)).toEqual(['ab']);
+    });
+  });
+
+  describe('pairing codes never reach the log (finding 12)', () => {
+    it('writes [redacted] for the code in the access lines of approve and deny, also for a wrong code', async () => {
+      const gw = `/v1/gateways/${gatewayId}`;
+      if (!platform.webhooks().length) expect((await api(t, 'POST', `${gw}/webhook/register`, { token: tok.owner, body: { webhookUrl: 'https://8.8.8.8/agentws/hook' } })).status).toBe(200);
+      const secret = platform.webhooks().at(-1)!.secret;
+      for (const userId of [9101, 9102]) {
+        const r = await fetch(`${t.url}${gw}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': secret }, body: JSON.stringify(botChatUpdate({ userId, username: `u${userId}`, text: 'hi' })) });
+        expect(r.status).toBe(200);
+      }
+      const codes = ((await api(t, 'GET', `${gw}/pairing-codes`, { token: tok.owner })).json.codes as any[]).filter((c) => ['9101', '9102'].includes(c.externalUserId));
+      expect(codes).toHaveLength(2);
+      const [approve, deny] = codes.map((c) => c.code as string);
+      const from = logs.lines.length;
+      expect((await api(t, 'POST', `${gw}/pairing-codes/${approve}/approve`, { token: tok.owner })).status).toBe(200);
+      expect((await api(t, 'DELETE', `${gw}/pairing-codes/${deny.toLowerCase()}`, { token: tok.owner })).status).toBe(204);
+      expect((await api(t, 'POST', `${gw}/pairing-codes/ZZZZ2222/approve`, { token: tok.owner })).status).toBe(404);
+      const lines = logs.lines.slice(from);
+      const paths = lines.filter((l) => l.msg === 'request completed').map((l) => `${l.method} ${l.path} ${l.status}`);
+      expect(paths).toEqual([
+        `POST ${gw}/pairing-codes/[redacted]/approve 200`,
+        `DELETE ${gw}/pairing-codes/[redacted] 204`,
+        `POST ${gw}/pairing-codes/[redacted]/approve 404`,
+      ]);
+      for (const code of [approve, deny, 'ZZZZ2222']) expect(logs.text().toUpperCase()).not.toContain(code);
     });
   });
 

@@ -136,10 +136,12 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
   }));
 
   const CodeParams = Type.Object({ id: GatewayId, code: Type.String({ maxLength: 32 }) });
+  // Pairing codes are never logged (DESIGN.md 8): the access log writes [redacted] for them.
+  const codeRoute = { ...gatewayRoute, config: { ...gatewayRoute.config, logRedact: ['code'] } };
   app.post(
     '/gateways/:id/pairing-codes/:code/approve',
     {
-      ...gatewayRoute,
+      ...codeRoute,
       schema: {
         tags: ['gateways'],
         summary: 'Approve a pending code: the chat user is paired (404 unknown or expired; 429 after repeated failures)',
@@ -153,7 +155,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
     },
   );
 
-  app.delete('/gateways/:id/pairing-codes/:code', { ...gatewayRoute, schema: { tags: ['gateways'], summary: 'Deny a pending code (no paired user)', params: CodeParams, response: { 204: Type.Null(), ...errs() } } }, async (req, reply) => {
+  app.delete('/gateways/:id/pairing-codes/:code', { ...codeRoute, schema: { tags: ['gateways'], summary: 'Deny a pending code (no paired user)', params: CodeParams, response: { 204: Type.Null(), ...errs() } } }, async (req, reply) => {
     await pairing.deny(ctxOf(req), { gatewayId: req.params.id, code: req.params.code });
     return reply.status(204).send(null);
   });
