@@ -10,6 +10,7 @@ import type { Core } from '../core/create-core.js';
 import { RateLimitedError } from '../core/errors.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
 import { drainUnreadBody } from './early-response.js';
+import { hostCheck } from './host-check.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
 import { authPlugin } from './plugins/auth.js';
@@ -42,7 +43,9 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     genReqId: (req) => (req.headers['x-request-id'] as string | undefined) ?? randomUUID(),
     // Echoing the id here rather than in an onRequest hook keeps a hook runner off every request.
     serverFactory: (handler, opts) => {
-      const server = http.createServer((req, res) => {
+      // Node answers an HTTP/1.1 request without Host with its own 400; in demo mode the Host check
+      // answers it (421, in the error envelope) like any other host it does not know.
+      const server = http.createServer({ requireHostHeader: !config.auth.allowAnonymous }, (req, res) => {
         const given = req.headers['x-request-id'];
         const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
         req.headers['x-request-id'] = id;
@@ -69,6 +72,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
 
   registerErrorHandler(app);
   app.addSchema(ErrorBody);
+  // Demo mode answers without a token: only requests addressed to this service by name (host-check.ts).
+  if (config.auth.allowAnonymous) app.addHook('onRequest', hostCheck(config.server.publicUrl));
 
   await app.register(swagger, {
     openapi: {

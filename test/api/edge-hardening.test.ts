@@ -407,3 +407,77 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
     });
   });
 });
+
+/** A request with a Host header of our choosing (fetch does not let a caller set Host). */
+function withHost(url: string, method: string, path: string, host: string | null, body?: unknown) {
+  return new Promise<{ status: number; json: any }>((resolve, reject) => {
+    const u = new URL(url);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      { host: u.hostname, port: u.port, method, path, setHost: false, headers: { ...(host === null ? {} : { host }), ...(payload ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}) } },
+      (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode!, json: text ? JSON.parse(text) : undefined }));
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+describe(`local demo mode answers only to its own host names (finding 1, ${DB_MODE})`, () => {
+  let t: TestApp;
+  let port: string;
+  beforeAll(async () => {
+    t = await startTestApp({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'owner@demo.example', AGENTWS_PUBLIC_URL: 'https://agents.demo.test' } });
+    await seedTenant(t, 'demo');
+    port = new URL(t.url).port;
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+  const provider = (name: string) => ({ name, kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', models: [{ id: 'm' }] });
+  const providerNames = async () => (await withHost(t.url, 'GET', '/v1/admin/providers', `127.0.0.1:${port}`)).json.providers.map((p: any) => p.name);
+
+  it('acts as the operator without a token, and still refuses a wrong credential', async () => {
+    const anon = await withHost(t.url, 'GET', '/v1/auth/me', `localhost:${port}`);
+    expect(anon.status).toBe(200);
+    expect(anon.json).toMatchObject({ user: { email: 'owner@demo.example' }, roles: ['owner'] });
+    expect((await api(t, 'GET', '/v1/auth/me', { token: 'nope' })).status).toBe(401);
+  });
+
+  it('answers 421 to another host (DNS rebinding): nothing is created, on any route', async () => {
+    const r = await withHost(t.url, 'POST', '/v1/admin/providers', 'attacker.example', provider('rebound'));
+    expect(r.status).toBe(421);
+    expect(r.json).toEqual({ error: 'misdirected_request', message: 'host "attacker.example" is not this service', hint: expect.stringContaining('localhost'), requestId: expect.any(String) });
+    expect(await providerNames()).not.toContain('rebound');
+    for (const path of ['/healthz', '/readyz', '/v1/auth/status', '/v1/auth/me', '/v1/openapi.json', '/v1/no-such-route']) {
+      expect((await withHost(t.url, 'GET', path, `attacker.example:${port}`)).status, path).toBe(421);
+    }
+    const hosts = ['localhost', `localhost:${Number(port) + 1}`, `127.0.0.1:1`, `127.0.0.2:${port}`, `agents.demo.test:${port}`, 'agents.demo.test:8443', `localhost.:${port}`, `evil.localhost:${port}`, `[::2]:${port}`, ''];
+    for (const host of hosts) expect((await withHost(t.url, 'GET', '/v1/auth/me', host)).status, host).toBe(421);
+    const none = await withHost(t.url, 'GET', '/v1/auth/me', null);
+    expect(none.status).toBe(421);
+    expect(none.json.message).toBe('a request without a Host header is not this service');
+  });
+
+  it('lets localhost, 127.0.0.1, [::1] (with the listening port) and the public URL\'s host through', async () => {
+    const allowed = [`localhost:${port}`, `LocalHost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, 'agents.demo.test', 'agents.demo.test:443'];
+    for (const [i, host] of allowed.entries()) {
+      const r = await withHost(t.url, 'POST', '/v1/admin/providers', host, provider(`ok-${i}`));
+      expect(r.status, `${host}: ${JSON.stringify(r.json)}`).toBe(201);
+    }
+    expect(await providerNames()).toEqual(expect.arrayContaining(allowed.map((_, i) => `ok-${i}`)));
+    expect((await withHost(t.url, 'GET', '/healthz', `[::1]:${port}`)).status).toBe(200);
+  });
+
+  it('is off outside demo mode: other host names reach the routes (a reverse proxy decides)', async () => {
+    const plain = await startTestApp();
+    try {
+      expect((await withHost(plain.url, 'GET', '/healthz', 'attacker.example')).status).toBe(200);
+    } finally {
+      await plain.close();
+    }
+  });
+});
