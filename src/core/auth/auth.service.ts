@@ -43,6 +43,12 @@ export interface SignedIn {
   created: boolean;
 }
 
+/** SPEC.md /auth/me. */
+export interface Me {
+  user: { id: string; handle: string; email: string; displayName: string; tenantId: string };
+  roles: string[];
+}
+
 /** The auth-state error of SPEC.md: the user or token does not resolve to a provisioned tenant. */
 export const tenantNotProvisioned = () =>
   new ForbiddenError('your organisation has no tenant on this service', {
@@ -67,6 +73,7 @@ export function createAuthService(deps: {
   const { db, tokens, users, tenantsRepo, tenants, rbac, audit, oidc, settings, clock } = deps;
   const publicOrigin = new URL(settings.publicUrl).origin;
   const userChecks = new Map<string, { at: number; user: UserRow }>();
+  const userKeys = new WeakMap<object, string>();
 
   /** Where a sign-in may send the browser afterwards: our own paths, or a configured origin. */
   function checkRedirect(redirect: string | undefined): string {
@@ -282,28 +289,45 @@ export function createAuthService(deps: {
         throw new UnauthenticatedError('invalid token', { hint: 'Sign in again, or refresh the token with POST /v1/auth/refresh.' });
       }
       const user = await loadUserCached(claims.tid, claims.sub);
-      return {
-        kind: 'user',
-        userId: user.id,
-        tenantId: user.tenantId,
-        roles: claims.roles,
-        permissions: await rbac.resolvePermissions(user.tenantId, claims.roles),
-        via: 'token',
-        profile: { handle: user.handle, email: user.email, displayName: user.displayName },
-      };
+      return tokenActor(user, claims.roles, await rbac.resolvePermissions(user.tenantId, claims.roles));
+    },
+
+    /**
+     * authenticate() without waiting, in the common case: a token this process verified, whose user was
+     * checked within USER_CHECK_TTL_MS and whose tenant's role documents are cached. Undefined whenever
+     * anything would have to be looked up or refused: authenticate() then does it. Same answer, no
+     * promise: on a cheap route the awaits alone cost a tenth of the request.
+     */
+    authenticateCached(input: { bearer?: string; cookie?: string }): UserActor | undefined {
+      const token = input.bearer ?? input.cookie;
+      const claims = token ? tokens.cached(token, ['access']) : undefined;
+      if (!claims) return undefined;
+      // The same claims object comes back for the same token: so does its key, hash and all.
+      let key = userKeys.get(claims);
+      if (key === undefined) userKeys.set(claims, (key = `${claims.tid}:${claims.sub}`));
+      const hit = userChecks.get(key);
+      const now = clock.now().getTime();
+      if (!hit || now - hit.at >= USER_CHECK_TTL_MS) return undefined;
+      const permissions = rbac.cachedPermissions(hit.user.tenantId, claims.roles, now);
+      return permissions && tokenActor(hit.user, claims.roles, permissions);
     },
 
     /** SPEC.md /auth/me: the caller's user and roles. */
-    async me(ctx: Ctx) {
+    me(ctx: Ctx): Me | Promise<Me> {
       if (ctx.actor.kind !== 'user') throw new UnauthenticatedError();
       const a = ctx.actor;
-      const profile = a.profile ?? (await loadUser(a.tenantId, a.userId));
-      return {
+      const of = (profile: Pick<UserRow, 'handle' | 'email' | 'displayName'>): Me => ({
         user: { id: a.userId, handle: profile.handle, email: profile.email, displayName: profile.displayName, tenantId: a.tenantId },
         roles: a.roles,
-      };
+      });
+      // Answered without a promise when the caller's profile came with the authentication (the usual case).
+      return a.profile ? of(a.profile) : loadUser(a.tenantId, a.userId).then(of);
     },
   };
+
+  function tokenActor(user: UserRow, roles: string[], permissions: UserActor['permissions']): UserActor {
+    return { kind: 'user', userId: user.id, tenantId: user.tenantId, roles, permissions, via: 'token', profile: { handle: user.handle, email: user.email, displayName: user.displayName } };
+  }
 
   async function loadUserCached(tenantId: string, userId: string): Promise<UserRow> {
     const key = `${tenantId}:${userId}`;
