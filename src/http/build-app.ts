@@ -65,9 +65,13 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     frameworkErrors: (err, req, reply) => {
       const status = err.statusCode ?? 400;
       drainUnreadBody(req, reply as FastifyReply);
-      return (reply as FastifyReply).status(status).send({ error: status === 414 ? 'uri_too_long' : 'validation_failed', message: frameworkMessage(err), requestId: req.id });
+      const error = status === 414 ? 'uri_too_long' : status >= 500 ? 'internal_error' : 'validation_failed';
+      return (reply as FastifyReply).status(status).send({ error, message: frameworkMessage(err), requestId: req.id });
     },
     return503OnClosing: true,
+    // The route schemas bound each param (a chat platform's user id may take 200 characters); the router's
+    // own limit (default 100) only stops what no schema would accept.
+    maxParamLength: 256,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   registerErrorHandler(app);
@@ -120,5 +124,5 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
 function frameworkMessage(err: { code?: string; message: string }): string {
   if (err.code === 'FST_ERR_BAD_URL') return 'the URL path is not valid percent-encoded UTF-8';
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return 'a path segment is too long';
-  return 'the request could not be routed';
+  return 'internal error';
 }

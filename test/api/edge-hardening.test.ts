@@ -334,7 +334,7 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
       expect((await as('PATCH', '/v1/admin/tenant', { settings: { groupRoleMapping: { 'group-1': 'member' } } })).status).toBe(200);
     });
 
-    it('answers 400, not 500, for a path that is not UTF-8, a malformed data: URL and a gateway id that is not a uuid', async () => {
+    it('answers 400, not 500, for a path that is not UTF-8, a malformed data: URL, a gateway id that is not a uuid, and a long path segment', async () => {
       const lone = await as('PATCH', '/v1/admin/templates/a%ED%A0%80b', { name: 'T' });
       expect(lone.status).toBe(400);
       expect(lone.json).toEqual({ error: 'validation_failed', message: 'the URL path is not valid percent-encoded UTF-8', requestId: expect.any(String) });
@@ -348,6 +348,13 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
       }
       const hook = await fetch(`${t.url}/v1/gateways/not-a-uuid/webhook`, { method: 'POST', body: '{}' });
       expect(hook.status).toBe(400);
+      // Path params are bounded by their schemas (a team_chat user id can be long), the router only stops
+      // what no schema would take, and answers in the envelope too.
+      expect((await as('DELETE', `/v1/gateways/${gatewayId}/paired-users/29:${'x'.repeat(150)}`)).status).toBe(404);
+      expect((await as('DELETE', `/v1/gateways/${gatewayId}/paired-users/${'x'.repeat(201)}`)).json.message).toBe('params/externalUserId must NOT have more than 200 characters');
+      const long = await as('DELETE', `/v1/gateways/${gatewayId}/paired-users/${'x'.repeat(300)}`);
+      expect(long.status).toBe(414);
+      expect(long.json).toEqual({ error: 'uri_too_long', message: 'a path segment is too long', requestId: expect.any(String) });
     });
 
     it('makes what a chat platform sends storable instead of refusing it (the platform would retry a 400)', async () => {
