@@ -71,7 +71,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     return503OnClosing: true,
     // The route schemas bound each param (a chat platform's user id may take 200 characters); the router's
     // own limit (default 100) only stops what no schema would accept.
-    maxParamLength: 256,
+    routerOptions: { maxParamLength: 256 },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   registerErrorHandler(app);

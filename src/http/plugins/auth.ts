@@ -16,12 +16,12 @@ declare module 'fastify' {
   }
 }
 
-/**
- * Identifies the caller of every /v1 route before its handler runs (see AuthService.authenticate):
- * Bearer JWT, then the service API key, then the access-token cookie, then demo mode.
- */
 const BEARER = /^bearer /i;
 
+/**
+ * Identifies the caller of every /v1 route before its body is read (see AuthService.authenticate):
+ * Bearer JWT, then the service API key, then the access-token cookie, then demo mode.
+ */
 export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) => {
   app.decorateRequest('actor', null);
   const { auth } = opts.core;
