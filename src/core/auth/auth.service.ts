@@ -300,13 +300,14 @@ export function createAuthService(deps: {
      */
     authenticateCached(input: { bearer?: string; cookie?: string }): UserActor | undefined {
       const token = input.bearer ?? input.cookie;
-      const claims = token ? tokens.cached(token, ['access']) : undefined;
+      if (!token) return undefined;
+      const now = clock.now().getTime();
+      const claims = tokens.cached(token, ['access'], now);
       if (!claims) return undefined;
       // The same claims object comes back for the same token: so does its key, hash and all.
       let key = userKeys.get(claims);
       if (key === undefined) userKeys.set(claims, (key = `${claims.tid}:${claims.sub}`));
       const hit = userChecks.get(key);
-      const now = clock.now().getTime();
       if (!hit || now - hit.at >= USER_CHECK_TTL_MS) return undefined;
       const permissions = rbac.cachedPermissions(hit.user.tenantId, claims.roles, now);
       return permissions && tokenActor(hit.user, claims.roles, permissions);

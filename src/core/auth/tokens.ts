@@ -70,9 +70,9 @@ export function createTokenService(deps: { secret: string; issuer: string; clock
      * The claims of a token this process has verified and that is still valid for these types, without
      * any work beyond a lookup; undefined otherwise (verify() then decides, and says why).
      */
-    cached(token: string, types: TokenType[] = ['access']): TokenClaims | undefined {
+    cached(token: string, types: TokenType[] = ['access'], nowMs = deps.clock.now().getTime()): TokenClaims | undefined {
       const known = remembered(token);
-      return known && known.exp > nowS() && types.includes(known.typ) ? known : undefined;
+      return known && known.exp > Math.floor(nowMs / 1000) && types.includes(known.typ) ? known : undefined;
     },
 
     /**
