@@ -5,10 +5,11 @@ import { BaseCommand } from '../src/cli/base-command.js';
 import { openCore, type OpenedCore } from '../src/cli/open-core.js';
 import { colors, info, printJson } from '../src/cli/output.js';
 import { runTasks } from '../src/cli/progress.js';
-import { loadConfig, parseConfigValues, readConfigFile, resolveConfigPath } from '../src/config/load-config.js';
+import { demoModeProblems, loadConfig, parseConfigValues, readConfigFile, resolveConfigPath } from '../src/config/load-config.js';
 import type { Config } from '../src/config/config.schema.js';
 import { ConflictError, ValidationError } from '../src/core/errors.js';
 import type { SeedTenantResult } from '../src/core/tenants/tenants.service.js';
+import { isLoopback } from '../src/lib/loopback.js';
 import { slugify } from '../src/lib/slug.js';
 import { packageRoot } from '../src/lib/package-root.js';
 import { randomSecret } from '../src/lib/secrets.js';
@@ -37,7 +38,7 @@ export default class Init extends BaseCommand<typeof Init> {
     'entra-tenant-id': Flags.string({ summary: 'Microsoft Entra ID directory (tenant) id.' }),
     'oidc-client-id': Flags.string({ summary: 'OAuth client id at the identity provider.' }),
     'oidc-client-secret': Flags.string({ summary: 'OAuth client secret (prefer the AGENTWS_OIDC_CLIENT_SECRET environment variable: flags land in shell history).' }),
-    demo: Flags.boolean({ summary: 'Local demo mode: requests without a token act as the operator (default: on when no identity provider is set).', allowNo: true }),
+    demo: Flags.boolean({ summary: 'Local demo mode: requests without a token act as the operator (default: on when no identity provider is set and --host is loopback; refused otherwise).', allowNo: true }),
     'tenant-name': Flags.string({ summary: 'Name of the first tenant.', default: 'Default' }),
     'tenant-slug': Flags.string({ summary: 'Slug of the first tenant (default: from the name).' }),
     'owner-email': Flags.string({ summary: 'Email of the operator user, the first tenant\'s owner.', default: 'operator@agentws.local' }),
@@ -90,6 +91,14 @@ export default class Init extends BaseCommand<typeof Init> {
     const template = readFileSync(join(packageRoot(), 'templates', 'config.env.tmpl'), 'utf8');
     const text = template.replace(/\{\{(\w+)\}\}/g, (_, key: string) => quote(values[key] ?? ''));
 
+    if (answers.demo) {
+      const problems = demoModeProblems({ host: answers.host, identityProvider: Boolean((answers.issuerUrl || answers.entraTenantId) && answers.clientId) });
+      if (problems.length) {
+        throw new ValidationError(problems.map((p) => p.message).join('\n'), {
+          hint: 'Leave out --demo (or pass --no-demo); keep --host 127.0.0.1 for a demo on this machine. Nothing was written.',
+        });
+      }
+    }
     // Validate before writing anything: a bad flag must not leave a broken config behind.
     const { CREATED_AT: _, ...fileValues } = values;
     parseConfigValues({ fileValues, configFile: path, env: {}, cwd: dirname(path) });
@@ -176,7 +185,8 @@ export default class Init extends BaseCommand<typeof Init> {
       entraTenantId: f['entra-tenant-id'] ?? '',
       clientId: f['oidc-client-id'] ?? '',
       clientSecret: f['oidc-client-secret'] ?? process.env.AGENTWS_OIDC_CLIENT_SECRET ?? '',
-      demo: f.demo ?? !idp,
+      // Demo mode by default only where it may run: no identity provider, and a loopback address.
+      demo: f.demo ?? (!idp && isLoopback(f.host)),
       tenantName: f['tenant-name'],
       tenantSlug: f['tenant-slug'],
       ownerEmail: f['owner-email'],
@@ -207,7 +217,7 @@ export default class Init extends BaseCommand<typeof Init> {
     const hasIdp = Boolean(entraTenantId || issuerUrl);
     const clientId = hasIdp ? await input({ message: 'OAuth client id', default: d.clientId }) : d.clientId;
     const clientSecret = hasIdp ? await password({ message: 'OAuth client secret (empty for PKCE-only public client)', mask: '*' }) : d.clientSecret;
-    const demo = await confirm({ message: 'Enable local demo mode (no sign-in needed; for trying it out on this machine)?', default: !hasIdp });
+    const demo = await confirm({ message: 'Enable local demo mode (no sign-in needed; for trying it out on this machine)?', default: !hasIdp && isLoopback(d.host) });
     const tenantName = await input({ message: 'First tenant name', default: d.tenantName });
     const ownerEmail = await input({ message: 'Operator (first owner) email', default: d.ownerEmail });
     return { ...d, dataDir, databaseUrl, publicUrl, entraTenantId, issuerUrl, clientId, clientSecret, demo, tenantName, ownerEmail };

@@ -4,7 +4,10 @@ import { openCore } from '../src/cli/open-core.js';
 import { untilSignal } from '../src/cli/signals.js';
 import { buildApp } from '../src/http/build-app.js';
 import { startWorker, type Worker } from '../src/jobs/worker.js';
+import { demoModeProblems } from '../src/config/load-config.js';
+import { ConfigError } from '../src/core/errors.js';
 import { createLogger } from '../src/lib/logger.js';
+import { isLoopback } from '../src/lib/loopback.js';
 
 export default class Serve extends BaseCommand<typeof Serve> {
   static override summary = 'Run the HTTP API server (and, on the embedded database, the job worker).';
@@ -23,6 +26,13 @@ export default class Serve extends BaseCommand<typeof Serve> {
 
   async run(): Promise<void> {
     const config = this.appConfig;
+    const host = this.flags.host ?? config.server.host;
+    // The config was checked with AGENTWS_HOST; --host must keep demo mode on loopback too.
+    if (config.auth.allowAnonymous && !isLoopback(host)) {
+      throw new ConfigError(demoModeProblems({ host, identityProvider: false }), {
+        hint: 'Listen on 127.0.0.1 (behind a reverse proxy for other machines), or turn demo mode off (AGENTWS_ALLOW_ANONYMOUS=false) so callers sign in or use the API key.',
+      });
+    }
     const log = createLogger(config.logLevel, 1);
     const started = Date.now();
     const opened = await openCore(config, log, { supervise: config.worker.inServe });
@@ -40,7 +50,7 @@ export default class Serve extends BaseCommand<typeof Serve> {
       if (!readiness.ready) {
         log.warn({ pending: readiness.pending }, 'database migrations are pending: /readyz answers 503 until `npx aws migrate` runs');
       }
-      const address = await app.listen({ host: this.flags.host ?? config.server.host, port: this.flags.port ?? config.server.port });
+      const address = await app.listen({ host, port: this.flags.port ?? config.server.port });
       if (config.worker.inServe) {
         worker = await startWorker(opened.core, opened.boss, log, { concurrency: config.worker.concurrency });
       }

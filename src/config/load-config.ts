@@ -100,6 +100,8 @@ export function parseConfigValues(input: {
   if (allowAnonymous && !orNull('AGENTWS_OPERATOR_EMAIL')) {
     problems.push({ variable: 'AGENTWS_OPERATOR_EMAIL', message: 'required when AGENTWS_ALLOW_ANONYMOUS=true (demo requests act as this user)' });
   }
+  // Demo mode makes every request without a token the operator (an owner): only for one machine.
+  if (allowAnonymous) problems.push(...demoModeProblems({ host: str('AGENTWS_HOST'), identityProvider: Boolean((orNull('AGENTWS_OIDC_ISSUER_URL') || orNull('AGENTWS_ENTRA_TENANT_ID')) && orNull('AGENTWS_OIDC_CLIENT_ID')) }));
 
   const previousKeys = str('AGENTWS_PREVIOUS_ENCRYPTION_KEYS').split(',').map((x) => x.trim()).filter(Boolean);
   if (previousKeys.some((k) => Buffer.from(k, 'base64url').length !== 32)) {
@@ -202,6 +204,28 @@ export function parseConfigValues(input: {
     },
   };
   return deepFreeze(config);
+}
+
+/**
+ * Why local demo mode cannot be on with these settings: on an address other machines reach, anyone who
+ * can connect would act as the operator; with an identity provider, anyone would skip signing in.
+ * Shared with `aws serve --host` and `aws init`, which apply the same rule to their flags.
+ */
+export function demoModeProblems(input: { host: string; identityProvider: boolean }): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  if (!isLoopback(input.host)) {
+    problems.push({
+      variable: 'AGENTWS_ALLOW_ANONYMOUS',
+      message: `demo mode (requests without a token act as the operator) runs only on a loopback address, and the listen address is "${input.host}"; turn demo mode off, or listen on 127.0.0.1 (AGENTWS_HOST) behind a reverse proxy`,
+    });
+  }
+  if (input.identityProvider) {
+    problems.push({
+      variable: 'AGENTWS_ALLOW_ANONYMOUS',
+      message: 'demo mode cannot be on with an identity provider configured (AGENTWS_OIDC_ISSUER_URL or AGENTWS_ENTRA_TENANT_ID, and AGENTWS_OIDC_CLIENT_ID): anyone could skip signing in and act as the operator; turn demo mode off',
+    });
+  }
+  return problems;
 }
 
 function parseVar(spec: VarSpec, value: string, problems: ConfigProblem[], file: string | null): string | number | boolean {

@@ -82,6 +82,14 @@ export class PayloadTooLargeError extends AppError {
   }
 }
 
+/** The request names a host this service does not answer for (the Host check of local demo mode). */
+export class MisdirectedRequestError extends AppError {
+  readonly status = 421;
+  constructor(message: string, options?: AppErrorOptions) {
+    super(message, 'misdirected_request', options);
+  }
+}
+
 export class RateLimitedError extends AppError {
   readonly status = 429;
   constructor(message: string, options?: AppErrorOptions) {

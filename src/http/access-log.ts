@@ -2,6 +2,13 @@ import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyR
 
 export type AccessLogMode = 'off' | 'errors' | 'all';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Path params written to the log as `[redacted]` (e.g. pairing codes, which are never logged). */
+    logRedact?: readonly string[];
+  }
+}
+
 /** Requests slower than this are logged in `errors` mode too. */
 const SLOW_MS = 1000;
 
@@ -11,7 +18,8 @@ const SLOW_MS = 1000;
  * fastify's default is two lines for every request, which on a cheap route costs about 40% of its
  * throughput; the reverse proxy in front of the service keeps a full access log anyway (see
  * templates/reverse-proxy), correlated by the X-Request-Id this service echoes.
- * The query string is never logged: it can carry codes and tokens.
+ * The query string is never logged: it can carry codes and tokens; nor are path params a route names
+ * in `config.logRedact` (pairing codes).
  */
 export class AccessLog extends LogController {
   constructor(private readonly mode: AccessLogMode) {
@@ -26,11 +34,21 @@ export class AccessLog extends LogController {
     const ms = Math.round(reply.elapsedTime * 10) / 10;
     if (this.mode === 'errors' && !error && status < 400 && ms < SLOW_MS) return;
     // The root logger with the id inline: no per-request child logger is built just for this line.
-    const line = { requestId: request.id, method: request.method, path: request.url.split('?', 1)[0], status, ms };
+    const line = { requestId: request.id, method: request.method, path: loggedPath(request), status, ms };
     const log = request.server.log;
     if (error || status >= 500) log.error({ ...line, ...(error ? { err: error } : {}) }, 'request failed');
     else log.info(line, 'request completed');
   }
+}
+
+/** The request's path without its query string, with the route's `logRedact` params blanked out. */
+function loggedPath(request: FastifyRequest): string {
+  const redact = request.routeOptions.config?.logRedact;
+  const pattern = request.routeOptions.url;
+  if (!redact || !pattern) return request.url.split('?', 1)[0];
+  // Rebuilt from the route's pattern, so how the client spelled the secret segment does not matter.
+  const params = (request.params ?? {}) as Record<string, string | undefined>;
+  return pattern.replace(/:(\w+)/g, (_, name: string) => (redact.includes(name) ? '[redacted]' : encodeURIComponent(params[name] ?? '')));
 }
 
 type LogFn = (...args: unknown[]) => void;

@@ -3,12 +3,14 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
 import { RateLimitedError } from '../core/errors.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
+import { drainUnreadBody } from './early-response.js';
+import { hostCheck } from './host-check.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
 import { authPlugin } from './plugins/auth.js';
@@ -18,6 +20,7 @@ import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { ErrorBody } from './schemas.js';
+import { validatorCompilerFactory } from './validation.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -40,7 +43,9 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     genReqId: (req) => (req.headers['x-request-id'] as string | undefined) ?? randomUUID(),
     // Echoing the id here rather than in an onRequest hook keeps a hook runner off every request.
     serverFactory: (handler, opts) => {
-      const server = http.createServer((req, res) => {
+      // Node answers an HTTP/1.1 request without Host with its own 400; in demo mode the Host check
+      // answers it (421, in the error envelope) like any other host it does not know.
+      const server = http.createServer({ requireHostHeader: !config.auth.allowAnonymous }, (req, res) => {
         const given = req.headers['x-request-id'];
         const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
         req.headers['x-request-id'] = id;
@@ -54,12 +59,25 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       server.setTimeout(o.connectionTimeout ?? 0);
       return server;
     },
-    ajv: { customOptions: { coerceTypes: 'array', useDefaults: true, removeAdditional: false, allErrors: false } },
+    // Bodies typed exactly, query/params/headers coerced, every string well-formed (validation.ts).
+    schemaController: { compilersFactory: { buildValidator: validatorCompilerFactory() as never } },
+    // Errors fastify raises before routing (an undecodable or overlong path) get the error envelope too.
+    frameworkErrors: (err, req, reply) => {
+      const status = err.statusCode ?? 400;
+      drainUnreadBody(req, reply as FastifyReply);
+      const error = status === 414 ? 'uri_too_long' : status >= 500 ? 'internal_error' : 'validation_failed';
+      return (reply as FastifyReply).status(status).send({ error, message: frameworkMessage(err), requestId: req.id });
+    },
     return503OnClosing: true,
+    // The route schemas bound each param (a chat platform's user id may take 200 characters); the router's
+    // own limit (default 100) only stops what no schema would accept.
+    routerOptions: { maxParamLength: 256 },
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   registerErrorHandler(app);
   app.addSchema(ErrorBody);
+  // Demo mode answers without a token: only requests addressed to this service by name (host-check.ts).
+  if (config.auth.allowAnonymous) app.addHook('onRequest', hostCheck(config.server.publicUrl));
 
   await app.register(swagger, {
     openapi: {
@@ -100,4 +118,11 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     { prefix: '/v1' },
   );
   return app;
+}
+
+/** fastify's messages for these quote the whole path, which can be long and carry codes. */
+function frameworkMessage(err: { code?: string; message: string }): string {
+  if (err.code === 'FST_ERR_BAD_URL') return 'the URL path is not valid percent-encoded UTF-8';
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return 'a path segment is too long';
+  return 'internal error';
 }

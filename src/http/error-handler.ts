@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isAppError } from '../core/errors.js';
+import { drainUnreadBody } from './early-response.js';
 
 /**
  * The HTTP mapping of the error hierarchy: every error answers `{ error, message?, requestId }` (plus
@@ -9,6 +10,8 @@ import { isAppError } from '../core/errors.js';
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     const requestId = req.id;
+    // A client still uploading (401 before the body, 413 at the limit) must be able to read the answer.
+    drainUnreadBody(req, reply);
     if (isAppError(err)) {
       if (err.status >= 500) req.log.warn({ err: { code: err.code, message: err.message } }, 'request failed');
       if (err.exactBody) return reply.status(err.status).send({ error: err.code });
@@ -32,9 +35,10 @@ export function registerErrorHandler(app: FastifyInstance): void {
     return reply.status(500).send({ error: 'internal_error', message: 'internal error', requestId });
   });
 
-  app.setNotFoundHandler((req, reply) =>
-    reply.status(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}`, requestId: req.id }),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    drainUnreadBody(req, reply);
+    return reply.status(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url.split('?')[0]}`, requestId: req.id });
+  });
 }
 
 function clientErrorCode(status: number): string {

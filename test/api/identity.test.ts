@@ -228,7 +228,8 @@ describe(`sign-in and tokens (${DB_MODE})`, () => {
   });
 });
 
-describe(`demo mode, API key and auto-provisioning (${DB_MODE})`, () => {
+// Demo mode cannot be on with an identity provider (config refuses it): it is tested in edge-hardening.test.ts.
+describe(`API key and auto-provisioning (${DB_MODE})`, () => {
   let idp: TestOidcProvider;
   let t: TestApp;
   beforeAll(async () => {
@@ -240,7 +241,6 @@ describe(`demo mode, API key and auto-provisioning (${DB_MODE})`, () => {
           AGENTWS_OIDC_CLIENT_ID: idp.clientId,
           AGENTWS_OIDC_CLIENT_SECRET: idp.clientSecret,
           AGENTWS_AUTO_PROVISION_TENANTS: 'true',
-          AGENTWS_ALLOW_ANONYMOUS: 'true',
           AGENTWS_OPERATOR_EMAIL: 'owner@ops.example',
         };
       },
@@ -252,14 +252,12 @@ describe(`demo mode, API key and auto-provisioning (${DB_MODE})`, () => {
     await idp?.close();
   });
 
-  it('acts as the operator without a token in demo mode, and with the API key', async () => {
-    const anon = await api(t, 'GET', '/v1/auth/me');
-    expect(anon.status).toBe(200);
-    expect(anon.json).toMatchObject({ user: { email: 'owner@ops.example' }, roles: ['owner'] });
-    expect((await api(t, 'GET', '/v1/auth/status')).json.auth.allowAnonymous).toBe(true);
+  it('acts as the operator with the API key', async () => {
     const withKey = await api(t, 'GET', '/v1/auth/me', { token: t.env.vars.AGENTWS_API_KEY });
-    expect(withKey.json).toEqual(anon.json);
-    // A wrong credential is an error even in demo mode, not a silent downgrade to the operator.
+    expect(withKey.status).toBe(200);
+    expect(withKey.json).toMatchObject({ user: { email: 'owner@ops.example' }, roles: ['owner'] });
+    expect((await api(t, 'GET', '/v1/auth/status')).json.auth.allowAnonymous).toBe(false);
+    expect((await api(t, 'GET', '/v1/auth/me')).status).toBe(401);
     expect((await api(t, 'GET', '/v1/auth/me', { token: 'nope' })).status).toBe(401);
   });
 
@@ -272,7 +270,7 @@ describe(`demo mode, API key and auto-provisioning (${DB_MODE})`, () => {
     expect(limited.json).toMatchObject({ error: 'rate_limited', message: expect.stringMatching(/try again in/), requestId: expect.any(String) });
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     // Only the limited routes: authenticated routes are unaffected.
-    expect((await api(t, 'GET', '/v1/auth/me')).status).toBe(200);
+    expect((await api(t, 'GET', '/v1/auth/me', { token: t.env.vars.AGENTWS_API_KEY })).status).toBe(200);
   });
 
   it('creates the tenant of a new organisation on first sign-in and makes its first user the owner', async () => {

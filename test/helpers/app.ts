@@ -5,6 +5,8 @@ import { systemCtx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { buildApp, type App } from '../../src/http/build-app.js';
 import type { Clock } from '../../src/lib/clock.js';
+import type { Logger as PinoLogger } from 'pino';
+import { createLogger } from '../../src/lib/logger.js';
 import { createTestEnv, type TestEnv } from './test-env.js';
 
 /** A free loopback port (so the public URL can be known before the app is built). */
@@ -30,8 +32,9 @@ export interface TestApp {
 /**
  * The real HTTP app on the real core and database, listening on loopback. `vars` adds config variables;
  * `before` runs once the port is known (e.g. to start an identity provider that must know our URL).
+ * `logger` gives the app a logger (e.g. one writing to a buffer, see captureLogs); default: none.
  */
-export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>); clock?: Clock } = {}): Promise<TestApp> {
+export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>); clock?: Clock; logger?: PinoLogger } = {}): Promise<TestApp> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extra = typeof options.vars === 'function' ? await options.vars(url) : options.vars ?? {};
@@ -39,7 +42,7 @@ export async function startTestApp(options: { vars?: Record<string, string> | ((
   const config = env.config();
   const opened = await openCore(config, silentLogger, { clock: options.clock });
   await opened.core.migrator.up();
-  const app = await buildApp(opened.core, config);
+  const app = await buildApp(opened.core, config, { logger: options.logger });
   await app.listen({ host: '127.0.0.1', port });
   return {
     env,
@@ -129,4 +132,11 @@ export async function signInAs(t: TestApp, user: { sub: string; tid: string; rol
     access: await signToken(t, { ...claims, iatS: authTimeS, expS: authTimeS + 900 }),
     refresh: await signToken(t, { ...claims, typ: 'refresh', iatS: authTimeS, expS: authTimeS + 604800 }),
   };
+}
+
+/** A JSON logger (the service's own, redaction included) whose lines are kept in `lines` for assertions. */
+export function captureLogs(level = 'info'): { logger: PinoLogger; lines: Array<Record<string, any>>; text(): string } {
+  const lines: Array<Record<string, any>> = [];
+  const stream = { write: (s: string) => void lines.push(JSON.parse(s)) };
+  return { logger: createLogger(level, stream), lines, text: () => lines.map((l) => JSON.stringify(l)).join('\n') };
 }

@@ -89,6 +89,25 @@ describe('loadConfig', () => {
     expect(c.auth.oidc.issuerUrl).toBe('https://login.microsoftonline.com/abc/v2.0');
   });
 
+  it('refuses demo mode on an address other machines reach, or with an identity provider, naming the reason', () => {
+    const demo = { ...SECRETS, AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com' };
+    for (const host of ['0.0.0.0', '::', '192.168.1.10', 'agents.example.com', '']) {
+      const problems = problemsOf(() => loadConfig({ env: { ...demo, AGENTWS_HOST: host } }));
+      expect(problems, host).toEqual([{ variable: 'AGENTWS_ALLOW_ANONYMOUS', message: expect.stringMatching(/only on a loopback address.*"/) }]);
+      expect(problems[0].message).toContain(`"${host}"`);
+    }
+    for (const host of ['127.0.0.1', '127.0.0.2', 'localhost', '::1']) expect(loadConfig({ env: { ...demo, AGENTWS_HOST: host } }).auth.allowAnonymous, host).toBe(true);
+
+    for (const idp of [{ AGENTWS_OIDC_ISSUER_URL: 'https://login.example.com' }, { AGENTWS_ENTRA_TENANT_ID: 'abc' }]) {
+      const problems = problemsOf(() => loadConfig({ env: { ...demo, ...idp, AGENTWS_OIDC_CLIENT_ID: 'cid' } }));
+      expect(problems).toEqual([{ variable: 'AGENTWS_ALLOW_ANONYMOUS', message: expect.stringMatching(/identity provider/) }]);
+      // Without a client id no sign-in is configured, so demo mode is still the only way in.
+      expect(loadConfig({ env: { ...demo, ...idp } }).auth.allowAnonymous).toBe(true);
+    }
+    // Both at once: both reasons.
+    expect(problemsOf(() => loadConfig({ env: { ...demo, AGENTWS_HOST: '0.0.0.0', AGENTWS_ENTRA_TENANT_ID: 'abc', AGENTWS_OIDC_CLIENT_ID: 'cid' } }))).toHaveLength(2);
+  });
+
   it('never echoes a malformed URL (it may hold a password)', () => {
     const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, DATABASE_URL: 'postgres://user:s3cret@' } }));
     expect(JSON.stringify(problems)).not.toContain('s3cret');

@@ -1,4 +1,5 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { cleanString } from '../../lib/clean-string.js';
 import { UpstreamError } from '../errors.js';
 
 /**
@@ -115,14 +116,14 @@ function createBotChat(base: string, timeoutMs: number): ChatPlatform {
       if (!isRecord(from) || !isRecord(chat) || typeof text !== 'string' || text.trim() === '') return null;
       if (from.is_bot === true || !isId(from.id) || !isId(chat.id) || !isId(messageId)) return null;
       const name = [from.first_name, from.last_name].filter((p): p is string => typeof p === 'string' && p !== '').join(' ');
-      return {
+      return cleanMessage({
         externalUserId: String(from.id),
         externalUserName: typeof from.username === 'string' ? from.username : '',
         platformDisplayName: name,
         chatId: String(chat.id),
         text,
         messageId: String(messageId),
-      };
+      });
     },
   };
 }
@@ -166,7 +167,7 @@ function createTeamChat(base: string, timeoutMs: number): ChatPlatform {
       if (text === '') return null;
       const name = typeof from.name === 'string' ? from.name : '';
       // Teams has no user names distinct from display names.
-      return { externalUserId: from.id, externalUserName: name, platformDisplayName: name, chatId: conversationId, text, messageId: String(id) };
+      return cleanMessage({ externalUserId: from.id, externalUserName: name, platformDisplayName: name, chatId: conversationId, text, messageId: String(id) });
     },
   };
 }
@@ -277,6 +278,24 @@ function decodeEntities(text: string): string {
     }
     return { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ' }[e] ?? whole;
   });
+}
+
+/**
+ * What a platform sends is not a user's request to refuse: a 400 would only make the platform retry. So
+ * its strings are made storable instead (PostgreSQL text refuses NUL, jsonb refuses lone surrogates),
+ * the rule every string arriving through the API is held to: lone surrogates become U+FFFD, NULs go.
+ * A message whose ids or text are empty after that is not one we can act on.
+ */
+function cleanMessage(m: InboundMessage): InboundMessage | null {
+  const c: InboundMessage = {
+    externalUserId: cleanString(m.externalUserId),
+    externalUserName: cleanString(m.externalUserName),
+    platformDisplayName: cleanString(m.platformDisplayName),
+    chatId: cleanString(m.chatId),
+    text: cleanString(m.text),
+    messageId: cleanString(m.messageId),
+  };
+  return c.externalUserId && c.chatId && c.messageId && c.text.trim() ? c : null;
 }
 
 /** A header by case-insensitive name; a repeated header is ambiguous and counts as absent. */

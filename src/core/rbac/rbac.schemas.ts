@@ -36,7 +36,7 @@ export function completePermissions(input: unknown): RbacPermissions {
   }
   const base = emptyPermissions();
   const p = input as PartialPermissions;
-  // `"*"` may arrive as `["*"]` (the HTTP layer coerces scalars to arrays where a schema allows both).
+  // `["*"]` means the same as `"*"`: keep one spelling in stored documents.
   const all = <T extends string[] | '*' | undefined>(v: T): T => (Array.isArray(v) && v.includes('*') ? ('*' as T) : v);
   return {
     agents: { ...base.agents, ...p.agents, use_templates: all(p.agents?.use_templates) ?? base.agents.use_templates },

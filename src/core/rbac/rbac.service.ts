@@ -42,6 +42,17 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
     return entry;
   };
 
+  // The same few role combinations recur on every request: combine each once per cache period.
+  const unionOf = ({ docs, unions }: { docs: Map<string, RbacPermissions>; unions: Map<string, RbacPermissions> }, roleNames: string[]) => {
+    const key = roleNames.length === 1 ? roleNames[0] : [...roleNames].sort().join('\n');
+    let union = unions.get(key);
+    if (!union) {
+      union = deepFreeze(unionPermissions(roleNames.map((n) => docs.get(n)).filter((d): d is RbacPermissions => Boolean(d))));
+      unions.set(key, union);
+    }
+    return union;
+  };
+
   const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => bus.publish(RBAC_CHANGED, { tenantId }, tx);
 
   /**
@@ -66,15 +77,13 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
   return {
     /** Effective permissions of a set of role names in a tenant (unknown names grant nothing). Pass tx inside a transaction. */
     async resolvePermissions(tenantId: string, roleNames: string[], q: Queryable = db): Promise<RbacPermissions> {
-      const { docs, unions } = await roleDocs(tenantId, q);
-      // The same few role combinations recur on every request: combine each once per cache period.
-      const key = roleNames.length === 1 ? roleNames[0] : [...roleNames].sort().join('\n');
-      let union = unions.get(key);
-      if (!union) {
-        union = deepFreeze(unionPermissions(roleNames.map((n) => docs.get(n)).filter((d): d is RbacPermissions => Boolean(d))));
-        unions.set(key, union);
-      }
-      return union;
+      return unionOf(await roleDocs(tenantId, q), roleNames);
+    },
+
+    /** resolvePermissions() without waiting, while the tenant's role documents are cached; else undefined. */
+    cachedPermissions(tenantId: string, roleNames: string[], nowMs = clock.now().getTime()): RbacPermissions | undefined {
+      const hit = cache.get(tenantId);
+      return hit && nowMs - hit.at < CACHE_TTL_MS ? unionOf(hit, roleNames) : undefined;
     },
 
     /** All roles of the caller's tenant with their documents and member counts (admin.manage_roles). */

@@ -153,7 +153,7 @@ export function createSessionsService(deps: {
           // Only inline data: a URL the runtime would fetch (http:, file:) could read the server's files or network.
           const m = /^data:([^;,]*)(;base64)?,(.*)$/s.exec(p.url);
           if (!m) throw new ValidationError('a file part\'s url must be a data: URL (send the content, not a link)');
-          data = m[2] ? Buffer.from(m[3], 'base64') : Buffer.from(decodeURIComponent(m[3]));
+          data = m[2] ? Buffer.from(m[3], 'base64') : percentDecoded(m[3]);
         } else if (p.content !== undefined) {
           data = Buffer.from(p.content, 'base64');
         } else throw new ValidationError('a file part needs content (base64) or a data: url');
@@ -432,3 +432,12 @@ export function createSessionsService(deps: {
 }
 
 export type SessionsService = ReturnType<typeof createSessionsService>;
+
+/** The bytes of a data: URL's percent-encoded payload; a malformed escape is the client's mistake (400). */
+function percentDecoded(payload: string): Buffer {
+  try {
+    return Buffer.from(decodeURIComponent(payload));
+  } catch {
+    throw new ValidationError("a file part's data: URL is not correctly percent-encoded (or use ;base64)");
+  }
+}

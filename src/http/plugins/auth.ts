@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Ctx, UserActor } from '../../core/context.js';
 import type { Core } from '../../core/create-core.js';
 import { UnauthenticatedError } from '../../core/errors.js';
@@ -16,27 +16,41 @@ declare module 'fastify' {
   }
 }
 
+const BEARER = /^bearer /i;
+
 /**
- * Identifies the caller of every /v1 route before its handler runs (see AuthService.authenticate):
+ * Identifies the caller of every /v1 route before its body is read (see AuthService.authenticate):
  * Bearer JWT, then the service API key, then the access-token cookie, then demo mode.
  */
 export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) => {
   app.decorateRequest('actor', null);
-  const authenticate = async (req: FastifyRequest) => {
-    const mode = req.routeOptions.config.auth ?? 'required';
+  const { auth } = opts.core;
+  const required = () => new UnauthenticatedError('authentication required', { hint: 'Send Authorization: Bearer <access token or API key>.' });
+  // A callback hook, answered synchronously when the caller is already known to this process (a token
+  // verified and checked moments ago): no promise on the common path, which is most of what an
+  // authenticated request costs beyond an anonymous one.
+  const authenticate = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const header = req.headers.authorization;
-    const bearer = header?.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : undefined;
-    req.actor = await opts.core.auth.authenticate({ bearer, cookie: bearer ? undefined : readCookie(req.headers.cookie, ACCESS_COOKIE) });
-    if (!req.actor && mode === 'required') {
-      throw new UnauthenticatedError('authentication required', { hint: 'Send Authorization: Bearer <access token or API key>.' });
+    const bearer = header !== undefined && BEARER.test(header) ? header.slice(7).trim() : undefined;
+    const input = { bearer, cookie: bearer ? undefined : readCookie(req.headers.cookie, ACCESS_COOKIE) };
+    const known = auth.authenticateCached(input);
+    if (known) {
+      req.actor = known;
+      return done();
     }
+    auth.authenticate(input).then((actor) => {
+      req.actor = actor;
+      done(!actor && (req.routeOptions.config.auth ?? 'required') === 'required' ? required() : undefined);
+    }, done);
   };
-  // Attached only to routes that look at the caller: a global async hook would cost every public
-  // route (status, login) a promise per request for nothing.
+  // Attached only to routes that look at the caller: a global hook would cost every public route
+  // (status, login) for nothing. onRequest, first of the route's hooks: the caller is known before the
+  // body is read or validated, so a request without a valid credential is answered 401 without its
+  // body being buffered (see early-response.ts for the rest of that body).
   app.addHook('onRoute', (route) => {
     if (route.config?.auth === 'none') return;
-    const existing = route.preHandler ? (Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler]) : [];
-    route.preHandler = [authenticate, ...existing];
+    const existing = route.onRequest ? (Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest]) : [];
+    route.onRequest = [authenticate, ...existing];
   });
 });
 

@@ -156,6 +156,8 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
     {
       schema: { tags: ['auth'], summary: 'The current user and their roles', response: { 200: Me, ...errorResponses(401, 403, 404) } },
     },
-    async (req) => auth.me(ctxOf(req)),
+    // Not async: the service answers without a promise when it can, and on a route this cheap each
+    // promise costs measurably.
+    (req) => auth.me(ctxOf(req)),
   );
 }

@@ -1,7 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
-import type { Ctx } from '../../../core/context.js';
 import type { Core } from '../../../core/create-core.js';
 import { UnauthenticatedError } from '../../../core/errors.js';
 import { GATEWAY_EVENTS_CHANNEL, type GatewayEvent } from '../../../core/gateways/pairing.service.js';
@@ -37,7 +36,8 @@ const PairedUser = Type.Object({
   platformDisplayName: Type.String(),
   pairedAt: DateTime,
 });
-const Id = Type.Object({ id: Type.String({ maxLength: 64 }) });
+const GatewayId = Type.String({ format: 'uuid' });
+const Id = Type.Object({ id: GatewayId });
 /** How often the gateway stream looks for pending codes (SPEC.md Limits). */
 export const GATEWAY_POLL_MS = 2000;
 
@@ -52,26 +52,27 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
   const errs = (...s: number[]) => errorResponses(400, 401, 403, 404, ...s);
   const streams = new Set<ServerResponse>();
 
-  async function ctx(req: FastifyRequest): Promise<Ctx> {
-    if (req.actor) return ctxOf(req);
-    const dev = await auth.developmentActor();
-    if (!dev) throw new UnauthenticatedError('authentication required', { hint: 'Send Authorization: Bearer <access token or API key>.' });
-    return { ...ctxOf(req), tenantId: dev.tenantId, actor: dev };
+  // Runs after authentication (onRequest, before the body is read): without a caller, the operator in
+  // local development, else 401.
+  async function developmentFallback(req: FastifyRequest): Promise<void> {
+    if (req.actor) return;
+    req.actor = await auth.developmentActor();
+    if (!req.actor) throw new UnauthenticatedError('authentication required', { hint: 'Send Authorization: Bearer <access token or API key>.' });
   }
-  const optional = { auth: 'optional' as const };
+  const gatewayRoute = { config: { auth: 'optional' as const }, onRequest: developmentFallback };
 
   app.addHook('preClose', async () => {
     for (const res of streams) res.end();
   });
 
-  app.get('/gateways', { config: optional, schema: { tags: ['gateways'], summary: "The tenant's gateways (tokens and secrets never included)", response: { 200: Type.Object({ gateways: Type.Array(Gateway) }), ...errs() } } }, async (req) => ({
-    gateways: await gateways.list(await ctx(req)),
+  app.get('/gateways', { ...gatewayRoute, schema: { tags: ['gateways'], summary: "The tenant's gateways (tokens and secrets never included)", response: { 200: Type.Object({ gateways: Type.Array(Gateway) }), ...errs() } } }, async (req) => ({
+    gateways: await gateways.list(ctxOf(req)),
   }));
 
   app.post(
     '/gateways',
     {
-      config: optional,
+      ...gatewayRoute,
       schema: {
         tags: ['gateways'],
         summary: 'Create a gateway (bot_chat or team_chat; any other kind is 400); 201 with the gateway',
@@ -79,13 +80,13 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         response: { 201: Gateway, ...errs() },
       },
     },
-    async (req, reply) => reply.status(201).send(await gateways.create(await ctx(req), req.body)),
+    async (req, reply) => reply.status(201).send(await gateways.create(ctxOf(req), req.body)),
   );
 
   app.patch(
     '/gateways/:id',
     {
-      config: optional,
+      ...gatewayRoute,
       schema: {
         tags: ['gateways'],
         summary: 'Enable or disable a gateway, or rotate its bot token',
@@ -94,18 +95,18 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         response: { 200: Gateway, ...errs() },
       },
     },
-    async (req) => gateways.update(await ctx(req), req.params.id, req.body),
+    async (req) => gateways.update(ctxOf(req), req.params.id, req.body),
   );
 
-  app.delete('/gateways/:id', { config: optional, schema: { tags: ['gateways'], summary: 'Delete a gateway with its paired users and pairing codes', params: Id, response: { 204: Type.Null(), ...errs() } } }, async (req, reply) => {
-    await gateways.remove(await ctx(req), req.params.id);
+  app.delete('/gateways/:id', { ...gatewayRoute, schema: { tags: ['gateways'], summary: 'Delete a gateway with its paired users and pairing codes', params: Id, response: { 204: Type.Null(), ...errs() } } }, async (req, reply) => {
+    await gateways.remove(ctxOf(req), req.params.id);
     return reply.status(204).send(null);
   });
 
   app.post(
     '/gateways/:id/webhook/register',
     {
-      config: optional,
+      ...gatewayRoute,
       schema: {
         tags: ['gateways'],
         summary: 'Register the webhook with the platform (https, public addresses only; new secret); 502 when the platform is unreachable',
@@ -114,31 +115,33 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         response: { 200: Gateway, ...errs(502) },
       },
     },
-    async (req) => gateways.registerWebhook(await ctx(req), req.params.id, req.body),
+    async (req) => gateways.registerWebhook(ctxOf(req), req.params.id, req.body),
   );
 
-  app.get('/gateways/:id/paired-users', { config: optional, schema: { tags: ['gateways'], summary: 'Chat users paired through the gateway', params: Id, response: { 200: Type.Object({ pairedUsers: Type.Array(PairedUser) }), ...errs() } } }, async (req) => ({
-    pairedUsers: await pairing.pairedUsers(await ctx(req), req.params.id),
+  app.get('/gateways/:id/paired-users', { ...gatewayRoute, schema: { tags: ['gateways'], summary: 'Chat users paired through the gateway', params: Id, response: { 200: Type.Object({ pairedUsers: Type.Array(PairedUser) }), ...errs() } } }, async (req) => ({
+    pairedUsers: await pairing.pairedUsers(ctxOf(req), req.params.id),
   }));
 
   app.delete(
     '/gateways/:id/paired-users/:externalUserId',
-    { config: optional, schema: { tags: ['gateways'], summary: 'Unpair a chat user (they must pair again)', params: Type.Object({ id: Type.String({ maxLength: 64 }), externalUserId: Type.String({ maxLength: 200 }) }), response: { 204: Type.Null(), ...errs() } } },
+    { ...gatewayRoute, schema: { tags: ['gateways'], summary: 'Unpair a chat user (they must pair again)', params: Type.Object({ id: GatewayId, externalUserId: Type.String({ maxLength: 200 }) }), response: { 204: Type.Null(), ...errs() } } },
     async (req, reply) => {
-      await pairing.revoke(await ctx(req), { gatewayId: req.params.id, externalUserId: req.params.externalUserId });
+      await pairing.revoke(ctxOf(req), { gatewayId: req.params.id, externalUserId: req.params.externalUserId });
       return reply.status(204).send(null);
     },
   );
 
-  app.get('/gateways/:id/pairing-codes', { config: optional, schema: { tags: ['gateways'], summary: 'Pending pairing codes (unexpired, unconsumed)', params: Id, response: { 200: Type.Object({ codes: Type.Array(Code) }), ...errs() } } }, async (req) => ({
-    codes: await pairing.listCodes(await ctx(req), req.params.id),
+  app.get('/gateways/:id/pairing-codes', { ...gatewayRoute, schema: { tags: ['gateways'], summary: 'Pending pairing codes (unexpired, unconsumed)', params: Id, response: { 200: Type.Object({ codes: Type.Array(Code) }), ...errs() } } }, async (req) => ({
+    codes: await pairing.listCodes(ctxOf(req), req.params.id),
   }));
 
-  const CodeParams = Type.Object({ id: Type.String({ maxLength: 64 }), code: Type.String({ maxLength: 32 }) });
+  const CodeParams = Type.Object({ id: GatewayId, code: Type.String({ maxLength: 32 }) });
+  // Pairing codes are never logged (DESIGN.md 8): the access log writes [redacted] for them.
+  const codeRoute = { ...gatewayRoute, config: { ...gatewayRoute.config, logRedact: ['code'] } };
   app.post(
     '/gateways/:id/pairing-codes/:code/approve',
     {
-      config: optional,
+      ...codeRoute,
       schema: {
         tags: ['gateways'],
         summary: 'Approve a pending code: the chat user is paired (404 unknown or expired; 429 after repeated failures)',
@@ -147,20 +150,20 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
       },
     },
     async (req) => {
-      const r = await pairing.approve(await ctx(req), { gatewayId: req.params.id, code: req.params.code });
+      const r = await pairing.approve(ctxOf(req), { gatewayId: req.params.id, code: req.params.code });
       return { ok: r.ok, user: r.user };
     },
   );
 
-  app.delete('/gateways/:id/pairing-codes/:code', { config: optional, schema: { tags: ['gateways'], summary: 'Deny a pending code (no paired user)', params: CodeParams, response: { 204: Type.Null(), ...errs() } } }, async (req, reply) => {
-    await pairing.deny(await ctx(req), { gatewayId: req.params.id, code: req.params.code });
+  app.delete('/gateways/:id/pairing-codes/:code', { ...codeRoute, schema: { tags: ['gateways'], summary: 'Deny a pending code (no paired user)', params: CodeParams, response: { 204: Type.Null(), ...errs() } } }, async (req, reply) => {
+    await pairing.deny(ctxOf(req), { gatewayId: req.params.id, code: req.params.code });
     return reply.status(204).send(null);
   });
 
   app.get(
     '/gateways/:id/events',
     {
-      config: optional,
+      ...gatewayRoute,
       schema: {
         tags: ['gateways'],
         summary: 'SSE: pairing.code_created every 2 s while codes are pending; pairing.code_approved at once',
@@ -170,7 +173,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
       },
     },
     async (req, reply) => {
-      const c = await ctx(req);
+      const c = ctxOf(req);
       const { id: gatewayId, tenantId } = await gateways.load(c, req.params.id);
       reply.hijack();
       const res = reply.raw;

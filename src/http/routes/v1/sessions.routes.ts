@@ -1,5 +1,5 @@
 import multipart from '@fastify/multipart';
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Core } from '../../../core/create-core.js';
 import { PayloadTooLargeError, ValidationError } from '../../../core/errors.js';
@@ -7,6 +7,8 @@ import type { PromptFile, PromptInput } from '../../../core/sessions/sessions.se
 import type { App } from '../../build-app.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
+import { isCleanString } from '../../../lib/clean-string.js';
+import { compileBodyValidator, STRING_RULE } from '../../validation.js';
 
 /**
  * Browser clients send their local browser-session id in this header (SPEC.md sessions rule 1): demo-mode
@@ -32,6 +34,21 @@ const PromptBody = Type.Object(
   },
   { description: 'JSON form ({text, agent}) or parts form ({parts}); multipart/form-data is also accepted (fields text, agent, agentProfileId, files / files[])' },
 );
+
+/**
+ * The multipart form, for the API document. The multipart parser leaves the body empty (null passes
+ * here) and readMultipart checks the fields as they stream in, against PromptBody's rules.
+ */
+const MultipartPrompt = Type.Unsafe<null>({
+  type: 'object',
+  nullable: true,
+  properties: {
+    text: PromptBody.properties.text,
+    agent: PromptBody.properties.agent,
+    agentProfileId: PromptBody.properties.agentProfileId,
+    files: Type.Array(Type.String({ format: 'binary' }), { description: 'Repeatable; also accepted as files[]' }),
+  },
+});
 
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
 
@@ -101,6 +118,10 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     async (req) => sessions.messages(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
   );
 
+  // A multipart prompt is read field by field (readMultipart): its fields are checked against the JSON
+  // form's property schemas.
+  const checkFields = compileBodyValidator(Type.Object(Type.Pick(PromptBody, ['text', 'agent', 'agentProfileId']).properties, { additionalProperties: false }));
+
   app.post(
     '/sessions/:id/prompt',
     {
@@ -111,18 +132,12 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         description: `Limits: at most ${maxFiles} files of ${maxFileBytes} bytes each (AGENTWS_PROMPT_MAX_FILES, AGENTWS_PROMPT_MAX_FILE_MB); beyond them 413. 409 runtime_not_ready until a runtime is applied; 429 cost_limit_exceeded when the caller's cost limits are reached.`,
         params: Id,
         headers: BrowserSession,
-        body: PromptBody,
-        consumes: ['application/json', 'multipart/form-data'],
+        body: { content: { 'application/json': { schema: PromptBody }, 'multipart/form-data': { schema: MultipartPrompt } } },
         response: { 202: Type.Object({ jobId: Type.String({ format: 'uuid' }), sessionId: Type.String({ format: 'uuid' }) }), ...errorResponses(400, 401, 403, 404, 409, 413, 429) },
-      },
-      // A multipart body is not JSON: validate the fields we read from it ourselves.
-      validatorCompiler: ({ schema, httpPart }) => {
-        const validate = app.validatorCompiler!({ schema, httpPart, method: 'POST', url: '/sessions/:id/prompt' });
-        return (data: unknown) => (httpPart === 'body' && data === undefined ? true : validate(data)) as boolean;
       },
     },
     async (req, reply) => {
-      const input: PromptInput = req.isMultipart() ? await readMultipart(req) : (req.body as PromptInput);
+      const input: PromptInput = req.isMultipart() ? await readMultipart(req) : (req.body as Static<typeof PromptBody>);
       const result = await sessions.prompt(ctxOf(req), { ...input, id: req.params.id, browserSession: browserSessionOf(req) });
       return reply.status(202).send(result);
     },
@@ -208,28 +223,38 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     async (req) => sessions.claim(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
   );
 
-  /** Reads a multipart prompt: fields text, agent, agentProfileId; files under `files` or `files[]`. */
+  /**
+   * Reads a multipart prompt: fields text, agent, agentProfileId (each at most once, checked like the
+   * JSON form's); files under `files` or `files[]`, their names held to the same string rule.
+   */
   async function readMultipart(req: FastifyRequest): Promise<PromptInput> {
-    const input: PromptInput = {};
+    const fields: Record<string, string> = {};
     const files: PromptFile[] = [];
     for await (const part of req.parts()) {
       if (part.type === 'file') {
         if (part.fieldname !== 'files' && part.fieldname !== 'files[]') {
           await part.toBuffer().catch(() => {});
-          throw new ValidationError(`unexpected file field "${part.fieldname}" (use files or files[])`);
+          throw new ValidationError(`unexpected file field "${printable(part.fieldname)}" (use files or files[])`);
         }
         const data = await part.toBuffer();
+        if (part.filename && !isCleanString(part.filename)) throw new ValidationError(`body/files/${files.length}/filename ${STRING_RULE}`);
         files.push({ filename: part.filename || 'file', mime: part.mimetype || 'application/octet-stream', data });
       } else {
-        const value = String(part.value);
-        if (part.fieldname === 'text') input.text = value;
-        else if (part.fieldname === 'agent') input.agent = value;
-        else if (part.fieldname === 'agentProfileId') input.agentProfileId = value;
-        else throw new ValidationError(`unexpected field "${part.fieldname}" (text, agent, agentProfileId, files)`);
+        const name = part.fieldname;
+        if (name !== 'text' && name !== 'agent' && name !== 'agentProfileId') throw new ValidationError(`unexpected field "${printable(name)}" (text, agent, agentProfileId, files)`);
+        if (name in fields) throw new ValidationError(`body/${name} is given more than once`);
+        if (part.valueTruncated) throw new PayloadTooLargeError(`body/${name} is longer than the 1 MiB a form field may carry`);
+        fields[name] = String(part.value);
       }
     }
+    if (!checkFields(fields)) {
+      const e = checkFields.errors![0];
+      throw new ValidationError(`body${e.instancePath} ${e.message}`);
+    }
     if (files.length > maxFiles) throw new PayloadTooLargeError(`at most ${maxFiles} files per prompt`);
-    input.files = files;
-    return input;
+    return { ...fields, files };
   }
 }
+
+/** A client's field name in a message: valid text only, and not too much of it. */
+const printable = (name: string) => (isCleanString(name) ? name.slice(0, 64) : '(not valid text)');
