@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
+import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
@@ -37,7 +37,7 @@ describe(`authentication from what was checked moments ago (${DB_MODE})`, () => 
     const late = await api(t, 'GET', '/v1/auth/me', { token });
     expect(late.status).toBe(401);
     expect(late.json.error).toBe('unauthenticated');
-    const refresh = await signToken(t, { sub: acme.ids.kim, tid: acme.tenantId, roles: ['member'], typ: 'refresh', iatS: nowS + 6, expS: nowS + 600 });
+    const { refresh } = await signInAs(t, { sub: acme.ids.kim, tid: acme.tenantId, roles: ['member'] }, { authTimeS: nowS + 6 });
     expect((await api(t, 'POST', '/v1/auth/refresh', { body: { token: refresh } })).status).toBe(200);
     expect((await api(t, 'GET', '/v1/auth/me', { token: refresh })).status).toBe(401);
   });
