@@ -12,7 +12,17 @@ usage() {
 Usage: bash install.sh [options]
 
 Installs Agent Workspace Service from this checkout on a Debian/Ubuntu host:
-checks Node.js (>= 24), runs `npm ci` and `npm run build`.
+checks Node.js (>= 24), installs the agent sandbox's Debian packages when
+missing, runs `npm ci` and `npm run build`.
+
+Agent sandbox packages (always checked, installed with apt-get when missing):
+  bubblewrap           the sandbox around each user's runtime (bwrap)
+  socat                bridges the runtime's API and egress proxy sockets
+  ripgrep              rg for opencode's glob and grep tools (else it downloads
+                       rg on first use, which fails offline and in the sandbox)
+  Installing needs root or password-less sudo; otherwise (or without apt-get)
+  the install goes on with a warning naming what to install: agents cannot
+  run in their sandbox until they are there.
 
 Options:
   --with-node          install Node.js 24 (the official Linux build, published on the
@@ -169,6 +179,45 @@ apt_install() {
 
 version_ge() { # version_ge HAVE MIN
   [[ $(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1) == "$2" ]]
+}
+
+# ---------------------------------------------------------------- sandbox packages
+# Each user's runtime runs in a bubblewrap sandbox with no network of its own: socat bridges its sockets,
+# and ripgrep must already be on its PATH because opencode would otherwise download rg on first use of
+# its glob/grep tools, which fails offline and inside the sandbox. Missing packages are not fatal here:
+# installing the service without root is legitimate (a build, a dev checkout), and the runtime pool is
+# to fail closed, with the fix, where the sandbox cannot start (issue 12).
+SANDBOX_PKGS=(bubblewrap socat ripgrep)
+sandbox_cmd() { # the command a sandbox package provides
+  case $1 in bubblewrap) echo bwrap ;; ripgrep) echo rg ;; *) echo "$1" ;; esac
+}
+
+ensure_sandbox_packages() {
+  local pkg missing=()
+  for pkg in "${SANDBOX_PKGS[@]}"; do
+    command -v "$(sandbox_cmd "$pkg")" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    log "agent sandbox packages present: ${SANDBOX_PKGS[*]} ($(command -v bwrap), $(command -v socat), $(command -v rg))"
+    return 0
+  fi
+  local why=
+  if ! command -v apt-get >/dev/null 2>&1; then
+    why="apt-get not found (not Debian/Ubuntu)"
+  elif [[ $EUID -ne 0 ]] && ! { command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; }; then
+    # A password prompt would block scripted installs: only root or password-less sudo installs here.
+    why="not root and no password-less sudo"
+  fi
+  if [[ -z $why ]]; then
+    # In a subshell: apt_install dies on failure, and a failure here must not stop the install.
+    if (apt_install "${missing[@]}"); then
+      APT_UPDATED=1
+      log "installed agent sandbox packages: ${missing[*]}"
+      return 0
+    fi
+    why="apt-get install failed (see above)"
+  fi
+  warn "agent sandbox packages missing: ${missing[*]}; $why. Install them (Debian/Ubuntu: apt-get install -y ${missing[*]}) and re-run; agents cannot run in their sandbox until then"
 }
 
 # ---------------------------------------------------------------- node / npm
@@ -569,6 +618,8 @@ if [[ $WITH_NODE == 1 ]]; then
   install_node
 fi
 check_node
+
+ensure_sandbox_packages
 
 if [[ $WITH_NPM == 1 ]]; then
   npm_install_and_build

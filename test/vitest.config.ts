@@ -19,6 +19,9 @@ export default defineConfig({
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       { extends: true, test: { name: 'postgres', include: dbSuites, env: { TEST_DB_MODE: 'postgres' } } },
       { extends: true, test: { name: 'embedded', include: dbSuites, env: { TEST_DB_MODE: 'embedded' } } },
+      // Containment (issue 12): real sandboxes and real runtimes. The probes need no database; the
+      // model-driven suite runs on PostgreSQL (what the database is plays no part in what it checks).
+      { extends: true, test: { name: 'security', include: ['test/security/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
     ],
   },
 });

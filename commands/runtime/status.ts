@@ -1,3 +1,4 @@
+import { probeSandbox } from '../../src/core/runtime/sandbox.js';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { colors } from '../../src/cli/output.js';
 
@@ -22,15 +23,22 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
       const applied = s.applied
         ? `${s.applied.defaultModel}; providers ${s.applied.providers.join(', ') || '(none)'}; at ${s.applied.at?.toISOString() ?? '?'} by ${s.applied.by ?? '?'}`
         : 'never';
-      const rt = s.runtime.reachable
-        ? `${s.runtime.mode}, reachable${s.runtime.version ? ` (opencode ${s.runtime.version})` : ''}`
-        : `${s.runtime.mode}, ${c.yellow('not reachable')}${s.runtime.error ? `: ${s.runtime.error}` : ''}`;
+      // Whether a sandbox can start is a fact of this host: checked here, as serve checks it.
+      const probe = s.runtime.sandbox === 'on' ? probeSandbox() : null;
+      const sandbox =
+        s.runtime.sandbox === 'off'
+          ? c.yellow.bold('OFF') + c.yellow(': agents run unsandboxed, with the service\'s files and network in reach (single-user trials only)')
+          : probe?.ok
+            ? 'on (bubblewrap)'
+            : `${c.red.bold('UNAVAILABLE')}: ${probe?.problem}. ${probe?.hint ?? ''}`;
+      const rt = `${s.runtime.running} running for this workspace (one per user; at most ${s.runtime.max} on the host)`;
       const providers = s.providers.map((p) => `${p.name} (${p.kind}, ${p.enabled ? 'enabled' : 'disabled'}, key ${p.hasApiKey ? 'set' : 'none'})`).join(', ') || '(none)';
       const rows: Array<[string, string]> = [
         ['default model', s.defaultModel ?? '(none)'],
         ['applied', applied],
         ['pending changes', s.pendingChanges ? c.yellow('yes') + ': run `npx aws runtime apply`' : 'no'],
-        ['runtime', rt],
+        ['sandbox', sandbox],
+        ['runtimes', rt],
         ['providers', providers],
       ];
       out.push('', ...rows.map(([k, v]) => `${k.padEnd(16)} ${v}`));

@@ -50,8 +50,12 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_AUTH_REDIRECT_ORIGINS', kind: 'string', default: '', doc: 'Comma-separated origins (https://app.example.com) that /v1/auth/login?redirect= may send users to, besides the service\'s own paths.' },
   { name: 'AGENTWS_SERVE_RUNS_WORKER', kind: 'enum', default: 'auto', values: ['auto', 'true', 'false'], doc: 'Run the job worker inside `aws serve`. auto: yes on the embedded database (it must), no on PostgreSQL (run `aws worker`).' },
   { name: 'AGENTWS_WORKER_CONCURRENCY', kind: 'int', default: '4', min: 1, max: 64, doc: 'Jobs one worker process runs at once per queue.' },
-  { name: 'AGENTWS_RUNTIME_URL', kind: 'url', default: '', doc: 'URL of an external opencode server (`opencode serve`) shared by every serve and worker. Empty: `aws serve` starts and manages its own runtime on loopback.' },
-  { name: 'AGENTWS_RUNTIME_PASSWORD', kind: 'secret', default: '', doc: 'Password of the external runtime (its OPENCODE_SERVER_PASSWORD; HTTP Basic user `opencode`). Ignored for the managed runtime, which gets a generated one.' },
+  { name: 'AGENTWS_RUNTIME_URL', kind: 'string', default: '', doc: 'Removed: the external runtime mode (one opencode server shared by every user) cannot be contained. Each user\'s agent now runs in its own sandboxed runtime that `aws serve` starts. Setting it is a configuration error.' },
+  { name: 'AGENTWS_RUNTIME_PASSWORD', kind: 'secret', default: '', doc: 'Removed with AGENTWS_RUNTIME_URL. Setting it is a configuration error.' },
+  { name: 'AGENTWS_RUNTIME_SANDBOX', kind: 'enum', default: 'on', values: ['on', 'off'], doc: 'on: every user\'s runtime runs in a bubblewrap sandbox (own filesystem view, pid and network namespaces; egress only through the policy proxy); serve refuses to run agents where it cannot start one. off: runtimes run as plain processes of the service\'s OS user, with the service\'s files and network in reach of every agent: for single-user trials only (serve warns, /readyz and `aws runtime status` report it).' },
+  { name: 'AGENTWS_RUNTIME_IDLE_MINUTES', kind: 'int', default: '15', min: 1, max: 1440, doc: 'A user\'s runtime stops after this many minutes without a turn, a stream or an API call; the next one starts it again (about 2-3 s).' },
+  { name: 'AGENTWS_RUNTIME_MAX', kind: 'int', default: '10', min: 1, max: 500, doc: 'Most runtimes running at once on this host (each is one opencode process, about 250 MB resident). When all are busy, further users\' turns wait in the queue and their streams say so; idle runtimes are stopped first to make room.' },
+  { name: 'AGENTWS_EGRESS_PRIVATE_ALLOW', kind: 'string', default: '', doc: 'Comma-separated private hosts agents may reach through the egress proxy despite the public-address rule: host:port, host, or a CIDR (10.1.2.0/24, with :port optional), e.g. an internal package mirror. Empty: agents reach public addresses only.' },
   { name: 'AGENTWS_RUNTIME_NICE', kind: 'int', default: '10', min: 0, max: 19, doc: 'CPU niceness of the managed runtime and of every tool it runs (builds, tests): the API, its event streams and the worker keep their CPU share while agents work. 0: same priority as serve.' },
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. One of bash, edit (write, patch, multiedit and apply_patch ask as edit), read, glob, grep, task, skill, todowrite, webfetch, websearch, lsp, external_directory (use outside the workspace, denied unless listed), doom_loop. Empty: allowed tools run without asking (the runtime still asks before reading .env files and when the model repeats one call three times).' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
@@ -110,10 +114,12 @@ export interface Config {
     readonly concurrency: number;
   };
   readonly runtime: {
-    /** managed: `aws serve` runs opencode itself; external: a configured opencode server. */
-    readonly mode: 'managed' | 'external';
-    readonly url: string | null;
-    readonly password: string | null;
+    /** Whether runtimes run inside the OS sandbox (off: single-user trials only). */
+    readonly sandbox: boolean;
+    readonly idleMs: number;
+    readonly max: number;
+    /** AGENTWS_EGRESS_PRIVATE_ALLOW, as written (parsed by the egress policy). */
+    readonly egressPrivateAllow: string;
     readonly askTools: readonly string[];
     /** Niceness the managed runtime (and what it runs) is started with. */
     readonly nice: number;

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
 import { ConfigError, type ConfigProblem } from '../core/errors.js';
+import { parsePrivateAllow } from '../core/egress/egress-policy.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from '../core/runtime/runtime-tools.js';
 import { deepFreeze } from '../lib/freeze.js';
 import { isLoopback } from '../lib/loopback.js';
@@ -107,12 +108,16 @@ export function parseConfigValues(input: {
   if (previousKeys.some((k) => Buffer.from(k, 'base64url').length !== 32)) {
     problems.push({ variable: 'AGENTWS_PREVIOUS_ENCRYPTION_KEYS', message: 'every key must be 32 bytes, base64url-encoded (43 characters)' });
   }
-  const runtimeUrl = orNull('AGENTWS_RUNTIME_URL');
-  if (runtimeUrl && !/^https?:$/.test(new URL(runtimeUrl).protocol)) {
-    problems.push({ variable: 'AGENTWS_RUNTIME_URL', message: 'must be an http:// or https:// URL' });
+  // The external runtime mode is gone (one runtime for every user cannot be contained): say so rather
+  // than silently ignoring a setting an operator relies on.
+  for (const v of ['AGENTWS_RUNTIME_URL', 'AGENTWS_RUNTIME_PASSWORD'] as const) {
+    if (orNull(v)) {
+      problems.push({ variable: v, message: 'is no longer supported: an external runtime shared by every user cannot be contained. `aws serve` now runs one sandboxed runtime per user itself; remove this setting' });
+    }
   }
-  if (runtimeUrl && !orNull('AGENTWS_RUNTIME_PASSWORD')) {
-    problems.push({ variable: 'AGENTWS_RUNTIME_PASSWORD', message: 'required with AGENTWS_RUNTIME_URL (the external runtime\'s OPENCODE_SERVER_PASSWORD)' });
+  const privateAllow = parsePrivateAllow(str('AGENTWS_EGRESS_PRIVATE_ALLOW'));
+  if (privateAllow.invalid.length) {
+    problems.push({ variable: 'AGENTWS_EGRESS_PRIVATE_ALLOW', message: `not a host, host:port or CIDR: ${privateAllow.invalid.join(', ')}` });
   }
   const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
   for (const t of askTools) {
@@ -188,9 +193,10 @@ export function parseConfigValues(input: {
       concurrency: values.AGENTWS_WORKER_CONCURRENCY as number,
     },
     runtime: {
-      mode: runtimeUrl ? 'external' : 'managed',
-      url: runtimeUrl?.replace(/\/+$/, '') ?? null,
-      password: orNull('AGENTWS_RUNTIME_PASSWORD'),
+      sandbox: values.AGENTWS_RUNTIME_SANDBOX === 'on',
+      idleMs: (values.AGENTWS_RUNTIME_IDLE_MINUTES as number) * 60_000,
+      max: values.AGENTWS_RUNTIME_MAX as number,
+      egressPrivateAllow: str('AGENTWS_EGRESS_PRIVATE_ALLOW'),
       askTools,
       nice: values.AGENTWS_RUNTIME_NICE as number,
     },

@@ -20,13 +20,17 @@ import { createUsageService } from './usage/usage.service.js';
 import { createUsersRepo } from './users/users.repo.js';
 import { createUsersService } from './users/users.service.js';
 import { createSecretBox } from '../lib/secret-box.js';
-import { createRuntimeClient, createRuntimeConnector } from './runtime/runtime-client.js';
-import { createRuntimeHost } from './runtime/runtime-host.js';
+import { createAgentEgress } from './egress/agent-egress.js';
+import { probeSandbox } from './runtime/sandbox.js';
+import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/runtime-launcher.js';
+import { createRuntimePool } from './runtime/runtime-pool.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { createRuntimeService } from './runtime/runtime.service.js';
 import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
-import { AGENT_TURN_JOB, ANALYTICS_JOB, createSessionsService } from './sessions/sessions.service.js';
+import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
+import { createSessionsService } from './sessions/sessions.service.js';
+import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
 import { createTemplatesService } from './templates/templates.service.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
 import { createGatewayAccess, createGatewaysService } from './gateways/gateways.service.js';
@@ -83,49 +87,89 @@ export function createCore(deps: CoreDeps) {
     clock,
   });
   const users = createUsersService({ db, repo: usersRepo, audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
-  const system = createSystemService({ db, migrator });
+
 
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
   const runtimeRepo = createRuntimeRepo();
-  const runtimeHost = createRuntimeHost({ mode: config.runtime.mode, nice: config.runtime.nice, dataDir: config.dataDir, db, box, repo: runtimeRepo, log: deps.log.child({ part: 'runtime' }) });
-  const runtimeClient = createRuntimeClient(
-    createRuntimeConnector({ mode: config.runtime.mode, url: config.runtime.url, password: config.runtime.password, db, box, repo: runtimeRepo, dataDir: config.dataDir, managed: () => runtimeHost.managed }),
-  );
-  const runtime = createRuntimeService({ db, repo: runtimeRepo, audit, box, client: runtimeClient, mode: config.runtime.mode, askTools: config.runtime.askTools, log: deps.log });
-  const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
+  const runtime = createRuntimeService({
+    db,
+    repo: runtimeRepo,
+    audit,
+    box,
+    credentialKey: config.secrets.encryptionKey,
+    dataDir: config.dataDir,
+    sandboxed: config.runtime.sandbox,
+    maxRuntimes: config.runtime.max,
+    askTools: config.runtime.askTools,
+    log: deps.log,
+  });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   const sessionsRepo = createSessionsRepo();
+  const egress = createAgentEgress({
+    db,
+    box,
+    audit,
+    usage,
+    runtimeRepo,
+    sessionsRepo,
+    tenantsRepo,
+    permissionsOf,
+    privateAllow: config.runtime.egressPrivateAllow,
+    clock,
+    log: deps.log.child({ part: 'egress' }),
+  });
+  let launcher: RuntimeLauncher | null = null;
+  const pool = createRuntimePool({
+    db,
+    repo: runtimeRepo,
+    box,
+    bus,
+    log: deps.log.child({ part: 'runtime' }),
+    dataDir: config.dataDir,
+    max: config.runtime.max,
+    idleMs: config.runtime.idleMs,
+    sandboxed: config.runtime.sandbox,
+    credentialKey: config.secrets.encryptionKey,
+    launcher: () => (launcher ??= createRuntimeLauncher({ dataDir: config.dataDir, sandbox: config.runtime.sandbox, nice: config.runtime.nice, log: deps.log.child({ part: 'runtime' }) })),
+    listen: (identity, at) => egress.listen(identity, at),
+    configure: (owner, handle, pid) => runtime.configureStarted(owner, handle, pid),
+  });
+  const system = createSystemService({
+    db,
+    migrator,
+    agents: () => {
+      const sandbox = config.runtime.sandbox ? ('on' as const) : ('off' as const);
+      const refusal = pool.refusal;
+      if (refusal) return { sandbox, available: false, problem: `${refusal.problem}. ${refusal.hint ?? ''}`.trim() };
+      return { sandbox, available: true, ...(sandbox === 'off' ? { warning: 'agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off): single-user trials only' } : {}) };
+    },
+  });
+  const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
   const streams = createSessionStreams({
     db,
     bus,
     queue,
     repo: sessionsRepo,
-    client: runtimeClient,
+    pool,
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
     // A chat user's turn ended: send the answer back through their gateway (once, see the job).
-    // An external runtime that restarted (or came back) has whatever configuration it persisted: give it
-    // the recorded one again. (serve configures a managed runtime itself after every restart.)
-    onRuntimeReconnect:
-      config.runtime.mode === 'external'
-        ? () => void runtime.pushConfig().catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not configure the reconnected runtime'))
-        : undefined,
     onChatTurnEnd: (tenantId, sessionId, eventId) =>
       void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
   });
+  const turns = createTurnRunner({ db, repo: sessionsRepo, runtime, pool, queue, streams, permissionsOf, log: deps.log });
+  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit });
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
     audit,
     queue,
     runtime,
-    client: runtimeClient,
+    pool,
     streams,
-    usage,
-    permissionsOf,
     clock,
-    log: deps.log,
+    ensureWorkspace: turns.ensureWorkspace,
     workspaceRoot: join(config.dataDir, 'workspaces'),
     limits: config.prompts,
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
@@ -165,27 +209,34 @@ export function createCore(deps: CoreDeps) {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
       await tenants.provisionWorkspace(ctx, data);
     },
-    [AGENT_TURN_JOB]: (ctx, data: { turnId: string }) => sessions.runTurn(ctx, data),
-    [ANALYTICS_JOB]: (ctx, data) => sessions.recordAnalytics(ctx, data),
+    [AGENT_TURN_JOB]: (ctx, data: { turnId: string }) => turns.runTurn(ctx, data),
+    [ANALYTICS_JOB]: (ctx, data) => sessionAnalytics.recordAnalytics(ctx, data),
     [GATEWAY_SEND_JOB]: (ctx, data) => pairingService.sendJob(ctx, data),
     [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
   };
 
-  let runtimeStart: Promise<void> | null = null;
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, runtimeHost, runtimeClient, templates, sessions, streams, gateways, pairing: pairingService, jobHandlers,
-    /** Starts what a serving process runs besides HTTP: the runtime (managed mode) and the session streams. */
-    startRuntime(): Promise<void> {
-      // The host claims the managed runtime synchronously, so the streams wait for it, not for an old endpoint.
-      runtimeStart = runtimeHost.start(() => runtime.pushConfig());
-      return streams.start().then(() => runtimeStart!);
+    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, jobHandlers,
+    /**
+     * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
+     * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the
+     * reason and the fix; /readyz says so), unless the operator sets AGENTWS_RUNTIME_SANDBOX=off.
+     */
+    async startRuntime(): Promise<void> {
+      const probe = config.runtime.sandbox ? probeSandbox() : { ok: true as const };
+      if (!probe.ok) {
+        deps.log.error({ problem: probe.problem, hint: probe.hint }, 'agents cannot run: no sandbox can be started on this host (AGENTWS_RUNTIME_SANDBOX=on)');
+      } else if (!config.runtime.sandbox) {
+        deps.log.warn('AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with this service\'s files, secrets and network in their reach. For single-user trials only.');
+      }
+      await pool.host(probe.ok ? undefined : { problem: probe.problem!, hint: probe.hint });
+      await streams.start();
     },
-    /** Stops both; safe while the runtime is still starting (that start then fails quietly). */
+    /** Stops the streams and every runtime this process hosts. */
     async stopRuntime(): Promise<void> {
       await streams.stop();
-      await runtimeHost.stop();
-      await runtimeStart?.catch(() => {});
+      await pool.stop();
     },
   };
 }

@@ -87,7 +87,7 @@ describe.runIf(DB_MODE === 'postgres')('sessions: tool permissions, tools policy
     r.llm.script([{ toolCall: { name: 'read', arguments: { filePath: 'nothing.txt' } }, usage: { prompt: 1000, completion: 500 } }, { text: 'should not get here' }]);
     await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: fru, body: { text: 'spend', agent: 'build' } });
     const events = await sse.until((e) => e.data.type === 'session.error');
-    expect(events.find((e) => e.data.type === 'session.error')!.data.properties).toMatchObject({ sessionID: sessionId, error: { message: expect.stringContaining('per-request limit') } });
+    expect(events.find((e) => e.data.type === 'session.error')!.data.properties).toMatchObject({ sessionID: sessionId, error: { name: 'APIError', data: { statusCode: 402, message: expect.stringContaining('per-request limit') } } });
     await sse.until((e) => e.data.type === 'session.idle');
     await sse.close();
     expect(sse.events.some((e) => e.data.type === 'message.part.delta' && /should not/.test(e.data.properties.delta))).toBe(false);

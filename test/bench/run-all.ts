@@ -8,6 +8,7 @@ import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
+import { llmGateway } from './llm-gateway.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
@@ -24,6 +25,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'sse-memory': sseMemory,
   'gateway-approval': gatewayApproval,
   'gateway-inbound': gatewayInbound,
+  'llm-gateway': llmGateway,
 };
 
 const wanted = process.argv.slice(2);

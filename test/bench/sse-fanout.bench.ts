@@ -38,7 +38,7 @@ const RUNTIME_CPUS = process.env.BENCH_SSE_RUNTIME_CPUS ?? '0';
 /** AGENTWS_RUNTIME_NICE for serve's managed runtime; unset: serve's default (10). 0 shows equal priority. */
 const RUNTIME_NICE = process.env.BENCH_SSE_RUNTIME_NICE;
 
-/** The event types the session stream forwards (src/core/sessions/session-stream.ts, FORWARDED). */
+/** The event types the session stream forwards (src/core/runtime/event-mapper.ts, FORWARDED_TYPES). */
 const FORWARDED = new Set(['message.updated', 'message.removed', 'message.part.updated', 'message.part.removed', 'message.part.delta', 'permission.asked', 'permission.replied', 'session.status', 'session.idle', 'session.error', 'session.compacted']);
 
 interface Upstream {

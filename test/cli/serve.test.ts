@@ -33,7 +33,7 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
 
     const ready = await fetch(`${serve.url}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ ready: true, database: 'ok', migrations: 'current', pending: [] });
+    expect(await ready.json()).toEqual({ ready: true, database: 'ok', migrations: 'current', pending: [], agents: { sandbox: 'on', available: true } });
 
     const openapi = (await (await fetch(`${serve.url}/v1/openapi.json`)).json()) as any;
     expect(openapi.openapi).toBe('3.0.3');
@@ -132,61 +132,4 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     }
   });
 
-  it('runs the managed agent runtime and, on SIGTERM, ends open session streams and stops the runtime', async () => {
-    env = await createTestEnv({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com' } });
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
-    expect((await runCli(['tenant', 'seed', '--name', 'Acme', '--owner-email', 'op@example.com'], { env })).code).toBe(0);
-    serve = await startServe(env);
-    // Demo mode acts as the operator, the tenant's owner.
-    await expect
-      .poll(async () => ((await (await fetch(`${serve!.url}/v1/admin/runtime`)).json()) as any).runtime, { timeout: 30_000, interval: 250 })
-      .toMatchObject({ mode: 'managed', reachable: true, version: '1.18.33' });
-    const created = await fetch(`${serve.url}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ title: 'open stream' }) });
-    const { sessionId } = (await created.json()) as { sessionId: string };
-    const stream = await fetch(`${serve.url}/v1/sessions/${sessionId}/events`);
-    expect(stream.status).toBe(200);
-    const reader = stream.body!.getReader();
-    await reader.read();
-    const readyLine = serve.logs().split('\n').find((l) => l.includes('"msg":"agent runtime ready"'));
-    const runtimePid = Number(readyLine ? JSON.parse(readyLine).runtimePid : 0);
-    expect(runtimePid).toBeGreaterThan(0);
-
-    const stopped = serve.stop('SIGTERM');
-    // The stream ends (rather than the connection being cut at exit).
-    for (;;) if ((await reader.read()).done) break;
-    const { code, ms } = await stopped;
-    expect(code).toBe(0);
-    expect(ms).toBeLessThan(8000);
-    expect(() => process.kill(runtimePid, 0)).toThrow();
-  }, 60_000);
-
-  it.runIf(DB_MODE === 'postgres')('stops the runtime a killed serve left behind when it starts again', async () => {
-    env = await createTestEnv();
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
-    const runtimePidOf = async (s: ServeProcess) => {
-      await expect.poll(() => s.logs().includes('"msg":"agent runtime ready"'), { timeout: 30_000 }).toBe(true);
-      return Number(JSON.parse(s.logs().split('\n').find((l) => l.includes('"msg":"agent runtime ready"'))!).runtimePid);
-    };
-    serve = await startServe(env);
-    const orphan = await runtimePidOf(serve);
-    // Serve records the runtime's pid just after logging that it is ready: kill it only once recorded.
-    const recordedPid = async () => {
-      const c = new pg.Client({ connectionString: env!.databaseUrl! });
-      await c.connect();
-      try {
-        return (await c.query<{ pid: number | null }>('select pid from runtime_endpoint where id = 1')).rows[0]?.pid ?? null;
-      } finally {
-        await c.end();
-      }
-    };
-    await expect.poll(recordedPid, { timeout: 10_000 }).toBe(orphan);
-    await serve.stop('SIGKILL');
-    expect(isProcessAlive(orphan)).toBe(true);
-    serve = await startServe(env);
-    await runtimePidOf(serve);
-    expect(serve.logs()).toContain('stopped the agent runtime a previous serve left running');
-    // Dead by the time the new runtime started (a zombie counts: this sandbox's PID 1 does not reap orphans).
-    expect(isProcessAlive(orphan)).toBe(false);
-    expect((await serve.stop('SIGTERM')).code).toBe(0);
-  }, 90_000);
 });

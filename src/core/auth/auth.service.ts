@@ -408,7 +408,8 @@ export function createAuthService(deps: {
       const hit = userChecks.get(key);
       if (!hit || now - hit.at >= USER_CHECK_TTL_MS) return undefined;
       const permissions = rbac.cachedPermissions(hit.user.tenantId, claims.roles, now);
-      return permissions && tokenActor(hit.user, claims.roles, permissions);    },
+      return permissions && tokenActor(hit.user, claims.roles, permissions);
+    },
 
     /**
      * The operator user and tenant (demo mode and the API key act as them), or null when none is

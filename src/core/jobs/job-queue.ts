@@ -9,6 +9,8 @@ export interface SendOptions {
   retryDelay?: number;
   /** A job still active after this long is taken to have lost its worker and is retried. */
   expireInSeconds?: number;
+  /** Seconds before the job may start (a turn waiting for a free runtime). */
+  startAfterSeconds?: number;
 }
 
 /** The core's view of the job queue (pg-boss behind it, see src/jobs/). */

@@ -64,6 +64,8 @@ export interface GatewayDeps {
   record(call: { caller: GatewayCaller; turn: GatewayTurn | null; provider: string; model: string; usage: CallUsage; costUsd: number; callId: string }): Promise<void>;
   /** A call refused for a cost limit (audited once per turn or month by the caller). */
   limitReached(call: { caller: GatewayCaller; turn: GatewayTurn | null; limit: 'monthly' | 'per_request'; limitUsd: number; spentUsd: number }): void;
+  /** The largest request body accepted, in bytes (MAX_REQUEST_BYTES unless given). */
+  maxRequestBytes?: number;
   clock: Clock;
   log: Logger;
 }
@@ -89,13 +91,14 @@ function answer(res: ServerResponse, status: number, type: string, message: stri
 
 export function createLlmGateway(deps: GatewayDeps) {
   const { log } = deps;
+  const maxBytes = deps.maxRequestBytes ?? MAX_REQUEST_BYTES;
 
   async function readBody(req: IncomingMessage): Promise<Buffer | null> {
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const c of req) {
       size += (c as Buffer).length;
-      if (size > MAX_REQUEST_BYTES) return null;
+      if (size > maxBytes) return null;
       chunks.push(c as Buffer);
     }
     return Buffer.concat(chunks);
@@ -142,7 +145,7 @@ export function createLlmGateway(deps: GatewayDeps) {
       return answer(res, 403, 'permission_error', `${rest} is not a model endpoint this gateway forwards`);
     }
     const body = req.method === 'GET' || req.method === 'HEAD' ? Buffer.alloc(0) : await readBody(req);
-    if (!body) return answer(res, 413, 'request_too_large', `a model call is at most ${MAX_REQUEST_BYTES} bytes`);
+    if (!body) return answer(res, 413, 'request_too_large', `a model call is at most ${maxBytes} bytes`);
     let model = '';
     if (body.length) {
       try {
@@ -156,7 +159,9 @@ export function createLlmGateway(deps: GatewayDeps) {
     const turn = typeof upstreamSession === 'string' && upstreamSession ? await deps.turnOf(caller.tenantId, caller.userId, upstreamSession) : null;
     if (rest !== '/models') {
       const refusal = await overLimit(caller, turn);
-      if (refusal) return answer(res, 429, 'cost_limit_exceeded', refusal);
+      // 402, not 429: the runtime's SDK retries a 429 (rate limit) forever; a spent budget is final for
+      // this turn (or month), and the runtime reports it to the user as the turn's error.
+      if (refusal) return answer(res, 402, 'cost_limit_exceeded', refusal);
     }
 
     const base = provider.baseUrl ?? OFFICIAL_BASE_URL[provider.kind];
@@ -181,8 +186,12 @@ export function createLlmGateway(deps: GatewayDeps) {
       res.writeHead(up.statusCode ?? 502, back);
       res.flushHeaders();
       up.on('data', (chunk: Buffer) => {
-        // Forwarded as it arrives; the tap only reads a copy.
-        res.write(chunk);
+        // Forwarded as it arrives; the tap only reads a copy. When the runtime reads slower than the
+        // provider writes, the provider waits: otherwise the host would buffer the whole answer.
+        if (!res.write(chunk)) {
+          up.pause();
+          res.once('drain', () => up.resume());
+        }
         tap.push(chunk);
       });
       up.on('end', () => {

@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import type { RuntimeConnector } from './runtime-client.js';
+import { openRuntimeStream, type RuntimeEndpoint } from './runtime-transport.js';
 
 /** One event of the runtime, as it arrives on `/global/event`. */
 export interface RuntimeEvent {
@@ -15,18 +15,19 @@ export interface RuntimeEventStream {
 }
 
 /**
- * Holds ONE connection to the runtime's instance-wide event stream (`GET /global/event`: every project
- * directory, every session) and hands each event to `onEvent`, in order. Reconnects with back-off when the
- * stream ends or the runtime restarts; `onReconnect` tells the caller that events may have been missed.
- * The runtime's stream has no replay, which is why our own SSE layer keeps a buffer per session.
+ * Holds ONE connection to a runtime's instance-wide event stream (`GET /global/event`: every session of
+ * that user's runtime) and hands each event to `onEvent`, in order. Reconnects with back-off when the
+ * stream ends or the runtime restarts (`endpoint` answers where it is now, null while it restarts);
+ * `onConnect(first=false)` tells the caller that events may have been missed. The runtime's stream has
+ * no replay, which is why our own SSE layer keeps a buffer per session.
  */
 export function openRuntimeEventStream(deps: {
-  connector: RuntimeConnector;
+  endpoint: () => RuntimeEndpoint | null;
   log: Logger;
   onEvent: (event: RuntimeEvent) => void;
   onConnect?: (first: boolean) => void;
 }): RuntimeEventStream {
-  const { connector, log } = deps;
+  const { log } = deps;
   let closed = false;
   let connected = false;
   let controller: AbortController | null = null;
@@ -38,16 +39,20 @@ export function openRuntimeEventStream(deps: {
     while (!closed) {
       controller = new AbortController();
       try {
-        const ep = await connector.endpoint(controller.signal);
-        const res = await fetch(`${ep.url}/global/event`, { headers: { authorization: ep.authorization, accept: 'text/event-stream' }, signal: controller.signal });
-        if (res.status !== 200 || !res.body) throw new Error(`HTTP ${res.status}`);
+        const ep = deps.endpoint();
+        if (!ep) throw new Error('the runtime is restarting');
+        const res = await openRuntimeStream(ep, '/global/event', controller.signal);
+        if (res.statusCode !== 200) {
+          res.resume();
+          throw new Error(`HTTP ${res.statusCode}`);
+        }
         connected = true;
         attempts = 0;
         deps.onConnect?.(!everConnected);
         everConnected = true;
         const decoder = new TextDecoder();
         let buf = '';
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        for await (const chunk of res as AsyncIterable<Uint8Array>) {
           buf += decoder.decode(chunk, { stream: true });
           let end: number;
           while ((end = buf.indexOf('\n\n')) >= 0) {
@@ -76,7 +81,6 @@ export function openRuntimeEventStream(deps: {
         if (attempts === 0 || attempts % 20 === 0) log.warn({ err: (err as Error).message }, 'runtime event stream unavailable; retrying');
       }
       connected = false;
-      connector.invalidate();
       if (closed) break;
       const delay = Math.min(5000, 100 * 2 ** Math.min(attempts++, 6));
       await new Promise<void>((r) => {

@@ -28,6 +28,25 @@ export interface RuntimeSettingsRow {
   updatedAt: Date;
 }
 
+export interface RuntimeRow {
+  userId: string;
+  tenantId: string;
+  /** The serve process hosting the runtime. */
+  hostPid: number;
+  pid: number;
+  /** The Unix socket of a sandboxed runtime, or the loopback URL of an unsandboxed one. */
+  socketPath: string;
+  /** The runtime API's Authorization header value, sealed. */
+  passwordSealed: string;
+  sandboxed: boolean;
+  configFingerprint: string | null;
+  startedAt: Date;
+  lastUsedAt: Date;
+}
+
+const RUNTIME = `user_id as "userId", tenant_id as "tenantId", host_pid as "hostPid", pid, socket_path as "socketPath", password_sealed as "passwordSealed",
+  sandboxed, config_fingerprint as "configFingerprint", started_at as "startedAt", last_used_at as "lastUsedAt"`;
+
 const PROVIDER = `id, tenant_id as "tenantId", name, kind, base_url as "baseUrl", api_key_sealed as "apiKeySealed", models, enabled,
   created_at as "createdAt", updated_at as "updatedAt"`;
 const SETTINGS = `tenant_id as "tenantId", default_model as "defaultModel", applied, applied_at as "appliedAt", applied_by as "appliedBy", updated_at as "updatedAt"`;
@@ -59,15 +78,8 @@ export function createRuntimeRepo() {
     async deleteProvider(q: Queryable, tenantId: string, id: string): Promise<void> {
       await q.query(`delete from providers where id = $1 and tenant_id = $2`, [id, tenantId]);
     },
-    /** Every tenant's providers, for building the runtime's one global configuration. */
-    async allProviders(q: Queryable): Promise<ProviderRow[]> {
-      return (await q.query<ProviderRow>(`select ${PROVIDER} from providers order by tenant_id, name`)).rows;
-    },
     async settings(q: Queryable, tenantId: string): Promise<RuntimeSettingsRow | null> {
       return (await q.query<RuntimeSettingsRow>(`select ${SETTINGS} from runtime_settings where tenant_id = $1`, [tenantId])).rows[0] ?? null;
-    },
-    async allApplied(q: Queryable): Promise<RuntimeSettingsRow[]> {
-      return (await q.query<RuntimeSettingsRow>(`select ${SETTINGS} from runtime_settings where applied is not null`)).rows;
     },
     async setDefaultModel(q: Queryable, tenantId: string, model: string | null): Promise<void> {
       await q.query(
@@ -83,21 +95,36 @@ export function createRuntimeRepo() {
         [tenantId, applied.defaultModel, JSON.stringify(applied), by],
       );
     },
-    /** Where the managed runtime was recorded to listen (by the `aws serve` that started it), if anywhere. */
-    async endpoint(q: Queryable): Promise<{ url: string; passwordSealed: string; pid: number | null } | null> {
-      const { rows } = await q.query<{ url: string; passwordSealed: string; pid: number | null }>(`select url, password_sealed as "passwordSealed", pid from runtime_endpoint where id = 1`);
-      return rows[0] ?? null;
+    /** Where a user's runtime answers while it runs (recorded by the serve hosting it). */
+    async runtimeOf(q: Queryable, userId: string): Promise<RuntimeRow | null> {
+      return (await q.query<RuntimeRow>(`select ${RUNTIME} from agent_runtimes where user_id = $1`, [userId])).rows[0] ?? null;
     },
-    /** Forgets the record of a runtime that stopped, unless another one has been recorded since. */
-    async clearEndpoint(q: Queryable, pid: number): Promise<void> {
-      await q.query(`delete from runtime_endpoint where id = 1 and pid = $1`, [pid]);
+    /** The tenant's running runtimes (an apply reconfigures them). */
+    async runtimesOfTenant(q: Queryable, tenantId: string): Promise<RuntimeRow[]> {
+      return (await q.query<RuntimeRow>(`select ${RUNTIME} from agent_runtimes where tenant_id = $1`, [tenantId])).rows;
     },
-    async publishEndpoint(q: Queryable, e: { url: string; passwordSealed: string; pid: number | null }): Promise<void> {
+    async allRuntimes(q: Queryable): Promise<RuntimeRow[]> {
+      return (await q.query<RuntimeRow>(`select ${RUNTIME} from agent_runtimes order by started_at`)).rows;
+    },
+    async recordRuntime(q: Queryable, r: Omit<RuntimeRow, 'startedAt' | 'lastUsedAt' | 'configFingerprint'>): Promise<void> {
       await q.query(
-        `insert into runtime_endpoint (id, url, password_sealed, pid, started_at) values (1, $1, $2, $3, now())
-         on conflict (id) do update set url = excluded.url, password_sealed = excluded.password_sealed, pid = excluded.pid, started_at = now()`,
-        [e.url, e.passwordSealed, e.pid],
+        `insert into agent_runtimes (user_id, tenant_id, host_pid, pid, socket_path, password_sealed, sandboxed, config_fingerprint, started_at, last_used_at)
+         values ($1, $2, $3, $4, $5, $6, $7, null, now(), now())
+         on conflict (user_id) do update set tenant_id = excluded.tenant_id, host_pid = excluded.host_pid, pid = excluded.pid, socket_path = excluded.socket_path,
+           password_sealed = excluded.password_sealed, sandboxed = excluded.sandboxed, config_fingerprint = null, started_at = now(), last_used_at = now()`,
+        [r.userId, r.tenantId, r.hostPid, r.pid, r.socketPath, r.passwordSealed, r.sandboxed],
       );
+    },
+    /** Forgets a runtime that stopped, unless another one has been recorded for the user since. */
+    async forgetRuntime(q: Queryable, userId: string, pid: number): Promise<void> {
+      await q.query(`delete from agent_runtimes where user_id = $1 and pid = $2`, [userId, pid]);
+    },
+    /** Forgets every runtime a serve process recorded (at its start: the ones of a previous run are gone). */
+    async forgetRuntimesOfHost(q: Queryable, hostPids: number[]): Promise<void> {
+      await q.query(`delete from agent_runtimes where host_pid = any($1::int[])`, [hostPids]);
+    },
+    async setConfigFingerprint(q: Queryable, userId: string, pid: number, fingerprint: string): Promise<void> {
+      await q.query(`update agent_runtimes set config_fingerprint = $3 where user_id = $1 and pid = $2`, [userId, pid, fingerprint]);
     },
   };
 }

@@ -6,7 +6,9 @@ import { requirePermission } from '../authz.js';
 import { actorString, type Ctx } from '../context.js';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { RuntimeClient } from './runtime-client.js';
+import { GATEWAY_HOST } from '../egress/egress-proxy.js';
+import { createRuntimeClient, type RuntimeHandle } from './runtime-client.js';
+import { gatewayCredential, handleOfRow, type RuntimeOwner } from './runtime-pool.js';
 import { permissionOfTool } from './runtime-tools.js';
 import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
 import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
@@ -58,14 +60,15 @@ export function createRuntimeService(deps: {
   repo: RuntimeRepo;
   audit: AuditService;
   box: SecretBox;
-  client: RuntimeClient;
-  mode: 'managed' | 'external';
+  /** Key the runtimes' gateway credentials are derived with (see gatewayCredential). */
+  credentialKey: string;
+  dataDir: string;
+  sandboxed: boolean;
+  maxRuntimes: number;
   askTools: readonly string[];
   log: Logger;
 }) {
-  const { db, repo, audit, box, client } = deps;
-  let syncing: Promise<unknown> = Promise.resolve();
-  const MAX_PUSH_ROUNDS = 5;
+  const { db, repo, audit, box } = deps;
 
   const publicProvider = (p: ProviderRow) => ({
     name: p.name,
@@ -100,12 +103,15 @@ export function createRuntimeService(deps: {
     if (dup) throw new ValidationError(`model "${dup}" is listed twice`);
   }
 
-  /** The runtime's config entry for one provider (with its key opened: only ever sent to the runtime). */
-  function runtimeEntry(p: ProviderRow) {
+  /**
+   * The runtime's config entry for one provider: pointed at the LLM gateway (reached through the
+   * runtime's egress proxy) with the runtime's own credential. The provider's key never enters it.
+   */
+  function runtimeEntry(p: ProviderRow, credential: string) {
     return {
       npm: NPM[p.kind],
-      name: `${p.name} (${p.tenantId.slice(0, 8)})`,
-      options: { ...(p.baseUrl ? { baseURL: p.baseUrl } : {}), apiKey: p.apiKeySealed ? box.open(p.apiKeySealed) : '' },
+      name: p.name,
+      options: { baseURL: `http://${GATEWAY_HOST}/p/${p.name}`, apiKey: credential },
       models: Object.fromEntries(
         p.models.map((m) => [
           m.id,
@@ -119,61 +125,46 @@ export function createRuntimeService(deps: {
     };
   }
 
-  /** What the runtime should run, from the database: every tenant's applied, enabled providers. */
-  async function desiredConfig() {
-    const [providers, applied] = await Promise.all([repo.allProviders(db), repo.allApplied(db)]);
-    const sets = new Map(applied.map((s) => [s.tenantId, new Set(s.applied!.providers)]));
-    const active = providers.filter((p) => p.enabled && sets.get(p.tenantId)?.has(p.name));
-    const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(p.tenantId, p.name), runtimeEntry(p)]));
+  /** What one user's runtime should run: their tenant's applied, enabled providers, our permission rules. */
+  async function desiredConfig(tenantId: string, credential: string) {
+    const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+    const applied = new Set(settings?.applied?.providers ?? []);
+    const active = providers.filter((p) => p.enabled && applied.has(p.name));
+    const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(tenantId, p.name), runtimeEntry(p, credential)]));
     const config = {
       provider,
-      enabled_providers: active.map((p) => runtimeProviderId(p.tenantId, p.name)),
+      enabled_providers: active.map((p) => runtimeProviderId(tenantId, p.name)),
       permission: {
-        // The workspace is the agent's sandbox.
+        // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
         ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
       },
       share: 'disabled',
       autoupdate: false,
     };
-    // Compared, never stored or logged (it covers the opened keys).
     return { config, fingerprint: createHash('sha256').update(JSON.stringify(config)).digest('hex') };
   }
 
   /**
-   * Brings the runtime's one global configuration to what the database records: every tenant's applied
-   * providers, our workspace permission rules, no sharing or self-updates. The runtime deep-merges and
-   * cannot delete keys, so providers no longer applied are disabled and their keys blanked.
-   *
-   * Several writers race (an apply in any process, a runtime's start-up or restart in serve), so each
-   * reads the state again after writing and writes again if it changed meanwhile. An apply records its
-   * state before it pushes, so whichever write lands last, its writer has seen the newest state: the
-   * runtime converges on it whatever the interleaving.
+   * Brings one user's runtime to what the database records for their tenant. The runtime deep-merges and
+   * cannot delete keys, so providers no longer applied are disabled and blanked. `force`: write even when
+   * the runtime's row says it has this configuration already (a fresh start, an apply).
    */
-  async function pushConfig(): Promise<void> {
-    const run = async () => {
-      let desired = await desiredConfig();
-      for (let round = 1; ; round++) {
-        const current = await client.getConfig();
-        const provider = { ...desired.config.provider };
-        for (const id of Object.keys(current.provider ?? {})) {
-          if (OURS.test(id) && !(id in provider)) provider[id] = { options: { apiKey: '' } };
-        }
-        await client.patchConfig({ ...desired.config, provider });
-        const now = await desiredConfig();
-        if (now.fingerprint === desired.fingerprint) return;
-        if (round >= MAX_PUSH_ROUNDS) {
-          // Changing faster than it can be written: the change still in flight pushes it itself.
-          deps.log.warn({ rounds: round }, 'runtime configuration kept changing while it was written');
-          return;
-        }
-        desired = now;
-      }
-    };
-    // One push at a time per process.
-    const next = syncing.then(run, run);
-    syncing = next.catch(() => {});
-    return next;
+  async function configure(owner: RuntimeOwner, handle: RuntimeHandle, pid: number | null, force: boolean): Promise<void> {
+    const client = createRuntimeClient(handle);
+    const desired = await desiredConfig(owner.tenantId, gatewayCredential(deps.credentialKey, handle.endpoint.authorization));
+    if (!force) {
+      const row = await repo.runtimeOf(db, owner.userId);
+      if (row?.configFingerprint === desired.fingerprint) return;
+      pid = row?.pid ?? pid;
+    }
+    const current = await client.getConfig();
+    const provider = { ...desired.config.provider };
+    for (const id of Object.keys(current.provider ?? {})) {
+      if (OURS.test(id) && !(id in provider)) provider[id] = { options: { apiKey: '' } };
+    }
+    await client.patchConfig({ ...desired.config, provider });
+    if (pid) await repo.setConfigFingerprint(db, owner.userId, pid, desired.fingerprint);
   }
 
   async function loadProvider(tenantId: string, name: string): Promise<ProviderRow> {
@@ -193,7 +184,11 @@ export function createRuntimeService(deps: {
   }
 
   return {
-    pushConfig,
+    /** Writes the tenant's configuration into a user's runtime that just (re)started. */
+    configureStarted: (owner: RuntimeOwner, handle: RuntimeHandle, pid: number) => configure(owner, handle, pid, true),
+
+    /** Before a turn: brings the runtime up to date if an apply happened since it was configured. */
+    ensureConfigured: (owner: RuntimeOwner, handle: RuntimeHandle) => configure(owner, handle, null, false),
 
     /** The tenant's providers (admin.manage_providers). API keys are never returned. */
     async listProviders(ctx: Ctx) {
@@ -292,14 +287,14 @@ export function createRuntimeService(deps: {
         await repo.setApplied(tx, tenantId, applied, actorString(ctx.actor));
         await audit.record(tx, ctx, { action: 'runtime.apply', target: `tenant:${tenantId}`, details: { ...applied } });
       });
-      try {
-        await pushConfig();
-        return { applied, pushed: true };
-      } catch (err) {
-        if (!(err instanceof AppError)) throw err;
-        ctx.log.warn({ err: err.message }, 'runtime configuration recorded but not pushed');
-        return { applied, pushed: false, runtimeError: err.message };
+      // The tenant's running runtimes take it now; the others when they start (and each turn checks).
+      const failures: string[] = [];
+      for (const row of await repo.runtimesOfTenant(db, tenantId)) {
+        await configure(row, handleOfRow(row, box, deps.dataDir), row.pid, true).catch((err) => failures.push((err as Error).message));
       }
+      if (!failures.length) return { applied, pushed: true };
+      ctx.log.warn({ err: failures[0], failed: failures.length }, 'runtime configuration recorded but not written to every running runtime');
+      return { applied, pushed: false, runtimeError: failures[0] };
     },
 
     /** Chooses the tenant's default model ("<provider>/<model id>"); it reaches the runtime at the next apply. */
@@ -317,13 +312,13 @@ export function createRuntimeService(deps: {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
-      let runtime: { mode: string; reachable: boolean; version?: string; error?: string };
-      try {
-        const h = await client.health();
-        runtime = { mode: deps.mode, reachable: h.healthy, version: h.version };
-      } catch (err) {
-        runtime = { mode: deps.mode, reachable: false, error: (err as Error).message };
-      }
+      const live = await repo.runtimesOfTenant(db, tenantId);
+      const runtime = {
+        sandbox: deps.sandboxed ? ('on' as const) : ('off' as const),
+        ...(deps.sandboxed ? {} : { warning: 'AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with the service\'s files and network in reach (single-user trials only)' }),
+        running: live.length,
+        max: deps.maxRuntimes,
+      };
       const appliedAt = settings?.appliedAt ?? null;
       return {
         ready: readiness.ready,

@@ -1,6 +1,7 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, lstatSync, readlinkSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import type { Writable } from 'node:stream';
 
 /**
  * The OS sandbox around one user's runtime: a bubblewrap (bwrap) container with its own user, mount, pid,
@@ -143,10 +144,36 @@ export function bwrapArgs(spec: SandboxSpec, fs: HostFs = hostFs): string[] {
   a.push('--bind', spec.run, SANDBOX_PATHS.run);
   a.push('--ro-bind', spec.opencode, `${SANDBOX_PATHS.opt}/bin/opencode`);
   if (spec.nodeBinDir) a.push('--ro-bind', spec.nodeBinDir, `${SANDBOX_PATHS.opt}/node/bin`);
+  // The root is a tmpfs bwrap made writable to create the mount points above: without this the agent
+  // could add files to /etc (ld.so.preload) and /opt/agentws/bin (first on PATH, shadowing git or sh).
+  // Last of the mounts (nothing can be created under / after it); the binds keep their own flags.
+  a.push('--remount-ro', '/');
   a.push('--clearenv');
   for (const [k, v] of Object.entries(spec.env)) a.push('--setenv', k, v);
   a.push('--chdir', SANDBOX_PATHS.workspace, '--', ...spec.command);
   return a;
+}
+
+/**
+ * Starts bwrap for a spec. Inside, pid 1 is a fork of bwrap itself, readable by the agent: its
+ * /proc/1/environ is the environment bwrap was started with (Node's spawn passes the service's own by
+ * default: DATABASE_URL, AGENTWS_*) and its /proc/1/cmdline the argv (every host path and --setenv value).
+ * So bwrap gets an empty environment and its options over a pipe (`--args 3`); only the command stays
+ * in argv. stdio: stdin, stdout, stderr as for spawn.
+ */
+export function spawnSandbox(bwrap: string, spec: SandboxSpec, stdio: Array<'ignore' | 'pipe' | 'inherit'> = ['ignore', 'pipe', 'pipe'], fs: HostFs = hostFs, prefix: string[] = []): ChildProcess {
+  const args = bwrapArgs(spec, fs);
+  const sep = args.indexOf('--chdir') + 2; // bwrapArgs ends: --chdir <dir> -- <command...>
+  if (args[sep] !== '--') throw new Error('bwrapArgs: unexpected shape');
+  const options = args.slice(0, sep);
+  const command = args.slice(sep + 1);
+  // `prefix` (e.g. `nice -n 10`) execs bwrap: the pid stays bwrap's, the fds pass through.
+  const argv = [...prefix, bwrap, '--args', '3', '--', ...command];
+  const child = spawn(argv[0], argv.slice(1), { env: {}, stdio: [...stdio.slice(0, 3), 'pipe'] });
+  const pipe = child.stdio[3] as Writable;
+  pipe.on('error', () => {}); // bwrap failed before reading its options: the exit says why
+  pipe.end(options.map((o) => `${o}\0`).join(''));
+  return child;
 }
 
 /** PATH inside the sandbox: Node.js of the service first, then the system. */

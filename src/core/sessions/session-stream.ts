@@ -3,22 +3,28 @@ import type { EventBus } from '../events.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
-import type { RuntimeClient } from '../runtime/runtime-client.js';
+import type { RuntimeHandle } from '../runtime/runtime-client.js';
+import type { RuntimeOwner, RuntimePool } from '../runtime/runtime-pool.js';
 import { openRuntimeEventStream, type RuntimeEvent, type RuntimeEventStream } from '../runtime/runtime-events.js';
+import { clientProperties, mapRuntimeEvent, type SessionDomainEvent } from '../runtime/event-mapper.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
+import { ANALYTICS_JOB } from './session-analytics.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
 
 /**
- * The session stream of SPEC.md "Events": one upstream connection to the runtime's event stream per
- * process, fanned out to the SSE subscribers of each session. On the way it
- *  - keeps only events of our sessions and of the types SPEC.md lists, rewrites the runtime's session
- *    ids to ours, maps busy/retry to `running`, and strips server paths;
+ * The session stream of SPEC.md "Events": one upstream connection to each live runtime's event stream
+ * (one runtime per user, see runtime-pool.ts), fanned out to the SSE subscribers of each session. On the
+ * way it
+ *  - takes domain events from the event mapper (which alone knows the runtime's event shapes), keeps
+ *    those of sessions the runtime's own user owns (the agent can drive its runtime's API: a runtime
+ *    never speaks for another user's session) and puts our session ids in;
  *  - keeps the last REPLAY_EVENTS events of each session so a client reconnecting with Last-Event-ID gets
- *    what it missed (ids are the runtime's own ascending event ids, the same in every process);
- *  - reacts: rejects permission requests for tools the owner may not use, enqueues analytics (usage
- *    per completed assistant message, tool.execute per completed tool call), enforces per-request cost.
- * Every `aws serve` process does this on its own connection, so a subscriber is served by whichever
- * process it reached; side effects are made exactly-once by the analytics job's ledger.
+ *    what it missed (ids are the runtime's own ascending event ids);
+ *  - reacts: rejects permission requests for tools the owner may not use, enqueues analytics
+ *    (tool.execute per completed tool call, denials), tells the pool which runtimes are busy.
+ * Usage and cost limits are not taken from here: the LLM gateway records every model call from the
+ * provider's own report. The serve hosting the runtimes does this; events from other processes arrive
+ * over the bus.
  */
 export const REPLAY_EVENTS = 500;
 /** ...and at most this many bytes of them (tool outputs can be large); the older ones go first. */
@@ -33,21 +39,6 @@ const PERMISSION_REQUEST_TTL_MS = 7 * 24 * 3600_000;
 const REQUEST_SWEEP_MS = 3600_000;
 /** Published by other parts of the appliance (jobs, the API) to put an event on a session's stream. */
 export const SESSION_EVENTS_CHANNEL = 'sessions.events';
-export const ANALYTICS_JOB = 'agent-analytics';
-
-const FORWARDED = new Set([
-  'message.updated',
-  'message.removed',
-  'message.part.updated',
-  'message.part.removed',
-  'message.part.delta',
-  'permission.asked',
-  'permission.replied',
-  'session.status',
-  'session.idle',
-  'session.error',
-  'session.compacted',
-]);
 
 export interface StreamEvent {
   id: string;
@@ -75,8 +66,6 @@ interface SessionState {
   bufferBytes: number;
   subscribers: Set<Subscriber>;
   lastEventAt: number;
-  /** Cost of each turn so far, per assistant message (keyed by the user message that started the turn). */
-  turnCost: Map<string, { messages: Map<string, number>; aborted: boolean }>;
 }
 
 export function createSessionStreams(deps: {
@@ -84,20 +73,22 @@ export function createSessionStreams(deps: {
   bus: EventBus;
   queue: JobQueue;
   repo: SessionsRepo;
-  client: RuntimeClient;
+  pool: RuntimePool;
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
   onChatTurnEnd?: (tenantId: string, sessionId: string, eventId: string) => void;
-  /** Called when the runtime's stream is connected again after it was lost (the runtime may have restarted). */
-  onRuntimeReconnect?: () => void;
 }) {
-  const { db, repo, client, log } = deps;
+  const { db, repo, pool, log } = deps;
   const sessions = new Map<string, SessionState>();
   // Runtime session id -> our session; refreshed now and then (a session's owner changes when claimed).
   const byUpstream = new Map<string, { at: number; ref: SessionRef }>();
   const perms = new Map<string, { at: number; p: Promise<RbacPermissions> }>();
-  let upstream: RuntimeEventStream | null = null;
+  // One upstream connection per live runtime (per user), opened when the pool says it is ready.
+  const upstreams = new Map<string, { owner: RuntimeOwner; stream: RuntimeEventStream; handle: RuntimeHandle }>();
+  let offPool: (() => void) | null = null;
+  let started = false;
+  const refusedOnce = new Set<string>();
   let unsubscribeBus: (() => Promise<void>) | null = null;
   let heartbeat: NodeJS.Timeout | null = null;
   let sweeper: NodeJS.Timeout | null = null;
@@ -108,7 +99,7 @@ export function createSessionStreams(deps: {
 
   const state = (id: string): SessionState => {
     let s = sessions.get(id);
-    if (!s) sessions.set(id, (s = { ref: null, buffer: [], bufferBytes: 0, subscribers: new Set(), lastEventAt: Date.now(), turnCost: new Map() }));
+    if (!s) sessions.set(id, (s = { ref: null, buffer: [], bufferBytes: 0, subscribers: new Set(), lastEventAt: Date.now() }));
     return s;
   };
 
@@ -163,126 +154,80 @@ export function createSessionStreams(deps: {
     });
   }
 
-  async function handle(ev: RuntimeEvent): Promise<void> {
-    const { type, properties: props } = ev.payload;
-    if (!FORWARDED.has(type)) return;
-    const upstreamId: string | undefined = props?.sessionID ?? props?.info?.sessionID ?? props?.part?.sessionID;
-    if (!upstreamId) return;
-    const ref = await resolve(upstreamId);
+  /** The owner's runtime client (an answer to the runtime that sent the event). */
+  const clientOf = (ref: SessionRef) => pool.client({ tenantId: ref.tenantId, userId: ref.ownerId });
+
+  async function handle(owner: RuntimeOwner, raw: RuntimeEvent): Promise<void> {
+    const ev = mapRuntimeEvent(raw);
+    if (!ev) return;
+    pool.touch(owner.userId);
+    if (ev.type === 'session.status' || ev.kind === 'turnIdle') {
+      pool.setRunning(owner.userId, ev.upstreamSessionId, ev.kind !== 'turnIdle' && (ev.properties.status as { type?: string } | undefined)?.type === 'running');
+    }
+    const ref = await resolve(ev.upstreamSessionId);
     if (!ref) return;
+    // A runtime is its user's, and the agent in it can drive its API: it speaks for that user's
+    // sessions only. (A session claimed away from this user is no longer theirs either.)
+    if (ref.ownerId !== owner.userId || ref.tenantId !== owner.tenantId) {
+      if (!refusedOnce.has(ev.upstreamSessionId)) {
+        refusedOnce.add(ev.upstreamSessionId);
+        log.warn({ userId: owner.userId, sessionId: ref.id }, 'ignored events a runtime sent for a session its user does not own');
+      }
+      return;
+    }
     const s = state(ref.id);
     s.ref = ref;
-    const properties: Record<string, any> = { ...props, sessionID: ref.id };
 
-    switch (type) {
-      case 'session.status': {
-        const st = props.status ?? {};
-        properties.status = st.type === 'idle' ? { type: 'idle' } : { type: 'running', ...(st.type === 'retry' ? { retry: { attempt: st.attempt, message: st.message, next: st.next } } : {}) };
+    switch (ev.kind) {
+      // Usage and cost limits are the LLM gateway's: it sees every model call and the provider's own
+      // usage report, where the runtime's message could say anything.
+      case 'toolFinished':
+        enqueueAnalytics(
+          { kind: 'tool', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: ev.tool, callId: ev.callId, status: ev.status, durationMs: ev.durationMs, title: ev.title?.slice(0, 200) },
+          `tool:${ev.partId}`,
+        );
         break;
-      }
-      case 'message.updated': {
-        const { path: _path, ...info } = props.info ?? {};
-        properties.info = { ...info, sessionID: ref.id };
-        if (info.role === 'assistant') await onAssistant(ref, upstreamId, s, info);
+      case 'invalidToolCall':
+        // The model called a tool it was not given (tools outside the owner's policy are withheld).
+        if (ev.requestedTool !== null && !toolAllowed(await permissionsOf(ref), ev.requestedTool)) {
+          enqueueAnalytics({ kind: 'denied', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: ev.requestedTool, patterns: [], reason: 'tools policy (withheld from the model)' }, `denied:${ev.partId}`);
+        }
         break;
-      }
-      case 'message.part.updated': {
-        properties.part = { ...props.part, sessionID: ref.id };
-        if (props.part?.type === 'tool') await onToolPart(ref, props.part);
-        break;
-      }
-      case 'permission.asked': {
-        const allowed = toolAllowed(await permissionsOf(ref), props.permission);
+      case 'permissionAsked': {
+        const allowed = toolAllowed(await permissionsOf(ref), ev.permission);
         if (!allowed) {
           // Never shown to the user: the tool is outside their role's tools policy.
-          void rejectPermission(ref, props);
+          void rejectPermission(ref, ev);
           return;
         }
         // The owner's reply is checked against this record (the request must be of their session).
         try {
-          await repo.recordPermissionRequest(db, { id: props.id, tenantId: ref.tenantId, sessionId: ref.id, permission: String(props.permission) });
+          await repo.recordPermissionRequest(db, { id: ev.requestId, tenantId: ref.tenantId, sessionId: ref.id, permission: ev.permission });
         } catch (err) {
           // Unrecorded, a reply would be refused and the turn would wait for it forever: refuse it now.
           log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not record a permission request; rejecting it');
-          void client.replyPermission(ref.directory, props.id, 'reject', 'The request could not be recorded; try again.').catch(() => {});
+          void clientOf(ref).then((c) => c.replyPermission(ev.requestId, 'reject', 'The request could not be recorded; try again.')).catch(() => {});
           return;
         }
         break;
       }
-      case 'permission.replied': {
+      case 'permissionReplied':
         // Answered (through us, or by the runtime itself after an `always`): no longer answerable.
-        if (typeof props.requestID === 'string') await repo.takePermissionRequest(db, ref.tenantId, ref.id, props.requestID).catch(() => null);
+        await repo.takePermissionRequest(db, ref.tenantId, ref.id, ev.requestId).catch(() => null);
         break;
-      }
     }
-    const id = ev.payload.id ?? ascendingId('evt');
-    deliver(ref.id, { id, type, properties });
-    if (type === 'session.idle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
+    const id = ev.eventId ?? ascendingId('evt');
+    deliver(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
+    if (ev.kind === 'turnIdle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
   }
 
-  async function rejectPermission(ref: SessionRef, props: Record<string, any>) {
+  async function rejectPermission(ref: SessionRef, asked: Extract<SessionDomainEvent, { kind: 'permissionAsked' }>) {
     try {
-      const replied = await client.replyPermission(ref.directory, props.id, 'reject', `The tool "${props.permission}" is not allowed by your role.`);
-      if (replied) enqueueAnalytics({ kind: 'denied', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: props.permission, patterns: props.patterns ?? [], reason: 'tools policy' }, `denied:${props.id}`);
+      const replied = await (await clientOf(ref)).replyPermission(asked.requestId, 'reject', `The tool "${asked.permission}" is not allowed by your role.`);
+      if (replied) enqueueAnalytics({ kind: 'denied', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: asked.permission, patterns: asked.patterns, reason: 'tools policy' }, `denied:${asked.requestId}`);
     } catch (err) {
       log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not reject a denied tool');
     }
-  }
-
-  async function onAssistant(ref: SessionRef, upstreamId: string, s: SessionState, info: Record<string, any>) {
-    const limit = (await permissionsOf(ref)).cost.per_request_limit_usd;
-    if (limit !== undefined && info.parentID && typeof info.cost === 'number') {
-      // A turn may produce several assistant messages (tool steps); its cost is their sum.
-      let turn = s.turnCost.get(info.parentID);
-      if (!turn) {
-        s.turnCost.set(info.parentID, (turn = { messages: new Map(), aborted: false }));
-        // Only the latest turns can still be running.
-        if (s.turnCost.size > 20) s.turnCost.delete(s.turnCost.keys().next().value!);
-      }
-      turn.messages.set(info.id, info.cost);
-      const cost = [...turn.messages.values()].reduce((a, b) => a + b, 0);
-      if (cost > limit && !turn.aborted) {
-        turn.aborted = true;
-        await client.abort(ref.directory, upstreamId).catch(() => {});
-        deliver(ref.id, { id: ascendingId('evt'), type: 'session.error', properties: { sessionID: ref.id, error: { name: 'CostLimitExceeded', message: `This turn cost $${cost.toFixed(4)}, over your per-request limit of $${limit}; it was stopped.` } } });
-        enqueueAnalytics({ kind: 'cost_limit', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, limit, cost, messageId: info.parentID }, `cost:${info.parentID}`);
-      }
-    }
-    if (info.time?.completed && info.tokens) {
-      enqueueAnalytics(
-        {
-          kind: 'usage',
-          sessionId: ref.id,
-          tenantId: ref.tenantId,
-          userId: ref.ownerId,
-          channel: ref.channel,
-          messageId: info.id,
-          providerId: info.providerID ?? '',
-          modelId: info.modelID ?? '',
-          tokens: info.tokens,
-          cost: info.cost ?? 0,
-        },
-        `usage:${info.id}`,
-      );
-    }
-  }
-
-  async function onToolPart(ref: SessionRef, part: Record<string, any>) {
-    const st = part.state ?? {};
-    if (st.status !== 'completed' && st.status !== 'error') return;
-    if (part.tool === 'invalid') {
-      // The model called a tool it was not given (tools outside the owner's policy are withheld).
-      const tool = st.input?.tool;
-      if (typeof tool === 'string' && !toolAllowed(await permissionsOf(ref), tool)) {
-        enqueueAnalytics({ kind: 'denied', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool, patterns: [], reason: 'tools policy (withheld from the model)' }, `denied:${part.id}`);
-      }
-      return;
-    }
-    const durationMs = st.time?.end && st.time?.start ? Math.max(0, Math.round(st.time.end - st.time.start)) : null;
-    enqueueAnalytics(
-      { kind: 'tool', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: part.tool, callId: part.callID, status: st.status, durationMs, title: typeof st.title === 'string' ? st.title.slice(0, 200) : undefined },
-      `tool:${part.id}`,
-    );
   }
 
   /** Ends a deleted session's streams and forgets it. */
@@ -306,18 +251,30 @@ export function createSessionStreams(deps: {
   }
 
   return {
-    /** Connects to the runtime's event stream and to events other processes put on session streams. */
+    /**
+     * Follows every runtime the pool runs (one event connection each, opened as a runtime becomes ready,
+     * closed when it stops; a restarted runtime gets a new one) and the events other processes put on
+     * session streams.
+     */
     async start(): Promise<void> {
-      if (upstream) return;
-      upstream = openRuntimeEventStream({
-        connector: client.connector,
-        log,
-        onEvent: (ev) => {
-          chain = chain.then(() => handle(ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
-        },
-        onConnect: (first) => {
-          if (!first) deps.onRuntimeReconnect?.();
-        },
+      if (started) return;
+      started = true;
+      offPool = pool.onChange((owner, h) => {
+        const current = upstreams.get(owner.userId);
+        if (current && current.handle === h) return;
+        if (current) {
+          upstreams.delete(owner.userId);
+          void current.stream.close();
+        }
+        if (!h) return;
+        const stream = openRuntimeEventStream({
+          endpoint: () => h.endpoint,
+          log,
+          onEvent: (ev) => {
+            chain = chain.then(() => handle(owner, ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
+          },
+        });
+        upstreams.set(owner.userId, { owner, stream, handle: h });
       });
       unsubscribeBus = await deps.bus.subscribe(SESSION_EVENTS_CHANNEL, (payload) => {
         const p = payload as { sessionId: string; event: StreamEvent };
@@ -359,7 +316,7 @@ export function createSessionStreams(deps: {
     },
 
     get stats() {
-      return { sessions: sessions.size, subscribers: subscriberCount, upstreamConnected: upstream?.connected ?? false };
+      return { sessions: sessions.size, subscribers: subscriberCount, upstreams: upstreams.size, upstreamsConnected: [...upstreams.values()].filter((u) => u.stream.connected).length };
     },
 
     /** Ends every stream (shutdown) and the upstream connection. */
@@ -370,8 +327,11 @@ export function createSessionStreams(deps: {
       for (const s of sessions.values()) for (const sub of [...s.subscribers]) drop(s, sub);
       await unsubscribeBus?.().catch(() => {});
       unsubscribeBus = null;
-      await upstream?.close();
-      upstream = null;
+      offPool?.();
+      offPool = null;
+      await Promise.all([...upstreams.values()].map((u) => u.stream.close()));
+      upstreams.clear();
+      started = false;
     },
   };
 }

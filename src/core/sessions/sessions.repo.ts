@@ -116,8 +116,9 @@ export function createSessionsRepo() {
       return rows.length > 0;
     },
 
-    async claim(q: Queryable, tenantId: string, id: string, userId: string): Promise<void> {
-      await q.query(`update agent_sessions set owner_id = $3, browser_session = null, updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId, userId]);
+    /** Moves a session to another owner: their workspace, and no runtime session yet (their runtime makes one). */
+    async claim(q: Queryable, tenantId: string, id: string, userId: string, directory: string): Promise<void> {
+      await q.query(`update agent_sessions set owner_id = $3, directory = $4, upstream_id = null, browser_session = null, updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId, userId, directory]);
     },
 
     async insertTurn(q: Queryable, t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null }): Promise<string> {
@@ -143,6 +144,20 @@ export function createSessionsRepo() {
       return rows[0] ?? null;
     },
 
+    /**
+     * Puts a turn back in the queue without using up an attempt (it waits for a free runtime). Returns
+     * whether it was already waiting (so the stream is told once).
+     */
+    async waitTurn(q: Queryable, tenantId: string, turnId: string): Promise<boolean> {
+      const { rows } = await q.query<{ waited: boolean }>(
+        `update agent_turns t set status = 'queued', attempts = greatest(t.attempts - 1, 0), error = 'waiting for a free runtime'
+           from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2
+         returning old.error is not distinct from 'waiting for a free runtime' as waited`,
+        [turnId, tenantId],
+      );
+      return rows[0]?.waited ?? false;
+    },
+
     async finishTurn(q: Queryable, tenantId: string, turnId: string, status: 'sent' | 'failed', error?: string): Promise<void> {
       await q.query(`update agent_turns set status = $3, error = $4, sent_at = case when $3 = 'sent' then now() else sent_at end where id = $1 and tenant_id = $2`, [turnId, tenantId, status, error ?? null]);
     },
@@ -152,6 +167,17 @@ export function createSessionsRepo() {
       const { rows } = await q.query<{ spent: string | null }>(
         `select sum(cost_usd)::text as spent from usage_records where tenant_id = $1 and user_id = $2 and created_at >= $3`,
         [tenantId, userId, from],
+      );
+      return Number(rows[0].spent ?? 0);
+    },
+
+    /** USD the session's latest turn has cost so far (model calls recorded since that turn was accepted). */
+    async turnSpent(q: Queryable, tenantId: string, sessionId: string): Promise<number> {
+      const { rows } = await q.query<{ spent: string | null }>(
+        `select sum(u.cost_usd)::text as spent from usage_records u
+          where u.tenant_id = $1 and u.session_id = $2
+            and u.created_at >= coalesce((select max(t.created_at) from agent_turns t where t.tenant_id = $1 and t.session_id = $2), '-infinity')`,
+        [tenantId, sessionId],
       );
       return Number(rows[0].spent ?? 0);
     },

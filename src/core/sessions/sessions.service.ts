@@ -1,69 +1,26 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
-import { AppError, ForbiddenError, NotFoundError, PayloadTooLargeError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../errors.js';
+import { ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
-import type { Logger } from '../logger.js';
-import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
-import type { RuntimeClient } from '../runtime/runtime-client.js';
+import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
 import { findTemplate, mayUseTemplate } from '../templates/templates.service.js';
-import type { UsageService } from '../usage/usage.service.js';
-import { ANALYTICS_JOB, type SessionStreams } from './session-stream.js';
+import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
+import type { SessionStreams } from './session-stream.js';
 import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
+import { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S } from './turn-runner.js';
 
-export const AGENT_TURN_JOB = 'agent-turn';
-export { ANALYTICS_JOB };
+// Names other modules import from here; the rules and jobs they name live beside this file.
+export type { PromptFile, PromptInput } from './prompt-parts.js';
+export { AGENT_TURN_JOB } from './turn-runner.js';
+export { ANALYTICS_JOB, type AnalyticsData } from './session-analytics.js';
 
-/** Tools of the runtime (opencode 1.18) that a role's tools policy can withhold from the model. */
-const RUNTIME_TOOLS = ['bash', 'edit', 'write', 'read', 'glob', 'grep', 'list', 'patch', 'multiedit', 'webfetch', 'websearch', 'codesearch', 'task', 'todowrite', 'todoread', 'skill', 'lsp'];
-/** How often a turn is attempted before it is given up (and reported on the session's stream). */
-const TURN_ATTEMPTS = 4;
-/**
- * A turn job still active after this long is taken to have lost its worker and is retried. It must
- * exceed the longest a live attempt can take (runtime calls time out after 10 s; an attempt makes at most
- * three), or a slow attempt and its retry could both send.
- */
-const TURN_EXPIRE_S = 45;
-const MAX_TEXT = 200_000;
-const AGENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
-
-export interface PromptFile {
-  filename: string;
-  mime: string;
-  data: Buffer;
-}
-
-export interface PromptInput {
-  text?: string;
-  agent?: string;
-  agentProfileId?: string;
-  /** SPEC.md parts form: text entries and file entries (data: URL or base64 content). */
-  parts?: Array<{ type: string; text?: string; mime?: string; filename?: string; url?: string; content?: string }>;
-  /** Multipart files, already read by the adapter within the size limits. */
-  files?: PromptFile[];
-}
-
-export interface AnalyticsData {
-  kind: 'usage' | 'tool' | 'denied' | 'cost_limit';
-  key: string;
-  sessionId: string;
-  tenantId: string;
-  userId: string;
-  channel: string;
-  [k: string]: any;
-}
-
-const run = promisify(execFile);
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 export function createSessionsService(deps: {
@@ -72,18 +29,17 @@ export function createSessionsService(deps: {
   audit: AuditService;
   queue: JobQueue;
   runtime: RuntimeService;
-  client: RuntimeClient;
+  pool: Pick<RuntimePool, 'client' | 'acquire'>;
   streams: SessionStreams;
-  usage: UsageService;
-  permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   clock: Clock;
-  log: Logger;
+  /** Makes the owner's workspace directory (the turn runner's, so both agree on what one is). */
+  ensureWorkspace: (dir: string) => Promise<void>;
   workspaceRoot: string;
   limits: { maxFiles: number; maxFileBytes: number };
   demo: { allowAnonymous: boolean; operator: () => Promise<{ tenantId: string; userId: string } | null> };
 }) {
-  const { db, repo, audit, queue, runtime, client, streams, clock } = deps;
-  let gitMissing = false;
+  const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
+  const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
 
   function userOf(ctx: Ctx): UserActor {
     if (ctx.actor.kind !== 'user') {
@@ -111,61 +67,6 @@ export function createSessionsService(deps: {
     const s = await repo.findVisible(db, id, v);
     if (!s) throw new NotFoundError('session not found');
     return s;
-  }
-
-  async function ensureWorkspace(dir: string): Promise<void> {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    // A git repository makes the directory the runtime's project root (without one the runtime treats
-    // the whole filesystem as the worktree).
-    if (!gitMissing && !existsSync(join(dir, '.git'))) {
-      await run('git', ['init', '-q', dir]).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') {
-          gitMissing = true;
-          deps.log.warn('git is not installed: agent workspaces are not git repositories, so the runtime cannot confine its project root to them');
-        } else throw err;
-      });
-    }
-  }
-
-  /** Builds the runtime parts of a prompt from any of the three request forms, within the limits. */
-  function buildParts(input: PromptInput): Array<Record<string, unknown>> {
-    const parts: Array<Record<string, unknown>> = [];
-    const files: Array<{ filename: string; mime: string; url: string }> = [];
-    const addText = (text: string) => {
-      if (text.length > MAX_TEXT) throw new PayloadTooLargeError(`text is longer than ${MAX_TEXT} characters`);
-      if (text.trim()) parts.push({ id: ascendingId('prt'), type: 'text', text });
-    };
-    const addFile = (filename: string, mime: string, data: Buffer) => {
-      if (files.length >= deps.limits.maxFiles) throw new PayloadTooLargeError(`at most ${deps.limits.maxFiles} files per prompt`, { details: { maxFiles: deps.limits.maxFiles } });
-      if (data.length > deps.limits.maxFileBytes) throw new PayloadTooLargeError(`file "${filename}" is larger than ${deps.limits.maxFileBytes} bytes`, { details: { maxFileBytes: deps.limits.maxFileBytes } });
-      if (!/^[\w.+-]+\/[\w.+-]+$/.test(mime)) throw new ValidationError(`file "${filename}" has an invalid media type`);
-      files.push({ filename: filename.replace(/[/\\\0]/g, '_').slice(0, 255) || 'file', mime, url: `data:${mime};base64,${data.toString('base64')}` });
-    };
-    if (input.text !== undefined) addText(input.text);
-    for (const p of input.parts ?? []) {
-      if (p.type === 'text') {
-        if (typeof p.text !== 'string') throw new ValidationError('a text part needs text');
-        addText(p.text);
-      } else if (p.type === 'file') {
-        const mime = p.mime ?? 'application/octet-stream';
-        let data: Buffer;
-        if (p.url !== undefined) {
-          // Only inline data: a URL the runtime would fetch (http:, file:) could read the server's files or network.
-          const m = /^data:([^;,]*)(;base64)?,(.*)$/s.exec(p.url);
-          if (!m) throw new ValidationError('a file part\'s url must be a data: URL (send the content, not a link)');
-          data = m[2] ? Buffer.from(m[3], 'base64') : percentDecoded(m[3]);
-        } else if (p.content !== undefined) {
-          data = Buffer.from(p.content, 'base64');
-        } else throw new ValidationError('a file part needs content (base64) or a data: url');
-        addFile(p.filename ?? 'file', p.mime ?? (/^data:([^;,]+)/.exec(p.url ?? '')?.[1] || mime), data);
-      } else {
-        throw new ValidationError(`unknown part type "${p.type}" (text and file are accepted)`);
-      }
-    }
-    for (const f of input.files ?? []) addFile(f.filename, f.mime, f.data);
-    for (const f of files) parts.push({ id: ascendingId('prt'), type: 'file', mime: f.mime, filename: f.filename, url: f.url });
-    if (parts.length === 0) throw new ValidationError('the prompt is empty: send text or files');
-    return parts;
   }
 
   /** Cost limits of the caller's roles, checked before a turn is queued. */
@@ -239,7 +140,7 @@ export function createSessionsService(deps: {
     async messages(ctx: Ctx, input: { id: string; browserSession?: string }) {
       const s = await owned(ctx, input.id, input.browserSession);
       if (!s.upstreamId) return { messages: [] };
-      const messages = await client.messages(s.directory, s.upstreamId);
+      const messages = await (await clientOf(s)).messages(s.upstreamId);
       return { messages: messages.map((m) => publicMessage(m, s.id)) };
     },
 
@@ -251,8 +152,8 @@ export function createSessionsService(deps: {
       const tenantId = requirePermission(ctx, 'agents.create');
       const actor = userOf(ctx);
       let s = await owned(ctx, input.id, input.browserSession);
-      if (input.agent !== undefined && !AGENT_NAME.test(input.agent)) throw new ValidationError('agent must be an agent name such as build or plan');
-      const parts = buildParts(input);
+      checkAgentName(input.agent);
+      const parts = buildParts(input, deps.limits);
       await checkCost(actor);
       if (s.templateSlug && !s.snapshotAt) {
         // Sessions created before snapshots existed take one now, while the template still exists (rule 5).
@@ -281,6 +182,8 @@ export function createSessionsService(deps: {
     /** Checks the caller may watch the session's event stream; the adapter then subscribes. */
     async openStream(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ sessionId: string }> {
       const s = await owned(ctx, input.id, input.browserSession);
+      // A session with a transcript may have a turn running: have its owner's runtime up to hear it.
+      if (s.upstreamId) void pool.acquire({ tenantId: s.tenantId, userId: s.ownerId }).catch(() => {});
       return { sessionId: s.id };
     },
 
@@ -298,13 +201,13 @@ export function createSessionsService(deps: {
       if (!pending) throw new NotFoundError('permission request not found (unknown, or already answered)');
       let replied: boolean;
       try {
-        replied = await client.replyPermission(s.directory, pending.id, input.response as 'once' | 'always' | 'reject');
+        replied = await (await clientOf(s)).replyPermission(pending.id, input.response as 'once' | 'always' | 'reject');
       } catch (err) {
         const why = (err as Error).message;
         ctx.log.error({ err: why, sessionId: s.id, permission: pending.permission }, 'permission reply not delivered; stopping the turn');
         // Said first, so the owner reads why before the runtime reports the turn aborted.
         await streams.publish(s.id, 'session.error', { error: { name: 'PermissionReplyFailed', message: `Your answer to the ${pending.permission} request could not be delivered to the agent runtime, so the turn was stopped (${why}).` } });
-        await client.abort(s.directory, s.upstreamId!).catch(() => {});
+        await clientOf(s).then((c) => c.abort(s.upstreamId!)).catch(() => {});
         await db.transaction((tx) =>
           audit.record(tx, ctx, { action: 'permission.reply_failed', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response, error: why } }),
         );
@@ -334,7 +237,9 @@ export function createSessionsService(deps: {
       const s = await owned(ctx, input.id, input.browserSession);
       if (s.ownerId === actor.userId) return { sessionId: s.id, claimed: false };
       await db.transaction(async (tx) => {
-        await repo.claim(tx, s.tenantId, s.id, actor.userId);
+        // The transcript lives in the previous owner's runtime, which the new owner's agent must not reach:
+        // the session continues in the new owner's runtime and workspace, from a fresh runtime session.
+        await repo.claim(tx, s.tenantId, s.id, actor.userId, join(deps.workspaceRoot, s.tenantId, actor.userId));
         await audit.record(tx, ctx, { action: 'session.claim', target: `session:${s.id}`, sessionId: s.id, details: { from: s.ownerId } });
       });
       return { sessionId: s.id, claimed: true };
@@ -345,99 +250,13 @@ export function createSessionsService(deps: {
       if (ctx.actor.kind !== 'system') throw new ForbiddenError('only the system reads answers for relaying');
       const s = await repo.byId(db, tenantOf(ctx), input.id);
       if (!s?.upstreamId) return null;
-      const messages = await client.messages(s.directory, s.upstreamId);
+      const messages = await (await clientOf(s)).messages(s.upstreamId);
       const last = [...messages].reverse().find((m) => m.info.role === 'assistant' && m.info.time.completed);
       if (!last) return null;
       const text = last.parts.filter((p) => p.type === 'text' && !p.synthetic).map((p) => String(p.text ?? '')).join('\n').trim();
       return { messageId: last.info.id, text };
     },
-
-    /**
-     * The agent-turn job: sends a queued turn to the runtime exactly once. The runtime message id was
-     * chosen when the prompt was accepted, so a retry (worker died after sending) finds the message
-     * upstream and stops instead of sending the turn again.
-     */
-    async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
-      const turn = await repo.beginAttempt(db, input.turnId);
-      if (!turn || turn.previousStatus === 'sent' || turn.previousStatus === 'failed') return;
-      const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
-      const fail = async (message: string) => {
-        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
-        await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
-      };
-      try {
-        await ensureWorkspace(s.directory);
-        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.tenantId, s.id, await client.createSession(s.directory, { title: s.title })));
-        if (turn.attempts > 1 && (await client.messageExists(s.directory, upstreamId, turn.messageId))) {
-          ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
-          await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
-          return;
-        }
-        const model = await runtime.resolveModel(s.tenantId, s.model);
-        const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
-        // Tools outside the owner's policy are withheld from the model; `question` always, because it
-        // waits for an answer no route of ours can give.
-        const tools: Record<string, boolean> = { question: false };
-        for (const t of RUNTIME_TOOLS) if (!toolAllowed(perms, t)) tools[t] = false;
-        await client.promptAsync(s.directory, upstreamId, {
-          messageID: turn.messageId,
-          parts: turn.parts,
-          model: { providerID: model.providerID, modelID: model.modelID },
-          ...(turn.agent ? { agent: turn.agent } : {}),
-          ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
-          tools,
-        });
-        await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
-      } catch (err) {
-        const retryable = !(err instanceof AppError) || err.status >= 500;
-        if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;
-        await fail((err as Error).message);
-      }
-    },
-
-    /** The analytics job: records one fact seen on the runtime's stream, once (usage, tool use, denials). */
-    async recordAnalytics(ctx: Ctx, data: AnalyticsData): Promise<void> {
-      const actx: Ctx = { ...ctx, tenantId: data.tenantId, actor: { kind: 'system', name: 'agent' }, channel: data.channel };
-      await db.transaction(async (tx) => {
-        if (!(await repo.claimLedgerKey(tx, data.key))) return;
-        switch (data.kind) {
-          case 'usage': {
-            const t = data.tokens ?? {};
-            await deps.usage.record(tx, {
-              tenantId: data.tenantId,
-              userId: data.userId,
-              sessionId: data.sessionId,
-              messageId: data.messageId,
-              model: data.modelId,
-              provider: /^aws_[0-9a-f]{32}_(.+)$/.exec(data.providerId)?.[1] ?? data.providerId,
-              tokens: { input: t.input ?? 0, output: t.output ?? 0, reasoning: t.reasoning ?? 0, cacheRead: t.cache?.read ?? 0, cacheWrite: t.cache?.write ?? 0 },
-              costUsd: data.cost ?? 0,
-              channel: data.channel,
-            });
-            break;
-          }
-          case 'tool':
-            await audit.record(tx, actx, { action: 'tool.execute', target: data.tool, sessionId: data.sessionId, userId: data.userId, durationMs: data.durationMs, details: { callId: data.callId, status: data.status, ...(data.title ? { title: data.title } : {}) } });
-            break;
-          case 'denied':
-            await audit.record(tx, actx, { action: 'tool.denied', target: data.tool, sessionId: data.sessionId, userId: data.userId, details: { reason: data.reason, patterns: data.patterns } });
-            break;
-          case 'cost_limit':
-            await audit.record(tx, actx, { action: 'cost.limit_reached', target: `session:${data.sessionId}`, sessionId: data.sessionId, userId: data.userId, details: { limitUsd: data.limit, costUsd: data.cost } });
-            break;
-        }
-      });
-    },
   };
 }
 
 export type SessionsService = ReturnType<typeof createSessionsService>;
-
-/** The bytes of a data: URL's percent-encoded payload; a malformed escape is the client's mistake (400). */
-function percentDecoded(payload: string): Buffer {
-  try {
-    return Buffer.from(decodeURIComponent(payload));
-  } catch {
-    throw new ValidationError("a file part's data: URL is not correctly percent-encoded (or use ;base64)");
-  }
-}

@@ -6,10 +6,15 @@ export interface Readiness {
   database: 'ok' | 'unreachable';
   migrations: 'current' | 'pending' | 'unknown';
   pending: string[];
+  /**
+   * Whether agents can run on this host: `sandbox` on or off (off: unsandboxed, single-user trials only),
+   * and why not when they cannot (no sandbox can start). Does not make the API unready: it still serves.
+   */
+  agents: { sandbox: 'on' | 'off'; available: boolean; problem?: string; warning?: string };
 }
 
 /** Health of the appliance itself, for /readyz and `aws status`-style checks. */
-export function createSystemService(deps: { db: Database; migrator: Migrator }) {
+export function createSystemService(deps: { db: Database; migrator: Migrator; agents: () => Readiness['agents'] }) {
   // Migrations only move forward while a process runs, so once current they stay current: skip the query.
   let knownCurrent = false;
   return {
@@ -18,12 +23,12 @@ export function createSystemService(deps: { db: Database; migrator: Migrator }) 
       try {
         await deps.db.query('select 1');
       } catch {
-        return { ready: false, database: 'unreachable', migrations: 'unknown', pending: [] };
+        return { ready: false, database: 'unreachable', migrations: 'unknown', pending: [], agents: deps.agents() };
       }
-      if (knownCurrent) return { ready: true, database: 'ok', migrations: 'current', pending: [] };
+      if (knownCurrent) return { ready: true, database: 'ok', migrations: 'current', pending: [], agents: deps.agents() };
       const pending = await deps.migrator.pending();
       knownCurrent = pending.length === 0;
-      return { ready: knownCurrent, database: 'ok', migrations: knownCurrent ? 'current' : 'pending', pending };
+      return { ready: knownCurrent, database: 'ok', migrations: knownCurrent ? 'current' : 'pending', pending, agents: deps.agents() };
     },
   };
 }

@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+import { normaliseHost } from '../egress/egress-policy.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
@@ -129,12 +131,21 @@ export function createTenantsService(deps: {
     },
 
     /**
-     * Updates tenant settings (admin.manage_tenant). Today: `groupRoleMapping`, identity-provider group
-     * object id -> role name. Stored and returned; sign-in does not apply it (SPEC.md "Tenant settings").
+     * Updates tenant settings (admin.manage_tenant): `groupRoleMapping`, identity-provider group object id
+     * -> role name, stored and returned (sign-in does not apply it, SPEC.md "Tenant settings"); `egress`,
+     * the domains the tenant's agents may (allow: only these) or may not (deny) reach.
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string> } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[] } } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const mapping = input.settings?.groupRoleMapping;
+      const egress = input.settings?.egress;
+      const domains = (field: string, list: string[] | undefined) =>
+        (list ?? []).map((d, i) => {
+          const host = normaliseHost(d.replace(/^\*\./, ''));
+          if (!host || isIP(host)) throw new ValidationError(`settings.egress.${field}[${i}]: "${d}" is not a domain name`, { details: { field: `settings.egress.${field}` } });
+          return host;
+        });
+      const egressRules = egress ? { allow: domains('allow', egress.allow), deny: domains('deny', egress.deny) } : undefined;
       return db.transaction(async (tx) => {
         const tenant = await repo.findById(tx, tenantId);
         if (!tenant) throw new NotFoundError('tenant not found');
@@ -147,6 +158,8 @@ export function createTenantsService(deps: {
           }
           settings.groupRoleMapping = mapping;
         }
+        // The egress proxy reads them on every connection: a change applies to running agents at once.
+        if (egressRules) settings.egress = egressRules;
         const updated = await repo.updateSettings(tx, tenantId, settings);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
         return updated;

@@ -7,6 +7,12 @@ const Readiness = Type.Object({
   database: Type.Union([Type.Literal('ok'), Type.Literal('unreachable')]),
   migrations: Type.Union([Type.Literal('current'), Type.Literal('pending'), Type.Literal('unknown')]),
   pending: Type.Array(Type.String()),
+  agents: Type.Object({
+    sandbox: Type.Union([Type.Literal('on'), Type.Literal('off')]),
+    available: Type.Boolean({ description: 'false: no agent can run on this host (see problem); the API still serves' }),
+    problem: Type.Optional(Type.String()),
+    warning: Type.Optional(Type.String()),
+  }),
 });
 
 /** Liveness and readiness probes for load balancers and systemd/k8s checks (outside /v1: not API). */
@@ -25,7 +31,7 @@ export async function healthRoutes(app: FastifyInstance, opts: { core: Core }): 
       logLevel: 'warn',
       schema: {
         tags: ['health'],
-        summary: 'Database reachable and migrations current',
+        summary: 'Database reachable and migrations current; whether agents can run, and sandboxed',
         response: { 200: Readiness, 503: Readiness },
       },
     },

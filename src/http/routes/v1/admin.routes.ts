@@ -173,9 +173,23 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     {
       schema: {
         tags: ['admin'],
-        summary: 'Update tenant settings (admin.manage_tenant); groupRoleMapping is stored, not applied at sign-in',
+        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in) and egress (domains the agents may or may not reach through the egress proxy)',
         body: Type.Object({
-          settings: Type.Object({ groupRoleMapping: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 200 }), Type.String({ minLength: 1, maxLength: 63 }))) }, { additionalProperties: false }),
+          settings: Type.Object(
+            {
+              groupRoleMapping: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 200 }), Type.String({ minLength: 1, maxLength: 63 }))),
+              egress: Type.Optional(
+                Type.Object(
+                  {
+                    allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Domains the tenant\'s agents may reach (a domain covers its subdomains); set: only these' })),
+                    deny: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Domains the tenant\'s agents may never reach' })),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            },
+            { additionalProperties: false },
+          ),
         }),
         response: { 200: Type.Object({ tenant: Tenant }), ...errorResponses(400, 401, 403) },
       },

@@ -23,7 +23,12 @@ const RuntimeStatus = Type.Object({
   defaultModel: Type.Union([Type.String(), Type.Null()]),
   applied: Type.Union([Type.Object({ defaultModel: Type.String(), providers: Type.Array(Type.String()), at: Type.Union([DateTime, Type.Null()]), by: Type.Union([Type.String(), Type.Null()]) }), Type.Null()]),
   pendingChanges: Type.Boolean({ description: 'Providers or the default model changed since the last apply' }),
-  runtime: Type.Object({ mode: Type.String(), reachable: Type.Boolean(), version: Type.Optional(Type.String()), error: Type.Optional(Type.String()) }),
+  runtime: Type.Object({
+    sandbox: Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'off: agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off, single-user trials only)' }),
+    warning: Type.Optional(Type.String()),
+    running: Type.Integer({ description: 'Runtimes of this workspace\'s users running now (one per user, started on demand)' }),
+    max: Type.Integer({ description: 'Most runtimes running at once on the host (AGENTWS_RUNTIME_MAX)' }),
+  }),
   providers: Type.Array(Provider),
 });
 const Template = Type.Object({

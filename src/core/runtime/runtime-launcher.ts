@@ -1,0 +1,242 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { randomSecret } from '../../lib/secrets.js';
+import { UnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { OPENCODE_VERSION, nicePrefix, opencodeBinary } from './opencode-process.js';
+import { INNER_PROXY_PORT, SANDBOX_PATHS, innerCommand, sandboxEtcFiles, sandboxPath, spawnSandbox, which } from './sandbox.js';
+import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
+
+/**
+ * Starts one user's runtime (`opencode serve`) and hands back where it answers. Sandboxed (the default):
+ * inside bubblewrap (sandbox.ts), reached through the Unix socket `run/api.sock` of its run directory,
+ * leaving only through the egress proxy listening on `run/proxy.sock`. Unsandboxed (AGENTWS_RUNTIME_SANDBOX
+ * =off, single-user trials): a plain child on a loopback port whose HTTP(S)_PROXY is the proxy's TCP
+ * listener (advice the agent can ignore: without the sandbox nothing holds it).
+ *
+ * Facts this relies on (opencode 1.18.33): it prints `opencode server listening on http://...` once it
+ * listens; `GET /global/health` answers once it serves; OPENCODE_DISABLE_MODELS_FETCH keeps it from
+ * fetching models.dev at start (there is no network for it: models come from our configuration);
+ * a config dir holding package.json + node_modules/@opencode-ai/plugin keeps it from running
+ * `npm install` there; it runs glob and grep through `rg` from PATH (Debian's ripgrep) instead of
+ * downloading one.
+ */
+const START_TIMEOUT_MS = 30_000;
+const LISTENING = /opencode server listening on (http:\/\/\S+)/;
+
+export interface RuntimeDirs {
+  /** The user's workspace (read-write inside, at /workspace). */
+  workspace: string;
+  /** The runtime's own files: home/, run/, tmp/, etc/ (per user, under the data dir). */
+  root: string;
+  /** The tenant's shared directory (read-only inside, at /srv/tenant). */
+  tenant: string;
+}
+
+export interface LaunchedRuntime {
+  endpoint: RuntimeEndpoint;
+  /** The directory the runtime knows the workspace as (what `?directory=` must say). */
+  directory: string;
+  pid: number;
+  /** Where its egress proxy must listen: a socket path (sandboxed) or a TCP port already chosen (plain). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
+  stop(): Promise<void>;
+}
+
+/** The opencode plugin directory, prepared once: what opencode would npm-install on first start. */
+export function preparePluginDir(dataDir: string): string {
+  const dir = join(dataDir, 'runtimes', 'plugin');
+  const pkgDir = join(dir, 'node_modules', '@opencode-ai', 'plugin');
+  if (!existsSync(join(pkgDir, 'package.json'))) {
+    mkdirSync(pkgDir, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ dependencies: { '@opencode-ai/plugin': OPENCODE_VERSION } }, null, 2));
+    writeFileSync(
+      join(dir, 'package-lock.json'),
+      JSON.stringify({ name: 'opencode-config', lockfileVersion: 3, requires: true, packages: { '': { dependencies: { '@opencode-ai/plugin': OPENCODE_VERSION } }, 'node_modules/@opencode-ai/plugin': { version: OPENCODE_VERSION } } }, null, 2),
+    );
+    // Only the manifest: opencode checks the dependency is installed; it loads no plugin of ours.
+    writeFileSync(join(pkgDir, 'package.json'), JSON.stringify({ name: '@opencode-ai/plugin', version: OPENCODE_VERSION, type: 'module' }, null, 2));
+  }
+  return dir;
+}
+
+/** The environment opencode runs with (inside the sandbox, or as a plain child). */
+function runtimeEnv(o: { home: string; password: string; proxy: string; path: string; tmp: string }): Record<string, string> {
+  return {
+    PATH: o.path,
+    HOME: o.home,
+    XDG_CONFIG_HOME: join(o.home, '.config'),
+    XDG_DATA_HOME: join(o.home, '.local', 'share'),
+    XDG_CACHE_HOME: join(o.home, '.cache'),
+    XDG_STATE_HOME: join(o.home, '.local', 'state'),
+    TMPDIR: o.tmp,
+    LANG: 'C.UTF-8',
+    OPENCODE_SERVER_PASSWORD: o.password,
+    // Everything leaves through the egress proxy; model calls to the gateway host too.
+    HTTP_PROXY: o.proxy,
+    HTTPS_PROXY: o.proxy,
+    http_proxy: o.proxy,
+    https_proxy: o.proxy,
+    NO_PROXY: 'localhost,127.0.0.1,::1',
+    no_proxy: 'localhost,127.0.0.1,::1',
+    OPENCODE_DISABLE_MODELS_FETCH: '1',
+    OPENCODE_DISABLE_AUTOUPDATE: '1',
+    OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+    OPENCODE_DISABLE_CLAUDE_CODE: '1',
+    OPENCODE_DISABLE_SHARE: '1',
+    GIT_AUTHOR_NAME: 'agent',
+    GIT_AUTHOR_EMAIL: 'agent@agentws.invalid',
+    GIT_COMMITTER_NAME: 'agent',
+    GIT_COMMITTER_EMAIL: 'agent@agentws.invalid',
+  };
+}
+
+export function createRuntimeLauncher(options: { dataDir: string; sandbox: boolean; nice: number; log: Logger; binary?: string }) {
+  const { log } = options;
+
+  /** Directories of a runtime, created private to the service user. */
+  function prepare(dirs: RuntimeDirs) {
+    const d = { home: join(dirs.root, 'home'), run: join(dirs.root, 'run'), tmp: join(dirs.root, 'tmp'), etc: join(dirs.root, 'etc') };
+    for (const p of [dirs.root, d.home, d.run, d.tmp, d.etc, dirs.workspace, dirs.tenant]) mkdirSync(p, { recursive: true, mode: 0o700 });
+    for (const [name, text] of Object.entries(sandboxEtcFiles())) writeFileSync(join(d.etc, name), text, { mode: 0o644 });
+    // Stale sockets of a previous run: socat recreates api.sock; the proxy must be able to bind proxy.sock.
+    for (const s of ['api.sock', 'proxy.sock']) rmSync(join(d.run, s), { force: true });
+    chmodSync(dirs.tenant, 0o755);
+    return d;
+  }
+
+  /**
+   * Starts the runtime. `proxy` is called with where the egress proxy must listen before the runtime
+   * starts (it is the runtime's only way out, so it must be there first).
+   */
+  async function launch(dirs: RuntimeDirs, proxy: (at: { path: string } | { port: number }) => Promise<{ port?: number }>): Promise<LaunchedRuntime> {
+    const d = prepare(dirs);
+    const password = randomSecret(24);
+    const binary = options.binary ?? opencodeBinary();
+    let endpoint: RuntimeEndpoint;
+    let directory: string;
+    let proc: ChildProcess;
+    if (options.sandbox) {
+      await proxy({ path: join(d.run, 'proxy.sock') });
+      const nodeBinDir = dirname(process.execPath);
+      const spec = {
+        workspace: dirs.workspace,
+        home: d.home,
+        tenant: dirs.tenant,
+        run: d.run,
+        tmp: d.tmp,
+        etcDir: d.etc,
+        opencode: binary,
+        nodeBinDir,
+        pluginDir: preparePluginDir(options.dataDir),
+        env: runtimeEnv({ home: SANDBOX_PATHS.home, password, proxy: `http://127.0.0.1:${INNER_PROXY_PORT}`, path: sandboxPath(true), tmp: SANDBOX_PATHS.tmp }),
+        command: innerCommand(),
+      };
+      const bwrap = which('bwrap');
+      if (!bwrap) throw new UnavailableError('bubblewrap (bwrap) is not installed: agents cannot run contained', { code: 'sandbox_unavailable', hint: 'Install it (`sudo apt-get install bubblewrap socat ripgrep`; `./install.sh` does it).' });
+      // Options reach bwrap on a pipe and its environment is empty: the sandbox's pid 1 (a bwrap) shows
+      // the agent neither the host's paths nor the service's environment in /proc/1.
+      proc = spawnSandbox(bwrap, spec, ['ignore', 'pipe', 'pipe'], undefined, nicePrefix(options.nice));
+      // Filled in once the sandbox exists (see insidePath).
+      endpoint = { socketPath: '', authorization: basic(password) };
+      directory = SANDBOX_PATHS.workspace;
+    } else {
+      const { port } = await proxy({ port: 0 });
+      const argv = [...nicePrefix(options.nice), binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
+      const env = runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp });
+      // Filled in from the line it prints.
+      endpoint = { url: '', authorization: basic(password) };
+      directory = dirs.workspace;
+      mkdirSync(join(d.home, '.config'), { recursive: true });
+      linkPlugin(preparePluginDir(options.dataDir), join(d.home, '.config', 'opencode'));
+      proc = spawn(argv[0], argv.slice(1), { cwd: dirs.workspace, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    }
+
+    let stderr = '';
+    proc.stderr!.on('data', (c) => (stderr = (stderr + c).slice(-4000)));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal, stderr })));
+    try {
+      const url = await listening(proc, () => stderr);
+      if (!options.sandbox) endpoint = { url, authorization: endpoint.authorization };
+      else endpoint = { socketPath: insidePath(proc.pid!, `${SANDBOX_PATHS.run}/api.sock`), authorization: endpoint.authorization };
+      await healthy(endpoint, proc);
+    } catch (err) {
+      proc.kill('SIGKILL');
+      throw err;
+    }
+    log.info({ runtimePid: proc.pid, sandboxed: options.sandbox }, 'agent runtime ready');
+    return {
+      endpoint,
+      directory,
+      pid: proc.pid!,
+      exited,
+      async stop() {
+        if (proc.exitCode !== null || proc.signalCode !== null) return;
+        const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+        proc.kill('SIGTERM');
+        await exited;
+        clearTimeout(timer);
+      },
+    };
+  }
+
+  return { launch, prepare };
+}
+
+export type RuntimeLauncher = ReturnType<typeof createRuntimeLauncher>;
+
+const basic = (password: string) => `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`;
+
+/** Unsandboxed: the plugin dir's files, copied into the runtime's own config dir (no npm install). */
+function linkPlugin(pluginDir: string, configDir: string): void {
+  mkdirSync(join(configDir, 'node_modules', '@opencode-ai', 'plugin'), { recursive: true });
+  for (const f of ['package.json', 'package-lock.json', join('node_modules', '@opencode-ai', 'plugin', 'package.json')]) {
+    const to = join(configDir, f);
+    if (!existsSync(to)) writeFileSync(to, readFileSync(join(pluginDir, f)));
+  }
+}
+
+function listening(proc: ChildProcess, stderr: () => string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new UnavailableError(`the agent runtime did not start within ${START_TIMEOUT_MS / 1000} s`, { code: 'runtime_unavailable' })), START_TIMEOUT_MS);
+    proc.stdout!.on('data', (c) => {
+      out += c;
+      const m = LISTENING.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    proc.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new UnavailableError(`the agent runtime exited (${code ?? signal}) while starting: ${stderr().trim().slice(-500)}`, { code: 'runtime_unavailable' }));
+    });
+  });
+}
+
+/**
+ * The API socket as seen from inside the sandbox: through /proc/<pid>/root of the sandbox's first
+ * process, so the path resolves in the sandbox's own filesystem. The run directory is writable inside
+ * (socat creates the socket there); the agent could replace api.sock with a symlink to a socket of the
+ * host (PostgreSQL's, Docker's) and have the service connect to it. Resolved in here, such a link leads
+ * nowhere: the host's paths do not exist inside.
+ */
+function insidePath(bwrapPid: number, path: string): string {
+  const children = readFileSync(`/proc/${bwrapPid}/task/${bwrapPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  if (!children.length) throw new UnavailableError('the sandbox has no process inside', { code: 'runtime_unavailable' });
+  return `/proc/${children[0]}/root${path}`;
+}
+
+/** Listening is not yet serving (and the socket bridge may be up before opencode): wait for its health route. */
+async function healthy(endpoint: RuntimeEndpoint, proc: ChildProcess): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  for (;;) {
+    const r = await requestRuntime(endpoint, 'GET', '/global/health', { timeoutMs: 2000 }).catch(() => null);
+    if (r?.status === 200) return;
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new UnavailableError('the agent runtime stopped while starting', { code: 'runtime_unavailable' });
+    if (Date.now() > deadline) throw new UnavailableError('the agent runtime does not answer its health check', { code: 'runtime_unavailable' });
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,61 @@
+import http, { type IncomingMessage } from 'node:http';
+
+/**
+ * How the service speaks HTTP to a runtime: over the Unix socket bound into its sandbox (the sandbox has
+ * no network the host could reach), or over loopback TCP for an unsandboxed runtime. node:http is used
+ * rather than fetch because fetch cannot dial a Unix socket without an extra dispatcher library.
+ */
+export interface RuntimeEndpoint {
+  /** The Unix socket of a sandboxed runtime's API. */
+  socketPath?: string;
+  /** `http://127.0.0.1:<port>` of an unsandboxed runtime. */
+  url?: string;
+  /** HTTP Basic credentials for every request. */
+  authorization: string;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function target(ep: RuntimeEndpoint, path: string): http.RequestOptions {
+  if (ep.socketPath) return { socketPath: ep.socketPath, path, agent };
+  const u = new URL(path, ep.url);
+  return { host: u.hostname, port: u.port, path: u.pathname + u.search, agent };
+}
+
+/** One request with a JSON body (or none); the whole answer is read. */
+export function requestRuntime(
+  ep: RuntimeEndpoint,
+  method: string,
+  path: string,
+  options: { body?: unknown; timeoutMs?: number } = {},
+): Promise<{ status: number; contentType: string; text: string }> {
+  const body = options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : null;
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      ...target(ep, path),
+      method,
+      headers: { authorization: ep.authorization, ...(body ? { 'content-type': 'application/json', 'content-length': body.length } : {}) },
+      timeout: options.timeoutMs ?? 10_000,
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error(`${method} ${path.split('?')[0]} timed out`), { name: 'TimeoutError' })));
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.end(body ?? undefined);
+  });
+}
+
+/** Opens a long-lived GET (the event stream); `signal` ends it. */
+export function openRuntimeStream(ep: RuntimeEndpoint, path: string, signal: AbortSignal): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    // Its own connection: a stream must not occupy a pooled keep-alive socket forever.
+    const req = http.request({ ...target(ep, path), agent: false, method: 'GET', headers: { authorization: ep.authorization, accept: 'text/event-stream' }, signal });
+    req.on('error', reject);
+    req.on('response', resolve);
+    req.end();
+  });
+}

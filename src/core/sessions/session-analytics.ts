@@ -1,0 +1,43 @@
+import type { Database } from '../../db/database.js';
+import type { AuditService } from '../audit/audit.service.js';
+import type { Ctx } from '../context.js';
+import type { SessionsRepo } from './sessions.repo.js';
+
+/** The job that records the facts the session stream sees on the runtime's stream (enqueued by session-stream.ts). */
+export const ANALYTICS_JOB = 'agent-analytics';
+
+export interface AnalyticsData {
+  kind: 'tool' | 'denied';
+  key: string;
+  sessionId: string;
+  tenantId: string;
+  userId: string;
+  channel: string;
+  [k: string]: any;
+}
+
+export function createSessionAnalytics(deps: { db: Database; repo: Pick<SessionsRepo, 'claimLedgerKey'>; audit: Pick<AuditService, 'record'> }) {
+  const { db, repo, audit } = deps;
+  return {
+    /**
+     * The analytics job: records one fact seen on the runtime's stream, once (tool use, denials; usage is the LLM gateway's).
+     * Every serving process sees the same facts; the ledger key makes the first job the only one.
+     */
+    async recordAnalytics(ctx: Ctx, data: AnalyticsData): Promise<void> {
+      const actx: Ctx = { ...ctx, tenantId: data.tenantId, actor: { kind: 'system', name: 'agent' }, channel: data.channel };
+      await db.transaction(async (tx) => {
+        if (!(await repo.claimLedgerKey(tx, data.key))) return;
+        switch (data.kind) {
+          case 'tool':
+            await audit.record(tx, actx, { action: 'tool.execute', target: data.tool, sessionId: data.sessionId, userId: data.userId, durationMs: data.durationMs, details: { callId: data.callId, status: data.status, ...(data.title ? { title: data.title } : {}) } });
+            break;
+          case 'denied':
+            await audit.record(tx, actx, { action: 'tool.denied', target: data.tool, sessionId: data.sessionId, userId: data.userId, details: { reason: data.reason, patterns: data.patterns } });
+            break;
+        }
+      });
+    },
+  };
+}
+
+export type SessionAnalytics = ReturnType<typeof createSessionAnalytics>;

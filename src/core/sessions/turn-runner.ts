@@ -1,0 +1,121 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Database } from '../../db/database.js';
+import type { Ctx } from '../context.js';
+import { AppError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { RbacPermissions } from '../rbac/permissions.js';
+import type { JobQueue } from '../jobs/job-queue.js';
+import { createRuntimeClient } from '../runtime/runtime-client.js';
+import { RuntimeBusyError, type RuntimePool } from '../runtime/runtime-pool.js';
+import type { RuntimeService } from '../runtime/runtime.service.js';
+import { withheldTools } from './prompt-parts.js';
+import type { SessionStreams } from './session-stream.js';
+import type { SessionsRepo } from './sessions.repo.js';
+
+export const AGENT_TURN_JOB = 'agent-turn';
+/** How often a turn is attempted before it is given up (and reported on the session's stream). */
+export const TURN_ATTEMPTS = 4;
+/**
+ * A turn job still active after this long is taken to have lost its worker and is retried. It must
+ * exceed the longest a live attempt can take (a cold start of the user's runtime, at most 30 s to
+ * listen and 30 s to answer; then runtime calls of at most 10 s each, four of them), or a slow attempt
+ * and its retry could both send.
+ */
+export const TURN_EXPIRE_S = 120;
+/** A turn waiting for a free runtime tries again after this long. */
+const WAIT_FOR_RUNTIME_S = 3;
+
+const run = promisify(execFile);
+
+export function createTurnRunner(deps: {
+  db: Database;
+  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'finishTurn' | 'waitTurn'>;
+  runtime: Pick<RuntimeService, 'resolveModel' | 'ensureConfigured'>;
+  pool: Pick<RuntimePool, 'acquire'>;
+  queue: JobQueue;
+  streams: Pick<SessionStreams, 'publish'>;
+  permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+  log: Logger;
+}) {
+  const { db, repo, runtime, streams } = deps;
+  let gitMissing = false;
+
+  /** Makes a user's workspace directory (and a git repository in it) if it is not there yet. */
+  async function ensureWorkspace(dir: string): Promise<void> {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    // A git repository makes the directory the runtime's project root (without one the runtime treats
+    // the whole filesystem as the worktree).
+    if (!gitMissing && !existsSync(join(dir, '.git'))) {
+      await run('git', ['init', '-q', dir]).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') {
+          gitMissing = true;
+          deps.log.warn('git is not installed: agent workspaces are not git repositories, so the runtime cannot confine its project root to them');
+        } else throw err;
+      });
+    }
+  }
+
+  return {
+    ensureWorkspace,
+
+    /**
+     * The agent-turn job: sends a queued turn to the session owner's runtime (started if need be)
+     * exactly once. The runtime message id was chosen when the prompt was accepted, so a retry (worker
+     * died after sending) finds the message upstream and stops instead of sending the turn again. When
+     * every runtime of the host is busy, the turn goes back in the queue (its attempts untouched) and the
+     * stream says it waits.
+     */
+    async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
+      const turn = await repo.beginAttempt(db, input.turnId);
+      if (!turn || turn.previousStatus === 'sent' || turn.previousStatus === 'failed') return;
+      const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
+      const fail = async (message: string) => {
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
+        await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
+      };
+      try {
+        await ensureWorkspace(s.directory);
+        const owner = { tenantId: s.tenantId, userId: s.ownerId };
+        let handle;
+        try {
+          handle = await deps.pool.acquire(owner);
+        } catch (err) {
+          if (!(err instanceof RuntimeBusyError)) throw err;
+          const waited = await repo.waitTurn(db, turn.tenantId, turn.id);
+          await deps.queue.send(AGENT_TURN_JOB, { turnId: turn.id }, { retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S, startAfterSeconds: WAIT_FOR_RUNTIME_S });
+          if (!waited) await streams.publish(s.id, 'runtime.waiting', { message: `${err.message}: your turn waits in the queue and starts when one frees up.` });
+          return;
+        }
+        const client = createRuntimeClient(handle);
+        await runtime.ensureConfigured(owner, handle);
+        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.tenantId, s.id, await client.createSession({ title: s.title })));
+        if (turn.attempts > 1 && (await client.messageExists(upstreamId, turn.messageId))) {
+          ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
+          await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
+          return;
+        }
+        const model = await runtime.resolveModel(s.tenantId, s.model);
+        const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
+        await client.promptAsync(upstreamId, {
+          messageID: turn.messageId,
+          parts: turn.parts,
+          model: { providerID: model.providerID, modelID: model.modelID },
+          ...(turn.agent ? { agent: turn.agent } : {}),
+          ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
+          tools: withheldTools(perms),
+        });
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
+      } catch (err) {
+        const retryable = !(err instanceof AppError) || err.status >= 500;
+        if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;
+        await fail((err as Error).message);
+      }
+    },
+  };
+}
+
+export type TurnRunner = ReturnType<typeof createTurnRunner>;
