@@ -3,8 +3,8 @@ import { SESSION_EVENTS_CHANNEL } from '../../src/core/sessions/session-stream.j
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
-/** Concurrent deletes of one session: exactly one wins (issue 11, finding 13). */
-describe(`sessions: concurrent deletes (${DB_MODE})`, () => {
+/** Concurrent deletes of one session: exactly one wins (issue 11, finding 13); concurrent first creates all succeed. */
+describe(`sessions: concurrent deletes and creates (${DB_MODE})`, () => {
   let t: TestApp;
   let token: string;
   let other: string;
@@ -42,5 +42,16 @@ describe(`sessions: concurrent deletes (${DB_MODE})`, () => {
     await expect.poll(() => published.filter((e) => e.sessionId === sessionId && e.type === 'session.deleted').length, { timeout: 5000 }).toBe(1);
     await new Promise((r) => setTimeout(r, 500));
     expect(published.filter((e) => e.sessionId === sessionId && e.type === 'session.deleted')).toHaveLength(1);
+  });
+
+  it('a user\'s concurrent first sessions all succeed: their workspace is prepared once, not raced', async () => {
+    // Several users at once, each with ten simultaneous first sessions: `git init` of one workspace
+    // run twice at the same moment fails ("File exists"), which answered 500.
+    const people = [...Array(6).keys()].map((i) => ({ handle: `gus${i}`, roles: ['member'] }));
+    const fresh = await seedTenant(t, 'gamma', people);
+    const tokens = await Promise.all(people.map((p) => signToken(t, { sub: fresh.ids[p.handle], tid: fresh.tenantId, roles: ['member'] })));
+    const results = await Promise.all(tokens.flatMap((token) => Array.from({ length: 10 }, (_, i) => api(t, 'POST', '/v1/sessions', { token, body: { title: `parallel ${i}` } }))));
+    expect(results.map((r) => r.status)).toEqual(Array(60).fill(201));
+    for (const token of tokens) expect((await api(t, 'GET', '/v1/sessions', { token })).json.sessions).toHaveLength(10);
   });
 });

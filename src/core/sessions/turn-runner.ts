@@ -44,8 +44,20 @@ export function createTurnRunner(deps: {
   const { db, repo, runtime, streams } = deps;
   let gitMissing = false;
 
+  /** In-flight preparations by directory: a user's concurrent first requests share one `git init`. */
+  const preparing = new Map<string, Promise<void>>();
+
   /** Makes a user's workspace directory (and a git repository in it) if it is not there yet. */
-  async function ensureWorkspace(dir: string): Promise<void> {
+  function ensureWorkspace(dir: string): Promise<void> {
+    let p = preparing.get(dir);
+    if (!p) {
+      p = prepareWorkspace(dir).finally(() => preparing.delete(dir));
+      preparing.set(dir, p);
+    }
+    return p;
+  }
+
+  async function prepareWorkspace(dir: string): Promise<void> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     // A git repository makes the directory the runtime's project root (without one the runtime treats
     // the whole filesystem as the worktree).
@@ -54,7 +66,8 @@ export function createTurnRunner(deps: {
         if (err.code === 'ENOENT') {
           gitMissing = true;
           deps.log.warn('git is not installed: agent workspaces are not git repositories, so the runtime cannot confine its project root to them');
-        } else throw err;
+        } else if (!existsSync(join(dir, '.git', 'HEAD'))) throw err;
+        // Otherwise another process (serve and a worker) initialised it at the same moment: it is there.
       });
     }
   }
