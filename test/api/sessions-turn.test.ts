@@ -26,6 +26,18 @@ describe('agent sessions: a full turn', () => {
     expect(status.json).toMatchObject({ ready: false, runtime: { sandbox: 'on', running: 0 } });
   });
 
+  it('opening the stream of a new session starts its owner\'s runtime before any prompt (the cold start passes while they type)', async () => {
+    const { tokens, ids } = people;
+    const running = async () => (await r.t.opened.db.query(`select count(*)::int as n from agent_runtimes where user_id = $1`, [ids.owner])).rows[0].n;
+    const created = await api(r.t, 'POST', '/v1/sessions', { token: tokens.owner, body: { title: 'about to type' } });
+    expect(created.status).toBe(201);
+    expect(await running()).toBe(0);
+    const sse = await openSse(`${r.t.url}/v1/sessions/${created.json.sessionId}/events`, { authorization: `Bearer ${tokens.owner}` });
+    expect(sse.status).toBe(200);
+    await expect.poll(running, { timeout: 30_000, interval: 100 }).toBe(1);
+    await sse.close();
+  });
+
   it('streams the turn (deltas, running, idle), returns the transcript, and records usage and audit', async () => {
     const { tokens, ids } = people;
     await applyScriptedProvider(r.t, tokens.owner, r.llm);

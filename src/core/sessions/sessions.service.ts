@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission, tenantOf } from '../authz.js';
+import { hasPermission, requirePermission, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
@@ -40,6 +40,12 @@ export function createSessionsService(deps: {
 }) {
   const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
+  /**
+   * Starts a user's runtime ahead of their first prompt (they opened a session's stream): the ~2 s of
+   * a cold start then pass while they type. Best effort: a full host or a failure waits for the prompt,
+   * which reports it.
+   */
+  const warm = (tenantId: string, userId: string) => void pool.acquire({ tenantId, userId }).catch(() => {});
 
   function userOf(ctx: Ctx): UserActor {
     if (ctx.actor.kind !== 'user') {
@@ -182,8 +188,9 @@ export function createSessionsService(deps: {
     /** Checks the caller may watch the session's event stream; the adapter then subscribes. */
     async openStream(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ sessionId: string }> {
       const s = await owned(ctx, input.id, input.browserSession);
-      // A session with a transcript may have a turn running: have its owner's runtime up to hear it.
-      if (s.upstreamId) void pool.acquire({ tenantId: s.tenantId, userId: s.ownerId }).catch(() => {});
+      // A session with a transcript may have a turn running: have its owner's runtime up to hear it. A
+      // person who can prompt and opens a stream is about to: start theirs while they type.
+      if (s.upstreamId || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'agents.create'))) warm(s.tenantId, s.ownerId);
       return { sessionId: s.id };
     },
 
