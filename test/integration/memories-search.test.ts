@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Ctx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { createMemoriesRepo, type Viewer } from '../../src/core/memories/memories.repo.js';
-import { createMemoriesService, type EmbedQuery, type MemoriesService } from '../../src/core/memories/memories.service.js';
+import { createMemoriesService, EMBED_MEMORY_JOB, type EmbedQuery, type MemoriesService } from '../../src/core/memories/memories.service.js';
+import { ensureQueues } from '../../src/jobs/boss.js';
 import { systemRolePermissions, type SystemRoleName } from '../../src/core/rbac/permissions.js';
 import { systemCtx } from '../../src/core/context.js';
 import { openTestCore } from '../helpers/core.js';
@@ -51,6 +52,10 @@ describe(`memory search and recall (${DB_MODE})`, () => {
       await db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = $3`, [tenantId, rows[0].id, role]);
     }
     sessionId = (await db.query<{ id: string }>(`insert into agent_sessions (tenant_id, owner_id, title, directory) values ($1, $2, 'chat', '/tmp/x') returning id`, [tenantId, users.ann])).rows[0].id;
+    // The tenant's embedder, as the embedders' service records it (its handler registers this queue).
+    await ensureQueues(env.opened.boss, [EMBED_MEMORY_JOB]);
+    const provider = (await db.query<{ id: string }>(`insert into providers (tenant_id, name, kind, base_url) values ($1, 'emb', 'openai-compatible', 'http://127.0.0.1:9/v1') returning id`, [tenantId])).rows[0].id;
+    await db.query(`insert into memory_embedders (tenant_id, provider_id, model, dimensions, model_key, updated_by) values ($1, $2, 'toy-embedder', 3, $3, 'test')`, [tenantId, provider, KEY]);
     // The partial index the embedders' service creates for a model key.
     await db.query(`create index memories_hnsw_test on memories using hnsw ((embedding::vector(3)) vector_cosine_ops) where embedding_model = '${KEY}'`);
     const permissionsOf = (t: string, u: string) => core.rbac.resolvePermissions(t, [u === users.vic ? 'viewer' : 'member']);
@@ -97,6 +102,11 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     } finally {
       failEmbedding = false;
     }
+    // A vector that does not fit the model key's dimensions: full-text too.
+    vectors.set('postgresql nightly', [1, 0]);
+    const odd = await hybrid.list(ann, { q: 'postgresql nightly' });
+    expect(odd.searchMode).toBe('fulltext');
+    expect(odd.memories.map((m) => m.id)).toEqual([both.id]);
   });
 
   it('applies visibility in the vector arm too', async () => {
@@ -128,12 +138,16 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     expect(events).toHaveLength(20);
     const repo = createMemoriesRepo();
     const viewer: Viewer = { tenantId, userId: users.bob, readOwn: true, readTeam: true, readOrg: false };
+    const input = { text: 'nothing-matches-this', match: 'all' as const, kind: 'event' as const, limit: 10, candidates: 10, vector: { modelKey: KEY, values: [1, 0, 0] } };
     const found = await db.transaction(async (tx) => {
-      // Make the planner take the index, as it would on a large table.
+      // Make the planner take the index, as it does on a large table (here a sort of 400 rows is cheaper).
       await tx.query('set local enable_seqscan = off');
-      const plan = await tx.query(`explain select id from memories where embedding_model = '${KEY}' order by (embedding::vector(3)) <=> '[1,0,0]'::vector(3) limit 10`);
-      expect(plan.rows.map((r) => Object.values(r)[0]).join('\n')).toMatch(/memories_hnsw_test/);
-      return repo.search(tx, viewer, { text: 'nothing-matches-this', match: 'all', kind: 'event', limit: 10, candidates: 10, vector: { modelKey: KEY, values: [1, 0, 0] } });
+      await tx.query('set local enable_sort = off');
+      // The plan of the very statement the repo runs: its search statement, explained.
+      const explained = { query: (text: string, values?: unknown[]) => tx.query(text.trimStart().startsWith('with') ? `explain ${text}` : text, values) };
+      const plan = (await repo.search(explained as unknown as typeof tx, viewer, input)) as unknown as Array<Record<string, string>>;
+      expect(plan.map((r) => Object.values(r)[0]).join('\n')).toMatch(/Index Scan using memories_hnsw_test/);
+      return repo.search(tx, viewer, input);
     });
     expect(found).toHaveLength(10);
     expect(found.every((m) => events.includes(m.id))).toBe(true);

@@ -104,6 +104,22 @@ describe('looksLikeInstructions', () => {
   }
 });
 
+describe('looksLikeInstructions on hostile input', () => {
+  it('stays fast on long, pathological text (it runs on whatever the agent saves)', () => {
+    const inputs = [
+      'curl ' + '-a '.repeat(3000),
+      'a.'.repeat(4000),
+      ' '.repeat(8000),
+      'ignore ' + 'all '.repeat(2000),
+      'x'.repeat(8000),
+      'assistant' + ' ,'.repeat(4000),
+    ];
+    const started = performance.now();
+    for (const text of inputs) instructionSignals(text);
+    expect(performance.now() - started).toBeLessThan(500);
+  });
+});
+
 describe('memory rules', () => {
   it('knows the kinds and visibilities of SPEC.md', () => {
     for (const k of ['fact', 'preference', 'event', 'skill-note']) expect(isMemoryKind(k)).toBe(true);

@@ -22,6 +22,7 @@ import {
   MEMORY_LIMIT_MAX,
   MEMORY_QUERY_MAX,
   MEMORY_VISIBILITIES,
+  vectorLiteral,
   type MemoryKind,
   type MemoryVisibility,
 } from './memory-fns.js';
@@ -152,6 +153,21 @@ export function createMemoriesService(deps: {
   }
 
   /**
+   * A query vector the statement can use: finite numbers, as many as the model key's dimensions
+   * (`<provider id>/<model>/<dimensions>`); a mismatch would make the cast of the stored vectors fail.
+   */
+  function usableVector(v: { modelKey: string; vector: number[] }): boolean {
+    if (typeof v.modelKey !== 'string' || !v.modelKey || !Array.isArray(v.vector)) return false;
+    try {
+      vectorLiteral(v.vector);
+    } catch {
+      return false;
+    }
+    const dims = Number(v.modelKey.split('/').at(-1));
+    return !Number.isInteger(dims) || dims === v.vector.length;
+  }
+
+  /**
    * Search with the visibility rule in the statement. Hybrid when the tenant's embedder gives the text a
    * vector; full-text when it has none, and also when the embedder fails: a search that answers from
    * words is better than none, and the answer says which mode it was.
@@ -166,7 +182,11 @@ export function createMemoriesService(deps: {
         log.warn({ err: (err as Error).message }, 'embedding the search text failed: answering with full-text search');
       }
     }
-    if (vector && vector.vector.length > 0) {
+    if (vector && !usableVector(vector)) {
+      log.warn({ modelKey: vector.modelKey, dimensions: vector.vector?.length }, 'the embedder gave an unusable query vector: answering with full-text search');
+      vector = null;
+    }
+    if (vector) {
       const values = vector.vector;
       const modelKey = vector.modelKey;
       // The SET LOCALs of the vector arm need a transaction of their own (repo.search).

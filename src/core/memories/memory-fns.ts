@@ -79,8 +79,10 @@ const INSTRUCTION_SIGNALS: Array<[string, RegExp]> = [
   ['url', /\bwww\.[a-z0-9-]+\.[a-z]{2,}\S*/i],
   // A bare domain followed by a path ("evil.example/payload"): what gets fetched. A plain domain
   // (an email address, "example.com") is not enough, nor a file name ("notes.md").
-  ['url', /\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+(?!(?:js|ts|jsx|tsx|mjs|cjs|md|py|rb|rs|java|kt|json|ya?ml|toml|txt|html?|css|scss|lock|cfg|ini|xml|csv|log|sql|vue|svelte)\b)[a-z]{2,24}(?::\d{1,5})?\/[^\s/]\S*/i],
-  ['command', /\b(?:curl|wget|invoke-webrequest|iwr)\s+(?:-{1,2}[a-z][\w-]*\s+\S*\s*)*(?:['"]?(?:https?:|ftp:|\$|\/|[\w.-]+\.[a-z]{2,}\b))/i],
+  ['url', /\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.){1,8}(?!(?:js|ts|jsx|tsx|mjs|cjs|md|py|rb|rs|java|kt|json|ya?ml|toml|txt|html?|css|scss|lock|cfg|ini|xml|csv|log|sql|vue|svelte)\b)[a-z]{2,24}(?::\d{1,5})?\/[^\s/]\S*/i],
+  // Flags (at most 8, each one run of non-space) then something fetchable. Written so that no text can
+  // make the pattern backtrack for long: these run on whatever text the agent saves.
+  ['command', /\b(?:curl|wget|invoke-webrequest|iwr)\s+(?:-\S+\s+){0,8}['"]?(?:https?:|ftp:|\$|\/|[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b)/i],
   ['command', /(?:^|[.!?;:\n]\s*)(?:please\s+|now\s+|then\s+)?(?:run|execute|exec|eval)\s+(?:`|\$\(|sudo\b|rm\s|bash\b|sh\s|zsh\b|python\d?\s|node\s|powershell\b|pwsh\b|curl\b|wget\b|chmod\b|\.\/)/i],
   ['command', /\b(?:run|execute|exec|eval)\s+(?:the\s+following|this|these|that)\s+(?:command|commands|script|code|shell|payload|snippet)\b|\b(?:run|execute)\s+the\s+following\b/i],
   ['command', /\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b|\brm\s+-[a-z]*r[a-z]*f|\bbase64\s+(?:-d|--decode)\b|\bnc\s+-e\b|\bchmod\s+\+x\b/i],
