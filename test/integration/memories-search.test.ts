@@ -170,6 +170,11 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     expect(rows[0]).toMatchObject({ actor: `user:${users.ann}`, userId: users.ann, channel: 'agent', sessionId });
     expect(rows[0].details).toMatchObject({ via: 'agent', status: 'quarantined', messageId: 'msg_b', signals: expect.arrayContaining(['addressed-to-model', 'url']) });
 
+    // The runtime's own session id names the session too; provenance is stored as ours.
+    await env.opened.db.query(`update agent_sessions set upstream_id = 'ses_ann1' where id = $1`, [sessionId]);
+    const byUpstream = await hybrid.saveFromAgent(owner, { kind: 'event', content: 'Ann shipped 1.0', sessionId: 'ses_ann1', messageId: 'msg_c' });
+    expect(byUpstream.sessionId).toBe(sessionId);
+    await expect(hybrid.saveFromAgent(owner, { kind: 'fact', content: 'x', sessionId: 'ses_nobody', messageId: 'm' })).rejects.toMatchObject({ status: 404 });
     // Provenance must be the user's own session; the viewer's agent cannot write.
     const bobSession = (await env.opened.db.query<{ id: string }>(`insert into agent_sessions (tenant_id, owner_id, title, directory) values ($1, $2, 'b', '/tmp/b') returning id`, [tenantId, users.bob])).rows[0].id;
     await expect(hybrid.saveFromAgent(owner, { kind: 'fact', content: 'x', sessionId: bobSession, messageId: 'm' })).rejects.toMatchObject({ status: 404 });

@@ -1,4 +1,5 @@
 import type { Queryable, Tx } from '../../db/database.js';
+import { isUuid } from '../../lib/ids.js';
 import { RRF_K, sqlLiteral, vectorLiteral, type MemoryKind, type MemorySource, type MemoryStatus, type MemoryVisibility } from './memory-fns.js';
 
 export interface MemoryRow {
@@ -232,10 +233,18 @@ export function createMemoriesRepo() {
       return (rowCount ?? 0) > 0;
     },
 
-    /** Whether an agent session is this user's (provenance must point at the user's own session). */
-    async sessionOwnedBy(q: Queryable, tenantId: string, userId: string, sessionId: string): Promise<boolean> {
-      const { rowCount } = await q.query(`select 1 from agent_sessions where id = $1 and tenant_id = $2 and owner_id = $3`, [sessionId, tenantId, userId]);
-      return (rowCount ?? 0) > 0;
+    /**
+     * The id of one of this user's agent sessions, named by our id or by the runtime's (`ses_…`, what
+     * the runtime itself knows); null when it is not theirs. Provenance must point at the user's own session.
+     */
+    async ownSession(q: Queryable, tenantId: string, userId: string, ref: string): Promise<string | null> {
+      const { rows } = await q.query<{ id: string }>(
+        isUuid(ref)
+          ? `select id from agent_sessions where id = $1 and tenant_id = $2 and owner_id = $3`
+          : `select id from agent_sessions where upstream_id = $1 and tenant_id = $2 and owner_id = $3`,
+        [ref, tenantId, userId],
+      );
+      return rows[0]?.id ?? null;
     },
   };
 }

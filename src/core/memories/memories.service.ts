@@ -311,7 +311,8 @@ export function createMemoriesService(deps: {
 
     /**
      * Saves a memory the user's agent wrote (its memory tool). Always private (only a person widens it),
-     * `source: agent`, with its provenance (the user's own session and the message); quarantined when it
+     * `source: agent`, with its provenance (the user's own session, by our id or the runtime's `ses_…` id,
+   * and the message); quarantined when it
      * reads like instructions to a model. Needs the user's memory.write. Audited as the user, channel
      * `agent`, with the signals that quarantined it.
      */
@@ -323,16 +324,17 @@ export function createMemoriesService(deps: {
       if (typeof input.messageId !== 'string' || !input.messageId || input.messageId.length > 200 || !isCleanString(input.messageId)) {
         throw new ValidationError('messageId must be a message id of at most 200 characters', { details: { field: 'messageId' } });
       }
-      if (!isUuid(input.sessionId) || !(await repo.sessionOwnedBy(db, owner.tenantId, owner.userId, input.sessionId))) throw new NotFoundError('session not found');
+      const sessionId = typeof input.sessionId === 'string' && input.sessionId.length <= 200 ? await repo.ownSession(db, owner.tenantId, owner.userId, input.sessionId) : null;
+      if (!sessionId) throw new NotFoundError('session not found');
       const signals = instructionSignals(content);
       const status = signals.length ? 'quarantined' : 'active';
       const ctx = agentCtx(actor);
       return db.transaction(async (tx) => {
-        const m = await repo.insert(tx, { tenantId: owner.tenantId, userId: owner.userId, kind, content, visibility: 'private', status, source: 'agent', sessionId: input.sessionId, messageId: input.messageId });
+        const m = await repo.insert(tx, { tenantId: owner.tenantId, userId: owner.userId, kind, content, visibility: 'private', status, source: 'agent', sessionId, messageId: input.messageId });
         await audit.record(tx, ctx, {
           action: 'memory.create',
           target: `memory:${m.id}`,
-          sessionId: input.sessionId,
+          sessionId,
           details: { kind, visibility: 'private', source: 'agent', via: 'agent', messageId: input.messageId, status, ...(signals.length ? { signals } : {}), length: content.length },
         });
         await queueEmbedding(tx, m);
