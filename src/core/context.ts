@@ -13,8 +13,8 @@ export interface UserActor {
   roles: string[];
   /** Union of those roles' permission documents. */
   permissions: RbacPermissions;
-  /** How the caller proved who they are. */
-  via: 'token' | 'api-key' | 'demo' | 'gateway';
+  /** How the caller proved who they are; `agent`: the user's agent runtime acting for them. */
+  via: 'token' | 'api-key' | 'demo' | 'gateway' | 'agent';
   /** The user's profile as loaded while authenticating (saves /auth/me a second query). */
   profile?: { handle: string; email: string; displayName: string };
 }

@@ -37,6 +37,10 @@ import { createGatewayAccess, createGatewaysService } from './gateways/gateways.
 import { createPairingRepo } from './gateways/pairing.repo.js';
 import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
 import { createPlatforms } from './gateways/platforms.js';
+import { createMemoriesRepo } from './memories/memories.repo.js';
+import { createMemoriesService, type EmbedQuery } from './memories/memories.service.js';
+import { createTeamsRepo } from './teams/teams.repo.js';
+import { createTeamsService } from './teams/teams.service.js';
 
 export interface CoreDeps {
   db: Database;
@@ -45,6 +49,11 @@ export interface CoreDeps {
   log: Logger;
   config: Config;
   clock?: Clock;
+  /**
+   * Embeds a search text with the tenant's embedder (null: it has none). Absent, memory search is
+   * full-text only; the embedders' service provides it.
+   */
+  embedQuery?: EmbedQuery;
 }
 
 /** The one composition root: builds every service from its narrow dependencies. */
@@ -205,6 +214,10 @@ export function createCore(deps: CoreDeps) {
   });
   const pairingService = pairing;
 
+  // Teams and long-term memories.
+  const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
+  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: deps.embedQuery });
+
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
       await tenants.provisionWorkspace(ctx, data);
@@ -217,7 +230,7 @@ export function createCore(deps: CoreDeps) {
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, jobHandlers,
+    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, jobHandlers,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

@@ -19,6 +19,8 @@ import { authRoutes } from './routes/v1/auth.routes.js';
 import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
+import { memoriesRoutes } from './routes/v1/memories.routes.js';
+import { teamsRoutes } from './routes/v1/teams.routes.js';
 import { ErrorBody } from './schemas.js';
 import { validatorCompilerFactory } from './validation.js';
 
@@ -113,6 +115,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(runtimeRoutes, { core });
       await v1.register(sessionsRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
+      await v1.register(teamsRoutes, { core });
+      await v1.register(memoriesRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

@@ -1,0 +1,390 @@
+import type { Database, Queryable, Tx } from '../../db/database.js';
+import { isCleanString } from '../../lib/clean-string.js';
+import { isUuid } from '../../lib/ids.js';
+import type { AuditService } from '../audit/audit.service.js';
+import { hasPermission, type PermissionName } from '../authz.js';
+import type { Ctx, UserActor } from '../context.js';
+import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../errors.js';
+import type { JobQueue } from '../jobs/job-queue.js';
+import type { Logger } from '../logger.js';
+import type { RbacPermissions } from '../rbac/permissions.js';
+import type { MemoriesRepo, MemoryFilter, MemoryRow, Viewer } from './memories.repo.js';
+import {
+  candidateCount,
+  fitToBudget,
+  instructionSignals,
+  isMemoryKind,
+  isMemoryVisibility,
+  isWidening,
+  MEMORY_CONTENT_MAX,
+  MEMORY_KINDS,
+  MEMORY_LIMIT_DEFAULT,
+  MEMORY_LIMIT_MAX,
+  MEMORY_QUERY_MAX,
+  MEMORY_VISIBILITIES,
+  vectorLiteral,
+  type MemoryKind,
+  type MemoryVisibility,
+} from './memory-fns.js';
+
+/**
+ * The job that embeds one new memory, queued in the transaction that creates it when the tenant has an
+ * embedder. Data: `{ tenantId, memoryId }`. Its handler lives with the embedders (src/core/embeddings).
+ */
+export const EMBED_MEMORY_JOB = 'embed-memory';
+
+/**
+ * The port to the tenant's embedder: the embedding of a search text and the key of the model that made
+ * it (`<provider id>/<model>/<dimensions>`), or null when the tenant has no embedder. Only memories
+ * embedded with that same key take part in the vector arm of a search.
+ */
+export type EmbedQuery = (tenantId: string, text: string) => Promise<{ modelKey: string; vector: number[] } | null>;
+
+/** Which search answered: `hybrid` (full-text fused with vectors), `fulltext` (no embedder, or it failed). */
+export type SearchMode = 'hybrid' | 'fulltext';
+
+/** The user a runtime acts for (the agent's memories are that user's). */
+export interface MemoryOwner {
+  tenantId: string;
+  userId: string;
+}
+
+/** SPEC.md's Memory ({id, kind, content, visibility, createdAt}) with what a client needs besides. */
+export function publicMemory(m: MemoryRow) {
+  return {
+    id: m.id,
+    kind: m.kind,
+    content: m.content,
+    visibility: m.visibility,
+    status: m.status,
+    source: m.source,
+    author: { id: m.userId, handle: m.authorHandle },
+    embedded: m.embedded,
+    ...(m.source === 'agent' ? { sessionId: m.sessionId, messageId: m.messageId } : {}),
+    createdAt: m.createdAt,
+    updatedAt: m.updatedAt,
+  };
+}
+export type PublicMemory = ReturnType<typeof publicMemory>;
+
+/** A memory chosen for a turn: only what the model needs, possibly cut to the token budget. */
+export interface RecalledMemory {
+  id: string;
+  kind: MemoryKind;
+  content: string;
+  visibility: MemoryVisibility;
+  createdAt: Date;
+  truncated: boolean;
+}
+
+export interface ListInput {
+  q?: string;
+  kind?: string;
+  visibility?: string;
+  limit?: number;
+}
+
+/**
+ * Long-term memories (SPEC.md "Memory", "Memory endpoints"). Who sees what is decided in one SQL fragment
+ * (memories.repo.ts `visibleTo`); this service decides who may change what:
+ * - creating needs memory.write; creating it anything but private, memory.share;
+ * - only the author changes a memory's visibility (memory.write), widening it needs memory.share;
+ * - deleting needs authorship (with memory.write) or memory.delete, and the memory must be visible;
+ * - a memory the caller cannot see is 404, whatever the reason (another tenant's, someone's private one).
+ * Viewers (no memory.write) therefore only read. Memories saved by the agent are private, carry their
+ * provenance, and are quarantined when they read like instructions to a model (memory-fns.ts).
+ */
+export function createMemoriesService(deps: {
+  db: Database;
+  repo: MemoriesRepo;
+  audit: AuditService;
+  queue: JobQueue;
+  log: Logger;
+  /** The user's current permissions, for calls made by their agent (no token in hand). */
+  permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+  /** Absent, or answering null: search is full-text only. */
+  embedQuery?: EmbedQuery;
+}) {
+  const { db, repo, audit } = deps;
+
+  /** Memories belong to people: the operator (CLI) acts on tenants, not as anyone, so it has none. */
+  function userOf(ctx: Ctx): UserActor {
+    if (ctx.actor.kind === 'anonymous') throw new UnauthenticatedError();
+    if (ctx.actor.kind !== 'user') throw new ForbiddenError('memories belong to users: this needs a signed-in user', { hint: "Call the API with a user's token." });
+    return ctx.actor;
+  }
+
+  const viewerOf = (actor: { tenantId: string; userId: string; permissions: RbacPermissions }): Viewer => ({
+    tenantId: actor.tenantId,
+    userId: actor.userId,
+    readOwn: actor.permissions.memory.read_own,
+    readTeam: actor.permissions.memory.read_team,
+    readOrg: actor.permissions.memory.read_org,
+  });
+
+  function need(actor: UserActor, permission: PermissionName, what?: string): void {
+    if (!hasPermission(actor.permissions, permission)) throw new ForbiddenError(what ?? `missing permission ${permission}`, { details: { permission } });
+  }
+
+  const checkKind = (kind: unknown): MemoryKind => {
+    if (!isMemoryKind(kind)) throw new ValidationError(`kind must be one of ${MEMORY_KINDS.join(', ')}`, { details: { field: 'kind' } });
+    return kind;
+  };
+  const checkVisibility = (visibility: unknown): MemoryVisibility => {
+    if (!isMemoryVisibility(visibility)) throw new ValidationError(`visibility must be one of ${MEMORY_VISIBILITIES.join(', ')}`, { details: { field: 'visibility' } });
+    return visibility;
+  };
+  const checkContent = (content: unknown): string => {
+    if (typeof content !== 'string' || !content.trim()) throw new ValidationError('content must not be empty', { details: { field: 'content' } });
+    if (content.length > MEMORY_CONTENT_MAX) throw new ValidationError(`content must be at most ${MEMORY_CONTENT_MAX} characters`, { details: { field: 'content' } });
+    if (!isCleanString(content)) throw new ValidationError('content must be valid Unicode without NUL characters', { details: { field: 'content' } });
+    return content.trim();
+  };
+  const checkLimit = (limit: unknown, max = MEMORY_LIMIT_MAX): number => {
+    const n = limit ?? MEMORY_LIMIT_DEFAULT;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > max) throw new ValidationError(`limit must be a whole number from 1 to ${max}`, { details: { field: 'limit' } });
+    return n;
+  };
+
+  /** Queues the new memory's embedding in its own transaction, when the tenant has an embedder. */
+  async function queueEmbedding(tx: Tx, m: MemoryRow): Promise<void> {
+    if (!(await repo.hasEmbedder(tx, m.tenantId))) return;
+    await deps.queue.send(EMBED_MEMORY_JOB, { tenantId: m.tenantId, memoryId: m.id }, { tx, singletonKey: `embed-memory:${m.id}` });
+  }
+
+  /**
+   * A query vector the statement can use: finite numbers, as many as the model key's dimensions
+   * (`<provider id>/<model>/<dimensions>`); a mismatch would make the cast of the stored vectors fail.
+   */
+  function usableVector(v: { modelKey: string; vector: number[] }): boolean {
+    if (typeof v.modelKey !== 'string' || !v.modelKey || !Array.isArray(v.vector)) return false;
+    try {
+      vectorLiteral(v.vector);
+    } catch {
+      return false;
+    }
+    const dims = Number(v.modelKey.split('/').at(-1));
+    return !Number.isInteger(dims) || dims === v.vector.length;
+  }
+
+  /**
+   * Search with the visibility rule in the statement. Hybrid when the tenant's embedder gives the text a
+   * vector; full-text when it has none, and also when the embedder fails: a search that answers from
+   * words is better than none, and the answer says which mode it was.
+   */
+  async function search(v: Viewer, input: MemoryFilter & { text: string; match: 'all' | 'any'; limit: number }, log: Logger): Promise<{ rows: MemoryRow[]; mode: SearchMode }> {
+    const candidates = candidateCount(input.limit);
+    let vector: Awaited<ReturnType<EmbedQuery>> = null;
+    if (deps.embedQuery) {
+      try {
+        vector = await deps.embedQuery(v.tenantId, input.text);
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'embedding the search text failed: answering with full-text search');
+      }
+    }
+    if (vector && !usableVector(vector)) {
+      log.warn({ modelKey: vector.modelKey, dimensions: vector.vector?.length }, 'the embedder gave an unusable query vector: answering with full-text search');
+      vector = null;
+    }
+    if (vector) {
+      const values = vector.vector;
+      const modelKey = vector.modelKey;
+      // The SET LOCALs of the vector arm need a transaction of their own (repo.search).
+      const rows = await db.transaction((tx) => repo.search(tx, v, { ...input, candidates, vector: { modelKey, values } }));
+      return { rows, mode: 'hybrid' };
+    }
+    return { rows: await repo.search(db, v, { ...input, candidates }), mode: 'fulltext' };
+  }
+
+  async function agentActor(owner: MemoryOwner): Promise<UserActor> {
+    if (!isUuid(owner.tenantId) || !isUuid(owner.userId)) throw new NotFoundError('user not found');
+    const permissions = await deps.permissionsOf(owner.tenantId, owner.userId);
+    return { kind: 'user', userId: owner.userId, tenantId: owner.tenantId, roles: [], permissions, via: 'agent' };
+  }
+  const agentCtx = (actor: UserActor): Ctx => ({ tenantId: actor.tenantId, actor, requestId: crypto.randomUUID(), log: deps.log, channel: 'agent' });
+
+  async function loadForChange(tx: Queryable, actor: UserActor, id: string): Promise<MemoryRow> {
+    const m = isUuid(id) ? await repo.findVisible(tx, viewerOf(actor), id, { lock: true }) : null;
+    if (!m) throw new NotFoundError('memory not found');
+    return m;
+  }
+
+  return {
+    /**
+     * The caller's visible memories, newest first; with `q`, the best matches first (hybrid or full-text
+     * search, `searchMode` says which). Filters: kind, visibility; limit 1-100 (default 20).
+     */
+    async list(ctx: Ctx, input: ListInput): Promise<{ memories: PublicMemory[]; searchMode?: SearchMode }> {
+      const actor = userOf(ctx);
+      const limit = checkLimit(input.limit);
+      const filter: MemoryFilter = {
+        kind: input.kind === undefined ? undefined : checkKind(input.kind),
+        visibility: input.visibility === undefined ? undefined : checkVisibility(input.visibility),
+      };
+      const q = input.q?.trim() ?? '';
+      if (q.length > MEMORY_QUERY_MAX) throw new ValidationError(`q must be at most ${MEMORY_QUERY_MAX} characters`, { details: { field: 'q' } });
+      const v = viewerOf(actor);
+      if (!q) return { memories: (await repo.list(db, v, { ...filter, limit })).map(publicMemory) };
+      const { rows, mode } = await search(v, { ...filter, text: q, match: 'all', limit }, ctx.log);
+      return { memories: rows.map(publicMemory), searchMode: mode };
+    },
+
+    /** One visible memory (404 otherwise). */
+    async get(ctx: Ctx, id: string): Promise<PublicMemory> {
+      const actor = userOf(ctx);
+      const m = isUuid(id) ? await repo.findVisible(db, viewerOf(actor), id) : null;
+      if (!m) throw new NotFoundError('memory not found');
+      return publicMemory(m);
+    },
+
+    /** Writes a memory (memory.write); private unless set, and set wider only with memory.share. */
+    async create(ctx: Ctx, input: { kind: string; content: string; visibility?: string }): Promise<PublicMemory> {
+      const actor = userOf(ctx);
+      need(actor, 'memory.write');
+      const kind = checkKind(input.kind);
+      const content = checkContent(input.content);
+      const visibility = input.visibility === undefined ? 'private' : checkVisibility(input.visibility);
+      if (visibility !== 'private') need(actor, 'memory.share', `sharing a memory (visibility ${visibility}) needs memory.share`);
+      return db.transaction(async (tx) => {
+        const m = await repo.insert(tx, { tenantId: actor.tenantId, userId: actor.userId, kind, content, visibility, status: 'active', source: 'api' });
+        await audit.record(tx, ctx, { action: 'memory.create', target: `memory:${m.id}`, details: { kind, visibility, source: 'api', length: content.length } });
+        await queueEmbedding(tx, m);
+        return publicMemory(m);
+      });
+    },
+
+    /**
+     * Changes a memory's visibility, the only thing that changes (SPEC.md). Only its author may
+     * (memory.write); widening needs memory.share and is audited as `memory.share`, narrowing as
+     * `memory.unshare`. A quarantined memory stays private until released. Same visibility: no change.
+     */
+    async update(ctx: Ctx, id: string, input: { visibility: string }): Promise<PublicMemory> {
+      const actor = userOf(ctx);
+      need(actor, 'memory.write');
+      const visibility = checkVisibility(input.visibility);
+      return db.transaction(async (tx) => {
+        const m = await loadForChange(tx, actor, id);
+        if (m.userId !== actor.userId) throw new ForbiddenError("only a memory's author may change its visibility");
+        if (m.visibility === visibility) return publicMemory(m);
+        const widened = isWidening(m.visibility, visibility);
+        if (widened) need(actor, 'memory.share', `widening a memory to ${visibility} needs memory.share`);
+        if (widened && m.status === 'quarantined') {
+          throw new ConflictError('this memory is quarantined: it reads like instructions to a model', { hint: `Read it, then release it (POST /v1/memories/${m.id}/release) before sharing it.` });
+        }
+        const updated = await repo.updateVisibility(tx, m.tenantId, m.id, visibility);
+        if (!updated) throw new NotFoundError('memory not found');
+        await audit.record(tx, ctx, { action: widened ? 'memory.share' : 'memory.unshare', target: `memory:${m.id}`, details: { from: m.visibility, to: visibility } });
+        return publicMemory(updated);
+      });
+    },
+
+    /** Deletes a visible memory: its author (with memory.write) or anyone holding memory.delete. */
+    async remove(ctx: Ctx, id: string): Promise<void> {
+      const actor = userOf(ctx);
+      await db.transaction(async (tx) => {
+        const m = await loadForChange(tx, actor, id);
+        const own = m.userId === actor.userId && hasPermission(actor.permissions, 'memory.write');
+        if (!own) need(actor, 'memory.delete', m.userId === actor.userId ? 'deleting memories needs memory.write or memory.delete' : "deleting someone else's memory needs memory.delete");
+        if (!(await repo.remove(tx, m.tenantId, m.id))) throw new NotFoundError('memory not found');
+        await audit.record(tx, ctx, { action: 'memory.delete', target: `memory:${m.id}`, details: { kind: m.kind, visibility: m.visibility, source: m.source, authorId: m.userId, asAuthor: own } });
+      });
+    },
+
+    /**
+     * Its author releases a quarantined memory (one the agent saved that reads like instructions): from
+     * then on it is active, so it can be injected into turns and shared. Releasing an active one changes
+     * nothing.
+     */
+    async release(ctx: Ctx, id: string): Promise<PublicMemory> {
+      const actor = userOf(ctx);
+      need(actor, 'memory.write');
+      return db.transaction(async (tx) => {
+        const m = await loadForChange(tx, actor, id);
+        if (m.userId !== actor.userId) throw new ForbiddenError("only a memory's author may release it");
+        if (m.status === 'active') return publicMemory(m);
+        const released = await repo.release(tx, m.tenantId, m.id);
+        if (!released) throw new NotFoundError('memory not found');
+        await audit.record(tx, ctx, { action: 'memory.release', target: `memory:${m.id}`, sessionId: m.sessionId, details: { source: m.source } });
+        return publicMemory(released);
+      });
+    },
+
+    /**
+     * Saves a memory the user's agent wrote (its memory tool). Always private (only a person widens it),
+     * `source: agent`, with its provenance (the user's own session, by our id or the runtime's `ses_…` id,
+   * and the message); quarantined when it
+     * reads like instructions to a model. Needs the user's memory.write. Audited as the user, channel
+     * `agent`, with the signals that quarantined it.
+     */
+    async saveFromAgent(owner: MemoryOwner, input: { kind: string; content: string; sessionId: string; messageId: string }): Promise<PublicMemory> {
+      const actor = await agentActor(owner);
+      need(actor, 'memory.write');
+      const kind = checkKind(input.kind);
+      const content = checkContent(input.content);
+      if (typeof input.messageId !== 'string' || !input.messageId || input.messageId.length > 200 || !isCleanString(input.messageId)) {
+        throw new ValidationError('messageId must be a message id of at most 200 characters', { details: { field: 'messageId' } });
+      }
+      const sessionId = typeof input.sessionId === 'string' && input.sessionId.length <= 200 ? await repo.ownSession(db, owner.tenantId, owner.userId, input.sessionId) : null;
+      if (!sessionId) throw new NotFoundError('session not found');
+      const signals = instructionSignals(content);
+      const status = signals.length ? 'quarantined' : 'active';
+      const ctx = agentCtx(actor);
+      return db.transaction(async (tx) => {
+        const m = await repo.insert(tx, { tenantId: owner.tenantId, userId: owner.userId, kind, content, visibility: 'private', status, source: 'agent', sessionId, messageId: input.messageId });
+        await audit.record(tx, ctx, {
+          action: 'memory.create',
+          target: `memory:${m.id}`,
+          sessionId,
+          details: { kind, visibility: 'private', source: 'agent', via: 'agent', messageId: input.messageId, status, ...(signals.length ? { signals } : {}), length: content.length },
+        });
+        await queueEmbedding(tx, m);
+        return publicMemory(m);
+      });
+    },
+
+    /**
+     * What the agent's search tool answers: the user's visible, ACTIVE memories best matching `q`
+     * (quarantined ones never reach a model).
+     */
+    async searchForAgent(owner: MemoryOwner, input: { q: string; kind?: string; limit?: number }): Promise<{ memories: PublicMemory[]; searchMode: SearchMode }> {
+      const actor = await agentActor(owner);
+      const limit = checkLimit(input.limit ?? 10);
+      const kind = input.kind === undefined ? undefined : checkKind(input.kind);
+      const q = typeof input.q === 'string' ? input.q.trim().slice(0, MEMORY_QUERY_MAX) : '';
+      if (!q) throw new ValidationError('q must not be empty', { details: { field: 'q' } });
+      const { rows, mode } = await search(viewerOf(actor), { text: q, match: 'any', kind, activeOnly: true, limit }, deps.log);
+      return { memories: rows.map(publicMemory), searchMode: mode };
+    },
+
+    /**
+     * The memories to put in front of the model at the start of a turn: the user's visible ACTIVE
+     * memories most relevant to the prompt (hybrid search when the tenant has an embedder, else
+     * full-text where any word of the prompt may match), at most `limit`, cut to about `maxTokens`.
+     * When nothing matches, the user's most recent visible preferences come instead: a preference
+     * ("I prefer tabs") applies to every turn whatever its words, a fact or event that shares no word
+     * with the prompt is most likely noise. Quarantined memories never come.
+     */
+    async recallForTurn(owner: MemoryOwner, prompt: string, options: { limit?: number; maxTokens?: number } = {}): Promise<{ memories: RecalledMemory[]; searchMode: SearchMode | 'recent' }> {
+      const limit = options.limit ?? 5;
+      const maxTokens = options.maxTokens ?? 800;
+      const actor = await agentActor(owner);
+      const v = viewerOf(actor);
+      // A long prompt says what it is about early; its tail only makes the query slower.
+      const text = (typeof prompt === 'string' ? prompt : '').trim().slice(0, 4000);
+      let rows: MemoryRow[] = [];
+      let mode: SearchMode | 'recent' = 'fulltext';
+      if (text) {
+        // More candidates than `limit`, so memories the token budget skips can be replaced.
+        ({ rows, mode } = await search(v, { text, match: 'any', activeOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX) }, deps.log));
+      }
+      if (!rows.length) {
+        rows = await repo.list(db, v, { kind: 'preference', activeOnly: true, limit });
+        mode = 'recent';
+      }
+      const picked = fitToBudget(rows, { limit, maxTokens });
+      return { memories: picked.map((m) => ({ id: m.id, kind: m.kind, content: m.content, visibility: m.visibility, createdAt: m.createdAt, truncated: m.truncated })), searchMode: mode };
+    },
+  };
+}
+
+export type MemoriesService = ReturnType<typeof createMemoriesService>;
