@@ -1,17 +1,17 @@
 /**
- * Helpers of the agent-session benchmarks (sse-fanout, prompt-latency, sse-memory): the processes they
- * start (always stopped, also when the bench fails or is interrupted), API calls with the service API
- * key, the real opencode runtime, and a cheap raw-http SSE client for a thousand concurrent streams.
+ * Helpers of the agent benchmarks (sse-fanout, prompt-latency, sse-memory, runtime-pool): the processes
+ * they start (always stopped, also when the bench fails or is interrupted), API calls with the service
+ * API key, users' sandboxed runtimes found from serve's process tree, a bare opencode for baselines, and
+ * a cheap raw-http SSE client for a thousand concurrent streams.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import pg from 'pg';
 import { opencodeBinary } from '../../src/core/runtime/opencode-process.js';
+import { linkPlugin, preparePluginDir, runtimeEnv } from '../../src/core/runtime/runtime-launcher.js';
 import { processStatFields } from '../../src/lib/process-state.js';
-import { createSecretBox } from '../../src/lib/secret-box.js';
 import { randomSecret } from '../../src/lib/secrets.js';
 import { pinned, spawnUntil, stop } from './bench-utils.js';
 
@@ -28,9 +28,11 @@ export function track(name: string, child: ChildProcess): ChildProcess {
   return child;
 }
 
-/** A process we did not spawn ourselves (the managed runtime, child of serve): killed if still alive at the end. */
-export function trackPid(name: string, pid: number): void {
-  live.add({ pid, name });
+/** The live children of a process, from /proc. */
+export function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n) && Number(processStatFields(Number(n))?.[1]) === pid)
+    .map(Number);
 }
 
 /** Every live descendant of a process (children, grandchildren...), from /proc. */
@@ -209,13 +211,13 @@ export function apiOf(base: string, key: string): Api {
   };
 }
 
-/** Waits until the service reaches its runtime (GET /v1/admin/runtime answers reachable). */
-export async function waitRuntimeReachable(api: Api, timeoutMs = 60_000): Promise<void> {
+/** Waits until serve says agents can run on its host (`/readyz` agents.available). */
+export async function waitAgentsAvailable(api: Api, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const r = await api.call('GET', '/v1/admin/runtime').catch(() => null);
-    if (r?.status === 200 && r.json.runtime?.reachable) return;
-    if (Date.now() > deadline) throw new Error(`the runtime is not reachable through the service: ${r?.text}`);
+    const r = await fetch(`${api.base}/readyz`).then(async (res) => ({ status: res.status, json: (await res.json()) as any }), () => null);
+    if (r?.status === 200 && r.json.agents?.available) return;
+    if (Date.now() > deadline) throw new Error(`agents are not available on the bench serve: ${JSON.stringify(r?.json)}`);
     await new Promise((res) => setTimeout(res, 200));
   }
 }
@@ -250,44 +252,100 @@ export async function createSessions(api: Api, n: number, prefix: string, parall
   return ids;
 }
 
-/** Where the managed runtime of a PostgreSQL-backed serve listens, read the way `aws worker` reads it. */
-export async function managedRuntimeEndpoint(databaseUrl: string, config: string, timeoutMs = 60_000): Promise<{ url: string; authorization: string; pid: number }> {
-  const box = createSecretBox([configValue(config, 'AGENTWS_ENCRYPTION_KEY')]);
-  const c = new pg.Client({ connectionString: databaseUrl });
-  await c.connect();
+/**
+ * One user's sandboxed runtime as the host sees it: the sandbox's outermost process (a child of serve),
+ * the opencode process inside, and its API (the Unix socket inside the sandbox, reached through the
+ * opencode process's root, with the password from its environment). The bench is the machine's
+ * administrator here; the service itself keeps these in `agent_runtimes`.
+ */
+export interface UserRuntime {
+  sandboxPid: number;
+  pid: number;
+  socketPath: string;
+  authorization: string;
+}
+
+const commOf = (pid: number) => {
   try {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const { rows } = await c.query(`select url, password_sealed, pid from runtime_endpoint where id = 1`);
-      if (rows[0]) {
-        const password = box.open(rows[0].password_sealed);
-        return { url: rows[0].url, authorization: `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`, pid: rows[0].pid };
-      }
-      if (Date.now() > deadline) throw new Error('the managed runtime did not publish its endpoint');
-      await new Promise((r) => setTimeout(r, 200));
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '';
+  }
+};
+
+/** The sandboxed runtimes serve (servePid) runs now. */
+export function runtimesOf(servePid: number): UserRuntime[] {
+  const out: UserRuntime[] = [];
+  for (const pid of childrenOf(servePid)) {
+    if (commOf(pid) !== 'bwrap') continue;
+    const oc = descendantsOf(pid).find((d) => commOf(d) === 'opencode');
+    if (!oc) continue;
+    let env: string[];
+    try {
+      env = readFileSync(`/proc/${oc}/environ`, 'latin1').split('\0');
+    } catch {
+      continue; // exited meanwhile
     }
-  } finally {
-    await c.end();
+    const password = env.find((e) => e.startsWith('OPENCODE_SERVER_PASSWORD='))?.slice('OPENCODE_SERVER_PASSWORD='.length);
+    if (!password) continue;
+    const socketPath = `/proc/${oc}/root/run/agentws/api.sock`;
+    if (!existsSync(socketPath)) continue; // not listening yet
+    out.push({ sandboxPid: pid, pid: oc, socketPath, authorization: `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}` });
+  }
+  return out;
+}
+
+/**
+ * Waits until serve runs at least n runtimes; returns them. Connect to one only once it has answered
+ * serve (its first turn ended): connections from this process to a runtime still starting were seen to
+ * leave later ones from this process unanswered (not understood; other processes were answered).
+ */
+export async function waitRuntimes(servePid: number, n: number, timeoutMs = 60_000): Promise<UserRuntime[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = runtimesOf(servePid);
+    if (found.length >= n) return found;
+    if (Date.now() > deadline) throw new Error(`serve runs ${found.length} runtimes, not ${n}`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
 /**
- * A real opencode runtime (the binary the service ships with), started the way the managed runtime is
- * (own HOME and XDG dirs, generated password, loopback, port 0), for external-runtime mode.
+ * Memory of a process and all its descendants (kB): resident (RSS, shared pages counted in every
+ * process that maps them) and proportional (PSS, shared pages divided among those processes: what a
+ * process tree really costs the host when several run the same binary), from /proc/<pid>/smaps_rollup.
+ */
+export function treeMemoryKb(pid: number): { rss: number; pss: number; processes: number } {
+  let rss = 0;
+  let pss = 0;
+  let processes = 0;
+  for (const p of [pid, ...descendantsOf(pid)]) {
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${p}/smaps_rollup`, 'utf8');
+    } catch {
+      continue;
+    }
+    rss += Number(/^Rss:\s+(\d+) kB/m.exec(text)?.[1] ?? 0);
+    pss += Number(/^Pss:\s+(\d+) kB/m.exec(text)?.[1] ?? 0);
+    processes++;
+  }
+  return { rss, pss, processes };
+}
+
+/**
+ * A bare opencode runtime (the binary the service ships with), outside any sandbox and without the
+ * service: the environment a user's runtime gets (runtimeEnv, with its plugin directory prepared, so
+ * nothing is downloaded), loopback, port 0. The baseline of the runtime benchmarks.
  */
 export async function startOpencode(dir: string, wrap: (cmd: string, args: string[]) => [string, string[]] = (c, a) => [c, a]): Promise<{ child: ChildProcess; url: string; password: string; authorization: string }> {
   const home = join(dir, 'home');
-  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const tmp = join(dir, 'tmp');
+  for (const d of [home, tmp]) mkdirSync(d, { recursive: true, mode: 0o700 });
+  linkPlugin(preparePluginDir(dir), join(home, '.config', 'opencode'));
   const password = randomSecret(24);
-  const env = {
-    PATH: process.env.PATH ?? '/usr/bin:/bin',
-    HOME: home,
-    XDG_CONFIG_HOME: join(home, '.config'),
-    XDG_DATA_HOME: join(home, '.local', 'share'),
-    XDG_CACHE_HOME: join(home, '.cache'),
-    XDG_STATE_HOME: join(home, '.local', 'state'),
-    OPENCODE_SERVER_PASSWORD: password,
-  };
+  // No proxy listens there: the bare runtime has nowhere to go, which is all a baseline needs.
+  const env = runtimeEnv({ home, password, proxy: 'http://127.0.0.1:9', path: process.env.PATH ?? '/usr/bin:/bin', tmp });
   const { child, value: url } = await spawnUntil(...wrap(opencodeBinary(), ['serve', '--port', '0', '--hostname', '127.0.0.1']), { cwd: dir, env }, (line) => /opencode server listening on (http:\/\/\S+)/.exec(line)?.[1]);
   track('opencode', child);
   const authorization = `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`;
@@ -318,12 +376,12 @@ export interface SseStream {
 /**
  * Opens one SSE stream. `onData` (optional) gets each frame's `data:` text (for streams whose payload
  * must be read, like the runtime's own, whose frames have no `id:` line); otherwise only `id:` lines are
- * looked at.
+ * looked at. With `socketPath` the request goes over that Unix socket (a sandboxed runtime's API).
  */
-export function openStream(url: string, headers: Record<string, string>, onData?: (data: string, t: number) => void): Promise<SseStream> {
+export function openStream(url: string, headers: Record<string, string>, onData?: (data: string, t: number) => void, socketPath?: string): Promise<SseStream> {
   return new Promise((resolve, reject) => {
     const s: SseStream = { ids: [], times: [], bytes: 0, status: 0, ended: false, close: () => req.destroy() };
-    const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false }, (res) => {
+    const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false, ...(socketPath ? { socketPath } : {}) }, (res) => {
       s.status = res.statusCode ?? 0;
       if (s.status !== 200) {
         let body = '';
@@ -342,8 +400,10 @@ export function openStream(url: string, headers: Record<string, string>, onData?
         while ((end = text.indexOf('\n\n', start)) >= 0) {
           if (onData) {
             const frame = text.slice(start, end);
-            const at = frame.startsWith('data: ') ? 6 : frame.indexOf('\ndata: ') + 7;
-            if (at >= 6) onData(Buffer.from(frame.slice(at), 'latin1').toString('utf8'), t);
+            // A frame without data (our stream's `retry:` and `: connected` preamble, comments) is skipped.
+            const nl = frame.indexOf('\ndata: ');
+            const at = frame.startsWith('data: ') ? 6 : nl >= 0 ? nl + 7 : -1;
+            if (at >= 0) onData(Buffer.from(frame.slice(at), 'latin1').toString('utf8'), t);
           } else if (text.startsWith('id: ', start)) {
             const nl = text.indexOf('\n', start);
             s.ids.push(text.slice(start + 4, nl));

@@ -10,6 +10,7 @@ import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
+import { runtimePool } from './runtime-pool.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
@@ -26,6 +27,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'gateway-approval': gatewayApproval,
   'gateway-inbound': gatewayInbound,
   'llm-gateway': llmGateway,
+  'runtime-pool': runtimePool,
 };
 
 const wanted = process.argv.slice(2);

@@ -13,7 +13,6 @@ import {
   createSessions,
   dumpLogs,
   loadAvg,
-  managedRuntimeEndpoint,
   onCpu1,
   openStream,
   removeDir,
@@ -21,8 +20,9 @@ import {
   schedMs,
   stopAll,
   track,
-  trackPid,
-  waitRuntimeReachable,
+  waitAgentsAvailable,
+  waitRuntimes,
+  type UserRuntime,
   type Api,
   type SseStream,
 } from './agent-bench-utils.js';
@@ -55,9 +55,9 @@ interface Upstream {
 }
 
 /** A client of the runtime's own instance-wide stream (`GET /global/event`), the baseline reader. */
-async function openUpstream(url: string, authorization: string): Promise<Upstream> {
+async function openUpstream(rt: UserRuntime): Promise<Upstream> {
   const u: Upstream = { at: new Map(), forwardable: new Map(), idle: 0, last: performance.now(), from: Infinity, stream: null! };
-  u.stream = await openStream(`${url}/global/event`, { authorization }, (data, t) => {
+  u.stream = await openStream('http://runtime/global/event', { authorization: rt.authorization }, (data, t) => {
     u.last = t;
     const ev = JSON.parse(data);
     const p = ev.payload;
@@ -67,7 +67,7 @@ async function openUpstream(url: string, authorization: string): Promise<Upstrea
     const sid = p.properties?.sessionID ?? p.properties?.info?.sessionID ?? p.properties?.part?.sessionID;
     if (sid && FORWARDED.has(p.type) && t >= u.from) u.forwardable.set(p.id, p.type);
     if (p.type === 'session.idle') u.idle++;
-  });
+  }, rt.socketPath);
   return u;
 }
 
@@ -144,26 +144,35 @@ export async function sseFanout(): Promise<boolean> {
     const serve = await startServe(bin, join(dir, 'serve'), db.url, { AGENTWS_SERVE_RUNS_WORKER: 'true', ...(RUNTIME_NICE !== undefined ? { AGENTWS_RUNTIME_NICE: RUNTIME_NICE } : {}) });
     track('aws serve', serve.child);
     const api = apiOf(serve.url, configValue(serve.config, 'AGENTWS_API_KEY'));
-    await waitRuntimeReachable(api);
-    const rt = await managedRuntimeEndpoint(db.url, serve.config);
-    trackPid('opencode (managed by serve)', rt.pid);
-    if (RUNTIME_CPUS !== '0') spawnSync('taskset', ['-a', '-p', '-c', RUNTIME_CPUS === 'any' ? '0,1' : RUNTIME_CPUS, String(rt.pid)], { stdio: 'ignore' });
+    await waitAgentsAvailable(api);
     await applyScriptedModel(api, llm.value);
     const ids = await createSessions(api, SESSIONS, 'fan-out');
-    progress(`serve ready, runtime pid ${rt.pid}; warm-up turn in each of ${SESSIONS} sessions`);
 
-    // Warm-up: the runtime's first turn loads its plugins and provider (~3 s); every session's first
-    // turn also creates its runtime session. Neither is what this bench measures.
+    // Warm-up: the first prompt starts the operator's runtime (each user has their own; this bench's
+    // sessions are all the operator's, so one runtime serves them all). The runtime's first turn loads
+    // its plugins and provider; every session's first turn also creates its runtime session. None of it
+    // is what this bench measures.
+    let rt: UserRuntime;
     {
-      const warm = await openUpstream(rt.url, rt.authorization);
-      await promptAll(api, ids, 'Say hello. [short]');
-      await until('the warm-up turns', () => warm.idle >= SESSIONS, 180_000);
+      let firstIdle = false;
+      const first = await openStream(`${serve.url}/v1/sessions/${ids[0]}/events`, { authorization: `Bearer ${api.key}` }, (data) => {
+        if (JSON.parse(data).type === 'session.idle') firstIdle = true;
+      });
+      await promptAll(api, ids.slice(0, 1), 'Say hello. [short]');
+      rt = (await waitRuntimes(serve.child.pid!, 1))[0];
+      if (RUNTIME_CPUS !== '0') spawnSync('taskset', ['-a', '-p', '-c', RUNTIME_CPUS === 'any' ? '0,1' : RUNTIME_CPUS, String(rt.pid)], { stdio: 'ignore' });
+      await until('the first warm-up turn', () => firstIdle, 180_000);
+      first.close();
+      progress(`serve ready, runtime pid ${rt.pid}; warm-up turn in each of ${SESSIONS} sessions`);
+      const warm = await openUpstream(rt);
+      await promptAll(api, ids.slice(1), 'Say hello. [short]');
+      await until('the warm-up turns', () => warm.idle >= SESSIONS - 1, 180_000);
       await quiet(warm, 2000);
       warm.stream.close();
     }
 
     // Baseline readers first (two: the second one, compared with the first, shows the measuring noise).
-    ups.push(await openUpstream(rt.url, rt.authorization), await openUpstream(rt.url, rt.authorization));
+    ups.push(await openUpstream(rt), await openUpstream(rt));
     progress(`opening ${SESSIONS * SUBS} subscribers`);
     const urls = ids.flatMap((id) => Array.from({ length: SUBS }, () => `${serve.url}/v1/sessions/${id}/events`));
     const tOpen = performance.now();

@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { median, report, scratchDatabase, startServe } from './bench-utils.js';
-import { apiOf, configValue, createSessions, dumpLogs, loadAvg, managedRuntimeEndpoint, openStreams, removeDir, rssKb, stopAll, track, trackPid, waitRuntimeReachable, type SseStream } from './agent-bench-utils.js';
+import { apiOf, configValue, createSessions, dumpLogs, loadAvg, openStreams, removeDir, rssKb, stopAll, track, waitAgentsAvailable, type SseStream } from './agent-bench-utils.js';
 
 const SESSIONS = Number(process.env.BENCH_MEM_SESSIONS ?? 100);
 const SUBS = Number(process.env.BENCH_MEM_SUBSCRIBERS ?? 10);
@@ -39,8 +39,7 @@ export async function sseMemory(): Promise<boolean> {
     track('aws serve', serve.child);
     const pid = serve.child.pid!;
     const api = apiOf(serve.url, configValue(serve.config, 'AGENTWS_API_KEY'));
-    await waitRuntimeReachable(api);
-    trackPid('opencode (managed by serve)', (await managedRuntimeEndpoint(db.url, serve.config)).pid);
+    await waitAgentsAvailable(api);
     const fresh = await settledRss(pid, 2000);
 
     const ids = await createSessions(api, SESSIONS, 'memory');
