@@ -11,6 +11,11 @@ export interface SendOptions {
   expireInSeconds?: number;
   /** Seconds before the job may start (a turn waiting for a free runtime). */
   startAfterSeconds?: number;
+  /**
+   * The worker refreshes the job's claim this often (pg-boss does it while the handler runs); a job not
+   * refreshed for this long lost its worker and is retried. For long jobs, with a large expireInSeconds.
+   */
+  heartbeatSeconds?: number;
 }
 
 /** The core's view of the job queue (pg-boss behind it, see src/jobs/). */
@@ -29,6 +34,6 @@ export interface JobQueue {
 export const JOBS_ENQUEUED = 'jobs.enqueued';
 
 /** A job handler: a thin adapter that calls one core service method. */
-export type JobHandler = (ctx: Ctx, data: any, job: { id: string; name: string }) => Promise<void>;
+export type JobHandler = (ctx: Ctx, data: any, job: { id: string; name: string; /** Earlier attempts of this job (0 on the first). */ retryCount?: number }) => Promise<void>;
 
 export type JobHandlers = Record<string, JobHandler>;
