@@ -19,6 +19,8 @@ import { authRoutes } from './routes/v1/auth.routes.js';
 import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
+import { embedderRoutes } from './routes/v1/embedder.routes.js';
+import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { ErrorBody } from './schemas.js';
 import { validatorCompilerFactory } from './validation.js';
 
@@ -113,6 +115,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(runtimeRoutes, { core });
       await v1.register(sessionsRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
+      await v1.register(embedderRoutes, { core });
+      await v1.register(jobsRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },
