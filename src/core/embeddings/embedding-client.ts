@@ -1,3 +1,5 @@
+import http from 'node:http';
+import https from 'node:https';
 import { isModelPath, providerAuthHeaders, providerBaseUrl } from '../llm-gateway/provider-endpoint.js';
 import { createUsageTap, type CallUsage } from '../llm-gateway/usage-tap.js';
 import type { ProviderRow } from '../runtime/runtime.repo.js';
@@ -34,21 +36,46 @@ export const MAX_INPUT_CHARS = 8000;
 /** Whether this kind of provider has an OpenAI-compatible `/embeddings` endpoint (Anthropic has none). */
 export const hasEmbeddings = (kind: ProviderRow['kind']) => isModelPath(kind, '/embeddings');
 
-export function createEmbeddingClient(deps: { openKey(sealed: string): string; fetch?: typeof fetch }) {
-  const doFetch = deps.fetch ?? fetch;
+const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
-  async function readBounded(res: Response): Promise<string> {
-    if (!res.body) return '';
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      size += chunk.length;
-      if (size > MAX_RESPONSE_BYTES) throw new EmbeddingCallError(`the answer is larger than ${MAX_RESPONSE_BYTES} bytes`, res.status);
-      chunks.push(chunk);
-    }
-    return Buffer.concat(chunks).toString('utf8');
-  }
+/** One POST with a JSON body and a bounded wait and answer size: the status and the answer's text. */
+function postJson(target: URL, headers: Record<string, string>, body: string, timeoutMs: number): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const lib = target.protocol === 'https:' ? https : http;
+    const req = lib.request(target, {
+      method: 'POST',
+      headers: { ...headers, 'content-length': Buffer.byteLength(body) },
+      agent: target.protocol === 'https:' ? agents.https : agents.http,
+    });
+    const timer = setTimeout(() => req.destroy(Object.assign(new Error('timeout'), { name: 'TimeoutError' })), timeoutMs);
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_RESPONSE_BYTES) req.destroy(new EmbeddingCallError(`the answer is larger than ${MAX_RESPONSE_BYTES} bytes`, res.statusCode ?? null));
+        else chunks.push(c);
+      });
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+      });
+      res.on('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.end(body);
+  });
+}
 
+// Node's http client, as the LLM gateway uses: fetch refuses some ports outright (the WHATWG "bad ports"),
+// where a self-hosted embeddings server may well listen.
+export function createEmbeddingClient(deps: { openKey(sealed: string): string }) {
   /** What a provider says went wrong, short (its error body may be HTML or long). */
   function providerMessage(text: string): string {
     try {
@@ -74,25 +101,23 @@ export function createEmbeddingClient(deps: { openKey(sealed: string): string; f
       const key = provider.apiKeySealed ? deps.openKey(provider.apiKeySealed) : '';
       // OpenAI refuses an empty string in `input`: a blank text is sent as one space.
       const input = texts.map((t) => (t.length > MAX_INPUT_CHARS ? t.slice(0, MAX_INPUT_CHARS) : t || ' '));
-      let res: Response;
-      let text: string;
+      let res: { status: number; text: string };
       try {
-        res = await doFetch(`${base}/embeddings`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', accept: 'application/json', ...providerAuthHeaders(provider.kind, key) },
+        res = await postJson(
+          new URL(`${base}/embeddings`),
+          { 'content-type': 'application/json', accept: 'application/json', 'accept-encoding': 'identity', ...providerAuthHeaders(provider.kind, key) },
           // `encoding_format: float`: some SDKs default to base64; every server named above takes float.
-          body: JSON.stringify({ model, input, encoding_format: 'float' }),
-          signal: AbortSignal.timeout(options.timeoutMs),
-          redirect: 'error',
-        });
-        text = await readBounded(res);
+          JSON.stringify({ model, input, encoding_format: 'float' }),
+          options.timeoutMs,
+        );
       } catch (err) {
         if (err instanceof EmbeddingCallError) throw err;
-        const e = err as Error & { cause?: { message?: string } };
-        if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new EmbeddingCallError(`provider "${provider.name}" did not answer within ${options.timeoutMs / 1000} s`, null);
-        throw new EmbeddingCallError(`provider "${provider.name}" cannot be reached: ${e.cause?.message ?? e.message}`, null);
+        const e = err as Error & { code?: string };
+        if (e.name === 'TimeoutError') throw new EmbeddingCallError(`provider "${provider.name}" did not answer within ${options.timeoutMs / 1000} s`, null);
+        throw new EmbeddingCallError(`provider "${provider.name}" cannot be reached: ${e.message}`, null);
       }
-      if (!res.ok) throw new EmbeddingCallError(`provider "${provider.name}" answered ${res.status}: ${providerMessage(text)}`, res.status);
+      const { text } = res;
+      if (res.status < 200 || res.status >= 300) throw new EmbeddingCallError(`provider "${provider.name}" answered ${res.status}: ${providerMessage(text)}`, res.status);
       let body: { data?: Array<{ index?: number; embedding?: unknown }>; usage?: unknown; model?: unknown };
       try {
         body = JSON.parse(text);
