@@ -13,7 +13,8 @@ export function createJobProgress(options: { quiet: boolean; stream?: NodeJS.Wri
 
   const counts = (job: PublicJob) => {
     const r = (job.result ?? {}) as { embedded?: number; total?: number };
-    return { done: Number(r.embedded ?? 0), total: Number(r.total ?? 0) };
+    // '?' until the job has counted what it will do (its first progress report).
+    return { done: Number(r.embedded ?? 0), total: r.total === undefined ? '?' : Number(r.total) };
   };
 
   return {
@@ -23,14 +24,14 @@ export function createJobProgress(options: { quiet: boolean; stream?: NodeJS.Wri
       const retry = job.status === 'running' && job.error ? ` (${job.error})` : '';
       if (live) {
         const width = Math.max(10, Math.min(40, (stream.columns ?? 80) - 50));
-        const filled = total > 0 ? Math.round((Math.min(done, total) / total) * width) : job.status === 'completed' ? width : 0;
+        const filled = typeof total === 'number' && total > 0 ? Math.round((Math.min(done, total) / total) * width) : job.status === 'completed' ? width : 0;
         const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
-        const text = `${options.label} ${bar} ${done}/${total || '?'} ${job.status}${retry}`;
+        const text = `${options.label} ${bar} ${done}/${total} ${job.status}${retry}`;
         stream.write(`\r\x1b[K${text.slice(0, (stream.columns ?? 80) - 1)}`);
         drawn = true;
         return;
       }
-      const line = `${options.label}: ${job.status}, ${done}/${total || '?'} embedded${retry}`;
+      const line = `${options.label}: ${job.status}, ${done}/${total} embedded${retry}`;
       if (line !== last) stream.write(line + '\n');
       last = line;
     },

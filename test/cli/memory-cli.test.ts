@@ -1,20 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { silentLogger } from '../../src/core/logger.js';
-import { openDatabase } from '../../src/db/open-database.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { runCli } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
-
-async function sql<T extends Record<string, unknown>>(env: TestEnv, text: string, params: unknown[] = []): Promise<T[]> {
-  const db = await openDatabase(env.config());
-  try {
-    return (await db.query<T>(text, params)).rows;
-  } finally {
-    await db.close();
-  }
-}
 
 const SLOW = { timeout: 180_000 };
 
@@ -25,15 +15,18 @@ const SLOW = { timeout: 180_000 };
 describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
   let env: TestEnv;
   let llm: FakeLlm;
-  let host: Awaited<ReturnType<typeof openDatabase>> | undefined;
-  let opened: OpenedCore | undefined;
+  let opened: OpenedCore;
   let worker: Worker | undefined;
   const run = (args: string[]) => runCli([...args, '--tenant', 'acme'], { env });
+  const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => (await opened.db.query<T>(text, params)).rows;
 
   beforeAll(async () => {
     llm = await startFakeLlm();
     env = await createTestEnv();
-    if (DB_MODE === 'embedded') host = await openDatabase(env.config());
+    // This process opens the database once, for its own queries and the worker, and on the embedded
+    // database it hosts it for the commands (as `aws serve` would): opening it a second time in one
+    // process would start a second host on the same directory.
+    opened = await openCore(env.config(), silentLogger);
     expect((await runCli(['migrate'], { env })).code).toBe(0);
     for (const [name, email] of [['acme', 'alice@acme.example'], ['beta', 'bob@beta.example']]) {
       expect((await runCli(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
@@ -44,7 +37,6 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
   afterAll(async () => {
     await worker?.stop(2000).catch(() => {});
     await opened?.close();
-    await host?.close();
     await env?.cleanup();
     await llm?.close();
   });
@@ -81,11 +73,10 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
     expect(JSON.parse(noEmbedder.stdout)).toMatchObject({ error: 'no_embedder' });
 
     expect((await run(['embedder', 'set', '--provider', 'emb', '--model', 'fake-embed-32'])).code).toBe(0);
-    const [{ id: tenantId }] = await sql<{ id: string }>(env, `select id from tenants where slug = 'acme'`);
-    const [{ id: userId }] = await sql<{ id: string }>(env, `select id from users where tenant_id = $1`, [tenantId]);
-    await sql(env, `insert into memories (tenant_id, user_id, kind, content) select $1, $2, 'fact', 'cli memory ' || g from generate_series(1, 70) g`, [tenantId, userId]);
+    const [{ id: tenantId }] = await sql<{ id: string }>(`select id from tenants where slug = 'acme'`);
+    const [{ id: userId }] = await sql<{ id: string }>(`select id from users where tenant_id = $1`, [tenantId]);
+    await sql(`insert into memories (tenant_id, user_id, kind, content) select $1, $2, 'fact', 'cli memory ' || g from generate_series(1, 70) g`, [tenantId, userId]);
 
-    opened = await openCore(env.config(), silentLogger);
     worker = await startWorker(opened.core, opened.boss, silentLogger, { concurrency: 1 });
 
     const r = await run(['memory', 'backfill', '--limit', '100']);
@@ -94,7 +85,7 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
     expect(r.stderr).toMatch(/^embedding memories: completed, 70\/70 embedded$/m);
     expect(r.stderr).toMatch(/^done: 70 memories embedded, 0 still lacking a vector of the model$/m);
     expect(r.stdout).toBe('');
-    const [{ n }] = await sql<{ n: number }>(env, `select count(*)::int as n from memories where tenant_id = $1 and embedding is not null`, [tenantId]);
+    const [{ n }] = await sql<{ n: number }>(`select count(*)::int as n from memories where tenant_id = $1 and embedding is not null`, [tenantId]);
     expect(n).toBe(70);
 
     // --json: one document, the finished job; nothing on stderr.
@@ -104,7 +95,7 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
     expect(json.stderr).toBe('');
 
     // A job that fails (its provider disabled meanwhile) makes the command fail.
-    await sql(env, `insert into memories (tenant_id, user_id, kind, content) values ($1, $2, 'fact', 'one more')`, [tenantId, userId]);
+    await sql(`insert into memories (tenant_id, user_id, kind, content) values ($1, $2, 'fact', 'one more')`, [tenantId, userId]);
     expect((await run(['provider', 'update', 'emb', '--disable'])).code).toBe(0);
     const failed = await run(['memory', 'backfill', '--json']);
     expect(failed.code).toBe(1);
