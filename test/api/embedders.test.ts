@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemCtx } from '../../src/core/context.js';
 import { BACKFILL_RETRY_LIMIT, EMBED_MEMORIES_JOB, EMBED_MEMORY_JOB, EMBED_BATCH } from '../../src/core/embeddings/embeddings.service.js';
-import { embeddingIndexName } from '../../src/core/embeddings/model-key.js';
+import { embeddingExpression, embeddingIndexName, sqlLiteral, vectorLiteral, vectorType } from '../../src/core/embeddings/model-key.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { startWorker } from '../../src/jobs/worker.js';
 import { fakeEmbedding, startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
@@ -218,6 +218,19 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     expect(rows[0].n).toBe(n);
     const spent = (await db().query(`select count(*)::int as n from usage_records where tenant_id = $1 and channel = 'embeddings'`, [tenants.gamma.tenantId])).rows[0].n;
     expect(spent).toBe(1 + 3); // the probe and the three answered batches
+
+    // The model's partial index is usable by a cosine search written with its expression and predicate
+    // (150 rows are too few for the planner to prefer it unprompted).
+    const key = done.result.modelKey as string;
+    await db().query('analyze memories');
+    const plan = await db().transaction(async (tx) => {
+      await tx.query(`set local enable_seqscan = off`);
+      const q = vectorLiteral(fakeEmbedding('memory about topic 3', 32));
+      return (
+        await tx.query<{ 'QUERY PLAN': string }>(`explain select id from memories where embedding_model = ${sqlLiteral(key)} order by ${embeddingExpression(32)} <=> $1::${vectorType(32)} limit 5`, [q])
+      ).rows.map((r) => r['QUERY PLAN']).join('\n');
+    });
+    expect(plan).toContain(embeddingIndexName(key));
   });
 
   it('a worker killed after a batch loses nothing: the retry resumes with the budget left; the last failed attempt fails the job', async () => {
