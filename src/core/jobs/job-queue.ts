@@ -34,6 +34,13 @@ export interface JobQueue {
 export const JOBS_ENQUEUED = 'jobs.enqueued';
 
 /** A job handler: a thin adapter that calls one core service method. */
-export type JobHandler = (ctx: Ctx, data: any, job: { id: string; name: string; /** Earlier attempts of this job (0 on the first). */ retryCount?: number }) => Promise<void>;
+export type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<void>;
+
+export interface JobInfo {
+  id: string;
+  name: string;
+  /** Earlier attempts of this job (0 on the first): a handler can tell its last attempt (retryLimit). */
+  retryCount?: number;
+}
 
 export type JobHandlers = Record<string, JobHandler>;
