@@ -40,7 +40,7 @@ import { createPlatforms } from './gateways/platforms.js';
 import { createEmbeddingClient } from './embeddings/embedding-client.js';
 import { createEmbeddersRepo } from './embeddings/embedders.repo.js';
 import { createEmbeddersService } from './embeddings/embedders.service.js';
-import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './embeddings/embeddings.service.js';
+import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './embeddings/embeddings.service.js';
 import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
 
@@ -237,6 +237,7 @@ export function createCore(deps: CoreDeps) {
     [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
     [EMBED_MEMORY_JOB]: (ctx, data) => embeddings.embedMemory(ctx, data),
     [EMBED_MEMORIES_JOB]: (ctx, data, job) => embeddings.backfill(ctx, data, { retryCount: job.retryCount }),
+    [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => embeddings.backfillLost(ctx, data),
   };
 
   return {

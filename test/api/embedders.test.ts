@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemCtx } from '../../src/core/context.js';
-import { BACKFILL_RETRY_LIMIT, EMBED_MEMORIES_JOB, EMBED_MEMORY_JOB, EMBED_BATCH } from '../../src/core/embeddings/embeddings.service.js';
+import { BACKFILL_RETRY_LIMIT, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
 import { embeddingExpression, embeddingIndexName, sqlLiteral, vectorLiteral, vectorType } from '../../src/core/embeddings/model-key.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { startWorker } from '../../src/jobs/worker.js';
@@ -266,6 +266,22 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     expect(failed).toMatchObject({ status: 'failed', result: { embedded: 0, total: 5 } });
     expect(failed.error).toMatch(/answered 503.*\(after 4 attempts\)/);
     expect(failed.finishedAt).not.toBeNull();
+
+    // A job that failed for good lands in the dead-letter queue, whose handler marks a row that still
+    // says it runs (the worker of its last attempt was killed before it could) as failed.
+    const lost = await api(t, 'POST', '/v1/jobs', { token: tok.delta, body: { kind: EMBED_MEMORIES_JOB, payload: { limit: 5 } } });
+    const [row] = (await db().query(`select data, dead_letter as "deadLetter" from pgboss.job where name = $1 and data->>'jobId' = $2`, [EMBED_MEMORIES_JOB, lost.json.job.id])).rows;
+    expect(row.deadLetter).toBe(EMBED_MEMORIES_LOST_JOB);
+    await db().query(`update tenant_jobs set status = 'running', result = '{"embedded": 3, "total": 5}' where id = $1`, [lost.json.job.id]);
+    await core.jobHandlers[EMBED_MEMORIES_LOST_JOB](ctx, row.data, { id: 'z', name: EMBED_MEMORIES_LOST_JOB });
+    expect(await job('delta', lost.json.job.id)).toMatchObject({
+      status: 'failed',
+      result: { embedded: 3, total: 5 },
+      error: 'the backfill stopped before it finished: its last attempt lost its worker; the 3 memories it embedded stay embedded, start it again to resume',
+    });
+    // A finished job is left as it is.
+    await core.jobHandlers[EMBED_MEMORIES_LOST_JOB](ctx, queued.data, { id: 'z', name: EMBED_MEMORIES_LOST_JOB });
+    expect((await job('delta', post.json.job.id)).status).toBe('completed');
   });
 
   it('changing the model queues a re-embedding backfill in the same transaction; a backfill queued for the old model stops', async () => {

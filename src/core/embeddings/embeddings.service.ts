@@ -17,6 +17,11 @@ import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
 export const EMBED_MEMORY_JOB = 'embed-memory';
 /** Queue of the backfill (`POST /v1/jobs {kind: 'embed-memories'}`): data BackfillData. */
 export const EMBED_MEMORIES_JOB = 'embed-memories';
+/**
+ * Dead-letter queue of the backfill: a backfill that failed for good lands here, also when no handler
+ * could record it (the worker running its last attempt was killed; the queue noticed by heartbeat).
+ */
+export const EMBED_MEMORIES_LOST_JOB = 'embed-memories-lost';
 /** Texts per request to the provider (OpenAI takes up to 2,048; local servers like smaller batches). */
 export const EMBED_BATCH = 64;
 /** A backfill is tried this many times more after a failure (back-off from 1 s), then marked failed. */
@@ -251,6 +256,24 @@ export function createEmbeddingsService(deps: {
         throw err;
       }
     },
+
+    /**
+     * The dead-letter handler of the backfill: a job that failed for good but whose row still says it
+     * runs (its last attempt's worker died before it could say so) is marked failed. A row already
+     * finished is left alone.
+     */
+    async backfillLost(ctx: Ctx, data: BackfillData): Promise<void> {
+      if (!isUuid(data?.tenantId) || !isUuid(data?.jobId)) return;
+      const job = await jobsRepo.find(db, data.tenantId, data.jobId);
+      if (!job || (job.status !== 'queued' && job.status !== 'running')) return;
+      const embedded = Number((job.result as { embedded?: number } | null)?.embedded ?? 0);
+      await jobsRepo.finish(db, data.tenantId, data.jobId, {
+        status: 'failed',
+        result: null,
+        error: `the backfill stopped before it finished: its last attempt ${job.error ? `failed (${job.error})` : 'lost its worker'}; the ${embedded} memories it embedded stay embedded, start it again to resume`,
+      });
+      ctx.log.warn({ tenantId: data.tenantId, jobId: data.jobId }, 'backfill lost: marked failed');
+    },
   };
 }
 
@@ -283,6 +306,6 @@ export function embedMemoriesKind(repo: EmbeddersRepo): JobKind {
     },
     // A long backfill keeps its claim by heartbeat: a worker that dies is noticed within a minute and
     // the job retried (resuming), while a healthy one may run for hours.
-    send: { retryLimit: BACKFILL_RETRY_LIMIT, heartbeatSeconds: 30, expireInSeconds: 6 * 3600 },
+    send: { retryLimit: BACKFILL_RETRY_LIMIT, heartbeatSeconds: 30, expireInSeconds: 6 * 3600, deadLetter: EMBED_MEMORIES_LOST_JOB },
   };
 }

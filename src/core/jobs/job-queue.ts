@@ -16,6 +16,8 @@ export interface SendOptions {
    * refreshed for this long lost its worker and is retried. For long jobs, with a large expireInSeconds.
    */
   heartbeatSeconds?: number;
+  /** A queue that gets the job once it has failed for good (its last retry failed, or its worker died). */
+  deadLetter?: string;
 }
 
 /** The core's view of the job queue (pg-boss behind it, see src/jobs/). */
