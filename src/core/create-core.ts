@@ -41,6 +41,12 @@ import { createMemoriesRepo } from './memories/memories.repo.js';
 import { createMemoriesService, type EmbedQuery } from './memories/memories.service.js';
 import { createTeamsRepo } from './teams/teams.repo.js';
 import { createTeamsService } from './teams/teams.service.js';
+import { createEmbeddingClient } from './embeddings/embedding-client.js';
+import { createEmbeddersRepo } from './embeddings/embedders.repo.js';
+import { createEmbeddersService } from './embeddings/embedders.service.js';
+import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './embeddings/embeddings.service.js';
+import { createJobsRepo } from './jobs/jobs.repo.js';
+import { createJobsService } from './jobs/jobs.service.js';
 
 export interface CoreDeps {
   db: Database;
@@ -214,9 +220,25 @@ export function createCore(deps: CoreDeps) {
   });
   const pairingService = pairing;
 
+  // Embeddings of memories, and the jobs the API starts (today: the embedding backfill).
+  const embeddersRepo = createEmbeddersRepo();
+  const jobsRepo = createJobsRepo();
+  const jobs = createJobsService({ db, repo: jobsRepo, queue, audit, kinds: { [EMBED_MEMORIES_JOB]: embedMemoriesKind(embeddersRepo) } });
+  const embeddings = createEmbeddingsService({
+    db,
+    repo: embeddersRepo,
+    runtimeRepo,
+    jobsRepo,
+    usage,
+    client: createEmbeddingClient({ openKey: (sealed) => box.open(sealed) }),
+    queue,
+    log: deps.log.child({ part: 'embeddings' }),
+  });
+  const embedders = createEmbeddersService({ db, repo: embeddersRepo, runtimeRepo, audit, embeddings, enqueueJob: jobs.enqueue });
+
   // Teams and long-term memories.
   const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
-  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: deps.embedQuery });
+  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: deps.embedQuery ?? ((tenantId, text) => embeddings.embedQuery(tenantId, text)) });
 
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
@@ -226,11 +248,14 @@ export function createCore(deps: CoreDeps) {
     [ANALYTICS_JOB]: (ctx, data) => sessionAnalytics.recordAnalytics(ctx, data),
     [GATEWAY_SEND_JOB]: (ctx, data) => pairingService.sendJob(ctx, data),
     [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
+    [EMBED_MEMORY_JOB]: (ctx, data) => embeddings.embedMemory(ctx, data),
+    [EMBED_MEMORIES_JOB]: (ctx, data, job) => embeddings.backfill(ctx, data, { retryCount: job.retryCount }),
+    [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => embeddings.backfillLost(ctx, data),
   };
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, jobHandlers,
+    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, jobHandlers,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

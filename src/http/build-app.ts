@@ -21,6 +21,8 @@ import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { memoriesRoutes } from './routes/v1/memories.routes.js';
 import { teamsRoutes } from './routes/v1/teams.routes.js';
+import { embedderRoutes } from './routes/v1/embedder.routes.js';
+import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { ErrorBody } from './schemas.js';
 import { validatorCompilerFactory } from './validation.js';
 
@@ -117,6 +119,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });
       await v1.register(memoriesRoutes, { core });
+      await v1.register(embedderRoutes, { core });
+      await v1.register(jobsRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

@@ -83,6 +83,8 @@ export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
         ...(options.retryDelay !== undefined ? { retryDelay: options.retryDelay } : {}),
         ...(options.expireInSeconds !== undefined ? { expireInSeconds: options.expireInSeconds } : {}),
         ...(options.startAfterSeconds !== undefined ? { startAfter: options.startAfterSeconds } : {}),
+        ...(options.heartbeatSeconds !== undefined ? { heartbeatSeconds: options.heartbeatSeconds } : {}),
+        ...(options.deadLetter !== undefined ? { deadLetter: options.deadLetter } : {}),
       });
       if (!id) throw new Error(`job ${name} was not queued (a singleton job with the same key is pending)`);
       await bus.publish(JOBS_ENQUEUED, { name }, options.tx);

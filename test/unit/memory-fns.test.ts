@@ -1,3 +1,4 @@
+import { sqlLiteral, vectorLiteral } from '../../src/core/embeddings/model-key.js';
 import { describe, expect, it } from 'vitest';
 import {
   candidateCount,
@@ -7,8 +8,6 @@ import {
   isMemoryVisibility,
   isWidening,
   looksLikeInstructions,
-  sqlLiteral,
-  vectorLiteral,
 } from '../../src/core/memories/memory-fns.js';
 
 describe('looksLikeInstructions', () => {

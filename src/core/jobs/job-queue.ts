@@ -11,6 +11,13 @@ export interface SendOptions {
   expireInSeconds?: number;
   /** Seconds before the job may start (a turn waiting for a free runtime). */
   startAfterSeconds?: number;
+  /**
+   * The worker refreshes the job's claim this often (pg-boss does it while the handler runs); a job not
+   * refreshed for this long lost its worker and is retried. For long jobs, with a large expireInSeconds.
+   */
+  heartbeatSeconds?: number;
+  /** A queue that gets the job once it has failed for good (its last retry failed, or its worker died). */
+  deadLetter?: string;
 }
 
 /** The core's view of the job queue (pg-boss behind it, see src/jobs/). */
@@ -29,6 +36,13 @@ export interface JobQueue {
 export const JOBS_ENQUEUED = 'jobs.enqueued';
 
 /** A job handler: a thin adapter that calls one core service method. */
-export type JobHandler = (ctx: Ctx, data: any, job: { id: string; name: string }) => Promise<void>;
+export type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<void>;
+
+export interface JobInfo {
+  id: string;
+  name: string;
+  /** Earlier attempts of this job (0 on the first): a handler can tell its last attempt (retryLimit). */
+  retryCount?: number;
+}
 
 export type JobHandlers = Record<string, JobHandler>;

@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../logger.js';
 import type { AppliedState, ProviderRow } from '../runtime/runtime.repo.js';
-import type { ProviderKind } from '../runtime/runtime.schemas.js';
+import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
 import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
 
 /**
@@ -26,17 +26,8 @@ export interface GatewayCaller {
   credential: string;
 }
 
-/** Paths under a provider a runtime may call, per wire format. */
-const ALLOWED: Record<ProviderKind, RegExp> = {
-  'openai-compatible': /^\/(chat\/completions|completions|embeddings|responses|models)$/,
-  openai: /^\/(responses|chat\/completions|completions|embeddings|models)$/,
-  anthropic: /^\/(messages|messages\/count_tokens|models)$/,
-};
-/** Where a provider without a base URL lives. */
-export const OFFICIAL_BASE_URL: Partial<Record<ProviderKind, string>> = {
-  openai: 'https://api.openai.com/v1',
-  anthropic: 'https://api.anthropic.com/v1',
-};
+// Provider URLs, key headers and prices: provider-endpoint.ts (shared with the embeddings service).
+export { OFFICIAL_BASE_URL } from './provider-endpoint.js';
 /** Request headers passed on to the provider (everything else, credentials included, stays here). */
 const FORWARDED_HEADERS = ['content-type', 'accept', 'user-agent', 'anthropic-version', 'anthropic-beta', 'openai-beta', 'openai-organization', 'openai-project'];
 const RESPONSE_DROPPED = ['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'proxy-connection'];
@@ -140,7 +131,7 @@ export function createLlmGateway(deps: GatewayDeps) {
       req.resume();
       return answer(res, 404, 'not_found_error', `no applied provider "${name}"`);
     }
-    if (!ALLOWED[provider.kind].test(rest)) {
+    if (!isModelPath(provider.kind, rest)) {
       req.resume();
       return answer(res, 403, 'permission_error', `${rest} is not a model endpoint this gateway forwards`);
     }
@@ -164,19 +155,15 @@ export function createLlmGateway(deps: GatewayDeps) {
       if (refusal) return answer(res, 402, 'cost_limit_exceeded', refusal);
     }
 
-    const base = provider.baseUrl ?? OFFICIAL_BASE_URL[provider.kind];
+    const base = providerBaseUrl(provider);
     if (!base) return answer(res, 502, 'api_error', `provider "${name}" has no base URL`);
-    const target = new URL(`${base.replace(/\/+$/, '')}${rest}${url.search}`);
+    const target = new URL(`${base}${rest}${url.search}`);
     const headers: http.OutgoingHttpHeaders = {};
     for (const h of FORWARDED_HEADERS) if (req.headers[h] !== undefined) headers[h] = req.headers[h];
     // The usage report is read from the stream: it must not be compressed.
     headers['accept-encoding'] = 'identity';
     if (body.length) headers['content-length'] = body.length;
-    const key = provider.apiKeySealed ? deps.openKey(provider.apiKeySealed) : '';
-    if (key) {
-      if (provider.kind === 'anthropic') headers['x-api-key'] = key;
-      else headers.authorization = `Bearer ${key}`;
-    }
+    Object.assign(headers, providerAuthHeaders(provider.kind, provider.apiKeySealed ? deps.openKey(provider.apiKeySealed) : ''));
     const lib = target.protocol === 'https:' ? https : http;
     const upstream = lib.request(target, { method: req.method, headers, agent: target.protocol === 'https:' ? agents.https : agents.http });
     const tap = createUsageTap();
@@ -199,8 +186,7 @@ export function createLlmGateway(deps: GatewayDeps) {
         const usage = tap.end();
         if (!usage || (up.statusCode ?? 500) >= 400) return;
         const modelId = model || usage.model || '';
-        const price = provider.models.find((x) => x.id === modelId) ?? provider.models.find((x) => x.id === usage.model);
-        const costUsd = callCost(usage, { inputPerMTok: price?.inputCostPerMTok, outputPerMTok: price?.outputCostPerMTok });
+        const costUsd = callCost(usage, modelPrice(provider, modelId, usage.model));
         const callId = `${caller.tenantId}:${String(up.headers['x-request-id'] ?? up.headers['request-id'] ?? crypto.randomUUID())}`;
         deps.record({ caller, turn, provider: name, model: modelId, usage, costUsd, callId }).catch((err) =>
           log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),

@@ -1,6 +1,7 @@
 import type { Queryable, Tx } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
-import { RRF_K, sqlLiteral, vectorLiteral, type MemoryKind, type MemorySource, type MemoryStatus, type MemoryVisibility } from './memory-fns.js';
+import { embeddingExpression, sqlLiteral, vectorLiteral, vectorType } from '../embeddings/model-key.js';
+import { RRF_K, type MemoryKind, type MemorySource, type MemoryStatus, type MemoryVisibility } from './memory-fns.js';
 
 export interface MemoryRow {
   id: string;
@@ -169,15 +170,17 @@ export function createMemoriesRepo() {
       if (s.vector) {
         const dims = s.vector.values.length;
         const key = sqlLiteral(s.vector.modelKey);
-        const query = `${p.add(vectorLiteral(s.vector.values))}::vector(${dims})`;
+        // The same expression and type as the key's index (embeddings/model-key.ts: halfvec above 2,000).
+        const column = embeddingExpression(dims, 'e.embedding');
+        const query = `${p.add(vectorLiteral(s.vector.values))}::${vectorType(dims)}`;
         const vecWhere = `${visibleTo('e', v, p)}${filters('e', s, p)}`;
         vectorArm = `,
           vec as materialized (
             select id, row_number() over (order by distance, id) as rank from (
-              select e.id, (e.embedding::vector(${dims})) <=> ${query} as distance
+              select e.id, ${column} <=> ${query} as distance
                 from memories e
                where e.embedding_model = ${key} and ${vecWhere}
-               order by (e.embedding::vector(${dims})) <=> ${query}
+               order by ${column} <=> ${query}
                limit ${k}) nearest)`;
         await q.query(`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)`, [String(Math.min(Math.max(s.candidates, 40), 1000))]);
       }

@@ -4,6 +4,8 @@ import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, type PermissionName } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
+import { EMBED_MEMORY_JOB } from '../embeddings/embeddings.service.js';
+import { vectorLiteral } from '../embeddings/model-key.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
@@ -22,16 +24,13 @@ import {
   MEMORY_LIMIT_MAX,
   MEMORY_QUERY_MAX,
   MEMORY_VISIBILITIES,
-  vectorLiteral,
   type MemoryKind,
   type MemoryVisibility,
 } from './memory-fns.js';
 
-/**
- * The job that embeds one new memory, queued in the transaction that creates it when the tenant has an
- * embedder. Data: `{ tenantId, memoryId }`. Its handler lives with the embedders (src/core/embeddings).
- */
-export const EMBED_MEMORY_JOB = 'embed-memory';
+// The job that embeds one new memory, queued in the transaction that creates it when the tenant has an
+// embedder (data `{ tenantId, memoryId }`); its handler lives with the embedders.
+export { EMBED_MEMORY_JOB };
 
 /**
  * The port to the tenant's embedder: the embedding of a search text and the key of the model that made

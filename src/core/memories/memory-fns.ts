@@ -132,16 +132,3 @@ export function fitToBudget<T extends Budgeted>(items: T[], options: { limit: nu
   }
   return out;
 }
-
-/** A pgvector literal from numbers, refusing what the database would (or should) refuse. */
-export function vectorLiteral(values: number[]): string {
-  if (!Array.isArray(values) || values.length < 1 || values.length > 16000) throw new RangeError(`a query vector needs 1 to 16000 dimensions, got ${values?.length}`);
-  for (const v of values) if (typeof v !== 'number' || !Number.isFinite(v)) throw new RangeError('a query vector holds finite numbers only');
-  return `[${values.join(',')}]`;
-}
-
-/** A SQL string literal for values the service itself produced (model keys): standard_conforming_strings. */
-export function sqlLiteral(value: string): string {
-  if (value.includes('\0')) throw new RangeError('a SQL literal cannot hold NUL');
-  return `'${value.replace(/'/g, "''")}'`;
-}
