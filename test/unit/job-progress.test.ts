@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { createJobProgress } from '../../src/cli/job-progress.js';
 import type { PublicJob } from '../../src/core/jobs/jobs.service.js';
 
@@ -12,6 +12,12 @@ function stream(tty: boolean) {
 
 describe('job progress on stderr', () => {
   it('redraws one bar in place on a terminal, and ends its line', () => {
+    // A terminal outside CI (under CI=true, as in .ci/run, the bar is off on purpose: plain lines).
+    const ci = process.env.CI;
+    delete process.env.CI;
+    onTestFinished(() => {
+      if (ci !== undefined) process.env.CI = ci;
+    });
     const { out, s } = stream(true);
     const p = createJobProgress({ quiet: false, stream: s, label: 'embedding memories' });
     p.update(job('queued', null));

@@ -101,9 +101,15 @@ export function createAuthService(deps: {
   let operatorCache: { at: number; ref: { tenantId: string; userId: string } | null } | null = null;
 
   let revocations: Promise<unknown> | null = null;
+  // Set once this process hears revocations. Until then nothing is cached: a sign-out published before
+  // the LISTEN was in place would be missed, and the entry would outlive it.
+  let hearing = false;
   const ensureRevocations = () =>
     (revocations ??= bus
       .subscribe(AUTH_REVOKED, (p) => forget(p as { signInId?: string; userId?: string }))
+      .then(() => {
+        hearing = true;
+      })
       .catch(() => {
         revocations = null;
       }));
@@ -457,6 +463,7 @@ export function createAuthService(deps: {
     if (row.signInValid === false) {
       throw new UnauthenticatedError('your sign-in has ended (signed out, expired, or the user was removed)', { hint: 'Sign in again.' });
     }
+    if (!hearing) return user;
     if (userChecks.size >= USER_CACHE_MAX) userChecks.clear();
     userChecks.set(key, { at: now.getTime(), user });
     return user;

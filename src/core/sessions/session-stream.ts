@@ -170,6 +170,8 @@ export function createSessionStreams(deps: {
     // sessions only. (A session claimed away from this user is no longer theirs either.)
     if (ref.ownerId !== owner.userId || ref.tenantId !== owner.tenantId) {
       if (!refusedOnce.has(ev.upstreamSessionId)) {
+        // Bounded: a hostile runtime could name endless sessions; forgetting one only repeats a warning.
+        if (refusedOnce.size >= 1000) refusedOnce.clear();
         refusedOnce.add(ev.upstreamSessionId);
         log.warn({ userId: owner.userId, sessionId: ref.id }, 'ignored events a runtime sent for a session its user does not own');
       }
