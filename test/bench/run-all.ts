@@ -9,6 +9,7 @@ import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
+import { memoryInjection } from './memory-injection.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
@@ -26,6 +27,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'gateway-approval': gatewayApproval,
   'gateway-inbound': gatewayInbound,
   'llm-gateway': llmGateway,
+  'memory-injection': memoryInjection,
 };
 
 const wanted = process.argv.slice(2);

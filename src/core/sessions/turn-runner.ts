@@ -90,7 +90,7 @@ export function createTurnRunner(deps: {
     if (!deps.memories) return Promise.resolve(null);
     const text = promptText(parts);
     const started = Date.now();
-    const work = deps.memories.recallForTurn(owner, text, TURN_MEMORIES).then(
+    return deps.memories.recallForTurn(owner, text, TURN_MEMORIES).then(
       ({ memories, searchMode }) => {
         ctx.log.debug({ recalled: memories.length, searchMode, ms: Date.now() - started }, 'memories recalled for the turn');
         return memories.length ? memoryPart(memories) : null;
@@ -100,9 +100,9 @@ export function createTurnRunner(deps: {
         return null;
       },
     );
-    return work;
   }
 
+  /** The recall's answer, or null when it has not come within `ms` (the turn does not wait longer). */
   async function settle<T>(p: Promise<T | null>, ms: number, ctx: Ctx): Promise<T | null> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<null>((resolve) => {
