@@ -3,6 +3,7 @@ import { ConflictError, ForbiddenError, ValidationError } from '../../src/core/e
 import { silentLogger } from '../../src/core/logger.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_PROTOCOL_VERSIONS, negotiateVersion, RPC, type MemoryToolPort } from '../../src/core/memories/memory-mcp.js';
 import { locateToolCall } from '../../src/core/runtime/runtime-tool-calls.js';
+import { mcpToolName } from '../../src/core/runtime/runtime-tools.js';
 import { memoryBlock, memoryLine, memoryPart, promptText, withheldTools } from '../../src/core/sessions/prompt-parts.js';
 import { emptyPermissions } from '../../src/core/rbac/permissions.js';
 
@@ -177,6 +178,9 @@ describe('memory injection block', () => {
     const writer = emptyPermissions();
     writer.memory.write = true;
     expect(withheldTools(writer).memory_save).toBeUndefined();
+    // The runtime's name for an MCP tool: `<server>_<tool>`, sanitised.
+    expect(mcpToolName('memory', 'save')).toBe('memory_save');
+    expect(mcpToolName('my server', 'do.it')).toBe('my_server_do_it');
   });
 });
 

@@ -13,6 +13,7 @@ import type { MemoriesService, MemoryOwner } from '../memories/memories.service.
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
 import type { RuntimeIdentity } from '../runtime/runtime-pool.js';
 import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
+import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
@@ -156,7 +157,7 @@ export function createAgentEgress(deps: {
       async save(input) {
         if (!withinRate(owner.userId, 'save')) throw tooManyCalls('save');
         // Provenance: the turn making the call, as the runtime itself shows it (see runtime-tool-calls.ts).
-        const origin = await deps.toolCallOrigin(owner, { tool: `${MEMORY_MCP_SERVER}_save`, input: { kind: input.kind, content: input.content } });
+        const origin = await deps.toolCallOrigin(owner, { tool: mcpToolName(MEMORY_MCP_SERVER, 'save'), input: { kind: input.kind, content: input.content } });
         // A save no running turn made (a background process after the turn ended, say) has no provenance.
         if (!origin) throw new ConflictError('memories can only be saved during a running turn of your session (this call could not be matched to one)');
         return deps.memories.saveFromAgent(owner, { ...input, sessionId: origin.upstreamSessionId, messageId: origin.messageId });

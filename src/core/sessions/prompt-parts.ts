@@ -1,7 +1,9 @@
 import { PayloadTooLargeError, ValidationError } from '../errors.js';
 import { hasPermission } from '../authz.js';
 import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
+import { MEMORY_MCP_SERVER } from '../memories/memory-mcp.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
+import { mcpToolName } from '../runtime/runtime-tools.js';
 
 /**
  * The rules that turn a prompt request into what the runtime is sent: its parts (from any of the three
@@ -98,7 +100,7 @@ export function withheldTools(perms: RbacPermissions): Record<string, boolean> {
   const tools: Record<string, boolean> = { question: false };
   for (const t of RUNTIME_TOOLS) if (!toolAllowed(perms, t)) tools[t] = false;
   // The memory tools' save would be refused without memory.write (memories.service.ts): not offered.
-  if (!hasPermission(perms, 'memory.write')) tools.memory_save = false;
+  if (!hasPermission(perms, 'memory.write')) tools[mcpToolName(MEMORY_MCP_SERVER, 'save')] = false;
   return tools;
 }
 
