@@ -162,12 +162,14 @@ describe('memories: the agent\'s tools and injection, through a real runtime', {
     const rpc = (params: unknown) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params });
     const search = rpc({ name: 'search', arguments: { query: `Go tabs ${OWNER_SECRET}` } });
     const asOwner = rpc({ name: 'save', arguments: { kind: 'fact', content: 'planted by the agent', userId: acme.ids.owner } });
+    const fromShell = rpc({ name: 'save', arguments: { kind: 'event', content: 'saved from the shell during a turn' } });
     const script = [
       `u=http://llm.agentws.internal/mcp/memory; p="\${http_proxy:-$HTTP_PROXY}"`,
       ...[['none', ''], ['wrong', 'Bearer agws_not-a-credential'], ['other', `Bearer ${other}`], ['own', `Bearer ${own}`]].map(
         ([label, auth]) => `echo "[${label}]"; curl -s -m 10 -x "$p" -H 'content-type: application/json' ${auth ? `-H 'authorization: ${auth}'` : ''} -w ' status=%{http_code}\\n' --data '${search}' $u`,
       ),
       `echo "[as-owner]"; curl -s -m 10 -x "$p" -H 'content-type: application/json' -H 'authorization: Bearer ${own}' -w ' status=%{http_code}\\n' --data '${asOwner}' $u`,
+      `echo "[shell-save]"; curl -s -m 10 -x "$p" -H 'content-type: application/json' -H 'authorization: Bearer ${own}' -w ' status=%{http_code}\\n' --data '${fromShell}' $u`,
     ].join('\n');
     const t5 = await turn(acme.tokens.member, call('bash', { command: script, description: 'probe' }));
     const out = t5.output;
@@ -181,5 +183,11 @@ describe('memories: the agent\'s tools and injection, through a real runtime', {
     expect(section('as-owner')).toMatch(/unknown argument\(s\): userId/);
     const owners = await r.t.opened.db.query(`select count(*)::int as n from memories where content = 'planted by the agent'`);
     expect(owners.rows[0].n).toBe(0);
+    // A save that is not the runtime's tool part (here, curl in the shell) belongs to the only busy session:
+    // the turn that ran the shell, and its assistant message.
+    expect(section('shell-save'), out).toMatch(/Saved memory [0-9a-f-]{36} \(event, private/);
+    const shellMemory = (await api(r.t, 'GET', '/v1/memories?kind=event', { token: acme.tokens.member })).json.memories.find((m: any) => m.content === 'saved from the shell during a turn');
+    const bashMessage = t5.messages.find((m) => m.info.role === 'assistant' && m.parts.some((p) => p.type === 'tool' && p.tool === 'bash'));
+    expect(shellMemory).toMatchObject({ visibility: 'private', source: 'agent', author: { id: acme.ids.mia }, sessionId: t5.sessionId, messageId: bashMessage!.info.id });
   });
 });
