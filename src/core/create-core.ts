@@ -120,6 +120,9 @@ export function createCore(deps: CoreDeps) {
     log: deps.log,
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
+  // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
+  // Query vectors come from the tenant's embedder (made below; only called once the core is built).
+  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: deps.embedQuery ?? ((tenantId, text) => embeddings.embedQuery(tenantId, text)) });
   const sessionsRepo = createSessionsRepo();
   const egress = createAgentEgress({
     db,
@@ -130,6 +133,9 @@ export function createCore(deps: CoreDeps) {
     sessionsRepo,
     tenantsRepo,
     permissionsOf,
+    memories,
+    // The pool is made below; a tool call only arrives once it runs a runtime.
+    toolCallOrigin: (owner, call) => pool.toolCallOrigin(owner, call),
     privateAllow: config.runtime.egressPrivateAllow,
     clock,
     log: deps.log.child({ part: 'egress' }),
@@ -173,7 +179,7 @@ export function createCore(deps: CoreDeps) {
     onChatTurnEnd: (tenantId, sessionId, eventId) =>
       void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
   });
-  const turns = createTurnRunner({ db, repo: sessionsRepo, runtime, pool, queue, streams, permissionsOf, log: deps.log });
+  const turns = createTurnRunner({ db, repo: sessionsRepo, runtime, pool, queue, streams, permissionsOf, memories, log: deps.log });
   const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit });
   const sessions = createSessionsService({
     db,
@@ -236,9 +242,8 @@ export function createCore(deps: CoreDeps) {
   });
   const embedders = createEmbeddersService({ db, repo: embeddersRepo, runtimeRepo, audit, embeddings, enqueueJob: jobs.enqueue });
 
-  // Teams and long-term memories.
+  // Teams (memories are made above, with the agent's egress).
   const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
-  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: deps.embedQuery ?? ((tenantId, text) => embeddings.embedQuery(tenantId, text)) });
 
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {

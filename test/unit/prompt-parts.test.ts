@@ -137,6 +137,7 @@ describe('withheldTools', () => {
 
   it('withholds the denied tools, and every runtime tool not allowed', () => {
     const p = emptyPermissions();
+    p.memory.write = true; // memory_save is offered (its own rule: memory-mcp.test.ts)
     p.tools = { allowed: '*', denied: ['bash', 'webfetch'] };
     expect(withheldTools(p)).toEqual({ question: false, bash: false, webfetch: false });
     p.tools = { allowed: ['read', 'glob'], denied: [] };

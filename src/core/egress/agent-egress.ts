@@ -1,23 +1,35 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { Ctx } from '../context.js';
+import { ConflictError, RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
+import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
+import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
 import type { RuntimeIdentity } from '../runtime/runtime-pool.js';
+import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
+import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsageService } from '../usage/usage.service.js';
 import { decideEgress, parsePrivateAllow, type EgressRules } from './egress-policy.js';
-import { createEgressProxy } from './egress-proxy.js';
+import { createEgressProxy, GATEWAY_HOST } from './egress-proxy.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
 const CACHE_MS = 2000;
 /** One audit entry per runtime and target in this window (an agent retrying in a loop is one event). */
 const DENIAL_AUDIT_WINDOW_MS = 10 * 60_000;
+/**
+ * Memory tool calls one user's agent may make per minute: plenty for a turn, and a runaway or hostile
+ * agent cannot fill the user's memories (each save is a row and an audit entry) or load the database.
+ */
+const MEMORY_CALLS_PER_MINUTE = { save: 20, search: 120 } as const;
 
 /**
  * The agents' way out, as the appliance wires it: the egress proxy (one listener per runtime) deciding
@@ -34,6 +46,10 @@ export function createAgentEgress(deps: {
   sessionsRepo: SessionsRepo;
   tenantsRepo: TenantsRepo;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+  /** What the memory tools (MCP on the gateway host) do, always for the runtime's own user. */
+  memories: Pick<MemoriesService, 'searchForAgent' | 'saveFromAgent'>;
+  /** Which session and message of the user's runtime a tool call came from (runtime-pool.ts). */
+  toolCallOrigin: (owner: MemoryOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
   privateAllow: string;
   clock: Clock;
   log: Logger;
@@ -115,9 +131,102 @@ export function createAgentEgress(deps: {
     log,
   });
 
+  /** Sliding one-minute windows of memory tool calls, per user and tool. */
+  const memoryCalls = new Map<string, number[]>();
+  const withinRate = (userId: string, tool: keyof typeof MEMORY_CALLS_PER_MINUTE): boolean => {
+    const key = `${userId}:${tool}`;
+    const now = Date.now();
+    const recent = (memoryCalls.get(key) ?? []).filter((t) => t > now - 60_000);
+    if (recent.length >= MEMORY_CALLS_PER_MINUTE[tool]) return false;
+    recent.push(now);
+    memoryCalls.set(key, recent);
+    if (memoryCalls.size > 10_000) memoryCalls.clear();
+    return true;
+  };
+
+  const tooManyCalls = (tool: keyof typeof MEMORY_CALLS_PER_MINUTE) => new RateLimitedError(`too many memory ${tool} calls: at most ${MEMORY_CALLS_PER_MINUTE[tool]} a minute`);
+
+  /** The memory tools bound to the runtime's user: nothing the agent sends can name another owner. */
+  const memoryTools = (identity: RuntimeIdentity): MemoryToolPort => {
+    const owner: MemoryOwner = { tenantId: identity.tenantId, userId: identity.userId };
+    return {
+      async search(input) {
+        if (!withinRate(owner.userId, 'search')) throw tooManyCalls('search');
+        return deps.memories.searchForAgent(owner, input);
+      },
+      async save(input) {
+        if (!withinRate(owner.userId, 'save')) throw tooManyCalls('save');
+        // Provenance: the turn making the call, as the runtime itself shows it (see runtime-tool-calls.ts).
+        const origin = await deps.toolCallOrigin(owner, { tool: mcpToolName(MEMORY_MCP_SERVER, 'save'), input: { kind: input.kind, content: input.content } });
+        // A save no running turn made (a background process after the turn ended, say) has no provenance.
+        if (!origin) throw new ConflictError('memories can only be saved during a running turn of your session (this call could not be matched to one)');
+        return deps.memories.saveFromAgent(owner, { ...input, sessionId: origin.upstreamSessionId, messageId: origin.messageId });
+      },
+    };
+  };
+
+  const send = (res: ServerResponse, status: number, body?: unknown, headers: Record<string, string> = {}) => {
+    if (res.headersSent) return void res.destroy();
+    if (body === undefined) return void res.writeHead(status, headers).end();
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
+    res.end(text);
+  };
+  const rpcError = (code: number, message: string) => ({ jsonrpc: '2.0', id: null, error: { code, message: `agentws: ${message}` } });
+
+  /**
+   * The memory MCP server (Streamable HTTP, JSON answers only) on the gateway host. Who is asking is the
+   * proxy listener the request arrived on (the identity), and the request must also carry that runtime's
+   * own credential, as model calls do: a credential of another runtime, or none, is refused.
+   */
+  async function serveMemoryMcp(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (!given || !identity.credential || !sameSecret(given, identity.credential)) {
+      req.resume();
+      return send(res, 401, rpcError(RPC.invalidRequest, "this credential is not the runtime's"));
+    }
+    // Browsers are the DNS-rebinding risk the spec's Origin rule is about; a runtime sends none, or ours.
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== `http://${GATEWAY_HOST}`) {
+      req.resume();
+      return send(res, 403, rpcError(RPC.invalidRequest, 'cross-origin requests are refused'));
+    }
+    // No server-to-client stream (GET) and no protocol sessions to end (DELETE): POST only, as the spec allows.
+    if (req.method !== 'POST') {
+      req.resume();
+      return send(res, 405, rpcError(RPC.invalidRequest, 'POST JSON-RPC messages here'), { allow: 'POST' });
+    }
+    if (!acceptableVersionHeader(req.headers['mcp-protocol-version'])) {
+      req.resume();
+      return send(res, 400, rpcError(RPC.invalidRequest, `unsupported MCP-Protocol-Version ${String(req.headers['mcp-protocol-version'])}`));
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of req) {
+      size += (c as Buffer).length;
+      if (size > MCP_MAX_BODY_BYTES) return send(res, 413, rpcError(RPC.invalidRequest, `a message is at most ${MCP_MAX_BODY_BYTES} bytes`), { connection: 'close' });
+      chunks.push(c as Buffer);
+    }
+    let message: unknown;
+    try {
+      message = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      return send(res, 400, rpcError(RPC.parseError, 'the body is not JSON'));
+    }
+    const answer: McpAnswer = await handleMcpMessage(message, memoryTools(identity), log);
+    if (answer.status === 202) return send(res, 202);
+    return send(res, answer.status, answer.body);
+  }
+
   const proxy = createEgressProxy<RuntimeIdentity>({
     decide: async (identity, host, port) => decideEgress({ host, port, rules: await tenantRules(identity.tenantId), privateAllow }),
-    gateway: (identity, req, res, url) => gateway.handle(identity, req, res, url),
+    gateway: (identity, req, res, url) => {
+      if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
+      serveMemoryMcp(identity, req, res).catch((err) => {
+        log.error({ err: (err as Error).message }, 'memory MCP server failed');
+        send(res, 500, rpcError(RPC.internal, 'the memory server failed'));
+      });
+    },
     refused: (identity, target) =>
       auditOnce(`egress:${identity.userId}:${target.host}:${target.port}`, identity.tenantId, {
         action: 'egress.denied',
@@ -132,3 +241,10 @@ export function createAgentEgress(deps: {
 }
 
 export type AgentEgress = ReturnType<typeof createAgentEgress>;
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+

@@ -105,6 +105,23 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       return r.json as RuntimeMessage[];
     },
 
+    /** The runtime's sessions with a turn in progress (busy or retrying); idle ones are not listed. */
+    async busySessions(): Promise<string[]> {
+      const r = await call('GET', '/session/status', { timeoutMs: 3000 });
+      if (r.status !== 200) throw fail('report session status', r);
+      return Object.entries((r.json ?? {}) as Record<string, { type?: string }>)
+        .filter(([, st]) => st?.type === 'busy' || st?.type === 'retry')
+        .map(([id]) => id);
+    },
+
+    /** The last `limit` messages of a session (oldest first), for finding the call in progress. */
+    async recentMessages(sessionId: string, limit: number): Promise<RuntimeMessage[]> {
+      const r = await call('GET', `/session/${encodeURIComponent(sessionId)}/message?limit=${limit}`, { timeoutMs: 3000 });
+      if (r.status === 404) return [];
+      if (r.status !== 200) throw fail('list messages', r);
+      return r.json as RuntimeMessage[];
+    },
+
     /** False when the runtime has no such pending request (unknown, or already answered). */
     async replyPermission(requestId: string, reply: 'once' | 'always' | 'reject', message?: string): Promise<boolean> {
       const r = await call('POST', `/permission/${encodeURIComponent(requestId)}/reply`, { body: { reply, ...(message ? { message } : {}) } });

@@ -9,6 +9,7 @@ import { AppError, UnavailableError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { Logger } from '../logger.js';
 import { createRuntimeClient, runtimeUnavailable, type RuntimeClient, type RuntimeHandle } from './runtime-client.js';
+import { locateToolCall, type ToolCallOrigin } from './runtime-tool-calls.js';
 import type { LaunchedRuntime, RuntimeLauncher } from './runtime-launcher.js';
 import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
 import { SANDBOX_PATHS } from './sandbox.js';
@@ -305,6 +306,17 @@ export function createRuntimePool(deps: {
     /** A client of the user's runtime (started if need be). */
     async client(owner: RuntimeOwner): Promise<RuntimeClient> {
       return createRuntimeClient(await acquire(owner));
+    },
+
+    /**
+     * The session and message of the user's runtime that a tool call reaching the service came from
+     * (runtime-tool-calls.ts). Only for a runtime this process hosts (the one whose proxy listener the
+     * call arrived on); null when it is not here or the runtime cannot tell.
+     */
+    async toolCallOrigin(owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }): Promise<ToolCallOrigin | null> {
+      const e = entries.get(owner.userId);
+      if (!e?.handle || e.owner.tenantId !== owner.tenantId) return null;
+      return locateToolCall(createRuntimeClient(e.handle), call);
     },
 
     /** Why agents cannot run here, if they cannot. */

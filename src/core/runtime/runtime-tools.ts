@@ -15,3 +15,13 @@ export function permissionOfTool(tool: string): string | null {
   if ((ASKABLE_PERMISSIONS as readonly string[]).includes(tool)) return tool;
   return ASKS_AS[tool] ?? null;
 }
+
+/**
+ * The name the model (and the runtime's tool switches and tool parts) know an MCP server's tool by:
+ * opencode 1.18 prefixes it with the server's configured name, both with characters outside
+ * `[A-Za-z0-9_-]` replaced by `_`.
+ */
+export function mcpToolName(server: string, tool: string): string {
+  const clean = (s: string) => s.replace(/[^a-zA-Z0-9_-]/g, '_');
+  return `${clean(server)}_${clean(tool)}`;
+}

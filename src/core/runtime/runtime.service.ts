@@ -7,6 +7,7 @@ import { actorString, type Ctx } from '../context.js';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { GATEWAY_HOST } from '../egress/egress-proxy.js';
+import { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../memories/memory-mcp.js';
 import { createRuntimeClient, type RuntimeHandle } from './runtime-client.js';
 import { gatewayCredential, handleOfRow, type RuntimeOwner } from './runtime-pool.js';
 import { permissionOfTool } from './runtime-tools.js';
@@ -138,6 +139,19 @@ export function createRuntimeService(deps: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
         ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
+      },
+      // The user's memory tools (memory_search, memory_save): served by the service on the gateway host,
+      // reached through the runtime's proxy with its own credential like model calls. No OAuth discovery:
+      // the credential is the whole authentication.
+      mcp: {
+        [MEMORY_MCP_SERVER]: {
+          type: 'remote',
+          url: `http://${GATEWAY_HOST}${MEMORY_MCP_PATH}`,
+          headers: { Authorization: `Bearer ${credential}` },
+          oauth: false,
+          enabled: true,
+          timeout: 15_000,
+        },
       },
       share: 'disabled',
       autoupdate: false,

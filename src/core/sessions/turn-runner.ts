@@ -12,7 +12,8 @@ import type { JobQueue } from '../jobs/job-queue.js';
 import { createRuntimeClient } from '../runtime/runtime-client.js';
 import { RuntimeBusyError, type RuntimePool } from '../runtime/runtime-pool.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
-import { withheldTools } from './prompt-parts.js';
+import type { MemoriesService } from '../memories/memories.service.js';
+import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
 import type { SessionsRepo } from './sessions.repo.js';
 
@@ -28,6 +29,13 @@ export const TURN_ATTEMPTS = 4;
 export const TURN_EXPIRE_S = 120;
 /** A turn waiting for a free runtime tries again after this long. */
 const WAIT_FOR_RUNTIME_S = 3;
+/** What a turn's recalled memories may take: at most this many, about this many tokens. */
+export const TURN_MEMORIES = { limit: 5, maxTokens: 800 } as const;
+/**
+ * The longest a turn waits for its memories beyond the runtime's own preparation (recall runs alongside
+ * it): a slow embedder or database costs the turn its memories, never the turn.
+ */
+const RECALL_WAIT_MS = 1500;
 
 const run = promisify(execFile);
 
@@ -39,6 +47,8 @@ export function createTurnRunner(deps: {
   queue: JobQueue;
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+  /** Absent: turns go without memories. */
+  memories?: Pick<MemoriesService, 'recallForTurn'>;
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
@@ -72,6 +82,42 @@ export function createTurnRunner(deps: {
     }
   }
 
+  /**
+   * The memories for a turn as one synthetic part, or none. Never fails: a recall that fails or takes
+   * too long is logged and the turn goes on without memories.
+   */
+  function recall(ctx: Ctx, owner: { tenantId: string; userId: string }, parts: Array<Record<string, unknown>>): Promise<Record<string, unknown> | null> {
+    if (!deps.memories) return Promise.resolve(null);
+    const text = promptText(parts);
+    const started = Date.now();
+    return deps.memories.recallForTurn(owner, text, TURN_MEMORIES).then(
+      ({ memories, searchMode }) => {
+        ctx.log.debug({ recalled: memories.length, searchMode, ms: Date.now() - started }, 'memories recalled for the turn');
+        return memories.length ? memoryPart(memories) : null;
+      },
+      (err) => {
+        ctx.log.warn({ err: (err as Error).message }, 'recalling memories for the turn failed: the turn goes on without them');
+        return null;
+      },
+    );
+  }
+
+  /** The recall's answer, or null when it has not come within `ms` (the turn does not wait longer). */
+  async function settle<T>(p: Promise<T | null>, ms: number, ctx: Ctx): Promise<T | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => {
+      timer = setTimeout(() => {
+        ctx.log.warn({ ms }, 'recalling memories for the turn took too long: the turn goes on without them');
+        resolve(null);
+      }, ms);
+    });
+    try {
+      return await Promise.race([p, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   return {
     ensureWorkspace,
 
@@ -91,8 +137,10 @@ export function createTurnRunner(deps: {
         await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
       };
       try {
-        await ensureWorkspace(s.directory);
         const owner = { tenantId: s.tenantId, userId: s.ownerId };
+        // Started now so it runs while the runtime is acquired and prepared: off the critical path.
+        const memoriesPart = recall(ctx, owner, turn.parts);
+        await ensureWorkspace(s.directory);
         let handle;
         try {
           handle = await deps.pool.acquire(owner);
@@ -113,9 +161,10 @@ export function createTurnRunner(deps: {
         }
         const model = await runtime.resolveModel(s.tenantId, s.model);
         const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
+        const injected = await settle(memoriesPart, RECALL_WAIT_MS, ctx);
         await client.promptAsync(upstreamId, {
           messageID: turn.messageId,
-          parts: turn.parts,
+          parts: injected ? [...turn.parts, injected] : turn.parts,
           model: { providerID: model.providerID, modelID: model.modelID },
           ...(turn.agent ? { agent: turn.agent } : {}),
           ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
