@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemCtx } from '../../src/core/context.js';
-import { BACKFILL_RETRY_LIMIT, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
+import { BACKFILL_RETRY_LIMIT, DEFER_INDEX_FROM, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
 import { embeddingExpression, embeddingIndexName, sqlLiteral, vectorLiteral, vectorType } from '../../src/core/embeddings/model-key.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { startWorker } from '../../src/jobs/worker.js';
@@ -369,5 +369,37 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     const words = await search('staging database');
     expect(words.json.searchMode).toBe('hybrid');
     expect(words.json.memories.map((m: { id: string }) => m.id)).toContain(before.id);
+  });
+
+  it('a large backfill drops its model\'s index while it embeds and builds it once at its end', async () => {
+    const zeta = await seedTenant(t, 'zeta');
+    const owner = (tok.zeta = await signToken(t, { sub: zeta.ids.owner, tid: zeta.tenantId, roles: ['owner'] }));
+    expect((await api(t, 'POST', '/v1/admin/providers', { token: owner, body: { name: 'emb', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, apiKey: KEY, models: [{ id: 'fake-embed-32' }] } })).status).toBe(201);
+    const n = DEFER_INDEX_FROM + 100;
+    await db().query(`insert into memories (tenant_id, user_id, kind, content) select $1, $2, 'fact', 'bulk note number ' || i from generate_series(1, $3) i`, [zeta.tenantId, zeta.ids.owner, n]);
+    const set = await put(owner, { provider: 'emb', model: 'fake-embed-32' });
+    expect(set.status, set.text).toBe(200);
+    const key = set.json.embedder.modelKey as string;
+    const indexed = async () => (await db().query(`select 1 from pg_class where relname = $1 and relkind = 'i'`, [embeddingIndexName(key)])).rows.length === 1;
+    expect(await indexed()).toBe(true);
+    // Midway (the 5th provider request), the index is gone.
+    let midway: Promise<boolean> | null = null;
+    let calls = 0;
+    llm.faultEmbeddings(() => {
+      if (++calls === 5) midway = indexed();
+      return null;
+    });
+    try {
+      await withWorker(async () => {
+        const post = await api(t, 'POST', '/v1/jobs', { token: owner, body: { kind: EMBED_MEMORIES_JOB, payload: { limit: n } } });
+        expect(post.status, post.text).toBe(202);
+        const done = await untilFinished('zeta', post.json.job.id, 120_000);
+        expect(done).toMatchObject({ status: 'completed', result: { total: n, embedded: n, remaining: 0, indexDeferred: true } });
+      });
+    } finally {
+      llm.faultEmbeddings(null);
+    }
+    expect(await midway).toBe(false);
+    expect(await indexed()).toBe(true);
   });
 });

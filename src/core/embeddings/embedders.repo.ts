@@ -60,6 +60,11 @@ export function createEmbeddersRepo() {
       return true;
     },
 
+    /** Drops the partial HNSW index of a model key (a large backfill rebuilds it afterwards). */
+    async dropIndex(q: Queryable, modelKey: string): Promise<void> {
+      await q.query(`drop index if exists ${embeddingIndexName(modelKey)}`);
+    },
+
     /**
      * Up to `limit` of the tenant's memories lacking a vector of `modelKey`, oldest first: those with
      * none first (the partial index memories_unembedded_idx finds them), then those of another model.
