@@ -133,6 +133,7 @@ export function createRuntimePool(deps: {
 
   async function launch(e: Entry): Promise<RuntimeHandle> {
     const launcher = deps.launcher();
+    const t0 = performance.now();
     let identity: RuntimeIdentity | null = null;
     const launched = await launcher.launch(dirsOf(e.owner), async (at) => {
       // The credential is only known once the password is: the listener takes the identity by reference.
@@ -154,7 +155,9 @@ export function createRuntimePool(deps: {
         sandboxed: deps.sandboxed,
       });
       // Another process may find the row before this write: it checks the configuration itself before a turn.
+      const t1 = performance.now();
       await deps.configure(e.owner, handle, launched.pid);
+      log.info({ userId: e.owner.userId, startMs: Math.round(t1 - t0), configureMs: Math.round(performance.now() - t1) }, 'agent runtime configured');
     } catch (err) {
       await launched.stop();
       await e.listener?.close();
