@@ -9,6 +9,7 @@ import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
+import { memoriesBench } from './memories.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { serveReady } from './serve-ready.bench.js';
@@ -28,6 +29,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'gateway-inbound': gatewayInbound,
   'llm-gateway': llmGateway,
   'runtime-pool': runtimePool,
+  memories: memoriesBench,
 };
 
 const wanted = process.argv.slice(2);
