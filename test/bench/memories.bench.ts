@@ -33,6 +33,9 @@ import { median, percentile, report, scratchDatabase } from './bench-utils.js';
  *      (the vector arm alone, relying on hnsw.iterative_scan);
  *    - turn start: core.memories.recallForTurn(owner, prompt, {limit: 5, maxTokens: 800}): p50/p95,
  *      target p95 <= 20 ms (what memory injection adds before dispatch), against a primary-key lookup.
+ *    - the same recall@10 on a second tenant of ROWS memories with dense, topically clustered vectors
+ *      (part `dense`): the scripted embedder's hashed bags of words are sparse, and a filtered HNSW scan
+ *      over them is no guide to one over a real model's vectors.
  * 2. The embedded database (PGlite), EMBEDDED_ROWS memories, the same measurements; target p95 <= 100 ms
  *    for search, <= 20 ms for the turn's recall.
  * 3. The `embed-memories` backfill job (its real handler) over BACKFILL memories against the scripted
@@ -42,7 +45,8 @@ import { median, percentile, report, scratchDatabase } from './bench-utils.js';
  *    the scripted embedder's raw throughput, called directly with the same batches (EMBED_BATCH texts).
  *
  * Parameters (environment):
- *   BENCH_MEMORIES_PARTS          pg,embedded,backfill (which parts run)
+ *   BENCH_MEMORIES_PARTS          pg,backfill,dense,embedded (which parts run; `dense`: recall@10 on ROWS
+ *                                 dense, topically clustered vectors, see denseVector)
  *   BENCH_MEMORIES_ROWS           100000  memories on PostgreSQL
  *   BENCH_MEMORIES_EMBEDDED_ROWS  10000   memories on the embedded database
  *   BENCH_MEMORIES_DIMS           1536    vector dimensions (the scripted model fake-embed-<DIMS>)
@@ -55,7 +59,7 @@ import { median, percentile, report, scratchDatabase } from './bench-utils.js';
  *                                         backfill's own build in 3(b) runs with the server's default)
  *   BENCH_MEMORIES_KEEP           (unset) set: keep the PostgreSQL scratch database and print its URL
  */
-const PARTS = (process.env.BENCH_MEMORIES_PARTS ?? 'pg,embedded,backfill').split(',');
+const PARTS = (process.env.BENCH_MEMORIES_PARTS ?? 'pg,backfill,dense,embedded').split(',');
 const ROWS = Number(process.env.BENCH_MEMORIES_ROWS ?? 100_000);
 const EMBEDDED_ROWS = Number(process.env.BENCH_MEMORIES_EMBEDDED_ROWS ?? 10_000);
 const DIMS = Number(process.env.BENCH_MEMORIES_DIMS ?? 1536);
@@ -120,8 +124,7 @@ function words(r: Rand, topic: string, n: number): string[] {
   return Array.from({ length: n }, () => (r() < 0.85 ? pick(r, own) : pick(r, TOPICS[pick(r, TOPIC_NAMES)])));
 }
 
-function memoryText(r: Rand, kind: MemoryKind): string {
-  const topic = pick(r, TOPIC_NAMES);
+function memoryText(r: Rand, kind: MemoryKind, topic = pick(r, TOPIC_NAMES)): string {
   const w = words(r, topic, 6);
   const project = pick(r, PROJECTS);
   const c = () => pick(r, COMMON);
@@ -138,8 +141,7 @@ function memoryText(r: Rand, kind: MemoryKind): string {
 }
 
 /** A search as a person types it: two or three words of one topic. */
-function queryText(r: Rand): string {
-  const t = pick(r, TOPIC_NAMES);
+function queryText(r: Rand, t = pick(r, TOPIC_NAMES)): string {
   const n = r() < 0.5 ? 2 : 3;
   return [...new Set(words(r, t, n))].join(' ');
 }
@@ -160,8 +162,46 @@ function pickVisibility(r: Rand): MemoryVisibility {
   return x < 0.45 ? 'private' : x < 0.75 ? 'team' : 'org';
 }
 
+/**
+ * Dense vectors with topical clusters, for the 'dense' part: the scripted embedder's vectors are hashed
+ * bags of words (a few dozen non-zero coordinates of 1536; a two-word query has a handful), on which
+ * similarity is flat for every memory sharing no word with the query, unlike a real model's. Here a
+ * text's vector is its topic's random centroid plus a random projection of its words (each word a
+ * seeded random unit vector), normalised: neighbours are the same topic and shared words.
+ */
+const wordVectors = new Map<string, Float32Array>();
+function unitRandom(seedText: string): Float32Array {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < seedText.length; i++) h = Math.imul(h ^ seedText.charCodeAt(i), 0x01000193) >>> 0;
+  const r = rng(h);
+  const v = new Float32Array(DIMS);
+  let n = 0;
+  for (let i = 0; i < DIMS; i++) {
+    // Box-Muller: Gaussian coordinates give uniformly distributed directions.
+    const g = Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
+    v[i] = g;
+    n += g * g;
+  }
+  n = Math.sqrt(n);
+  for (let i = 0; i < DIMS; i++) v[i] /= n;
+  return v;
+}
+function denseVector(text: string, topic: string): number[] {
+  const v = new Float64Array(DIMS);
+  const add = (key: string, weight: number) => {
+    let u = wordVectors.get(key);
+    if (!u) wordVectors.set(key, (u = unitRandom(key)));
+    for (let i = 0; i < DIMS; i++) v[i] += weight * u[i];
+  };
+  const ws = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  add(`topic:${topic}`, 1);
+  for (const w of ws) add(w, 1 / Math.sqrt(ws.length));
+  const n = Math.hypot(...v);
+  return Array.from(v, (x) => x / n);
+}
+
 /** pgvector's text input, short: most coordinates of a hashed bag of words are 0. */
-const literal = (v: number[]) => `[${v.map((x) => (x === 0 ? '0' : x.toPrecision(7))).join(',')}]`;
+const literal = (v: number[], digits = 7) => `[${v.map((x) => (x === 0 ? '0' : x.toPrecision(digits))).join(',')}]`;
 const dot = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i], 0);
 
 // ---------------------------------------------------------------------------------------------------
@@ -235,9 +275,16 @@ async function seedWorkspace(o: OpenedCore, slug: string, llm: FakeLlm, users = 
  * Bulk-loads `rows` memories with their vectors (the key's index must not exist yet: every row would
  * be inserted into the graph one by one), then builds the index with the embedders' SQL.
  */
-async function loadMemories(o: OpenedCore, w: Workspace, rows: number, seed: number, buildMem: string | null): Promise<{ loadS: number; indexS: number }> {
+async function loadMemories(
+  o: OpenedCore,
+  w: Workspace,
+  rows: number,
+  seed: number,
+  buildMem: string | null,
+  vectors: { key: string; of(content: string, topic: string): number[]; digits: number } = { key: w.modelKey, of: (c) => fakeEmbedding(c, DIMS), digits: 7 },
+): Promise<{ loadS: number; indexS: number }> {
   const r = rng(seed);
-  await o.db.query(`drop index if exists ${embeddingIndexName(w.modelKey)}`);
+  await o.db.query(`drop index if exists ${embeddingIndexName(vectors.key)}`);
   const BATCH = 500;
   const t0 = performance.now();
   const inFlight: Promise<unknown>[] = [];
@@ -247,7 +294,8 @@ async function loadMemories(o: OpenedCore, w: Workspace, rows: number, seed: num
     const cols = { user: [] as string[], kind: [] as string[], content: [] as string[], vis: [] as string[], status: [] as string[], source: [] as string[], vec: [] as string[], at: [] as string[] };
     for (let i = 0; i < n; i++) {
       const kind = pickKind(r);
-      const content = memoryText(r, kind);
+      const topic = pick(r, TOPIC_NAMES);
+      const content = memoryText(r, kind, topic);
       const agent = r() < 0.1;
       cols.user.push(w.people[Math.floor(r() * w.people.length)].id);
       cols.kind.push(kind);
@@ -255,14 +303,14 @@ async function loadMemories(o: OpenedCore, w: Workspace, rows: number, seed: num
       cols.vis.push(agent ? 'private' : pickVisibility(r));
       cols.status.push(agent && r() < 0.1 ? 'quarantined' : 'active');
       cols.source.push(agent ? 'agent' : 'api');
-      cols.vec.push(literal(fakeEmbedding(content, DIMS)));
+      cols.vec.push(literal(vectors.of(content, topic), vectors.digits));
       cols.at.push(new Date(Date.now() - r() * yearMs).toISOString());
     }
     const q = o.db.query(
       `insert into memories (tenant_id, user_id, kind, content, visibility, status, source, embedding, embedding_model, embedded_at, created_at, updated_at)
        select $1, u, k, c, v, s, src, e::vector, $2, now(), at, at
          from unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[]) as t(u, k, c, v, s, src, e, at)`,
-      [w.tenantId, w.modelKey, cols.user, cols.kind, cols.content, cols.vis, cols.status, cols.source, cols.vec, cols.at],
+      [w.tenantId, vectors.key, cols.user, cols.kind, cols.content, cols.vis, cols.status, cols.source, cols.vec, cols.at],
     );
     inFlight.push(q);
     // Two statements in flight: the next batch is generated while the database stores the last.
@@ -273,7 +321,7 @@ async function loadMemories(o: OpenedCore, w: Workspace, rows: number, seed: num
   const t1 = performance.now();
   await o.db.transaction(async (tx) => {
     if (buildMem) await tx.query(`select set_config('maintenance_work_mem', $1, true)`, [buildMem]);
-    await tx.query(embeddingIndexSql(w.modelKey, DIMS));
+    await tx.query(embeddingIndexSql(vectors.key, DIMS));
   });
   const indexS = (performance.now() - t1) / 1000;
   await o.db.query('analyze memories');
@@ -567,6 +615,91 @@ async function backfill(o: OpenedCore, llm: FakeLlm): Promise<boolean> {
   );
 }
 
+/**
+ * Recall@10 of the HNSW path on dense, topically clustered vectors (denseVector), ROWS memories of one
+ * tenant on PostgreSQL, through the repo's statement as the service runs it (candidates 40) and wider.
+ */
+async function denseRecall(o: OpenedCore, llm: FakeLlm): Promise<boolean> {
+  const w = await seedWorkspace(o, 'dense', llm);
+  const key = `bench/dense/${DIMS}`;
+  const timings = await loadMemories(o, w, ROWS, 3, BUILD_MEM, { key, of: denseVector, digits: 4 });
+  const repo = createMemoriesRepo();
+  const r = rng(11);
+  const admins = w.people.filter((p) => p.role !== 'member');
+  const members = w.people.filter((p) => p.role === 'member');
+  const viewer = async (p: Person): Promise<Viewer> => {
+    const m = (await o.core.rbac.resolvePermissions(w.tenantId, [p.role])).memory;
+    return { tenantId: w.tenantId, userId: p.id, readOwn: m.read_own, readTeam: m.read_team, readOrg: m.read_org };
+  };
+  const distances = async (ids: string[], values: number[]) =>
+    new Map((await o.db.query<{ id: string; d: number }>(`select id, (embedding::vector(${DIMS})) <=> $1::vector(${DIMS}) as d from memories where id = any($2::uuid[])`, [literal(values), ids])).rows.map((x) => [x.id, x.d]));
+  const queries: Array<{ typed: boolean; values: number[]; viewer: Viewer }> = [];
+  for (let i = 0; i < RECALL_QUERIES; i++) {
+    const t = pick(r, TOPIC_NAMES);
+    const typed = i % 2 === 0;
+    const text = typed ? queryText(r, t) : promptText(r, i);
+    queries.push({ typed, values: denseVector(text, t), viewer: await viewer(i % 4 < 2 ? admins[i % admins.length] : members[i % members.length]) });
+  }
+  const input = (values: number[], candidates: number, filter: { kind?: MemoryKind } = {}) => ({ text: NO_WORD, match: 'all' as const, limit: 10, candidates, vector: { modelKey: key, values }, ...filter });
+  const exact: Array<{ ids: Set<string>; kth: number; n: number }> = [];
+  const exactT: number[] = [];
+  for (const q of queries) {
+    const s = performance.now();
+    const rowsExact = await o.db.transaction(async (tx) => {
+      await tx.query(`select set_config('enable_indexscan', 'off', true)`);
+      return repo.search(tx, q.viewer, input(q.values, candidateCount(10)));
+    });
+    exactT.push(performance.now() - s);
+    const d = await distances(rowsExact.map((x) => x.id), q.values);
+    exact.push({ ids: new Set(rowsExact.map((x) => x.id)), kth: Math.max(...d.values()), n: rowsExact.length });
+  }
+  async function recallWith(candidates: number) {
+    const hits = { typed: 0, prompt: 0 };
+    const total = { typed: 0, prompt: 0 };
+    const t: number[] = [];
+    for (const [i, q] of queries.entries()) {
+      const s = performance.now();
+      const approx = await o.db.transaction((tx) => repo.search(tx, q.viewer, input(q.values, candidates)));
+      t.push(performance.now() - s);
+      const d = await distances(approx.map((x) => x.id), q.values);
+      const shape = q.typed ? 'typed' : 'prompt';
+      for (const m of approx) if (exact[i].ids.has(m.id) || d.get(m.id)! <= exact[i].kth + 1e-6) hits[shape]++;
+      total[shape] += exact[i].n;
+    }
+    return { typed: hits.typed / total.typed, prompt: hits.prompt / total.prompt, t };
+  }
+  const asIs = await recallWith(candidateCount(10));
+  const wider = await recallWith(100);
+  // The ~5 % filter (an admin's skill-notes), the vector arm alone: the full limit?
+  let full = 0;
+  const adminViewer = await viewer(admins[1]);
+  for (let i = 0; i < 50; i++) {
+    const t = pick(r, TOPIC_NAMES);
+    const got = await o.db.transaction((tx) => repo.search(tx, adminViewer, { ...input(denseVector(queryText(r, t), t), candidateCount(20), { kind: 'skill-note' }), limit: 20 }));
+    if (got.length === 20) full++;
+  }
+  const planUses = await o.db.transaction(async (tx) => {
+    let last: { sql: string; params?: unknown[] } | null = null;
+    const recorder = { query: (sql: string, params?: unknown[]) => ((last = { sql, params }), tx.query(sql, params)) } as unknown as typeof tx;
+    await repo.search(recorder, queries[0].viewer, input(queries[0].values, candidateCount(10)));
+    const { rows: plan } = await tx.query<{ 'QUERY PLAN': string }>(`explain ${last!.sql}`, last!.params);
+    return plan.some((l) => l['QUERY PLAN'].includes(embeddingIndexName(key)));
+  });
+  return report(
+    `memories: vector recall@10 on dense clustered vectors, HNSW vs exact (PostgreSQL, ${ROWS.toLocaleString('en')} memories, ${RECALL_QUERIES} queries)`,
+    {
+      'load (s) / HNSW index build (s)': `${timings.loadS.toFixed(1)} / ${timings.indexS.toFixed(1)}`,
+      'recall@10 typed / prompts (candidates 40)': `${asIs.typed.toFixed(4)} / ${asIs.prompt.toFixed(4)}`,
+      'plan scans the HNSW index': planUses ? 'yes' : 'NO',
+      'HNSW path p50 / p95 (ms)': `${median(asIs.t).toFixed(2)} / ${percentile(asIs.t, 95).toFixed(2)}`,
+      'baseline exact (index scans off) p50 / p95 (ms)': `${median(exactT).toFixed(2)} / ${percentile(exactT, 95).toFixed(2)}`,
+      'info: candidates 100: recall typed / prompts': `${wider.typed.toFixed(4)} / ${wider.prompt.toFixed(4)}, p50/p95 ${median(wider.t).toFixed(2)} / ${percentile(wider.t, 95).toFixed(2)} ms`,
+      'admin kind=skill-note, vector only, limit 20': `${full}/50 full`,
+    },
+    { ok: asIs.typed >= 0.95 && asIs.prompt >= 0.95, target: 'recall@10 >= 0.95 (both shapes, as the service searches)' },
+  );
+}
+
 // ---------------------------------------------------------------------------------------------------
 
 export async function memoriesBench(): Promise<boolean> {
@@ -574,7 +707,7 @@ export async function memoriesBench(): Promise<boolean> {
   const llm = await startFakeLlm();
   let ok = true;
   try {
-    if (PARTS.includes('pg') || PARTS.includes('backfill')) {
+    if (PARTS.includes('pg') || PARTS.includes('backfill') || PARTS.includes('dense')) {
       const db = await scratchDatabase('agentws_bench_memories');
       const dir = mkdtempSync(join(tmpdir(), 'aws-bm-'));
       const o = await openOn(db.url, dir);
@@ -585,6 +718,7 @@ export async function memoriesBench(): Promise<boolean> {
           ok = (await measure('PostgreSQL', o, w, ROWS, { search: 20, turn: 20 }, timings)) && ok;
         }
         if (PARTS.includes('backfill')) ok = (await backfill(o, llm)) && ok;
+        if (PARTS.includes('dense')) ok = (await denseRecall(o, llm)) && ok;
       } finally {
         await o.close();
         if (process.env.BENCH_MEMORIES_KEEP) process.stderr.write(`kept ${db.url}\n`);
