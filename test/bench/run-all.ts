@@ -10,6 +10,7 @@ import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
 import { memoryInjection } from './memory-injection.bench.js';
+import { memoriesBench } from './memories.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { serveReady } from './serve-ready.bench.js';
@@ -30,6 +31,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'llm-gateway': llmGateway,
   'runtime-pool': runtimePool,
   'memory-injection': memoryInjection,
+  memories: memoriesBench,
 };
 
 const wanted = process.argv.slice(2);
