@@ -208,10 +208,10 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     expect(none.memories.length).toBeGreaterThan(0);
     expect(none.memories.every((m) => m.kind === 'preference')).toBe(true);
 
-    // Hybrid: vectors bring memories without shared words.
+    // With an embedder, by meaning alone: vectors bring memories without shared words.
     vectors.set('tell me about tabs', [0.2, 0.2, 0.9]);
     const h = await hybrid.recallForTurn(owner, 'tell me about tabs', { limit: 2 });
-    expect(h.searchMode).toBe('hybrid');
+    expect(h.searchMode).toBe('vector');
     expect(h.memories.length).toBeLessThanOrEqual(2);
     expect(h.memories.length).toBeGreaterThan(0);
   });

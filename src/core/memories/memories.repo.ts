@@ -52,6 +52,8 @@ export interface SearchInput extends MemoryFilter {
   candidates: number;
   /** The query's embedding: present, the search is hybrid (needs a transaction for its SET LOCALs). */
   vector?: { modelKey: string; values: number[] };
+  /** With a vector: rank by it alone (a turn's prompt, whose words ORed match thousands of rows). */
+  vectorOnly?: boolean;
 }
 
 const COLS = `m.id, m.tenant_id as "tenantId", m.user_id as "userId", u.handle as "authorHandle", m.kind, m.content, m.visibility, m.status, m.source,
@@ -165,7 +167,9 @@ export function createMemoriesRepo() {
             // operators are replaced.
             `replace(plainto_tsquery('english', ${text})::text, ' & ', ' | ')::tsquery`;
       const k = p.add(s.candidates);
-      const ftWhere = `${visibleTo('f', v, p)}${filters('f', s, p)}`;
+      const wordsArm = !(s.vector && s.vectorOnly);
+      // Built only when used: PostgreSQL refuses a parameter no clause mentions.
+      const ftWhere = wordsArm ? `f.search @@ tsq.query and ${visibleTo('f', v, p)}${filters('f', s, p)}` : 'false';
       let vectorArm = '';
       if (s.vector) {
         const dims = s.vector.values.length;
@@ -190,7 +194,7 @@ export function createMemoriesRepo() {
             select id, row_number() over (order by rank desc, created_at desc, id) as rank from (
               select f.id, f.created_at, ts_rank_cd(f.search, tsq.query) as rank
                 from memories f, tsq
-               where f.search @@ tsq.query and ${ftWhere}
+               where ${ftWhere}
                order by rank desc, f.created_at desc
                limit ${k}) matched)${vectorArm},
           fused as (

@@ -40,7 +40,7 @@ export { EMBED_MEMORY_JOB };
 export type EmbedQuery = (tenantId: string, text: string) => Promise<{ modelKey: string; vector: number[] } | null>;
 
 /** Which search answered: `hybrid` (full-text fused with vectors), `fulltext` (no embedder, or it failed). */
-export type SearchMode = 'hybrid' | 'fulltext';
+export type SearchMode = 'hybrid' | 'fulltext' | 'vector';
 
 /** The user a runtime acts for (the agent's memories are that user's). */
 export interface MemoryOwner {
@@ -171,7 +171,7 @@ export function createMemoriesService(deps: {
    * vector; full-text when it has none, and also when the embedder fails: a search that answers from
    * words is better than none, and the answer says which mode it was.
    */
-  async function search(v: Viewer, input: MemoryFilter & { text: string; match: 'all' | 'any'; limit: number }, log: Logger): Promise<{ rows: MemoryRow[]; mode: SearchMode }> {
+  async function search(v: Viewer, input: MemoryFilter & { text: string; match: 'all' | 'any'; limit: number; vectorOnly?: boolean }, log: Logger): Promise<{ rows: MemoryRow[]; mode: SearchMode }> {
     const candidates = candidateCount(input.limit);
     let vector: Awaited<ReturnType<EmbedQuery>> = null;
     if (deps.embedQuery) {
@@ -190,7 +190,7 @@ export function createMemoriesService(deps: {
       const modelKey = vector.modelKey;
       // The SET LOCALs of the vector arm need a transaction of their own (repo.search).
       const rows = await db.transaction((tx) => repo.search(tx, v, { ...input, candidates, vector: { modelKey, values } }));
-      return { rows, mode: 'hybrid' };
+      return { rows, mode: input.vectorOnly ? 'vector' : 'hybrid' };
     }
     return { rows: await repo.search(db, v, { ...input, candidates }), mode: 'fulltext' };
   }
@@ -373,8 +373,10 @@ export function createMemoriesService(deps: {
       let rows: MemoryRow[] = [];
       let mode: SearchMode | 'recent' = 'fulltext';
       if (text) {
-        // More candidates than `limit`, so memories the token budget skips can be replaced.
-        ({ rows, mode } = await search(v, { text, match: 'any', activeOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX) }, deps.log));
+        // More candidates than `limit`, so memories the token budget skips can be replaced. With an
+        // embedder, by meaning alone: a prompt's words ORed match thousands of rows to rank (66 ms p95 at
+        // 100,000 memories against 13 ms for the vector arm alone: the memories benchmark).
+        ({ rows, mode } = await search(v, { text, match: 'any', activeOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX), vectorOnly: true }, deps.log));
       }
       if (!rows.length) {
         rows = await repo.list(db, v, { kind: 'preference', activeOnly: true, limit });
