@@ -1,4 +1,4 @@
-import type { Queryable, Tx } from '../../db/database.js';
+import type { Database, Queryable, Tx } from '../../db/database.js';
 import { embeddingIndexName, embeddingIndexSql, vectorLiteral } from './model-key.js';
 
 export interface EmbedderRow {
@@ -60,9 +60,30 @@ export function createEmbeddersRepo() {
       return true;
     },
 
-    /** Drops the partial HNSW index of a model key (a large backfill rebuilds it afterwards). */
-    async dropIndex(q: Queryable, modelKey: string): Promise<void> {
-      await q.query(`drop index if exists ${embeddingIndexName(modelKey)}`);
+    /**
+     * Drops the partial HNSW index of a model key (a large backfill builds it again afterwards). On
+     * PostgreSQL concurrently: a plain DROP INDEX would lock the whole memories table.
+     */
+    async dropIndex(db: Database, modelKey: string): Promise<void> {
+      await db.query(`drop index ${db.mode === 'postgres' ? 'concurrently ' : ''}if exists ${embeddingIndexName(modelKey)}`);
+    },
+
+    /**
+     * Builds a model key's index after a large backfill. On PostgreSQL concurrently, outside a
+     * transaction: a plain CREATE INDEX would block every write to memories (new memories, their
+     * embeddings) for the whole build, about a minute at 100,000 rows. A concurrent build that failed
+     * leaves an invalid index of that name behind: it is dropped and built again.
+     */
+    async rebuildIndex(db: Database, modelKey: string, dimensions: number): Promise<void> {
+      if (db.mode !== 'postgres') {
+        await db.query(embeddingIndexSql(modelKey, dimensions));
+        return;
+      }
+      const name = embeddingIndexName(modelKey);
+      const { rows } = await db.query<{ valid: boolean }>(`select i.indisvalid as valid from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = $1`, [name]);
+      if (rows[0]?.valid) return;
+      if (rows[0]) await db.query(`drop index concurrently if exists ${name}`);
+      await db.query(embeddingIndexSql(modelKey, dimensions).replace(/^create index if not exists /, 'create index concurrently if not exists '));
     },
 
     /**

@@ -233,7 +233,7 @@ export function createEmbeddingsService(deps: {
       const dimensions = c.embedder.dimensions;
       // Every way out of a run that dropped the index builds it again (a retry resumes without it).
       const restoreIndex = async () => {
-        if (progress.indexDeferred) await db.transaction((tx) => repo.ensureIndex(tx, key, dimensions));
+        if (progress.indexDeferred) await repo.rebuildIndex(db, key, dimensions);
       };
       if (progress.indexDeferred) await repo.dropIndex(db, key);
       const by = userOfActor(job.createdBy);
@@ -294,7 +294,7 @@ export function createEmbeddingsService(deps: {
       // Its run may have dropped the model's index: build it again.
       const r = job.result as Partial<BackfillResult> | null;
       const c = await current(data.tenantId);
-      if (r?.indexDeferred && r.modelKey && c?.embedder.modelKey === r.modelKey) await db.transaction((tx) => repo.ensureIndex(tx, c.embedder.modelKey, c.embedder.dimensions));
+      if (r?.indexDeferred && r.modelKey && c?.embedder.modelKey === r.modelKey) await repo.rebuildIndex(db, c.embedder.modelKey, c.embedder.dimensions);
       await jobsRepo.finish(db, data.tenantId, data.jobId, {
         status: 'failed',
         result: null,
