@@ -1,6 +1,7 @@
 import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
 import { ValidationError } from '../core/errors.js';
+import { withTimeout } from './with-timeout.js';
 
 /**
  * SSRF guard for webhook URLs a caller asks us to register with a chat platform. The URL is parsed the
@@ -52,26 +53,28 @@ export async function checkWebhookUrl(raw: string, options: CheckWebhookUrlOptio
   return url;
 }
 
-async function systemResolve(hostname: string): Promise<string[]> {
+/** The system resolver (getaddrinfo): every address of a host name, as the connection would use them. */
+export async function systemResolve(hostname: string): Promise<string[]> {
   const answers = await dns.lookup(hostname, { all: true, verbatim: true });
   return answers.map((a) => a.address);
 }
 
-async function resolveHost(host: string, resolve: (hostname: string) => Promise<string[]>): Promise<string[]> {
-  let timer: NodeJS.Timeout | undefined;
+/**
+ * A host name's addresses, or none when it does not resolve within RESOLVE_TIMEOUT_MS, fails, or answers
+ * nothing: callers refuse such a host like a private one (fail closed).
+ */
+export async function resolveAddresses(host: string, resolve: (hostname: string) => Promise<string[]> = systemResolve): Promise<string[]> {
   try {
-    const addresses = await Promise.race([
-      resolve(host),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('timeout')), RESOLVE_TIMEOUT_MS);
-      }),
-    ]);
-    if (Array.isArray(addresses) && addresses.length > 0) return addresses;
+    const addresses = await withTimeout(resolve(host), RESOLVE_TIMEOUT_MS, () => []);
+    return Array.isArray(addresses) ? addresses : [];
   } catch {
-    // Fall through: an unresolvable host is refused like a private one (fail closed).
-  } finally {
-    clearTimeout(timer);
+    return [];
   }
+}
+
+async function resolveHost(host: string, resolve: (hostname: string) => Promise<string[]>): Promise<string[]> {
+  const addresses = await resolveAddresses(host, resolve);
+  if (addresses.length > 0) return addresses;
   throw new ValidationError(`webhookUrl host does not resolve (${host})`);
 }
 

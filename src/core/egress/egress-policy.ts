@@ -1,6 +1,5 @@
-import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
-import { addressInCidr, isPublicAddress } from '../../lib/url-guard.js';
+import { addressInCidr, isPublicAddress, resolveAddresses, systemResolve } from '../../lib/url-guard.js';
 
 /**
  * Where an agent may connect to, through the egress proxy (the only way out of its sandbox). The same
@@ -27,7 +26,6 @@ export interface PrivateAllowEntry {
 export type EgressDecision = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };
 
 const NAME = /^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
-const RESOLVE_TIMEOUT_MS = 5000;
 
 /** Lower-case, without brackets or a trailing dot; null when it is neither an address nor a host name. */
 export function normaliseHost(raw: string): string | null {
@@ -79,11 +77,6 @@ export function checkDomainRules(host: string, rules: EgressRules): string | nul
   return null;
 }
 
-async function systemResolve(host: string): Promise<string[]> {
-  const answers = await dns.lookup(host, { all: true, verbatim: true });
-  return answers.map((a) => a.address);
-}
-
 /**
  * Decides one connection: the tenant's lists, then every resolved address public (or trusted by the
  * operator). Returns the checked address to connect to.
@@ -101,19 +94,7 @@ export async function decideEgress(
   if (isIP(host)) addresses = [host];
   else if (host === 'localhost' || host.endsWith('.localhost')) addresses = ['127.0.0.1'];
   else {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      addresses = await Promise.race([
-        resolve(host),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('timeout')), RESOLVE_TIMEOUT_MS);
-        }),
-      ]);
-    } catch {
-      return { ok: false, reason: `${host} does not resolve` };
-    } finally {
-      clearTimeout(timer);
-    }
+    addresses = await resolveAddresses(host, resolve);
     if (!addresses.length) return { ok: false, reason: `${host} does not resolve` };
   }
   const bad = addresses.find((a) => !isPublicAddress(a) && !privatelyAllowed(input.privateAllow, host, a, input.port));

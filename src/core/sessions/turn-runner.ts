@@ -4,6 +4,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Database } from '../../db/database.js';
+import { withTimeout } from '../../lib/with-timeout.js';
 import type { Ctx } from '../context.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -102,22 +103,6 @@ export function createTurnRunner(deps: {
     );
   }
 
-  /** The recall's answer, or null when it has not come within `ms` (the turn does not wait longer). */
-  async function settle<T>(p: Promise<T | null>, ms: number, ctx: Ctx): Promise<T | null> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<null>((resolve) => {
-      timer = setTimeout(() => {
-        ctx.log.warn({ ms }, 'recalling memories for the turn took too long: the turn goes on without them');
-        resolve(null);
-      }, ms);
-    });
-    try {
-      return await Promise.race([p, late]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   return {
     ensureWorkspace,
 
@@ -161,7 +146,10 @@ export function createTurnRunner(deps: {
         }
         const model = await runtime.resolveModel(s.tenantId, s.model);
         const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
-        const injected = await settle(memoriesPart, RECALL_WAIT_MS, ctx);
+        const injected = await withTimeout(memoriesPart, RECALL_WAIT_MS, () => {
+          ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
+          return null;
+        });
         await client.promptAsync(upstreamId, {
           messageID: turn.messageId,
           parts: injected ? [...turn.parts, injected] : turn.parts,
