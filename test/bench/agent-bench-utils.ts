@@ -28,26 +28,24 @@ export function track(name: string, child: ChildProcess): ChildProcess {
   return child;
 }
 
-/** The live children of a process, from /proc. */
-export function childrenOf(pid: number): number[] {
-  return readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n) && Number(processStatFields(Number(n))?.[1]) === pid)
-    .map(Number);
-}
-
-/** Every live descendant of a process (children, grandchildren...), from /proc. */
-export function descendantsOf(pid: number): number[] {
-  const parent = new Map<number, number[]>();
+/** Every live process's children (by parent pid), read from /proc once. */
+export function processTree(): Map<number, number[]> {
+  const children = new Map<number, number[]>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     const fields = processStatFields(Number(name));
     if (!fields) continue; // exited meanwhile
     const ppid = Number(fields[1]);
-    parent.set(ppid, [...(parent.get(ppid) ?? []), Number(name)]);
+    children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
   }
+  return children;
+}
+
+/** Every live descendant of a process (children, grandchildren...), from /proc (or a tree already read). */
+export function descendantsOf(pid: number, tree: Map<number, number[]> = processTree()): number[] {
   const out: number[] = [];
   const walk = (p: number) => {
-    for (const c of parent.get(p) ?? []) {
+    for (const c of tree.get(p) ?? []) {
       out.push(c);
       walk(c);
     }
@@ -276,9 +274,10 @@ const commOf = (pid: number) => {
 /** The sandboxed runtimes serve (servePid) runs now. */
 export function runtimesOf(servePid: number): UserRuntime[] {
   const out: UserRuntime[] = [];
-  for (const pid of childrenOf(servePid)) {
+  const tree = processTree();
+  for (const pid of tree.get(servePid) ?? []) {
     if (commOf(pid) !== 'bwrap') continue;
-    const oc = descendantsOf(pid).find((d) => commOf(d) === 'opencode');
+    const oc = descendantsOf(pid, tree).find((d) => commOf(d) === 'opencode');
     if (!oc) continue;
     let env: string[];
     try {
@@ -315,11 +314,11 @@ export async function waitRuntimes(servePid: number, n: number, timeoutMs = 60_0
  * process that maps them) and proportional (PSS, shared pages divided among those processes: what a
  * process tree really costs the host when several run the same binary), from /proc/<pid>/smaps_rollup.
  */
-export function treeMemoryKb(pid: number): { rss: number; pss: number; processes: number } {
+export function treeMemoryKb(pid: number, tree: Map<number, number[]> = processTree()): { rss: number; pss: number; processes: number } {
   let rss = 0;
   let pss = 0;
   let processes = 0;
-  for (const p of [pid, ...descendantsOf(pid)]) {
+  for (const p of [pid, ...descendantsOf(pid, tree)]) {
     let text: string;
     try {
       text = readFileSync(`/proc/${p}/smaps_rollup`, 'utf8');

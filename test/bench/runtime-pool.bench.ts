@@ -13,6 +13,7 @@ import {
   loadAvg,
   onCpu1,
   openStream,
+  processTree,
   removeDir,
   rssKb,
   runtimesOf,
@@ -179,7 +180,8 @@ export async function runtimePool(): Promise<boolean> {
 
     process.stderr.write(`  [runtime-pool] ${USERS} runtimes idle for ${SETTLE_MS / 1000} s\n`);
     await new Promise((r) => setTimeout(r, SETTLE_MS));
-    const each = running.map((rt) => treeMemoryKb(rt.sandboxPid));
+    const tree = processTree();
+    const each = running.map((rt) => treeMemoryKb(rt.sandboxPid, tree));
     const total = each.reduce((a, b) => ({ rss: a.rss + b.rss, pss: a.pss + b.pss, processes: a.processes + b.processes }), { rss: 0, pss: 0, processes: 0 });
     const serveKb = rssKb(serve.child.pid!);
     const load = loadAvg();
