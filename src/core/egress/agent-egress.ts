@@ -135,7 +135,7 @@ export function createAgentEgress(deps: {
   const memoryCalls = new Map<string, number[]>();
   const withinRate = (userId: string, tool: keyof typeof MEMORY_CALLS_PER_MINUTE): boolean => {
     const key = `${userId}:${tool}`;
-    const now = Date.now();
+    const now = clock.now().getTime();
     const recent = (memoryCalls.get(key) ?? []).filter((t) => t > now - 60_000);
     if (recent.length >= MEMORY_CALLS_PER_MINUTE[tool]) return false;
     recent.push(now);
