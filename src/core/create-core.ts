@@ -38,7 +38,7 @@ import { createPairingRepo } from './gateways/pairing.repo.js';
 import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
 import { createPlatforms } from './gateways/platforms.js';
 import { createMemoriesRepo } from './memories/memories.repo.js';
-import { createMemoriesService, type EmbedQuery } from './memories/memories.service.js';
+import { createMemoriesService } from './memories/memories.service.js';
 import { createTeamsRepo } from './teams/teams.repo.js';
 import { createTeamsService } from './teams/teams.service.js';
 import { createEmbeddingClient } from './embeddings/embedding-client.js';
@@ -55,11 +55,6 @@ export interface CoreDeps {
   log: Logger;
   config: Config;
   clock?: Clock;
-  /**
-   * Embeds a search text with the tenant's embedder (null: it has none). Absent, memory search is
-   * full-text only; the embedders' service provides it.
-   */
-  embedQuery?: EmbedQuery;
 }
 
 /** The one composition root: builds every service from its narrow dependencies. */
@@ -122,7 +117,7 @@ export function createCore(deps: CoreDeps) {
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
-  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: deps.embedQuery ?? ((tenantId, text) => embeddings.embedQuery(tenantId, text)) });
+  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text) => embeddings.embedQuery(tenantId, text) });
   const sessionsRepo = createSessionsRepo();
   const egress = createAgentEgress({
     db,
