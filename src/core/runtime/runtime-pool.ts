@@ -246,7 +246,11 @@ export function createRuntimePool(deps: {
     entries.set(owner.userId, entry);
     entry.starting = launch(entry);
     try {
-      return await entry.starting;
+      const handle = await entry.starting;
+      // Used as it is handed out: a start slower than the idle time must not leave it looking idle
+      // since the request that started it (the sweep stopped such runtimes as they were handed out).
+      entry.lastUsed = Date.now();
+      return handle;
     } catch (err) {
       if (entries.get(owner.userId) === entry) entries.delete(owner.userId);
       throw err;
