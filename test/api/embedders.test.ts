@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemCtx } from '../../src/core/context.js';
-import { BACKFILL_RETRY_LIMIT, DEFER_INDEX_FROM, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
-import { embeddingExpression, embeddingIndexName, sqlLiteral, vectorLiteral, vectorType } from '../../src/core/embeddings/model-key.js';
+import { BACKFILL_RETRY_LIMIT, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { startWorker } from '../../src/jobs/worker.js';
 import { fakeEmbedding, startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
@@ -108,25 +107,20 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     expect((await api(t, 'GET', '/v1/admin/embedder', { token: tok.acme })).json).toEqual({ embedder: null });
   });
 
-  it('sets the embedder: probes with the tenant key, learns the dimensions, creates the model\'s index, audits, records usage', async () => {
+  it('sets the embedder: probes with the tenant key, learns the dimensions, audits, records usage', async () => {
     const before = llm.embeddings.length;
     const usageBefore = (await db().query(`select count(*)::int as n from usage_records where tenant_id = $1`, [tenants.acme.tenantId])).rows[0].n;
     const r = await put(tok.acme, { provider: 'emb', model: 'fake-embed-32' });
     expect(r.status, r.text).toBe(200);
     const providerId = (await db().query(`select id from providers where tenant_id = $1 and name = 'emb'`, [tenants.acme.tenantId])).rows[0].id;
     const modelKey = `${providerId}/fake-embed-32/32`;
-    expect(r.json).toMatchObject({ embedder: { provider: 'emb', model: 'fake-embed-32', dimensions: 32, modelKey }, changed: true, indexCreated: true, pending: 0, backfill: null });
+    expect(r.json).toMatchObject({ embedder: { provider: 'emb', model: 'fake-embed-32', dimensions: 32, modelKey }, changed: true, pending: 0, backfill: null });
     // One probe, with the tenant's real key (the key never leaves the service otherwise).
     const probe = llm.embeddings.slice(before);
     expect(probe).toHaveLength(1);
     expect(probe[0]).toMatchObject({ model: 'fake-embed-32', authorization: `Bearer ${KEY}`, status: 200 });
     expect(r.text).not.toContain(KEY);
 
-    const index = (await db().query<{ def: string }>(`select indexdef as def from pg_indexes where indexname = $1`, [embeddingIndexName(modelKey)])).rows[0];
-    expect(index.def).toMatch(/USING hnsw/);
-    expect(index.def).toMatch(/vector\(32\)/);
-    expect(index.def).toMatch(/vector_cosine_ops/);
-    expect(index.def).toContain(`'${modelKey}'`);
 
     const [audit] = await audited('acme', 'embedder.set');
     expect(audit).toMatchObject({ target: `tenant:${tenants.acme.tenantId}`, details: { provider: 'emb', model: 'fake-embed-32', dimensions: 32, modelKey, previous: null } });
@@ -146,7 +140,7 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     const got = await api(t, 'GET', '/v1/admin/embedder', { token: tok.acme });
     expect(got.json).toMatchObject({ embedder: { provider: 'emb', model: 'fake-embed-32', dimensions: 32, modelKey, updatedBy: `user:${tenants.acme.ids.owner}` }, memories: { embedded: 0, pending: 0 } });
     // The same model again: nothing changes, no index to create.
-    expect((await put(tok.acme, { provider: 'emb', model: 'fake-embed-32', dimensions: 32 })).json).toMatchObject({ changed: false, indexCreated: false, backfill: null });
+    expect((await put(tok.acme, { provider: 'emb', model: 'fake-embed-32', dimensions: 32 })).json).toMatchObject({ changed: false, backfill: null });
   });
 
   it('a memory written before the embedder lacks an embedding until the backfill; one written after is embedded by its job', async () => {
@@ -219,18 +213,9 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     const spent = (await db().query(`select count(*)::int as n from usage_records where tenant_id = $1 and channel = 'embeddings'`, [tenants.gamma.tenantId])).rows[0].n;
     expect(spent).toBe(1 + 3); // the probe and the three answered batches
 
-    // The model's partial index is usable by a cosine search written with its expression and predicate
-    // (150 rows are too few for the planner to prefer it unprompted).
-    const key = done.result.modelKey as string;
-    await db().query('analyze memories');
-    const plan = await db().transaction(async (tx) => {
-      await tx.query(`set local enable_seqscan = off`);
-      const q = vectorLiteral(fakeEmbedding('memory about topic 3', 32));
-      return (
-        await tx.query<{ 'QUERY PLAN': string }>(`explain select id from memories where embedding_model = ${sqlLiteral(key)} order by ${embeddingExpression(32)} <=> $1::${vectorType(32)} limit 5`, [q])
-      ).rows.map((r) => r['QUERY PLAN']).join('\n');
-    });
-    expect(plan).toContain(embeddingIndexName(key));
+    // Each stored vector has its binary code (the search short-lists by them).
+    const codes = (await db().query(`select count(*)::int as n from memories where tenant_id = $1 and length(embedding_bits) = 32`, [tenants.gamma.tenantId])).rows[0].n;
+    expect(codes).toBe(n);
   });
 
   it('a worker killed after a batch loses nothing: the retry resumes with the budget left; the last failed attempt fails the job', async () => {
@@ -291,13 +276,12 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     expect(old.status, old.text).toBe(202);
     const r = await put(tok.beta, { provider: 'emb', model: 'fake-embed-16' });
     expect(r.status, r.text).toBe(200);
-    expect(r.json).toMatchObject({ changed: true, indexCreated: true, pending: 2, backfill: { kind: EMBED_MEMORIES_JOB, status: 'queued', payload: { limit: 2 } } });
+    expect(r.json).toMatchObject({ changed: true, pending: 2, backfill: { kind: EMBED_MEMORIES_JOB, status: 'queued', payload: { limit: 2 } } });
     const newKey = r.json.embedder.modelKey as string;
     expect(newKey).toMatch(/\/fake-embed-16\/16$/);
     const [audit] = await audited('beta', 'embedder.set');
     expect(audit.details).toMatchObject({ modelKey: newKey, previous: expect.stringMatching(/\/fake-embed-32\/32$/), backfillJobId: r.json.backfill.id });
     expect((await audited('beta', 'job.create')).map((a) => a.target)).toContain(`job:${r.json.backfill.id}`);
-    expect((await db().query(`select 1 from pg_indexes where indexname = $1`, [embeddingIndexName(newKey)])).rowCount).toBe(1);
 
     const dataOf = async (id: string) => (await db().query(`select data from pgboss.job where name = $1 and data->>'jobId' = $2`, [EMBED_MEMORIES_JOB, id])).rows[0].data;
     const calls = llm.embeddings.length;
@@ -369,37 +353,5 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     const words = await search('staging database');
     expect(words.json.searchMode).toBe('hybrid');
     expect(words.json.memories.map((m: { id: string }) => m.id)).toContain(before.id);
-  });
-
-  it('a large backfill drops its model\'s index while it embeds and builds it once at its end', async () => {
-    const zeta = await seedTenant(t, 'zeta');
-    const owner = (tok.zeta = await signToken(t, { sub: zeta.ids.owner, tid: zeta.tenantId, roles: ['owner'] }));
-    expect((await api(t, 'POST', '/v1/admin/providers', { token: owner, body: { name: 'emb', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, apiKey: KEY, models: [{ id: 'fake-embed-32' }] } })).status).toBe(201);
-    const n = DEFER_INDEX_FROM + 100;
-    await db().query(`insert into memories (tenant_id, user_id, kind, content) select $1, $2, 'fact', 'bulk note number ' || i from generate_series(1, $3) i`, [zeta.tenantId, zeta.ids.owner, n]);
-    const set = await put(owner, { provider: 'emb', model: 'fake-embed-32' });
-    expect(set.status, set.text).toBe(200);
-    const key = set.json.embedder.modelKey as string;
-    const indexed = async () => (await db().query(`select 1 from pg_class where relname = $1 and relkind = 'i'`, [embeddingIndexName(key)])).rows.length === 1;
-    expect(await indexed()).toBe(true);
-    // Midway (the 5th provider request), the index is gone.
-    let midway: Promise<boolean> | null = null;
-    let calls = 0;
-    llm.faultEmbeddings(() => {
-      if (++calls === 5) midway = indexed();
-      return null;
-    });
-    try {
-      await withWorker(async () => {
-        const post = await api(t, 'POST', '/v1/jobs', { token: owner, body: { kind: EMBED_MEMORIES_JOB, payload: { limit: n } } });
-        expect(post.status, post.text).toBe(202);
-        const done = await untilFinished('zeta', post.json.job.id, 120_000);
-        expect(done).toMatchObject({ status: 'completed', result: { total: n, embedded: n, remaining: 0, indexDeferred: true } });
-      });
-    } finally {
-      llm.faultEmbeddings(null);
-    }
-    expect(await midway).toBe(false);
-    expect(await indexed()).toBe(true);
   });
 });

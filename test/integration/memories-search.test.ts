@@ -14,8 +14,8 @@ const OTHER_KEY = 'test-provider/old-embedder/3';
 
 /**
  * Search and the agent's part at service level: hybrid search (full-text fused with the cosine arm over
- * embeddings written here with SQL, a query vector from an injected embedQuery), the per-model partial
- * HNSW index with iterative scans under a selective filter, saveFromAgent and recallForTurn.
+ * embeddings written here with SQL, a query vector from an injected embedQuery), the short list by
+ * binary codes from the covering code indexes under a selective filter, saveFromAgent and recallForTurn.
  */
 describe(`memory search and recall (${DB_MODE})`, () => {
   let env: Awaited<ReturnType<typeof openTestCore>>;
@@ -56,8 +56,6 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     await ensureQueues(env.opened.boss, [EMBED_MEMORY_JOB]);
     const provider = (await db.query<{ id: string }>(`insert into providers (tenant_id, name, kind, base_url) values ($1, 'emb', 'openai-compatible', 'http://127.0.0.1:9/v1') returning id`, [tenantId])).rows[0].id;
     await db.query(`insert into memory_embedders (tenant_id, provider_id, model, dimensions, model_key, updated_by) values ($1, $2, 'toy-embedder', 3, $3, 'test')`, [tenantId, provider, KEY]);
-    // The partial index the embedders' service creates for a model key.
-    await db.query(`create index memories_hnsw_test on memories using hnsw ((embedding::vector(3)) vector_cosine_ops) where embedding_model = '${KEY}'`);
     const permissionsOf = (t: string, u: string) => core.rbac.resolvePermissions(t, [u === users.vic ? 'viewer' : 'member']);
     const base = { db, repo: createMemoriesRepo(), audit: core.audit, queue: core.queue, log: silentLogger, permissionsOf };
     hybrid = createMemoriesService({ ...base, embedQuery });
@@ -119,7 +117,7 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     expect(bob.memories.map((m) => m.id)).not.toContain(secret.id);
   });
 
-  it('a filter matching 5 % of rows still returns the full limit through the HNSW index (iterative scan)', async () => {
+  it('a filter matching 5 % of rows returns the exact nearest, to the full limit, from the covering code index', async () => {
     const { db } = env.opened;
     // 400 memories of bob's: 20 events, the rest facts; vectors spread around the query.
     const { rows } = await db.query<{ id: string; kind: string }>(
@@ -133,24 +131,37 @@ describe(`memory search and recall (${DB_MODE})`, () => {
         where user_id = $1`,
       [users.bob, KEY],
     );
-    await db.query('analyze memories');
+    await db.query('vacuum analyze memories');
     const events = rows.filter((r) => r.kind === 'event').map((r) => r.id);
     expect(events).toHaveLength(20);
     const repo = createMemoriesRepo();
     const viewer: Viewer = { tenantId, userId: users.bob, readOwn: true, readTeam: true, readOrg: false };
-    const input = { text: 'nothing-matches-this', match: 'all' as const, kind: 'event' as const, limit: 10, candidates: 10, vector: { modelKey: KEY, values: [1, 0, 0] } };
-    const found = await db.transaction(async (tx) => {
-      // Make the planner take the index, as it does on a large table (here a sort of 400 rows is cheaper).
-      await tx.query('set local enable_seqscan = off');
-      await tx.query('set local enable_sort = off');
-      // The plan of the very statement the repo runs: its search statement, explained.
-      const explained = { query: (text: string, values?: unknown[]) => tx.query(text.trimStart().startsWith('with') ? `explain ${text}` : text, values) };
-      const plan = (await repo.search(explained as unknown as typeof tx, viewer, input)) as unknown as Array<Record<string, string>>;
-      expect(plan.map((r) => Object.values(r)[0]).join('\n')).toMatch(/Index Scan using memories_hnsw_test/);
-      return repo.search(tx, viewer, input);
+    const input = (codeScan?: 'off') => ({
+      text: 'nothing-matches-this',
+      match: 'all' as const,
+      kind: 'event' as const,
+      limit: 10,
+      candidates: 10,
+      vector: { modelKey: KEY, values: [1, 0, 0], codeScan },
     });
-    expect(found).toHaveLength(10);
-    expect(found.every((m) => events.includes(m.id))).toBe(true);
+    /** The plan of the very statement the repo runs, and its answer. */
+    const run = (codeScan: 'off' | undefined, planner: string[] = []) =>
+      db.transaction(async (tx) => {
+        for (const setting of planner) await tx.query(setting);
+        const explained = { query: (text: string, values?: unknown[]) => tx.query(text.trimStart().startsWith('with') ? `explain ${text}` : text, values) };
+        const plan = ((await repo.search(explained as unknown as typeof tx, viewer, input(codeScan))) as unknown as Array<Record<string, string>>).map((r) => Object.values(r)[0]).join('\n');
+        return { plan, found: (await repo.search(tx, viewer, input(codeScan))).map((m) => m.id) };
+      });
+    // The reference: every visible event ranked by its exact distance.
+    const exact = (await run('off')).found;
+    expect(exact).toHaveLength(10);
+    expect(exact.every((id) => events.includes(id))).toBe(true);
+
+    // Exact pass over the codes: index-only scans of the covering index, the same ten.
+    const byCodes = await run(undefined, ['set local enable_seqscan = off', 'set local enable_bitmapscan = off']);
+    expect(byCodes.plan).toMatch(/Index Only Scan using memories_codes_(author|visibility)_idx/);
+    expect(byCodes.found).toEqual(exact);
+
     // Through the service (hybrid): the full limit too.
     vectors.set('bulk', [1, 0, 0]);
     const listed = await hybrid.list(ctxOf('bob'), { q: 'bulk', kind: 'event', limit: 20 });

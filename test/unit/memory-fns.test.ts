@@ -1,4 +1,4 @@
-import { sqlLiteral, vectorLiteral } from '../../src/core/embeddings/model-key.js';
+import { vectorLiteral } from '../../src/core/embeddings/model-key.js';
 import { describe, expect, it } from 'vitest';
 import {
   candidateCount,
@@ -8,6 +8,7 @@ import {
   isMemoryVisibility,
   isWidening,
   looksLikeInstructions,
+  shortlistSize,
 } from '../../src/core/memories/memory-fns.js';
 
 describe('looksLikeInstructions', () => {
@@ -143,13 +144,18 @@ describe('memory rules', () => {
     expect(candidateCount(100)).toBe(200);
   });
 
-  it('makes pgvector and SQL literals, refusing what does not belong', () => {
+  it('short-lists eight times the candidates by code, at least 100 and at most 1000', () => {
+    expect(shortlistSize(40)).toBe(320);
+    expect(shortlistSize(5)).toBe(100);
+    expect(shortlistSize(200)).toBe(1000);
+    expect(shortlistSize(1000)).toBe(1000);
+  });
+
+  it('makes pgvector literals, refusing what does not belong', () => {
     expect(vectorLiteral([1, 0.5, -2])).toBe('[1,0.5,-2]');
     expect(() => vectorLiteral([])).toThrow(RangeError);
     expect(() => vectorLiteral([1, Number.NaN])).toThrow(RangeError);
     expect(() => vectorLiteral([1, Infinity])).toThrow(RangeError);
-    expect(sqlLiteral("p/it's/3")).toBe("'p/it''s/3'");
-    expect(() => sqlLiteral('a\0b')).toThrow(RangeError);
   });
 });
 

@@ -1,5 +1,5 @@
-import type { Database, Queryable, Tx } from '../../db/database.js';
-import { embeddingIndexName, embeddingIndexSql, vectorLiteral } from './model-key.js';
+import type { Queryable, Tx } from '../../db/database.js';
+import { vectorLiteral } from './model-key.js';
 
 export interface EmbedderRow {
   tenantId: string;
@@ -52,53 +52,24 @@ export function createEmbeddersRepo() {
       return (await q.query(`select 1 from memory_embedders where tenant_id = $1`, [tenantId])).rows.length > 0;
     },
 
-    /** Creates the partial HNSW index of a model key unless it exists (by its name, a hash of the key). */
-    async ensureIndex(tx: Tx, modelKey: string, dimensions: number): Promise<boolean> {
-      const { rows } = await tx.query(`select 1 from pg_class where relname = $1 and relkind = 'i'`, [embeddingIndexName(modelKey)]);
-      if (rows.length) return false;
-      await tx.query(embeddingIndexSql(modelKey, dimensions));
-      return true;
-    },
-
-    /**
-     * Drops the partial HNSW index of a model key (a large backfill builds it again afterwards). On
-     * PostgreSQL concurrently: a plain DROP INDEX would lock the whole memories table.
-     */
-    async dropIndex(db: Database, modelKey: string): Promise<void> {
-      await db.query(`drop index ${db.mode === 'postgres' ? 'concurrently ' : ''}if exists ${embeddingIndexName(modelKey)}`);
-    },
-
-    /**
-     * Builds a model key's index after a large backfill. On PostgreSQL concurrently, outside a
-     * transaction: a plain CREATE INDEX would block every write to memories (new memories, their
-     * embeddings) for the whole build, about a minute at 100,000 rows. A concurrent build that failed
-     * leaves an invalid index of that name behind: it is dropped and built again.
-     */
-    async rebuildIndex(db: Database, modelKey: string, dimensions: number): Promise<void> {
-      if (db.mode !== 'postgres') {
-        await db.query(embeddingIndexSql(modelKey, dimensions));
-        return;
-      }
-      const name = embeddingIndexName(modelKey);
-      const { rows } = await db.query<{ valid: boolean }>(`select i.indisvalid as valid from pg_class c join pg_index i on i.indexrelid = c.oid where c.relname = $1`, [name]);
-      if (rows[0]?.valid) return;
-      if (rows[0]) await db.query(`drop index concurrently if exists ${name}`);
-      await db.query(embeddingIndexSql(modelKey, dimensions).replace(/^create index if not exists /, 'create index concurrently if not exists '));
-    },
-
     /**
      * Up to `limit` of the tenant's memories lacking a vector of `modelKey`, oldest first: those with
      * none first (the partial index memories_unembedded_idx finds them), then those of another model.
+     * `skip`: ids already being embedded (the batch in flight), left out.
      */
-    async pending(q: Queryable, tenantId: string, modelKey: string, limit: number): Promise<MemoryToEmbed[]> {
+    async pending(q: Queryable, tenantId: string, modelKey: string, limit: number, skip: string[] = []): Promise<MemoryToEmbed[]> {
       const cols = `id, user_id as "userId", content`;
       const missing = (
-        await q.query<MemoryToEmbed>(`select ${cols} from memories where tenant_id = $1 and embedding is null order by created_at, id limit $2`, [tenantId, limit])
+        await q.query<MemoryToEmbed>(`select ${cols} from memories where tenant_id = $1 and embedding is null and id <> all($3::uuid[]) order by created_at, id limit $2`, [
+          tenantId,
+          limit,
+          skip,
+        ])
       ).rows;
       if (missing.length >= limit) return missing;
       const other = await q.query<MemoryToEmbed>(
-        `select ${cols} from memories where tenant_id = $1 and embedding is not null and embedding_model is distinct from $2 order by created_at, id limit $3`,
-        [tenantId, modelKey, limit - missing.length],
+        `select ${cols} from memories where tenant_id = $1 and embedding is not null and embedding_model is distinct from $2 and id <> all($4::uuid[]) order by created_at, id limit $3`,
+        [tenantId, modelKey, limit - missing.length, skip],
       );
       return [...missing, ...other.rows];
     },

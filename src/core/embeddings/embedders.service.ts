@@ -9,7 +9,7 @@ import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import { EmbeddingCallError, hasEmbeddings } from './embedding-client.js';
 import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
 import { EMBED_MEMORIES_JOB, type EmbeddingsService } from './embeddings.service.js';
-import { MAX_INDEXED_DIMENSIONS, modelKeyOf } from './model-key.js';
+import { MAX_EMBEDDING_DIMENSIONS, modelKeyOf } from './model-key.js';
 
 /** A model id as providers name them (`text-embedding-3-small`, `nomic-embed-text:latest`, `BAAI/bge-m3`). */
 const MODEL_ID = /^[^\s\p{Cc}]{1,200}$/u;
@@ -29,8 +29,8 @@ export type PublicEmbedder = ReturnType<typeof publicEmbedder>;
 
 /**
  * The tenant's embedder (admin.manage_providers, like the providers it runs on): an embeddings model on
- * one of its providers. Setting it probes the model once; a new model key gets its own partial HNSW
- * index; a change of model re-embeds every memory through a backfill job queued with the change.
+ * one of its providers. Setting it probes the model once; a change of model re-embeds every memory
+ * through a backfill job queued with the change (vectors of different models are never compared).
  * Clearing it keeps the stored vectors; search answers on full text alone until one is set again.
  */
 export function createEmbeddersService(deps: {
@@ -57,16 +57,16 @@ export function createEmbeddersService(deps: {
     /**
      * Sets the embedder. The provider must be the tenant's, enabled, and of a kind with an
      * OpenAI-compatible /embeddings endpoint; the model is probed (its dimensions learnt, or checked
-     * against `dimensions`). 400 naming the field when any of that fails. Audited; the index and, on a
-     * change of model, the backfill job are created in the same transaction.
+     * against `dimensions`). 400 naming the field when any of that fails. Audited; on a change of model,
+     * the backfill job is queued in the same transaction.
      */
     async set(ctx: Ctx, input: EmbedderInput) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       if (typeof input.model !== 'string' || !MODEL_ID.test(input.model)) {
         throw new ValidationError('model: must be the model id as the provider names it (1 to 200 characters, no spaces)', { details: { field: 'model' } });
       }
-      if (input.dimensions !== undefined && (!Number.isInteger(input.dimensions) || input.dimensions < 1 || input.dimensions > MAX_INDEXED_DIMENSIONS)) {
-        throw new ValidationError(`dimensions: must be a whole number from 1 to ${MAX_INDEXED_DIMENSIONS}`, { details: { field: 'dimensions' } });
+      if (input.dimensions !== undefined && (!Number.isInteger(input.dimensions) || input.dimensions < 1 || input.dimensions > MAX_EMBEDDING_DIMENSIONS)) {
+        throw new ValidationError(`dimensions: must be a whole number from 1 to ${MAX_EMBEDDING_DIMENSIONS}`, { details: { field: 'dimensions' } });
       }
       const provider = await deps.runtimeRepo.findProvider(db, tenantId, input.provider);
       if (!provider) {
@@ -92,14 +92,13 @@ export function createEmbeddersService(deps: {
       if (input.dimensions !== undefined && input.dimensions !== dimensions) {
         throw new ValidationError(`dimensions: "${input.model}" answers ${dimensions}-dimensional vectors, not ${input.dimensions}`, { details: { field: 'dimensions', actual: dimensions } });
       }
-      if (dimensions > MAX_INDEXED_DIMENSIONS) {
-        throw new ValidationError(`model: "${input.model}" answers ${dimensions}-dimensional vectors; at most ${MAX_INDEXED_DIMENSIONS} can be indexed`, { details: { field: 'model', actual: dimensions } });
+      if (dimensions > MAX_EMBEDDING_DIMENSIONS) {
+        throw new ValidationError(`model: "${input.model}" answers ${dimensions}-dimensional vectors; at most ${MAX_EMBEDDING_DIMENSIONS} dimensions are supported`, { details: { field: 'model', actual: dimensions } });
       }
       const modelKey = modelKeyOf(provider.id, input.model, dimensions);
       return db.transaction(async (tx) => {
         const previous = await repo.lockedKey(tx, tenantId);
         await repo.upsert(tx, { tenantId, providerId: provider.id, model: input.model, dimensions, modelKey, updatedBy: actorString(ctx.actor) });
-        const indexCreated = await repo.ensureIndex(tx, modelKey, dimensions);
         const pending = await repo.countPending(tx, tenantId, modelKey);
         // A change of model makes every stored vector useless to search: re-embed them all. The first
         // embedder does not start spending on its own: memories written before it wait for a backfill
@@ -117,7 +116,6 @@ export function createEmbeddersService(deps: {
         return {
           embedder: publicEmbedder(e!),
           changed: previous !== modelKey,
-          indexCreated,
           /** Memories lacking a vector of this model. */
           pending,
           backfill: backfill ? (publicJob(backfill) as PublicJob) : null,

@@ -24,13 +24,6 @@ export const EMBED_MEMORIES_JOB = 'embed-memories';
 export const EMBED_MEMORIES_LOST_JOB = 'embed-memories-lost';
 /** Texts per request to the provider (OpenAI takes up to 2,048; local servers like smaller batches). */
 export const EMBED_BATCH = 64;
-/**
- * A backfill of at least this many memories drops the model's HNSW index and builds it again at its end:
- * inserting each vector into the graph is what limits a backfill (about 150 rows/s at 1,536 dimensions,
- * 3,000/s without the index), and building the index once over all rows is much cheaper than that many
- * inserts. Searches meanwhile compare the model's vectors exactly (correct, slower).
- */
-export const DEFER_INDEX_FROM = 2000;
 /** A backfill is tried this many times more after a failure (back-off from 1 s), then marked failed. */
 export const BACKFILL_RETRY_LIMIT = 3;
 /** usage_records.channel of embedding calls. */
@@ -69,8 +62,6 @@ export interface BackfillResult {
   batches: number;
   /** The embedder changed while the job waited or ran; the backfill queued with that change takes over. */
   superseded?: boolean;
-  /** The model's index was dropped for the run and is rebuilt at its end (see DEFER_INDEX_FROM). */
-  indexDeferred?: boolean;
 }
 
 export interface EmbeddedQuery {
@@ -227,22 +218,27 @@ export function createEmbeddingsService(deps: {
       else {
         const pending = await repo.countPending(db, tenantId, key);
         progress = { modelKey: key, total: Math.min(limit, pending), embedded: 0, remaining: pending, batches: 0 };
-        if (progress.total >= DEFER_INDEX_FROM) progress.indexDeferred = true;
         await jobsRepo.progress(db, tenantId, jobId, progress);
       }
-      const dimensions = c.embedder.dimensions;
-      // Every way out of a run that dropped the index builds it again (a retry resumes without it).
-      const restoreIndex = async () => {
-        if (progress.indexDeferred) await repo.rebuildIndex(db, key, dimensions);
-      };
-      if (progress.indexDeferred) await repo.dropIndex(db, key);
       const by = userOfActor(job.createdBy);
+      const provider = c.provider;
+      const { model, dimensions } = c.embedder;
+      /** The next batch and its vectors, asked while the previous batch is stored (`skip`: its ids). */
+      const fetchBatch = async (size: number, skip: string[]) => {
+        const batch = size > 0 ? await repo.pending(db, tenantId, key, size, skip) : [];
+        return { batch, vectors: batch.length ? await call(tenantId, provider, model, batch.map((m) => m.content), { dimensions, userId: by }) : [] };
+      };
       try {
         let idle = 0;
+        let ahead = fetchBatch(Math.min(EMBED_BATCH, limit - progress.embedded), []);
         while (progress.embedded < limit) {
-          const batch = await repo.pending(db, tenantId, key, Math.min(EMBED_BATCH, limit - progress.embedded));
+          const { batch, vectors } = await ahead;
           if (!batch.length) break;
-          const vectors = await call(tenantId, c.provider, c.embedder.model, batch.map((m) => m.content), { dimensions: c.embedder.dimensions, userId: by });
+          // Embedding the next batch overlaps storing this one: the provider's latency and the
+          // database's write are not paid one after the other.
+          ahead = fetchBatch(Math.min(EMBED_BATCH, limit - progress.embedded - batch.length), batch.map((m) => m.id));
+          // Awaited on the next turn; until then (or if this run ends first) not an unhandled rejection.
+          ahead.catch(() => {});
           const next = await db.transaction(async (tx) => {
             const stored = await repo.store(tx, tenantId, key, batch.map((m, i) => ({ id: m.id, vector: vectors[i] })));
             const p = { ...progress, embedded: progress.embedded + stored, remaining: Math.max(0, progress.remaining - stored), batches: progress.batches + 1 };
@@ -257,25 +253,18 @@ export function createEmbeddingsService(deps: {
           // The embedder may be changed or cleared while a long backfill runs: follow it between batches.
           c = await current(tenantId);
           if (!c || !c.provider.enabled) {
-            await restoreIndex();
             return finish('failed', progress, c ? `the embedder's provider "${c.provider.name}" was disabled` : 'the embedder was cleared while the backfill ran');
           }
-          if (c.embedder.modelKey !== key) {
-            await restoreIndex();
-            return finish('completed', superseded(progress));
-          }
+          if (c.embedder.modelKey !== key) return finish('completed', superseded(progress));
         }
-        await restoreIndex();
         progress = { ...progress, remaining: await repo.countPending(db, tenantId, key) };
         await finish('completed', progress);
         ctx.log.info({ tenantId, jobId, embedded: progress.embedded, remaining: progress.remaining }, 'backfill finished');
       } catch (err) {
+        // A batch asked ahead and not stored is dropped: its rows are still pending for the retry.
         const message = (err as Error).message;
         const retryCount = attempt.retryCount ?? 0;
-        if (retryCount >= BACKFILL_RETRY_LIMIT) {
-          await restoreIndex().catch((e) => ctx.log.error({ err: (e as Error).message, modelKey: key }, 'could not rebuild the embedding index after a failed backfill'));
-          await finish('failed', progress, `${message} (after ${retryCount + 1} attempts)`).catch(() => {});
-        }
+        if (retryCount >= BACKFILL_RETRY_LIMIT) await finish('failed', progress, `${message} (after ${retryCount + 1} attempts)`).catch(() => {});
         else await jobsRepo.progress(db, tenantId, jobId, progress, `attempt ${retryCount + 1} failed, retrying: ${message}`).catch(() => {});
         throw err;
       }
@@ -291,10 +280,6 @@ export function createEmbeddingsService(deps: {
       const job = await jobsRepo.find(db, data.tenantId, data.jobId);
       if (!job || (job.status !== 'queued' && job.status !== 'running')) return;
       const embedded = Number((job.result as { embedded?: number } | null)?.embedded ?? 0);
-      // Its run may have dropped the model's index: build it again.
-      const r = job.result as Partial<BackfillResult> | null;
-      const c = await current(data.tenantId);
-      if (r?.indexDeferred && r.modelKey && c?.embedder.modelKey === r.modelKey) await repo.rebuildIndex(db, c.embedder.modelKey, c.embedder.dimensions);
       await jobsRepo.finish(db, data.tenantId, data.jobId, {
         status: 'failed',
         result: null,

@@ -1,7 +1,7 @@
-import type { Queryable, Tx } from '../../db/database.js';
+import type { Queryable } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
-import { embeddingExpression, sqlLiteral, vectorLiteral, vectorType } from '../embeddings/model-key.js';
-import { RRF_K, type MemoryKind, type MemorySource, type MemoryStatus, type MemoryVisibility } from './memory-fns.js';
+import { queryBits, vectorExpression, vectorLiteral } from '../embeddings/model-key.js';
+import { RRF_K, shortlistSize, type MemoryKind, type MemorySource, type MemoryStatus, type MemoryVisibility } from './memory-fns.js';
 
 export interface MemoryRow {
   id: string;
@@ -50,8 +50,12 @@ export interface SearchInput extends MemoryFilter {
   limit: number;
   /** How many candidates each arm ranks before fusion. */
   candidates: number;
-  /** The query's embedding: present, the search is hybrid (needs a transaction for its SET LOCALs). */
-  vector?: { modelKey: string; values: number[] };
+  /**
+   * The query's embedding: present, the search is hybrid. `codeScan: 'off'` ranks every visible vector
+   * by its exact distance, no short list by codes (slow: the reference the memories benchmark measures
+   * recall against; in a transaction, for its SET LOCAL).
+   */
+  vector?: { modelKey: string; values: number[]; codeScan?: 'off' };
   /** With a vector: rank by it alone (a turn's prompt, whose words ORed match thousands of rows). */
   vectorOnly?: boolean;
 }
@@ -77,24 +81,37 @@ class Params {
  * - `team` (and `org`) memories of authors who share at least one team with them, when they hold
  *   memory.read_team (widening a memory from team to org never hides it from the teammates who saw it);
  * - `org` memories of anyone in the tenant, when they hold memory.read_org.
- * The permissions are inlined as constants (they are booleans, never caller text), so the planner drops
- * the branches a viewer cannot use; the teammates are computed once per statement (an InitPlan), not
- * per row, which keeps the filter cheap inside an index scan.
+ * Written as disjoint branches (each memory matches at most one), so that a statement can also read
+ * them as a UNION ALL, one index range per branch (the vector arm's exact pass over the covering code
+ * indexes). The permissions are inlined as constants (they are booleans, never caller text), so only the
+ * branches a viewer can use exist; the teammates are computed once per statement (an InitPlan), not per
+ * row, which keeps the filter cheap inside an index scan. Without a tenant condition: callers add it.
  */
-function visibleTo(m: string, v: Viewer, p: Params): string {
-  const tenant = p.add(v.tenantId);
+function visibilityBranches(m: string, v: Viewer, p: Params, tenant: string): string[] {
   // Added only when used: PostgreSQL refuses a parameter no clause mentions (its type is unknown).
   let userParam: string | undefined;
   const user = () => (userParam ??= p.add(v.userId));
+  const teammates = () => `array(
+      select theirs.user_id from team_members mine join team_members theirs on theirs.team_id = mine.team_id and theirs.tenant_id = mine.tenant_id
+       where mine.tenant_id = ${tenant} and mine.user_id = ${user()})`;
   const branches: string[] = [];
   if (v.readOwn) branches.push(`${m}.user_id = ${user()}`);
   if (v.readTeam) {
-    branches.push(`(${m}.visibility in ('team', 'org') and ${m}.user_id = any (array(
-      select theirs.user_id from team_members mine join team_members theirs on theirs.team_id = mine.team_id and theirs.tenant_id = mine.tenant_id
-       where mine.tenant_id = ${tenant} and mine.user_id = ${user()})))`);
+    branches.push(`${m}.visibility in ('team', 'org') and ${m}.user_id = any (${teammates()})${v.readOwn ? ` and ${m}.user_id <> ${user()}` : ''}`);
   }
-  if (v.readOrg) branches.push(`${m}.visibility = 'org'`);
-  return `(${m}.tenant_id = ${tenant} and ${branches.length ? `(${branches.join(' or ')})` : 'false'})`;
+  if (v.readOrg) {
+    branches.push(
+      `${m}.visibility = 'org'${v.readOwn ? ` and ${m}.user_id <> ${user()}` : ''}${v.readTeam ? ` and ${m}.user_id <> all (${teammates()})` : ''}`,
+    );
+  }
+  return branches;
+}
+
+/** The visibility rule as one condition (with the tenant's). */
+function visibleTo(m: string, v: Viewer, p: Params): string {
+  const tenant = p.add(v.tenantId);
+  const branches = visibilityBranches(m, v, p, tenant);
+  return `(${m}.tenant_id = ${tenant} and ${branches.length ? `(${branches.map((b) => `(${b})`).join(' or ')})` : 'false'})`;
 }
 
 function filters(m: string, f: MemoryFilter, p: Params): string {
@@ -148,16 +165,17 @@ export function createMemoriesRepo() {
      * model, fused by reciprocal rank fusion (score = Σ 1 / (RRF_K + rank)). Memories not embedded yet
      * still come through the full-text arm.
      *
-     * The cosine arm is written to use the model's partial HNSW index
-     * (`(embedding::vector(N)) vector_cosine_ops ... where embedding_model = '<key>'`): the cast and the
-     * key are inlined as constants, because a partial index is only chosen when the planner can prove
-     * its predicate, which it cannot do for a parameter. With pgvector 0.8's iterative scans
-     * (`hnsw.iterative_scan = relaxed_order`) a filter that rejects most rows (visibility, kind) makes the
-     * index scan go on instead of returning short; relaxed order is re-sorted by distance in the outer
-     * query. SET LOCAL, so the settings end with the transaction: on the embedded database every
-     * connection shares one session, where a plain SET would leak to every other query.
+     * The cosine arm works in two steps (migrations/0010_memory_vector_codes.sql): it short-lists the
+     * memories whose binary codes are nearest the query's (Hamming distance), then ranks the short list
+     * by the exact cosine distance of the stored vectors. The codes are those of every memory the viewer
+     * may see, one UNION ALL branch per visibility branch, each an index-only scan of a covering code
+     * index: exact over the visible set, so a filter matching 1 % of the rows still fills the limit, and
+     * nothing approximate decides what a viewer is shown. Its cost grows with what the viewer sees
+     * (~0.4 µs a code). With codeScan `off` every visible vector is ranked exactly, no short list: the
+     * reference the memories benchmark measures recall against (slow; JIT is off for it, since its cost
+     * estimate triggers JIT and compiling takes longer than the search).
      */
-    async search(q: Queryable | Tx, v: Viewer, s: SearchInput): Promise<Array<MemoryRow & { score: number }>> {
+    async search(q: Queryable, v: Viewer, s: SearchInput): Promise<Array<MemoryRow & { score: number }>> {
       const p = new Params();
       const text = p.add(s.text);
       const tsquery =
@@ -173,23 +191,26 @@ export function createMemoriesRepo() {
       let vectorArm = '';
       if (s.vector) {
         const dims = s.vector.values.length;
-        const key = sqlLiteral(s.vector.modelKey);
-        // The same expression and type as the key's index (embeddings/model-key.ts: halfvec above 2,000).
-        const column = embeddingExpression(dims, 'e.embedding');
-        const query = `${p.add(vectorLiteral(s.vector.values))}::${vectorType(dims)}`;
-        const vecWhere = `${visibleTo('e', v, p)}${filters('e', s, p)}`;
+        const query = `${p.add(vectorLiteral(s.vector.values))}::vector(${dims})`;
+        const tenant = p.add(v.tenantId);
+        const model = p.add(s.vector.modelKey);
+        const branches = visibilityBranches('e', v, p, tenant).map(
+          (b) => `select e.id, e.embedding_bits <~> ${queryBits(dims, query)} as h from memories e
+             where e.tenant_id = ${tenant} and e.embedding_model = ${model} and e.embedding_bits is not null and ${b}${filters('e', s, p)}`,
+        );
+        const nearestCodes = !branches.length
+          ? `select null::uuid as id where false`
+          : `select id from (${branches.join('\n union all ')}) coded${s.vector.codeScan === 'off' ? '' : ` order by h limit ${p.add(shortlistSize(s.candidates))}`}`;
         vectorArm = `,
           vec as materialized (
             select id, row_number() over (order by distance, id) as rank from (
-              select e.id, ${column} <=> ${query} as distance
-                from memories e
-               where e.embedding_model = ${key} and ${vecWhere}
-               order by ${column} <=> ${query}
+              select m.id, ${vectorExpression(dims, 'm.embedding')} <=> ${query} as distance
+                from (${nearestCodes}) near join memories m on m.id = near.id and m.tenant_id = ${tenant}
+               order by distance, m.id
                limit ${k}) nearest)`;
-        await q.query(`select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)`, [String(Math.min(Math.max(s.candidates, 40), 1000))]);
+        if (s.vector.codeScan === 'off') await q.query(`select set_config('jit', 'off', true)`);
       }
-      const { rows } = await q.query<MemoryRow & { score: number }>(
-        `with tsq as (select ${tsquery} as query),
+      const sql = `with tsq as (select ${tsquery} as query),
           ft as materialized (
             select id, row_number() over (order by rank desc, created_at desc, id) as rank from (
               select f.id, f.created_at, ts_rank_cd(f.search, tsq.query) as rank
@@ -204,9 +225,8 @@ export function createMemoriesRepo() {
         select ${COLS}, fused.score
           from fused join memories m on m.id = fused.id join users u on u.id = m.user_id
          order by fused.score desc, m.created_at desc, m.id
-         limit ${p.add(s.limit)}`,
-        p.values,
-      );
+         limit ${p.add(s.limit)}`;
+      const { rows } = await q.query<MemoryRow & { score: number }>(sql, p.values);
       return rows;
     },
 
@@ -232,6 +252,15 @@ export function createMemoriesRepo() {
     async remove(tx: Queryable, tenantId: string, id: string): Promise<boolean> {
       const { rowCount } = await tx.query(`delete from memories where id = $1 and tenant_id = $2`, [id, tenantId]);
       return (rowCount ?? 0) > 0;
+    },
+
+    /** How many of the tenant's memories hold a vector of `modelKey` (an index-only count of their codes). */
+    async embeddedCount(q: Queryable, tenantId: string, modelKey: string): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(
+        `select count(*)::int as n from memories where tenant_id = $1 and embedding_model = $2 and embedding_bits is not null`,
+        [tenantId, modelKey],
+      );
+      return rows[0].n;
     },
 
     /** Whether the tenant has an embedder: then every new memory gets an embedding job. */

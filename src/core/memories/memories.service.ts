@@ -172,7 +172,8 @@ export function createMemoriesService(deps: {
    * words is better than none, and the answer says which mode it was.
    */
   async function search(v: Viewer, input: MemoryFilter & { text: string; match: 'all' | 'any'; limit: number; vectorOnly?: boolean }, log: Logger): Promise<{ rows: MemoryRow[]; mode: SearchMode }> {
-    const candidates = candidateCount(input.limit);
+    // Two arms fused need more candidates each than the limit; one arm alone ranks exactly the limit.
+    const candidates = input.vectorOnly ? input.limit : candidateCount(input.limit);
     let vector: Awaited<ReturnType<EmbedQuery>> = null;
     if (deps.embedQuery) {
       try {
@@ -186,10 +187,7 @@ export function createMemoriesService(deps: {
       vector = null;
     }
     if (vector) {
-      const values = vector.vector;
-      const modelKey = vector.modelKey;
-      // The SET LOCALs of the vector arm need a transaction of their own (repo.search).
-      const rows = await db.transaction((tx) => repo.search(tx, v, { ...input, candidates, vector: { modelKey, values } }));
+      const rows = await repo.search(db, v, { ...input, candidates, vector: { modelKey: vector.modelKey, values: vector.vector } });
       return { rows, mode: input.vectorOnly ? 'vector' : 'hybrid' };
     }
     return { rows: await repo.search(db, v, { ...input, candidates }), mode: 'fulltext' };

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
-import { MAX_INDEXED_DIMENSIONS } from '../../../core/embeddings/model-key.js';
+import { MAX_EMBEDDING_DIMENSIONS } from '../../../core/embeddings/model-key.js';
 import type { App } from '../../build-app.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
@@ -47,7 +47,7 @@ export async function embedderRoutes(app: App, opts: { core: Core }): Promise<vo
           {
             provider: Type.String({ minLength: 1, maxLength: 40, description: 'Name of an enabled openai or openai-compatible provider of the tenant' }),
             model: Type.String({ minLength: 1, maxLength: 200, description: 'Embeddings model id, e.g. text-embedding-3-small, nomic-embed-text' }),
-            dimensions: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_INDEXED_DIMENSIONS, description: 'Expected vector length, checked against the model\'s answer (learnt when omitted)' })),
+            dimensions: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EMBEDDING_DIMENSIONS, description: 'Expected vector length, checked against the model\'s answer (learnt when omitted)' })),
           },
           { additionalProperties: false },
         ),
@@ -55,7 +55,6 @@ export async function embedderRoutes(app: App, opts: { core: Core }): Promise<vo
           200: Type.Object({
             embedder: Embedder,
             changed: Type.Boolean({ description: 'The model key differs from the previous embedder\'s' }),
-            indexCreated: Type.Boolean(),
             pending: Type.Integer({ description: 'Memories lacking a vector of this model' }),
             backfill: Type.Union([Job, Type.Null()], { description: 'The re-embedding job queued with a change of model' }),
           }),
