@@ -47,6 +47,8 @@ import { createEmbeddersService } from './embeddings/embedders.service.js';
 import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './embeddings/embeddings.service.js';
 import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
+import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
+import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
 
 export interface CoreDeps {
   db: Database;
@@ -132,6 +134,8 @@ export function createCore(deps: CoreDeps) {
     // The pool is made below; a tool call only arrives once it runs a runtime.
     toolCallOrigin: (owner, call) => pool.toolCallOrigin(owner, call),
     privateAllow: config.runtime.egressPrivateAllow,
+    // The orchestrator is made below; model calls only come once runtimes run.
+    plans: { spentFor: (tenantId, sessionId) => orchestrator.planSpentFor(tenantId, sessionId), spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId) },
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
@@ -173,9 +177,38 @@ export function createCore(deps: CoreDeps) {
     // A chat user's turn ended: send the answer back through their gateway (once, see the job).
     onChatTurnEnd: (tenantId, sessionId, eventId) =>
       void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
+    // A turn ended: a plan waiting for it moves on (its step job).
+    onTurnEnd: (session, eventId) => void orchestrator.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step')),
+    onChildEvent: (tenantId, sessionId) => orchestrator.touch(tenantId, sessionId),
   });
-  const turns = createTurnRunner({ db, repo: sessionsRepo, runtime, pool, queue, streams, permissionsOf, memories, log: deps.log });
+  const turns = createTurnRunner({
+    db,
+    repo: sessionsRepo,
+    runtime,
+    pool,
+    queue,
+    streams,
+    permissionsOf,
+    memories,
+    unwanted: (s) => orchestrator.turnUnwanted(s),
+    onTurnFailed: (s, turnId) => void orchestrator.turnEnded(s, `failed:${turnId}`).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step')),
+    log: deps.log,
+  });
   const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit });
+  // Orchestration: plans of subtasks run as turns in child sessions of the user's session.
+  const orchestrator = createOrchestratorService({
+    db,
+    repo: createOrchestratorRepo(),
+    sessionsRepo,
+    audit,
+    queue,
+    runtime,
+    pool,
+    streams,
+    permissionsOf,
+    clock,
+    log: deps.log.child({ part: 'orchestrator' }),
+  });
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
@@ -251,11 +284,16 @@ export function createCore(deps: CoreDeps) {
     [EMBED_MEMORY_JOB]: (ctx, data) => embeddings.embedMemory(ctx, data),
     [EMBED_MEMORIES_JOB]: (ctx, data, job) => embeddings.backfill(ctx, data, { retryCount: job.retryCount }),
     [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => embeddings.backfillLost(ctx, data),
+    [ORCHESTRATE_PLAN_JOB]: (ctx, data, job) => orchestrator.planJob(ctx, data, job),
+    [ORCHESTRATE_STEP_JOB]: (ctx, data) => orchestrator.stepJob(ctx, data),
+    [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
   };
+  /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
+  const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, jobHandlers,
+    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, jobHandlers, schedules,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

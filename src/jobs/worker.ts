@@ -74,6 +74,8 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
       return;
     }
   });
+  // Scheduled jobs (cron): recorded in the queue's database, queued by whichever process supervises it.
+  for (const [name, cron] of Object.entries(core.schedules)) await boss.schedule(name, cron, {}, { tz: 'UTC' });
   log.info({ queues, concurrency: options.concurrency }, 'worker started');
   return {
     queues,

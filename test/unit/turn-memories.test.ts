@@ -46,7 +46,7 @@ describe('turn runner: memories at the start of a turn', () => {
 
   function runner(memories: Pick<MemoriesService, 'recallForTurn'>) {
     const finished: string[] = [];
-    const turn = { id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], status: 'sending' as const, attempts: 1, previousStatus: 'queued' as const };
+    const turn = { id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null, status: 'sending' as const, attempts: 1, previousStatus: 'queued' as const };
     const r = createTurnRunner({
       db: {} as Database,
       repo: {

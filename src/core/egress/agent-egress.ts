@@ -51,6 +51,11 @@ export function createAgentEgress(deps: {
   /** Which session and message of the user's runtime a tool call came from (runtime-pool.ts). */
   toolCallOrigin: (owner: MemoryOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
   privateAllow: string;
+  /**
+   * Plans (orchestrator): what a session's plan has spent as a whole (its sessions share the plan's
+   * per-request limit), null for a session of no plan; and a call recorded for a session.
+   */
+  plans?: { spentFor(tenantId: string, sessionId: string): Promise<number | null>; spent(tenantId: string, sessionId: string): Promise<void> };
   clock: Clock;
   log: Logger;
 }) {
@@ -104,7 +109,8 @@ export function createAgentEgress(deps: {
       const s = await deps.sessionsRepo.byUpstreamId(db, upstreamSessionId);
       // Only the runtime owner's own sessions count (the header is the runtime's say-so).
       if (!s || s.tenantId !== tenantId || s.ownerId !== userId) return null;
-      return { sessionId: s.id, channel: s.channel, spent: await deps.sessionsRepo.turnSpent(db, tenantId, s.id) };
+      const planSpent = deps.plans ? await deps.plans.spentFor(tenantId, s.id) : null;
+      return { sessionId: s.id, channel: s.channel, spent: planSpent ?? (await deps.sessionsRepo.turnSpent(db, tenantId, s.id)) };
     },
     record: async ({ caller, turn, provider, model, usage, costUsd, callId }) => {
       await deps.usage.record(db, {
@@ -118,6 +124,7 @@ export function createAgentEgress(deps: {
         costUsd,
         channel: turn?.channel ?? 'agent',
       });
+      if (turn && deps.plans) void deps.plans.spent(caller.tenantId, turn.sessionId).catch((err) => log.error({ err: (err as Error).message }, 'could not check a plan\'s budget'));
     },
     limitReached: ({ caller, turn, limit, limitUsd, spentUsd }) =>
       auditOnce(`limit:${caller.userId}:${limit}:${limit === 'monthly' ? monthStart().toISOString() : turn?.sessionId}`, caller.tenantId, {

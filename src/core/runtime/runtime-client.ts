@@ -80,7 +80,8 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       if (r.status !== 200) throw fail(`accept the config (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
     },
 
-    async createSession(body: { title: string }): Promise<string> {
+    /** `parentID`: the runtime session this one is a child of (a plan's subtasks). */
+    async createSession(body: { title: string; parentID?: string }): Promise<string> {
       const r = await call('POST', '/session', { body });
       if (r.status !== 200) throw fail('create a session', r);
       return (r.json as { id: string }).id;

@@ -58,6 +58,9 @@ interface SessionRef {
   ownerId: string;
   directory: string;
   channel: string;
+  /** A plan's child session: its parent (whose stream also gets its permission requests) and plan. */
+  parentId: string | null;
+  planId: string | null;
 }
 
 interface SessionState {
@@ -78,6 +81,10 @@ export function createSessionStreams(deps: {
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
   onChatTurnEnd?: (tenantId: string, sessionId: string, eventId: string) => void;
+  /** Called at the end of every turn (the orchestrator moves plans on). */
+  onTurnEnd?: (session: { id: string; tenantId: string; planId: string | null }, eventId: string) => void;
+  /** Called for every event of a plan's child session (the orchestrator notes its activity). */
+  onChildEvent?: (tenantId: string, sessionId: string) => void;
 }) {
   const { db, repo, pool, log } = deps;
   const sessions = new Map<string, SessionState>();
@@ -179,6 +186,7 @@ export function createSessionStreams(deps: {
     }
     const s = state(ref.id);
     s.ref = ref;
+    if (ref.planId) deps.onChildEvent?.(ref.tenantId, ref.id);
 
     switch (ev.kind) {
       // Usage and cost limits are the LLM gateway's: it sees every model call and the provider's own
@@ -220,7 +228,15 @@ export function createSessionStreams(deps: {
     }
     const id = ev.eventId ?? ascendingId('evt');
     deliver(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
-    if (ev.kind === 'turnIdle' && ref.channel !== 'web') deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
+    // A plan's subtask asks its person through the parent session: its stream shows the request, its
+    // permissions route answers it (sessions.service replyPermission).
+    if (ev.kind === 'permissionAsked' && ref.parentId) {
+      deliver(ref.parentId, { id, type: ev.type, properties: { ...clientProperties(ev, ref.parentId), askedIn: { sessionId: ref.id, planId: ref.planId } } });
+    }
+    if (ev.kind === 'turnIdle') {
+      if (ref.channel !== 'web' && !ref.parentId) deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
+      deps.onTurnEnd?.({ id: ref.id, tenantId: ref.tenantId, planId: ref.planId }, id);
+    }
   }
 
   async function rejectPermission(ref: SessionRef, asked: Extract<SessionDomainEvent, { kind: 'permissionAsked' }>) {
@@ -339,7 +355,7 @@ export function createSessionStreams(deps: {
 }
 
 function refOf(row: SessionRow): SessionRef {
-  return { id: row.id, tenantId: row.tenantId, ownerId: row.ownerId, directory: row.directory, channel: row.channel };
+  return { id: row.id, tenantId: row.tenantId, ownerId: row.ownerId, directory: row.directory, channel: row.channel, parentId: row.parentId, planId: row.planId };
 }
 
 export type SessionStreams = ReturnType<typeof createSessionStreams>;

@@ -13,6 +13,9 @@ export interface SessionRow {
   directory: string;
   channel: string;
   browserSession: string | null;
+  /** A child session (a plan's planning turn or a subtask attempt): its parent, and its plan. */
+  parentId: string | null;
+  planId: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -25,13 +28,15 @@ export interface TurnRow {
   messageId: string;
   agent: string | null;
   parts: Array<Record<string, unknown>>;
+  /** Tool switches of this turn on top of the owner's policy (false: withheld), or null. */
+  tools: Record<string, boolean> | null;
   status: 'queued' | 'sending' | 'sent' | 'failed';
   attempts: number;
 }
 
 const SESSION = `s.id, s.tenant_id as "tenantId", s.owner_id as "ownerId", s.title, s.template_slug as "templateSlug",
   s.system_prompt as "systemPrompt", s.model, s.snapshot_at as "snapshotAt", s.upstream_id as "upstreamId", s.directory,
-  s.channel, s.browser_session as "browserSession", s.created_at as "createdAt", s.updated_at as "updatedAt"`;
+  s.channel, s.browser_session as "browserSession", s.parent_id as "parentId", s.plan_id as "planId", s.created_at as "createdAt", s.updated_at as "updatedAt"`;
 
 /** Who may see a session: its owner, or (SPEC.md rule 1) a signed-in user of the browser that made it in demo mode. */
 export interface Viewer {
@@ -45,11 +50,15 @@ export interface Viewer {
 
 export function createSessionsRepo() {
   return {
-    async insert(q: Queryable, s: Pick<SessionRow, 'tenantId' | 'ownerId' | 'title' | 'templateSlug' | 'systemPrompt' | 'model' | 'snapshotAt' | 'directory' | 'channel' | 'browserSession'>): Promise<SessionRow> {
+    async insert(
+      q: Queryable,
+      s: Pick<SessionRow, 'tenantId' | 'ownerId' | 'title' | 'templateSlug' | 'systemPrompt' | 'model' | 'snapshotAt' | 'directory' | 'channel' | 'browserSession'> &
+        Partial<Pick<SessionRow, 'parentId' | 'planId'>>,
+    ): Promise<SessionRow> {
       const { rows } = await q.query<SessionRow>(
-        `insert into agent_sessions as s (tenant_id, owner_id, title, template_slug, system_prompt, model, snapshot_at, directory, channel, browser_session)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning ${SESSION}`,
-        [s.tenantId, s.ownerId, s.title, s.templateSlug, s.systemPrompt, s.model, s.snapshotAt, s.directory, s.channel, s.browserSession],
+        `insert into agent_sessions as s (tenant_id, owner_id, title, template_slug, system_prompt, model, snapshot_at, directory, channel, browser_session, parent_id, plan_id)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) returning ${SESSION}`,
+        [s.tenantId, s.ownerId, s.title, s.templateSlug, s.systemPrompt, s.model, s.snapshotAt, s.directory, s.channel, s.browserSession, s.parentId ?? null, s.planId ?? null],
       );
       return rows[0];
     },
@@ -68,7 +77,7 @@ export function createSessionsRepo() {
     async listVisible(q: Queryable, v: Viewer): Promise<Array<SessionRow & { claimable: boolean }>> {
       const { rows } = await q.query<SessionRow & { claimable: boolean }>(
         `select ${SESSION}, s.owner_id <> $2 as claimable from agent_sessions s
-          where s.tenant_id = $1 and s.deleted_at is null
+          where s.tenant_id = $1 and s.deleted_at is null and s.parent_id is null
             and (s.owner_id = $2 or ($3::text is not null and $4::uuid is not null and s.browser_session = $3 and s.owner_id = $4))
           order by s.updated_at desc, s.id limit 1000`,
         [v.tenantId, v.userId, v.browserSession, v.operatorId],
@@ -121,10 +130,13 @@ export function createSessionsRepo() {
       await q.query(`update agent_sessions set owner_id = $3, directory = $4, upstream_id = null, browser_session = null, updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId, userId, directory]);
     },
 
-    async insertTurn(q: Queryable, t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null }): Promise<string> {
+    async insertTurn(
+      q: Queryable,
+      t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null },
+    ): Promise<string> {
       const { rows } = await q.query<{ id: string }>(
-        `insert into agent_turns (tenant_id, session_id, user_id, message_id, agent, agent_profile_id, parts) values ($1, $2, $3, $4, $5, $6, $7) returning id`,
-        [t.tenantId, t.sessionId, t.userId, t.messageId, t.agent, t.agentProfileId, JSON.stringify(t.parts)],
+        `insert into agent_turns (tenant_id, session_id, user_id, message_id, agent, agent_profile_id, parts, tools) values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
+        [t.tenantId, t.sessionId, t.userId, t.messageId, t.agent, t.agentProfileId, JSON.stringify(t.parts), t.tools ? JSON.stringify(t.tools) : null],
       );
       return rows[0].id;
     },
@@ -138,7 +150,7 @@ export function createSessionsRepo() {
         `update agent_turns t set attempts = t.attempts + 1, status = case when t.status = 'queued' then 'sending' else t.status end
            from agent_turns old where old.id = t.id and t.id = $1
          returning t.id, t.tenant_id as "tenantId", t.session_id as "sessionId", t.user_id as "userId", t.message_id as "messageId",
-                   t.agent, t.parts, t.status, t.attempts, old.status as "previousStatus"`,
+                   t.agent, t.parts, t.tools, t.status, t.attempts, old.status as "previousStatus"`,
         [turnId],
       );
       return rows[0] ?? null;
@@ -197,6 +209,20 @@ export function createSessionsRepo() {
     async takePermissionRequest(q: Queryable, tenantId: string, sessionId: string, id: string): Promise<{ id: string; permission: string } | null> {
       const { rows } = await q.query<{ id: string; permission: string }>(
         `delete from runtime_permission_requests where id = $1 and tenant_id = $2 and session_id = $3 returning id, permission`,
+        [id, tenantId, sessionId],
+      );
+      return rows[0] ?? null;
+    },
+
+    /**
+     * Like takePermissionRequest, for a request of the session or of one of its child sessions (a
+     * plan's subtasks ask through their parent): which session asked comes back with it.
+     */
+    async takeFamilyPermissionRequest(q: Queryable, tenantId: string, sessionId: string, id: string): Promise<{ id: string; permission: string; sessionId: string } | null> {
+      const { rows } = await q.query<{ id: string; permission: string; sessionId: string }>(
+        `delete from runtime_permission_requests r where r.id = $1 and r.tenant_id = $2
+            and (r.session_id = $3 or r.session_id in (select c.id from agent_sessions c where c.parent_id = $3 and c.tenant_id = $2))
+          returning r.id, r.permission, r.session_id as "sessionId"`,
         [id, tenantId, sessionId],
       );
       return rows[0] ?? null;

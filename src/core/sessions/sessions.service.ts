@@ -196,7 +196,8 @@ export function createSessionsService(deps: {
 
     /**
      * Answers a pending tool permission request of this session (rule 7), upstream, and audits the
-     * decision. The request must be one the runtime asked in this session (recorded from its events) and
+     * decision. The request must be one the runtime asked in this session, or in one of its child
+     * sessions (a plan's subtasks ask through their parent: orchestrator), recorded from its events and
      * not answered yet; of concurrent replies one is delivered, the others are 404. When the runtime does
      * not take the reply, the turn would wait for it forever: it is stopped, the stream gets a
      * session.error, and the answer is 502.
@@ -204,8 +205,10 @@ export function createSessionsService(deps: {
     async replyPermission(ctx: Ctx, input: { id: string; permissionId: string; response: string; browserSession?: string }): Promise<{ ok: true }> {
       const s = await owned(ctx, input.id, input.browserSession);
       if (!['once', 'always', 'reject'].includes(input.response)) throw new ValidationError('response must be once, always or reject');
-      const pending = s.upstreamId ? await repo.takePermissionRequest(db, s.tenantId, s.id, input.permissionId) : null;
+      const pending = await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, input.permissionId);
       if (!pending) throw new NotFoundError('permission request not found (unknown, or already answered)');
+      // The session that asked: this one, or a child (its runtime session is what a failed reply stops).
+      const asker = pending.sessionId === s.id ? s : ((await repo.byId(db, s.tenantId, pending.sessionId)) ?? s);
       let replied: boolean;
       try {
         replied = await (await clientOf(s)).replyPermission(pending.id, input.response as 'once' | 'always' | 'reject');
@@ -214,7 +217,7 @@ export function createSessionsService(deps: {
         ctx.log.error({ err: why, sessionId: s.id, permission: pending.permission }, 'permission reply not delivered; stopping the turn');
         // Said first, so the owner reads why before the runtime reports the turn aborted.
         await streams.publish(s.id, 'session.error', { error: { name: 'PermissionReplyFailed', message: `Your answer to the ${pending.permission} request could not be delivered to the agent runtime, so the turn was stopped (${why}).` } });
-        await clientOf(s).then((c) => c.abort(s.upstreamId!)).catch(() => {});
+        if (asker.upstreamId) await clientOf(s).then((c) => c.abort(asker.upstreamId!)).catch(() => {});
         await db.transaction((tx) =>
           audit.record(tx, ctx, { action: 'permission.reply_failed', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response, error: why } }),
         );
@@ -222,7 +225,12 @@ export function createSessionsService(deps: {
       }
       if (!replied) throw new NotFoundError('permission request not found (unknown, or already answered)');
       await db.transaction((tx) =>
-        audit.record(tx, ctx, { action: 'permission.reply', target: `tool:${pending.permission}`, sessionId: s.id, details: { permissionId: pending.id, response: input.response } }),
+        audit.record(tx, ctx, {
+          action: 'permission.reply',
+          target: `tool:${pending.permission}`,
+          sessionId: s.id,
+          details: { permissionId: pending.id, response: input.response, ...(asker.id !== s.id ? { askedIn: asker.id } : {}) },
+        }),
       );
       return { ok: true };
     },

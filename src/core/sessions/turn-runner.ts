@@ -16,7 +16,7 @@ import type { RuntimeService } from '../runtime/runtime.service.js';
 import type { MemoriesService } from '../memories/memories.service.js';
 import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
-import type { SessionsRepo } from './sessions.repo.js';
+import type { SessionRow, SessionsRepo } from './sessions.repo.js';
 
 export const AGENT_TURN_JOB = 'agent-turn';
 /** How often a turn is attempted before it is given up (and reported on the session's stream). */
@@ -50,6 +50,10 @@ export function createTurnRunner(deps: {
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Absent: turns go without memories. */
   memories?: Pick<MemoriesService, 'recallForTurn'>;
+  /** Whether a queued turn of a plan's session should still be sent (orchestrator): a reason not to, or null. */
+  unwanted?: (s: SessionRow) => Promise<string | null>;
+  /** Called when a turn is given up (failed for good): a plan waiting for its end moves on. */
+  onTurnFailed?: (s: SessionRow, turnId: string) => void;
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
@@ -120,7 +124,14 @@ export function createTurnRunner(deps: {
       const fail = async (message: string) => {
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
         await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
+        deps.onTurnFailed?.(s, turn.id);
       };
+      const unwanted = deps.unwanted ? await deps.unwanted(s) : null;
+      if (unwanted) {
+        ctx.log.info({ turnId: turn.id, sessionId: s.id }, `turn not sent: ${unwanted}`);
+        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
+        return;
+      }
       try {
         const owner = { tenantId: s.tenantId, userId: s.ownerId };
         // Started now so it runs while the runtime is acquired and prepared: off the critical path.
@@ -138,7 +149,11 @@ export function createTurnRunner(deps: {
         }
         const client = createRuntimeClient(handle);
         await runtime.ensureConfigured(owner, handle);
-        const upstreamId = s.upstreamId ?? (await repo.bindUpstream(db, s.tenantId, s.id, await client.createSession({ title: s.title })));
+        const upstreamOf = async (row: SessionRow, parentID?: string): Promise<string> =>
+          row.upstreamId ?? (await repo.bindUpstream(db, row.tenantId, row.id, await client.createSession({ title: row.title, ...(parentID ? { parentID } : {}) })));
+        // A child session (a plan's planning turn or subtask) is a child of its parent's runtime session.
+        const parent = s.parentId ? await repo.byId(db, s.tenantId, s.parentId) : null;
+        const upstreamId = await upstreamOf(s, parent ? await upstreamOf(parent) : undefined);
         if (turn.attempts > 1 && (await client.messageExists(upstreamId, turn.messageId))) {
           ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
           await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
@@ -156,7 +171,8 @@ export function createTurnRunner(deps: {
           model: { providerID: model.providerID, modelID: model.modelID },
           ...(turn.agent ? { agent: turn.agent } : {}),
           ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
-          tools: withheldTools(perms),
+          // A turn can withhold more tools than the owner's policy does, never give one back.
+          tools: { ...withheldTools(perms), ...Object.fromEntries(Object.entries(turn.tools ?? {}).filter(([, on]) => on === false)) },
         });
         await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
       } catch (err) {
