@@ -190,7 +190,7 @@ export function createCore(deps: CoreDeps) {
     streams,
     permissionsOf,
     memories,
-    unwanted: (s) => orchestrator.turnUnwanted(s),
+    unwanted: (s, turnId) => orchestrator.turnUnwanted(s, turnId),
     onTurnFailed: (s, turnId) => void orchestrator.turnEnded(s, `failed:${turnId}`).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step')),
     log: deps.log,
   });

@@ -198,6 +198,12 @@ export function createOrchestratorRepo() {
       return rows[0].n;
     },
 
+    /** Whether this turn is the synthesis of a plan that has ended (a synthesis queued, then the plan cancelled). */
+    async endedSynthesis(q: Queryable, tenantId: string, turnId: string): Promise<boolean> {
+      const { rows } = await q.query(`select 1 from orchestration_plans where tenant_id = $1 and synthesis_turn_id = $2 and status in ('completed', 'failed')`, [tenantId, turnId]);
+      return rows.length > 0;
+    },
+
     /** The plan synthesising in this (parent) session, if any. */
     async synthesizingIn(q: Queryable, tenantId: string, parentSessionId: string): Promise<string | null> {
       const { rows } = await q.query<{ id: string }>(

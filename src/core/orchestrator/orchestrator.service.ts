@@ -30,7 +30,6 @@ import {
   readySubtasks,
   replanPrompt,
   RESULT_STORED_MAX,
-  SUBTASK_BUDGET_SHARE,
   SUBTASK_RETRIES,
   SUBTASK_STALL_MS,
   SUBTASK_WALL_MS,
@@ -137,7 +136,7 @@ export function createOrchestratorService(deps: {
   audit: AuditService;
   queue: JobQueue;
   runtime: Pick<RuntimeService, 'resolveModel'>;
-  pool: Pick<RuntimePool, 'client'>;
+  pool: Pick<RuntimePool, 'client' | 'runningClient'>;
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   clock: Clock;
@@ -205,7 +204,12 @@ export function createOrchestratorService(deps: {
   /** Publishes what a committed move changed: the subtasks touched, and the plan when its state moved. */
   async function announce(plan: PlanRow, changed: { subtasks: Set<number>; plan: boolean }): Promise<void> {
     const events = await subtaskEvents(plan, changed.subtasks);
-    if (changed.plan) events.push(await planEvent(plan));
+    if (changed.plan) {
+      // A plan that starts executing says so before its subtasks start; one that ends, after they did.
+      const e = await planEvent(plan);
+      if (e.properties.status === 'executing') events.unshift(e);
+      else events.push(e);
+    }
     publishAll(events);
   }
 
@@ -278,11 +282,11 @@ export function createOrchestratorService(deps: {
     return id ? sessionsRepo.byId(db, tenantId, id) : null;
   }
 
-  /** Stops a session's running turn in the runtime (best effort: a stopped runtime has nothing running). */
+  /** Stops a session's running turn in the runtime; a runtime that does not run has nothing running (never started for this). */
   async function abortSession(s: SessionRow | null): Promise<void> {
     if (!s?.upstreamId) return;
     try {
-      await (await deps.pool.client({ tenantId: s.tenantId, userId: s.ownerId })).abort(s.upstreamId);
+      await (await deps.pool.runningClient({ tenantId: s.tenantId, userId: s.ownerId }))?.abort(s.upstreamId);
     } catch (err) {
       log.warn({ err: (err as Error).message, sessionId: s.id }, 'could not stop a session of a plan');
     }
@@ -333,7 +337,7 @@ export function createOrchestratorService(deps: {
       const subs = await repo.subtasks(tx, tenantId, plan.id);
       const parent = await sessionsRepo.byId(tx, tenantId, plan.parentSessionId);
       const now = clock.now();
-      if (!plan.stopReason && plan.budgetUsd !== null && (await repo.spent(tx, tenantId, plan.id)) >= plan.budgetUsd * SUBTASK_BUDGET_SHARE) {
+      if (!plan.stopReason && plan.budgetUsd !== null && (await repo.spent(tx, tenantId, plan.id)) >= plan.budgetUsd) {
         plan.stopReason = `its budget of $${plan.budgetUsd} is spent`;
         await repo.updatePlan(tx, tenantId, plan.id, { stopReason: plan.stopReason });
       }
@@ -344,7 +348,7 @@ export function createOrchestratorService(deps: {
           if (s.status === 'running') {
             tenantRunning--;
             await repo.endAttempt(tx, tenantId, plan.id, s.index, s.attempt, error);
-            const session = await sessionsRepo.byId(tx, tenantId, s.sessionId ?? '');
+            const session = s.sessionId ? await sessionsRepo.byId(tx, tenantId, s.sessionId) : null;
             if (session) changed.abort.push(session);
           }
           await repo.updateSubtask(tx, tenantId, plan.id, s.index, { status: 'failed', error, completedAt: now });
@@ -427,10 +431,14 @@ export function createOrchestratorService(deps: {
         await finish(tx, p, 'failed', `no valid plan after ${p.planningAttempts} attempts: ${errors.join('; ')}`.slice(0, 2000));
       }
     });
-    if (!errors.length && moved) {
-      const subs = await repo.subtasks(db, plan.tenantId, plan.id);
-      await announce(plan, { subtasks: new Set(subs.map((s) => s.index)), plan: true });
-      if (changes) await afterAdvance(changes);
+    if (changes) {
+      // Every subtask of the new plan is news, once, with the plan's move to executing.
+      const mine = (changes as Awaited<ReturnType<typeof advance>>).get(plan.id);
+      if (mine) {
+        mine.moved = true;
+        for (const sub of await repo.subtasks(db, plan.tenantId, plan.id)) mine.subtasks.add(sub.index);
+      }
+      await afterAdvance(changes);
     } else if (moved) await announce(plan, { subtasks: new Set(), plan: true });
   }
 
@@ -448,7 +456,9 @@ export function createOrchestratorService(deps: {
       const current = p?.status === 'executing' ? (await repo.subtasks(tx, plan.tenantId, plan.id)).find((s) => s.index === sub.index) : null;
       if (!p || !current || current.status !== 'running' || current.sessionId !== sessionId) return;
       await repo.endAttempt(tx, p.tenantId, p.id, sub.index, current.attempt, outcome.error);
-      if (outcome.error && current.attempt <= SUBTASK_RETRIES && !p.stopReason) {
+      // No retry once the budget is spent (the gateway would refuse its calls anyway): the plan stops.
+      const spentOut = p.budgetUsd !== null && (await repo.spent(tx, p.tenantId, p.id)) >= p.budgetUsd;
+      if (outcome.error && current.attempt <= SUBTASK_RETRIES && !p.stopReason && !spentOut) {
         const parent = await sessionsRepo.byId(tx, p.tenantId, p.parentSessionId);
         if (parent) {
           await startAttempt(tx, p, parent, await repo.subtasks(tx, p.tenantId, p.id), current, outcome.error);
@@ -568,19 +578,23 @@ export function createOrchestratorService(deps: {
       let cancelled = false;
       await db.transaction(async (tx) => {
         const p = await repo.plan(tx, plan.tenantId, plan.id, { lock: true });
-        if (!p || p.status === 'completed' || p.status === 'failed') return;
+        // It completed while we looked: that is still a completed plan.
+        if (p?.status === 'completed') throw new ConflictError('the plan has completed: there is nothing to cancel');
+        if (!p || p.status === 'failed') return;
         cancelled = true;
         const now = clock.now();
         for (const s of await repo.subtasks(tx, p.tenantId, p.id)) {
           if (s.status !== 'running' && s.status !== 'pending') continue;
           if (s.status === 'running') {
             await repo.endAttempt(tx, p.tenantId, p.id, s.index, s.attempt, 'cancelled');
-            toStop.push(await sessionsRepo.byId(tx, p.tenantId, s.sessionId ?? ''));
+            if (s.sessionId) toStop.push(await sessionsRepo.byId(tx, p.tenantId, s.sessionId));
           }
           await repo.updateSubtask(tx, p.tenantId, p.id, s.index, { status: 'failed', error: s.status === 'running' ? 'cancelled' : 'not started: the plan was cancelled', completedAt: now });
           touched.add(s.index);
         }
-        if (p.status === 'planning') toStop.push(await sessionsRepo.byId(tx, p.tenantId, p.planningSessionId ?? ''));
+        if (p.status === 'planning' && p.planningSessionId) toStop.push(await sessionsRepo.byId(tx, p.tenantId, p.planningSessionId));
+        // The synthesis is a turn of the parent session: stopping it stops what runs there (a turn the
+        // person started meanwhile waits behind it in the runtime, so it is the synthesis).
         if (p.status === 'synthesizing') toStop.push(await sessionsRepo.byId(tx, p.tenantId, p.parentSessionId));
         const by = ctx.actor.kind === 'user' ? 'its owner' : 'the operator';
         await repo.updatePlan(tx, p.tenantId, p.id, { status: 'failed', error: `cancelled by ${by}`, cancelledAt: now, finishedAt: now });
@@ -677,17 +691,17 @@ export function createOrchestratorService(deps: {
       if (!planId) return;
       const plan = await repo.plan(db, tenantId, planId);
       if (!plan || plan.status !== 'executing' || plan.budgetUsd === null || plan.stopReason) return;
-      if ((await repo.spent(db, tenantId, planId)) < plan.budgetUsd * SUBTASK_BUDGET_SHARE) return;
+      if ((await repo.spent(db, tenantId, planId)) < plan.budgetUsd) return;
       await queue.send(ORCHESTRATE_STEP_JOB, { tenantId, planId, reason: 'budget' } satisfies StepData, { singletonKey: `budget:${planId}` }).catch(() => {});
     },
 
     /**
      * What the LLM gateway counts against the per-request limit for a call in this session: a plan's
-     * child sessions (and its parent while it synthesises) share the plan's whole spending; null for
-     * any other session (its own turn counts).
+     * child sessions (planning, subtasks) share the plan's whole spending; null for any other session,
+     * whose own turn counts (the synthesis is a turn of the parent, under the limit like any turn).
      */
     async planSpentFor(tenantId: string, sessionId: string): Promise<number | null> {
-      const planId = (await repo.planOfSession(db, tenantId, sessionId)) ?? (await repo.synthesizingIn(db, tenantId, sessionId));
+      const planId = await repo.planOfSession(db, tenantId, sessionId);
       return planId ? repo.spent(db, tenantId, planId) : null;
     },
 
@@ -695,8 +709,9 @@ export function createOrchestratorService(deps: {
      * Whether a queued turn of a plan's session should still go to the runtime: not once its plan has
      * ended, nor for a subtask attempt that was superseded. The reason not to, or null.
      */
-    async turnUnwanted(s: SessionRow): Promise<string | null> {
-      if (!s.planId) return null;
+    async turnUnwanted(s: SessionRow, turnId: string): Promise<string | null> {
+      // The synthesis is a turn of the parent: not once its plan ended (cancelled before it was sent).
+      if (!s.planId) return (await repo.endedSynthesis(db, s.tenantId, turnId)) ? 'its plan has ended' : null;
       const plan = await repo.plan(db, s.tenantId, s.planId);
       if (!plan || plan.status === 'completed' || plan.status === 'failed') return 'its plan has ended';
       if (plan.planningSessionId === s.id) return plan.status === 'planning' ? null : 'its plan is past planning';

@@ -27,8 +27,6 @@ export const TENANT_CONCURRENCY = 8;
 export const SUBTASK_STALL_MS = 2 * 60_000;
 /** A subtask running this long is stopped, whatever its events. */
 export const SUBTASK_WALL_MS = 15 * 60_000;
-/** Of the plan's budget, subtasks may spend this share; the rest is kept for the synthesis. */
-export const SUBTASK_BUDGET_SHARE = 0.9;
 /** A dependency's result as given to its dependents (the full transcript stays in its child session). */
 export const RESULT_IN_PROMPT_MAX = 4000;
 /** A subtask's result as stored and shown (GET /v1/orchestrate/:planId). */

@@ -259,14 +259,17 @@ export function createRuntimePool(deps: {
     }
   }
 
+  /** The handle of the user's runtime where another process hosts it and it runs; null otherwise. */
+  async function runningElsewhere(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
+    const row = await repo.runtimeOf(db, owner.userId);
+    if (!row || !isProcessAlive(row.hostPid) || !isProcessAlive(row.pid) || row.tenantId !== owner.tenantId) return null;
+    if (row.sandboxed && !existsSync(row.socketPath)) return null;
+    return handleOfRow(row, box, deps.dataDir);
+  }
+
   /** Elsewhere: the runtime's row, or the host asked to start it. */
   async function acquireRemote(owner: RuntimeOwner): Promise<RuntimeHandle> {
-    const found = async () => {
-      const row = await repo.runtimeOf(db, owner.userId);
-      if (!row || !isProcessAlive(row.hostPid) || !isProcessAlive(row.pid) || row.tenantId !== owner.tenantId) return null;
-      if (row.sandboxed && !existsSync(row.socketPath)) return null;
-      return handleOfRow(row, box, deps.dataDir);
-    };
+    const found = () => runningElsewhere(owner);
     const now = await found();
     if (now) return now;
     let busy = false;
@@ -313,6 +316,16 @@ export function createRuntimePool(deps: {
     /** A client of the user's runtime (started if need be). */
     async client(owner: RuntimeOwner): Promise<RuntimeClient> {
       return createRuntimeClient(await acquire(owner));
+    },
+
+    /**
+     * A client of the user's runtime if it runs (in this process or another on the host), null if it
+     * does not: for stopping what runs there, which must never start a runtime to do so.
+     */
+    async runningClient(owner: RuntimeOwner): Promise<RuntimeClient | null> {
+      const here = hosting ? entries.get(owner.userId) : undefined;
+      const handle = here ? (here.owner.tenantId === owner.tenantId ? here.handle : null) : await runningElsewhere(owner);
+      return handle ? createRuntimeClient(handle) : null;
     },
 
     /**

@@ -51,7 +51,7 @@ export function createTurnRunner(deps: {
   /** Absent: turns go without memories. */
   memories?: Pick<MemoriesService, 'recallForTurn'>;
   /** Whether a queued turn of a plan's session should still be sent (orchestrator): a reason not to, or null. */
-  unwanted?: (s: SessionRow) => Promise<string | null>;
+  unwanted?: (s: SessionRow, turnId: string) => Promise<string | null>;
   /** Called when a turn is given up (failed for good): a plan waiting for its end moves on. */
   onTurnFailed?: (s: SessionRow, turnId: string) => void;
   log: Logger;
@@ -126,7 +126,7 @@ export function createTurnRunner(deps: {
         await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
         deps.onTurnFailed?.(s, turn.id);
       };
-      const unwanted = deps.unwanted ? await deps.unwanted(s) : null;
+      const unwanted = deps.unwanted ? await deps.unwanted(s, turn.id) : null;
       if (unwanted) {
         ctx.log.info({ turnId: turn.id, sessionId: s.id }, `turn not sent: ${unwanted}`);
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
