@@ -87,7 +87,10 @@ export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
         ...(options.deadLetter !== undefined ? { deadLetter: options.deadLetter } : {}),
       });
       if (!id) throw new Error(`job ${name} was not queued (a singleton job with the same key is pending)`);
-      await bus.publish(JOBS_ENQUEUED, { name }, options.tx);
+      // The job's id makes each payload unique: PostgreSQL delivers identical notifications of one
+      // transaction once, which woke one worker for several jobs queued together (a plan's parallel
+      // subtasks then started one after another).
+      await bus.publish(JOBS_ENQUEUED, { name, id }, options.tx);
       return id;
     },
   };

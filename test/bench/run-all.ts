@@ -11,6 +11,7 @@ import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
 import { memoryInjection } from './memory-injection.bench.js';
 import { memoriesBench } from './memories.bench.js';
+import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { serveReady } from './serve-ready.bench.js';
@@ -32,6 +33,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'runtime-pool': runtimePool,
   'memory-injection': memoryInjection,
   memories: memoriesBench,
+  orchestrator: orchestratorBench,
 };
 
 const wanted = process.argv.slice(2);

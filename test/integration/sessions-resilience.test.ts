@@ -116,4 +116,53 @@ describe.runIf(DB_MODE === 'postgres')('sessions: crashes, restarts and several 
     expect(after.filter((e) => e.type === 'message.part.delta').map((e) => e.properties.delta).join('')).toBe('after the crash');
     expect(sse.ended).toBe(false);
   }, 150_000);
+  it('a plan survives its worker being killed mid-plan: nothing lost, no subtask run twice', async () => {
+    const llm = await startFakeLlm();
+    cleanups.push(() => llm.close());
+    const t = await startTestApp();
+    cleanups.push(() => t.close());
+    await t.opened.core.startRuntime();
+    cleanups.push(() => t.opened.core.stopRuntime());
+    const people = await seedPeople(t, 'acme');
+    await applyScriptedProvider(t, people.tokens.owner, llm);
+    const prompts: Record<string, number> = {};
+    llm.respond((req) => {
+      if (/You are planning how to carry out a task/.test(req.allText) && !/You are doing subtask/.test(req.lastUser)) {
+        return { text: JSON.stringify({ subtasks: [{ description: 'first part' }, { description: 'second part', dependencies: [0] }] }) };
+      }
+      const m = /You are doing subtask #(\d+)/.exec(req.lastUser);
+      if (m) {
+        prompts[m[1]] = (prompts[m[1]] ?? 0) + 1;
+        // The first subtask takes its time: the worker is killed while it runs.
+        return { text: `part ${m[1]} done`, delayMs: m[1] === '0' ? 4000 : 100 };
+      }
+      if (/A plan split the task below/.test(req.lastUser)) return { text: 'both parts joined' };
+      return undefined;
+    });
+    const sessionId = (await api(t, 'POST', '/v1/sessions', { token: people.tokens.member, body: { title: 'plan' } })).json.sessionId;
+    const sse = await openSse(`${t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${people.tokens.member}` });
+    cleanups.push(() => sse.close());
+
+    let worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
+    cleanups.push(() => worker.stop('SIGKILL'));
+    const post = await api(t, 'POST', '/v1/orchestrate', { token: people.tokens.member, body: { parentSessionId: sessionId, taskDescription: 'Two parts' } });
+    expect(post.status).toBe(202);
+    await expect.poll(() => prompts['0'] ?? 0, { timeout: 60_000 }).toBe(1);
+    // The first subtask's model call is under way: the worker dies. Its end is heard by serve, which
+    // queues the plan's step; nobody runs it until a worker is back.
+    await worker.stop('SIGKILL');
+    await sse.until((e) => e.data.type === 'session.idle' || (e.data.type === 'orchestration.subtask.updated' && e.data.properties.status === 'completed'), 30_000).catch(() => {});
+    await new Promise((r) => setTimeout(r, 5000));
+    worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
+    const planId = sse.events.find((e) => e.data.type === 'orchestration.plan.created')!.data.properties.planId;
+    await sse.until((e) => e.data.type === 'orchestration.plan.updated' && e.data.properties.planId === planId && e.data.properties.status === 'completed', 120_000);
+    const got = (await api(t, 'GET', `/v1/orchestrate/${planId}`, { token: people.tokens.member })).json;
+    expect(got.subtasks.map((s: any) => [s.status, s.attempt, s.result])).toEqual([
+      ['completed', 1, 'part 0 done'],
+      ['completed', 1, 'part 1 done'],
+    ]);
+    expect(prompts).toEqual({ '0': 1, '1': 1 });
+    const turns = (await t.opened.db.query(`select t.status, count(*)::int as n from agent_turns t join agent_sessions s on s.id = t.session_id where s.plan_id = $1 group by t.status`, [planId])).rows;
+    expect(turns).toEqual([{ status: 'sent', n: 3 }]); // planning and the two subtasks, each sent once
+  }, 240_000);
 });

@@ -48,6 +48,12 @@ export const ORCHESTRATE_STEP_JOB = 'orchestrate-step';
 /** Every minute: stalled subtasks are stopped and retried; plans whose turn end was missed move on. */
 export const ORCHESTRATE_SWEEP_JOB = 'orchestrate-sweep';
 export const ORCHESTRATE_SWEEP_CRON = '* * * * *';
+/**
+ * How plan and step jobs are queued: a step is short (reading a transcript, one transaction), so a job
+ * whose worker stopped refreshing it for 15 s lost its worker and is run again (steps are idempotent:
+ * each re-reads the plan under lock and does nothing a previous run already did).
+ */
+const STEP_SEND = { retryLimit: 5, retryDelay: 1, expireInSeconds: 300, heartbeatSeconds: 15 } as const;
 
 /** The planning turn reads, and changes nothing: every tool that writes, runs or fetches is withheld. */
 const PLANNING_TOOLS: Record<string, boolean> = Object.fromEntries(
@@ -533,7 +539,7 @@ export function createOrchestratorService(deps: {
       await deps.runtime.resolveModel(tenantId, parent.model);
       return db.transaction(async (tx) => {
         const data: PlanData = { tenantId, userId: actor.userId, parentSessionId: parent.id, taskDescription: task, maxSubtasks };
-        const jobId = await queue.send(ORCHESTRATE_PLAN_JOB, data, { tx, retryLimit: 3, retryDelay: 1 });
+        const jobId = await queue.send(ORCHESTRATE_PLAN_JOB, data, { tx, ...STEP_SEND });
         await audit.record(tx, ctx, { action: 'orchestration.start', target: `job:${jobId}`, sessionId: parent.id, details: { maxSubtasks, budgetUsd: budget } });
         return { jobId, status: 'queued' as const };
       });
@@ -666,12 +672,12 @@ export function createOrchestratorService(deps: {
         if (!overdue && (await repo.asksPermission(db, s.tenantId, s.sessionId))) continue;
         const error = overdue ? `ran longer than ${SUBTASK_WALL_MS / 60_000} minutes` : `no activity for ${SUBTASK_STALL_MS / 60_000} minutes`;
         await abortSession(await sessionOf(s.tenantId, s.sessionId));
-        await queue.send(ORCHESTRATE_STEP_JOB, { tenantId: s.tenantId, planId: s.planId, sessionId: s.sessionId, reason: 'stalled', error } satisfies StepData, { singletonKey: `stalled:${s.sessionId}` }).catch(() => {});
+        await queue.send(ORCHESTRATE_STEP_JOB, { tenantId: s.tenantId, planId: s.planId, sessionId: s.sessionId, reason: 'stalled', error } satisfies StepData, { ...STEP_SEND, singletonKey: `stalled:${s.sessionId}` }).catch(() => {});
         ctx.log.warn({ planId: s.planId, index: s.index, error }, 'stopped a stalled subtask');
       }
       for (const p of await repo.activeBefore(db, new Date(now - SUBTASK_STALL_MS))) {
         const sessionId = p.status === 'planning' ? p.planningSessionId : p.parentSessionId;
-        if (sessionId) await queue.send(ORCHESTRATE_STEP_JOB, { tenantId: p.tenantId, planId: p.id, sessionId, reason: 'turn-ended' } satisfies StepData, { singletonKey: `recheck:${p.id}` }).catch(() => {});
+        if (sessionId) await queue.send(ORCHESTRATE_STEP_JOB, { tenantId: p.tenantId, planId: p.id, sessionId, reason: 'turn-ended' } satisfies StepData, { ...STEP_SEND, singletonKey: `recheck:${p.id}` }).catch(() => {});
       }
     },
 
@@ -682,7 +688,12 @@ export function createOrchestratorService(deps: {
     async turnEnded(s: { id: string; tenantId: string; planId: string | null }, eventId: string): Promise<void> {
       const planId = s.planId ?? (await repo.synthesizingIn(db, s.tenantId, s.id));
       if (!planId) return;
-      await queue.send(ORCHESTRATE_STEP_JOB, { tenantId: s.tenantId, planId, sessionId: s.id, reason: 'turn-ended' } satisfies StepData, { singletonKey: `step:${s.id}:${eventId}` });
+      await queue
+        .send(ORCHESTRATE_STEP_JOB, { tenantId: s.tenantId, planId, sessionId: s.id, reason: 'turn-ended' } satisfies StepData, { ...STEP_SEND, singletonKey: `step:${s.id}:${eventId}` })
+        .catch((err: Error) => {
+          // The same turn end heard twice: its step is queued already.
+          if (!/singleton/.test(err.message)) throw err;
+        });
     },
 
     /** A model call was recorded for a session: when it is a plan's and the plan's budget is spent, the plan stops. */
@@ -692,7 +703,7 @@ export function createOrchestratorService(deps: {
       const plan = await repo.plan(db, tenantId, planId);
       if (!plan || plan.status !== 'executing' || plan.budgetUsd === null || plan.stopReason) return;
       if ((await repo.spent(db, tenantId, planId)) < plan.budgetUsd) return;
-      await queue.send(ORCHESTRATE_STEP_JOB, { tenantId, planId, reason: 'budget' } satisfies StepData, { singletonKey: `budget:${planId}` }).catch(() => {});
+      await queue.send(ORCHESTRATE_STEP_JOB, { tenantId, planId, reason: 'budget' } satisfies StepData, { ...STEP_SEND, singletonKey: `budget:${planId}` }).catch(() => {});
     },
 
     /**
