@@ -91,12 +91,12 @@ export function createOrchestratorRepo() {
     /** Creates the plan of a planning job once: a retried job finds the one it made (false: not new). */
     async insertPlan(
       q: Queryable,
-      p: { tenantId: string; userId: string; parentSessionId: string; jobId: string; taskDescription: string; maxSubtasks: number; budgetUsd: number | null },
+      p: { tenantId: string; userId: string; parentSessionId: string; jobId: string; taskDescription: string; maxSubtasks: number; budgetUsd: number | null; at: Date },
     ): Promise<{ plan: PlanRow; created: boolean }> {
       const { rows } = await q.query<PlanRow>(
-        `insert into orchestration_plans as p (tenant_id, user_id, parent_session_id, job_id, task_description, max_subtasks, budget_usd)
-         values ($1, $2, $3, $4, $5, $6, $7) on conflict (job_id) do nothing returning ${PLAN}`,
-        [p.tenantId, p.userId, p.parentSessionId, p.jobId, p.taskDescription, p.maxSubtasks, p.budgetUsd],
+        `insert into orchestration_plans as p (tenant_id, user_id, parent_session_id, job_id, task_description, max_subtasks, budget_usd, created_at, updated_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $8) on conflict (job_id) do nothing returning ${PLAN}`,
+        [p.tenantId, p.userId, p.parentSessionId, p.jobId, p.taskDescription, p.maxSubtasks, p.budgetUsd, p.at],
       );
       if (rows[0]) return { plan: rows[0], created: true };
       const existing = await q.query<PlanRow>(`select ${PLAN} from orchestration_plans p where p.job_id = $1 and p.tenant_id = $2`, [p.jobId, p.tenantId]);
@@ -159,9 +159,10 @@ export function createOrchestratorRepo() {
       return rows[0]?.planId ?? null;
     },
 
-    async updatePlan(q: Queryable, tenantId: string, id: string, changes: Partial<Record<keyof typeof PLAN_FIELDS, unknown>>): Promise<void> {
-      const set = setClause(PLAN_FIELDS, changes, 3);
-      await q.query(`update orchestration_plans set ${set.sql ? `${set.sql}, ` : ''}updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId, ...set.values]);
+    /** `at`: the service's clock (updated_at is compared with it: a plan's turn overdue). */
+    async updatePlan(q: Queryable, tenantId: string, id: string, at: Date, changes: Partial<Record<keyof typeof PLAN_FIELDS, unknown>>): Promise<void> {
+      const set = setClause(PLAN_FIELDS, changes, 4);
+      await q.query(`update orchestration_plans set ${set.sql ? `${set.sql}, ` : ''}updated_at = $3 where id = $1 and tenant_id = $2`, [id, tenantId, at, ...set.values]);
     },
 
     async insertSubtasks(q: Queryable, tenantId: string, planId: string, subtasks: Array<{ description: string; dependencies: number[] }>): Promise<void> {
@@ -182,6 +183,15 @@ export function createOrchestratorRepo() {
       const set = setClause(SUBTASK_FIELDS, changes, 4);
       if (!set.sql) return;
       await q.query(`update orchestration_subtasks set ${set.sql} where plan_id = $1 and tenant_id = $2 and idx = $3`, [planId, tenantId, index, ...set.values]);
+    },
+
+    /**
+     * Serialises every move of the tenant's plans until the transaction ends: steps of two plans of one
+     * tenant count the same free slots, and would otherwise lock each other's plans in opposite orders.
+     * (On the embedded database transactions run one at a time anyway; its advisory locks do nothing.)
+     */
+    async lockTenant(q: Queryable, tenantId: string): Promise<void> {
+      await q.query(`select pg_advisory_xact_lock(hashtextextended('orchestrator:' || $1::text, 0))`, [tenantId]);
     },
 
     /**
@@ -241,16 +251,24 @@ export function createOrchestratorRepo() {
       return new Map(rows.map((r) => [r.index, Number(r.cost)]));
     },
 
-    async insertAttempt(q: Queryable, a: { tenantId: string; planId: string; index: number; attempt: number; sessionId: string }): Promise<void> {
-      await q.query(`insert into orchestration_attempts (plan_id, tenant_id, idx, attempt, session_id) values ($1, $2, $3, $4, $5)`, [a.planId, a.tenantId, a.index, a.attempt, a.sessionId]);
+    async insertAttempt(q: Queryable, a: { tenantId: string; planId: string; index: number; attempt: number; sessionId: string; at: Date }): Promise<void> {
+      await q.query(`insert into orchestration_attempts (plan_id, tenant_id, idx, attempt, session_id, started_at) values ($1, $2, $3, $4, $5, $6)`, [
+        a.planId,
+        a.tenantId,
+        a.index,
+        a.attempt,
+        a.sessionId,
+        a.at,
+      ]);
     },
 
-    async endAttempt(q: Queryable, tenantId: string, planId: string, index: number, attempt: number, error: string | null): Promise<void> {
-      await q.query(`update orchestration_attempts set ended_at = now(), error = $5 where plan_id = $1 and tenant_id = $2 and idx = $3 and attempt = $4 and ended_at is null`, [
+    async endAttempt(q: Queryable, tenantId: string, planId: string, index: number, attempt: number, at: Date, error: string | null): Promise<void> {
+      await q.query(`update orchestration_attempts set ended_at = $5, error = $6 where plan_id = $1 and tenant_id = $2 and idx = $3 and attempt = $4 and ended_at is null`, [
         planId,
         tenantId,
         index,
         attempt,
+        at,
         error,
       ]);
     },
@@ -264,13 +282,17 @@ export function createOrchestratorRepo() {
       return rows;
     },
 
-    /** Running subtasks of every tenant whose attempt may be stalled: no event since `quietSince`, or started before `startedBefore`. */
-    async possiblyStalled(q: Queryable, quietSince: Date, startedBefore: Date): Promise<SubtaskRow[]> {
+    /**
+     * Running subtasks of every tenant whose current attempt may be stalled: no event since
+     * `quietSince`, or the attempt started before `startedBefore` (`attemptStartedAt`).
+     */
+    async possiblyStalled(q: Queryable, quietSince: Date, startedBefore: Date): Promise<Array<SubtaskRow & { attemptStartedAt: Date }>> {
       // Maintenance across tenants (the sweep), by time alone; each row names its tenant.
-      const { rows } = await q.query<SubtaskRow>(
-        `select ${SUBTASK} from orchestration_subtasks s
-          where s.status = 'running' and (coalesce(s.last_event_at, s.started_at) < $1 or s.started_at < $2)
-          order by s.started_at limit 200`,
+      const { rows } = await q.query<SubtaskRow & { attemptStartedAt: Date }>(
+        `select ${SUBTASK}, a.started_at as "attemptStartedAt" from orchestration_subtasks s
+           join orchestration_attempts a on a.plan_id = s.plan_id and a.idx = s.idx and a.attempt = s.attempt
+          where s.status = 'running' and (coalesce(s.last_event_at, a.started_at) < $1 or a.started_at < $2)
+          order by a.started_at limit 200`,
         [quietSince, startedBefore],
       );
       return rows;
@@ -283,8 +305,8 @@ export function createOrchestratorRepo() {
     },
 
     /** Notes a runtime event of a subtask's session (throttled by the caller). */
-    async touchSession(q: Queryable, tenantId: string, sessionId: string): Promise<void> {
-      await q.query(`update orchestration_subtasks set last_event_at = now() where tenant_id = $1 and session_id = $2 and status = 'running'`, [tenantId, sessionId]);
+    async touchSession(q: Queryable, tenantId: string, sessionId: string, at: Date): Promise<void> {
+      await q.query(`update orchestration_subtasks set last_event_at = $3 where tenant_id = $1 and session_id = $2 and status = 'running'`, [tenantId, sessionId, at]);
     },
 
     /** Plans left in progress whose work lives in sessions: for the sweep (planning or synthesising for too long). */

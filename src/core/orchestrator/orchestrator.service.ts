@@ -300,7 +300,7 @@ export function createOrchestratorService(deps: {
 
   /** Plan failed for good (or completed): its end, audited as what it is. */
   async function finish(tx: Tx, plan: PlanRow, status: 'completed' | 'failed', error: string | null): Promise<void> {
-    await repo.updatePlan(tx, plan.tenantId, plan.id, { status, error, finishedAt: clock.now() });
+    await repo.updatePlan(tx, plan.tenantId, plan.id, clock.now(), { status, error, finishedAt: clock.now() });
     const ctx = { tenantId: plan.tenantId, actor: { kind: 'system' as const, name: 'orchestrator' }, requestId: plan.id, log, channel: 'worker' };
     await audit.record(tx, ctx, {
       action: status === 'completed' ? 'orchestration.complete' : 'orchestration.fail',
@@ -323,7 +323,7 @@ export function createOrchestratorService(deps: {
     const turnId = await queueTurn(tx, child, text, { agent: 'build', tools: SUBTASK_TOOLS, singletonKey: `subtask:${plan.id}:${sub.index}:${attempt}` });
     const now = clock.now();
     await repo.updateSubtask(tx, plan.tenantId, plan.id, sub.index, { status: 'running', attempt, sessionId: child.id, turnId, startedAt: sub.startedAt ?? now, lastEventAt: now, error: null });
-    await repo.insertAttempt(tx, { tenantId: plan.tenantId, planId: plan.id, index: sub.index, attempt, sessionId: child.id });
+    await repo.insertAttempt(tx, { tenantId: plan.tenantId, planId: plan.id, index: sub.index, attempt, sessionId: child.id, at: now });
     Object.assign(sub, { status: 'running', attempt, sessionId: child.id, turnId });
   }
 
@@ -345,7 +345,7 @@ export function createOrchestratorService(deps: {
       const now = clock.now();
       if (!plan.stopReason && plan.budgetUsd !== null && (await repo.spent(tx, tenantId, plan.id)) >= plan.budgetUsd) {
         plan.stopReason = `its budget of $${plan.budgetUsd} is spent`;
-        await repo.updatePlan(tx, tenantId, plan.id, { stopReason: plan.stopReason });
+        await repo.updatePlan(tx, tenantId, plan.id, clock.now(), { stopReason: plan.stopReason });
       }
       if (plan.stopReason) {
         for (const s of subs) {
@@ -353,7 +353,7 @@ export function createOrchestratorService(deps: {
           const error = s.status === 'running' ? `stopped: ${plan.stopReason}` : `not started: ${plan.stopReason}`;
           if (s.status === 'running') {
             tenantRunning--;
-            await repo.endAttempt(tx, tenantId, plan.id, s.index, s.attempt, error);
+            await repo.endAttempt(tx, tenantId, plan.id, s.index, s.attempt, clock.now(), error);
             const session = s.sessionId ? await sessionsRepo.byId(tx, tenantId, s.sessionId) : null;
             if (session) changed.abort.push(session);
           }
@@ -382,7 +382,7 @@ export function createOrchestratorService(deps: {
           subtasks: subs.map((s) => ({ index: s.index, description: s.description, status: s.status, result: s.result, error: s.error })),
         });
         const turnId = await queueTurn(tx, parent, text, { agent: 'build', tools: SUBTASK_TOOLS, singletonKey: `synthesis:${plan.id}` });
-        await repo.updatePlan(tx, tenantId, plan.id, { status: 'synthesizing', synthesisTurnId: turnId });
+        await repo.updatePlan(tx, tenantId, plan.id, clock.now(), { status: 'synthesizing', synthesisTurnId: turnId });
         continue;
       }
       if (!parent) continue;
@@ -404,11 +404,21 @@ export function createOrchestratorService(deps: {
     }
   }
 
+  /**
+   * A planning or synthesis turn not over after SUBTASK_WALL_MS (its runtime died with it, or it hangs)
+   * is stopped and counts as failed, like a stalled subtask.
+   */
+  async function overdue(plan: PlanRow, session: SessionRow, outcome: Outcome): Promise<Outcome> {
+    if (outcome.done || clock.now().getTime() - new Date(plan.updatedAt).getTime() <= SUBTASK_WALL_MS) return outcome;
+    await abortSession(session);
+    return { done: true, error: `it did not end within ${SUBTASK_WALL_MS / 60_000} minutes`, text: '' };
+  }
+
   /** The planning turn ended: a valid plan starts executing; an invalid one is asked again, then fails. */
   async function planned(plan: PlanRow): Promise<void> {
     const session = await sessionOf(plan.tenantId, plan.planningSessionId);
     if (!session) return;
-    const outcome = await turnOutcome(session, plan.planningTurnId);
+    const outcome = await overdue(plan, session, await turnOutcome(session, plan.planningTurnId));
     if (!outcome.done) return;
     let errors: string[];
     let subtasks: Array<{ description: string; dependencies: number[] }> = [];
@@ -422,16 +432,17 @@ export function createOrchestratorService(deps: {
     let changes: Awaited<ReturnType<typeof advance>> | null = null;
     let moved = false;
     await db.transaction(async (tx) => {
+      await repo.lockTenant(tx, plan.tenantId);
       const p = await repo.plan(tx, plan.tenantId, plan.id, { lock: true });
       if (!p || p.status !== 'planning' || p.planningTurnId !== plan.planningTurnId) return;
       moved = true;
       if (!errors.length) {
         await repo.insertSubtasks(tx, p.tenantId, p.id, subtasks);
-        await repo.updatePlan(tx, p.tenantId, p.id, { status: 'executing' });
+        await repo.updatePlan(tx, p.tenantId, p.id, clock.now(), { status: 'executing' });
         changes = await advance(tx, p.tenantId);
       } else if (p.planningAttempts <= PLAN_REASKS) {
         const turnId = await queueTurn(tx, session, replanPrompt(errors, p.maxSubtasks), { agent: 'plan', tools: PLANNING_TOOLS, singletonKey: `planning:${p.id}:${p.planningAttempts + 1}` });
-        await repo.updatePlan(tx, p.tenantId, p.id, { planningTurnId: turnId, planningAttempts: p.planningAttempts + 1 });
+        await repo.updatePlan(tx, p.tenantId, p.id, clock.now(), { planningTurnId: turnId, planningAttempts: p.planningAttempts + 1 });
         moved = false;
       } else {
         await finish(tx, p, 'failed', `no valid plan after ${p.planningAttempts} attempts: ${errors.join('; ')}`.slice(0, 2000));
@@ -458,10 +469,11 @@ export function createOrchestratorService(deps: {
     let changes: Awaited<ReturnType<typeof advance>> | null = null;
     const touched = new Set<number>([sub.index]);
     await db.transaction(async (tx) => {
+      await repo.lockTenant(tx, plan.tenantId);
       const p = await repo.plan(tx, plan.tenantId, plan.id, { lock: true });
       const current = p?.status === 'executing' ? (await repo.subtasks(tx, plan.tenantId, plan.id)).find((s) => s.index === sub.index) : null;
       if (!p || !current || current.status !== 'running' || current.sessionId !== sessionId) return;
-      await repo.endAttempt(tx, p.tenantId, p.id, sub.index, current.attempt, outcome.error);
+      await repo.endAttempt(tx, p.tenantId, p.id, sub.index, current.attempt, clock.now(), outcome.error);
       // No retry once the budget is spent (the gateway would refuse its calls anyway): the plan stops.
       const spentOut = p.budgetUsd !== null && (await repo.spent(tx, p.tenantId, p.id)) >= p.budgetUsd;
       if (outcome.error && current.attempt <= SUBTASK_RETRIES && !p.stopReason && !spentOut) {
@@ -483,10 +495,11 @@ export function createOrchestratorService(deps: {
   async function synthesized(plan: PlanRow): Promise<void> {
     const parent = await sessionOf(plan.tenantId, plan.parentSessionId);
     if (!parent) return;
-    const outcome = await turnOutcome(parent, plan.synthesisTurnId);
+    const outcome = await overdue(plan, parent, await turnOutcome(parent, plan.synthesisTurnId));
     if (!outcome.done) return;
     let moved = false;
     await db.transaction(async (tx) => {
+      await repo.lockTenant(tx, plan.tenantId);
       const p = await repo.plan(tx, plan.tenantId, plan.id, { lock: true });
       if (!p || p.status !== 'synthesizing' || p.synthesisTurnId !== plan.synthesisTurnId) return;
       await finish(tx, p, outcome.error ? 'failed' : 'completed', outcome.error ? `the synthesis failed: ${outcome.error}` : null);
@@ -583,6 +596,7 @@ export function createOrchestratorService(deps: {
       const touched = new Set<number>();
       let cancelled = false;
       await db.transaction(async (tx) => {
+        await repo.lockTenant(tx, plan.tenantId);
         const p = await repo.plan(tx, plan.tenantId, plan.id, { lock: true });
         // It completed while we looked: that is still a completed plan.
         if (p?.status === 'completed') throw new ConflictError('the plan has completed: there is nothing to cancel');
@@ -592,7 +606,7 @@ export function createOrchestratorService(deps: {
         for (const s of await repo.subtasks(tx, p.tenantId, p.id)) {
           if (s.status !== 'running' && s.status !== 'pending') continue;
           if (s.status === 'running') {
-            await repo.endAttempt(tx, p.tenantId, p.id, s.index, s.attempt, 'cancelled');
+            await repo.endAttempt(tx, p.tenantId, p.id, s.index, s.attempt, clock.now(), 'cancelled');
             if (s.sessionId) toStop.push(await sessionsRepo.byId(tx, p.tenantId, s.sessionId));
           }
           await repo.updateSubtask(tx, p.tenantId, p.id, s.index, { status: 'failed', error: s.status === 'running' ? 'cancelled' : 'not started: the plan was cancelled', completedAt: now });
@@ -603,7 +617,7 @@ export function createOrchestratorService(deps: {
         // person started meanwhile waits behind it in the runtime, so it is the synthesis).
         if (p.status === 'synthesizing') toStop.push(await sessionsRepo.byId(tx, p.tenantId, p.parentSessionId));
         const by = ctx.actor.kind === 'user' ? 'its owner' : 'the operator';
-        await repo.updatePlan(tx, p.tenantId, p.id, { status: 'failed', error: `cancelled by ${by}`, cancelledAt: now, finishedAt: now });
+        await repo.updatePlan(tx, p.tenantId, p.id, clock.now(), { status: 'failed', error: `cancelled by ${by}`, cancelledAt: now, finishedAt: now });
         await audit.record(tx, { ...ctx, tenantId: p.tenantId }, { action: 'orchestration.cancel', target: `plan:${p.id}`, sessionId: p.parentSessionId, userId: p.userId, details: { from: p.status } });
       });
       if (cancelled) {
@@ -623,11 +637,11 @@ export function createOrchestratorService(deps: {
       }
       const budgetUsd = await budgetOf(data.tenantId, data.userId);
       const { plan, created } = await db.transaction(async (tx) => {
-        const r = await repo.insertPlan(tx, { ...data, jobId: job.id, budgetUsd });
+        const r = await repo.insertPlan(tx, { ...data, jobId: job.id, budgetUsd, at: clock.now() });
         if (r.plan.status === 'planning' && !r.plan.planningTurnId) {
           const session = await childSession(tx, r.plan, parent, `Planning: ${r.plan.taskDescription}`);
           const turnId = await queueTurn(tx, session, planningPrompt(r.plan.taskDescription, r.plan.maxSubtasks), { agent: 'plan', tools: PLANNING_TOOLS, singletonKey: `planning:${r.plan.id}:1` });
-          await repo.updatePlan(tx, r.plan.tenantId, r.plan.id, { planningSessionId: session.id, planningTurnId: turnId, planningAttempts: 1 });
+          await repo.updatePlan(tx, r.plan.tenantId, r.plan.id, clock.now(), { planningSessionId: session.id, planningTurnId: turnId, planningAttempts: 1 });
         }
         return r;
       });
@@ -646,7 +660,10 @@ export function createOrchestratorService(deps: {
       if (data.reason === 'budget') {
         if (plan.status !== 'executing') return;
         let changes: Awaited<ReturnType<typeof advance>> | null = null;
-        await db.transaction(async (tx) => void (changes = await advance(tx, plan.tenantId)));
+        await db.transaction(async (tx) => {
+          await repo.lockTenant(tx, plan.tenantId);
+          changes = await advance(tx, plan.tenantId);
+        });
         if (changes) await afterAdvance(changes);
         return;
       }
@@ -668,7 +685,7 @@ export function createOrchestratorService(deps: {
       const now = clock.now().getTime();
       for (const s of await repo.possiblyStalled(db, new Date(now - SUBTASK_STALL_MS), new Date(now - SUBTASK_WALL_MS))) {
         if (!s.sessionId) continue;
-        const overdue = s.startedAt && now - new Date(s.startedAt).getTime() > SUBTASK_WALL_MS * (s.attempt || 1);
+        const overdue = now - new Date(s.attemptStartedAt).getTime() > SUBTASK_WALL_MS;
         if (!overdue && (await repo.asksPermission(db, s.tenantId, s.sessionId))) continue;
         const error = overdue ? `ran longer than ${SUBTASK_WALL_MS / 60_000} minutes` : `no activity for ${SUBTASK_STALL_MS / 60_000} minutes`;
         await abortSession(await sessionOf(s.tenantId, s.sessionId));
@@ -738,7 +755,7 @@ export function createOrchestratorService(deps: {
         if (now - (last.get(sessionId) ?? 0) < 10_000) return;
         if (last.size > 10_000) last.clear();
         last.set(sessionId, now);
-        void repo.touchSession(db, tenantId, sessionId).catch(() => last.delete(sessionId));
+        void repo.touchSession(db, tenantId, sessionId, clock.now()).catch(() => last.delete(sessionId));
       };
     })(),
   };
