@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -12,6 +11,7 @@ import { buildApp } from '../../src/http/build-app.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { randomSecret } from '../../src/lib/secrets.js';
 import { startFakeLlm, type FakeChatRequest, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.js';
+import { freePort, readSseFrames } from '../fixtures/sse-frames.js';
 import { loadAvg } from './agent-bench-utils.js';
 import { median, percentile, report, scratchDatabase } from './bench-utils.js';
 
@@ -43,16 +43,6 @@ const PLANNING = /You are planning how to carry out a task/;
 const SUBTASK = /You are doing subtask #(\d+) of (\d+)/;
 const SYNTHESIS = /A plan split the task below into subtasks/;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 interface Stream {
   events: Array<{ at: number; data: any }>;
@@ -66,24 +56,9 @@ async function openStream(url: string, token: string): Promise<Stream> {
   const res = await fetch(url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` }, signal: ac.signal });
   if (res.status !== 200) throw new Error(`stream: ${res.status}`);
   const events: Stream['events'] = [];
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buf = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buf += decoder.decode(chunk, { stream: true });
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const frame = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const data = frame.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-          if (data) events.push({ at: performance.now(), data: JSON.parse(data) });
-        }
-      }
-    } catch {
-      // closed
-    }
-  })();
+  void readSseFrames(res.body as unknown as AsyncIterable<Uint8Array>, (f) => {
+    if (f.data !== null) events.push({ at: performance.now(), data: JSON.parse(f.data) });
+  });
   return {
     events,
     async until(pred, timeoutMs = 120_000) {

@@ -1,4 +1,3 @@
-import net from 'node:net';
 import { SignJWT } from 'jose';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { systemCtx } from '../../src/core/context.js';
@@ -7,19 +6,10 @@ import { buildApp, type App } from '../../src/http/build-app.js';
 import type { Clock } from '../../src/lib/clock.js';
 import type { Logger as PinoLogger } from 'pino';
 import { createLogger } from '../../src/lib/logger.js';
+import { freePort } from '../fixtures/sse-frames.js';
 import { createTestEnv, type TestEnv } from './test-env.js';
 
-/** A free loopback port (so the public URL can be known before the app is built). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
+export { freePort };
 
 export interface TestApp {
   env: TestEnv;

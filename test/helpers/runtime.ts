@@ -1,6 +1,7 @@
 import { silentLogger } from '../../src/core/logger.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { readSseFrames } from '../fixtures/sse-frames.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from './app.js';
 
 export interface RuntimeApp {
@@ -76,28 +77,10 @@ export async function openSse(url: string, headers: Record<string, string> = {})
   let ended = false;
   const done = (async () => {
     if (!res.body) return;
-    const decoder = new TextDecoder();
-    let buf = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buf += decoder.decode(chunk, { stream: true });
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const frame = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          let id: string | undefined;
-          const data: string[] = [];
-          for (const line of frame.split('\n')) {
-            if (line.startsWith('id: ')) id = line.slice(4);
-            else if (line.startsWith('data: ')) data.push(line.slice(6));
-            else if (line.startsWith(':')) comments.push(line);
-          }
-          if (data.length) events.push({ id, data: JSON.parse(data.join('\n')) });
-        }
-      }
-    } catch {
-      // aborted
-    }
+    await readSseFrames(res.body as unknown as AsyncIterable<Uint8Array>, (f) => {
+      comments.push(...f.comments);
+      if (f.data !== null) events.push({ id: f.id, data: JSON.parse(f.data) });
+    });
     ended = true;
   })();
   return {
