@@ -1,5 +1,4 @@
-import http from 'node:http';
-import https from 'node:https';
+import { postJson, providerMessage, type PostJsonAnswer } from '../llm-gateway/post-json.js';
 import { isModelPath, providerAuthHeaders, providerBaseUrl } from '../llm-gateway/provider-endpoint.js';
 import { createUsageTap, type CallUsage } from '../llm-gateway/usage-tap.js';
 import type { ProviderRow } from '../runtime/runtime.repo.js';
@@ -36,58 +35,9 @@ export const MAX_INPUT_CHARS = 8000;
 /** Whether this kind of provider has an OpenAI-compatible `/embeddings` endpoint (Anthropic has none). */
 export const hasEmbeddings = (kind: ProviderRow['kind']) => isModelPath(kind, '/embeddings');
 
-const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
-
-/** One POST with a JSON body and a bounded wait and answer size: the status and the answer's text. */
-function postJson(target: URL, headers: Record<string, string>, body: string, timeoutMs: number): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const lib = target.protocol === 'https:' ? https : http;
-    const req = lib.request(target, {
-      method: 'POST',
-      headers: { ...headers, 'content-length': Buffer.byteLength(body) },
-      agent: target.protocol === 'https:' ? agents.https : agents.http,
-    });
-    const timer = setTimeout(() => req.destroy(Object.assign(new Error('timeout'), { name: 'TimeoutError' })), timeoutMs);
-    req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_RESPONSE_BYTES) req.destroy(new EmbeddingCallError(`the answer is larger than ${MAX_RESPONSE_BYTES} bytes`, res.statusCode ?? null));
-        else chunks.push(c);
-      });
-      res.on('end', () => {
-        clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
-      });
-      res.on('error', (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-    });
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    req.end(body);
-  });
-}
-
-// Node's http client, as the LLM gateway uses: fetch refuses some ports outright (the WHATWG "bad ports"),
-// where a self-hosted embeddings server may well listen.
+// The request goes out through postJson (Node's http client, as the LLM gateway uses: fetch refuses some
+// ports outright, the WHATWG "bad ports", where a self-hosted embeddings server may well listen).
 export function createEmbeddingClient(deps: { openKey(sealed: string): string }) {
-  /** What a provider says went wrong, short (its error body may be HTML or long). */
-  function providerMessage(text: string): string {
-    try {
-      const j = JSON.parse(text);
-      const m = j?.error?.message ?? j?.message ?? j?.error ?? j?.detail;
-      if (typeof m === 'string' && m) return m.slice(0, 300);
-    } catch {
-      // not JSON
-    }
-    return text.replace(/\s+/g, ' ').trim().slice(0, 200) || '(empty answer)';
-  }
-
   return {
     /**
      * Embeds `texts` (one request, in order) with `model` on `provider`. Throws EmbeddingCallError on a
@@ -101,14 +51,14 @@ export function createEmbeddingClient(deps: { openKey(sealed: string): string })
       const key = provider.apiKeySealed ? deps.openKey(provider.apiKeySealed) : '';
       // OpenAI refuses an empty string in `input`: a blank text is sent as one space.
       const input = texts.map((t) => (t.length > MAX_INPUT_CHARS ? t.slice(0, MAX_INPUT_CHARS) : t || ' '));
-      let res: { status: number; text: string };
+      let res: PostJsonAnswer;
       try {
         res = await postJson(
           new URL(`${base}/embeddings`),
           { 'content-type': 'application/json', accept: 'application/json', 'accept-encoding': 'identity', ...providerAuthHeaders(provider.kind, key) },
           // `encoding_format: float`: some SDKs default to base64; every server named above takes float.
           JSON.stringify({ model, input, encoding_format: 'float' }),
-          options.timeoutMs,
+          { timeoutMs: options.timeoutMs, maxBytes: MAX_RESPONSE_BYTES, tooLarge: (limit, status) => new EmbeddingCallError(`the answer is larger than ${limit} bytes`, status) },
         );
       } catch (err) {
         if (err instanceof EmbeddingCallError) throw err;
