@@ -23,7 +23,7 @@ import { createSecretBox } from '../lib/secret-box.js';
 import { createAgentEgress } from './egress/agent-egress.js';
 import { probeSandbox } from './runtime/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/runtime-launcher.js';
-import { createRuntimePool } from './runtime/runtime-pool.js';
+import { createRuntimePool, tenantSharedDir } from './runtime/runtime-pool.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { createRuntimeService } from './runtime/runtime.service.js';
 import { createSessionStreams } from './sessions/session-stream.js';
@@ -48,6 +48,9 @@ import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, E
 import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
 import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
+import { createChatClient } from './llm-gateway/chat-client.js';
+import { createSkillsRepo } from './skills/skills.repo.js';
+import { createSkillsService, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skills/skills.service.js';
 import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
 
 export interface CoreDeps {
@@ -115,6 +118,8 @@ export function createCore(deps: CoreDeps) {
     maxRuntimes: config.runtime.max,
     askTools: config.runtime.askTools,
     log: deps.log,
+    // Learned skills are made below; the configuration is only computed once runtimes run.
+    skills: (tenantId) => skills.runtimeSkills(tenantId),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
@@ -166,6 +171,24 @@ export function createCore(deps: CoreDeps) {
     },
   });
   const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
+  // Learned skills: trajectories of finished turns, proposals written by the tenant's model, promotion.
+  const skills = createSkillsService({
+    db,
+    repo: createSkillsRepo(),
+    sessionsRepo,
+    runtimeRepo,
+    runtime,
+    pool,
+    // Embeddings are made below; only called by jobs.
+    embeddings: { embedQuery: (tenantId, text) => embeddings.embedQuery(tenantId, text) },
+    chat: createChatClient({ openKey: (sealed) => box.open(sealed) }),
+    usage,
+    audit,
+    queue,
+    clock,
+    log: deps.log.child({ part: 'skills' }),
+    tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId),
+  });
   const streams = createSessionStreams({
     db,
     bus,
@@ -177,8 +200,11 @@ export function createCore(deps: CoreDeps) {
     // A chat user's turn ended: send the answer back through their gateway (once, see the job).
     onChatTurnEnd: (tenantId, sessionId, eventId) =>
       void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
-    // A turn ended: a plan waiting for it moves on (its step job).
-    onTurnEnd: (session, eventId) => void orchestrator.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step')),
+    // A turn ended: a plan waiting for it moves on (its step job); the turn is recorded as a trajectory.
+    onTurnEnd: (session, eventId) => {
+      void orchestrator.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step'));
+      void skills.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a trajectory'));
+    },
     onChildEvent: (tenantId, sessionId) => orchestrator.touch(tenantId, sessionId),
   });
   const turns = createTurnRunner({
@@ -194,7 +220,7 @@ export function createCore(deps: CoreDeps) {
     onTurnFailed: (s, turnId) => void orchestrator.turnEnded(s, `failed:${turnId}`).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step')),
     log: deps.log,
   });
-  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit });
+  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, skillLoaded: (tx, load) => skills.skillLoaded(tx, load) });
   // Orchestration: plans of subtasks run as turns in child sessions of the user's session.
   const orchestrator = createOrchestratorService({
     db,
@@ -222,6 +248,7 @@ export function createCore(deps: CoreDeps) {
     workspaceRoot: join(config.dataDir, 'workspaces'),
     limits: config.prompts,
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
+    onDelete: (tx, tenantId, sessionId) => skills.sessionDeleted(tx, tenantId, sessionId),
   });
 
   /** Queues the worker serves, each a thin adapter over one service method. */
@@ -287,13 +314,15 @@ export function createCore(deps: CoreDeps) {
     [ORCHESTRATE_PLAN_JOB]: (ctx, data, job) => orchestrator.planJob(ctx, data, job),
     [ORCHESTRATE_STEP_JOB]: (ctx, data) => orchestrator.stepJob(ctx, data),
     [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
+    [RECORD_TRAJECTORY_JOB]: (ctx, data) => skills.recordJob(ctx, data),
+    [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
   };
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, jobHandlers, schedules,
+    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, jobHandlers, schedules,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

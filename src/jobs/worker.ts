@@ -45,8 +45,8 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
         const jobLog = log.child({ jobId: job.id, queue: name });
         const started = Date.now();
         try {
-          await handler(systemCtx(jobLog, { name: 'worker', requestId: job.id, channel: 'worker' }), job.data, { id: job.id, name, retryCount: job.retryCount });
-          jobLog.info({ durationMs: Date.now() - started }, 'job completed');
+          const result = await handler(systemCtx(jobLog, { name: 'worker', requestId: job.id, channel: 'worker' }), job.data, { id: job.id, name, retryCount: job.retryCount });
+          jobLog.info({ durationMs: Date.now() - started, ...(result && typeof result === 'object' ? { result } : {}) }, 'job completed');
         } catch (err) {
           jobLog.error({ err: (err as Error).message, durationMs: Date.now() - started }, 'job failed');
           throw err;

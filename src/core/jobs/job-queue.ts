@@ -35,8 +35,8 @@ export interface JobQueue {
  */
 export const JOBS_ENQUEUED = 'jobs.enqueued';
 
-/** A job handler: a thin adapter that calls one core service method. */
-export type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<void>;
+/** A job handler: a thin adapter that calls one core service method. What it returns is logged with the job. */
+export type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<unknown>;
 
 export interface JobInfo {
   id: string;

@@ -69,7 +69,17 @@ export type SessionDomainEvent = Forwarded &
         completed: boolean;
       }
     /** A tool call reached its end (completed or failed). */
-    | { kind: 'toolFinished'; partId: string; tool: string; callId: string; status: 'completed' | 'error'; durationMs: number | null; title?: string }
+    | {
+        kind: 'toolFinished';
+        partId: string;
+        tool: string;
+        callId: string;
+        status: 'completed' | 'error';
+        durationMs: number | null;
+        title?: string;
+        /** The skill the runtime's `skill` tool loaded (its name as the model asked). */
+        skill?: string;
+      }
     /**
      * The model called a tool it was not given (the runtime answers with its `invalid` stand-in tool);
      * `requestedTool` is the name the model asked for, when the runtime says.
@@ -130,6 +140,7 @@ export function mapRuntimeEvent(ev: RuntimeEvent): SessionDomainEvent | null {
         status: st.status,
         durationMs: st.time?.end && st.time?.start ? Math.max(0, Math.round(st.time.end - st.time.start)) : null,
         ...(typeof st.title === 'string' ? { title: st.title } : {}),
+        ...(part.tool === 'skill' && typeof st.input?.name === 'string' ? { skill: st.input.name.slice(0, 100) } : {}),
       };
     }
     case 'permission.asked':

@@ -89,6 +89,11 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     OPENCODE_DISABLE_AUTOUPDATE: '1',
     OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
     OPENCODE_DISABLE_CLAUDE_CODE: '1',
+    // Only the service's configuration applies: no opencode.json, .opencode/ directory (skills, agents,
+    // plugins) or AGENTS.md is read from the workspace, so a repository the agent clones cannot change
+    // its rules or tools, or offer it a skill; nor are skills read from ~/.claude or ~/.agents.
+    OPENCODE_DISABLE_PROJECT_CONFIG: '1',
+    OPENCODE_DISABLE_EXTERNAL_SKILLS: '1',
     OPENCODE_DISABLE_SHARE: '1',
     GIT_AUTHOR_NAME: 'agent',
     GIT_AUTHOR_EMAIL: 'agent@agentws.invalid',

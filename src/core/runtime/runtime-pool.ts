@@ -54,6 +54,8 @@ export function handleOfRow(row: RuntimeRow, box: SecretBox, dataDir: string): R
 }
 
 const workspaceDir = (dataDir: string, o: RuntimeOwner) => join(dataDir, 'workspaces', o.tenantId, o.userId);
+/** The tenant's shared files on the host: mounted read-only at /srv/tenant in every sandbox of the tenant. */
+export const tenantSharedDir = (dataDir: string, tenantId: string) => join(dataDir, 'tenants', tenantId, 'shared');
 
 export const RUNTIME_WANTED_CHANNEL = 'runtime.wanted';
 export const RUNTIME_BUSY_CHANNEL = 'runtime.busy';
@@ -118,7 +120,7 @@ export function createRuntimePool(deps: {
   const dirsOf = (o: RuntimeOwner) => ({
     workspace: workspaceDir(deps.dataDir, o),
     root: join(deps.dataDir, 'runtimes', o.userId),
-    tenant: join(deps.dataDir, 'tenants', o.tenantId, 'shared'),
+    tenant: tenantSharedDir(deps.dataDir, o.tenantId),
   });
 
   const notify = (owner: RuntimeOwner, handle: RuntimeHandle | null) => {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { basename } from 'node:path';
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
@@ -11,6 +12,7 @@ import { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../memories/memory-mcp.js';
 import { createRuntimeClient, type RuntimeHandle } from './runtime-client.js';
 import { gatewayCredential, handleOfRow, type RuntimeOwner } from './runtime-pool.js';
 import { permissionOfTool } from './runtime-tools.js';
+import { SANDBOX_PATHS } from './sandbox.js';
 import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
 import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
 
@@ -68,6 +70,11 @@ export function createRuntimeService(deps: {
   maxRuntimes: number;
   askTools: readonly string[];
   log: Logger;
+  /**
+   * The tenant's promoted skills: the host directory holding them (null: none) and the names agents may
+   * load (`allow`) or must not (`deny`: every other skill the tenant ever had).
+   */
+  skills?: (tenantId: string) => Promise<{ dir: string | null; allow: string[]; deny: string[] }>;
 }) {
   const { db, repo, audit, box } = deps;
 
@@ -128,7 +135,11 @@ export function createRuntimeService(deps: {
 
   /** What one user's runtime should run: their tenant's applied, enabled providers, our permission rules. */
   async function desiredConfig(tenantId: string, credential: string) {
-    const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+    const [providers, settings, skills] = await Promise.all([
+      repo.listProviders(db, tenantId),
+      repo.settings(db, tenantId),
+      deps.skills ? deps.skills(tenantId) : { dir: null, allow: [], deny: [] },
+    ]);
     const applied = new Set(settings?.applied?.providers ?? []);
     const active = providers.filter((p) => p.enabled && applied.has(p.name));
     const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(tenantId, p.name), runtimeEntry(p, credential)]));
@@ -139,7 +150,13 @@ export function createRuntimeService(deps: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
         ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
+        // Only the tenant's promoted skills load (the last matching rule wins). Names once allowed are
+        // denied by name: the runtime merges configurations and never drops a key.
+        skill: { '*': 'deny', ...Object.fromEntries(skills.deny.map((n) => [n, 'deny'])), ...Object.fromEntries(skills.allow.map((n) => [n, 'allow'])) },
       },
+      // Where they are: the tenant's read-only shared directory as the runtime sees it. A promotion
+      // names a new directory, so the configuration changes and the runtime reloads its skills.
+      skills: { paths: skills.dir ? [deps.sandboxed ? `${SANDBOX_PATHS.tenant}/skills/${basename(skills.dir)}` : skills.dir] : [] },
       // The user's memory tools (memory_search, memory_save): served by the service on the gateway host,
       // reached through the runtime's proxy with its own credential like model calls. No OAuth discovery:
       // the credential is the whole authentication.

@@ -1,4 +1,4 @@
-import type { Database } from '../../db/database.js';
+import type { Database, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { Ctx } from '../context.js';
 import type { SessionsRepo } from './sessions.repo.js';
@@ -16,7 +16,13 @@ export interface AnalyticsData {
   [k: string]: any;
 }
 
-export function createSessionAnalytics(deps: { db: Database; repo: Pick<SessionsRepo, 'claimLedgerKey'>; audit: Pick<AuditService, 'record'> }) {
+export function createSessionAnalytics(deps: {
+  db: Database;
+  repo: Pick<SessionsRepo, 'claimLedgerKey'>;
+  audit: Pick<AuditService, 'record'>;
+  /** The agent loaded a skill (the runtime's `skill` tool completed): counted for the skill (learned skills). */
+  skillLoaded?: (tx: Tx, load: { tenantId: string; sessionId: string; name: string; callId: string }) => Promise<void>;
+}) {
   const { db, repo, audit } = deps;
   return {
     /**
@@ -30,6 +36,9 @@ export function createSessionAnalytics(deps: { db: Database; repo: Pick<Sessions
         switch (data.kind) {
           case 'tool':
             await audit.record(tx, actx, { action: 'tool.execute', target: data.tool, sessionId: data.sessionId, userId: data.userId, durationMs: data.durationMs, details: { callId: data.callId, status: data.status, ...(data.title ? { title: data.title } : {}) } });
+            if (data.tool === 'skill' && data.status === 'completed' && typeof data.skill === 'string') {
+              await deps.skillLoaded?.(tx, { tenantId: data.tenantId, sessionId: data.sessionId, name: data.skill, callId: String(data.callId) });
+            }
             break;
           case 'denied':
             await audit.record(tx, actx, { action: 'tool.denied', target: data.tool, sessionId: data.sessionId, userId: data.userId, details: { reason: data.reason, patterns: data.patterns } });

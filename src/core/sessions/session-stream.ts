@@ -193,7 +193,7 @@ export function createSessionStreams(deps: {
       // usage report, where the runtime's message could say anything.
       case 'toolFinished':
         enqueueAnalytics(
-          { kind: 'tool', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: ev.tool, callId: ev.callId, status: ev.status, durationMs: ev.durationMs, title: ev.title?.slice(0, 200) },
+          { kind: 'tool', sessionId: ref.id, tenantId: ref.tenantId, userId: ref.ownerId, channel: ref.channel, tool: ev.tool, callId: ev.callId, status: ev.status, durationMs: ev.durationMs, title: ev.title?.slice(0, 200), ...(ev.skill ? { skill: ev.skill } : {}) },
           `tool:${ev.partId}`,
         );
         break;

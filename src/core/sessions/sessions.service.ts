@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { Database } from '../../db/database.js';
+import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, requirePermission, tenantOf } from '../authz.js';
@@ -37,6 +37,8 @@ export function createSessionsService(deps: {
   workspaceRoot: string;
   limits: { maxFiles: number; maxFileBytes: number };
   demo: { allowAnonymous: boolean; operator: () => Promise<{ tenantId: string; userId: string } | null> };
+  /** In the deletion's transaction: what else forgets the session (learned skills discount its recent turns). */
+  onDelete?: (tx: Tx, tenantId: string, sessionId: string) => Promise<void>;
 }) {
   const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
@@ -241,6 +243,7 @@ export function createSessionsService(deps: {
       await db.transaction(async (tx) => {
         // Concurrent deletes of one session: only the one that marks it deleted goes on; the others are 404.
         if (!(await repo.softDelete(tx, s.tenantId, s.id))) throw new NotFoundError('session not found');
+        await deps.onDelete?.(tx, s.tenantId, s.id);
         await audit.record(tx, ctx, { action: 'session.delete', target: `session:${s.id}`, sessionId: s.id, details: {} });
       });
       await streams.publish(s.id, 'session.deleted', { info: { id: s.id, title: s.title } });
