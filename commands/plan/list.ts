@@ -1,13 +1,7 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
-import { info, table } from '../../src/cli/output.js';
+import { clip, info, table } from '../../src/cli/output.js';
 import { PLAN_STATUSES } from '../../src/core/orchestrator/plan-fns.js';
-
-/** One line of at most `max` characters (a cell of a table). */
-const clip = (s: string, max: number) => {
-  const line = s.replace(/\s+/g, ' ').trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-};
 
 export default class PlanList extends BaseCommand<typeof PlanList> {
   static override summary = 'List orchestration plans, newest first, with their subtasks counted.';

@@ -1,12 +1,7 @@
 import { Args } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
-import { table } from '../../src/cli/output.js';
+import { clip, table } from '../../src/cli/output.js';
 
-/** One line of at most `max` characters (a cell of a table). */
-const clip = (s: string, max: number) => {
-  const line = s.replace(/\s+/g, ' ').trim();
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
-};
 const usd = (n: number | null | undefined) => (n === null || n === undefined ? '-' : `$${n.toFixed(6)}`);
 const iso = (d: Date | string | undefined) => (d === undefined ? '-' : new Date(d).toISOString());
 

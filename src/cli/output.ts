@@ -14,6 +14,12 @@ const errChalk = new Chalk({ level: process.stderr.isTTY && !process.env.NO_COLO
 const outChalk = new Chalk({ level: process.stdout.isTTY && !process.env.NO_COLOR ? chalk.level : 0 });
 export const colors = { err: errChalk, out: outChalk };
 
+/** One line of at most `max` characters (a cell of a table). */
+export function clip(s: string, max: number): string {
+  const line = s.replace(/\s+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
 /** Renders rows as an aligned plain-text table (no colours, so it is safe to pipe). */
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   const cell = (v: unknown) => (v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : String(v));

@@ -24,6 +24,7 @@ import { teamsRoutes } from './routes/v1/teams.routes.js';
 import { embedderRoutes } from './routes/v1/embedder.routes.js';
 import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { orchestrateRoutes } from './routes/v1/orchestrate.routes.js';
+import { skillsRoutes } from './routes/v1/skills.routes.js';
 import { ErrorBody } from './schemas.js';
 import { validatorCompilerFactory } from './validation.js';
 
@@ -123,6 +124,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(embedderRoutes, { core });
       await v1.register(jobsRoutes, { core });
       await v1.register(orchestrateRoutes, { core });
+      await v1.register(skillsRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

@@ -1,0 +1,35 @@
+import { Args } from '@oclif/core';
+import { BaseCommand } from '../../src/cli/base-command.js';
+import { clip, table } from '../../src/cli/output.js';
+
+const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOString() : '-');
+
+export default class SkillShow extends BaseCommand<typeof SkillShow> {
+  static override summary = 'Show a learned skill: its SKILL.md, versions and the work it was learnt from.';
+  static override description =
+    'The skill is named by its id alone, whatever its tenant. Prints its status, the version agents load, how often agents loaded it since it was promoted, the latest SKILL.md, its versions and its source trajectories (request, tools, outcome). --json prints `{ skill }` as GET /v1/skills/<id> answers it to a reviewer. An unknown id fails with exit 1.';
+  static override examples = ['<%= config.bin %> skill show 5d0c2a9e-3b1f-4c6e-8f70-1a2b3c4d5e6f', '<%= config.bin %> skill show 5d0c2a9e-3b1f-4c6e-8f70-1a2b3c4d5e6f --json'];
+  static override args = { id: Args.string({ description: 'Skill id (from `aws skill list`)', required: true }) };
+
+  async run(): Promise<void> {
+    const core = await this.core();
+    const detail = await core.skills.get(this.ctx(), this.args.id);
+    this.output(detail, () => {
+      const s = detail.skill;
+      const head: Array<[string, string]> = [
+        ['id', s.id],
+        ['name', s.name],
+        ['status', s.status],
+        ['version', `${s.version}${s.promotedVersion && s.promotedVersion !== s.version ? ` (agents load version ${s.promotedVersion})` : ''}`],
+        ['promoted', iso(s.promotedAt)],
+        ['deprecated', iso(s.deprecatedAt)],
+        ['loads', `${s.loads}${s.promotedAt ? ' since promotion' : ''}`],
+      ];
+      const out = [...head.map(([k, v]) => `${k.padEnd(11)} ${v}`), '', s.content.trimEnd(), ''];
+      out.push(table(s.versions.map((v) => ({ version: v.version, created: v.createdAt, sources: v.sourceTrajectories.length, description: clip(v.description, 60) })), ['version', 'created', 'sources', 'description']), '');
+      const sources = s.sourceTrajectories.map((t) => ({ id: t.id, outcome: t.outcome ?? '-', tools: clip((t.tools ?? []).join(' > '), 50), request: clip(t.request ?? '', 50) }));
+      out.push(sources.length ? table(sources, ['id', 'outcome', 'tools', 'request']) : 'No source trajectories.');
+      process.stdout.write(out.join('\n') + '\n');
+    });
+  }
+}
