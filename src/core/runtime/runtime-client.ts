@@ -131,6 +131,16 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       return true;
     },
 
+    /**
+     * Prepares the workspace's instance for its next turn after a configuration change made the runtime
+     * drop it: opencode 1.18.33 builds a workspace's services lazily, at its first prompt (~1.7 s on two
+     * cores); a file search builds them too, without a model call. (Its tool list was tried as well: the
+     * next turn got slower.) Best effort.
+     */
+    async warmUp(): Promise<void> {
+      await call('GET', '/find/file?query=.&limit=1', { timeoutMs: 20_000 }).catch(() => {});
+    },
+
     async abort(sessionId: string): Promise<void> {
       const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/abort`);
       if (r.status !== 200 && r.status !== 404) throw fail('abort the session', r);

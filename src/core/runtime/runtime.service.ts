@@ -146,6 +146,9 @@ export function createRuntimeService(deps: {
     const config = {
       provider,
       enabled_providers: active.map((p) => runtimeProviderId(tenantId, p.name)),
+      // No git snapshot of the workspace at every step: the service offers no undo or revert through the
+      // runtime, and the snapshot costs every step time and disk (and ~1.5 s at the first turn after a reload).
+      snapshot: false,
       permission: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
@@ -181,12 +184,25 @@ export function createRuntimeService(deps: {
    * cannot delete keys, so providers no longer applied are disabled and blanked. `force`: write even when
    * the runtime's row says it has this configuration already (a fresh start, an apply).
    */
-  async function configure(owner: RuntimeOwner, handle: RuntimeHandle, pid: number | null, force: boolean): Promise<void> {
+  /** Writes to one runtime in flight, by user: a turn's check waits for a refresh writing the same change. */
+  const writing = new Map<string, Promise<boolean>>();
+  function configure(owner: RuntimeOwner, handle: RuntimeHandle, pid: number | null, force: boolean): Promise<boolean> {
+    const next = (writing.get(owner.userId) ?? Promise.resolve(false)).catch(() => false).then(() => writeConfig(owner, handle, pid, force));
+    writing.set(owner.userId, next);
+    const done = () => {
+      if (writing.get(owner.userId) === next) writing.delete(owner.userId);
+    };
+    next.then(done, done);
+    return next;
+  }
+
+  /** Returns whether it wrote (false: the runtime's row says it has this configuration already). */
+  async function writeConfig(owner: RuntimeOwner, handle: RuntimeHandle, pid: number | null, force: boolean): Promise<boolean> {
     const client = createRuntimeClient(handle);
     const desired = await desiredConfig(owner.tenantId, gatewayCredential(deps.credentialKey, handle.endpoint.authorization));
     if (!force) {
       const row = await repo.runtimeOf(db, owner.userId);
-      if (row?.configFingerprint === desired.fingerprint) return;
+      if (row?.configFingerprint === desired.fingerprint) return false;
       pid = row?.pid ?? pid;
     }
     const current = await client.getConfig();
@@ -196,6 +212,7 @@ export function createRuntimeService(deps: {
     }
     await client.patchConfig({ ...desired.config, provider });
     if (pid) await repo.setConfigFingerprint(db, owner.userId, pid, desired.fingerprint);
+    return true;
   }
 
   async function loadProvider(tenantId: string, name: string): Promise<ProviderRow> {
@@ -216,10 +233,33 @@ export function createRuntimeService(deps: {
 
   return {
     /** Writes the tenant's configuration into a user's runtime that just (re)started. */
-    configureStarted: (owner: RuntimeOwner, handle: RuntimeHandle, pid: number) => configure(owner, handle, pid, true),
+    configureStarted: async (owner: RuntimeOwner, handle: RuntimeHandle, pid: number): Promise<void> => void (await configure(owner, handle, pid, true)),
 
     /** Before a turn: brings the runtime up to date if an apply happened since it was configured. */
-    ensureConfigured: (owner: RuntimeOwner, handle: RuntimeHandle) => configure(owner, handle, null, false),
+    ensureConfigured: async (owner: RuntimeOwner, handle: RuntimeHandle): Promise<void> => void (await configure(owner, handle, null, false)),
+
+    /**
+     * After a change to what every runtime of the tenant should run (learned skills): each running runtime
+     * with no turn in progress takes it now and prepares its workspace again, so the next turn does not
+     * wait for the runtime's reload (~3-4 s). A runtime in the middle of a turn is left alone (writing
+     * its configuration would drop the turn); its next turn takes the change. Best effort.
+     */
+    async refreshIdle(tenantId: string): Promise<number> {
+      let refreshed = 0;
+      for (const row of await repo.runtimesOfTenant(db, tenantId)) {
+        const handle = handleOfRow(row, box, deps.dataDir);
+        const client = createRuntimeClient(handle);
+        try {
+          if ((await client.busySessions()).length) continue;
+          if (!(await configure(row, handle, row.pid, false))) continue;
+          await client.warmUp();
+          refreshed++;
+        } catch (err) {
+          deps.log.warn({ err: (err as Error).message, userId: row.userId }, 'could not refresh an idle runtime: its next turn will');
+        }
+      }
+      return refreshed;
+    },
 
     /** The tenant's providers (admin.manage_providers). API keys are never returned. */
     async listProviders(ctx: Ctx) {

@@ -243,12 +243,16 @@ export function createSkillsRepo() {
       return rows;
     },
 
-    /** Skills agents load (the promoted version of each promoted skill), and the names of every other one. */
+    /**
+     * Skills agents load (the promoted version of each promoted skill), and the names of those promoted
+     * once and no longer (a runtime that allowed them keeps the rule until it is overridden). Proposals
+     * never promoted are neither: they do not change what runtimes are configured with.
+     */
     async forRuntimes(q: Queryable, tenantId: string): Promise<{ promoted: Array<{ name: string; version: number; content: string }>; others: string[] }> {
       const { rows } = await q.query<{ name: string; status: SkillStatus; version: number | null; content: string | null }>(
         `select s.name, s.status, s.promoted_version as version, v.content
            from skills s left join skill_versions v on v.skill_id = s.id and v.version = s.promoted_version
-          where s.tenant_id = $1 order by s.name`,
+          where s.tenant_id = $1 and (s.promoted_version is not null or s.promoted_at is not null) order by s.name`,
         [tenantId],
       );
       return {

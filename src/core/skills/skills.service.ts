@@ -56,7 +56,7 @@ const SOURCES_MAX = 5;
 /** The skill writer is asked again with the problems at most this many times. */
 const WRITER_RETRIES = 2;
 /** A new proposal whose description is this close to an existing skill's becomes its next version. */
-const SAME_SKILL_JACCARD = 0.5;
+const SAME_SKILL_JACCARD = 0.7;
 
 export interface RecordData {
   tenantId: string;
@@ -86,7 +86,7 @@ export function createSkillsService(deps: {
   repo: SkillsRepo;
   sessionsRepo: Pick<SessionsRepo, 'byId' | 'turnSpent'>;
   runtimeRepo: Pick<RuntimeRepo, 'findProvider'>;
-  runtime: Pick<RuntimeService, 'resolveModel'>;
+  runtime: Pick<RuntimeService, 'resolveModel' | 'refreshIdle'>;
   pool: Pick<RuntimePool, 'runningClient'>;
   embeddings: Pick<EmbeddingsService, 'embedQuery'>;
   chat: ChatClient;
@@ -287,6 +287,8 @@ export function createSkillsService(deps: {
         await materialise(tenantId)
           .then((m) => prune(tenantId, m.dir, m.deny))
           .catch((err) => log.error({ err: (err as Error).message, tenantId }, 'could not write the tenant\'s skills'));
+        // Idle runtimes reload now, in the background: the person is not kept waiting for it.
+        void deps.runtime.refreshIdle(tenantId).catch((err) => log.warn({ err: (err as Error).message, tenantId }, 'could not refresh the tenant\'s runtimes'));
       }
       return { skill: publicSkill((await repo.skill(db, tenantId, s.id))!), changed };
     },
