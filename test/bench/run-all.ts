@@ -15,6 +15,7 @@ import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { serveReady } from './serve-ready.bench.js';
+import { skillsBench } from './skills.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
 
@@ -34,6 +35,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'memory-injection': memoryInjection,
   memories: memoriesBench,
   orchestrator: orchestratorBench,
+  skills: skillsBench,
 };
 
 const wanted = process.argv.slice(2);
