@@ -4,7 +4,7 @@ import { gatewayCredential } from '../../src/core/runtime/runtime-pool.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { type FakeStep } from '../fixtures/fake-llm.js';
 import { api } from '../helpers/app.js';
-import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
  * Memory the agent can use (issue 13, item 6), on the real sandboxed runtime with the scripted model:
@@ -21,30 +21,7 @@ describe('memories: the agent\'s tools and injection, through a real runtime', {
   const OWNER_SECRET = `owner-private-note-${Math.random().toString(36).slice(2)}`;
 
   /** One turn as `token` in a new session (or `sessionId`): the model makes `steps`; permissions approved. */
-  async function turn(token: string, steps: FakeStep[], text = 'do it', sessionId?: string) {
-    sessionId ??= (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'memory' } })).json.sessionId as string;
-    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
-    r.llm.script(steps);
-    const before = r.llm.requests.length;
-    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text, agent: 'build' } })).status).toBe(202);
-    const answered = new Set<string>();
-    const deadline = Date.now() + 90_000;
-    while (!sse.events.some((e) => e.data.type === 'session.idle')) {
-      for (const e of sse.events.filter((e) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id))) {
-        answered.add(e.data.properties.id);
-        await api(r.t, 'POST', `/v1/sessions/${sessionId}/permissions/${e.data.properties.id}`, { token, body: { response: 'once' } });
-      }
-      if (Date.now() > deadline) throw new Error(`turn did not end: ${sse.events.map((e) => e.data.type).join(', ')}`);
-      await new Promise((res) => setTimeout(res, 50));
-    }
-    await new Promise((res) => setTimeout(res, 300));
-    await sse.close();
-    const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Array<{ info: any; parts: Array<Record<string, any>> }>;
-    const tools = messages.flatMap((m) => m.parts).filter((p) => p.type === 'tool');
-    const output = tools.map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}`).join('\n');
-    const requests = r.llm.requests.slice(before).filter((q) => !q.title);
-    return { sessionId, messages, tools, output, requests };
-  }
+  const turn = (token: string, steps: FakeStep[], text = 'do it', sessionId?: string) => agentTurn(r, token, steps, { text, sessionId, title: 'memory' });
   const call = (name: string, args: Record<string, unknown>): FakeStep[] => [{ toolCall: { name, arguments: args } }, { text: 'done' }];
 
   /** The gateway credential of a user's running runtime (what its configuration carries). */

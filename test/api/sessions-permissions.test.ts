@@ -87,10 +87,15 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
     mkdirSync(join(r.t.env.dataDir, 'runtimes', people.ids.mia, 'tmp'), { recursive: true });
     writeFileSync(join(r.t.env.dataDir, 'runtimes', people.ids.mia, 'tmp', 'outside.txt'), 'outside the workspace\n');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
-    // The runtime finds a workspace's skills when it first opens the workspace: put one there first.
-    const workspace = join(r.t.env.dataDir, 'workspaces', people.tenantId, people.ids.mia);
-    mkdirSync(join(workspace, '.opencode', 'skill', 'demo'), { recursive: true });
-    writeFileSync(join(workspace, '.opencode', 'skill', 'demo', 'SKILL.md'), '---\nname: demo\ndescription: A demo skill for the test.\n---\nSay hello.\n');
+    // A skill the runtime can load: only the tenant's promoted skills load (a workspace's never do).
+    const { rows } = await r.t.opened.db.query<{ id: string }>(`insert into skills (tenant_id, name, description) values ($1, 'demo', 'A demo skill for the test.') returning id`, [people.tenantId]);
+    await r.t.opened.db.query(`insert into skill_versions (skill_id, tenant_id, version, description, content, source_trajectories) values ($1, $2, 1, 'A demo skill for the test.', $3, '{}')`, [
+      rows[0].id,
+      people.tenantId,
+      '---\nname: demo\ndescription: A demo skill for the test.\n---\nSay hello.\n',
+    ]);
+    const promoted = await api(r.t, 'PATCH', `/v1/skills/${rows[0].id}/promote`, { token: people.tokens.owner });
+    if (promoted.status !== 200) throw new Error(`promote: ${promoted.text}`);
   }, 120_000);
   afterAll(async () => {
     await r?.close();

@@ -1,6 +1,6 @@
 import { silentLogger } from '../../src/core/logger.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
-import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { startFakeLlm, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.js';
 import { readSseFrames } from '../fixtures/sse-frames.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from './app.js';
 
@@ -31,6 +31,37 @@ export async function startRuntimeApp(options: { vars?: Record<string, string>; 
       await llm.close();
     },
   };
+}
+
+/**
+ * One turn as `token` in a new session (or `sessionId`): the scripted model takes `steps`, every permission
+ * the turn asks is answered `once`; resolves when the turn ended, with its session's transcript, tool parts,
+ * their outputs and errors joined, and the model requests it made (title requests left out).
+ */
+export async function agentTurn(r: RuntimeApp, token: string, steps: FakeStep[], o: { text?: string; sessionId?: string; title?: string } = {}) {
+  const sessionId = o.sessionId ?? ((await api(r.t, 'POST', '/v1/sessions', { token, body: { title: o.title ?? 'turn' } })).json.sessionId as string);
+  const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+  r.llm.script(steps);
+  const before = r.llm.requests.length;
+  const sent = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: o.text ?? 'do it', agent: 'build' } });
+  if (sent.status !== 202) throw new Error(`prompt: ${sent.status} ${sent.text}`);
+  const answered = new Set<string>();
+  const deadline = Date.now() + 90_000;
+  while (!sse.events.some((e) => e.data.type === 'session.idle')) {
+    for (const e of sse.events.filter((e) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id))) {
+      answered.add(e.data.properties.id);
+      await api(r.t, 'POST', `/v1/sessions/${sessionId}/permissions/${e.data.properties.id}`, { token, body: { response: 'once' } });
+    }
+    if (Date.now() > deadline) throw new Error(`turn did not end: ${sse.events.map((e) => e.data.type).join(', ')}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  await new Promise((res) => setTimeout(res, 300));
+  await sse.close();
+  const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Array<{ info: any; parts: Array<Record<string, any>> }>;
+  const tools = messages.flatMap((m) => m.parts).filter((p) => p.type === 'tool');
+  const output = tools.map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}`).join('\n');
+  const requests = r.llm.requests.slice(before).filter((q) => !q.title);
+  return { sessionId, messages, tools, output, requests };
 }
 
 /** Registers the scripted model as a provider of the tenant and applies it as the default model. */

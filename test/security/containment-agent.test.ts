@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeStep } from '../fixtures/fake-llm.js';
 import { api } from '../helpers/app.js';
-import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
  * The model-driven containment suite (issue 12): a hostile member steers the scripted model into bash,
@@ -30,24 +30,8 @@ describe('containment: a hostile member through the real API', { timeout: 120_00
 
   /** One turn as `token`: the model makes `steps`, every permission it asks is approved by the same user. */
   async function turn(token: string, steps: FakeStep[]) {
-    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'probe' } })).json.sessionId as string;
-    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
-    r.llm.script(steps);
-    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'do it', agent: 'build' } })).status).toBe(202);
-    const answered = new Set<string>();
-    const deadline = Date.now() + 90_000;
-    while (!sse.events.some((e) => e.data.type === 'session.idle')) {
-      for (const e of sse.events.filter((e) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id))) {
-        answered.add(e.data.properties.id);
-        await api(r.t, 'POST', `/v1/sessions/${sessionId}/permissions/${e.data.properties.id}`, { token, body: { response: 'once' } });
-      }
-      if (Date.now() > deadline) throw new Error(`turn did not end: ${sse.events.map((e) => e.data.type).join(', ')}`);
-      await new Promise((res) => setTimeout(res, 50));
-    }
-    await new Promise((res) => setTimeout(res, 300));
-    await sse.close();
-    const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Array<{ parts: Array<Record<string, any>> }>;
-    const tools = messages.flatMap((m) => m.parts).filter((p) => p.type === 'tool');
+    const { tools } = await agentTurn(r, token, steps, { title: 'probe' });
+    // Tool metadata too: some probes report what they saw there (bash's exit code and output).
     const output = tools.map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}${JSON.stringify(p.state?.metadata ?? {})}`).join('\n');
     return { tools, output };
   }

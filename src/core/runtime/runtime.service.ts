@@ -153,9 +153,14 @@ export function createRuntimeService(deps: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
         ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
-        // Only the tenant's promoted skills load (the last matching rule wins). Names once allowed are
-        // denied by name: the runtime merges configurations and never drops a key.
-        skill: { '*': 'deny', ...Object.fromEntries(skills.deny.map((n) => [n, 'deny'])), ...Object.fromEntries(skills.allow.map((n) => [n, 'allow'])) },
+        // Only the tenant's promoted skills load (the last matching rule wins); they ask first when the
+        // operator made `skill` ask. Names once allowed are denied by name: the runtime merges
+        // configurations and never drops a key.
+        skill: {
+          '*': 'deny',
+          ...Object.fromEntries(skills.deny.map((n) => [n, 'deny'])),
+          ...Object.fromEntries(skills.allow.map((n) => [n, deps.askTools.some((t) => (permissionOfTool(t) ?? t) === 'skill') ? 'ask' : 'allow'])),
+        },
       },
       // Where they are: the tenant's read-only shared directory as the runtime sees it. A promotion
       // names a new directory, so the configuration changes and the runtime reloads its skills.
