@@ -153,7 +153,7 @@ export function createSkillsService(deps: {
       entries.filter((e) => e.isDirectory() && join(root, e.name) !== current).map(async (e) => ({ path: join(root, e.name), at: (await stat(join(root, e.name))).mtimeMs })),
     );
     others.sort((a, b) => b.at - a.at);
-    const keep = others[0] && clock.now().getTime() - others[0].at < PREVIOUS_GENERATION_MS && !others[0].path.includes('.') ? others[0] : null;
+    const keep = others[0] && clock.now().getTime() - others[0].at < PREVIOUS_GENERATION_MS && !basename(others[0].path).includes('.') ? others[0] : null;
     for (const o of others) {
       if (o === keep) for (const name of withdrawn) await rm(join(o.path, name), { recursive: true, force: true });
       // A staging directory is left alone while another process may still be writing it.
@@ -178,8 +178,11 @@ export function createSkillsService(deps: {
       return { decision: 'covered', cluster: [] };
     }
     if (similar.some(({ c }) => c.proposalJob)) return { decision: 'covered', cluster: [] };
-    const cluster = [t.id, ...similar.map(({ c }) => c.id)].slice(0, SOURCES_MAX);
-    const sessions = new Set([t.sessionId, ...similar.filter(({ c }) => cluster.includes(c.id)).map(({ c }) => c.sessionId)]);
+    // The most similar, with one from another session first when there is one (work seen in one session only is not a pattern).
+    const other = similar.find(({ c }) => c.sessionId !== t.sessionId);
+    const chosen = (other ? [other, ...similar.filter((x) => x !== other)] : similar).slice(0, SOURCES_MAX - 1);
+    const cluster = [t.id, ...chosen.map(({ c }) => c.id)];
+    const sessions = new Set([t.sessionId, ...chosen.map(({ c }) => c.sessionId)]);
     if (cluster.length < MIN_CLUSTER || sessions.size < MIN_SESSIONS) return { decision: 'none', cluster };
     const queued = await db.transaction(async (tx) => {
       await repo.lockTenant(tx, tenantId);
