@@ -23,6 +23,7 @@ describe(`skills: detection and proposals (${DB_MODE})`, { timeout: 120_000 }, (
   const sessions: string[] = [];
   let writer: string[] = [];
   const asked: string[] = [];
+  const maxTokens: number[] = [];
   const ctx = () => systemCtx(silentLogger, { name: 'worker', channel: 'worker' });
   const skills = () => t.opened.core.skills;
   const db = () => t.opened.db;
@@ -77,6 +78,7 @@ describe(`skills: detection and proposals (${DB_MODE})`, { timeout: 120_000 }, (
     llm.respond((req) => {
       if (!/You write agent skills/.test(req.allText)) return undefined;
       asked.push(req.lastUser);
+      maxTokens.push(req.body.max_tokens);
       return { text: writer.length > 1 ? writer.shift()! : writer[0] };
     });
   });
@@ -118,6 +120,8 @@ describe(`skills: detection and proposals (${DB_MODE})`, { timeout: 120_000 }, (
     // The same job again (pg-boss redelivered it) writes nothing more.
     expect(await skills().proposeJob(ctx(), job)).toEqual({ skillId: null, version: null });
     expect(asked).toHaveLength(1);
+    // Never more than the model may answer (the scripted model lists an output limit of 4096).
+    expect(maxTokens[0]).toBe(4096);
     expect(await list()).toEqual([expect.objectContaining({ name: 'fix-failing-tests', status: 'proposed', version: 1 })]);
     const { rows } = await db().query<{ action: string; details: any }>(`select action, details from audit_log where tenant_id = $1 and action like 'skill.%'`, [tenantId]);
     expect(rows).toEqual([{ action: 'skill.propose', details: expect.objectContaining({ name: 'fix-failing-tests', version: 1, trajectories: expect.arrayContaining(decided.cluster) }) }]);

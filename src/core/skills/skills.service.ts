@@ -207,9 +207,11 @@ export function createSkillsService(deps: {
     const labelled = sources.map((s, i) => ({ label: `T${i + 1}`, request: s.request, tools: s.tools, answer: s.answer }));
     const existing = (await repo.listSkills(db, tenantId)).filter((s) => s.status !== 'deprecated').map((s) => ({ name: s.name, description: s.description }));
     const messages: Array<{ role: 'user' | 'assistant'; content: string }> = [{ role: 'user', content: skillRequest(labelled, existing) }];
+    // A skill is at most ~5k tokens; never more than the model may answer (providers refuse a larger max).
+    const maxTokens = Math.min(6000, provider.models.find((m) => m.id === modelId)?.outputLimit ?? 6000);
     let problems: string[] = [];
     for (let attempt = 0; attempt <= WRITER_RETRIES; attempt++) {
-      const answer = await deps.chat.complete(provider, modelId, { system: SKILL_WRITER_SYSTEM, messages, maxTokens: 6000, timeoutMs: 120_000, temperature: 0.2 });
+      const answer = await deps.chat.complete(provider, modelId, { system: SKILL_WRITER_SYSTEM, messages, maxTokens, timeoutMs: 120_000, temperature: 0.2 });
       const price = modelPrice(provider, modelId);
       await deps.usage.record(db, {
         tenantId,
