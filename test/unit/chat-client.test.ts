@@ -1,9 +1,9 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatCallError, createChatClient, MAX_CHAT_RESPONSE_BYTES, type ChatRequest } from '../../src/core/llm-gateway/chat-client.js';
 import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { json, startScriptedServer, type ScriptedServer } from '../fixtures/scripted-server.js';
 
 const KEY = 'sk-real-secret-key';
 
@@ -146,29 +146,14 @@ describe('chat client against the scripted OpenAI-compatible model', () => {
 
 /** Servers that answer other shapes (Anthropic, an SSE answer to a stream:false request), scripted per test. */
 describe('chat client against other loopback servers', () => {
-  let server: http.Server;
-  let url = '';
-  let answer: (body: any, req: http.IncomingMessage, res: http.ServerResponse) => void = () => {};
-  const seen: Array<{ path: string; headers: http.IncomingHttpHeaders; body: any }> = [];
-
+  let s: ScriptedServer;
   beforeAll(async () => {
-    server = http.createServer((req, res) => {
-      let raw = '';
-      req.on('data', (c) => (raw += c));
-      req.on('end', () => {
-        const body = raw ? JSON.parse(raw) : null;
-        seen.push({ path: req.url!, headers: req.headers, body });
-        answer(body, req, res);
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    s = await startScriptedServer();
   });
-  afterAll(() => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))));
+  afterAll(() => s.close());
 
-  const json = (res: http.ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-  const openai = () => provider({ baseUrl: `${url}/v1` });
-  const anthropic = () => provider({ kind: 'anthropic', name: 'claude', baseUrl: `${url}/v1` });
+  const openai = () => provider({ baseUrl: `${s.url}/v1` });
+  const anthropic = () => provider({ kind: 'anthropic', name: 'claude', baseUrl: `${s.url}/v1` });
   const sse = (res: http.ServerResponse, contentType: string, model: string) => {
     const chunk = (c: object) => `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', model, ...c })}\n\n`;
     res.writeHead(200, { 'content-type': contentType });
@@ -184,17 +169,17 @@ describe('chat client against other loopback servers', () => {
   };
 
   it('reads an SSE stream answered to a stream:false request (by its content-type, or a body starting with data:)', async () => {
-    answer = (_b, _r, res) => sse(res, 'text/event-stream; charset=utf-8', 'served-model');
+    s.answer = (_b, _r, res) => sse(res, 'text/event-stream; charset=utf-8', 'served-model');
     const r = await client.complete(openai(), 'asked-model', request());
     expect(r).toEqual({ text: 'Hello streamed world.', usage: { input: 11, output: 4 }, model: 'served-model', finishReason: 'length' });
-    expect(seen.at(-1)!.body.stream).toBe(false);
+    expect(s.seen.at(-1)!.body.stream).toBe(false);
 
-    answer = (_b, _r, res) => sse(res, 'application/json', 'served-model');
+    s.answer = (_b, _r, res) => sse(res, 'application/json', 'served-model');
     expect((await client.complete(openai(), 'asked-model', request())).text).toBe('Hello streamed world.');
   });
 
   it('anthropic: posts <base>/messages with the system field, the version and x-api-key, and reads the text blocks', async () => {
-    answer = (body, _r, res) =>
+    s.answer = (body, _r, res) =>
       json(res, 200, {
         id: 'msg_1',
         type: 'message',
@@ -210,7 +195,7 @@ describe('chat client against other loopback servers', () => {
       });
     const r = await client.complete(anthropic(), 'claude-x', request());
     expect(r).toEqual({ text: 'Part one. Part two.', usage: { input: 120, output: 30 }, model: 'claude-x', finishReason: 'end_turn' });
-    const req = seen.at(-1)!;
+    const req = s.seen.at(-1)!;
     expect(req.path).toBe('/v1/messages');
     expect(req.headers['x-api-key']).toBe(KEY);
     expect(req.headers['anthropic-version']).toBe('2023-06-01');
@@ -227,21 +212,21 @@ describe('chat client against other loopback servers', () => {
       temperature: 0.2,
     });
 
-    answer = (_b, _r, res) => json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'max_tokens: must be at most 8192' } });
+    s.answer = (_b, _r, res) => json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'max_tokens: must be at most 8192' } });
     const err = await failure(client.complete(anthropic(), 'claude-x', request()));
     expect(err.status).toBe(400);
     expect(err.message).toBe('provider "claude" answered 400: max_tokens: must be at most 8192');
   });
 
   it('estimates the usage (~4 characters a token) when the provider reports none', async () => {
-    answer = (_b, _r, res) => json(res, 200, { choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(40) }, finish_reason: 'stop' }] });
+    s.answer = (_b, _r, res) => json(res, 200, { choices: [{ index: 0, message: { role: 'assistant', content: 'x'.repeat(40) }, finish_reason: 'stop' }] });
     const r = await client.complete(openai(), 'm', request({ system: 'abcd', messages: [{ role: 'user', content: 'y'.repeat(21) }] }));
     expect(r.usage).toEqual({ input: 7, output: 10 });
     expect(r.model).toBe('m');
   });
 
   it('never lets the key out: a provider quoting it back has it cut from the error', async () => {
-    answer = (_b, _r, res) => json(res, 401, { error: { message: `Incorrect API key provided: ${KEY}.` } });
+    s.answer = (_b, _r, res) => json(res, 401, { error: { message: `Incorrect API key provided: ${KEY}.` } });
     const err = await failure(client.complete(openai(), 'm', request()));
     expect(err.status).toBe(401);
     expect(err.message).toBe('provider "chat" answered 401: Incorrect API key provided: [key].');
@@ -258,17 +243,17 @@ describe('chat client against other loopback servers', () => {
       [(res) => res.writeHead(200, { 'content-type': 'text/event-stream' }).end('data: [DONE]\n\n'), /answered an empty stream/, 200],
     ];
     for (const [reply, message, status] of cases) {
-      answer = (_b, _r, res) => reply(res);
+      s.answer = (_b, _r, res) => reply(res);
       const err = await failure(client.complete(openai(), 'm', request()));
       expect(err.message).toMatch(message);
       expect(err.status).toBe(status);
     }
-    answer = (_b, _r, res) => json(res, 200, { type: 'message', content: [{ type: 'tool_use', id: 't', name: 'x', input: {} }], stop_reason: 'tool_use' });
+    s.answer = (_b, _r, res) => json(res, 200, { type: 'message', content: [{ type: 'tool_use', id: 't', name: 'x', input: {} }], stop_reason: 'tool_use' });
     await expect(client.complete(anthropic(), 'm', request())).rejects.toThrow(/provider "claude" answered no text \(finish reason: tool_use\)/);
   });
 
   it('bounds the wait and the answer\'s size, and names an unreachable provider', async () => {
-    answer = () => {}; // never answers
+    s.answer = () => {}; // never answers
     const late = await failure(client.complete(openai(), 'm', request({ timeoutMs: 300 })));
     expect(late.status).toBeNull();
     expect(late.message).toBe('provider "chat" did not answer within 0.3 s');
@@ -277,7 +262,7 @@ describe('chat client against other loopback servers', () => {
     expect(down.status).toBeNull();
     expect(down.message).toMatch(/^provider "chat" cannot be reached: .*ECONNREFUSED/);
 
-    answer = (_b, _r, res) => {
+    s.answer = (_b, _r, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
       const piece = 'x'.repeat(256 * 1024);
       // Written while the client reads, up to well past the limit (the client hangs up on the way).
