@@ -1,7 +1,7 @@
 import { PgBoss, type DatabaseOptions, type Db, type Queue } from 'pg-boss';
 import type { Database, Queryable } from '../db/database.js';
 import type { EventBus } from '../core/events.js';
-import { JOBS_ENQUEUED, type JobQueue } from '../core/jobs/job-queue.js';
+import { JobAlreadyQueuedError, JOBS_ENQUEUED, type JobQueue } from '../core/jobs/job-queue.js';
 import type { Logger } from '../core/logger.js';
 
 export interface BossOptions {
@@ -86,7 +86,7 @@ export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
         ...(options.heartbeatSeconds !== undefined ? { heartbeatSeconds: options.heartbeatSeconds } : {}),
         ...(options.deadLetter !== undefined ? { deadLetter: options.deadLetter } : {}),
       });
-      if (!id) throw new Error(`job ${name} was not queued (a singleton job with the same key is pending)`);
+      if (!id) throw new JobAlreadyQueuedError(name);
       // The job's id makes each payload unique: PostgreSQL delivers identical notifications of one
       // transaction once, which woke one worker for several jobs queued together (a plan's parallel
       // subtasks then started one after another).

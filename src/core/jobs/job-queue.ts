@@ -35,6 +35,13 @@ export interface JobQueue {
  */
 export const JOBS_ENQUEUED = 'jobs.enqueued';
 
+/** `send` with a singleton key whose job is still pending: the job is queued already (the same cause heard twice). */
+export class JobAlreadyQueuedError extends Error {
+  constructor(name: string) {
+    super(`job ${name} was not queued (a singleton job with the same key is pending)`);
+  }
+}
+
 /** A job handler: a thin adapter that calls one core service method. What it returns is logged with the job. */
 export type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<unknown>;
 

@@ -5,7 +5,7 @@ import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, ValidationError } from '../errors.js';
-import type { JobQueue } from '../jobs/job-queue.js';
+import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
@@ -709,7 +709,7 @@ export function createOrchestratorService(deps: {
         .send(ORCHESTRATE_STEP_JOB, { tenantId: s.tenantId, planId, sessionId: s.id, reason: 'turn-ended' } satisfies StepData, { ...STEP_SEND, singletonKey: `step:${s.id}:${eventId}` })
         .catch((err: Error) => {
           // The same turn end heard twice: its step is queued already.
-          if (!/singleton/.test(err.message)) throw err;
+          if (!(err instanceof JobAlreadyQueuedError)) throw err;
         });
     },
 

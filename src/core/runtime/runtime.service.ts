@@ -143,6 +143,8 @@ export function createRuntimeService(deps: {
     const applied = new Set(settings?.applied?.providers ?? []);
     const active = providers.filter((p) => p.enabled && applied.has(p.name));
     const provider: Record<string, unknown> = Object.fromEntries(active.map((p) => [runtimeProviderId(tenantId, p.name), runtimeEntry(p, credential)]));
+    const asks = deps.askTools.map((t) => permissionOfTool(t) ?? t);
+    const skillRule = asks.includes('skill') ? 'ask' : 'allow';
     const config = {
       provider,
       enabled_providers: active.map((p) => runtimeProviderId(tenantId, p.name)),
@@ -152,14 +154,14 @@ export function createRuntimeService(deps: {
       permission: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
-        ...Object.fromEntries(deps.askTools.map((t) => [permissionOfTool(t) ?? t, 'ask'])),
+        ...Object.fromEntries(asks.map((p) => [p, 'ask'])),
         // Only the tenant's promoted skills load (the last matching rule wins); they ask first when the
         // operator made `skill` ask. Names once allowed are denied by name: the runtime merges
         // configurations and never drops a key.
         skill: {
           '*': 'deny',
           ...Object.fromEntries(skills.deny.map((n) => [n, 'deny'])),
-          ...Object.fromEntries(skills.allow.map((n) => [n, deps.askTools.some((t) => (permissionOfTool(t) ?? t) === 'skill') ? 'ask' : 'allow'])),
+          ...Object.fromEntries(skills.allow.map((n) => [n, skillRule])),
         },
       },
       // Where they are: the tenant's read-only shared directory as the runtime sees it. A promotion

@@ -1,6 +1,6 @@
 import type { Database } from '../../db/database.js';
 import type { EventBus } from '../events.js';
-import type { JobQueue } from '../jobs/job-queue.js';
+import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
 import type { RuntimeHandle } from '../runtime/runtime-client.js';
@@ -157,7 +157,7 @@ export function createSessionStreams(deps: {
     enqueued.add(key);
     deps.queue.send(ANALYTICS_JOB, { ...data, key }, { singletonKey: key, retryLimit: 5 }).catch((err) => {
       // A singleton already queued by another process is the expected way to lose this race.
-      if (!/singleton/.test((err as Error).message)) log.error({ err: (err as Error).message, key }, 'could not enqueue analytics');
+      if (!(err instanceof JobAlreadyQueuedError)) log.error({ err: (err as Error).message, key }, 'could not enqueue analytics');
     });
   }
 

@@ -10,9 +10,10 @@ import { hasPermission, requirePermission, tenantOf } from '../authz.js';
 import type { Ctx } from '../context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EmbeddingsService } from '../embeddings/embeddings.service.js';
-import type { JobQueue } from '../jobs/job-queue.js';
+import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
 import type { ChatClient } from '../llm-gateway/chat-client.js';
 import { modelPrice } from '../llm-gateway/provider-endpoint.js';
+import { callCost } from '../llm-gateway/usage-tap.js';
 import type { Logger } from '../logger.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
@@ -212,15 +213,15 @@ export function createSkillsService(deps: {
     let problems: string[] = [];
     for (let attempt = 0; attempt <= WRITER_RETRIES; attempt++) {
       const answer = await deps.chat.complete(provider, modelId, { system: SKILL_WRITER_SYSTEM, messages, maxTokens, timeoutMs: 120_000, temperature: 0.2 });
-      const price = modelPrice(provider, modelId);
+      const tokens = { input: answer.usage.input, output: answer.usage.output, reasoning: 0, cacheRead: 0, cacheWrite: 0 };
       await deps.usage.record(db, {
         tenantId,
         userId: null,
         sessionId: null,
         model: modelId,
         provider: provider.name,
-        tokens: { input: answer.usage.input, output: answer.usage.output, reasoning: 0, cacheRead: 0, cacheWrite: 0 },
-        costUsd: ((answer.usage.input * (price.inputPerMTok ?? 0)) + (answer.usage.output * (price.outputPerMTok ?? 0))) / 1e6,
+        tokens,
+        costUsd: callCost(tokens, modelPrice(provider, modelId)),
         channel: 'skills',
       });
       const parsed = parseSkillMd(answer.text);
@@ -307,7 +308,8 @@ export function createSkillsService(deps: {
       await deps.queue
         .send(RECORD_TRAJECTORY_JOB, { tenantId: s.tenantId, sessionId: s.id } satisfies RecordData, { singletonKey: `trajectory:${s.id}:${eventId}`, retryLimit: 3 })
         .catch((err: Error) => {
-          if (!/singleton/.test(err.message)) throw err;
+          // The same turn end heard twice: its job is queued already.
+          if (!(err instanceof JobAlreadyQueuedError)) throw err;
         });
     },
 
