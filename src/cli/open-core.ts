@@ -26,13 +26,14 @@ export async function openCore(config: Config, log: Logger, options: { supervise
   const bus = createEventBus(db, log);
   const boss = createBoss(db, log, { supervise: options.supervise ?? false });
   let closing: Promise<void> | null = null;
+  let core: Core | undefined;
   const close = () =>
     (closing ??= (async () => {
+      await core?.embeddings.settle();
       await boss.stop({ graceful: false, close: true }).catch(() => {});
       await bus.close();
       await db.close();
     })());
-  let core: Core;
   try {
     // A job queue written by pg-boss 10 moves aside first: pg-boss 12 cannot migrate it (boss-upgrade.ts).
     const upgrading = await setAsidePgBoss10(db, log);
@@ -46,5 +47,5 @@ export async function openCore(config: Config, log: Logger, options: { supervise
     await close();
     throw err;
   }
-  return { core, db, boss, close };
+  return { core: core!, db, boss, close };
 }

@@ -117,6 +117,29 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     expect(bob.memories.map((m) => m.id)).not.toContain(secret.id);
   });
 
+  it('a memory seen through two visibility branches takes one place in the vector ranking', async () => {
+    const { db } = env.opened;
+    const team = (await db.query<{ id: string }>(`insert into teams (tenant_id, name) values ($1, 'lemurs') returning id`, [tenantId])).rows[0].id;
+    await db.query(`insert into team_members (tenant_id, team_id, user_id) values ($1, $2, $3), ($1, $2, $4)`, [tenantId, team, users.ann, users.bob]);
+    // ann's own org memory (own and org branches for an admin), her team one (own and team branches), and
+    // bob's team one (team branch only), each a little farther from the query.
+    const orgOwn = await hybrid.create(ctxOf('ann', 'admin'), { kind: 'fact', content: 'lemur alpha', visibility: 'org' });
+    const teamOwn = await hybrid.create(ctxOf('ann', 'admin'), { kind: 'fact', content: 'lemur beta', visibility: 'team' });
+    const teamBob = await hybrid.create(ctxOf('bob', 'admin'), { kind: 'fact', content: 'lemur gamma', visibility: 'team' });
+    await embed(orgOwn.id, [0.6, 0.6, 0.52]);
+    await embed(teamOwn.id, [0.6, 0.55, 0.58]);
+    await embed(teamBob.id, [0.6, 0.5, 0.62]);
+    const repo = createMemoriesRepo();
+    const vector = { modelKey: KEY, values: [0.6, 0.6, 0.5] };
+    for (const role of ['admin', 'member'] as const) {
+      const p = systemRolePermissions(role).memory;
+      const ann: Viewer = { tenantId, userId: users.ann, readOwn: p.read_own, readTeam: p.read_team, readOrg: p.read_org };
+      // Ranked by the vector alone, three candidates for three places: a copy of one would push out another.
+      const rows = await repo.search(db, ann, { text: 'nothing matches these words', match: 'all', limit: 3, candidates: 3, vectorOnly: true, vector });
+      expect(rows.map((r) => r.id), role).toEqual([orgOwn.id, teamOwn.id, teamBob.id]);
+    }
+  });
+
   it('a filter matching 5 % of rows returns the exact nearest, to the full limit, from the covering code index', async () => {
     const { db } = env.opened;
     // 400 memories of bob's: 20 events, the rest facts; vectors spread around the query.

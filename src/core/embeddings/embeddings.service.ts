@@ -114,16 +114,39 @@ export function createEmbeddingsService(deps: {
     });
   }
 
-  /** One provider request for `texts`, its usage recorded (a failure to record is logged, not fatal). */
-  async function call(tenantId: string, provider: ProviderRow, model: string, texts: string[], options: { dimensions?: number; userId: string | null; timeoutMs?: number }): Promise<number[][]> {
+  // Usage records of query embeddings still being written (see call's `usage: 'background'`).
+  const recording = new Set<Promise<void>>();
+
+  /**
+   * One provider request for `texts`, its usage recorded (a failure to record is logged, not fatal).
+   * `usage: 'background'` answers before the record is written: a search should not wait for a commit
+   * (its fsync was a few ms of a search's p95); `settle()` waits for those records.
+   */
+  async function call(
+    tenantId: string,
+    provider: ProviderRow,
+    model: string,
+    texts: string[],
+    options: { dimensions?: number; userId: string | null; timeoutMs?: number; usage?: 'await' | 'background' },
+  ): Promise<number[][]> {
     const r = await client.embed(provider, model, texts, { timeoutMs: options.timeoutMs ?? CALL_TIMEOUT_MS, dimensions: options.dimensions });
-    await recordUsage(tenantId, provider, model, texts, r.usage, options.userId).catch((err) =>
+    const recorded = recordUsage(tenantId, provider, model, texts, r.usage, options.userId).catch((err) =>
       log.error({ err: (err as Error).message, tenantId, provider: provider.name }, 'could not record an embedding call\'s usage'),
     );
+    if (options.usage !== 'background') await recorded;
+    else {
+      recording.add(recorded);
+      void recorded.finally(() => recording.delete(recorded));
+    }
     return r.vectors;
   }
 
   return {
+    /** Waits for the usage records still being written (before the database closes). */
+    async settle(): Promise<void> {
+      while (recording.size) await Promise.all([...recording]);
+    },
+
     /**
      * Embeds one short text to learn the model's dimensions (and that the provider answers at all).
      * Throws EmbeddingCallError with the provider's reason.
@@ -152,7 +175,7 @@ export function createEmbeddingsService(deps: {
       }
       let vector: number[];
       try {
-        [vector] = await call(tenantId, c.provider, c.embedder.model, [text], { dimensions: c.embedder.dimensions, userId: options.userId ?? null });
+        [vector] = await call(tenantId, c.provider, c.embedder.model, [text], { dimensions: c.embedder.dimensions, userId: options.userId ?? null, usage: 'background' });
       } catch (err) {
         if (err instanceof EmbeddingCallError) throw new UpstreamError(`embedding the search text failed: ${err.message}`, { details: { provider: c.provider.name } });
         throw err;

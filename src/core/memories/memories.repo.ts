@@ -81,29 +81,25 @@ class Params {
  * - `team` (and `org`) memories of authors who share at least one team with them, when they hold
  *   memory.read_team (widening a memory from team to org never hides it from the teammates who saw it);
  * - `org` memories of anyone in the tenant, when they hold memory.read_org.
- * Written as disjoint branches (each memory matches at most one), so that a statement can also read
- * them as a UNION ALL, one index range per branch (the vector arm's exact pass over the covering code
- * indexes). The permissions are inlined as constants (they are booleans, never caller text), so only the
+ * One branch per rule, each a plain index range (the vector arm reads them as a UNION of index-only
+ * scans of the covering code indexes). The branches may overlap (an own org memory is in two), so a
+ * reader that unions them must drop duplicates; making them disjoint instead would cost a filter on
+ * every row of the widest branch (an admin's org branch visited a quarter more rows only to reject
+ * them). With memory.read_org the team branch needs only `team` memories: the org branch has the rest.
+ * The permissions are inlined as constants (they are booleans, never caller text), so only the
  * branches a viewer can use exist; the teammates are computed once per statement (an InitPlan), not per
- * row, which keeps the filter cheap inside an index scan. Without a tenant condition: callers add it.
+ * row. Without a tenant condition: callers add it.
  */
 function visibilityBranches(m: string, v: Viewer, p: Params, tenant: string): string[] {
-  // Added only when used: PostgreSQL refuses a parameter no clause mentions (its type is unknown).
-  let userParam: string | undefined;
-  const user = () => (userParam ??= p.add(v.userId));
-  const teammates = () => `array(
-      select theirs.user_id from team_members mine join team_members theirs on theirs.team_id = mine.team_id and theirs.tenant_id = mine.tenant_id
-       where mine.tenant_id = ${tenant} and mine.user_id = ${user()})`;
   const branches: string[] = [];
-  if (v.readOwn) branches.push(`${m}.user_id = ${user()}`);
+  if (v.readOwn) branches.push(`${m}.user_id = ${p.add(v.userId)}`);
   if (v.readTeam) {
-    branches.push(`${m}.visibility in ('team', 'org') and ${m}.user_id = any (${teammates()})${v.readOwn ? ` and ${m}.user_id <> ${user()}` : ''}`);
+    const teammates = `array(
+      select theirs.user_id from team_members mine join team_members theirs on theirs.team_id = mine.team_id and theirs.tenant_id = mine.tenant_id
+       where mine.tenant_id = ${tenant} and mine.user_id = ${p.add(v.userId)})`;
+    branches.push(`${m}.visibility ${v.readOrg ? `= 'team'` : `in ('team', 'org')`} and ${m}.user_id = any (${teammates})`);
   }
-  if (v.readOrg) {
-    branches.push(
-      `${m}.visibility = 'org'${v.readOwn ? ` and ${m}.user_id <> ${user()}` : ''}${v.readTeam ? ` and ${m}.user_id <> all (${teammates()})` : ''}`,
-    );
-  }
+  if (v.readOrg) branches.push(`${m}.visibility = 'org'`);
   return branches;
 }
 
@@ -200,7 +196,11 @@ export function createMemoriesRepo() {
         );
         const nearestCodes = !branches.length
           ? `select null::uuid as id where false`
-          : `select id from (${branches.join('\n union all ')}) coded${s.vector.codeScan === 'off' ? '' : ` order by h limit ${p.add(shortlistSize(s.candidates))}`}`;
+          : // The branches overlap (visibilityBranches): a memory in two comes twice. Dropped after the
+            // short list's top-N (a sort with DISTINCT would sort every visible code in full), so a
+            // short list holds a few less distinct memories than its size when the viewer's own
+            // shared memories are near the query.
+            `select distinct id from (select id from (${branches.join('\n union all ')}) coded${s.vector.codeScan === 'off' ? '' : ` order by h limit ${p.add(shortlistSize(s.candidates))}`}) short`;
         vectorArm = `,
           vec as materialized (
             select id, row_number() over (order by distance, id) as rank from (

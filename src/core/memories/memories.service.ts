@@ -171,13 +171,19 @@ export function createMemoriesService(deps: {
    * vector; full-text when it has none, and also when the embedder fails: a search that answers from
    * words is better than none, and the answer says which mode it was.
    */
-  async function search(v: Viewer, input: MemoryFilter & { text: string; match: 'all' | 'any'; limit: number; vectorOnly?: boolean }, log: Logger): Promise<{ rows: MemoryRow[]; mode: SearchMode }> {
+  async function search(
+    v: Viewer,
+    input: MemoryFilter & { text: string; match: 'all' | 'any'; limit: number; vectorOnly?: boolean },
+    log: Logger,
+    /** The text's embedding when the caller started it already (same tenant, same text). */
+    embedding?: ReturnType<EmbedQuery>,
+  ): Promise<{ rows: MemoryRow[]; mode: SearchMode }> {
     // Two arms fused need more candidates each than the limit; one arm alone ranks exactly the limit.
     const candidates = input.vectorOnly ? input.limit : candidateCount(input.limit);
     let vector: Awaited<ReturnType<EmbedQuery>> = null;
     if (deps.embedQuery) {
       try {
-        vector = await deps.embedQuery(v.tenantId, input.text);
+        vector = await (embedding ?? deps.embedQuery(v.tenantId, input.text));
       } catch (err) {
         log.warn({ err: (err as Error).message }, 'embedding the search text failed: answering with full-text search');
       }
@@ -364,17 +370,20 @@ export function createMemoriesService(deps: {
     async recallForTurn(owner: MemoryOwner, prompt: string, options: { limit?: number; maxTokens?: number } = {}): Promise<{ memories: RecalledMemory[]; searchMode: SearchMode | 'recent' }> {
       const limit = options.limit ?? 5;
       const maxTokens = options.maxTokens ?? 800;
-      const actor = await agentActor(owner);
-      const v = viewerOf(actor);
       // A long prompt says what it is about early; its tail only makes the query slower.
       const text = (typeof prompt === 'string' ? prompt : '').trim().slice(0, 4000);
+      // The prompt's embedding and the user's permissions are independent: both round trips at once.
+      const embedding = text && deps.embedQuery && isUuid(owner.tenantId) ? deps.embedQuery(owner.tenantId, text) : undefined;
+      embedding?.catch(() => {}); // search awaits it and handles its failure; nobody does if agentActor throws first
+      const actor = await agentActor(owner);
+      const v = viewerOf(actor);
       let rows: MemoryRow[] = [];
       let mode: SearchMode | 'recent' = 'fulltext';
       if (text) {
         // More candidates than `limit`, so memories the token budget skips can be replaced. With an
         // embedder, by meaning alone: a prompt's words ORed match thousands of rows to rank (66 ms p95 at
         // 100,000 memories against 13 ms for the vector arm alone: the memories benchmark).
-        ({ rows, mode } = await search(v, { text, match: 'any', activeOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX), vectorOnly: true }, deps.log));
+        ({ rows, mode } = await search(v, { text, match: 'any', activeOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX), vectorOnly: true }, deps.log, embedding));
       }
       if (!rows.length) {
         rows = await repo.list(db, v, { kind: 'preference', activeOnly: true, limit });
