@@ -13,6 +13,7 @@ import { drainUnreadBody } from './early-response.js';
 import { hostCheck } from './host-check.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
+import { webRoutes } from './routes/web.routes.js';
 import { authPlugin } from './plugins/auth.js';
 import { adminRoutes } from './routes/v1/admin.routes.js';
 import { authRoutes } from './routes/v1/auth.routes.js';
@@ -106,6 +107,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
   });
 
   await app.register(healthRoutes, { core });
+  await app.register(webRoutes);
   await app.register(
     async (v1) => {
       // Limits are opted into per route (`config.rateLimit`): today the unauthenticated sign-in and refresh routes.

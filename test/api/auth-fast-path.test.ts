@@ -1,3 +1,4 @@
+import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -47,7 +48,7 @@ describe(`authentication from what was checked moments ago (${DB_MODE})`, () => 
     const first = await api(t, 'GET', '/v1/auth/me', { token });
     const second = await api(t, 'GET', '/v1/auth/me', { token });
     expect(second.json).toEqual(first.json);
-    expect(first.json).toEqual({ user: { id: acme.ids.kim, handle: 'kim', email: 'kim@acme.example', displayName: 'kim', tenantId: acme.tenantId }, roles: ['member'] });
+    expect(first.json).toEqual({ user: { id: acme.ids.kim, handle: 'kim', email: 'kim@acme.example', displayName: 'kim', tenantId: acme.tenantId }, roles: ['member'], permissions: systemRolePermissions('member') });
     // Permissions still apply on the remembered path: a member is no admin.
     expect((await api(t, 'GET', '/v1/admin/users', { token })).status).toBe(403);
     expect((await api(t, 'GET', '/v1/admin/users', { token })).status).toBe(403);

@@ -407,7 +407,7 @@ describe(`HTTP edge hardening (${DB_MODE})`, () => {
         expect(r.json).toEqual({ error: 'unauthenticated', message: 'invalid token', hint: expect.any(String), requestId: r.headers.get('x-request-id') });
       }
       // The refresh cookie is read the same way: an unreadable one is an invalid token.
-      const refresh = await api(t, 'POST', '/v1/auth/refresh', { body: {}, headers: { cookie: 'agentws_refresh=%E0%A4%A' } });
+      const refresh = await api(t, 'POST', '/v1/auth/refresh', { body: {}, headers: { cookie: 'agentws_refresh=%E0%A4%A', 'x-agentws-csrf': '1' } });
       expect(refresh.status).toBe(401);
       const errors = logs.lines.slice(before).filter((l) => l.level === 'error' || l.level === 'fatal');
       expect(errors).toEqual([]);

@@ -54,10 +54,16 @@ describe(`sign-ins end: auth_time, sign-out, removed users (${DB_MODE})`, () => 
     expect(decodeJwt(first.json.token)).toMatchObject({ sid: access.sid, auth_time: authTime, roles: ['member'] });
     const second = await api(t, 'POST', '/v1/auth/refresh', { body: { token: first.json.token } });
     expect(decodeJwt(second.json.token)).toMatchObject({ sid: access.sid, auth_time: authTime });
-    // A browser refreshes with its cookie alone, posting no body.
-    const byCookie = await api(t, 'POST', '/v1/auth/refresh', { headers: { cookie: `agentws_refresh=${signedIn.cookies.agentws_refresh}` } });
+    // A browser refreshes with its cookie alone, posting no body, with the CSRF header (a page of another
+    // origin cannot add it), and gets the new access token as its cookie too.
+    const cookie = `agentws_refresh=${signedIn.cookies.agentws_refresh}`;
+    const forged = await api(t, 'POST', '/v1/auth/refresh', { headers: { cookie } });
+    expect(forged.status).toBe(403);
+    expect(forged.json.error).toBe('csrf_failed');
+    const byCookie = await api(t, 'POST', '/v1/auth/refresh', { headers: { cookie, 'x-agentws-csrf': '1' } });
     expect(byCookie.status).toBe(200);
     expect(decodeJwt(byCookie.json.token)).toMatchObject({ sid: access.sid });
+    expect(byCookie.headers.get('set-cookie')).toMatch(new RegExp(`^agentws_access=${byCookie.json.token}; Max-Age=900; Path=/; HttpOnly; SameSite=Lax`));
 
     // Nearly 7 days on, the last link of a chain of refreshes (an access token of that sign-in issued
     // minutes ago) still refreshes, but never past the sign-in's end.

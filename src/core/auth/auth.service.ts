@@ -59,6 +59,8 @@ export interface SignedIn {
 export interface Me {
   user: { id: string; handle: string; email: string; displayName: string; tenantId: string };
   roles: string[];
+  /** What the roles grant together: what a client may offer this user (the service checks again on each call). */
+  permissions: UserActor['permissions'];
 }
 
 /** The auth-state error of SPEC.md: the user or token does not resolve to a provisioned tenant. Its body is fixed. */
@@ -443,6 +445,7 @@ export function createAuthService(deps: {
       const of = (profile: Pick<UserRow, 'handle' | 'email' | 'displayName'>): Me => ({
         user: { id: a.userId, handle: profile.handle, email: profile.email, displayName: profile.displayName, tenantId: a.tenantId },
         roles: a.roles,
+        permissions: a.permissions,
       });
       // Answered without a promise when the caller's profile came with the authentication (the usual case).
       return a.profile ? of(a.profile) : loadUser(a.tenantId, a.userId).then(of);

@@ -212,7 +212,7 @@ export function createSessionStreams(deps: {
         }
         // The owner's reply is checked against this record (the request must be of their session).
         try {
-          await repo.recordPermissionRequest(db, { id: ev.requestId, tenantId: ref.tenantId, sessionId: ref.id, permission: ev.permission });
+          await repo.recordPermissionRequest(db, { id: ev.requestId, tenantId: ref.tenantId, sessionId: ref.id, permission: ev.permission, patterns: ev.patterns });
         } catch (err) {
           // Unrecorded, a reply would be refused and the turn would wait for it forever: refuse it now.
           log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not record a permission request; rejecting it');

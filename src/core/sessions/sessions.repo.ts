@@ -195,11 +195,22 @@ export function createSessionsRepo() {
     },
 
     /** Records a permission request the runtime asked in a session (every serve process sees it: once). */
-    async recordPermissionRequest(q: Queryable, r: { id: string; tenantId: string; sessionId: string; permission: string }): Promise<void> {
+    async recordPermissionRequest(q: Queryable, r: { id: string; tenantId: string; sessionId: string; permission: string; patterns: string[] }): Promise<void> {
       await q.query(
-        `insert into runtime_permission_requests (id, tenant_id, session_id, permission) values ($1, $2, $3, $4) on conflict (id) do nothing`,
-        [r.id, r.tenantId, r.sessionId, r.permission],
+        `insert into runtime_permission_requests (id, tenant_id, session_id, permission, patterns) values ($1, $2, $3, $4, $5) on conflict (id) do nothing`,
+        [r.id, r.tenantId, r.sessionId, r.permission, JSON.stringify(r.patterns)],
       );
+    },
+
+    /** The requests still waiting for an answer in a session or its child sessions (a plan's subtasks), oldest first. */
+    async pendingPermissionRequests(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ id: string; sessionId: string; permission: string; patterns: string[]; askedAt: Date }>> {
+      const { rows } = await q.query<{ id: string; sessionId: string; permission: string; patterns: string[]; askedAt: Date }>(
+        `select r.id, r.session_id as "sessionId", r.permission, r.patterns, r.asked_at as "askedAt" from runtime_permission_requests r
+          where r.tenant_id = $1 and (r.session_id = $2 or r.session_id in (select c.id from agent_sessions c where c.parent_id = $2 and c.tenant_id = $1))
+          order by r.asked_at, r.id`,
+        [tenantId, sessionId],
+      );
+      return rows;
     },
 
     /**

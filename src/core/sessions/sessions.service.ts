@@ -197,6 +197,16 @@ export function createSessionsService(deps: {
     },
 
     /**
+     * The tool permission requests of this session (and of its child sessions: a plan's subtasks ask
+     * through their parent) still waiting for an answer, oldest first: what a client shows again after
+     * it reconnects or reloads, rather than only what it happened to see on the stream.
+     */
+    async pendingPermissions(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ permissions: Array<{ id: string; sessionId: string; permission: string; patterns: string[]; askedAt: Date }> }> {
+      const s = await owned(ctx, input.id, input.browserSession);
+      return { permissions: await repo.pendingPermissionRequests(db, s.tenantId, s.id) };
+    },
+
+    /**
      * Answers a pending tool permission request of this session (rule 7), upstream, and audits the
      * decision. The request must be one the runtime asked in this session, or in one of its child
      * sessions (a plan's subtasks ask through their parent: orchestrator), recorded from its events and

@@ -2,8 +2,9 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Ctx, UserActor } from '../../core/context.js';
 import type { Core } from '../../core/create-core.js';
-import { UnauthenticatedError } from '../../core/errors.js';
+import { ForbiddenError, UnauthenticatedError } from '../../core/errors.js';
 import { ACCESS_COOKIE, readCookie } from '../cookies.js';
+import { csrfRefusal, ownOrigins, type Credential } from '../csrf.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -25,6 +26,7 @@ const BEARER = /^bearer /i;
 export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) => {
   app.decorateRequest('actor', null);
   const { auth } = opts.core;
+  const forgery = csrfCheck(opts.core.config.server.publicUrl);
   const required = () => new UnauthenticatedError('authentication required', { hint: 'Send Authorization: Bearer <access token or API key>.' });
   // A callback hook, answered synchronously when the caller is already known to this process (a token
   // verified and checked moments ago): no promise on the common path, which is most of what an
@@ -33,6 +35,9 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) 
     const header = req.headers.authorization;
     const bearer = header !== undefined && BEARER.test(header) ? header.slice(7).trim() : undefined;
     const input = { bearer, cookie: bearer ? undefined : readCookie(req.headers.cookie, ACCESS_COOKIE) };
+    // Checked before the credential: a forged request learns nothing, not even whether the cookie is valid.
+    const forged = forgery(req, bearer !== undefined ? 'bearer' : input.cookie !== undefined ? 'cookie' : 'none');
+    if (forged) return done(forged);
     const known = auth.authenticateCached(input);
     if (known) {
       req.actor = known;
@@ -63,5 +68,18 @@ export function ctxOf(req: FastifyRequest): Ctx {
     requestId: req.id,
     log: req.log,
     channel: 'web',
+  };
+}
+
+/**
+ * The CSRF rule (csrf.ts) for a request and the credential it leans on: a ForbiddenError (code
+ * `csrf_failed`) when it may be forged, else null. Mutations only: reads return at once.
+ */
+export function csrfCheck(publicUrl: string) {
+  const configured = ownOrigins(publicUrl);
+  return (req: FastifyRequest, credential: Credential): ForbiddenError | null => {
+    if (req.method === 'GET' || req.method === 'HEAD') return null;
+    const why = csrfRefusal(req, credential, req.headers.origin ? ownOrigins(publicUrl, `${req.protocol}://${req.host}`) : configured);
+    return why ? new ForbiddenError(why, { code: 'csrf_failed', hint: 'Browsers: use the dashboard. Scripts: send Authorization: Bearer <token>.' }) : null;
   };
 }

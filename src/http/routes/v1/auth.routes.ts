@@ -1,9 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { ACCESS_TTL_S, REFRESH_TTL_S } from '../../../core/auth/tokens.js';
+import type { RbacPermissions } from '../../../core/rbac/permissions.js';
+import { PartialPermissions } from '../../../core/rbac/rbac.schemas.js';
 import type { App } from '../../build-app.js';
 import { ACCESS_COOKIE, readCookie, REFRESH_COOKIE, serializeCookie } from '../../cookies.js';
-import { ctxOf } from '../../plugins/auth.js';
+import { csrfCheck, ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
 
 const AuthStatus = Type.Object({
@@ -14,6 +16,10 @@ const AuthStatus = Type.Object({
   }),
 });
 
+// The roles' permissions together (RbacPermissions), so a client shows only what this user may do.
+const { $id: _id, ...permissionsShape } = PartialPermissions;
+const PermissionsDoc = Type.Unsafe<RbacPermissions>({ ...permissionsShape, description: "What the user's roles grant together" });
+
 const Me = Type.Object({
   user: Type.Object({
     id: Type.String({ format: 'uuid' }),
@@ -23,6 +29,7 @@ const Me = Type.Object({
     tenantId: Type.String({ format: 'uuid' }),
   }),
   roles: Type.Array(Type.String()),
+  permissions: PermissionsDoc,
 });
 
 /**
@@ -46,6 +53,7 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
   const secure = config.server.publicUrl.startsWith('https://');
   // Fixed for the life of the process (config is parsed once), so built once, not per request.
   const status = { auth: auth.status() };
+  const forgery = csrfCheck(config.server.publicUrl);
 
   app.get(
     '/auth/status',
@@ -107,16 +115,24 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
       schema: {
         tags: ['auth'],
         summary: 'Exchange an existing JWT for a new access token valid 900 seconds',
-        description: `Takes an access or refresh token in the body, or the ${REFRESH_COOKIE} cookie. Re-checks the user and tenant; keeps the token's role claims, within the sign-in the token belongs to: nothing is refreshed more than 7 days after that sign-in, or after it was signed out. A token that fails is answered exactly {"error":"invalid token"}.`,
+        description: `Takes an access or refresh token in the body, or the ${REFRESH_COOKIE} cookie (then the request needs the X-AgentWS-CSRF header, and the new token is also set as the ${ACCESS_COOKIE} cookie). Re-checks the user and tenant; keeps the token's role claims, within the sign-in the token belongs to: nothing is refreshed more than 7 days after that sign-in, or after it was signed out. A token that fails is answered exactly {"error":"invalid token"}.`,
         security: [],
         body: Type.Object({ token: Type.Optional(Type.String({ maxLength: 8192 })) }),
         response: { 200: Type.Object({ token: Type.String() }), ...errorResponses(401, 403, 404, 429) },
       },
       preValidation: absentBodyIsEmpty,
     },
-    async (req) => {
-      const token = req.body.token ?? readCookie(req.headers.cookie, REFRESH_COOKIE) ?? '';
-      const { token: fresh } = await auth.refresh(ctxOf(req), { token });
+    async (req, reply) => {
+      const cookie = req.body.token === undefined ? readCookie(req.headers.cookie, REFRESH_COOKIE) : undefined;
+      if (cookie !== undefined) {
+        const forged = forgery(req, 'cookie');
+        if (forged) throw forged;
+      }
+      const { token: fresh } = await auth.refresh(ctxOf(req), { token: req.body.token ?? cookie ?? '' });
+      // A browser refreshing by its cookie gets the new access token where it looks for it: the cookie
+      // (the dashboard never holds tokens in script).
+      if (cookie !== undefined) reply.header('set-cookie', serializeCookie(ACCESS_COOKIE, fresh, { maxAgeS: ACCESS_TTL_S, path: '/', secure, sameSite: 'Lax' }));
+      reply.header('cache-control', 'no-store');
       return { token: fresh };
     },
   );

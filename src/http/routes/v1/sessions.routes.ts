@@ -185,6 +185,33 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     },
   );
 
+  app.get(
+    '/sessions/:id/permissions',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'The tool permission requests of the session (and of its subtasks) still waiting for an answer, oldest first',
+        params: Id,
+        headers: BrowserSession,
+        response: {
+          200: Type.Object({
+            permissions: Type.Array(
+              Type.Object({
+                id: Type.String({ description: 'The id to answer with POST /v1/sessions/:id/permissions/:permissionID' }),
+                sessionId: Type.String({ format: 'uuid', description: 'The session that asked: this one, or one of its subtasks' }),
+                permission: Type.String({ description: 'What the agent asks to do: bash, edit, webfetch, ...' }),
+                patterns: Type.Array(Type.String(), { description: 'What exactly: the command, the paths' }),
+                askedAt: DateTime,
+              }),
+            ),
+          }),
+          ...errorResponses(401, 404),
+        },
+      },
+    },
+    async (req) => sessions.pendingPermissions(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
+  );
+
   app.post(
     '/sessions/:id/permissions/:permissionID',
     {

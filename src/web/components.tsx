@@ -1,0 +1,63 @@
+import type { ComponentChildren } from 'preact';
+import { api } from './api';
+import type { Me } from './types';
+
+/** The frame of every signed-in screen: navigation (only what this user may use) and sign-out. */
+export function Shell(props: { me: Me; demo: boolean; route: string; children: ComponentChildren }) {
+  const { me } = props;
+  const a = me.permissions.admin;
+  const admin = a.manage_users || a.manage_roles || a.view_audit_log || a.manage_providers;
+  const signOut = async () => {
+    await api('POST', '/auth/logout').catch(() => {});
+    location.hash = '#/sessions';
+    location.reload();
+  };
+  return (
+    <div class="shell">
+      <header class="top">
+        <a class="brand" href="#/sessions">
+          Agent Workspace
+        </a>
+        <nav aria-label="Main">
+          <a href="#/sessions" aria-current={props.route === 'sessions' ? 'page' : undefined}>
+            Sessions
+          </a>
+          <a href="#/plans" aria-current={props.route === 'plans' ? 'page' : undefined}>
+            Plans
+          </a>
+          {admin ? (
+            <a href="#/admin" aria-current={props.route === 'admin' ? 'page' : undefined}>
+              Admin
+            </a>
+          ) : null}
+        </nav>
+        <span class="who" title={me.user.email}>
+          {me.user.displayName || me.user.handle} <small>({me.roles.join(', ') || 'no role'})</small>
+          {props.demo && me.user.email ? <small class="tag">demo mode</small> : null}
+        </span>
+        <button type="button" class="link" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      <main>{props.children}</main>
+    </div>
+  );
+}
+
+export function ErrorNote(props: { error: string | null; onClose?: () => void }) {
+  if (!props.error) return null;
+  return (
+    <div class="error" role="alert">
+      {props.error}
+      {props.onClose ? (
+        <button type="button" class="link" onClick={props.onClose} aria-label="Dismiss">
+          ×
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+export const usd = (n: number | undefined) => (n === undefined ? '' : n < 0.01 && n > 0 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
+
+export const when = (iso: string | number | undefined) => (iso === undefined ? '' : new Date(iso).toLocaleString());

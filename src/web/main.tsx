@@ -1,0 +1,65 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, explain, keepSignedIn, onSignedOut } from './api';
+import { Shell } from './components';
+import { AdminScreen } from './screens/admin';
+import { ChatScreen } from './screens/chat';
+import { PlansScreen } from './screens/plans';
+import { SessionsScreen } from './screens/sessions';
+import { SignInScreen, type AuthStatus } from './screens/sign-in';
+import type { Me } from './types';
+
+/** The route is the URL's hash (#/sessions, #/sessions/<id>, #/admin/audit): no server routes to keep in step. */
+function useRoute(): string[] {
+  const read = () => (location.hash.replace(/^#\/?/, '') || 'sessions').split('/').map(decodeURIComponent);
+  const [route, setRoute] = useState(read);
+  useEffect(() => {
+    const on = () => setRoute(read());
+    addEventListener('hashchange', on);
+    return () => removeEventListener('hashchange', on);
+  }, []);
+  return route;
+}
+
+type Who = { state: 'loading' } | { state: 'in'; me: Me; status: AuthStatus } | { state: 'out'; status: AuthStatus | null; error?: string };
+
+function App() {
+  const [who, setWho] = useState<Who>({ state: 'loading' });
+  const route = useRoute();
+
+  const load = async () => {
+    let status: AuthStatus | null = null;
+    try {
+      status = await api<AuthStatus>('GET', '/auth/status');
+      const me = await api<Me>('GET', '/auth/me');
+      setWho({ state: 'in', me, status });
+    } catch (err) {
+      setWho({ state: 'out', status, error: err instanceof ApiError && err.status === 401 ? undefined : explain(err) });
+    }
+  };
+  useEffect(() => {
+    void load();
+    const stop = keepSignedIn();
+    const off = onSignedOut(() => setWho((w) => (w.state === 'in' ? { state: 'out', status: w.status } : w)));
+    return () => {
+      stop();
+      off();
+    };
+  }, []);
+
+  if (who.state === 'loading') return <p class="boot">Loading…</p>;
+  if (who.state === 'out') return <SignInScreen status={who.status} error={who.error} />;
+  const { me, status } = who;
+  const [screen, id, sub] = route;
+  return (
+    <Shell me={me} demo={status.auth.allowAnonymous} route={screen}>
+      {screen === 'sessions' && id ? <ChatScreen me={me} sessionId={id} key={id} /> : null}
+      {screen === 'sessions' && !id ? <SessionsScreen me={me} /> : null}
+      {screen === 'plans' ? <PlansScreen planId={id} key={id ?? 'list'} /> : null}
+      {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} sub={sub} /> : null}
+      {!['sessions', 'plans', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
+    </Shell>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

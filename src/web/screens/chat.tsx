@@ -1,0 +1,246 @@
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { api, explain, follow } from '../api';
+import { ErrorNote, usd } from '../components';
+import { applyEvent, mergeHistory, type Msg } from '../transcript';
+import type { Me, Part, PendingPermission } from '../types';
+
+/** One session: its transcript (streamed as it comes), pending permission requests, and the composer. */
+export function ChatScreen(props: { me: Me; sessionId: string }) {
+  const { sessionId } = props;
+  const [messages, setMessages] = useState<Msg[] | null>(null);
+  const [pending, setPending] = useState<PendingPermission[]>([]);
+  const [running, setRunning] = useState(false);
+  const [connected, setConnected] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [text, setText] = useState('');
+  const [files, setFiles] = useState<File[]>([]);
+  const [sending, setSending] = useState(false);
+  const bottom = useRef<HTMLDivElement>(null);
+  const fileInput = useRef<HTMLInputElement>(null);
+
+  const loadPending = () =>
+    api<{ permissions: PendingPermission[] }>('GET', `/sessions/${sessionId}/permissions`).then(
+      (r) => setPending(r.permissions),
+      () => {},
+    );
+
+  useEffect(() => {
+    let live = true;
+    api<{ messages: Msg[] }>('GET', `/sessions/${sessionId}/messages`).then(
+      (r) => live && setMessages((now) => (now && now.length ? mergeHistory(r.messages, now) : r.messages)),
+      (err) => {
+        if (!live) return;
+        setError(explain(err));
+        setMessages((now) => now ?? []);
+      },
+    );
+    const stop = follow(
+      `/sessions/${sessionId}/events`,
+      (e) => {
+        switch (e.type) {
+          case 'permission.asked':
+            setPending((list) => (list.some((x) => x.id === e.properties.id) ? list : [...list, { id: e.properties.id, sessionId: e.properties.sessionID, permission: e.properties.permission, patterns: e.properties.patterns ?? [], askedAt: new Date().toISOString() }]));
+            return;
+          case 'permission.replied':
+            setPending((list) => list.filter((x) => x.id !== e.properties.requestID));
+            return;
+          case 'session.status':
+            setRunning(e.properties.status?.type !== 'idle');
+            return;
+          case 'session.idle':
+            setRunning(false);
+            return;
+          case 'session.error':
+            setError(e.properties.error?.message ?? e.properties.error?.data?.message ?? 'The turn failed.');
+            setRunning(false);
+            return;
+          case 'runtime.waiting':
+            setNotice(e.properties.message ?? 'Waiting for a free runtime…');
+            return;
+          case 'session.deleted':
+            location.hash = '#/sessions';
+            return;
+        }
+        if (e.type.startsWith('message.')) {
+          setNotice(null);
+          setMessages((list) => applyEvent(list ?? [], e));
+        }
+      },
+      (open) => {
+        setConnected(open);
+        // Requests asked while the stream was away are not replayed forever: ask the service.
+        if (open) void loadPending();
+      },
+    );
+    void loadPending();
+    return () => {
+      live = false;
+      stop();
+    };
+  }, [sessionId]);
+
+  useEffect(() => {
+    bottom.current?.scrollIntoView({ block: 'end' });
+  }, [messages]);
+
+  const turnCost = useMemo(() => {
+    if (!messages) return 0;
+    const lastUser = messages.map((m) => m.info.role).lastIndexOf('user');
+    return messages.slice(lastUser + 1).reduce((n, m) => n + (m.info.cost ?? 0), 0);
+  }, [messages]);
+
+  const send = async (e?: Event) => {
+    e?.preventDefault();
+    if (!text.trim() && !files.length) return;
+    setSending(true);
+    setError(null);
+    try {
+      if (files.length) {
+        const form = new FormData();
+        form.append('text', text);
+        form.append('agent', 'build');
+        for (const f of files) form.append('files', f, f.name);
+        await api('POST', `/sessions/${sessionId}/prompt`, form);
+      } else {
+        await api('POST', `/sessions/${sessionId}/prompt`, { text, agent: 'build' });
+      }
+      setText('');
+      setFiles([]);
+      if (fileInput.current) fileInput.current.value = '';
+      setRunning(true);
+    } catch (err) {
+      setError(explain(err));
+    } finally {
+      setSending(false);
+    }
+  };
+
+  const answer = async (p: PendingPermission, response: 'once' | 'always' | 'reject') => {
+    try {
+      await api('POST', `/sessions/${sessionId}/permissions/${encodeURIComponent(p.id)}`, { response });
+      setPending((list) => list.filter((x) => x.id !== p.id));
+    } catch (err) {
+      setError(explain(err));
+      void loadPending();
+    }
+  };
+
+  const plan = async () => {
+    const task = prompt('What should the agents do? The task is split into subtasks that run in parallel.');
+    if (!task?.trim()) return;
+    try {
+      await api('POST', '/orchestrate', { parentSessionId: sessionId, taskDescription: task.trim() });
+      location.hash = '#/plans';
+    } catch (err) {
+      setError(explain(err));
+    }
+  };
+
+  return (
+    <section class="chat">
+      <div class="chat-head">
+        <a href="#/sessions">← Sessions</a>
+        <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
+        {running ? <span class="status">Working…</span> : null}
+        {turnCost > 0 ? <span class="cost" data-testid="turn-cost">This turn: {usd(turnCost)}</span> : null}
+        {props.me.permissions.agents.create ? (
+          <button type="button" class="link" onClick={plan}>
+            Plan a task…
+          </button>
+        ) : null}
+      </div>
+      <div class="transcript" aria-live="polite">
+        {messages === null ? <p class="boot">Loading…</p> : null}
+        {messages?.length === 0 ? <p class="empty">No messages yet. Ask the agent something below.</p> : null}
+        {messages?.map((m) => <MessageView key={m.info.id} m={m} />)}
+        <div ref={bottom} />
+      </div>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      {notice ? <p class="notice">{notice}</p> : null}
+      {pending.length ? (
+        <div class="permissions" role="region" aria-label="Permission requests">
+          {pending.map((p) => (
+            <div class="permission" key={p.id} data-testid="permission">
+              <span>
+                The agent asks to run <b>{p.permission}</b>
+                {p.patterns.length ? (
+                  <>
+                    : <code>{p.patterns.join(' ')}</code>
+                  </>
+                ) : null}
+              </span>
+              <button type="button" class="primary" onClick={() => answer(p, 'once')}>
+                Allow once
+              </button>
+              <button type="button" onClick={() => answer(p, 'always')}>
+                Always
+              </button>
+              <button type="button" class="danger" onClick={() => answer(p, 'reject')}>
+                Reject
+              </button>
+            </div>
+          ))}
+        </div>
+      ) : null}
+      {props.me.permissions.agents.create ? (
+        <form class="composer" onSubmit={send}>
+          <textarea
+            name="prompt"
+            aria-label="Message"
+            placeholder="Ask the agent… (Enter sends, Shift+Enter for a new line)"
+            value={text}
+            onInput={(e) => setText(e.currentTarget.value)}
+            onKeyDown={(e) => {
+              if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+                e.preventDefault();
+                void send();
+              }
+            }}
+          />
+          <label class="attach">
+            Attach
+            <input ref={fileInput} type="file" multiple onChange={(e) => setFiles(Array.from(e.currentTarget.files ?? []))} />
+          </label>
+          {files.length ? <small>{files.map((f) => f.name).join(', ')}</small> : null}
+          <button type="submit" class="primary" disabled={sending}>
+            Send
+          </button>
+        </form>
+      ) : (
+        <p class="hint">Your role can read this session but not prompt the agent.</p>
+      )}
+    </section>
+  );
+}
+
+function MessageView(props: { m: Msg }) {
+  const { info, parts } = props.m;
+  const failed = info.error ? (info.error.data?.message ?? info.error.message ?? info.error.name) : null;
+  return (
+    <article class={`msg ${info.role}`} data-testid={`msg-${info.role}`}>
+      {parts.map((p) => (p.type === 'text' ? <p class="text" key={p.id}>{p.text}</p> : p.type === 'tool' ? <ToolCard key={p.id} part={p} /> : p.type === 'file' ? <p class="file" key={p.id}>📎 {String((p as any).filename ?? 'file')}</p> : null))}
+      {failed ? <p class="error">{failed}</p> : null}
+      {info.role === 'assistant' && info.cost ? <small class="cost">{usd(info.cost)}</small> : null}
+    </article>
+  );
+}
+
+const OUTPUT_SHOWN = 4000;
+
+/** A tool call as a collapsible card: its status and command, its output (cut), a diff when it edited. */
+function ToolCard(props: { part: Part }) {
+  const s = props.part.state ?? {};
+  const command = s.input?.command ?? s.input?.filePath ?? s.input?.url ?? s.input?.pattern ?? s.title ?? '';
+  const output = s.error ?? s.output ?? '';
+  const diff = typeof s.metadata?.diff === 'string' ? s.metadata.diff : null;
+  return (
+    <details class={`tool ${s.status ?? ''}`} data-testid="tool">
+      <summary>
+        <b>{props.part.tool}</b> <span class="state">{s.status}</span> <code>{String(command).slice(0, 200)}</code>
+      </summary>
+      {diff ? <pre class="diff">{diff.slice(0, OUTPUT_SHOWN)}</pre> : null}
+      {output ? <pre>{output.length > OUTPUT_SHOWN ? `${output.slice(0, OUTPUT_SHOWN)}\n… (${output.length - OUTPUT_SHOWN} more characters)` : output}</pre> : null}
+    </details>
+  );
+}

@@ -1,0 +1,102 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, explain } from '../api';
+import { ErrorNote, when } from '../components';
+import type { Me, SessionItem } from '../types';
+
+interface Template {
+  slug: string;
+  name: string;
+}
+
+/** The user's sessions: open one, start one (from a template they may use), delete one. */
+export function SessionsScreen(props: { me: Me }) {
+  const [sessions, setSessions] = useState<SessionItem[] | null>(null);
+  const [templates, setTemplates] = useState<Template[]>([]);
+  const [title, setTitle] = useState('');
+  const [template, setTemplate] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const canCreate = props.me.permissions.agents.create;
+
+  const load = async () => {
+    try {
+      setSessions((await api<{ sessions: SessionItem[] }>('GET', '/sessions')).sessions);
+    } catch (err) {
+      setError(explain(err));
+      setSessions([]);
+    }
+  };
+  useEffect(() => {
+    void load();
+    if (canCreate) void api<{ templates: Template[] }>('GET', '/templates').then((r) => setTemplates(r.templates), () => {});
+  }, []);
+
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const r = await api<{ sessionId: string }>('POST', '/sessions', { title: title.trim() || 'New session', ...(template ? { template_slug: template } : {}) });
+      location.hash = `#/sessions/${r.sessionId}`;
+    } catch (err) {
+      setError(explain(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const remove = async (s: SessionItem) => {
+    if (!confirm(`Delete the session "${s.title}"? It leaves your list; the runtime keeps its transcript for a while.`)) return;
+    try {
+      await api('DELETE', `/sessions/${s.sessionId}`);
+      setSessions((list) => (list ?? []).filter((x) => x.sessionId !== s.sessionId));
+    } catch (err) {
+      setError(explain(err));
+    }
+  };
+
+  return (
+    <section class="sessions">
+      <h1>Sessions</h1>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      {canCreate ? (
+        <form class="row" onSubmit={create} aria-label="New session">
+          <label>
+            Title <input name="title" value={title} onInput={(e) => setTitle(e.currentTarget.value)} placeholder="What are you working on?" maxLength={200} />
+          </label>
+          {templates.length ? (
+            <label>
+              Template
+              <select name="template" value={template} onChange={(e) => setTemplate(e.currentTarget.value)}>
+                <option value="">None</option>
+                {templates.map((t) => (
+                  <option value={t.slug}>{t.name}</option>
+                ))}
+              </select>
+            </label>
+          ) : null}
+          <button type="submit" class="primary" disabled={busy}>
+            New session
+          </button>
+        </form>
+      ) : (
+        <p class="hint">Your role cannot start agent sessions.</p>
+      )}
+      {sessions === null ? <p class="boot">Loading…</p> : null}
+      {sessions?.length === 0 ? <p class="empty">No sessions yet.{canCreate ? ' Start one above: give it a title and press Enter.' : ''}</p> : null}
+      {sessions?.length ? (
+        <ul class="list" aria-label="Your sessions">
+          {sessions.map((s) => (
+            <li key={s.sessionId}>
+              <a href={`#/sessions/${s.sessionId}`}>{s.title}</a>
+              <small>{when(s.updatedAt)}</small>
+              <button type="button" class="link danger" onClick={() => remove(s)} aria-label={`Delete ${s.title}`}>
+                Delete
+              </button>
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </section>
+  );
+}
