@@ -42,6 +42,9 @@ Options:
                        source package if missing) and that the tests can connect;
                        prints AGENTWS_TEST_DATABASE_URL=<url> on stdout.
                        Also renders systemd units unless --no-systemd is given.
+  --with-chromium      install Debian's chromium for the dashboard's browser tests
+                       (test/e2e, driven by playwright-core); prints
+                       AGENTWS_CHROMIUM=<path> on stdout. Not needed to run the service.
   --ci                 CI machine: allowed to set the `postgres` role's password to
                        'postgres' when passwordless TCP access is not possible
                        (implied when CI=true)
@@ -68,6 +71,7 @@ Examples:
   bash install.sh                                   # npm ci + build
   bash install.sh --with-node                       # the same on a private Node.js 24
   bash install.sh --with-postgres --no-systemd      # + local PostgreSQL/pgvector for tests
+  bash install.sh --with-chromium --no-npm          # + Chromium for the browser tests
   bash install.sh --systemd --unit-dir /tmp/units   # render units somewhere else
   bash install.sh --serve                           # build, init (embedded db), serve
 EOF
@@ -78,6 +82,7 @@ WITH_NPM=1
 WITH_NODE=0
 NODE_PREFIX=
 WITH_POSTGRES=0
+WITH_CHROMIUM=0
 SYSTEMD=auto        # auto | yes | no
 SERVE=0
 CI_MODE=0
@@ -98,6 +103,7 @@ while [[ $# -gt 0 ]]; do
     --node-prefix) need_arg "$@"; NODE_PREFIX=$2; shift ;;
     --node-prefix=*) NODE_PREFIX=${1#*=} ;;
     --with-postgres) WITH_POSTGRES=1 ;;
+    --with-chromium) WITH_CHROMIUM=1 ;;
     --ci) CI_MODE=1 ;;
     --systemd) SYSTEMD=yes ;;
     --no-systemd) SYSTEMD=no ;;
@@ -613,6 +619,20 @@ render_systemd_units() {
   printf '    systemctl daemon-reload && systemctl enable --now agentws-worker@1.service   # more workers: @2, @3, ...\n' >&2
 }
 
+# ---------------------------------------------------------------- chromium (browser tests)
+# The dashboard's end-to-end tests drive a real Chromium through playwright-core; `npx playwright install`
+# downloads browsers from a CDN these machines cannot reach, so Debian's package is the browser.
+ensure_chromium() {
+  local bin
+  bin=$(command -v chromium || command -v chromium-browser || true)
+  if [[ -z $bin ]]; then
+    apt_install chromium
+    bin=$(command -v chromium) || die "chromium not found after installing it"
+  fi
+  log "chromium: $bin"
+  emit "AGENTWS_CHROMIUM=$bin"
+}
+
 # ---------------------------------------------------------------- main
 if [[ $WITH_NODE == 1 ]]; then
   install_node
@@ -629,6 +649,10 @@ fi
 
 if [[ $WITH_POSTGRES == 1 ]]; then
   setup_postgres
+fi
+
+if [[ $WITH_CHROMIUM == 1 ]]; then
+  ensure_chromium
 fi
 
 if [[ $SYSTEMD == yes ]]; then

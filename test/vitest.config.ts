@@ -22,6 +22,8 @@ export default defineConfig({
       // Containment (issue 12): real sandboxes and real runtimes. The probes need no database; the
       // model-driven suite runs on PostgreSQL (what the database is plays no part in what it checks).
       { extends: true, test: { name: 'security', include: ['test/security/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
+      // The web dashboard in a real headless Chromium (issue 16); on PostgreSQL, like the security suite.
+      { extends: true, test: { name: 'browser', include: ['test/e2e/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
     ],
   },
 });

@@ -1,0 +1,234 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { silentLogger } from '../../src/core/logger.js';
+import { startWorker, type Worker } from '../../src/jobs/worker.js';
+import { botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
+import { startFakeLlm, type FakeChatRequest, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.js';
+import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
+import { launchChromium, shoot } from '../helpers/browser.js';
+import { startOidcProvider, type TestOidcProvider } from '../helpers/oidc-provider.js';
+import { applyScriptedProvider } from '../helpers/runtime.js';
+
+const TID = '72f988bf-0000-4000-8000-00000000e2e1';
+
+/**
+ * The dashboard in a real headless Chromium, against the real app (what `aws serve` builds: the HTTP app,
+ * the managed runtime in its sandbox, an in-process worker), the in-process OIDC provider, the scripted
+ * model and a scripted chat platform on loopback.
+ */
+describe('the web dashboard in Chromium', () => {
+  let browser: Browser;
+  let llm: FakeLlm;
+  let idp: TestOidcProvider;
+  let platform: FakeChatPlatform;
+  let t: TestApp;
+  let worker: Worker;
+  let acme: Awaited<ReturnType<typeof seedTenant>>;
+  let ownerToken = '';
+  let context: BrowserContext;
+  let page: Page;
+
+  beforeAll(async () => {
+    browser = await launchChromium();
+    llm = await startFakeLlm();
+    platform = await startFakeChatPlatform();
+    t = await startTestApp({
+      vars: async (url) => {
+        idp = await startOidcProvider({ redirectUris: [`${url}/v1/auth/callback`], users: [{ sub: 'sub-alice', email: 'alice@acme.example', name: 'Alice Liddell', tid: TID }] });
+        return {
+          AGENTWS_OIDC_ISSUER_URL: idp.issuer,
+          AGENTWS_OIDC_CLIENT_ID: idp.clientId,
+          AGENTWS_OIDC_CLIENT_SECRET: idp.clientSecret,
+          AGENTWS_RUNTIME_ASK_TOOLS: 'bash',
+          AGENTWS_BOT_CHAT_API_URL: platform.url,
+        };
+      },
+    });
+    acme = await seedTenant(t, 'acme', [{ handle: 'mia', roles: ['member'] }], TID);
+    ownerToken = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
+    await applyScriptedProvider(t, ownerToken, llm);
+    await t.opened.core.startRuntime();
+    worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 4 });
+    context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+    page = await context.newPage();
+  }, 180_000);
+  afterAll(async () => {
+    await context?.close().catch(() => {});
+    await browser?.close().catch(() => {});
+    await worker?.stop(2000).catch(() => {});
+    await t?.opened.core.stopRuntime().catch(() => {});
+    await t?.close();
+    await idp?.close();
+    await platform?.close();
+    await llm?.close();
+  });
+
+  /** Through the provider's pages: its login form (unless it still knows the browser), its consent form. */
+  async function signIn() {
+    await page.goto(`${t.url}/`);
+    await page.getByRole('link', { name: 'Sign in with your organisation' }).click();
+    for (let step = 0; step < 4 && !page.url().startsWith(t.url); step++) {
+      const form = page.locator('form').first();
+      await form.waitFor({ timeout: 15_000 }).catch(() => {});
+      if (page.url().startsWith(t.url)) break;
+      if (await page.locator('input[name=login]').count()) {
+        await page.locator('input[name=login]').fill('alice@acme.example');
+        await page.locator('input[name=password]').fill('any password');
+      }
+      await Promise.all([page.waitForNavigation(), form.locator('button, [type=submit]').first().click()]);
+    }
+    await page.waitForURL(`${t.url}/**`);
+  }
+
+  it('signs in through the identity provider and lands on the sessions screen', async () => {
+    await page.goto(`${t.url}/`);
+    await expect.poll(() => page.getByRole('link', { name: 'Sign in with your organisation' }).count()).toBe(1);
+    await shoot(page, '01-sign-in');
+    await signIn();
+    await page.getByRole('heading', { name: 'Sessions' }).waitFor();
+    expect(await page.locator('.who').innerText()).toContain('Alice Liddell');
+    expect(await page.getByText('No sessions yet.').count()).toBe(1);
+    // A member: no admin screens offered.
+    expect(await page.getByRole('link', { name: 'Admin' }).count()).toBe(0);
+    await shoot(page, '02-sessions-empty');
+  });
+
+  it('streams a reply; a permission request stays pinned across a reload and is answered there', async () => {
+    await page.getByRole('textbox', { name: 'Title' }).fill('Fix the build');
+    await page.getByRole('button', { name: 'New session' }).click();
+    await page.getByRole('textbox', { name: 'Message' }).waitFor();
+    const sessionUrl = page.url();
+
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    llm.script([
+      { toolCall: { name: 'bash', arguments: { command: 'echo built-ok', description: 'Build it' } } },
+      // The answer arrives in pieces while the test watches the page.
+      { text: 'The build passes now. I ran the build script and it printed built-ok.', delayMs: 200 },
+    ]);
+    await page.getByRole('textbox', { name: 'Message' }).fill('Please run the build');
+    await page.keyboard.press('Enter');
+
+    const permission = page.getByTestId('permission');
+    await permission.waitFor({ timeout: 60_000 });
+    expect(await permission.innerText()).toContain('bash');
+    expect(await permission.innerText()).toContain('echo built-ok');
+    await shoot(page, '03-permission-pinned');
+
+    // After a reload the request is fetched again, not only taken from the stream.
+    await page.reload();
+    await page.getByTestId('permission').waitFor({ timeout: 15_000 });
+    expect(page.url()).toBe(sessionUrl);
+    await page.getByRole('button', { name: 'Allow once' }).click();
+    await expect.poll(() => page.getByTestId('permission').count(), { timeout: 10_000 }).toBe(0);
+    release();
+    await held;
+
+    await page.getByText('The build passes now.', { exact: false }).waitFor({ timeout: 60_000 });
+    const tool = page.getByTestId('tool').first();
+    expect(await tool.innerText()).toContain('bash');
+    await tool.locator('summary').click();
+    await expect.poll(() => tool.innerText(), { timeout: 10_000 }).toContain('built-ok');
+    await expect.poll(() => page.getByTestId('turn-cost').count(), { timeout: 10_000 }).toBe(1);
+    await shoot(page, '04-chat');
+  });
+
+  it('starts a plan from the session and watches it complete', async () => {
+    llm.respond((req: FakeChatRequest): FakeStep | undefined => {
+      if (/You are planning how to carry out a task/.test(req.allText) && !/You are doing subtask/.test(req.lastUser)) return { text: JSON.stringify({ subtasks: [{ description: 'Check the tests' }, { description: 'Write the notes', dependencies: [0] }] }) };
+      if (/You are doing subtask #(\d+)/.test(req.lastUser)) return { text: 'subtask done' };
+      if (/A plan split the task below into subtasks/.test(req.lastUser)) return { text: 'All combined: done.' };
+      return undefined;
+    });
+    try {
+      page.once('dialog', (d) => void d.accept('Release the next version'));
+      await page.getByRole('button', { name: 'Plan a task…' }).click();
+      await page.getByRole('heading', { name: 'Plans' }).waitFor();
+      await page.getByRole('link', { name: 'Release the next version' }).click({ timeout: 30_000 });
+      await expect.poll(() => page.getByTestId('plan-status').innerText(), { timeout: 90_000 }).toBe('completed');
+      expect(await page.getByTestId('subtask').count()).toBe(2);
+      await shoot(page, '05-plan');
+    } finally {
+      llm.respond(null);
+    }
+  });
+
+  it('an admin assigns a role, finds the audit entry, and approves a pairing code that then leaves the list', async () => {
+    // Alice becomes an admin; her next sign-in carries the role.
+    const alice = (await t.opened.db.query<{ id: string }>(`select id from users where email = 'alice@acme.example'`)).rows[0].id;
+    const admin = (await t.opened.db.query<{ id: string }>(`select id from roles where tenant_id = $1 and name = 'admin'`, [acme.tenantId])).rows[0].id;
+    expect((await api(t, 'POST', `/v1/admin/users/${alice}/roles`, { token: ownerToken, body: { roleId: admin } })).status).toBe(200);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('link', { name: 'Sign in with your organisation' }).waitFor();
+    await signIn();
+    await page.getByRole('link', { name: 'Admin' }).click();
+
+    const mia = page.getByTestId('user-mia');
+    await mia.waitFor();
+    await mia.getByRole('combobox').selectOption({ label: 'viewer' });
+    await expect.poll(() => mia.innerText(), { timeout: 10_000 }).toContain('viewer');
+    await shoot(page, '06-admin-users');
+
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.getByRole('textbox', { name: 'Action' }).fill('role.assign');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    // Alice (the actor) gave mia (the target) the role, through the page.
+    await expect.poll(async () => (await page.getByTestId('audit-entry').allInnerTexts()).find((e) => e.includes(`user:${acme.ids.mia}`)) ?? '', { timeout: 10_000 }).toContain(`user:${alice}`);
+    await shoot(page, '07-admin-audit');
+
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.getByText('By model').waitFor();
+    await shoot(page, '08-admin-usage');
+
+    // A chat user writes to the tenant's bot: a pairing code is issued.
+    const g = await api(t, 'POST', '/v1/gateways', { token: ownerToken, body: { kind: 'bot_chat', botToken: `123456:${crypto.randomUUID()}`, botUsername: 'acme_bot', botId: '123456' } });
+    expect(g.status, g.text).toBe(201);
+    await api(t, 'POST', `/v1/gateways/${g.json.id}/webhook/register`, { token: ownerToken, body: { webhookUrl: 'https://8.8.8.8/agentws/hook' } });
+    const secret = platform.webhooks().at(-1)!.secret;
+    await page.getByRole('link', { name: 'Gateways' }).click();
+    await page.getByText('acme_bot').waitFor();
+    const hook = await fetch(`${t.url}/v1/gateways/${g.json.id}/webhook`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': secret },
+      body: JSON.stringify(botChatUpdate({ userId: 77, username: 'bob', text: 'hi' })),
+    });
+    expect(hook.status).toBe(200);
+    // The gateway's event stream brings it to the open page.
+    const code = page.getByTestId('pairing-code');
+    await code.waitFor({ timeout: 15_000 });
+    expect(await code.innerText()).toContain('bob');
+    await shoot(page, '09-admin-gateways');
+    await code.getByRole('button', { name: 'Approve' }).click();
+    await expect.poll(() => page.getByTestId('pairing-code').count(), { timeout: 10_000 }).toBe(0);
+    const paired = await api(t, 'GET', `/v1/gateways/${g.json.id}/paired-users`, { token: ownerToken });
+    expect(paired.json.pairedUsers.map((u: { externalUserId: string }) => u.externalUserId)).toEqual(['77']);
+  });
+});
+
+describe('the web dashboard in demo mode', () => {
+  let browser: Browser;
+  let t: TestApp;
+  beforeAll(async () => {
+    browser = await launchChromium();
+    t = await startTestApp({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'owner@ops.example' } });
+    await seedTenant(t, 'ops');
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close().catch(() => {});
+    await t?.close();
+  });
+
+  it('opens straight on the sessions screen as the operator, says it is demo mode, and creates a session', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${t.url}/`);
+    await page.getByRole('heading', { name: 'Sessions' }).waitFor();
+    expect(await page.locator('.who').innerText()).toContain('demo mode');
+    await shoot(page, '10-demo-mode');
+    await page.getByRole('textbox', { name: 'Title' }).fill('Try it out');
+    await page.keyboard.press('Enter');
+    await page.getByRole('textbox', { name: 'Message' }).waitFor();
+    // The CSRF header went with it: the session exists.
+    const sessions = await api(t, 'GET', '/v1/sessions');
+    expect(sessions.json.sessions.map((s: { title: string }) => s.title)).toEqual(['Try it out']);
+  });
+});
