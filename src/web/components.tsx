@@ -25,6 +25,12 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
           <a href="#/plans" aria-current={props.route === 'plans' ? 'page' : undefined}>
             Plans
           </a>
+          <a href="#/memories" aria-current={props.route === 'memories' ? 'page' : undefined}>
+            Memories
+          </a>
+          <a href="#/skills" aria-current={props.route === 'skills' ? 'page' : undefined}>
+            Skills
+          </a>
           {admin ? (
             <a href="#/admin" aria-current={props.route === 'admin' ? 'page' : undefined}>
               Admin

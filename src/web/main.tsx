@@ -4,7 +4,9 @@ import { api, ApiError, explain, keepSignedIn, onSignedOut } from './api';
 import { Shell } from './components';
 import { AdminScreen } from './screens/admin';
 import { ChatScreen } from './screens/chat';
+import { MemoriesScreen } from './screens/memories';
 import { PlansScreen } from './screens/plans';
+import { SkillsScreen } from './screens/skills';
 import { SessionsScreen } from './screens/sessions';
 import { SignInScreen, type AuthStatus } from './screens/sign-in';
 import type { Me } from './types';
@@ -56,8 +58,10 @@ function App() {
       {screen === 'sessions' && id ? <ChatScreen me={me} sessionId={id} key={id} /> : null}
       {screen === 'sessions' && !id ? <SessionsScreen me={me} /> : null}
       {screen === 'plans' ? <PlansScreen planId={id} key={id ?? 'list'} /> : null}
+      {screen === 'memories' ? <MemoriesScreen me={me} /> : null}
+      {screen === 'skills' ? <SkillsScreen me={me} skillId={id} key={id ?? 'list'} /> : null}
       {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} sub={sub} /> : null}
-      {!['sessions', 'plans', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
+      {!['sessions', 'plans', 'memories', 'skills', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
     </Shell>
   );
 }

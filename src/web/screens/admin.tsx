@@ -43,8 +43,10 @@ export function AdminScreen(props: { me: Me; tab: string; sub?: string }) {
   const a = props.me.permissions.admin;
   const all: Array<[string, string, boolean]> = [
     ['users', 'Users and roles', a.manage_users],
+    ['teams', 'Teams', a.manage_users],
     ['audit', 'Audit log', a.view_audit_log],
     ['usage', 'Usage', a.view_audit_log],
+    ['runtime', 'Models and runtime', a.manage_providers],
     ['gateways', 'Gateways', a.manage_providers],
   ];
   const tabs = all.filter(([, , allowed]) => allowed);
@@ -63,6 +65,8 @@ export function AdminScreen(props: { me: Me; tab: string; sub?: string }) {
       {tab === 'users' ? <UsersTab canRoles={a.manage_roles} /> : null}
       {tab === 'audit' ? <AuditTab /> : null}
       {tab === 'usage' ? <UsageTab /> : null}
+      {tab === 'teams' ? <TeamsTab /> : null}
+      {tab === 'runtime' ? <RuntimeTab /> : null}
       {tab === 'gateways' ? <GatewaysTab /> : null}
     </section>
   );
@@ -358,6 +362,165 @@ function GatewayCodes(props: { g: Gateway; onError: (e: string) => void }) {
           </li>
         ))}
       </ul>
+    </div>
+  );
+}
+
+interface Team {
+  id: string;
+  name: string;
+  members: Array<{ userId: string; handle: string; displayName: string }>;
+}
+
+/** Teams decide who sees `team` memories: create, delete, add and remove members. */
+function TeamsTab() {
+  const [teams, setTeams] = useState<Team[] | null>(null);
+  const [users, setUsers] = useState<User[]>([]);
+  const [name, setName] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<{ teams: Team[] }>('GET', '/admin/teams').then((r) => setTeams(r.teams), (err) => setError(explain(err)));
+  useEffect(() => {
+    void load();
+    void api<{ users: User[] }>('GET', '/admin/users').then((r) => setUsers(r.users), () => {});
+  }, []);
+  const run = async (f: () => Promise<unknown>) => {
+    try {
+      await f();
+      await load();
+    } catch (err) {
+      setError(explain(err));
+    }
+  };
+  return (
+    <div>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      <form
+        class="row"
+        aria-label="New team"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (name.trim()) void run(() => api('POST', '/admin/teams', { name: name.trim() }).then(() => setName('')));
+        }}
+      >
+        <label>
+          Team name <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <button type="submit" class="primary">
+          Create team
+        </button>
+      </form>
+      {teams?.length === 0 ? <p class="empty">No teams yet. Team memories are seen by people who share a team.</p> : null}
+      {teams?.map((t) => (
+        <div class="gateway" key={t.id}>
+          <h2>
+            {t.name}{' '}
+            <button type="button" class="link danger" onClick={() => confirm(`Delete the team ${t.name}?`) && run(() => api('DELETE', `/admin/teams/${t.id}`))}>
+              Delete
+            </button>
+          </h2>
+          {t.members.map((m) => (
+            <span class="chip">
+              {m.displayName || m.handle}
+              <button type="button" class="link" aria-label={`Remove ${m.handle}`} onClick={() => run(() => api('DELETE', `/admin/teams/${t.id}/members/${m.userId}`))}>
+                ×
+              </button>
+            </span>
+          ))}
+          <select
+            aria-label={`Add a member to ${t.name}`}
+            onChange={(e) => {
+              const v = e.currentTarget.value;
+              e.currentTarget.value = '';
+              if (v) void run(() => api('POST', `/admin/teams/${t.id}/members`, { userId: v }));
+            }}
+          >
+            <option value="">Add member…</option>
+            {users
+              .filter((u) => !t.members.some((m) => m.userId === u.id))
+              .map((u) => (
+                <option value={u.id}>{u.displayName || u.handle}</option>
+              ))}
+          </select>
+        </div>
+      ))}
+    </div>
+  );
+}
+
+interface RuntimeStatus {
+  ready: boolean;
+  detail?: string;
+  defaultModel: string | null;
+  pendingChanges: boolean;
+  runtime: { sandbox: 'on' | 'off'; warning?: string; running: number; max: number };
+  providers: Array<{ name: string; kind: string; enabled: boolean; hasApiKey: boolean; models: Array<{ id: string }> }>;
+}
+
+/** Providers, the default model and the runtimes: what decides whether agents can run. */
+function RuntimeTab() {
+  const [status, setStatus] = useState<RuntimeStatus | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<RuntimeStatus>('GET', '/admin/runtime').then(setStatus, (err) => setError(explain(err)));
+  useEffect(() => {
+    void load();
+  }, []);
+  const run = async (f: () => Promise<unknown>) => {
+    try {
+      await f();
+      await load();
+    } catch (err) {
+      setError(explain(err));
+    }
+  };
+  if (!status) return <ErrorNote error={error} />;
+  const models = status.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`));
+  return (
+    <div>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      <p>
+        <span class={`badge ${status.ready ? 'completed' : 'failed'}`}>{status.ready ? 'ready' : 'not ready'}</span> {status.detail}
+      </p>
+      <p>
+        Runtimes running: {status.runtime.running} of at most {status.runtime.max}; sandbox {status.runtime.sandbox}
+        {status.runtime.warning ? <span class="warn"> {status.runtime.warning}</span> : null}
+      </p>
+      <label>
+        Default model{' '}
+        <select value={status.defaultModel ?? ''} onChange={(e) => run(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}>
+          {status.defaultModel ? null : <option value="">None</option>}
+          {models.map((m) => (
+            <option value={m}>{m}</option>
+          ))}
+        </select>
+      </label>{' '}
+      {status.pendingChanges ? (
+        <button type="button" class="primary" onClick={() => run(() => api('POST', '/admin/runtime/apply', {}))}>
+          Apply changes
+        </button>
+      ) : null}
+      <table>
+        <thead>
+          <tr>
+            <th>Provider</th>
+            <th>Kind</th>
+            <th>Models</th>
+            <th>Key</th>
+            <th>Enabled</th>
+          </tr>
+        </thead>
+        <tbody>
+          {status.providers.map((p) => (
+            <tr key={p.name}>
+              <td>{p.name}</td>
+              <td>{p.kind}</td>
+              <td>{p.models.map((m) => m.id).join(', ')}</td>
+              <td>{p.hasApiKey ? 'stored' : 'none'}</td>
+              <td>{p.enabled ? 'yes' : 'no'}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {status.providers.length === 0 ? <p class="empty">No providers. Add one with `npx aws provider add` or POST /v1/admin/providers.</p> : null}
     </div>
   );
 }
