@@ -64,8 +64,27 @@ async function send(method: string, path: string, body?: unknown): Promise<Respo
   return fetch(`/v1${path}`, { method, headers, body: payload, credentials: 'same-origin' });
 }
 
+// GETs started before the first render (prefetch): the screen that asks for one first gets it.
+const early = new Map<string, Promise<unknown>>();
+
+/** Starts a GET now, for a screen that will ask for it once rendered (saves a round trip after start-up). */
+export function prefetch(path: string): void {
+  const p = call('GET', path);
+  p.catch(() => {}); // its taker sees the failure
+  early.set(path, p);
+}
+
 /** Calls the API; JSON in and out. Throws ApiError with the service's error code and message. */
-export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+export function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const started = method === 'GET' ? early.get(path) : undefined;
+  if (started) {
+    early.delete(path);
+    return started as Promise<T>;
+  }
+  return call<T>(method, path, body);
+}
+
+async function call<T = any>(method: string, path: string, body?: unknown): Promise<T> {
   let res = await send(method, path, body);
   if (res.status === 401 && (await refresh())) res = await send(method, path, body);
   if (res.status === 401) signedOutListeners.forEach((fn) => fn());

@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, explain, keepSignedIn, onSignedOut } from './api';
+import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './api';
 import { Shell } from './components';
 import { AdminScreen } from './screens/admin';
 import { ChatScreen } from './screens/chat';
@@ -32,9 +32,12 @@ function App() {
   const load = async () => {
     let status: AuthStatus | null = null;
     try {
-      status = await api<AuthStatus>('GET', '/auth/status');
-      const me = await api<Me>('GET', '/auth/me');
-      setWho({ state: 'in', me, status });
+      // Both at once: the first screen waits for the slower, not for the two in turn.
+      const [s, me] = await Promise.allSettled([api<AuthStatus>('GET', '/auth/status'), api<Me>('GET', '/auth/me')]);
+      if (s.status === 'fulfilled') status = s.value;
+      if (me.status === 'rejected') throw me.reason;
+      if (!status) throw (s as PromiseRejectedResult).reason;
+      setWho({ state: 'in', me: me.value, status });
     } catch (err) {
       setWho({ state: 'out', status, error: err instanceof ApiError && err.status === 401 ? undefined : explain(err) });
     }
@@ -66,4 +69,9 @@ function App() {
   );
 }
 
+// What the first screen needs, asked for at once rather than after each render: who is signing in, and
+// (on the sessions list, where most visits start) the sessions.
+prefetch('/auth/status');
+prefetch('/auth/me');
+if (/^#?\/?(sessions\/?)?$/.test(location.hash)) prefetch('/sessions');
 render(<App />, document.getElementById('app')!);

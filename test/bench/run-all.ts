@@ -18,6 +18,7 @@ import { serveReady } from './serve-ready.bench.js';
 import { skillsBench } from './skills.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
+import { webBench } from './web.bench.js';
 
 const benches: Record<string, () => Promise<boolean>> = {
   'cli-startup': cliStartup,
@@ -36,6 +37,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   memories: memoriesBench,
   orchestrator: orchestratorBench,
   skills: skillsBench,
+  web: webBench,
 };
 
 const wanted = process.argv.slice(2);

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, explain, follow } from '../api';
+import { api, explain, follow, type StreamEvent } from '../api';
 import { ErrorNote, usd } from '../components';
 import { applyEvent, mergeHistory, type Msg } from '../transcript';
 import type { Me, Part, PendingPermission } from '../types';
@@ -24,6 +24,20 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
       (r) => setPending(r.permissions),
       () => {},
     );
+
+  // Tokens arrive in bursts (a model streams faster than a screen refreshes): the events of one frame are
+  // applied together, one render per frame rather than one per token.
+  const queued = useRef<StreamEvent[]>([]);
+  const queueMessageEvent = (e: StreamEvent) => {
+    queued.current.push(e);
+    if (queued.current.length > 1) return;
+    requestAnimationFrame(() => {
+      const batch = queued.current;
+      queued.current = [];
+      setNotice(null);
+      setMessages((list) => batch.reduce(applyEvent, list ?? []));
+    });
+  };
 
   useEffect(() => {
     let live = true;
@@ -62,10 +76,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             location.hash = '#/sessions';
             return;
         }
-        if (e.type.startsWith('message.')) {
-          setNotice(null);
-          setMessages((list) => applyEvent(list ?? [], e));
-        }
+        if (e.type.startsWith('message.')) queueMessageEvent(e);
       },
       (open) => {
         setConnected(open);
