@@ -10,7 +10,7 @@ import { createAuthService } from './auth/auth.service.js';
 import { createOidcClient } from './auth/oidc-client.js';
 import { createTokenService } from './auth/tokens.js';
 import type { EventBus } from './events.js';
-import type { JobHandlers, JobQueue } from './jobs/job-queue.js';
+import type { JobHandlers, JobQueue, JobQueueStats } from './jobs/job-queue.js';
 import type { Logger } from './logger.js';
 import { createRbacService } from './rbac/rbac.service.js';
 import { createSystemService } from './system/system.service.js';
@@ -47,6 +47,7 @@ import { createEmbeddersService } from './embeddings/embedders.service.js';
 import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './embeddings/embeddings.service.js';
 import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
+import { createMetricsService } from './metrics/metrics.service.js';
 import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
 import { createChatClient } from './llm-gateway/chat-client.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
@@ -56,7 +57,7 @@ import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, 
 export interface CoreDeps {
   db: Database;
   bus: EventBus;
-  queue: JobQueue;
+  queue: JobQueue & JobQueueStats;
   log: Logger;
   config: Config;
   clock?: Clock;
@@ -317,12 +318,15 @@ export function createCore(deps: CoreDeps) {
     [RECORD_TRAJECTORY_JOB]: (ctx, data) => skills.recordJob(ctx, data),
     [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
   };
+  // What /metrics reports beyond the HTTP layer's own counters.
+  const metrics = createMetricsService({ db, queue, pool, maxRuntimes: config.runtime.max, clock, log: deps.log.child({ part: 'metrics' }) });
+
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
-    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, jobHandlers, schedules,
+    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

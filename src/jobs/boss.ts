@@ -1,7 +1,7 @@
 import { PgBoss, type DatabaseOptions, type Db, type Queue } from 'pg-boss';
 import type { Database, Queryable } from '../db/database.js';
 import type { EventBus } from '../core/events.js';
-import { JobAlreadyQueuedError, JOBS_ENQUEUED, type JobQueue } from '../core/jobs/job-queue.js';
+import { JobAlreadyQueuedError, JOBS_ENQUEUED, QUEUE_STATES, type JobQueue, type JobQueueStats, type QueueStats } from '../core/jobs/job-queue.js';
 import type { Logger } from '../core/logger.js';
 
 export interface BossOptions {
@@ -10,6 +10,8 @@ export interface BossOptions {
 }
 
 const DAY_S = 24 * 60 * 60;
+/** pg-boss's schema (its default; createBoss does not change it). */
+const BOSS_SCHEMA = 'pgboss';
 
 /**
  * What every queue starts with; a job's send options override them. pg-boss 11 moved these from the
@@ -70,7 +72,7 @@ export async function ensureQueues(boss: PgBoss, names: string[]): Promise<void>
  * The core's JobQueue over pg-boss: a job sent with a transaction commits or rolls back with it, and
  * workers hear of it through the event bus once it is committed.
  */
-export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
+export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue & JobQueueStats {
   const inTx = (tx: Queryable): Db => ({
     executeSql: (text, values) => tx.query(text, values),
   });
@@ -92,6 +94,25 @@ export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue {
       // subtasks then started one after another).
       await bus.publish(JOBS_ENQUEUED, { name, id }, options.tx);
       return id;
+    },
+    async stats(): Promise<QueueStats> {
+      // Counted in the job table itself rather than read from pg-boss's queue table: those counts are
+      // refreshed by supervision, which only workers run, and go stale exactly when no worker is left.
+      // The states pg-boss indexes (its i14): a millisecond, where counting the week of completed jobs
+      // kept as well took 50-70 ms at 200,000 of them.
+      const { rows } = await boss.getDb().executeSql(
+        `select name as queue, state::text as state, count(*)::int as count,
+                extract(epoch from now() - min(start_after) filter (where state in ('created', 'retry') and start_after <= now()))::float8 as waited
+           from ${BOSS_SCHEMA}.job where state in (${QUEUE_STATES.map((s) => `'${s}'`).join(', ')}) group by name, state`,
+      );
+      const oldest = new Map<string, number>();
+      for (const r of rows as Array<{ queue: string; waited: number | null }>) {
+        if (r.waited !== null) oldest.set(r.queue, Math.max(oldest.get(r.queue) ?? 0, r.waited));
+      }
+      return {
+        counts: (rows as Array<{ queue: string; state: string; count: number }>).map(({ queue, state, count }) => ({ queue, state, count })),
+        oldestWaiting: [...oldest].map(([queue, seconds]) => ({ queue, seconds: Math.max(0, seconds) })),
+      };
     },
   };
 }

@@ -29,6 +29,27 @@ export interface JobQueue {
   send(name: string, data: object, options?: SendOptions): Promise<string>;
 }
 
+/** What the job queue holds, for /metrics (a separate port: services that send jobs need none of it). */
+export interface JobQueueStats {
+  /** How many jobs each queue holds in each state, counted in the queue's own tables. */
+  stats(): Promise<QueueStats>;
+}
+
+/**
+ * The job states stats() counts: waiting (created), waiting to be retried (retry), running (active) and
+ * failed for good (failed, kept a week). Completed and cancelled jobs (kept a week too) are not counted:
+ * there are many of them, and no index to count them by.
+ */
+export const QUEUE_STATES = ['created', 'retry', 'active', 'failed'] as const;
+
+/** The job queue's state as counted at one moment. */
+export interface QueueStats {
+  /** Jobs per queue and state (QUEUE_STATES). */
+  counts: Array<{ queue: string; state: string; count: number }>;
+  /** Per queue with a job ready to run that no worker has taken: how long the oldest has waited, in seconds. */
+  oldestWaiting: Array<{ queue: string; seconds: number }>;
+}
+
 /**
  * Published (after commit) whenever a job is enqueued, so workers fetch it at once instead of at their
  * next poll; polling remains as a slow backstop (retries, missed events).
