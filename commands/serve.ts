@@ -12,7 +12,7 @@ import { isLoopback } from '../src/lib/loopback.js';
 export default class Serve extends BaseCommand<typeof Serve> {
   static override summary = 'Run the HTTP API server (and, on the embedded database, the job worker).';
   static override description =
-    'Serves the /v1 API, /healthz and /readyz. On the embedded database it also hosts the database for other commands and runs the job worker in-process. Stops gracefully on SIGTERM or SIGINT: finishes requests and jobs in flight, then exits 0.';
+    'Serves the /v1 API, /healthz, /readyz and /metrics (Prometheus). On the embedded database it also hosts the database for other commands and runs the job worker in-process. Stops gracefully on SIGTERM or SIGINT: finishes requests and jobs in flight, then exits 0.';
   static override examples = [
     '<%= config.bin %> serve',
     '<%= config.bin %> serve --port 9000',

@@ -115,6 +115,11 @@ export function parseConfigValues(input: {
       problems.push({ variable: v, message: 'is no longer supported: an external runtime shared by every user cannot be contained. `aws serve` now runs one sandboxed runtime per user itself; remove this setting' });
     }
   }
+  // A scrape token sits in Prometheus's configuration in clear: a guessable one would open /metrics.
+  const metricsToken = str('AGENTWS_METRICS_TOKEN');
+  if (metricsToken && metricsToken.length < 24) {
+    problems.push({ variable: 'AGENTWS_METRICS_TOKEN', message: `is too short (${metricsToken.length} characters, need at least 24); generate one with \`openssl rand -base64 32\`` });
+  }
   const privateAllow = parsePrivateAllow(str('AGENTWS_EGRESS_PRIVATE_ALLOW'));
   if (privateAllow.invalid.length) {
     problems.push({ variable: 'AGENTWS_EGRESS_PRIVATE_ALLOW', message: `not a host, host:port or CIDR: ${privateAllow.invalid.join(', ')}` });
@@ -168,6 +173,7 @@ export function parseConfigValues(input: {
       jwtSecret: str('AGENTWS_JWT_SECRET'),
       encryptionKey: str('AGENTWS_ENCRYPTION_KEY'),
       apiKey: orNull('AGENTWS_API_KEY'),
+      metricsToken: orNull('AGENTWS_METRICS_TOKEN'),
       previousEncryptionKeys: previousKeys,
     },
     auth: {

@@ -11,6 +11,7 @@ import { RateLimitedError } from '../core/errors.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
 import { drainUnreadBody } from './early-response.js';
 import { hostCheck } from './host-check.js';
+import { registerMetrics } from './metrics.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
 import { webRoutes } from './routes/web.routes.js';
@@ -92,7 +93,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       info: {
         title: 'Agent Workspace Service API',
         version: '1',
-        description: 'Multi-tenant API in front of the opencode agent runtime. All routes are under /v1.',
+        description: 'Multi-tenant API in front of the opencode agent runtime. All routes are under /v1, except GET /metrics (Prometheus).',
       },
       servers: [{ url: config.server.publicUrl }],
       components: {
@@ -106,6 +107,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
     hiddenTag: 'health',
   });
 
+  // Before every other route: its hooks count the requests of the routes registered after them.
+  registerMetrics(app, core, config);
   await app.register(healthRoutes, { core });
   await app.register(webRoutes);
   await app.register(

@@ -39,8 +39,17 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     expect(openapi.openapi).toBe('3.0.3');
     expect(Object.keys(openapi.paths)).toContain('/v1/auth/status');
     expect(openapi.paths['/v1/auth/status'].get.responses['200'].content['application/json'].schema.properties.auth).toBeDefined();
-    // Probes are not part of the API document.
-    expect(Object.keys(openapi.paths).every((p) => p.startsWith('/v1/'))).toBe(true);
+    // Probes are not part of the API document; /metrics is, for its credentials and content type.
+    expect(Object.keys(openapi.paths).filter((p) => !p.startsWith('/v1/'))).toEqual(['/metrics']);
+
+    // Prometheus metrics, for the API key (or the metrics token) only, even in demo mode.
+    expect((await fetch(`${serve.url}/metrics`)).status).toBe(401);
+    const metrics = await fetch(`${serve.url}/metrics`, { headers: { authorization: `Bearer ${env.vars.AGENTWS_API_KEY}` } });
+    expect(metrics.status).toBe(200);
+    expect(metrics.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
+    const text = await metrics.text();
+    expect(text).toMatch(/^agentws_http_requests_total\{method="GET",route="\/readyz",status="200"\} 1$/m);
+    expect(text).toMatch(/^agentws_runtimes_max 10$/m);
 
     const missing = await fetch(`${serve.url}/v1/nope?code=ABCD2345`);
     expect(missing.status).toBe(404);
@@ -54,10 +63,13 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     expect(ms).toBeLessThan(5000);
     expect(serve.logs()).not.toContain('very-secret-token');
     const lines = serve.logs().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
-    // Default access log (AGENTWS_ACCESS_LOG=errors): the failed request is logged, without its query
+    // Default access log (AGENTWS_ACCESS_LOG=errors): the failed requests are logged, without their query
     // string; the successful ones are not.
     const access = lines.filter((l) => l.msg === 'request completed');
-    expect(access).toEqual([expect.objectContaining({ requestId: missingBody.requestId, method: 'GET', path: '/v1/nope', status: 404 })]);
+    expect(access).toEqual([
+      expect.objectContaining({ method: 'GET', path: '/metrics', status: 401 }),
+      expect.objectContaining({ requestId: missingBody.requestId, method: 'GET', path: '/v1/nope', status: 404 }),
+    ]);
     expect(serve.logs()).not.toContain('ABCD2345');
     expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['agentws ready', 'shutting down', 'stopped']));
   });

@@ -108,6 +108,14 @@ describe('loadConfig', () => {
     expect(problemsOf(() => loadConfig({ env: { ...demo, AGENTWS_HOST: '0.0.0.0', AGENTWS_ENTRA_TENANT_ID: 'abc', AGENTWS_OIDC_CLIENT_ID: 'cid' } }))).toHaveLength(2);
   });
 
+  it('takes a metrics token of 24 characters or more, never echoing a short one', () => {
+    expect(loadConfig({ env: { ...SECRETS } }).secrets.metricsToken).toBeNull();
+    expect(loadConfig({ env: { ...SECRETS, AGENTWS_METRICS_TOKEN: 'm'.repeat(24) } }).secrets.metricsToken).toBe('m'.repeat(24));
+    const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_METRICS_TOKEN: 'short-token' } }));
+    expect(problems).toEqual([{ variable: 'AGENTWS_METRICS_TOKEN', message: expect.stringMatching(/too short \(11 characters, need at least 24\)/) }]);
+    expect(JSON.stringify(problems)).not.toContain('short-token');
+  });
+
   it('never echoes a malformed URL (it may hold a password)', () => {
     const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, DATABASE_URL: 'postgres://user:s3cret@' } }));
     expect(JSON.stringify(problems)).not.toContain('s3cret');
