@@ -175,5 +175,28 @@ describe(`admin API (${DB_MODE})`, () => {
       expect(week.json.totalTokens).toBe(15800);
       for (const bad of ['24', '7x', '-1d', 'forever', '400d']) expect((await api(t, 'GET', `/v1/admin/usage?since=${bad}`, { token: tok.owner })).status, bad).toBe(400);
     });
+
+    it('gives the same window over time: hourly up to 48 hours, daily beyond, this tenant only', async () => {
+      const day = await api(t, 'GET', '/v1/admin/usage/series', { token: tok.owner });
+      expect(day.status).toBe(200);
+      expect(day.json.bucket).toBe('hour');
+      const hours = day.json.points as Array<{ at: string; model: string; userId: string; tokens: number; cost: number }>;
+      // One point per hour, model and user that saw use, oldest first, on the hour.
+      expect(hours.map((p) => [p.model, p.userId, p.tokens, p.cost])).toEqual([
+        ['gpt-4o', acme.ids.ada, 4000, 0.04],
+        ['gpt-4o-mini', acme.ids.mel, 300, 0.0003],
+        ['gpt-4o', acme.ids.mel, 1500, 0.0125],
+      ]);
+      expect(hours.every((p) => new Date(p.at).getUTCMinutes() === 0 && new Date(p.at).getUTCSeconds() === 0)).toBe(true);
+      expect(hours.map((p) => p.at)).toEqual([...hours.map((p) => p.at)].sort());
+      expect(hours.reduce((n, p) => n + p.tokens, 0)).toBe(5800); // what the digest says for the window
+
+      const week = await api(t, 'GET', '/v1/admin/usage/series?since=7d', { token: tok.owner });
+      expect(week.json.bucket).toBe('day');
+      expect(week.json.points.reduce((n: number, p: { tokens: number }) => n + p.tokens, 0)).toBe(15800);
+      expect(week.json.points.every((p: { at: string }) => p.at.endsWith('T00:00:00.000Z'))).toBe(true);
+      expect((await api(t, 'GET', '/v1/admin/usage/series?since=forever', { token: tok.owner })).json).toMatchObject({ error: 'validation_failed', details: { field: 'since' } });
+      expect((await api(t, 'GET', '/v1/admin/usage/series', { token: tok.member })).status).toBe(403);
+    });
   });
 });

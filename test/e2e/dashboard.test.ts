@@ -178,6 +178,9 @@ describe('the web dashboard in Chromium', () => {
 
     await page.getByRole('link', { name: 'Usage' }).click();
     await page.getByText('By model').waitFor();
+    // The turns above, over time: one column per day, by model; users by name.
+    await page.getByRole('img', { name: 'Tokens per day by model' }).waitFor();
+    expect(await page.locator('.bars').last().innerText()).toContain('Alice Liddell');
     await shoot(page, '08-admin-usage');
 
     // A chat user writes to the tenant's bot: a pairing code is issued.

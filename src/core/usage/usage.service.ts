@@ -31,8 +31,20 @@ const MAX_WINDOW_MS = 366 * 86_400_000;
 
 export function createUsageService(deps: { db: Database; clock: Clock }) {
   const { db, clock } = deps;
+
+  /** The window `since` names, ending now (400 when it is not a duration, or longer than 366 days). */
+  function windowOf(input: { since?: string }): { since: string; from: Date; to: Date } {
+    const since = input.since?.trim() || '24h';
+    const ms = parseDuration(since);
+    if (ms === null || ms > MAX_WINDOW_MS) {
+      throw new ValidationError(`since must be a duration such as 24h, 7d or 30d (at most 366d), got "${since}"`, { details: { field: 'since' } });
+    }
+    const to = clock.now();
+    return { since, from: new Date(to.getTime() - ms), to };
+  }
+
   return {
-    /** Records one completed assistant message (written by the agent-turn analytics job). */
+    /** Records one model call: an agent's through the LLM gateway, an embedding, a skill proposal. */
     async record(q: Queryable, r: UsageRecordInput): Promise<void> {
       await q.query(
         `insert into usage_records (tenant_id, user_id, session_id, model, provider, tokens_input, tokens_output, tokens_reasoning,
@@ -49,13 +61,7 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
      */
     async digest(ctx: Ctx, input: { since?: string }): Promise<UsageDigest & { since: string; from: Date; to: Date }> {
       const tenantId = requirePermission(ctx, 'admin.view_audit_log');
-      const since = input.since?.trim() || '24h';
-      const ms = parseDuration(since);
-      if (ms === null || ms > MAX_WINDOW_MS) {
-        throw new ValidationError(`since must be a duration such as 24h, 7d or 30d (at most 366d), got "${since}"`);
-      }
-      const to = clock.now();
-      const from = new Date(to.getTime() - ms);
+      const { since, from, to } = windowOf(input);
       const { rows } = await db.query<{ model: string; userId: string | null; tokens: string; cost: string }>(
         `select model, user_id as "userId",
                 sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens,
@@ -84,7 +90,37 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
       for (const v of [...Object.values(digest.byModel), ...Object.values(digest.byUser)]) v.cost = round(v.cost);
       return { ...digest, since, from, to };
     },
+
+    /**
+     * The same window over time (admin.view_audit_log): tokens and cost per UTC hour (windows up to 48
+     * hours) or day, per model and user, only the buckets that saw use, oldest first: what a chart of
+     * spending draws.
+     */
+    async series(ctx: Ctx, input: { since?: string }): Promise<{ since: string; from: Date; to: Date; bucket: 'hour' | 'day'; points: UsagePoint[] }> {
+      const tenantId = requirePermission(ctx, 'admin.view_audit_log');
+      const { since, from, to } = windowOf(input);
+      const bucket = to.getTime() - from.getTime() <= 48 * 3_600_000 ? 'hour' : 'day';
+      const { rows } = await db.query<{ at: Date; model: string; userId: string | null; tokens: string; cost: string }>(
+        `select date_trunc('${bucket}', created_at, 'UTC') as at, model, user_id as "userId",
+                sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens,
+                sum(cost_usd)::text as cost
+           from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
+          group by 1, model, user_id order by 1, model, user_id`,
+        [tenantId, from, to],
+      );
+      const points = rows.map((r) => ({ at: r.at, model: r.model, userId: r.userId, tokens: Number(r.tokens), cost: Math.round(Number(r.cost) * 1e6) / 1e6 }));
+      return { since, from, to, bucket, points };
+    },
   };
+}
+
+/** Tokens and cost of one model and user in one bucket of time. */
+export interface UsagePoint {
+  at: Date;
+  model: string;
+  userId: string | null;
+  tokens: number;
+  cost: number;
 }
 
 export type UsageService = ReturnType<typeof createUsageService>;

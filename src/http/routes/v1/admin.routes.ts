@@ -78,6 +78,29 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
   );
 
   app.get(
+    '/admin/usage/series',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Tokens and cost of the tenant over time, per hour (windows up to 48h) or day, per model and user (admin.view_audit_log)',
+        querystring: Type.Object({ since: Type.Optional(Type.String({ description: 'Duration: 24h, 7d, 30d, ... (default 24h)' })) }),
+        response: {
+          200: Type.Object({
+            window: Type.Object({ since: Type.String(), from: DateTime, to: DateTime }),
+            bucket: Type.Union([Type.Literal('hour'), Type.Literal('day')]),
+            points: Type.Array(Type.Object({ at: DateTime, model: Type.String(), userId: Nullable(Uuid), tokens: Type.Integer(), cost: Type.Number() }), { description: 'Only buckets that saw use, oldest first' }),
+          }),
+          ...denied,
+        },
+      },
+    },
+    async (req) => {
+      const { since, from, to, bucket, points } = await usage.series(ctxOf(req), { since: req.query.since });
+      return { window: { since, from, to }, bucket, points };
+    },
+  );
+
+  app.get(
     '/admin/usage',
     {
       schema: {
