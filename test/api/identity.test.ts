@@ -1,3 +1,4 @@
+import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
 import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';
@@ -62,6 +63,7 @@ describe(`sign-in and tokens (${DB_MODE})`, () => {
     expect(viaCookie.json).toEqual({
       user: { id: claims.sub, handle: 'alice', email: 'alice@acme.example', displayName: 'Alice Liddell', tenantId: claims.tid },
       roles: ['member'],
+      permissions: systemRolePermissions('member'),
     });
     expect((await api(t, 'GET', '/v1/auth/me', { token })).json).toEqual(viaCookie.json);
 

@@ -107,7 +107,11 @@ describe('the web dashboard in Chromium', () => {
       { text: 'The build passes now. I ran the build script and it printed built-ok.', delayMs: 200 },
     ]);
     await page.getByRole('textbox', { name: 'Message' }).fill('Please run the build');
-    await page.keyboard.press('Enter');
+    // With an attachment, as a user adds one from their disk.
+    await page.locator('input[type=file]').setInputFiles({ name: 'build-notes.txt', mimeType: 'text/plain', buffer: Buffer.from('the build script is scripts/build.sh') });
+    await page.getByText('build-notes.txt').waitFor();
+    const asked = llm.requests.length;
+    await page.getByRole('textbox', { name: 'Message' }).press('Enter');
 
     const permission = page.getByTestId('permission');
     await permission.waitFor({ timeout: 60_000 });
@@ -125,6 +129,8 @@ describe('the web dashboard in Chromium', () => {
     await held;
 
     await page.getByText('The build passes now.', { exact: false }).waitFor({ timeout: 60_000 });
+    // The file reached the model with the prompt.
+    expect(llm.requests.slice(asked).some((r) => !r.title && JSON.stringify(r.body).includes('the build script is scripts/build.sh'))).toBe(true);
     const tool = page.getByTestId('tool').first();
     expect(await tool.innerText()).toContain('bash');
     await tool.locator('summary').click();
