@@ -183,7 +183,7 @@ describe('the web dashboard in Chromium', () => {
     await shoot(page, '07-admin-audit');
 
     await page.getByRole('link', { name: 'Usage' }).click();
-    await page.getByText('By model').waitFor();
+    await page.getByText('By model', { exact: true }).waitFor();
     // The turns above, over time: one column per day, by model; users by name.
     await page.getByRole('img', { name: 'Tokens per day by model' }).waitFor();
     expect(await page.locator('.bars').last().innerText()).toContain('Alice Liddell');
