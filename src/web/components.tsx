@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import { api } from './api';
+import { api, explain } from './api';
 import type { Me } from './types';
 
 /** The frame of every signed-in screen: navigation (only what this user may use) and sign-out. */
@@ -67,3 +67,15 @@ export function ErrorNote(props: { error: string | null; onClose?: () => void })
 export const usd = (n: number | undefined) => (n === undefined ? '' : n < 0.01 && n > 0 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`);
 
 export const when = (iso: string | number | undefined) => (iso === undefined ? '' : new Date(iso).toLocaleString());
+
+/** A screen's way to change something: run the change, then reload what it shows; a failure becomes its error. */
+export const changer =
+  (reload: () => Promise<unknown>, setError: (message: string) => void) =>
+  async (change: () => Promise<unknown>): Promise<void> => {
+    try {
+      await change();
+      await reload();
+    } catch (err) {
+      setError(explain(err));
+    }
+  };

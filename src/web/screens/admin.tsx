@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, usd, when } from '../components';
+import { changer, ErrorNote, usd, when } from '../components';
 import type { Me } from '../types';
 
 interface User {
@@ -455,14 +455,7 @@ function TeamsTab() {
     void load();
     void api<{ users: User[] }>('GET', '/admin/users').then((r) => setUsers(r.users), () => {});
   }, []);
-  const run = async (f: () => Promise<unknown>) => {
-    try {
-      await f();
-      await load();
-    } catch (err) {
-      setError(explain(err));
-    }
-  };
+  const run = changer(load, setError);
   return (
     <div>
       <ErrorNote error={error} onClose={() => setError(null)} />
@@ -536,14 +529,7 @@ function RuntimeTab() {
   useEffect(() => {
     void load();
   }, []);
-  const run = async (f: () => Promise<unknown>) => {
-    try {
-      await f();
-      await load();
-    } catch (err) {
-      setError(explain(err));
-    }
-  };
+  const run = changer(load, setError);
   if (!status) return <ErrorNote error={error} />;
   const models = status.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`));
   return (

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, when } from '../components';
+import { changer, ErrorNote, when } from '../components';
 import type { Me } from '../types';
 
 interface Memory {
@@ -42,14 +42,7 @@ export function MemoriesScreen(props: { me: Me }) {
     void load();
   }, []);
 
-  const run = async (f: () => Promise<unknown>) => {
-    try {
-      await f();
-      await load();
-    } catch (err) {
-      setError(explain(err));
-    }
-  };
+  const run = changer(load, setError);
   const create = (e: Event) => {
     e.preventDefault();
     if (!draft.content.trim()) return;
