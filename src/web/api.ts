@@ -115,13 +115,15 @@ export function explain(err: unknown): string {
 
 /**
  * Follows an SSE stream of the API with EventSource: the cookie authenticates it, and it resumes by
- * itself with Last-Event-ID after a drop. A stream the server closed for good (401 once the access
- * cookie expired) is opened again after a refresh, from the last event seen. Returns a closer.
+ * itself with Last-Event-ID after a drop. A stream the server refused (401 once the access cookie
+ * expired) is opened again after a refresh, from the last event seen; after three refusals in a row (a
+ * session deleted meanwhile answers 404 for good) it gives up. Returns a closer.
  */
 export function follow(path: string, onEvent: (e: StreamEvent) => void, onState?: (open: boolean) => void): () => void {
   let source: EventSource | null = null;
   let closed = false;
   let lastId = '';
+  let refusals = 0;
   const open = () => {
     const sep = path.includes('?') ? '&' : '?';
     source = new EventSource(`/v1${path}${lastId ? `${sep}lastEventId=${encodeURIComponent(lastId)}` : ''}`, { withCredentials: true });
@@ -133,12 +135,15 @@ export function follow(path: string, onEvent: (e: StreamEvent) => void, onState?
         // not an event of ours
       }
     };
-    source.onopen = () => onState?.(true);
+    source.onopen = () => {
+      refusals = 0;
+      onState?.(true);
+    };
     source.onerror = () => {
       onState?.(false);
-      if (source?.readyState === EventSource.CLOSED && !closed) {
+      if (source?.readyState === EventSource.CLOSED && !closed && ++refusals <= 3) {
         void refresh().then(() => {
-          if (!closed) setTimeout(open, 1000);
+          if (!closed) setTimeout(open, 1000 * refusals);
         });
       }
     };

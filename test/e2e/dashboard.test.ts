@@ -288,4 +288,18 @@ describe('the web dashboard in demo mode', () => {
     const sessions = await api(t, 'GET', '/v1/sessions');
     expect(sessions.json.sessions.map((s: { title: string }) => s.title)).toEqual(['Try it out']);
   });
+
+  it('a session that does not exist says so, and its stream is not asked for again and again', async () => {
+    const page = await browser.newPage();
+    const asked: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().includes('/events')) asked.push(r.url());
+    });
+    await page.goto(`${t.url}/#/sessions/${crypto.randomUUID()}`);
+    await page.getByText('Not found: it may have been deleted, or it is not yours.').waitFor();
+    await shoot(page, '15-session-not-found');
+    await new Promise((r) => setTimeout(r, 7000));
+    expect(asked.length).toBeGreaterThanOrEqual(1);
+    expect(asked.length).toBeLessThanOrEqual(4); // the first try and at most three more
+  });
 });
