@@ -1,12 +1,19 @@
 import type { ComponentChildren } from 'preact';
+import { adminTabs } from './admin-tabs';
 import { api, explain } from './api';
 import type { Me } from './types';
 
 /** The frame of every signed-in screen: navigation (only what this user may use) and sign-out. */
 export function Shell(props: { me: Me; demo: boolean; route: string; children: ComponentChildren }) {
   const { me } = props;
-  const a = me.permissions.admin;
-  const admin = a.manage_users || a.manage_roles || a.view_audit_log || a.manage_providers;
+  const screens: Array<[string, string]> = [
+    ['sessions', 'Sessions'],
+    ['plans', 'Plans'],
+    ['memories', 'Memories'],
+    ['skills', 'Skills'],
+    // Only when the user's permissions open at least one admin tab.
+    ...(adminTabs(me.permissions).length ? ([['admin', 'Admin']] as Array<[string, string]>) : []),
+  ];
   const signOut = async () => {
     await api('POST', '/auth/logout').catch(() => {});
     location.hash = '#/sessions';
@@ -19,23 +26,11 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
           Agent Workspace
         </a>
         <nav aria-label="Main">
-          <a href="#/sessions" aria-current={props.route === 'sessions' ? 'page' : undefined}>
-            Sessions
-          </a>
-          <a href="#/plans" aria-current={props.route === 'plans' ? 'page' : undefined}>
-            Plans
-          </a>
-          <a href="#/memories" aria-current={props.route === 'memories' ? 'page' : undefined}>
-            Memories
-          </a>
-          <a href="#/skills" aria-current={props.route === 'skills' ? 'page' : undefined}>
-            Skills
-          </a>
-          {admin ? (
-            <a href="#/admin" aria-current={props.route === 'admin' ? 'page' : undefined}>
-              Admin
+          {screens.map(([id, label]) => (
+            <a href={`#/${id}`} aria-current={props.route === id ? 'page' : undefined}>
+              {label}
             </a>
-          ) : null}
+          ))}
         </nav>
         <span class="who" title={me.user.email}>
           {me.user.displayName || me.user.handle} <small>({me.roles.join(', ') || 'no role'})</small>

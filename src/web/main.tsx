@@ -55,7 +55,7 @@ function App() {
   if (who.state === 'loading') return <p class="boot">Loading…</p>;
   if (who.state === 'out') return <SignInScreen status={who.status} error={who.error} />;
   const { me, status } = who;
-  const [screen, id, sub] = route;
+  const [screen, id] = route;
   return (
     <Shell me={me} demo={status.auth.allowAnonymous} route={screen}>
       {screen === 'sessions' && id ? <ChatScreen me={me} sessionId={id} key={id} /> : null}
@@ -63,7 +63,7 @@ function App() {
       {screen === 'plans' ? <PlansScreen planId={id} key={id ?? 'list'} /> : null}
       {screen === 'memories' ? <MemoriesScreen me={me} /> : null}
       {screen === 'skills' ? <SkillsScreen me={me} skillId={id} key={id ?? 'list'} /> : null}
-      {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} sub={sub} /> : null}
+      {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} /> : null}
       {!['sessions', 'plans', 'memories', 'skills', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
     </Shell>
   );

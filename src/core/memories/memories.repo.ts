@@ -92,11 +92,13 @@ class Params {
  */
 function visibilityBranches(m: string, v: Viewer, p: Params, tenant: string): string[] {
   const branches: string[] = [];
-  if (v.readOwn) branches.push(`${m}.user_id = ${p.add(v.userId)}`);
+  // Added only when a branch uses it: PostgreSQL refuses a parameter no clause mentions.
+  const user = v.readOwn || v.readTeam ? p.add(v.userId) : '';
+  if (v.readOwn) branches.push(`${m}.user_id = ${user}`);
   if (v.readTeam) {
     const teammates = `array(
       select theirs.user_id from team_members mine join team_members theirs on theirs.team_id = mine.team_id and theirs.tenant_id = mine.tenant_id
-       where mine.tenant_id = ${tenant} and mine.user_id = ${p.add(v.userId)})`;
+       where mine.tenant_id = ${tenant} and mine.user_id = ${user})`;
     branches.push(`${m}.visibility ${v.readOrg ? `= 'team'` : `in ('team', 'org')`} and ${m}.user_id = any (${teammates})`);
   }
   if (v.readOrg) branches.push(`${m}.visibility = 'org'`);

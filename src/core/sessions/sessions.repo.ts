@@ -48,6 +48,13 @@ export interface Viewer {
   operatorId: string | null;
 }
 
+/**
+ * A permission request's session is the given one or one of its child sessions (a plan's subtasks ask
+ * through their parent): the condition on `r.session_id`, with the session's and the tenant's parameters.
+ */
+const inFamily = (r: string, session: string, tenant: string) =>
+  `(${r}.session_id = ${session} or ${r}.session_id in (select c.id from agent_sessions c where c.parent_id = ${session} and c.tenant_id = ${tenant}))`;
+
 export function createSessionsRepo() {
   return {
     async insert(
@@ -206,7 +213,7 @@ export function createSessionsRepo() {
     async pendingPermissionRequests(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ id: string; sessionId: string; permission: string; patterns: string[]; askedAt: Date }>> {
       const { rows } = await q.query<{ id: string; sessionId: string; permission: string; patterns: string[]; askedAt: Date }>(
         `select r.id, r.session_id as "sessionId", r.permission, r.patterns, r.asked_at as "askedAt" from runtime_permission_requests r
-          where r.tenant_id = $1 and (r.session_id = $2 or r.session_id in (select c.id from agent_sessions c where c.parent_id = $2 and c.tenant_id = $1))
+          where r.tenant_id = $1 and ${inFamily('r', '$2', '$1')}
           order by r.asked_at, r.id`,
         [tenantId, sessionId],
       );
@@ -232,7 +239,7 @@ export function createSessionsRepo() {
     async takeFamilyPermissionRequest(q: Queryable, tenantId: string, sessionId: string, id: string): Promise<{ id: string; permission: string; sessionId: string } | null> {
       const { rows } = await q.query<{ id: string; permission: string; sessionId: string }>(
         `delete from runtime_permission_requests r where r.id = $1 and r.tenant_id = $2
-            and (r.session_id = $3 or r.session_id in (select c.id from agent_sessions c where c.parent_id = $3 and c.tenant_id = $2))
+            and ${inFamily('r', '$3', '$2')}
           returning r.id, r.permission, r.session_id as "sessionId"`,
         [id, tenantId, sessionId],
       );

@@ -26,6 +26,12 @@ export interface UsageDigest {
   byUser: Record<string, { tokens: number; cost: number }>;
 }
 
+/** A call's tokens: input, output, reasoning, cache reads and writes (summed per group, as text). */
+const TOKENS_SUM = 'sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens';
+
+/** Sums of decimal costs in floating point: rounded to the cent's ten-thousandth for stable output. */
+const roundUsd = (n: number) => Math.round(n * 1e6) / 1e6;
+
 /** Longest window a digest may cover. */
 const MAX_WINDOW_MS = 366 * 86_400_000;
 
@@ -64,7 +70,7 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
       const { since, from, to } = windowOf(input);
       const { rows } = await db.query<{ model: string; userId: string | null; tokens: string; cost: string }>(
         `select model, user_id as "userId",
-                sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens,
+                ${TOKENS_SUM},
                 sum(cost_usd)::text as cost
            from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
           group by model, user_id`,
@@ -84,10 +90,8 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
         u.tokens += tokens;
         u.cost += cost;
       }
-      // Sums of decimal costs in floating point: round to the cent's ten-thousandth for stable output.
-      const round = (n: number) => Math.round(n * 1e6) / 1e6;
-      digest.totalCostUsd = round(digest.totalCostUsd);
-      for (const v of [...Object.values(digest.byModel), ...Object.values(digest.byUser)]) v.cost = round(v.cost);
+      digest.totalCostUsd = roundUsd(digest.totalCostUsd);
+      for (const v of [...Object.values(digest.byModel), ...Object.values(digest.byUser)]) v.cost = roundUsd(v.cost);
       return { ...digest, since, from, to };
     },
 
@@ -102,13 +106,13 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
       const bucket = to.getTime() - from.getTime() <= 48 * 3_600_000 ? 'hour' : 'day';
       const { rows } = await db.query<{ at: Date; model: string; userId: string | null; tokens: string; cost: string }>(
         `select date_trunc('${bucket}', created_at, 'UTC') as at, model, user_id as "userId",
-                sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens,
+                ${TOKENS_SUM},
                 sum(cost_usd)::text as cost
            from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
           group by 1, model, user_id order by 1, model, user_id`,
         [tenantId, from, to],
       );
-      const points = rows.map((r) => ({ at: r.at, model: r.model, userId: r.userId, tokens: Number(r.tokens), cost: Math.round(Number(r.cost) * 1e6) / 1e6 }));
+      const points = rows.map((r) => ({ at: r.at, model: r.model, userId: r.userId, tokens: Number(r.tokens), cost: roundUsd(Number(r.cost)) }));
       return { since, from, to, bucket, points };
     },
   };

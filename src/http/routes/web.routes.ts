@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { Type } from '@sinclair/typebox';
+import { NotFoundError } from '../../core/errors.js';
 import type { App } from '../build-app.js';
 
 /**
@@ -81,7 +82,7 @@ export async function webRoutes(app: App, opts: { dir?: string | null } = {}): P
 
   app.get('/assets/:name', { schema: { hide: true, params: Type.Object({ name: Type.String({ maxLength: 100 }) }) } }, async (req, reply) => {
     const a = files?.assets.get(req.params.name);
-    if (!a) return reply.status(404).send({ error: 'not_found', message: 'no such asset', requestId: req.id });
+    if (!a) throw new NotFoundError('no such asset');
     const { body, encoding } = send(req.headers['accept-encoding'], a);
     if (encoding) reply.header('content-encoding', encoding);
     // Named by their content's hash: a new build has new names, so they can be kept for good.

@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { adminTabs } from '../admin-tabs';
 import { api, explain } from '../api';
 import { changer, ErrorNote, usd, when } from '../components';
 import type { Me } from '../types';
@@ -39,17 +40,9 @@ interface Code {
 }
 
 /** The admin screens a user's permissions open: users and roles, the audit log, usage, gateways. */
-export function AdminScreen(props: { me: Me; tab: string; sub?: string }) {
+export function AdminScreen(props: { me: Me; tab: string }) {
   const a = props.me.permissions.admin;
-  const all: Array<[string, string, boolean]> = [
-    ['users', 'Users and roles', a.manage_users],
-    ['teams', 'Teams', a.manage_users],
-    ['audit', 'Audit log', a.view_audit_log],
-    ['usage', 'Usage', a.view_audit_log],
-    ['runtime', 'Models and runtime', a.manage_providers],
-    ['gateways', 'Gateways', a.manage_providers],
-  ];
-  const tabs = all.filter(([, , allowed]) => allowed);
+  const tabs = adminTabs(props.me.permissions);
   const tab = tabs.some(([id]) => id === props.tab) ? props.tab : tabs[0]?.[0];
   return (
     <section class="admin">
