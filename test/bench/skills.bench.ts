@@ -20,7 +20,7 @@ import { openStream, setUp, type Setup } from './in-process-serve.js';
  *    the idle runtime has reloaded in the background (prompt -> first model request).
  * 3. What recording adds to the end of a turn: the time from the model's last answer to session.idle at
  *    the client, TURN_END_ROUNDS turns with recording and as many without (alternating, the same warm
- *    runtime); target: p95 with minus p95 without <= 5 ms. The stream queues the record job without
+ *    runtime, a pause of SETTLE_MS after each); target: p95 with minus p95 without <= 5 ms. The stream queues the record job without
  *    waiting for it; how long queueing takes (TURN_ENDS times, the worker's queues let go from here on,
  *    so nothing queued competes) is shown beside one `select 1` round trip.
  * 4. Detection over 10,000 trajectories of a tenant (TRAJECTORIES, in task families sharing tools, half
@@ -30,7 +30,9 @@ import { openStream, setUp, type Setup } from './in-process-serve.js';
 const CLUSTERS = Number(process.env.BENCH_SKILLS_CLUSTERS ?? 10);
 const PROMOTES = Number(process.env.BENCH_SKILLS_PROMOTES ?? 5);
 const TURN_ENDS = 1000;
-const TURN_END_ROUNDS = Number(process.env.BENCH_SKILLS_TURN_ENDS ?? 30);
+const TURN_END_ROUNDS = Number(process.env.BENCH_SKILLS_TURN_ENDS ?? 40);
+/** The pause after each of those turns. */
+const SETTLE_MS = 400;
 const TRAJECTORIES = 10_000;
 const PROBES = 100;
 const WRITER = /You write agent skills/;
@@ -205,6 +207,10 @@ export async function skillsBench(): Promise<boolean> {
       skillsService.turnEnded = on ? record : async () => {};
       const idle = await turn(s, mia, endSession, `turn end ${i}`, [{ text: 'ok' }]);
       (on ? endOn : endOff).push(idle - answeredAt.at(-1)!);
+      // A pause after every turn (the record job takes ~30-60 ms), so that a turn's end meets only its
+      // own recording: back to back, the previous turn's job ran into the next turn, with or without
+      // recording, and the difference was noise (-35 to +19 ms at p95 over four runs).
+      await new Promise((r) => setTimeout(r, SETTLE_MS));
     }
     skillsService.turnEnded = record;
     s.llm.respond(null);

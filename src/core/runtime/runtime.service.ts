@@ -248,8 +248,9 @@ export function createRuntimeService(deps: {
     /**
      * After a change to what every runtime of the tenant should run (learned skills): each running runtime
      * with no turn in progress takes it now and prepares its workspace again, so the next turn does not
-     * wait for the runtime's reload (~3-4 s). A runtime in the middle of a turn is left alone (writing
-     * its configuration would drop the turn); its next turn takes the change. Best effort.
+     * wait for the runtime's reload (~1.5 s on an idle host, several times that under load). A runtime
+     * in the middle of a turn is left alone (writing its configuration would drop the turn); its next
+     * turn takes the change. Best effort.
      */
     async refreshIdle(tenantId: string): Promise<number> {
       let refreshed = 0;
