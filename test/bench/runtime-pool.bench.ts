@@ -26,6 +26,9 @@ import {
 } from './agent-bench-utils.js';
 
 const USERS = Number(process.env.BENCH_RUNTIME_USERS ?? 20);
+/** Further users whose first prompt comes TYPING_MS after they opened their session's stream. */
+const PREPARED = Number(process.env.BENCH_RUNTIME_PREPARED ?? 5);
+const TYPING_MS = 5000;
 const BASELINE_STARTS = Number(process.env.BENCH_RUNTIME_BASELINE_STARTS ?? 5);
 /** How long the runtimes sit idle before their memory is read (their first turn's garbage collected). */
 const SETTLE_MS = Number(process.env.BENCH_RUNTIME_SETTLE_MS ?? 10_000);
@@ -49,7 +52,7 @@ async function members(databaseUrl: string, config: string, tenantId: string): P
   const issuer = configValue(config, 'AGENTWS_PUBLIC_URL').replace(/\/+$/, '');
   try {
     const out: Member[] = [];
-    for (let i = 0; i < USERS; i++) {
+    for (let i = 0; i < USERS + PREPARED; i++) {
       const { rows } = await c.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, $2, $3, $2) returning id`, [tenantId, `bench${i}`, `bench${i}@bench.example`]);
       const userId = rows[0].id;
       await c.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'bench' from roles where tenant_id = $1 and name = 'member'`, [tenantId, userId]);
@@ -98,27 +101,31 @@ const stats = (xs: number[]) => `${median(xs).toFixed(0)} / ${percentile(xs, 90)
  * (202), serve starts the user's sandboxed runtime (bubblewrap, opencode, its egress proxy, its
  * configuration) and hands it the turn; measured up to the first event of the turn the runtime emits
  * on the user's stream. Then the turn runs to its end (session.idle), so the next user starts on a
- * quiet host.
+ * quiet host. With `typingMs`, the prompt comes that long after the stream opened (a person typing):
+ * serve starts and prepares the runtime meanwhile.
  */
-async function firstTurn(base: string, m: Member): Promise<{ toEvent: number; to202: number }> {
+async function firstTurn(base: string, m: Member, typingMs = 0): Promise<{ toEvent: number; toText: number; to202: number }> {
   const created = await call(base, m.token, 'POST', '/v1/sessions', { title: 'cold start' });
   if (created.status !== 201) throw new Error(`create session: ${created.status} ${JSON.stringify(created.json)}`);
   const id = created.json.sessionId as string;
   let first = 0;
+  let text = 0;
   let idle = false;
   const stream: SseStream = await openStream(`${base}/v1/sessions/${id}/events`, { authorization: `Bearer ${m.token}` }, (data, t) => {
     const type = JSON.parse(data).type as string;
     if (!first && !SERVICE_EVENTS.has(type)) first = t;
+    if (!text && type === 'message.part.delta') text = t;
     if (type === 'session.idle') idle = true;
   });
   try {
+    if (typingMs) await new Promise((r) => setTimeout(r, typingMs));
     const t0 = performance.now();
     const res = await call(base, m.token, 'POST', `/v1/sessions/${id}/prompt`, { text: 'Say hello. [short]', agent: 'build' });
     const t202 = performance.now();
     if (res.status !== 202) throw new Error(`prompt: ${res.status} ${JSON.stringify(res.json)}`);
     await until('the first event of the turn', () => first > 0, 60_000);
     await until('the end of the turn', () => idle, 60_000);
-    return { toEvent: first - t0, to202: t202 - t0 };
+    return { toEvent: first - t0, toText: text - t0, to202: t202 - t0 };
   } finally {
     stream.close();
   }
@@ -131,7 +138,9 @@ async function firstTurn(base: string, m: Member): Promise<{ toEvent: number; to
  * divides the pages the runtimes share, the opencode binary above all, which is what the host really
  * pays). serve runs its worker and is pinned to CPU 0 with the runtimes it starts; this process and
  * the scripted model to CPU 1. Baseline in the same run: a bare opencode (same binary and environment,
- * no sandbox, no service) from exec to its health check answering, and its idle memory.
+ * no sandbox, no service) from exec to its health check answering, and its idle memory. Last, PREPARED
+ * more users send their first prompt TYPING_MS after opening their session's stream, as a person does
+ * in the dashboard: serve starts and prepares their runtime while they type (info, beside the cold p50).
  */
 export async function runtimePool(): Promise<boolean> {
   const root = new URL('../..', import.meta.url).pathname;
@@ -157,7 +166,7 @@ export async function runtimePool(): Promise<boolean> {
       l.startsWith('{') ? (JSON.parse(l).url as string) : undefined,
     );
     track('scripted model', llm.child);
-    const serve = await startServe(bin, join(dir, 'serve'), db.url, { AGENTWS_SERVE_RUNS_WORKER: 'true', AGENTWS_RUNTIME_MAX: String(USERS), AGENTWS_RUNTIME_IDLE_MINUTES: '60' });
+    const serve = await startServe(bin, join(dir, 'serve'), db.url, { AGENTWS_SERVE_RUNS_WORKER: 'true', AGENTWS_RUNTIME_MAX: String(USERS + PREPARED), AGENTWS_RUNTIME_IDLE_MINUTES: '60' });
     track('aws serve', serve.child);
     const api = apiOf(serve.url, configValue(serve.config, 'AGENTWS_API_KEY'));
     await waitAgentsAvailable(api);
@@ -165,9 +174,9 @@ export async function runtimePool(): Promise<boolean> {
     const users = await members(db.url, serve.config, serve.init.tenant.id);
     const serveIdleKb = rssKb(serve.child.pid!);
 
-    const cold: Array<{ toEvent: number; to202: number }> = [];
+    const cold: Array<{ toEvent: number; toText: number; to202: number }> = [];
     try {
-      for (const [i, m] of users.entries()) {
+      for (const [i, m] of users.slice(0, USERS).entries()) {
         process.stderr.write(`  [runtime-pool] user ${i + 1} of ${USERS}: first turn, cold\n`);
         cold.push(await firstTurn(serve.url, m));
       }
@@ -186,6 +195,13 @@ export async function runtimePool(): Promise<boolean> {
     const serveKb = rssKb(serve.child.pid!);
     const load = loadAvg();
 
+    // Then a person's usual first turn: the session opened, the prompt typed and sent TYPING_MS later.
+    const prepared: Array<{ toEvent: number; toText: number; to202: number }> = [];
+    for (const [i, m] of users.slice(USERS).entries()) {
+      process.stderr.write(`  [runtime-pool] user ${USERS + i + 1}: first turn, prompt ${TYPING_MS / 1000} s after the stream opened\n`);
+      prepared.push(await firstTurn(serve.url, m, TYPING_MS));
+    }
+
     const p50 = median(cold.map((c) => c.toEvent));
     const ok = p50 <= 3000;
     return report(
@@ -193,6 +209,12 @@ export async function runtimePool(): Promise<boolean> {
       {
         'cold: prompt -> first event p50/p90/max': `${stats(cold.map((c) => c.toEvent))} ms  ${ok ? 'met' : 'NOT met'}`,
         'cold: first 5 users, one by one': cold.slice(0, 5).map((c) => `${c.toEvent.toFixed(0)} ms`).join(', '),
+        'info: cold: prompt -> first streamed text p50/p90/max': `${stats(cold.map((c) => c.toText))} ms`,
+        ...(prepared.length
+          ? {
+              [`info: prompt sent ${TYPING_MS / 1000} s after the stream opened (runtime started and prepared meanwhile) -> first event / first streamed text, p50/p90/max`]: `${stats(prepared.map((c) => c.toEvent))} / ${stats(prepared.map((c) => c.toText))} ms (${PREPARED} users)`,
+            }
+          : {}),
         'cold: prompt -> 202 p50/max': `${median(cold.map((c) => c.to202)).toFixed(1)} / ${Math.max(...cold.map((c) => c.to202)).toFixed(1)} ms`,
         'baseline: bare opencode exec -> health': `p50 ${median(bare).toFixed(0)} ms (of ${BASELINE_STARTS}); cold start is ${(p50 / median(bare)).toFixed(2)}x`,
         'one idle runtime (median) RSS / PSS': `${mb(median(each.map((e) => e.rss)))} / ${mb(median(each.map((e) => e.pss)))} (${each[0].processes} processes)`,

@@ -86,6 +86,8 @@ interface Entry {
   running: Set<string>;
   restarts: number;
   stopping: boolean;
+  /** Someone else asked for the runtime while it was starting (a turn waiting for it). */
+  wanted: boolean;
 }
 
 export function createRuntimePool(deps: {
@@ -238,13 +240,19 @@ export function createRuntimePool(deps: {
     if (e) {
       e.lastUsed = Date.now();
       if (e.handle) return e.handle;
-      if (e.starting) return e.starting;
+      if (e.starting) {
+        e.wanted = true;
+        return e.starting;
+      }
     }
     await makeRoom();
     e = entries.get(owner.userId);
     if (e?.handle) return e.handle;
-    if (e?.starting) return e.starting;
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false };
+    if (e?.starting) {
+      e.wanted = true;
+      return e.starting;
+    }
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: false };
     entries.set(owner.userId, entry);
     entry.starting = launch(entry);
     try {
@@ -314,6 +322,21 @@ export function createRuntimePool(deps: {
 
     /** Where the user's runtime answers; starts it when it is not running. RuntimeBusyError when none is free. */
     acquire,
+
+    /**
+     * Starts the user's runtime ahead of their first prompt and, when this call started it and no turn
+     * asked for it meanwhile, prepares its workspace too (warmUp): the runtime builds its services,
+     * providers and tools lazily at its first prompt, ~2 s on two cores that then pass while the person
+     * types (a prompt sent 5 s after the stream opened reaches the model in ~0.3 s instead of ~2.3 s).
+     * A prompt sent at once is left to do it alone: the preparation beside it delayed its first event
+     * by ~2 s (runtime-pool bench: 3.6-4.8 s against 2.0-2.3 s).
+     */
+    async prestart(owner: RuntimeOwner): Promise<void> {
+      const fresh = hosting && !entries.has(owner.userId);
+      const handle = await acquire(owner);
+      const e = entries.get(owner.userId);
+      if (fresh && e && !e.wanted) await createRuntimeClient(handle).warmUp();
+    },
 
     /** A client of the user's runtime (started if need be). */
     async client(owner: RuntimeOwner): Promise<RuntimeClient> {

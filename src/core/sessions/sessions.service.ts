@@ -29,7 +29,7 @@ export function createSessionsService(deps: {
   audit: AuditService;
   queue: JobQueue;
   runtime: RuntimeService;
-  pool: Pick<RuntimePool, 'client' | 'acquire'>;
+  pool: Pick<RuntimePool, 'client' | 'prestart'>;
   streams: SessionStreams;
   clock: Clock;
   /** Makes the owner's workspace directory (the turn runner's, so both agree on what one is). */
@@ -43,11 +43,11 @@ export function createSessionsService(deps: {
   const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
   /**
-   * Starts a user's runtime ahead of their first prompt (they opened a session's stream): the ~2 s of
-   * a cold start then pass while they type. Best effort: a full host or a failure waits for the prompt,
-   * which reports it.
+   * Starts a user's runtime ahead of their first prompt (they opened a session's stream), and prepares
+   * it: the ~2 s of a cold start and the ~2 s of a first prompt then pass while they type. Best effort:
+   * a full host or a failure waits for the prompt, which reports it.
    */
-  const warm = (tenantId: string, userId: string) => void pool.acquire({ tenantId, userId }).catch(() => {});
+  const warm = (tenantId: string, userId: string) => void pool.prestart({ tenantId, userId }).catch(() => {});
 
   function userOf(ctx: Ctx): UserActor {
     if (ctx.actor.kind !== 'user') {
