@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { isProcessAlive } from '../../lib/process-state.js';
 import { randomSecret } from '../../lib/secrets.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -148,7 +149,7 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
       // Options reach bwrap on a pipe and its environment is empty: the sandbox's pid 1 (a bwrap) shows
       // the agent neither the host's paths nor the service's environment in /proc/1.
       proc = spawnSandbox(bwrap, spec, ['ignore', 'pipe', 'pipe'], undefined, nicePrefix(options.nice));
-      // Filled in once the sandbox exists (see insidePath).
+      // Filled in once the sandbox exists (see innerPid).
       endpoint = { socketPath: '', authorization: basic(password) };
       directory = SANDBOX_PATHS.workspace;
     } else {
@@ -163,13 +164,18 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
       proc = spawn(argv[0], argv.slice(1), { cwd: dirs.workspace, env, stdio: ['ignore', 'pipe', 'pipe'] });
     }
 
+    /** The sandbox's own first process (bwrap's child): the runtime's API is reached through its root. */
+    let inner: number | null = null;
     let stderr = '';
     proc.stderr!.on('data', (c) => (stderr = (stderr + c).slice(-4000)));
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal, stderr })));
     try {
       const url = await listening(proc, () => stderr);
       if (!options.sandbox) endpoint = { url, authorization: endpoint.authorization };
-      else endpoint = { socketPath: insidePath(proc.pid!, `${SANDBOX_PATHS.run}/api.sock`), authorization: endpoint.authorization };
+      else {
+        inner = innerPid(proc.pid!);
+        endpoint = { socketPath: `/proc/${inner}/root${SANDBOX_PATHS.run}/api.sock`, authorization: endpoint.authorization };
+      }
       await healthy(endpoint, proc);
     } catch (err) {
       proc.kill('SIGKILL');
@@ -187,6 +193,9 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
         proc.kill('SIGTERM');
         await exited;
         clearTimeout(timer);
+        // bwrap is gone; the processes inside are killed as it dies (--die-with-parent), a moment later:
+        // until then the runtime could still answer. Stopped means nothing answers any more.
+        for (const until = Date.now() + 3000; inner !== null && isProcessAlive(inner) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 10));
       },
     };
   }
@@ -227,16 +236,16 @@ function listening(proc: ChildProcess, stderr: () => string): Promise<string> {
 }
 
 /**
- * The API socket as seen from inside the sandbox: through /proc/<pid>/root of the sandbox's first
- * process, so the path resolves in the sandbox's own filesystem. The run directory is writable inside
+ * The sandbox's first process (bwrap's child). The API socket is reached as seen from inside the
+ * sandbox, through /proc/<that pid>/root, so the path resolves in the sandbox's own filesystem. The run directory is writable inside
  * (socat creates the socket there); the agent could replace api.sock with a symlink to a socket of the
  * host (PostgreSQL's, Docker's) and have the service connect to it. Resolved in here, such a link leads
  * nowhere: the host's paths do not exist inside.
  */
-function insidePath(bwrapPid: number, path: string): string {
+function innerPid(bwrapPid: number): number {
   const children = readFileSync(`/proc/${bwrapPid}/task/${bwrapPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
   if (!children.length) throw new UnavailableError('the sandbox has no process inside', { code: 'runtime_unavailable' });
-  return `/proc/${children[0]}/root${path}`;
+  return Number(children[0]);
 }
 
 /** Listening is not yet serving (and the socket bridge may be up before opencode): wait for its health route. */
