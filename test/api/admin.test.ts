@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemCtx } from '../../src/core/context.js';
+import { silentLogger } from '../../src/core/logger.js';
 import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -88,6 +90,22 @@ describe(`admin API (${DB_MODE})`, () => {
     expect((await api(t, 'POST', `/v1/admin/users/${beta.ids.bea}/roles`, { token: tok.owner, body: { roleId: id('admin') } })).status).toBe(404);
     expect((await api(t, 'POST', `/v1/admin/users/${acme.ids.mel}/roles`, { token: tok.betaOwner, body: { roleId: id('admin') } })).status).toBe(404);
     expect((await api(t, 'POST', `/v1/admin/users/not-a-uuid/roles`, { token: tok.owner, body: { roleId: id('admin') } })).status).toBe(400);
+  });
+
+  it('lists audit entries in the order they were written, also those of one transaction that share a timestamp', async () => {
+    // The embedded database keeps time to the millisecond: entries written together share their `ts`.
+    const { core } = t.opened;
+    const ctx = systemCtx(silentLogger, { tenantId: acme.tenantId });
+    const actions = Array.from({ length: 12 }, (_, i) => `test.step${String(i).padStart(2, '0')}`);
+    await t.opened.db.transaction(async (tx) => {
+      for (const action of actions) await core.audit.record(tx, ctx, { action, target: 'order' });
+    });
+    const newest = await api(t, 'GET', '/v1/admin/audit-log?limit=12', { token: tok.owner });
+    expect(newest.json.entries.map((e: { action: string }) => e.action)).toEqual([...actions].reverse());
+    // Paging forward from the first (what `aws audit tail --follow` does) takes the rest in order.
+    const first = newest.json.entries.at(-1).id;
+    const { entries } = await core.audit.query(systemCtx(silentLogger), { afterId: first, limit: 100 });
+    expect(entries.filter((e) => e.target === 'order').map((e) => e.action)).toEqual(actions.slice(1));
   });
 
   it('updates tenant settings (owner only), storing the group mapping without applying it', async () => {

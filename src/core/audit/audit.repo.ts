@@ -32,7 +32,7 @@ export interface AuditFilter {
   userId?: string;
   since?: Date;
   until?: Date;
-  /** Entries strictly after this one by (ts, id), oldest first: how `audit tail --follow` pages forward. */
+  /** Entries strictly after this one in the order they were written (ts, then seq), oldest first: how `audit tail --follow` pages forward. */
   afterId?: string;
   limit: number;
 }
@@ -60,10 +60,12 @@ export function createAuditRepo() {
       if (f.afterId) {
         // Compared with the stored row, not a copy of its timestamp: JavaScript dates drop microseconds.
         args.push(f.afterId);
-        where.push(`(ts, id) > (select a.ts, a.id from audit_log a where a.id = $${args.length})`);
+        where.push(`(ts, seq) > (select a.ts, a.seq from audit_log a where a.id = $${args.length})`);
       }
       args.push(f.limit);
-      const order = f.afterId ? 'ts asc, id asc' : 'ts desc, id desc';
+      // Entries that share a timestamp (the embedded database keeps milliseconds) in the order they were
+      // written (migrations/0014_audit_write_order.sql).
+      const order = f.afterId ? 'ts asc, seq asc' : 'ts desc, seq desc';
       const { rows } = await q.query<AuditEntry>(
         `select ${ENTRY_COLS} from audit_log ${where.length ? `where ${where.join(' and ')}` : ''} order by ${order} limit $${args.length}`,
         args,
