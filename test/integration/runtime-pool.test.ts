@@ -1,3 +1,5 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/core/logger.js';
 import { createRuntimeClient, type RuntimeHandle } from '../../src/core/runtime/runtime-client.js';
@@ -128,6 +130,33 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
     const hb = await remote.acquire(b);
     expect(hb.endpoint.socketPath).toBe((await pool.acquire(b)).endpoint.socketPath);
     expect(await healthy(hb)).toBe(true);
+  }, 90_000);
+
+  it('prepares a runtime it starts ahead of a first prompt, unless a turn asks for the runtime meanwhile', async () => {
+    // The preparation is a file search and the provider list (RuntimeClient.warmUp); the runtime logs each search.
+    const searches = (o: RuntimeOwner) => {
+      const dir = join(t.env.config().dataDir, 'runtimes', o.userId, 'home', '.local', 'share', 'opencode', 'log');
+      const text = existsSync(dir) ? readdirSync(dir).map((f) => readFileSync(join(dir, f), 'utf8')).join('\n') : '';
+      return (text.match(/message="find file"/g) ?? []).length;
+    };
+    const notRunning = async () => {
+      const running = (await rows()).map((r) => r.userId);
+      return [a, b, c].find((o) => !running.includes(o.userId))!;
+    };
+    // Idle long enough for the pool to make room (recentUseMs).
+    await new Promise((r) => setTimeout(r, 600));
+    const first = await notRunning();
+    const before = searches(first);
+    await pool.prestart(first);
+    await expect.poll(() => searches(first), { timeout: 5000 }).toBe(before + 1);
+
+    // A turn asks for the runtime while it starts: the turn builds what it needs, nothing beside it.
+    await new Promise((r) => setTimeout(r, 600));
+    const second = await notRunning();
+    const already = searches(second);
+    await Promise.all([pool.prestart(second), pool.acquire(second)]);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(searches(second)).toBe(already);
   }, 90_000);
 
   it('stops runtimes idle for longer than the idle time, and every runtime on stop', async () => {
