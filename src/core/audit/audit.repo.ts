@@ -32,7 +32,10 @@ export interface AuditFilter {
   userId?: string;
   since?: Date;
   until?: Date;
-  /** Entries strictly after this one in the order they were written (ts, then seq), oldest first: how `audit tail --follow` pages forward. */
+  /**
+   * Entries strictly after this one in the order they were written (ts, then seq), oldest first: how
+   * `audit tail --follow` pages forward.
+   */
   afterId?: string;
   limit: number;
 }

@@ -237,10 +237,10 @@ function listening(proc: ChildProcess, stderr: () => string): Promise<string> {
 
 /**
  * The sandbox's first process (bwrap's child). The API socket is reached as seen from inside the
- * sandbox, through /proc/<that pid>/root, so the path resolves in the sandbox's own filesystem. The run directory is writable inside
- * (socat creates the socket there); the agent could replace api.sock with a symlink to a socket of the
- * host (PostgreSQL's, Docker's) and have the service connect to it. Resolved in here, such a link leads
- * nowhere: the host's paths do not exist inside.
+ * sandbox, through /proc/<that pid>/root, so the path resolves in the sandbox's own filesystem. The run
+ * directory is writable inside (socat creates the socket there); the agent could replace api.sock with a
+ * symlink to a socket of the host (PostgreSQL's, Docker's) and have the service connect to it. Resolved
+ * in here, such a link leads nowhere: the host's paths do not exist inside.
  */
 function innerPid(bwrapPid: number): number {
   const children = readFileSync(`/proc/${bwrapPid}/task/${bwrapPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
