@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { isProcessAlive } from '../../lib/process-state.js';
+import { waitForProcessExit } from '../../lib/process-state.js';
 import { randomSecret } from '../../lib/secrets.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -195,7 +195,7 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
         clearTimeout(timer);
         // bwrap is gone; the processes inside are killed as it dies (--die-with-parent), a moment later:
         // until then the runtime could still answer. Stopped means nothing answers any more.
-        for (const until = Date.now() + 3000; inner !== null && isProcessAlive(inner) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 10));
+        if (inner !== null) await waitForProcessExit(inner, 3000, 10);
       },
     };
   }
