@@ -5,15 +5,19 @@
  * a cheap raw-http SSE client for a thousand concurrent streams.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { opencodeBinary } from '../../src/core/runtime/opencode-process.js';
 import { linkPlugin, preparePluginDir, runtimeEnv } from '../../src/core/runtime/runtime-launcher.js';
 import { processStatFields } from '../../src/lib/process-state.js';
+import { cpuMs, descendantsOf, processTree, treeMemoryKb } from '../helpers/process-tree.js';
 import { randomSecret } from '../../src/lib/secrets.js';
 import { pinned, spawnUntil, stop } from './bench-utils.js';
+
+// The /proc readers live with the test helpers (tests catch regressions with the same measurements).
+export { cpuMs, descendantsOf, processTree, treeMemoryKb };
 
 // ---------------------------------------------------------------------------------------------------
 // Processes: everything a bench starts is registered here and stopped by stopAll(), which the bench
@@ -26,32 +30,6 @@ export function track(name: string, child: ChildProcess): ChildProcess {
   live.add(entry);
   child.once('exit', () => live.delete(entry));
   return child;
-}
-
-/** Every live process's children (by parent pid), read from /proc once. */
-export function processTree(): Map<number, number[]> {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const fields = processStatFields(Number(name));
-    if (!fields) continue; // exited meanwhile
-    const ppid = Number(fields[1]);
-    children.set(ppid, [...(children.get(ppid) ?? []), Number(name)]);
-  }
-  return children;
-}
-
-/** Every live descendant of a process (children, grandchildren...), from /proc (or a tree already read). */
-export function descendantsOf(pid: number, tree: Map<number, number[]> = processTree()): number[] {
-  const out: number[] = [];
-  const walk = (p: number) => {
-    for (const c of tree.get(p) ?? []) {
-      out.push(c);
-      walk(c);
-    }
-  };
-  walk(pid);
-  return out;
 }
 
 const kill = (pid: number, signal: NodeJS.Signals) => {
@@ -130,12 +108,6 @@ export function rssKb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error(`no VmRSS for ${pid}`);
   return Number(m[1]);
-}
-
-/** CPU time (user + system, ms) a process has used so far, from /proc/<pid>/stat. */
-export function cpuMs(pid: number): number {
-  const f = statOf(pid);
-  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 /** Niceness of a process (field 19 of /proc/<pid>/stat). */
@@ -307,29 +279,6 @@ export async function waitRuntimes(servePid: number, n: number, timeoutMs = 60_0
     if (Date.now() > deadline) throw new Error(`serve runs ${found.length} runtimes, not ${n}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-/**
- * Memory of a process and all its descendants (kB): resident (RSS, shared pages counted in every
- * process that maps them) and proportional (PSS, shared pages divided among those processes: what a
- * process tree really costs the host when several run the same binary), from /proc/<pid>/smaps_rollup.
- */
-export function treeMemoryKb(pid: number, tree: Map<number, number[]> = processTree()): { rss: number; pss: number; processes: number } {
-  let rss = 0;
-  let pss = 0;
-  let processes = 0;
-  for (const p of [pid, ...descendantsOf(pid, tree)]) {
-    let text: string;
-    try {
-      text = readFileSync(`/proc/${p}/smaps_rollup`, 'utf8');
-    } catch {
-      continue;
-    }
-    rss += Number(/^Rss:\s+(\d+) kB/m.exec(text)?.[1] ?? 0);
-    pss += Number(/^Pss:\s+(\d+) kB/m.exec(text)?.[1] ?? 0);
-    processes++;
-  }
-  return { rss, pss, processes };
 }
 
 /**

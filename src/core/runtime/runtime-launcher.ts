@@ -81,11 +81,10 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     https_proxy: o.proxy,
     NO_PROXY: 'localhost,127.0.0.1,::1',
     no_proxy: 'localhost,127.0.0.1,::1',
-    // opencode is a Bun binary: JavaScriptCore sizes its heap growth from the machine's RAM, so on a big
-    // host each runtime keeps far more garbage than it needs. Telling it the host has 256 MiB makes it
-    // collect sooner (a soft hint, not a cap): an idle runtime after one turn measured 435 MB resident
-    // instead of 493 MB (128 MiB saved little more and slowed the cold start; see the runtime-pool bench).
-    BUN_JSC_forceRAMSize: String(256 * 1024 * 1024),
+    // No memory hint to JavaScriptCore (BUN_JSC_forceRAMSize): told the host has less memory than a
+    // runtime holds after a turn (~400 MB), it collects without end, and every idle runtime burned most
+    // of a core (~50-85 %); 512 MiB still did (~40 %). Without it an idle runtime uses ~2 % of a core.
+    // The runtime-pool benchmark measures idle CPU beside RSS and PSS; the runtime-idle test catches a storm.
     OPENCODE_DISABLE_MODELS_FETCH: '1',
     OPENCODE_DISABLE_AUTOUPDATE: '1',
     OPENCODE_DISABLE_LSP_DOWNLOAD: '1',

@@ -1,0 +1,39 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { treeCpuShare } from '../helpers/process-tree.js';
+import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+import { DB_MODE } from '../helpers/test-env.js';
+
+/**
+ * An idle runtime costs memory, never CPU: a user's sandboxed runtime, idle after a turn, must not keep a
+ * core busy (a memory hint to the runtime's JavaScript engine once made every idle runtime collect
+ * garbage without end, 50-85 % of a core each). A coarse bound that catches such a storm on a loaded
+ * machine; the target (≤ 1 % of a core) and the figures are the runtime-pool benchmark's. The database
+ * plays no part: it runs once, on PostgreSQL.
+ */
+const IDLE_MS = 20_000;
+const STORM = 0.2;
+
+describe.runIf(DB_MODE === 'postgres')('an idle runtime after a turn (real bubblewrap, real opencode)', () => {
+  let r: RuntimeApp;
+  let people: Awaited<ReturnType<typeof seedPeople>>;
+
+  beforeAll(async () => {
+    r = await startRuntimeApp();
+    people = await seedPeople(r.t, 'idle');
+    await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
+  }, 120_000);
+  afterAll(async () => {
+    await r?.close();
+  });
+
+  it(`uses less than ${STORM * 100} % of a core over ${IDLE_MS / 1000} s`, async () => {
+    const turn = await agentTurn(r, people.tokens.member, [{ toolCall: { name: 'bash', arguments: { command: 'ls', description: 'list' } } }, { text: 'done' }]);
+    expect(turn.tools.map((p) => p.state?.status)).toEqual(['completed']);
+    const { rows } = await r.t.opened.db.query<{ pid: number }>(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia]);
+    expect(rows).toHaveLength(1);
+    // The turn's own aftermath (its title, its trajectory) settles first.
+    await new Promise((res) => setTimeout(res, 3000));
+    const share = await treeCpuShare(rows[0].pid, IDLE_MS);
+    expect(share, `the idle runtime used ${(share * 100).toFixed(1)} % of a core`).toBeLessThan(STORM);
+  }, 120_000);
+});
