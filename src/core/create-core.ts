@@ -17,6 +17,8 @@ import { createSystemService } from './system/system.service.js';
 import { createTenantsRepo } from './tenants/tenants.repo.js';
 import { createTenantsService, PROVISION_WORKSPACE_JOB } from './tenants/tenants.service.js';
 import { createUsageService } from './usage/usage.service.js';
+import { createSpendingRepo } from './usage/spending.repo.js';
+import { createSpendingService } from './usage/spending.service.js';
 import { createUsersRepo } from './users/users.repo.js';
 import { createUsersService } from './users/users.service.js';
 import { createSecretBox } from '../lib/secret-box.js';
@@ -123,6 +125,8 @@ export function createCore(deps: CoreDeps) {
     skills: (tenantId) => skills.runtimeSkills(tenantId),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
+  // Every model call held against its caller's cost limits before it runs, recorded when it ends.
+  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock, log: deps.log.child({ part: 'spending' }) });
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
   const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text) => embeddings.embedQuery(tenantId, text) });
@@ -131,7 +135,9 @@ export function createCore(deps: CoreDeps) {
     db,
     box,
     audit,
-    usage,
+    spending,
+    // The pool is made below; model calls only arrive once it runs a runtime.
+    runningSessions: (userId) => pool.runningSessions(userId),
     runtimeRepo,
     sessionsRepo,
     tenantsRepo,
@@ -141,7 +147,7 @@ export function createCore(deps: CoreDeps) {
     toolCallOrigin: (owner, call) => pool.toolCallOrigin(owner, call),
     privateAllow: config.runtime.egressPrivateAllow,
     // The orchestrator is made below; model calls only come once runtimes run.
-    plans: { spentFor: (tenantId, sessionId) => orchestrator.planSpentFor(tenantId, sessionId), spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId) },
+    plans: { planSpent: (q, tenantId, planId) => orchestrator.planSpent(q, tenantId, planId), spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId) },
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
@@ -325,7 +331,7 @@ export function createCore(deps: CoreDeps) {
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
 
   return {
-    db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, tenants, system,
+    db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, spending, tenants, system,
     runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.

@@ -7,7 +7,10 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { decideEgress, parsePrivateAllow, type PrivateAllowEntry } from '../../src/core/egress/egress-policy.js';
 import { createEgressProxy, GATEWAY_HOST, type ProxyListener } from '../../src/core/egress/egress-proxy.js';
-import { createLlmGateway, type GatewayCaller, type GatewayDeps, type GatewayTurn } from '../../src/core/llm-gateway/llm-gateway.js';
+import { createLlmGateway, type GatewayCaller, type GatewayDeps, type GatewayTurn, type SettledCall } from '../../src/core/llm-gateway/llm-gateway.js';
+import { estimateInputTokens } from '../../src/core/llm-gateway/model-call-fns.js';
+import { available, fitCall, type CallPrice } from '../../src/core/usage/spending-fns.js';
+import type { HoldResult } from '../../src/core/usage/spending.service.js';
 import { silentLogger } from '../../src/core/logger.js';
 import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
 import { systemClock } from '../../src/lib/clock.js';
@@ -86,13 +89,22 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
   let slow: Provider;
   let denied: Provider;
   let allowed: Provider;
+  /** Streams an answer and never reports its usage (some OpenAI-compatible servers do not). */
+  let silent: Provider;
+  /** Streams a first chunk, then takes its time (2.5 s) before the rest and its usage report. */
+  let lingering: Provider;
   let privateAllow: PrivateAllowEntry[];
 
   // What the seams answer and collect; reset before each test.
   let limits: { monthly?: number; perRequest?: number };
   let spentMonth: number;
   let turns: Map<string, GatewayTurn>;
-  let records: Parameters<GatewayDeps['record']>[0][];
+  /** USD recorded per budget (what `turn.recorded` reads). */
+  let turnSpent: Map<string, number>;
+  let records: SettledCall[];
+  let holds: Map<string, { amountUsd: number; budgetKey: string | null }>;
+  let held: Array<{ turn: GatewayTurn | null; price: CallPrice; result: HoldResult }>;
+  let released: Array<string | null>;
   let limitHits: Parameters<GatewayDeps['limitReached']>[0][];
   let refusals: Array<{ host: string; port: number; reason: string }>;
 
@@ -100,10 +112,54 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     limits = {};
     spentMonth = 0;
     turns = new Map();
+    turnSpent = new Map();
     records = [];
+    holds = new Map();
+    held = [];
+    released = [];
     limitHits = [];
     refusals = [];
   });
+
+  /** A turn as the egress wiring makes one: its budget's spending read from turnSpent. */
+  const turn = (sessionId: string, spent = 0): GatewayTurn => {
+    turnSpent.set(`session:${sessionId}`, spent);
+    return { sessionId, channel: 'web', budgetKey: `session:${sessionId}`, recorded: async () => turnSpent.get(`session:${sessionId}`) ?? 0 };
+  };
+
+  /**
+   * The spending service's rules over in-memory figures (spending.service.ts does the same in a locked
+   * transaction): what is recorded plus what calls in flight hold, against the limits.
+   */
+  const spending: Pick<GatewayDeps, 'hold' | 'settle' | 'release'> = {
+    hold: async (_caller, t, price) => {
+      const sum = (key?: string | null) => [...holds.values()].filter((h) => key === undefined || h.budgetKey === key).reduce((n, h) => n + h.amountUsd, 0);
+      let result: HoldResult;
+      if (limits.monthly === undefined && limits.perRequest === undefined) result = { ok: true, holdId: null, maxOutput: price.maxOutput, cut: false };
+      else {
+        const room = available({ monthlyLimit: limits.monthly, perRequestLimit: limits.perRequest, monthSpent: spentMonth + sum(), turnSpent: t ? (await t.recorded(null as never)) + sum(t.budgetKey) : 0 });
+        const fit = fitCall(price, room.usd);
+        if (!fit.ok) result = { ok: false, limit: room.limit!, limitUsd: room.limitUsd!, spentUsd: room.spentUsd, needUsd: fit.needUsd };
+        else {
+          const holdId = crypto.randomUUID();
+          holds.set(holdId, { amountUsd: fit.holdUsd, budgetKey: t?.budgetKey ?? null });
+          result = { ok: true, holdId, maxOutput: fit.maxOutput, cut: fit.cut };
+        }
+      }
+      held.push({ turn: t, price, result });
+      return result;
+    },
+    settle: async (holdId, call) => {
+      if (holdId) holds.delete(holdId);
+      records.push(call);
+      spentMonth += call.costUsd;
+      if (call.turn) turnSpent.set(call.turn.budgetKey, (turnSpent.get(call.turn.budgetKey) ?? 0) + call.costUsd);
+    },
+    release: async (_caller, holdId) => {
+      if (holdId) holds.delete(holdId);
+      released.push(holdId);
+    },
+  };
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'aws-llm-gw-'));
@@ -139,6 +195,20 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       write(`hello from ${name}`);
       res.end();
     };
+    silent = await startProvider((_req, _body, write, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      write(`data: ${JSON.stringify({ id: 's1', object: 'chat.completion.chunk', model: 'silent-1', choices: [{ index: 0, delta: { role: 'assistant', content: 'no usage here' }, finish_reason: 'stop' }] })}\n\n`);
+      write('data: [DONE]\n\n');
+      res.end();
+    });
+    lingering = await startProvider(async (_req, _body, write, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'x-request-id': `req_linger_${lingering.seen.length}` });
+      write(`data: ${JSON.stringify({ id: 'l1', object: 'chat.completion.chunk', model: 'linger-1', choices: [{ index: 0, delta: { role: 'assistant', content: 'first' } }] })}\n\n`);
+      await new Promise((r) => setTimeout(r, 2500));
+      write(`data: ${JSON.stringify({ id: 'l1', object: 'chat.completion.chunk', model: 'linger-1', choices: [], usage: { prompt_tokens: 40, completion_tokens: 7, total_tokens: 47 } })}\n\n`);
+      write('data: [DONE]\n\n');
+      res.end();
+    });
     denied = await startProvider(plain('denied'));
     allowed = await startProvider(plain('allowed'));
     const parsed = parsePrivateAllow(`127.0.0.1:${allowed.port}`);
@@ -152,18 +222,19 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       row({ name: 'scripted', kind: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKeySealed: `sealed:${SCRIPTED_KEY}`, models: [{ id: 'scripted-1', inputCostPerMTok: 2, outputCostPerMTok: 8 }] }),
       row({ name: 'claude', kind: 'anthropic', baseUrl: `${claude.url}/v1`, apiKeySealed: `sealed:${CLAUDE_KEY}`, models: [{ id: 'claude-test', inputCostPerMTok: 3, outputCostPerMTok: 15 }] }),
       row({ name: 'slow', kind: 'openai-compatible', baseUrl: `${slow.url}/v1`, apiKeySealed: `sealed:${SLOW_KEY}`, models: [{ id: 'slow-1' }] }),
+      row({ name: 'silent', kind: 'openai-compatible', baseUrl: `${silent.url}/v1`, models: [{ id: 'silent-1', inputCostPerMTok: 2, outputCostPerMTok: 8, outputLimit: 1000 }] }),
+      row({ name: 'lingering', kind: 'openai-compatible', baseUrl: `${lingering.url}/v1`, models: [{ id: 'linger-1', inputCostPerMTok: 2, outputCostPerMTok: 8 }] }),
       // Registered but not part of what was applied to the runtimes.
       row({ name: 'pending', kind: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKeySealed: `sealed:${SCRIPTED_KEY}`, models: [{ id: 'scripted-1' }] }),
     ];
     const gateway = createLlmGateway({
-      providers: async (tenantId) => (tenantId === 't1' ? { applied: { defaultModel: 'scripted/scripted-1', providers: ['scripted', 'claude', 'slow'] }, providers } : { applied: null, providers: [] }),
+      providers: async (tenantId) => (tenantId === 't1' ? { applied: { defaultModel: 'scripted/scripted-1', providers: ['scripted', 'claude', 'slow', 'silent', 'lingering'] }, providers } : { applied: null, providers: [] }),
       openKey: (sealed) => sealed.replace(/^sealed:/, ''),
-      limits: async () => limits,
-      spentThisMonth: async () => spentMonth,
-      turnOf: async (_t, _u, upstream) => turns.get(upstream) ?? null,
-      record: async (call) => void records.push(call),
+      turnOf: async (_caller, named) => (named ? (turns.get(named) ?? null) : null),
+      ...spending,
       limitReached: (call) => void limitHits.push(call),
       maxRequestBytes: MAX_BODY,
+      drain: { ms: 5000, bytes: 64 * 1024 },
       clock: systemClock,
       log: silentLogger,
     });
@@ -179,7 +250,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
 
   afterAll(async () => {
     await listener?.close();
-    await Promise.all([fake?.close(), claude?.close(), slow?.close(), denied?.close(), allowed?.close()]);
+    await Promise.all([fake?.close(), claude?.close(), slow?.close(), silent?.close(), lingering?.close(), denied?.close(), allowed?.close()]);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -214,7 +285,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
   it('forwards a streaming call with the provider\'s real key, never the runtime\'s credential, and records its usage and cost', async () => {
     fake.script([{ text: 'Hello there from the scripted model.', usage: { prompt: 1200, completion: 300 } }]);
     const before = fake.requests.length;
-    turns.set('ses_abc', { sessionId: 'sess-1', channel: 'web', spent: 0 });
+    turns.set('ses_abc', turn('sess-1'));
     const r = await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer('ses_abc'), body: chat('scripted-1') });
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toBe('text/event-stream');
@@ -231,7 +302,8 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     await expect.poll(() => records.length).toBe(1);
     const rec = records[0];
     expect(rec.caller).toEqual(caller);
-    expect(rec.turn).toEqual({ sessionId: 'sess-1', channel: 'web', spent: 0 });
+    expect(rec.turn).toMatchObject({ sessionId: 'sess-1', channel: 'web', budgetKey: 'session:sess-1' });
+    expect(rec.estimated).toBe(false);
     expect(rec.provider).toBe('scripted');
     expect(rec.model).toBe('scripted-1');
     expect(rec.usage).toMatchObject({ input: 1200, output: 300, reasoning: 0, cacheRead: 0, cacheWrite: 0 });
@@ -335,13 +407,13 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
 
   it('refuses a call when the current turn has spent its per-request limit (402)', async () => {
     limits = { perRequest: 0.5, monthly: 100 };
-    turns.set('ses_spent', { sessionId: 'sess-2', channel: 'web', spent: 0.5 });
-    turns.set('ses_fresh', { sessionId: 'sess-3', channel: 'web', spent: 0.1 });
+    turns.set('ses_spent', turn('sess-2', 0.5));
+    turns.set('ses_fresh', turn('sess-3', 0.1));
     const before = fake.requests.length;
     const r = await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer('ses_spent'), body: chat('scripted-1') });
     expect(r.status).toBe(402);
     expect(JSON.parse(r.body.toString()).error.code).toBe('cost_limit_exceeded');
-    expect(limitHits).toEqual([{ caller, turn: { sessionId: 'sess-2', channel: 'web', spent: 0.5 }, limit: 'per_request', limitUsd: 0.5, spentUsd: 0.5 }]);
+    expect(limitHits).toEqual([{ caller, turn: turns.get('ses_spent'), limit: 'per_request', limitUsd: 0.5, spentUsd: 0.5 }]);
     expect(fake.requests.length).toBe(before);
 
     fake.script([{ text: 'ok' }]);
@@ -349,6 +421,130 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     expect(ok.status).toBe(200);
     await expect.poll(() => records.length).toBe(1);
     expect(records[0].turn?.sessionId).toBe('sess-3');
+  });
+
+  it('asks the provider for a streamed call\'s usage whatever the client sent, and records it', async () => {
+    // The agent's own call: streamed, without stream_options (OpenAI then sends no usage) and without a session.
+    fake.script([{ text: 'counted anyway', usage: { prompt: 900, completion: 40 } }]);
+    const before = fake.requests.length;
+    const r = await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer(), body: JSON.stringify({ model: 'scripted-1', stream: true, messages: [{ role: 'user', content: 'Say hello.' }] }) });
+    expect(r.status).toBe(200);
+    // The usage chunk reaches the client too (an extra chunk with no choices, as OpenAI sends it).
+    expect(r.body.toString()).toMatch(/"usage":\{"prompt_tokens":900/);
+    expect(fake.requests.slice(before).map((q) => q.body.stream_options)).toEqual([{ include_usage: true }]);
+    await expect.poll(() => records.length).toBe(1);
+    expect(records[0]).toMatchObject({ turn: null, estimated: false, usage: { input: 900, output: 40 } });
+    expect(records[0].costUsd).toBeCloseTo((900 * 2 + 40 * 8) / 1e6, 12);
+  });
+
+  it('refuses a model call that names no model (400), without calling the provider', async () => {
+    const before = fake.requests.length;
+    const r = await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer(), body: JSON.stringify({ stream: true, messages: [{ role: 'user', content: 'default model please' }] }) });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.body.toString()).error.message).toMatch(/must name its model/);
+    expect(fake.requests.length).toBe(before);
+  });
+
+  it('charges an answer without a usage report the estimate: its input as counted and its whole output limit', async () => {
+    const body = { model: 'silent-1', stream: true, max_tokens: 300, messages: [{ role: 'user', content: 'x'.repeat(3000) }] };
+    const r = await viaProxy(gw('/p/silent/chat/completions'), { headers: bearer(), body: JSON.stringify(body) });
+    expect(r.status).toBe(200);
+    expect(r.body.toString()).toContain('no usage here');
+    await expect.poll(() => records.length).toBe(1);
+    const sent = JSON.parse(silent.seen.at(-1)!.body);
+    expect(records[0]).toMatchObject({ provider: 'silent', model: 'silent-1', estimated: true, usage: { input: estimateInputTokens(sent), output: 300 } });
+    expect(records[0].usage.input).toBeGreaterThanOrEqual(1000); // 3,000 characters of text
+    expect(records[0].costUsd).toBeCloseTo((estimateInputTokens(sent) * 2 + 300 * 8) / 1e6, 12);
+    // Without max_tokens: the model's output limit as registered (1,000).
+    await viaProxy(gw('/p/silent/chat/completions'), { headers: bearer(), body: JSON.stringify({ ...body, max_tokens: undefined }) });
+    await expect.poll(() => records.length).toBe(2);
+    expect(records[1].usage.output).toBe(1000);
+  });
+
+  it('a client that hangs up does not stop the bill: the answer is read to its end and its usage recorded', async () => {
+    const before = lingering.seen.length;
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request({ socketPath, method: 'POST', path: gw('/p/lingering/chat/completions'), headers: { host: GATEWAY_HOST, ...bearer() }, agent: false }, (res) => {
+        // Hang up at the first chunk, long before the provider has finished.
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', (err) => ((err as NodeJS.ErrnoException).code === 'ECONNRESET' ? resolve() : reject(err)));
+      req.end(JSON.stringify({ model: 'linger-1', stream: true, messages: [{ role: 'user', content: 'take your time' }] }));
+    });
+    expect(lingering.seen.length).toBe(before + 1);
+    expect(records).toEqual([]);
+    await expect.poll(() => records.length, { timeout: 6000 }).toBe(1);
+    expect(records[0]).toMatchObject({ provider: 'lingering', estimated: false, usage: { input: 40, output: 7 } });
+    expect(records[0].callId).toBe(`t1:req_linger_${before + 1}`);
+  });
+
+  it('an answer still running when the client has long gone is cut and charged the estimate', async () => {
+    // This gateway reads at most 200 ms after the client left; the provider needs 2.5 s.
+    const gateway = createLlmGateway({
+      providers: async () => ({ applied: { defaultModel: 'lingering/linger-1', providers: ['lingering'] }, providers: [{ id: 'l', tenantId: 't1', name: 'lingering', kind: 'openai-compatible', baseUrl: `${lingering.url}/v1`, apiKeySealed: null, models: [{ id: 'linger-1', inputCostPerMTok: 2, outputCostPerMTok: 8 }], enabled: true, createdAt: new Date(), updatedAt: new Date() }] }),
+      openKey: (x) => x,
+      turnOf: async () => null,
+      ...spending,
+      limitReached: () => {},
+      drain: { ms: 200, bytes: 1024 * 1024 },
+      clock: systemClock,
+      log: silentLogger,
+    });
+    const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });
+    const own = await proxy.listen(caller, { path: join(dir, 'cut.sock') });
+    try {
+      const body = { model: 'linger-1', stream: true, max_tokens: 500, messages: [{ role: 'user', content: 'take your time' }] };
+      await new Promise<void>((resolve) => {
+        const req = http.request({ socketPath: own.address, method: 'POST', path: gw('/p/lingering/chat/completions'), headers: { host: GATEWAY_HOST, ...bearer() }, agent: false }, (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        });
+        req.on('error', () => resolve());
+        req.end(JSON.stringify(body));
+      });
+      await expect.poll(() => records.length, { timeout: 2000 }).toBe(1);
+      expect(records[0]).toMatchObject({ estimated: true, usage: { output: 500 } });
+      expect(records[0].usage.input).toBeGreaterThanOrEqual(5);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('calls made at the same time cannot together spend past the per-request limit: each is held, cut to fit, or refused', async () => {
+    limits = { perRequest: 0.01 };
+    turns.set('ses_par', turn('sess-par'));
+    // Each answer would use its whole output limit (a provider stops there), its input as big as its text.
+    fake.respond((q) => ({ text: 'long answer', usage: { prompt: Math.ceil(JSON.stringify(q.body.messages).length / 4), completion: 100_000 } }));
+    try {
+      const before = fake.requests.length;
+      const replies = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer('ses_par'), body: chat('scripted-1', { max_tokens: 4000, messages: [{ role: 'user', content: `call ${i}: ${'words '.repeat(50)}` }] }) })),
+      );
+      const statuses = replies.map((r) => r.status);
+      expect(statuses).toContain(200);
+      expect(statuses).toContain(402);
+      expect(statuses.every((st) => st === 200 || st === 402)).toBe(true);
+      const forwarded = fake.requests.slice(before);
+      expect(forwarded).toHaveLength(statuses.filter((st) => st === 200).length);
+      // Each call's output limit was lowered to what the budget could pay (4,000 tokens at $8/M = $0.032 > $0.01).
+      for (const q of forwarded) expect(q.body.max_tokens).toBeLessThan(4000);
+      await expect.poll(() => records.length).toBe(forwarded.length);
+      const total = records.reduce((n, c) => n + c.costUsd, 0);
+      // What the provider billed is what was recorded, and it stays within the limit.
+      const billed = forwarded.reduce((n, q) => n + (q.billed!.prompt * 2 + q.billed!.completion * 8) / 1e6, 0);
+      expect(total).toBeCloseTo(billed, 12);
+      expect(total).toBeLessThanOrEqual(0.01 + 1e-12);
+      expect(holds.size).toBe(0);
+      expect(limitHits.length).toBeGreaterThan(0);
+      expect(limitHits.every((h) => h.limit === 'per_request')).toBe(true);
+    } finally {
+      fake.respond(null);
+    }
   });
 
   it('answers 413 to a request body over the limit, with or without a declared length, and stays usable', async () => {
@@ -380,8 +576,8 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     const row: ProviderRow = { id: 'big', tenantId: 't1', name: 'big', kind: 'openai-compatible', baseUrl: `${big.url}/v1`, apiKeySealed: null, models: [{ id: 'big-1' }], enabled: true, createdAt: new Date(), updatedAt: new Date() };
     const gateway = createLlmGateway({
       providers: async () => ({ applied: { defaultModel: 'big/big-1', providers: ['big'] }, providers: [row] }),
-      openKey: (s) => s, limits: async () => ({}), spentThisMonth: async () => 0, turnOf: async () => null,
-      record: async () => {}, limitReached: () => {}, clock: systemClock, log: silentLogger,
+      openKey: (s) => s, turnOf: async () => null, hold: async (_c, _t, price) => ({ ok: true, holdId: null, maxOutput: price.maxOutput, cut: false }),
+      settle: async () => {}, release: async () => {}, limitReached: () => {}, clock: systemClock, log: silentLogger,
     });
     const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });
     const own = await proxy.listen(caller, { path: join(dir, 'big.sock') });

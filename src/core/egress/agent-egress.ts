@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Database } from '../../db/database.js';
+import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
@@ -15,10 +15,10 @@ import type { RuntimeIdentity } from '../runtime/runtime-pool.js';
 import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
-import type { SessionsRepo } from '../sessions/sessions.repo.js';
+import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
-import type { UsageService } from '../usage/usage.service.js';
 import { decideEgress, parsePrivateAllow, type EgressRules } from './egress-policy.js';
+import type { SpendingService, SpendingTurn } from '../usage/spending.service.js';
 import { createEgressProxy, GATEWAY_HOST } from './egress-proxy.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
@@ -41,7 +41,10 @@ export function createAgentEgress(deps: {
   db: Database;
   box: SecretBox;
   audit: AuditService;
-  usage: UsageService;
+  /** Cost limits: what a model call may hold before it runs, and its record when it ends. */
+  spending: Pick<SpendingService, 'hold' | 'settle' | 'release' | 'latestTurn'>;
+  /** The runtime sessions of the user with a turn running now (the runtime's own status events). */
+  runningSessions: (userId: string) => ReadonlySet<string>;
   runtimeRepo: RuntimeRepo;
   sessionsRepo: SessionsRepo;
   tenantsRepo: TenantsRepo;
@@ -52,10 +55,10 @@ export function createAgentEgress(deps: {
   toolCallOrigin: (owner: MemoryOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
   privateAllow: string;
   /**
-   * Plans (orchestrator): what a session's plan has spent as a whole (its sessions share the plan's
-   * per-request limit), null for a session of no plan; and a call recorded for a session.
+   * Plans (orchestrator): what a plan has spent as a whole (its sessions share the plan's per-request
+   * limit), read in a transaction; and a call recorded for one of its sessions.
    */
-  plans?: { spentFor(tenantId: string, sessionId: string): Promise<number | null>; spent(tenantId: string, sessionId: string): Promise<void> };
+  plans?: { planSpent(q: Queryable, tenantId: string, planId: string): Promise<number>; spent(tenantId: string, sessionId: string): Promise<void> };
   clock: Clock;
   log: Logger;
 }) {
@@ -93,6 +96,34 @@ export function createAgentEgress(deps: {
     return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
   };
 
+  /**
+   * The turn a model call counts against. The runtime names the session in `x-session-id`, but the agent
+   * can call the gateway itself with any header or none: the name is believed only for a session of the
+   * user with a turn running now; any other call counts against the user's latest turn (a process the
+   * agent left running after its turn spends that turn's budget, not a fresh one).
+   */
+  async function turnOf(caller: { tenantId: string; userId: string }, named: string | null): Promise<SpendingTurn | null> {
+    const { tenantId, userId } = caller;
+    let s: SessionRow | null = null;
+    if (named && deps.runningSessions(userId).has(named)) {
+      const found = await deps.sessionsRepo.byUpstreamId(db, named);
+      if (found && found.tenantId === tenantId && found.ownerId === userId) s = found;
+    }
+    if (!s) {
+      const latest = await deps.spending.latestTurn(tenantId, userId);
+      s = latest ? await deps.sessionsRepo.byId(db, tenantId, latest.sessionId) : null;
+    }
+    if (!s) return null;
+    const session = s;
+    const planId = deps.plans ? session.planId : null;
+    return {
+      sessionId: session.id,
+      channel: session.channel,
+      budgetKey: planId ? `plan:${planId}` : `session:${session.id}`,
+      recorded: (q) => (planId ? deps.plans!.planSpent(q, tenantId, planId) : deps.sessionsRepo.turnSpent(q, tenantId, session.id)),
+    };
+  }
+
   const gateway = createLlmGateway({
     // Read for every call (not cached): a key rotated or a base URL moved applies to the very next call.
     providers: async (tenantId) => {
@@ -100,20 +131,11 @@ export function createAgentEgress(deps: {
       return { applied: settings?.applied ?? null, providers };
     },
     openKey: (sealed) => deps.box.open(sealed),
-    limits: async (tenantId, userId) => {
-      const cost = (await deps.permissionsOf(tenantId, userId)).cost;
-      return { monthly: cost.monthly_limit_usd, perRequest: cost.per_request_limit_usd };
-    },
-    spentThisMonth: (tenantId, userId) => deps.sessionsRepo.spentSince(db, tenantId, userId, monthStart()),
-    turnOf: async (tenantId, userId, upstreamSessionId) => {
-      const s = await deps.sessionsRepo.byUpstreamId(db, upstreamSessionId);
-      // Only the runtime owner's own sessions count (the header is the runtime's say-so).
-      if (!s || s.tenantId !== tenantId || s.ownerId !== userId) return null;
-      const planSpent = deps.plans ? await deps.plans.spentFor(tenantId, s.id) : null;
-      return { sessionId: s.id, channel: s.channel, spent: planSpent ?? (await deps.sessionsRepo.turnSpent(db, tenantId, s.id)) };
-    },
-    record: async ({ caller, turn, provider, model, usage, costUsd, callId }) => {
-      await deps.usage.record(db, {
+    turnOf,
+    hold: (caller, turn, price) => deps.spending.hold(caller, turn, price),
+    release: (caller, holdId) => deps.spending.release(caller.tenantId, holdId),
+    settle: async (holdId, { caller, turn, provider, model, usage, costUsd, callId, estimated }) => {
+      await deps.spending.settle(holdId, {
         tenantId: caller.tenantId,
         userId: caller.userId,
         sessionId: turn?.sessionId ?? null,
@@ -123,11 +145,12 @@ export function createAgentEgress(deps: {
         tokens: { input: usage.input, output: usage.output, reasoning: usage.reasoning, cacheRead: usage.cacheRead, cacheWrite: usage.cacheWrite },
         costUsd,
         channel: turn?.channel ?? 'agent',
+        estimated,
       });
       if (turn && deps.plans) void deps.plans.spent(caller.tenantId, turn.sessionId).catch((err) => log.error({ err: (err as Error).message }, 'could not check a plan\'s budget'));
     },
     limitReached: ({ caller, turn, limit, limitUsd, spentUsd }) =>
-      auditOnce(`limit:${caller.userId}:${limit}:${limit === 'monthly' ? monthStart().toISOString() : turn?.sessionId}`, caller.tenantId, {
+      auditOnce(`limit:${caller.userId}:${limit}:${limit === 'monthly' ? monthStart().toISOString() : turn?.budgetKey}`, caller.tenantId, {
         action: 'cost.limit_reached',
         target: turn ? `session:${turn.sessionId}` : `user:${caller.userId}`,
         sessionId: turn?.sessionId,

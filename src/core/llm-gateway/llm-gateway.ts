@@ -6,6 +6,9 @@ import type { Logger } from '../logger.js';
 import type { AppliedState, ProviderRow } from '../runtime/runtime.repo.js';
 import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
 import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
+import { callFormat, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport } from './model-call-fns.js';
+import type { CallPrice } from '../usage/spending-fns.js';
+import type { HoldResult, SpendingTurn } from '../usage/spending.service.js';
 
 /**
  * The LLM gateway: provider API keys never enter a runtime. A runtime's provider configuration points at
@@ -34,32 +37,53 @@ const RESPONSE_DROPPED = ['connection', 'keep-alive', 'transfer-encoding', 'cont
 /** A model call's request body (images included) is at most this big. */
 const MAX_REQUEST_BYTES = 64 * 1024 * 1024;
 
-export interface GatewayTurn {
-  sessionId: string;
-  channel: string;
-  /** USD the current turn of the session has spent so far. */
-  spent: number;
+/** The turn (or plan) a call counts against for the per-request limit (spending.service.ts). */
+export type GatewayTurn = SpendingTurn;
+
+/** A call's usage as recorded: the provider's report, or the gateway's estimate when it gave none. */
+export interface SettledCall {
+  caller: GatewayCaller;
+  turn: GatewayTurn | null;
+  provider: string;
+  model: string;
+  usage: CallUsage;
+  costUsd: number;
+  callId: string;
+  /** The provider reported no usage (or the answer was cut off): charged the gateway's estimate. */
+  estimated: boolean;
 }
 
 export interface GatewayDeps {
   /** The tenant's providers and what was applied (cached briefly by the caller). */
   providers(tenantId: string): Promise<{ applied: AppliedState | null; providers: ProviderRow[] }>;
   openKey(sealed: string): string;
-  /** The user's cost limits, from their current roles. */
-  limits(tenantId: string, userId: string): Promise<{ monthly?: number; perRequest?: number }>;
-  /** USD the user spent this calendar month (UTC). */
-  spentThisMonth(tenantId: string, userId: string): Promise<number>;
-  /** Our session of the runtime's session id, with what its current turn has spent; null when unknown. */
-  turnOf(tenantId: string, userId: string, upstreamSessionId: string): Promise<GatewayTurn | null>;
-  /** Records one answered call (usage_records). */
-  record(call: { caller: GatewayCaller; turn: GatewayTurn | null; provider: string; model: string; usage: CallUsage; costUsd: number; callId: string }): Promise<void>;
+  /**
+   * The turn a call counts against: the session the call names (`x-session-id`, the runtime's say-so)
+   * only when a turn of the caller runs in it, else the caller's latest turn; null when they have none.
+   */
+  turnOf(caller: GatewayCaller, namedSession: string | null): Promise<GatewayTurn | null>;
+  /** Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it). */
+  hold(caller: GatewayCaller, turn: GatewayTurn | null, price: CallPrice): Promise<HoldResult>;
+  /** Records a call that reached a provider, and drops its hold. */
+  settle(holdId: string | null, call: SettledCall): Promise<void>;
+  /** Drops the hold of a call that cost nothing (the provider refused it, or it never reached the provider). */
+  release(caller: GatewayCaller, holdId: string | null): Promise<void>;
   /** A call refused for a cost limit (audited once per turn or month by the caller). */
   limitReached(call: { caller: GatewayCaller; turn: GatewayTurn | null; limit: 'monthly' | 'per_request'; limitUsd: number; spentUsd: number }): void;
   /** The largest request body accepted, in bytes (MAX_REQUEST_BYTES unless given). */
   maxRequestBytes?: number;
+  /** How long and how much of an answer is still read after the client hung up (DRAIN unless given). */
+  drain?: { ms: number; bytes: number };
   clock: Clock;
   log: Logger;
 }
+
+/**
+ * After the client hangs up, the answer is still read to its end (the provider bills it whether or not
+ * anyone listens, and its usage report comes last), for at most this long and this much; beyond that the
+ * call is cut and charged the gateway's estimate.
+ */
+const DRAIN = { ms: 120_000, bytes: 16 * 1024 * 1024 };
 
 const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
@@ -95,22 +119,17 @@ export function createLlmGateway(deps: GatewayDeps) {
     return Buffer.concat(chunks);
   }
 
-  /** Checks the cost limits before a call: refused when the month's or the turn's spending reached its limit. */
-  async function overLimit(caller: GatewayCaller, turn: GatewayTurn | null): Promise<string | null> {
-    const limits = await deps.limits(caller.tenantId, caller.userId);
-    if (limits.perRequest !== undefined && turn && turn.spent >= limits.perRequest) {
-      deps.limitReached({ caller, turn, limit: 'per_request', limitUsd: limits.perRequest, spentUsd: turn.spent });
-      return `this turn has spent $${turn.spent.toFixed(4)}, your per-request limit is $${limits.perRequest}`;
+  /** The refusal a runtime shows its user when a limit stops a call. */
+  function refusalText(r: Extract<HoldResult, { ok: false }>): string {
+    const usd = (n: number) => `$${n < 1 ? n.toFixed(4) : n.toFixed(2)}`;
+    const left = Math.max(0, r.limitUsd - r.spentUsd);
+    if (r.limit === 'per_request') {
+      if (r.limitUsd <= 0) return 'your role allows no spending per request';
+      if (left <= 0) return `this turn has spent ${usd(r.spentUsd)}, your per-request limit is $${r.limitUsd}`;
+      return `this call could cost up to ${usd(r.needUsd)}, more than the ${usd(left)} your per-request limit ($${r.limitUsd}) leaves this turn`;
     }
-    if (limits.perRequest !== undefined && limits.perRequest <= 0) return 'your role allows no spending per request';
-    if (limits.monthly !== undefined) {
-      const spent = await deps.spentThisMonth(caller.tenantId, caller.userId);
-      if (spent >= limits.monthly) {
-        deps.limitReached({ caller, turn, limit: 'monthly', limitUsd: limits.monthly, spentUsd: spent });
-        return `your monthly cost limit is reached: $${spent.toFixed(2)} of $${limits.monthly} spent this month`;
-      }
-    }
-    return null;
+    if (left <= 0) return `your monthly cost limit is reached: ${usd(r.spentUsd)} of $${r.limitUsd} spent this month`;
+    return `this call could cost up to ${usd(r.needUsd)}, more than the ${usd(left)} your monthly cost limit ($${r.limitUsd}) leaves`;
   }
 
   async function handle(caller: GatewayCaller, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
@@ -135,28 +154,51 @@ export function createLlmGateway(deps: GatewayDeps) {
       req.resume();
       return answer(res, 403, 'permission_error', `${rest} is not a model endpoint this gateway forwards`);
     }
-    const body = req.method === 'GET' || req.method === 'HEAD' ? Buffer.alloc(0) : await readBody(req);
+    let body = req.method === 'GET' || req.method === 'HEAD' ? Buffer.alloc(0) : await readBody(req);
     if (!body) return answer(res, 413, 'request_too_large', `a model call is at most ${maxBytes} bytes`);
-    let model = '';
+    const format = callFormat(provider.kind, rest);
+    let json: Record<string, unknown> | null = null;
     if (body.length) {
       try {
-        model = String(JSON.parse(body.toString('utf8')).model ?? '');
+        const parsed: unknown = JSON.parse(body.toString('utf8'));
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) json = parsed as Record<string, unknown>;
       } catch {
-        return answer(res, 400, 'invalid_request_error', 'the request body is not JSON');
+        // answered below
       }
-      if (model && !provider.models.some((x) => x.id === model)) return answer(res, 404, 'not_found_error', `provider "${name}" lists no model "${model}"`);
+      if (!json) return answer(res, 400, 'invalid_request_error', 'the request body is not a JSON object');
     }
-    const upstreamSession = req.headers['x-session-id'];
-    const turn = typeof upstreamSession === 'string' && upstreamSession ? await deps.turnOf(caller.tenantId, caller.userId, upstreamSession) : null;
-    if (rest !== '/models') {
-      const refusal = await overLimit(caller, turn);
-      // 402, not 429: the runtime's SDK retries a 429 (rate limit) forever; a spent budget is final for
-      // this turn (or month), and the runtime reports it to the user as the turn's error.
-      if (refusal) return answer(res, 402, 'cost_limit_exceeded', refusal);
+    const model = typeof json?.model === 'string' ? json.model : '';
+    if (model && !provider.models.some((x) => x.id === model)) return answer(res, 404, 'not_found_error', `provider "${name}" lists no model "${model}"`);
+
+    // A model answer is billed: it is counted, held against the caller's limits and recorded. The model
+    // must be named (a call without one would run on the provider's default, at a price nobody set).
+    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallUsage; price: ReturnType<typeof modelPrice> } | null = null;
+    if (format !== 'free') {
+      if (!json || !model) return answer(res, 400, 'invalid_request_error', 'a model call must name its model ("model")');
+      const named = req.headers['x-session-id'];
+      const turn = await deps.turnOf(caller, typeof named === 'string' && named ? named : null);
+      let call = withUsageReport(format, json);
+      const price = modelPrice(provider, model);
+      const input = estimateInputTokens(call);
+      const maxOutput = maxOutputTokens(format, call, provider.models.find((x) => x.id === model)?.outputLimit);
+      const held = await deps.hold(caller, turn, { inputUsd: (input * (price.inputPerMTok ?? 0)) / 1e6, outputUsdPerToken: (price.outputPerMTok ?? 0) / 1e6, maxOutput });
+      if (!held.ok) {
+        deps.limitReached({ caller, turn, limit: held.limit, limitUsd: held.limitUsd, spentUsd: held.spentUsd });
+        // 402, not 429: the runtime's SDK retries a 429 (rate limit) forever; a spent budget is final for
+        // this turn (or month), and the runtime reports it to the user as the turn's error.
+        return answer(res, 402, 'cost_limit_exceeded', refusalText(held));
+      }
+      // What the caller may still spend pays for less than the call asked: its output limit is lowered to fit.
+      if (held.cut) call = withMaxOutput(format, call, held.maxOutput);
+      if (call !== json) body = Buffer.from(JSON.stringify(call));
+      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, reasoning: 0, cacheRead: 0, cacheWrite: 0 }, price };
     }
 
     const base = providerBaseUrl(provider);
-    if (!base) return answer(res, 502, 'api_error', `provider "${name}" has no base URL`);
+    if (!base) {
+      await deps.release(caller, billing?.holdId ?? null);
+      return answer(res, 502, 'api_error', `provider "${name}" has no base URL`);
+    }
     const target = new URL(`${base}${rest}${url.search}`);
     const headers: http.OutgoingHttpHeaders = {};
     for (const h of FORWARDED_HEADERS) if (req.headers[h] !== undefined) headers[h] = req.headers[h];
@@ -167,36 +209,97 @@ export function createLlmGateway(deps: GatewayDeps) {
     const lib = target.protocol === 'https:' ? https : http;
     const upstream = lib.request(target, { method: req.method, headers, agent: target.protocol === 'https:' ? agents.https : agents.http });
     const tap = createUsageTap();
+
+    /** Once per call: recorded with the provider's usage (or the estimate), or released when it cost nothing. */
+    let settled = false;
+    const settle = (outcome: 'answered' | 'cut' | 'free', requestId?: string) => {
+      if (settled || !billing) return;
+      settled = true;
+      const b = billing;
+      if (outcome === 'free') {
+        void deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold'));
+        return;
+      }
+      const reported = tap.end();
+      // Cut off, the provider may have gone on generating: the estimate, or what it reported if more.
+      const estimated = !reported || outcome === 'cut';
+      const usage: CallUsage = !reported
+        ? b.estimate
+        : outcome === 'cut'
+          ? { ...reported, input: Math.max(reported.input, b.estimate.input), output: Math.max(reported.output + reported.reasoning, b.estimate.output) - reported.reasoning }
+          : reported;
+      const costUsd = callCost(usage, modelPrice(provider, model, usage.model));
+      const callId = `${caller.tenantId}:${requestId ?? crypto.randomUUID()}`;
+      deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>
+        log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
+      );
+    };
+
+    // The client (the runtime, or the agent calling the gateway itself) may hang up at any moment; the
+    // provider has the request and bills it regardless: read on, bounded, and charge what it reports.
+    let clientGone = false;
+    let drained = 0;
+    let drainTimer: NodeJS.Timeout | null = null;
+    const drain = deps.drain ?? DRAIN;
+    const cut = () => {
+      upstream.destroy();
+      settle('cut');
+    };
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      clientGone = true;
+      if (!billing) return void upstream.destroy();
+      drainTimer = setTimeout(cut, drain.ms);
+      drainTimer.unref();
+    });
+
     upstream.on('response', (up) => {
-      const back: http.OutgoingHttpHeaders = { ...up.headers };
-      for (const h of RESPONSE_DROPPED) delete back[h];
-      res.writeHead(up.statusCode ?? 502, back);
-      res.flushHeaders();
+      const status = up.statusCode ?? 502;
+      const requestId = String(up.headers['x-request-id'] ?? up.headers['request-id'] ?? '') || undefined;
+      // Providers do not bill a refused call.
+      if (status >= 400) settle('free');
+      if (!clientGone) {
+        const back: http.OutgoingHttpHeaders = { ...up.headers };
+        for (const h of RESPONSE_DROPPED) delete back[h];
+        res.writeHead(status, back);
+        res.flushHeaders();
+      }
       up.on('data', (chunk: Buffer) => {
+        tap.push(chunk);
+        if (clientGone) {
+          drained += chunk.length;
+          if (drained > drain.bytes) cut();
+          return;
+        }
         // Forwarded as it arrives; the tap only reads a copy. When the runtime reads slower than the
         // provider writes, the provider waits: otherwise the host would buffer the whole answer.
         if (!res.write(chunk)) {
           up.pause();
-          res.once('drain', () => up.resume());
+          const resume = () => {
+            res.off('close', resume);
+            res.off('drain', resume);
+            up.resume();
+          };
+          res.once('drain', resume);
+          res.once('close', resume);
         }
-        tap.push(chunk);
       });
       up.on('end', () => {
-        res.end();
-        const usage = tap.end();
-        if (!usage || (up.statusCode ?? 500) >= 400) return;
-        const modelId = model || usage.model || '';
-        const costUsd = callCost(usage, modelPrice(provider, modelId, usage.model));
-        const callId = `${caller.tenantId}:${String(up.headers['x-request-id'] ?? up.headers['request-id'] ?? crypto.randomUUID())}`;
-        deps.record({ caller, turn, provider: name, model: modelId, usage, costUsd, callId }).catch((err) =>
-          log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
-        );
+        if (drainTimer) clearTimeout(drainTimer);
+        if (!clientGone) res.end();
+        settle('answered', requestId);
       });
-      up.on('error', () => res.destroy());
+      up.on('error', () => {
+        if (drainTimer) clearTimeout(drainTimer);
+        res.destroy();
+        settle('cut');
+      });
     });
-    upstream.on('error', (err) => answer(res, 502, 'api_error', `provider "${name}" cannot be reached: ${err.message}`));
-    res.on('close', () => {
-      if (!res.writableFinished) upstream.destroy();
+    upstream.on('error', (err) => {
+      if (drainTimer) clearTimeout(drainTimer);
+      // Nothing came back: the call did not reach the provider, or it reached it and failed before answering.
+      if (!settled && billing) settle(clientGone ? 'cut' : 'free');
+      if (!clientGone) answer(res, 502, 'api_error', `provider "${name}" cannot be reached: ${err.message}`);
     });
     upstream.end(body);
   }

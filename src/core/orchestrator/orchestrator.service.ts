@@ -1,4 +1,4 @@
-import type { Database, Tx } from '../../db/database.js';
+import type { Database, Queryable, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
@@ -724,14 +724,11 @@ export function createOrchestratorService(deps: {
     },
 
     /**
-     * What the LLM gateway counts against the per-request limit for a call in this session: a plan's
-     * child sessions (planning, subtasks) share the plan's whole spending; null for any other session,
-     * whose own turn counts (the synthesis is a turn of the parent, under the limit like any turn).
+     * What the LLM gateway counts against the per-request limit for a call in one of a plan's child
+     * sessions (planning, subtasks): the plan's whole spending, read in the gateway's transaction. The
+     * synthesis is a turn of the parent, under the limit like any turn.
      */
-    async planSpentFor(tenantId: string, sessionId: string): Promise<number | null> {
-      const planId = await repo.planOfSession(db, tenantId, sessionId);
-      return planId ? repo.spent(db, tenantId, planId) : null;
-    },
+    planSpent: (q: Queryable, tenantId: string, planId: string): Promise<number> => repo.spent(q, tenantId, planId),
 
     /**
      * Whether a queued turn of a plan's session should still go to the runtime: not once its plan has

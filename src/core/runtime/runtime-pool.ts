@@ -29,6 +29,8 @@ export interface RuntimeOwner {
   userId: string;
 }
 
+const NONE_RUNNING: ReadonlySet<string> = new Set();
+
 /** Every runtime is busy: the turn waits (it is not an error of the turn, so it does not use up attempts). */
 export class RuntimeBusyError extends AppError {
   readonly status = 503;
@@ -382,6 +384,11 @@ export function createRuntimePool(deps: {
       e.lastUsed = Date.now();
       if (running) e.running.add(upstreamSessionId);
       else e.running.delete(upstreamSessionId);
+    },
+
+    /** The runtime sessions of the user with a turn running now (empty when this process hosts no runtime of theirs). */
+    runningSessions(userId: string): ReadonlySet<string> {
+      return entries.get(userId)?.running ?? NONE_RUNNING;
     },
 
     /** Called when a user's runtime is ready (with where) and when it stops or restarts (null). */

@@ -17,6 +17,8 @@ export interface UsageRecordInput {
   costUsd: number;
   channel: string;
   at?: Date;
+  /** The provider reported no usage for the call: these are the gateway's estimate. */
+  estimated?: boolean;
 }
 
 export interface UsageDigest {
@@ -54,9 +56,9 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
     async record(q: Queryable, r: UsageRecordInput): Promise<void> {
       await q.query(
         `insert into usage_records (tenant_id, user_id, session_id, model, provider, tokens_input, tokens_output, tokens_reasoning,
-                                    tokens_cache_read, tokens_cache_write, cost_usd, channel, created_at, message_id)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) on conflict do nothing`,
-        [r.tenantId, r.userId, r.sessionId, r.model, r.provider, r.tokens.input, r.tokens.output, r.tokens.reasoning, r.tokens.cacheRead, r.tokens.cacheWrite, r.costUsd, r.channel, r.at ?? clock.now(), r.messageId ?? null],
+                                    tokens_cache_read, tokens_cache_write, cost_usd, channel, created_at, message_id, estimated)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) on conflict do nothing`,
+        [r.tenantId, r.userId, r.sessionId, r.model, r.provider, r.tokens.input, r.tokens.output, r.tokens.reasoning, r.tokens.cacheRead, r.tokens.cacheWrite, r.costUsd, r.channel, r.at ?? clock.now(), r.messageId ?? null, r.estimated ?? false],
       );
     },
 
