@@ -56,7 +56,8 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_RUNTIME_SANDBOX', kind: 'enum', default: 'on', values: ['on', 'off'], doc: 'on: every user\'s runtime runs in a bubblewrap sandbox (own filesystem view, pid and network namespaces; egress only through the policy proxy); serve refuses to run agents where it cannot start one. off: runtimes run as plain processes of the service\'s OS user, with the service\'s files and network in reach of every agent: for single-user trials only (serve warns, /readyz and `aws runtime status` report it).' },
   { name: 'AGENTWS_RUNTIME_IDLE_MINUTES', kind: 'int', default: '15', min: 1, max: 1440, doc: 'A user\'s runtime stops after this many minutes without a turn, a stream or an API call; the next one starts it again (about 2-3 s).' },
   { name: 'AGENTWS_RUNTIME_MAX', kind: 'int', default: '10', min: 1, max: 500, doc: 'Most runtimes running at once on this host (each is one opencode process, about 250 MB resident). When all are busy, further users\' turns wait in the queue and their streams say so; idle runtimes are stopped first to make room.' },
-  { name: 'AGENTWS_EGRESS_PRIVATE_ALLOW', kind: 'string', default: '', doc: 'Comma-separated private hosts agents may reach through the egress proxy despite the public-address rule: host:port, host, or a CIDR (10.1.2.0/24, with :port optional), e.g. an internal package mirror. Empty: agents reach public addresses only.' },
+  { name: 'AGENTWS_EGRESS_PRIVATE_ALLOW', kind: 'string', default: '', doc: 'Comma-separated private hosts agents may reach through the egress proxy despite the public-address rule: host:port, host, or a CIDR (10.1.2.0/24, with :port optional), e.g. an internal package mirror. Empty: agents reach public addresses only. An entry naming a port also opens that port for that host (see AGENTWS_EGRESS_PORTS); one without a port is reached on the open ports only.' },
+  { name: 'AGENTWS_EGRESS_PORTS', kind: 'string', default: '', doc: 'Comma-separated ports agents may connect to through the egress proxy besides 80 and 443, for every tenant (e.g. 22,587). A tenant adds its own with settings.egress.ports. Empty: 80 and 443 only.' },
   { name: 'AGENTWS_RUNTIME_NICE', kind: 'int', default: '10', min: 0, max: 19, doc: 'CPU niceness of the managed runtime and of every tool it runs (builds, tests): the API, its event streams and the worker keep their CPU share while agents work. 0: same priority as serve.' },
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. One of bash, edit (write, patch, multiedit and apply_patch ask as edit), read, glob, grep, task, skill, todowrite, webfetch, websearch, lsp, external_directory (use outside the workspace, denied unless listed), doom_loop. Empty: allowed tools run without asking (the runtime still asks before reading .env files and when the model repeats one call three times).' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
@@ -123,6 +124,8 @@ export interface Config {
     readonly max: number;
     /** AGENTWS_EGRESS_PRIVATE_ALLOW, as written (parsed by the egress policy). */
     readonly egressPrivateAllow: string;
+    /** AGENTWS_EGRESS_PORTS: ports open to every tenant's agents besides 80 and 443. */
+    readonly egressPorts: readonly number[];
     readonly askTools: readonly string[];
     /** Niceness the managed runtime (and what it runs) is started with. */
     readonly nice: number;

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
 import { ConfigError, type ConfigProblem } from '../core/errors.js';
-import { parsePrivateAllow } from '../core/egress/egress-policy.js';
+import { parsePorts, parsePrivateAllow } from '../core/egress/egress-policy.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from '../core/runtime/runtime-tools.js';
 import { deepFreeze } from '../lib/freeze.js';
 import { isLoopback } from '../lib/loopback.js';
@@ -124,6 +124,8 @@ export function parseConfigValues(input: {
   if (privateAllow.invalid.length) {
     problems.push({ variable: 'AGENTWS_EGRESS_PRIVATE_ALLOW', message: `not a host, host:port or CIDR: ${privateAllow.invalid.join(', ')}` });
   }
+  const egressPorts = parsePorts(str('AGENTWS_EGRESS_PORTS'));
+  if (egressPorts.invalid.length) problems.push({ variable: 'AGENTWS_EGRESS_PORTS', message: `not a port (1-65535): ${egressPorts.invalid.join(', ')}` });
   const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
   for (const t of askTools) {
     // A name no tool asks under would silently never ask: refuse it.
@@ -203,6 +205,7 @@ export function parseConfigValues(input: {
       idleMs: (values.AGENTWS_RUNTIME_IDLE_MINUTES as number) * 60_000,
       max: values.AGENTWS_RUNTIME_MAX as number,
       egressPrivateAllow: str('AGENTWS_EGRESS_PRIVATE_ALLOW'),
+      egressPorts: egressPorts.ports,
       askTools,
       nice: values.AGENTWS_RUNTIME_NICE as number,
     },

@@ -146,6 +146,7 @@ export function createCore(deps: CoreDeps) {
     // The pool is made below; a tool call only arrives once it runs a runtime.
     toolCallOrigin: (owner, call) => pool.toolCallOrigin(owner, call),
     privateAllow: config.runtime.egressPrivateAllow,
+    egressPorts: config.runtime.egressPorts,
     // The orchestrator is made below; model calls only come once runtimes run.
     plans: { planSpent: (q, tenantId, planId) => orchestrator.planSpent(q, tenantId, planId), spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId) },
     clock,

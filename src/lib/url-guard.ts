@@ -178,6 +178,36 @@ function ipv6ToBigInt(ip: string): bigint {
   return [...headGroups, ...zeros, ...restGroups].reduce((acc, group) => (acc << 16n) | BigInt(parseInt(group, 16)), 0n);
 }
 
+/**
+ * The IPv4 address an IPv6 address stands for, when it embeds one a connection would end up at: IPv4-mapped
+ * (`::ffff:a.b.c.d`, which a dual-stack socket dials as IPv4), NAT64 (`64:ff9b::/96`) and 6to4 (`2002::/16`,
+ * the relay's endpoint). Null otherwise (and for anything that is not an IPv6 address).
+ */
+export function embeddedIPv4(ip: string): string | null {
+  const bare = ip.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
+  if (isIP(bare) !== 6) return null;
+  const value = ipv6ToBigInt(bare);
+  let v4: bigint;
+  if (inRange(value, IPV4_MAPPED) || inRange(value, NAT64)) v4 = value & 0xffff_ffffn;
+  else if (inRange(value, SIX_TO_FOUR)) v4 = (value >> 80n) & 0xffff_ffffn;
+  else return null;
+  return [24n, 16n, 8n, 0n].map((s) => String((v4 >> s) & 0xffn)).join('.');
+}
+
+/**
+ * True when `ip` is `entry` (an address) or lies in it (a CIDR), however either is spelt: `::ffff:10.0.0.1`,
+ * `64:ff9b::a00:1` and `10.0.0.1` are one destination, so a rule written for one must hold for the others.
+ */
+export function addressMatches(ip: string, entry: string): boolean {
+  const forms = [ip, embeddedIPv4(ip)].filter((f): f is string => f !== null);
+  const entries = [entry];
+  if (!entry.includes('/')) {
+    const v4 = embeddedIPv4(entry);
+    if (v4) entries.push(v4);
+  }
+  return forms.some((f) => entries.some((e) => addressInCidr(f, e)));
+}
+
 /** True when `ip` lies in `cidr` (`10.0.0.0/8`, `fd00::/8`; a bare address is a /32 or /128); false for other families. */
 export function addressInCidr(ip: string, cidr: string): boolean {
   const bare = ip.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');

@@ -239,7 +239,8 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       log: silentLogger,
     });
     const proxy = createEgressProxy<GatewayCaller>({
-      decide: (_id, host, port) => decideEgress({ host, port, rules: { allow: [], deny: [] }, privateAllow }),
+      // The denied server's port is open (as AGENTWS_EGRESS_PORTS would open it): the address rule refuses it.
+      decide: (_id, host, port) => decideEgress({ host, port, rules: { allow: [], deny: [] }, privateAllow, ports: [denied.port] }),
       gateway: (id, req, res, url) => gateway.handle(id, req, res, url),
       refused: (_id, target) => void refusals.push(target),
       log: silentLogger,

@@ -116,6 +116,16 @@ describe('loadConfig', () => {
     expect(JSON.stringify(problems)).not.toContain('short-token');
   });
 
+  it('reads the egress ports the operator opens (AGENTWS_EGRESS_PORTS), reporting what is not a port with the other egress problems', () => {
+    expect(loadConfig({ env: { ...SECRETS } }).runtime.egressPorts).toEqual([]);
+    expect(loadConfig({ env: { ...SECRETS, AGENTWS_EGRESS_PORTS: '22, 587' } }).runtime.egressPorts).toEqual([22, 587]);
+    const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_EGRESS_PORTS: '22,smtp,70000', AGENTWS_EGRESS_PRIVATE_ALLOW: '10.0.0.0/8:5432,10.0.0.0/99' } }));
+    expect(problems).toEqual([
+      { variable: 'AGENTWS_EGRESS_PRIVATE_ALLOW', message: 'not a host, host:port or CIDR: 10.0.0.0/99' },
+      { variable: 'AGENTWS_EGRESS_PORTS', message: 'not a port (1-65535): smtp, 70000' },
+    ]);
+  });
+
   it('never echoes a malformed URL (it may hold a password)', () => {
     const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, DATABASE_URL: 'postgres://user:s3cret@' } }));
     expect(JSON.stringify(problems)).not.toContain('s3cret');

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ValidationError } from '../../src/core/errors.js';
-import { checkWebhookUrl, isPublicAddress } from '../../src/lib/url-guard.js';
+import { addressMatches, checkWebhookUrl, embeddedIPv4, isPublicAddress } from '../../src/lib/url-guard.js';
 
 // A fake DNS: the tests never touch the network, and each name stands for one way to sneak inward.
 const zone: Record<string, string[]> = {
@@ -199,5 +199,26 @@ describe('isPublicAddress', () => {
     ['1.2.3.4.5', false],
   ])('%s → %s', (ip, expected) => {
     expect(isPublicAddress(ip)).toBe(expected);
+  });
+});
+
+describe('addressMatches (one destination, every spelling)', () => {
+  it('finds the IPv4 address an IPv6 one stands for: mapped, NAT64, 6to4', () => {
+    expect(embeddedIPv4('::ffff:10.0.0.1')).toBe('10.0.0.1');
+    expect(embeddedIPv4('[::ffff:a00:1]')).toBe('10.0.0.1');
+    expect(embeddedIPv4('64:ff9b::808:808')).toBe('8.8.8.8');
+    expect(embeddedIPv4('2002:808:808::1')).toBe('8.8.8.8');
+    for (const ip of ['2606:4700::1', '8.8.8.8', 'not-an-address', 'fe80::1%eth0']) expect(embeddedIPv4(ip), ip).toBeNull();
+  });
+
+  it('matches an address or range entry whichever way either side is spelt', () => {
+    expect(addressMatches('8.8.8.8', '8.8.8.0/24')).toBe(true);
+    expect(addressMatches('::ffff:8.8.8.8', '8.8.8.0/24')).toBe(true);
+    expect(addressMatches('64:ff9b::808:808', '8.8.8.8')).toBe(true);
+    expect(addressMatches('8.8.8.8', '::ffff:8.8.8.8')).toBe(true);
+    expect(addressMatches('2606:4700:0:0::1', '2606:4700::1')).toBe(true);
+    expect(addressMatches('2606:4700::2', '2606:4700::1')).toBe(false);
+    expect(addressMatches('8.8.4.4', '8.8.8.0/24')).toBe(false);
+    expect(addressMatches('8.8.8.8', '2606:4700::/32')).toBe(false);
   });
 });

@@ -17,8 +17,9 @@ import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
-import { decideEgress, parsePrivateAllow, type EgressRules } from './egress-policy.js';
 import type { SpendingService, SpendingTurn } from '../usage/spending.service.js';
+import { createEgressDecider } from './egress-decider.js';
+import { parsePrivateAllow, type EgressRules } from './egress-policy.js';
 import { createEgressProxy, GATEWAY_HOST } from './egress-proxy.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
@@ -54,6 +55,8 @@ export function createAgentEgress(deps: {
   /** Which session and message of the user's runtime a tool call came from (runtime-pool.ts). */
   toolCallOrigin: (owner: MemoryOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
   privateAllow: string;
+  /** Ports open to every tenant's agents besides 80 and 443 (AGENTWS_EGRESS_PORTS). */
+  egressPorts: readonly number[];
   /**
    * Plans (orchestrator): what a plan has spent as a whole (its sessions share the plan's per-request
    * limit), read in a transaction; and a call recorded for one of its sessions.
@@ -63,7 +66,7 @@ export function createAgentEgress(deps: {
   log: Logger;
 }) {
   const { db, log, clock } = deps;
-  const privateAllow = parsePrivateAllow(deps.privateAllow).entries;
+  const decider = createEgressDecider({ privateAllow: parsePrivateAllow(deps.privateAllow).entries, ports: deps.egressPorts });
   const cache = new Map<string, { at: number; value: Promise<unknown> }>();
   const cached = <T>(key: string, load: () => Promise<T>): Promise<T> => {
     const hit = cache.get(key);
@@ -88,7 +91,7 @@ export function createAgentEgress(deps: {
     cached(`rules:${tenantId}`, async (): Promise<EgressRules> => {
       const t = await deps.tenantsRepo.findById(db, tenantId);
       const e = (t?.settings as { egress?: Partial<EgressRules> } | undefined)?.egress;
-      return { allow: e?.allow ?? [], deny: e?.deny ?? [] };
+      return { allow: e?.allow ?? [], deny: e?.deny ?? [], ports: e?.ports ?? [] };
     });
 
   const monthStart = () => {
@@ -249,7 +252,7 @@ export function createAgentEgress(deps: {
   }
 
   const proxy = createEgressProxy<RuntimeIdentity>({
-    decide: async (identity, host, port) => decideEgress({ host, port, rules: await tenantRules(identity.tenantId), privateAllow }),
+    decide: async (identity, host, port) => decider.decide(host, port, await tenantRules(identity.tenantId)),
     gateway: (identity, req, res, url) => {
       if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
       serveMemoryMcp(identity, req, res).catch((err) => {

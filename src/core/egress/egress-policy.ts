@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { addressInCidr, isPublicAddress, resolveAddresses, systemResolve } from '../../lib/url-guard.js';
+import { addressInCidr, addressMatches, isPublicAddress, resolveAddresses, systemResolve } from '../../lib/url-guard.js';
 
 /**
  * Where an agent may connect to, through the egress proxy (the only way out of its sandbox). The same
@@ -8,12 +8,25 @@ import { addressInCidr, isPublicAddress, resolveAddresses, systemResolve } from 
  * was checked, never to a second lookup. On top of it, per tenant, domains an admin denies or, when an
  * allow list is set, the only domains allowed; and per appliance, internal hosts the operator trusts
  * (`AGENTWS_EGRESS_PRIVATE_ALLOW`: a package mirror, an internal git server) may be private.
+ *
+ * The agent chooses every connection it asks for, so each rule must hold however the target is spelt:
+ * only the web's ports are open unless an operator or tenant opens more (a public SMTP or SSH server is
+ * as much a way out as a web page); a deny list is matched on the addresses too (an IP literal, or any
+ * other name for the same address, is the denied host); and the host's own addresses are private whatever
+ * their range (a cloud VM's public address reaches the services listening on it).
  */
 
-/** The tenant's domain lists (tenant settings `egress`): `example.com` also covers its subdomains. */
+/** Ports open by default: the web's. Others (mail, SSH, databases) take an operator or tenant setting. */
+export const DEFAULT_EGRESS_PORTS: readonly number[] = [80, 443];
+
+/**
+ * The tenant's lists (tenant settings `egress`). A domain `example.com` also covers its subdomains; an
+ * address or CIDR entry matches the addresses a target resolves to. `ports`: opened beyond the defaults.
+ */
 export interface EgressRules {
   allow: string[];
   deny: string[];
+  ports?: number[];
 }
 
 /** One operator entry: a host name or address (optionally with a port), or a CIDR range. */
@@ -24,6 +37,20 @@ export interface PrivateAllowEntry {
 }
 
 export type EgressDecision = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };
+
+/** What decides a connection besides the target and the tenant's lists (the caller looks these up). */
+export interface EgressInput {
+  host: string;
+  port: number;
+  rules: EgressRules;
+  privateAllow: PrivateAllowEntry[];
+  /** Ports the operator opens beyond DEFAULT_EGRESS_PORTS (AGENTWS_EGRESS_PORTS). */
+  ports?: readonly number[];
+  /** Every address of the host's own interfaces: refused like private ones, whatever their range. */
+  hostAddresses?: readonly string[];
+  /** The addresses the names on the tenant's deny list resolve to. */
+  deniedAddresses?: readonly string[];
+}
 
 const NAME = /^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
 
@@ -40,15 +67,49 @@ export function domainMatches(host: string, rule: string): boolean {
   return r !== '' && (host === r || host.endsWith(`.${r}`));
 }
 
+/** An address or CIDR range (`10.0.0.0/8`, `2001:db8::/32`), as a list entry may be; null when it is neither. */
+export function parseAddressEntry(raw: string): string | null {
+  const t = raw.trim().toLowerCase().replace(/^\[([^\]]+)\]/, '$1');
+  if (isIP(t)) return t;
+  const m = /^([^/]+)\/(\d{1,3})$/.exec(t);
+  return m && isIP(m[1]) && addressInCidr(m[1], t) ? t : null;
+}
+
+/**
+ * One entry of a tenant's `egress.allow` or `egress.deny`, normalised: a domain (lower-case, `*.` and
+ * `.` dropped) or an address or CIDR range. Null when it is none of these.
+ */
+export function normaliseListEntry(raw: string): string | null {
+  const address = parseAddressEntry(raw);
+  if (address) return address;
+  const host = normaliseHost(raw.replace(/^\*?\./, ''));
+  return host && !isIP(host) ? host : null;
+}
+
+/** A port list (AGENTWS_EGRESS_PORTS: `25,587,2222`); returns the ports and the items it could not read. */
+export function parsePorts(raw: string): { ports: number[]; invalid: string[] } {
+  const ports: number[] = [];
+  const invalid: string[] = [];
+  for (const item of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
+    const n = /^\d{1,5}$/.test(item) ? Number(item) : NaN;
+    if (n >= 1 && n <= 65535) ports.push(n);
+    else invalid.push(item);
+  }
+  return { ports: [...new Set(ports)], invalid };
+}
+
 /** Parses AGENTWS_EGRESS_PRIVATE_ALLOW; returns the entries and the items it could not read. */
 export function parsePrivateAllow(raw: string): { entries: PrivateAllowEntry[]; invalid: string[] } {
   const entries: PrivateAllowEntry[] = [];
   const invalid: string[] = [];
   for (const item of raw.split(',').map((s) => s.trim()).filter(Boolean)) {
     if (item.includes('/')) {
-      const [net, bits] = item.split('/');
-      if (isIP(net) && /^\d{1,3}$/.test(bits) && addressInCidr(net, item)) entries.push({ cidr: item });
-      else invalid.push(item);
+      // A range, optionally with one port: 10.1.2.0/24 or 10.1.2.0/24:5432.
+      const m = /^(.+\/\d{1,3})(?::(\d{1,5}))?$/.exec(item);
+      const cidr = m ? parseAddressEntry(m[1]) : null;
+      const port = m?.[2] !== undefined ? Number(m[2]) : undefined;
+      if (!cidr || !cidr.includes('/') || (port !== undefined && (port < 1 || port > 65535))) invalid.push(item);
+      else entries.push({ cidr, ...(port !== undefined ? { port } : {}) });
       continue;
     }
     // host, host:port, [v6]:port, or a bare IPv6 address
@@ -61,33 +122,65 @@ export function parsePrivateAllow(raw: string): { entries: PrivateAllowEntry[]; 
   return { entries, invalid };
 }
 
-/** Whether the operator trusts this target with private addresses. */
-function privatelyAllowed(entries: PrivateAllowEntry[], host: string, address: string, port: number): boolean {
-  return entries.some((e) => {
-    if (e.port !== undefined && e.port !== port) return false;
-    if (e.cidr) return addressInCidr(address, e.cidr);
-    return e.host === host || e.host === address;
-  });
+/** Whether an operator entry names this target (by host name, by address, or by a range holding it). */
+function entryMatches(e: PrivateAllowEntry, host: string, address: string): boolean {
+  if (e.cidr) return addressMatches(address, e.cidr);
+  return e.host === host || (e.host !== undefined && isIP(e.host) !== 0 && addressMatches(address, e.host));
 }
 
-/** The tenant's lists, before anything is resolved: a denied domain is never looked up. */
-export function checkDomainRules(host: string, rules: EgressRules): string | null {
-  if (rules.deny.some((d) => domainMatches(host, d))) return `${host} is on the tenant's deny list`;
-  if (rules.allow.length > 0 && !rules.allow.some((d) => domainMatches(host, d))) return `${host} is not on the tenant's allow list`;
-  return null;
+/** Whether the operator trusts this target with private addresses. */
+function privatelyAllowed(entries: PrivateAllowEntry[], host: string, address: string, port: number): boolean {
+  return entries.some((e) => (e.port === undefined || e.port === port) && entryMatches(e, host, address));
+}
+
+/** Domain entries of a list (what names match); the rest are addresses and ranges (what addresses match). */
+function splitList(list: string[]): { domains: string[]; addresses: string[] } {
+  const domains: string[] = [];
+  const addresses: string[] = [];
+  for (const item of list) {
+    const a = parseAddressEntry(item);
+    if (a) addresses.push(a);
+    else domains.push(item);
+  }
+  return { domains, addresses };
 }
 
 /**
- * Decides one connection: the tenant's lists, then every resolved address public (or trusted by the
- * operator). Returns the checked address to connect to.
+ * The tenant's lists, before anything is resolved: a domain denied by name is never looked up; a target
+ * the allow list can only let in by its addresses (it has address or range entries) waits for them.
  */
-export async function decideEgress(
-  input: { host: string; port: number; rules: EgressRules; privateAllow: PrivateAllowEntry[] },
-  resolve: (host: string) => Promise<string[]> = systemResolve,
-): Promise<EgressDecision> {
+export function checkDomainRules(host: string, rules: EgressRules): string | null {
+  const deny = splitList(rules.deny);
+  const allow = splitList(rules.allow);
+  if (deny.domains.some((d) => domainMatches(host, d))) return `${host} is on the tenant's deny list`;
+  if (rules.allow.length > 0 && allow.addresses.length === 0 && !allow.domains.some((d) => domainMatches(host, d))) return `${host} is not on the tenant's allow list`;
+  return null;
+}
+
+/** The names on a deny list whose addresses the caller must look up (`deniedAddresses`). */
+export function deniedNames(rules: EgressRules): string[] {
+  return splitList(rules.deny).domains;
+}
+
+/** The ports a connection may use: the defaults, the operator's and the tenant's. */
+export function openPorts(operator: readonly number[] = [], tenant: readonly number[] = []): number[] {
+  return [...new Set([...DEFAULT_EGRESS_PORTS, ...operator, ...tenant])].sort((a, b) => a - b);
+}
+
+/**
+ * Decides one connection: the port, the tenant's lists (by name, then by address), then every resolved
+ * address public and not the host's own (or trusted by the operator). Returns the address to connect to.
+ */
+export async function decideEgress(input: EgressInput, resolve: (host: string) => Promise<string[]> = systemResolve): Promise<EgressDecision> {
   const host = normaliseHost(input.host);
   if (!host) return { ok: false, reason: 'not a host name' };
-  if (!Number.isInteger(input.port) || input.port < 1 || input.port > 65535) return { ok: false, reason: 'not a port' };
+  const { port } = input;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return { ok: false, reason: 'not a port' };
+  const open = openPorts(input.ports, input.rules.ports);
+  // An operator entry that names a port opens that port for its host only (checked once resolved).
+  const portNamed = input.privateAllow.filter((e) => e.port === port);
+  const closed = `port ${port} is not open for egress (open: ${open.join(', ')})`;
+  if (!open.includes(port) && portNamed.length === 0) return { ok: false, reason: closed };
   const listed = checkDomainRules(host, input.rules);
   if (listed) return { ok: false, reason: listed };
   let addresses: string[];
@@ -97,8 +190,23 @@ export async function decideEgress(
     addresses = await resolveAddresses(host, resolve);
     if (!addresses.length) return { ok: false, reason: `${host} does not resolve` };
   }
-  const bad = addresses.find((a) => !isPublicAddress(a) && !privatelyAllowed(input.privateAllow, host, a, input.port));
-  if (bad !== undefined) return { ok: false, reason: bad === host ? `${host} is a private address` : `${host} resolves to a private address (${bad})` };
+  const as = (a: string) => (a === host ? host : `${host} (${a})`);
+  const deny = splitList(input.rules.deny).addresses;
+  const denied = addresses.find((a) => deny.some((e) => addressMatches(a, e)));
+  if (denied !== undefined) return { ok: false, reason: `${as(denied)} is on the tenant's deny list` };
+  const sameAs = addresses.find((a) => (input.deniedAddresses ?? []).some((d) => addressMatches(a, d)));
+  if (sameAs !== undefined) return { ok: false, reason: `${as(sameAs)} is an address of a name on the tenant's deny list` };
+  const allow = splitList(input.rules.allow);
+  if (input.rules.allow.length > 0 && !allow.domains.some((d) => domainMatches(host, d)) && !addresses.every((a) => allow.addresses.some((e) => addressMatches(a, e)))) {
+    return { ok: false, reason: `${host} is not on the tenant's allow list` };
+  }
+  const own = (a: string) => (input.hostAddresses ?? []).some((h) => addressMatches(a, h));
+  const bad = addresses.find((a) => (!isPublicAddress(a) || own(a)) && !privatelyAllowed(input.privateAllow, host, a, port));
+  if (bad !== undefined) {
+    const what = isPublicAddress(bad) ? "one of this host's own addresses" : 'a private address';
+    return { ok: false, reason: bad === host ? `${host} is ${what}` : `${host} resolves to ${what} (${bad})` };
+  }
+  if (!open.includes(port) && !addresses.every((a) => portNamed.some((e) => entryMatches(e, host, a)))) return { ok: false, reason: closed };
   const address = addresses[0];
   return { ok: true, address, family: isIP(address) as 4 | 6 };
 }

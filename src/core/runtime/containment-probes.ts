@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { homedir, networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { decideEgress, parsePrivateAllow } from '../egress/egress-policy.js';
+import { createEgressDecider } from '../egress/egress-decider.js';
+import { parsePrivateAllow } from '../egress/egress-policy.js';
 import { createEgressProxy } from '../egress/egress-proxy.js';
 import { silentLogger } from '../logger.js';
 import { opencodeBinary } from './opencode-process.js';
@@ -347,7 +348,25 @@ export const CONTAINMENT_PROBES: ContainmentProbe[] = [
     kind: 'contain',
     tries: 'through the proxy to the host\'s own non-loopback addresses',
     script: (t) => (t.hostAddresses.length ? t.hostAddresses.map((a) => viaProxy(`http://${a.includes(':') ? `[${a}]` : a}:${t.secretPort}/`)).join('; ') : 'echo no host address'),
-    judge: (r) => reached(r) ?? (/status=200/.test(r.out) ? `answered: ${excerpt(r.out)}` : null),
+    // Refused by the proxy (403), not merely unanswered: a public address of the host is still the host.
+    judge: (r) => reached(r) ?? (/status=(?!403)\d+/.test(r.out) ? `not refused: ${excerpt(r.out)}` : null),
+  },
+  {
+    id: 'proxy-ports',
+    kind: 'contain',
+    tries: 'through the proxy to a public address on ports other than the web\'s: CONNECT to :25 (SMTP) and :22 (SSH), a plain request to :6379',
+    script: () =>
+      `python3 -c 'import socket
+for target in ["93.184.216.34:25", "93.184.216.34:22"]:
+  s=socket.create_connection(("127.0.0.1", ${INNER_PROXY_PORT}), 5)
+  s.sendall(("CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n" % (target, target)).encode())
+  print(target, s.recv(300).decode(errors="replace").replace("\\r\\n", " | "))
+  s.close()' 2>&1; ${viaProxy('http://93.184.216.34:6379/')}`,
+    judge: (r) =>
+      reached(r) ??
+      ((r.out.match(/^93\.184\.216\.34:(25|22) HTTP\/1\.1 403 .*port \1 is not open/gm) ?? []).length === 2 && /port 6379 is not open[^\n]*\n status=403/.test(r.out)
+        ? null
+        : `not refused for its port: ${excerpt(r.out)}`),
   },
   {
     id: 'proxy-connect-internal',
@@ -456,9 +475,11 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
     const allowedServer = await serve((_req, res) => res.end('allowed page\n'));
     cleanups.push(() => allowedServer.close());
 
-    const privateAllow = parsePrivateAllow(`127.0.0.1:${allowedServer.port}`).entries;
+    // The agents' decision (the host's own addresses read from its interfaces), with the planted server's
+    // port open as an operator may open one: what must refuse it is the address rule, not the port rule.
+    const decider = createEgressDecider({ privateAllow: parsePrivateAllow(`127.0.0.1:${allowedServer.port}`).entries, ports: [secretServer.port] });
     const proxy = createEgressProxy<string>({
-      decide: (_id, host, port) => decideEgress({ host, port, rules: { allow: [], deny: [] }, privateAllow }),
+      decide: (_id, host, port) => decider.decide(host, port, { allow: [], deny: [] }),
       gateway: (_id, _req, res) => void res.writeHead(404, { 'content-type': 'text/plain' }).end('no gateway in the probes\n'),
       refused: () => {},
       log: silentLogger,

@@ -1,5 +1,4 @@
-import { isIP } from 'node:net';
-import { normaliseHost } from '../egress/egress-policy.js';
+import { normaliseListEntry } from '../egress/egress-policy.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
@@ -133,19 +132,32 @@ export function createTenantsService(deps: {
     /**
      * Updates tenant settings (admin.manage_tenant): `groupRoleMapping`, identity-provider group object id
      * -> role name, stored and returned (sign-in does not apply it, SPEC.md "Tenant settings"); `egress`,
-     * the domains the tenant's agents may (allow: only these) or may not (deny) reach.
+     * the domains, addresses and ranges the tenant's agents may (allow: only these) or may not (deny)
+     * reach and the ports they may use besides 80 and 443 (keys left out keep their value).
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[] } } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[]; ports?: number[] } } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const mapping = input.settings?.groupRoleMapping;
       const egress = input.settings?.egress;
-      const domains = (field: string, list: string[] | undefined) =>
-        (list ?? []).map((d, i) => {
-          const host = normaliseHost(d.replace(/^\*\./, ''));
-          if (!host || isIP(host)) throw new ValidationError(`settings.egress.${field}[${i}]: "${d}" is not a domain name`, { details: { field: `settings.egress.${field}` } });
-          return host;
+      // Addresses and ranges too: a deny list of names alone is stepped around by dialling the address.
+      const entries = (field: 'allow' | 'deny', list: string[]) =>
+        list.map((d, i) => {
+          const entry = normaliseListEntry(d);
+          if (!entry) throw new ValidationError(`settings.egress.${field}[${i}]: "${d}" is not a domain name, an address or a CIDR range`, { details: { field: `settings.egress.${field}` } });
+          return entry;
         });
-      const egressRules = egress ? { allow: domains('allow', egress.allow), deny: domains('deny', egress.deny) } : undefined;
+      const ports = (list: number[]) => {
+        const bad = list.findIndex((p) => !Number.isInteger(p) || p < 1 || p > 65535);
+        if (bad >= 0) throw new ValidationError(`settings.egress.ports[${bad}]: ${String(list[bad])} is not a port (1-65535)`, { details: { field: 'settings.egress.ports' } });
+        return [...new Set(list)].sort((a, b) => a - b);
+      };
+      const egressRules = egress
+        ? {
+            ...(egress.allow !== undefined ? { allow: entries('allow', egress.allow) } : {}),
+            ...(egress.deny !== undefined ? { deny: entries('deny', egress.deny) } : {}),
+            ...(egress.ports !== undefined ? { ports: ports(egress.ports) } : {}),
+          }
+        : undefined;
       return db.transaction(async (tx) => {
         const tenant = await repo.findById(tx, tenantId);
         if (!tenant) throw new NotFoundError('tenant not found');
@@ -159,7 +171,7 @@ export function createTenantsService(deps: {
           settings.groupRoleMapping = mapping;
         }
         // The egress proxy reads them on every connection: a change applies to running agents at once.
-        if (egressRules) settings.egress = egressRules;
+        if (egressRules) settings.egress = { allow: [], deny: [], ports: [], ...(settings.egress as object | undefined), ...egressRules };
         const updated = await repo.updateSettings(tx, tenantId, settings);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
         return updated;

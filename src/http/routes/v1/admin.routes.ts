@@ -196,7 +196,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     {
       schema: {
         tags: ['admin'],
-        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in) and egress (domains the agents may or may not reach through the egress proxy)',
+        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in) and egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value)',
         body: Type.Object({
           settings: Type.Object(
             {
@@ -204,8 +204,11 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
               egress: Type.Optional(
                 Type.Object(
                   {
-                    allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Domains the tenant\'s agents may reach (a domain covers its subdomains); set: only these' })),
-                    deny: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Domains the tenant\'s agents may never reach' })),
+                    allow: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Domains (a domain covers its subdomains), addresses or CIDR ranges the tenant\'s agents may reach; set: only these' })),
+                    deny: Type.Optional(
+                      Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Domains, addresses or CIDR ranges the tenant\'s agents may never reach (a domain also by the addresses it resolves to)' }),
+                    ),
+                    ports: Type.Optional(Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { maxItems: 100, description: 'Ports the tenant\'s agents may connect to besides 80 and 443 (and the operator\'s AGENTWS_EGRESS_PORTS)' })),
                   },
                   { additionalProperties: false },
                 ),

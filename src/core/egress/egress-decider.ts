@@ -1,0 +1,70 @@
+import { networkInterfaces } from 'node:os';
+import { resolveAddresses, systemResolve } from '../../lib/url-guard.js';
+import { decideEgress, deniedNames, type EgressDecision, type EgressRules, type PrivateAllowEntry } from './egress-policy.js';
+
+/**
+ * How long the host's interface addresses are reused: an address added later (DHCP, a cloud's secondary
+ * IP) is private to the agents within this.
+ */
+const HOST_ADDRESSES_MS = 30_000;
+/**
+ * How long a denied name's addresses are reused. Short: a name behind a CDN moves, and what it resolves to
+ * now is what an agent would reach by address; long enough that a deny list costs no lookup per connection.
+ */
+const DENIED_LOOKUP_MS = 60_000;
+/** Denied names remembered at once (a deny list holds at most 500 per tenant). */
+const MAX_CACHED_NAMES = 10_000;
+
+/**
+ * The egress decision with what it needs from the host looked up and cached: every address of the host's
+ * interfaces (re-read now and then) and the addresses the tenant's denied names resolve to. Used by the
+ * agents' proxy (agent-egress.ts) and the containment probes, so both decide alike.
+ */
+export function createEgressDecider(deps: {
+  privateAllow: PrivateAllowEntry[];
+  /** Ports the operator opens beyond 80 and 443 (AGENTWS_EGRESS_PORTS). */
+  ports: readonly number[];
+  resolve?: (host: string) => Promise<string[]>;
+  interfaces?: () => ReturnType<typeof networkInterfaces>;
+  now?: () => number;
+}) {
+  const resolve = deps.resolve ?? systemResolve;
+  const interfaces = deps.interfaces ?? networkInterfaces;
+  const now = deps.now ?? Date.now;
+
+  let own: { at: number; addresses: string[] } | null = null;
+  /** Every address of the host's interfaces, loopback and link-local included (they are private anyway). */
+  function hostAddresses(): string[] {
+    if (own && now() - own.at < HOST_ADDRESSES_MS) return own.addresses;
+    let addresses: string[] = own?.addresses ?? [];
+    try {
+      addresses = Object.values(interfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+    } catch {
+      // Keep the last list: an interface read that fails must not open the host's addresses.
+    }
+    own = { at: now(), addresses };
+    return addresses;
+  }
+
+  const lookups = new Map<string, { at: number; addresses: Promise<string[]> }>();
+  function addressesOf(name: string): Promise<string[]> {
+    const hit = lookups.get(name);
+    if (hit && now() - hit.at < DENIED_LOOKUP_MS) return hit.addresses;
+    if (lookups.size >= MAX_CACHED_NAMES) lookups.clear();
+    // resolveAddresses never rejects: a name that does not resolve has no address to deny.
+    const addresses = resolveAddresses(name, resolve);
+    lookups.set(name, { at: now(), addresses });
+    return addresses;
+  }
+
+  return {
+    hostAddresses,
+    /** Decides one connection of a tenant's agent. */
+    async decide(host: string, port: number, rules: EgressRules): Promise<EgressDecision> {
+      const deniedAddresses = (await Promise.all(deniedNames(rules).map(addressesOf))).flat();
+      return decideEgress({ host, port, rules, privateAllow: deps.privateAllow, ports: deps.ports, hostAddresses: hostAddresses(), deniedAddresses }, resolve);
+    },
+  };
+}
+
+export type EgressDecider = ReturnType<typeof createEgressDecider>;

@@ -1,0 +1,123 @@
+import http, { type IncomingMessage } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEgressDecider } from '../../src/core/egress/egress-decider.js';
+import { parsePrivateAllow, type EgressRules } from '../../src/core/egress/egress-policy.js';
+import { createEgressProxy, type ProxyListener } from '../../src/core/egress/egress-proxy.js';
+import { silentLogger } from '../../src/core/logger.js';
+
+const none: EgressRules = { allow: [], deny: [] };
+const nic = (address: string) => ({ address, netmask: '', family: address.includes(':') ? 'IPv6' : 'IPv4', mac: '', internal: false, cidr: null }) as never;
+
+/**
+ * The decision as the agents' proxy makes it (egress-decider.ts): the host's interfaces read and re-read,
+ * the deny list's names looked up and cached; then through a real proxy listener to a loopback server on
+ * an ephemeral port, with the system resolver: what an agent's CONNECT gets.
+ */
+describe('egress decider', () => {
+  it("refuses the host's own addresses as read from its interfaces, and reads them again after a while", async () => {
+    let clock = 0;
+    let addresses = ['34.1.2.3'];
+    const decider = createEgressDecider({ privateAllow: [], ports: [], resolve: async () => ['34.1.2.9'], interfaces: () => ({ eth0: addresses.map(nic) }), now: () => clock });
+    expect(await decider.decide('34.1.2.3', 443, none)).toEqual({ ok: false, reason: "34.1.2.3 is one of this host's own addresses" });
+    expect((await decider.decide('me.example', 443, none)).ok).toBe(true);
+    addresses = ['34.1.2.3', '34.1.2.9'];
+    clock += 10_000;
+    expect((await decider.decide('me.example', 443, none)).ok).toBe(true);
+    clock += 25_000;
+    expect(await decider.decide('me.example', 443, none)).toEqual({ ok: false, reason: "me.example resolves to one of this host's own addresses (34.1.2.9)" });
+  });
+
+  it("looks the deny list's names up once a minute, and refuses their addresses", async () => {
+    let clock = 0;
+    const asked: string[] = [];
+    const table: Record<string, string[]> = { 'pastebin.com': ['104.20.1.2'], 'paste-mirror.example': ['104.20.1.2'] };
+    const resolve = async (host: string) => {
+      asked.push(host);
+      if (!table[host]) throw new Error('ENOTFOUND');
+      return table[host];
+    };
+    const decider = createEgressDecider({ privateAllow: [], ports: [], resolve, interfaces: () => ({}), now: () => clock });
+    const rules = { allow: [], deny: ['pastebin.com', 'gone.example'] };
+    expect(await decider.decide('104.20.1.2', 443, rules)).toEqual({ ok: false, reason: "104.20.1.2 is an address of a name on the tenant's deny list" });
+    expect((await decider.decide('paste-mirror.example', 443, rules)).ok).toBe(false);
+    expect(asked.filter((h) => h === 'pastebin.com')).toHaveLength(1);
+    // The name moves: within the minute the old address is still the denied one, after it the new one.
+    table['pastebin.com'] = ['104.20.9.9'];
+    clock += 30_000;
+    expect((await decider.decide('104.20.9.9', 443, rules)).ok).toBe(true);
+    clock += 31_000;
+    expect((await decider.decide('104.20.9.9', 443, rules)).ok).toBe(false);
+    expect((await decider.decide('104.20.1.2', 443, rules)).ok).toBe(true);
+    expect(asked.filter((h) => h === 'pastebin.com')).toHaveLength(2);
+  });
+
+  describe('through a real proxy listener', () => {
+    let server: http.Server;
+    let port: number;
+    const seen: string[] = [];
+    const listeners: ProxyListener[] = [];
+
+    beforeAll(async () => {
+      server = http.createServer((req, res) => {
+        seen.push(req.url ?? '');
+        res.end('hello from loopback');
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      port = (server.address() as AddressInfo).port;
+    });
+    afterAll(async () => {
+      await Promise.all(listeners.map((l) => l.close()));
+      await new Promise((r) => server.close(r));
+    });
+
+    /** A proxy listener deciding with this decider and rules; CONNECT to `target`, then one GET in the tunnel. */
+    async function connect(decider: ReturnType<typeof createEgressDecider>, rules: EgressRules, target: string): Promise<{ status: number; body: string }> {
+      const proxy = createEgressProxy<string>({ decide: (_id, host, p) => decider.decide(host, p, rules), gateway: (_id, _req, res) => void res.end(), refused: () => {}, log: silentLogger });
+      const listener = await proxy.listen('agent', { port: 0 });
+      listeners.push(listener);
+      const u = new URL(listener.address);
+      return new Promise((resolve, reject) => {
+        const req = http.request({ host: u.hostname, port: u.port, method: 'CONNECT', path: target, agent: false });
+        req.on('connect', (res: IncomingMessage, socket: Socket, head: Buffer) => {
+          let data = head.toString();
+          socket.on('data', (d) => (data += d));
+          socket.on('end', () => resolve({ status: res.statusCode!, body: data }));
+          socket.on('error', reject);
+          if (res.statusCode === 200) socket.write(`GET /tunnel HTTP/1.1\r\nhost: ${target}\r\nconnection: close\r\n\r\n`);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    }
+
+    it('refuses a public address on a port other than 80 and 443 before dialling it (SMTP)', async () => {
+      const decider = createEgressDecider({ privateAllow: [], ports: [] });
+      const r = await connect(decider, none, '93.184.216.34:25');
+      expect(r.status).toBe(403);
+      expect(r.body).toContain('refused 93.184.216.34:25: port 25 is not open for egress (open: 80, 443)');
+    });
+
+    it("opens a loopback server's port to an operator entry naming it, or to a trusted host once the port is open", async () => {
+      const before = seen.length;
+      // Trusted without a port: refused for its port, until the operator or the tenant opens it.
+      const trusted = parsePrivateAllow('127.0.0.1').entries;
+      expect((await connect(createEgressDecider({ privateAllow: trusted, ports: [] }), none, `127.0.0.1:${port}`)).status).toBe(403);
+      expect(seen.length).toBe(before);
+      expect((await connect(createEgressDecider({ privateAllow: trusted, ports: [port] }), none, `127.0.0.1:${port}`)).body).toContain('hello from loopback');
+      expect((await connect(createEgressDecider({ privateAllow: trusted, ports: [] }), { ...none, ports: [port] }, `127.0.0.1:${port}`)).body).toContain('hello from loopback');
+      expect((await connect(createEgressDecider({ privateAllow: parsePrivateAllow(`127.0.0.1:${port}`).entries, ports: [] }), none, `127.0.0.1:${port}`)).body).toContain('hello from loopback');
+      expect(seen.length).toBe(before + 3);
+    });
+
+    it('refuses an address a denied name resolves to (the system resolver: localhost)', async () => {
+      const decider = createEgressDecider({ privateAllow: parsePrivateAllow(`127.0.0.1:${port}`).entries, ports: [] });
+      const before = seen.length;
+      const r = await connect(decider, { allow: [], deny: ['localhost'] }, `127.0.0.1:${port}`);
+      expect(r.status).toBe(403);
+      expect(r.body).toContain("127.0.0.1 is an address of a name on the tenant's deny list");
+      expect((await connect(decider, { allow: [], deny: ['127.0.0.0/8'] }, `127.0.0.1:${port}`)).body).toContain("127.0.0.1 is on the tenant's deny list");
+      expect(seen.length).toBe(before);
+    });
+  });
+});
