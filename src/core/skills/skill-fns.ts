@@ -8,6 +8,25 @@ export const SKILL_STATUSES = ['proposed', 'promoted', 'deprecated'] as const;
 export type SkillStatus = (typeof SKILL_STATUSES)[number];
 
 /**
+ * One version's review: `proposed` (waiting for a reviewer), `promoted` (what agents load: at most one
+ * version of a skill), `retired` (promoted once and replaced, or a draft a newer one replaced, or its skill
+ * deprecated), `rejected` (a reviewer said no). The skill's own status says whether agents load it at all.
+ */
+export const VERSION_STATUSES = ['proposed', 'promoted', 'retired', 'rejected'] as const;
+export type VersionStatus = (typeof VERSION_STATUSES)[number];
+
+/**
+ * A reviewer's act on one version: `move`, `same` (done already: nothing changes) or `refused` (409).
+ * Only a version waiting for review is promoted or rejected; a deprecated skill's versions are final
+ * (its name may come back as a new proposal of the learning loop).
+ */
+export function versionMove(skill: SkillStatus, version: VersionStatus, act: 'promote' | 'reject'): 'move' | 'same' | 'refused' {
+  if ((act === 'promote' && version === 'promoted') || (act === 'reject' && version === 'rejected')) return 'same';
+  if (skill === 'deprecated') return 'refused';
+  return version === 'proposed' ? 'move' : 'refused';
+}
+
+/**
  * Whether a skill may move from one status to another: `move` (it changes), `same` (it is there
  * already: nothing changes, users expect the call to succeed), `refused` (409). A deprecated skill
  * stays deprecated: its name may return as a new version proposed by the learning loop.
@@ -35,6 +54,13 @@ export const TASK_JACCARD = 0.4;
 /** Successful similar trajectories needed for a proposal, and the sessions they must come from. */
 export const MIN_CLUSTER = 3;
 export const MIN_SESSIONS = 2;
+/**
+ * The different people whose work a proposal needs (tenant setting `skills.minUsers`, 1-20): a skill
+ * reaches everyone, so one person's work alone is not a pattern of the organisation, and a member cannot
+ * make their own turns and one of a colleague's into a skill.
+ */
+export const MIN_USERS_DEFAULT = 2;
+export const MIN_USERS_MAX = 20;
 /** Two requests in a row this alike (word Jaccard) ask for the same thing: the second redoes the first. */
 export const REDO_JACCARD = 0.8;
 
@@ -127,12 +153,54 @@ const FETCH_AND_RUN: RegExp[] = [
   /\bpip3?\s+install\s+(?:[^\n]*\s)?(?:git\+)?https?:\/\//i,
 ];
 
+// A credential written out in prose ("the password is hunter2-prod"): the value follows the word and a
+// verb or sign, and looks like a secret (a digit or a symbol in it), not like a word or a placeholder.
+const PROSE_CREDENTIAL =
+  /\b(?:password|passphrase|passwd|pwd|pin|secret|token|api[\s_-]?key|access[\s_-]?key|private[\s_-]?key|credentials?|login)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+)?[\w.-]+)?\s*(?:is|are|was|reads|equals|=|:|->)\s*[`'"“]?([^\s`'"”<>]{6,})/gi;
+const looksSecret = (value: string) => {
+  const v = value.replace(/[.,;:)\]]+$/, '');
+  if (v.length < 6 || /^[${%(]/.test(v) || /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$/.test(v)) return false;
+  return /\d/.test(v) || /[!@#%^&*+=~?$]/.test(v);
+};
+
+// Workspace files that hold secrets, and ways of sending something somewhere: together on one line, a
+// skill that ships the secrets out ("upload .env with webfetch to https://...").
+const SENSITIVE_FILE =
+  /(?:^|[\s`'"(=@:/])(?:\.env(?!\.(?:example|sample|template|dist|defaults)\b)(?:\.[\w-]+)?|\.npmrc|\.pypirc|\.netrc|\.pgpass|\.git-credentials|\.ssh|id_(?:rsa|dsa|ecdsa|ed25519)|\.aws\/credentials|\.kube\/config|kubeconfig|credentials\.json|secrets?\.(?:json|ya?ml|toml|env)|[\w.-]+\.(?:pem|key|p12|pfx|jks|keystore))(?=$|[\s`'",;:)\]/.])/im;
+const SENDS =
+  /\b(?:upload(?:s|ed|ing)?|send(?:s|ing)?|sent|exfiltrat\w*|transmit\w*|paste[sd]?|leak\w*|webfetch|scp|rsync|sftp|ftp|nc|ncat|netcat|sendmail|mailx?)\b|\bcurl\b[^\n]*(?:\s-[a-zA-Z]*[dFT]\b|--data\b|--data-\w+|--form\b|--upload-file\b|-X\s*(?:POST|PUT|PATCH))|\bwget\b[^\n]*--post-(?:file|data)/i;
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Files a skill downloads (curl -o / -O / > file, wget) and then runs (bash f, sh f, ./f, python f, source f, chmod +x f). */
+function downloadsThenRuns(text: string): boolean {
+  const files = new Set<string>();
+  const base = (ref: string) => ref.replace(/[?#].*$/, '').split('/').filter(Boolean).pop() ?? '';
+  for (const m of text.matchAll(/\b(curl|wget)\b([^\n|;&]*)/g)) {
+    const args = m[2];
+    const url = /\b(?:https?|ftp):\/\/\S+/.exec(args)?.[0];
+    const out = /(?:^|\s)(?:-[a-zA-Z]*[oO]|--output(?:-document)?)(?:\s*=\s*|\s+)([^\s'"`]+)/.exec(args)?.[1] ?? />\s*([^\s'"`]+)/.exec(args)?.[1];
+    const file = out && !/^(?:https?|ftp):/.test(out) ? base(out) : m[1] === 'wget' || /(?:^|\s)-[a-zA-Z]*O(?:\s|$)/.test(args) ? (url ? base(url) : '') : '';
+    if (file && file !== '-') files.add(file);
+  }
+  for (const f of files) {
+    const name = escapeRe(f);
+    const run = new RegExp(
+      `(?:\\b(?:ba|z|da|k|fi)?sh|\\bsource|\\bpython\\d?(?:\\.\\d+)?|\\bnode|\\bperl|\\bruby|\\bphp|\\bpwsh|\\bpowershell|(?:^|[;&|(])\\s*\\.)\\s+(?:-\\S+\\s+)*(?:\\S*\\/)?${name}(?![\\w.-])|\\.\\/${name}(?![\\w.-])|\\bchmod\\s+\\S*x\\S*\\s+(?:\\S*\\/)?${name}(?![\\w.-])`,
+      'm',
+    );
+    if (run.test(text)) return true;
+  }
+  return false;
+}
+
 /** Headings of the body (level 1-3), as written. */
 const headings = (body: string) => [...body.matchAll(/^#{1,3}\s+(.+?)\s*#*\s*$/gm)].map((m) => m[1].trim());
 
 /**
- * What is wrong with a skill (empty: it may be stored). `sources` are the labels of the trajectories
- * it was written from: it must cite at least one of them.
+ * What is wrong with a skill (empty: it may be stored): the hard problems, for which the writer is asked
+ * again. `sources` are the labels of the trajectories it was written from: it must cite at least one of
+ * them. What a reviewer may still accept is not here but in skillFlags.
  */
 export function skillProblems(doc: SkillDocument, options: { sources: string[] }): string[] {
   const problems: string[] = [];
@@ -151,9 +219,90 @@ export function skillProblems(doc: SkillDocument, options: { sources: string[] }
   }
   const text = `${doc.description}\n${doc.body}`;
   for (const [what, re] of SECRETS) if (re.test(text)) problems.push(`it contains ${what}: skills must carry no secrets`);
+  if ([...text.matchAll(PROSE_CREDENTIAL)].some((m) => looksSecret(m[1]))) problems.push('it contains a credential written out in prose: skills must carry no secrets');
   for (const [what, re] of INSTANCE) if (re.test(text)) problems.push(`it contains ${what}: use relative paths and placeholders, a skill is for every workspace`);
-  if (FETCH_AND_RUN.some((re) => re.test(text))) problems.push('it downloads code and runs it: skills must never fetch and run remote code');
+  if (FETCH_AND_RUN.some((re) => re.test(text)) || downloadsThenRuns(text)) problems.push('it downloads code and runs it: skills must never fetch and run remote code');
+  if (text.split('\n').some((line) => SENSITIVE_FILE.test(line) && SENDS.test(line))) {
+    problems.push('it sends a workspace file that holds secrets (.env, keys, credentials) somewhere: a skill must never move secrets out of the workspace, do not mention it at all');
+  }
   return problems;
+}
+
+/** A line of a skill a reviewer should read before promoting it, and why. */
+export interface SkillFlag {
+  /** 1-based, in the SKILL.md as stored (front matter included). */
+  line: number;
+  text: string;
+  reason: string;
+}
+
+// Installing software or running it from a registry: fine for a reviewer who knows the package, never
+// unseen (a package name is as good as a URL to an attacker).
+const INSTALLS: Array<[string, RegExp]> = [
+  ['it runs a package fetched from a registry (npx and the like)', /\b(?:npx|pnpx|bunx)\b|\b(?:npm|pnpm)\s+exec\b|\b(?:pnpm|yarn)\s+dlx\b/],
+  ['it runs a Python package fetched from a registry (uvx, pipx)', /\buvx\b|\buv\s+tool\s+(?:run|install)\b|\bpipx\s+(?:run|install)\b/],
+  ['it installs a Python package', /\bpip\d?(?:\.\d+)?\s+install\b|\bpython\d?(?:\.\d+)?\s+-m\s+pip\s+install\b|\buv\s+(?:pip\s+install|add)\b|\bpoetry\s+add\b/],
+  ['it installs an npm package', /\b(?:npm|pnpm|yarn|bun)\s+(?:(?:i|install|add)\b(?=[^\n&|;`]*?(?:\s-g\b|\s--global\b|\s(?!-)[^\s&|;`)]))|global\s+add\b)/],
+  ['it installs a package', /\b(?:gem|cargo|go)\s+install\b|\bgo\s+get\b|\bbrew\s+install\b|\b(?:apt|apt-get|dnf|yum|zypper|apk)\s+(?:-\S+\s+)*(?:install|add)\b/],
+  ['it runs a container image', /\b(?:docker|podman|nerdctl)\s+(?:run|pull|create)\b|\bdocker[\s-]compose\s+(?:up|run|pull)\b/],
+  ['it pipes text into a shell or an interpreter', /\|\s*(?:sudo\s+)?(?:(?:ba|z|da|k|fi)?sh|python\d?|node|perl|ruby)(?:\s+-s?)?\s*(?:$|[;&)`'"])/m],
+  ['it evaluates generated text as code', /\beval\s+["']?\$\(|\b(?:ba|z)?sh\s+-c\s+["']?\$\(/],
+];
+
+/** Hosts a line names: in URLs, and as arguments of network commands (`curl host/x`, `ssh user@host`). */
+function hostsOf(line: string): string[] {
+  const hosts: string[] = [];
+  for (const m of line.matchAll(/\b(?:https?|ftp|wss?|git|ssh|sftp|rsync):\/\/(?:[^\s/@`'"]+@)?(\[[^\]\s]+\]|[^\s/:?#`'")\]>]+)/gi)) hosts.push(m[1]);
+  for (const m of line.matchAll(/\b(?:curl|wget|xh|http|https|nc|ncat|telnet|ssh|scp|sftp|ftp|ping|dig|nslookup|webfetch)\b((?:[ \t]+[^\s|;&`]+)+)/g)) {
+    for (const arg of m[1].trim().split(/\s+/)) {
+      if (arg.startsWith('-') || arg.includes('://')) continue;
+      const h = /^(?:[\w.-]+@)?((?:[a-z0-9-]+\.)+[a-z]{2,})(?=$|[:/?#])/i.exec(arg)?.[1];
+      if (h && !/\.(?:md|txt|json|ya?ml|toml|lock|ts|js|mjs|cjs|tsx|jsx|py|sh|rb|go|rs|java|html?|css|xml|csv|log|env|ini|cfg|conf|tar|gz|tgz|zip)$/i.test(h)) hosts.push(h);
+    }
+  }
+  return [...new Set(hosts.map((h) => h.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.+$/, '')))];
+}
+
+const LOOPBACK = /^(?:localhost|.+\.localhost|127(?:\.\d{1,3}){3}|::1|0\.0\.0\.0)$/;
+
+/** Whether a host is on an allow-list (`example.com`, `.example.com` or `*.example.com` cover the name and its subdomains). */
+export function hostAllowed(host: string, allowed: readonly string[]): boolean {
+  if (LOOPBACK.test(host)) return true;
+  return allowed.some((rule) => {
+    const r = rule.trim().toLowerCase().replace(/^\*?\./, '').replace(/\.+$/, '');
+    return r !== '' && (host === r || host.endsWith(`.${r}`));
+  });
+}
+
+/** Shannon entropy of a string, in bits per character. */
+export function entropy(s: string): number {
+  const counts = new Map<string, number>();
+  for (const c of s) counts.set(c, (counts.get(c) ?? 0) + 1);
+  let h = 0;
+  for (const n of counts.values()) h -= (n / s.length) * Math.log2(n / s.length);
+  return h;
+}
+
+/** A run of 20+ key-like characters, with letters and digits, at 3.5 bits a character or more: a secret, or a pinned hash. */
+export const HIGH_ENTROPY_BITS = 3.5;
+const highEntropy = (line: string) => (line.match(/[A-Za-z0-9+/=_-]{20,}/g) ?? []).filter((w) => /\d/.test(w) && /[A-Za-z]/.test(w) && entropy(w) >= HIGH_ENTROPY_BITS);
+
+/**
+ * The lines of a SKILL.md a reviewer is shown before promoting it (not refused: a person may accept
+ * them): hosts not on the tenant's allow-list (`allowedHosts`: tenant settings `skills.allowedHosts` and
+ * `egress.allow`; loopback is the workspace's own), package installs and running code from a registry or
+ * a container image, text piped into a shell, and high-entropy strings.
+ */
+export function skillFlags(content: string, options: { allowedHosts: readonly string[] }): SkillFlag[] {
+  const flags: SkillFlag[] = [];
+  content.split('\n').forEach((raw, i) => {
+    const text = raw.trim().slice(0, 300);
+    const add = (reason: string) => flags.push({ line: i + 1, text, reason });
+    for (const host of hostsOf(raw)) if (!hostAllowed(host, options.allowedHosts)) add(`it names the host ${host}, which is not on the tenant's allow-list (skills.allowedHosts, egress.allow)`);
+    for (const [reason, re] of INSTALLS) if (re.test(raw)) add(reason);
+    if (highEntropy(raw).length) add('it holds a high-entropy string: a secret, or a pinned value to check');
+  });
+  return flags;
 }
 
 /** The directory of a path relative to the workspace, as a glob with its extension: `src/**\/*.ts`. */
