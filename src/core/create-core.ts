@@ -184,6 +184,7 @@ export function createCore(deps: CoreDeps) {
     db,
     repo: createSkillsRepo(),
     sessionsRepo,
+    tenantsRepo,
     runtimeRepo,
     runtime,
     pool,

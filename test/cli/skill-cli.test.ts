@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tenantSharedDir } from '../../src/core/runtime/runtime-pool.js';
@@ -60,15 +60,16 @@ describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
     expect(json.code, json.stderr).toBe(0);
     const doc = JSON.parse(json.stdout);
     expect(Object.keys(doc)).toEqual(['skills']);
+    const waiting = { promotedVersion: null, pendingVersion: 1 };
     expect(doc.skills).toEqual([
-      { id: ids.lint, name: 'fix-lint-errors', description: 'Fix lint errors reported by the linter, then run it again to see them gone', status: 'proposed', version: 1, createdAt: expect.any(String) },
-      { id: ids.notes, name: 'write-release-notes', description: 'Write release notes for a package', status: 'proposed', version: 1, createdAt: expect.any(String) },
+      { id: ids.lint, name: 'fix-lint-errors', description: 'Fix lint errors reported by the linter, then run it again to see them gone', status: 'proposed', version: 1, ...waiting, createdAt: expect.any(String) },
+      { id: ids.notes, name: 'write-release-notes', description: 'Write release notes for a package', status: 'proposed', version: 1, ...waiting, createdAt: expect.any(String) },
     ]);
     const human = await run(['skill', 'list', '--tenant', acme.tenantId]);
     expect(human.code, human.stderr).toBe(0);
     const lines = human.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^ID\s+NAME\s+STATUS\s+VERSION\s+CREATED\s+DESCRIPTION$/);
-    expect(lines[1]).toMatch(new RegExp(`^${ids.lint}\\s+fix-lint-errors\\s+proposed\\s+1\\s+\\S+\\s+Fix lint errors reported by the linter, then run it again t…$`));
+    expect(lines[0]).toMatch(/^ID\s+NAME\s+STATUS\s+VERSION\s+LOADED\s+WAITING\s+CREATED\s+DESCRIPTION$/);
+    expect(lines[1]).toMatch(new RegExp(`^${ids.lint}\\s+fix-lint-errors\\s+proposed\\s+1\\s+-\\s+1\\s+\\S+\\s+Fix lint errors reported by the linter, then run it again t…$`));
     expect(lines).toHaveLength(3);
 
     const none = await run(['skill', 'list', '--tenant', 'beta', '--status', 'promoted']);
@@ -86,7 +87,20 @@ describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
     expect(json.code, json.stderr).toBe(0);
     const { skill } = JSON.parse(json.stdout);
     expect(skill).toMatchObject({ id: ids.notes, name: 'write-release-notes', status: 'proposed', promotedVersion: null, loads: 0, content: md('write-release-notes', 'Write release notes for a package') });
-    expect(skill.versions).toEqual([{ version: 1, description: 'Write release notes for a package', createdAt: expect.any(String), sourceTrajectories: expect.any(Array) }]);
+    expect(skill.versions).toEqual([
+      {
+        version: 1,
+        status: 'proposed',
+        description: 'Write release notes for a package',
+        createdAt: expect.any(String),
+        sourceTrajectories: expect.any(Array),
+        content: md('write-release-notes', 'Write release notes for a package'),
+        flags: [],
+        reviewedBy: null,
+        reviewedAt: null,
+      },
+    ]);
+    expect(skill).toMatchObject({ pendingVersion: 1, contentVersion: 1, flags: [] });
     // The operator reviews: the requests it was learnt from are shown.
     expect(skill.sourceTrajectories.map((s: any) => s.request)).toEqual([1, 2, 3].map((k) => `Write release notes for a package #${k}`));
     expect(skill.sourceTrajectories[0].tools).toEqual(['bash:npm test', 'edit:src/**/*.ts']);
@@ -94,7 +108,10 @@ describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
     const human = await run(['skill', 'show', ids.notes]);
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toMatch(/^status\s+proposed$/m);
+    expect(human.stdout).toMatch(/^waiting\s+version 1: `aws skill promote \S+` or `aws skill reject \S+`$/m);
     expect(human.stdout).toContain('## When to use');
+    expect(human.stdout).toContain('No flagged lines in version 1.');
+    expect(human.stdout).toMatch(/^1\s+proposed\s+\S+\s+3\s+Write release notes for a package$/m);
     expect(human.stdout).toMatch(/^ID\s+OUTCOME\s+TOOLS\s+REQUEST$/m);
     expect(human.stdout).toMatch(/success\s+bash:npm test > edit:src\/\*\*\/\*\.ts\s+Write release notes for a package #1$/m);
 
@@ -123,12 +140,13 @@ describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
     const [doc] = await sql<{ status: string }>(`select status from skills where id = $1`, [ids.notes]);
     expect(doc.status).toBe('promoted');
     await sql(`update skills set status = 'proposed', promoted_version = null, promoted_at = null where id = $1`, [ids.notes]);
+    await sql(`update skill_versions set status = 'proposed', reviewed_by = null, reviewed_at = null where skill_id = $1`, [ids.notes]);
   });
 
   it('promote and deprecate by id: the files every sandbox of the tenant reads, audited as the operator; repeats change nothing; a deprecated skill stays so', async () => {
     const promoted = await run(['skill', 'promote', ids.notes, '--json']);
     expect(promoted.code, promoted.stderr).toBe(0);
-    expect(JSON.parse(promoted.stdout)).toEqual({ skill: expect.objectContaining({ id: ids.notes, status: 'promoted', version: 1 }), changed: true });
+    expect(JSON.parse(promoted.stdout)).toEqual({ skill: expect.objectContaining({ id: ids.notes, status: 'promoted', version: 1, promotedVersion: 1, pendingVersion: null }), changed: true, version: 1 });
     const files = skillFiles(acme.tenantId);
     expect(files).toEqual([expect.stringMatching(/^[0-9a-f]{12}\/write-release-notes\/SKILL\.md$/)]);
     const root = join(tenantSharedDir(t.opened.core.config.dataDir, acme.tenantId), 'skills');
@@ -161,5 +179,79 @@ describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
         ['skill.deprecate', 'system:cli', acme.tenantId],
       ]),
     );
+  });
+  it('a version waiting beside the promoted one: show prints its flagged lines, promote needs --accept-flags, reject leaves the promoted one', async () => {
+    // fix-lint-errors is promoted at version 1 (above); a new version waits, with a flagged line.
+    const v2 = md('fix-lint-errors', 'Fix lint errors with the new linter').replace('1. y', '1. Run `npx -y new-linter`.');
+    const flag = { line: 10, text: '1. Run `npx -y new-linter`.', reason: 'it runs a package fetched from a registry (npx and the like)' };
+    const wait = async (version: number, content: string) => {
+      await sql(`insert into skill_versions (skill_id, tenant_id, version, description, content, source_trajectories, flags) values ($1, $2, $3, $4, $5, '{}', $6::jsonb)`, [
+        ids.lint,
+        acme.tenantId,
+        version,
+        `Fix lint errors, version ${version}`,
+        content,
+        JSON.stringify([flag]),
+      ]);
+      await sql(`update skills set version = $2, description = $3 where id = $1`, [ids.lint, version, `Fix lint errors, version ${version}`]);
+    };
+    expect(v2.split('\n')[9]).toBe(flag.text);
+    await wait(2, v2);
+    const loaded = () => {
+      const root = join(tenantSharedDir(t.opened.core.config.dataDir, acme.tenantId), 'skills');
+      const newest = skillFiles(acme.tenantId)
+        .filter((f) => f.includes('fix-lint-errors'))
+        .map((f) => join(root, f))
+        .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+      return readFileSync(newest, 'utf8');
+    };
+    const v1 = loaded();
+    expect(v1).toBe(md('fix-lint-errors', 'Fix lint errors reported by the linter, then run it again to see them gone'));
+
+    const listed = JSON.parse((await run(['skill', 'list', '--tenant', 'acme', '--status', 'promoted', '--json'])).stdout).skills;
+    expect(listed).toEqual([expect.objectContaining({ id: ids.lint, status: 'promoted', version: 2, promotedVersion: 1, pendingVersion: 2 })]);
+    const shown = await run(['skill', 'show', ids.lint]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^loaded\s+version 1$/m);
+    expect(shown.stdout).toMatch(/^waiting\s+version 2: /m);
+    expect(shown.stdout).toContain('1 flagged line(s) of version 2 (read them; promote with --accept-flags):');
+    expect(shown.stdout).toMatch(/^LINE\s+REASON\s+TEXT$/m);
+    expect(shown.stdout).toMatch(/^10\s+it runs a package fetched from a registry \(npx and the like\)\s+1\. Run `npx -y new-linter`\.$/m);
+    expect(shown.stdout).toMatch(/^1\s+promoted\s/m);
+    expect(shown.stdout).toMatch(/^2\s+proposed\s/m);
+
+    const refused = await run(['skill', 'promote', ids.lint]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/version 2 has 1 flagged line\(s\) a reviewer must read before promoting it/);
+    expect(refused.stderr).toMatch(/--accept-flags/);
+    expect(JSON.parse((await run(['skill', 'promote', ids.lint, '--json'])).stdout).error).toBe('flags_not_acknowledged');
+
+    const rejected = await run(['skill', 'reject', ids.lint]);
+    expect(rejected.code, rejected.stderr).toBe(0);
+    expect(rejected.stderr).toMatch(/version 2 of skill fix-lint-errors is rejected: agents keep loading version 1/);
+    expect((await run(['skill', 'reject', ids.lint, '--version', '2'])).stderr).toMatch(/was rejected already/);
+    const nothing = await run(['skill', 'reject', ids.lint]);
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toMatch(/no version of this skill waits for review/);
+    expect(loaded()).toBe(v1);
+
+    const v3 = v2.replace('new-linter', 'newer-linter');
+    await wait(3, v3);
+    const promoted = await run(['skill', 'promote', ids.lint, '--version', '3', '--accept-flags', '--json']);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    expect(JSON.parse(promoted.stdout)).toEqual({ skill: expect.objectContaining({ id: ids.lint, status: 'promoted', promotedVersion: 3, pendingVersion: null }), changed: true, version: 3 });
+    expect(loaded()).toBe(v3);
+    const versions = JSON.parse((await run(['skill', 'show', ids.lint, '--json'])).stdout).skill.versions;
+    expect(versions.map((v: any) => [v.version, v.status, v.reviewedBy])).toEqual([
+      [1, 'retired', 'system:cli'],
+      [2, 'rejected', 'system:cli'],
+      [3, 'promoted', 'system:cli'],
+    ]);
+    const audit = await sql<{ action: string; details: any }>(`select action, details from audit_log where target = $1 and action in ('skill.reject', 'skill.promote') order by ts, seq`, [`skill:${ids.lint}`]);
+    expect(audit.map((a) => [a.action, a.details.version, a.details.acknowledgedFlags ?? null])).toEqual([
+      ['skill.promote', 1, false],
+      ['skill.reject', 2, null],
+      ['skill.promote', 3, true],
+    ]);
   });
 });

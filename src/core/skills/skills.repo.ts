@@ -1,6 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 import { vectorLiteral } from '../embeddings/model-key.js';
-import type { SkillStatus } from './skill-fns.js';
+import type { SkillFlag, SkillStatus, VersionStatus } from './skill-fns.js';
 
 export type TrajectoryOutcome = 'success' | 'error' | 'rejected' | 'redone' | 'discarded';
 
@@ -34,13 +34,21 @@ export interface SkillRow {
   updatedAt: Date;
   promotedAt: Date | null;
   deprecatedAt: Date | null;
+  /** The version waiting for review (the newest proposed one), if any. */
+  pendingVersion: number | null;
+  /** The description of the version agents load (null: none promoted). */
+  promotedDescription: string | null;
 }
 
 export interface SkillVersionRow {
   version: number;
+  status: VersionStatus;
   description: string;
   content: string;
   sourceTrajectories: string[];
+  flags: SkillFlag[];
+  reviewedBy: string | null;
+  reviewedAt: Date | null;
   createdAt: Date;
 }
 
@@ -49,7 +57,12 @@ const TRAJECTORY = `t.id, t.tenant_id as "tenantId", t.user_id as "userId", t.se
   t.skill_id as "skillId", t.proposal_job as "proposalJob", t.created_at as "createdAt"`;
 
 const SKILL = `s.id, s.tenant_id as "tenantId", s.name, s.description, s.status, s.version, s.promoted_version as "promotedVersion",
-  s.created_at as "createdAt", s.updated_at as "updatedAt", s.promoted_at as "promotedAt", s.deprecated_at as "deprecatedAt"`;
+  s.created_at as "createdAt", s.updated_at as "updatedAt", s.promoted_at as "promotedAt", s.deprecated_at as "deprecatedAt",
+  (select max(pv.version) from skill_versions pv where pv.skill_id = s.id and pv.status = 'proposed') as "pendingVersion",
+  (select lv.description from skill_versions lv where lv.skill_id = s.id and lv.version = s.promoted_version) as "promotedDescription"`;
+
+const VERSION = `version, status, description, content, source_trajectories as "sourceTrajectories", flags, reviewed_by as "reviewedBy",
+  reviewed_at as "reviewedAt", created_at as "createdAt"`;
 
 /** All SQL of learned skills and trajectories. Every statement names the tenant. */
 export function createSkillsRepo() {
@@ -117,10 +130,10 @@ export function createSkillsRepo() {
       grams: string[],
       vector: { modelKey: string; values: number[] } | null,
       limit: number,
-    ): Promise<Array<Pick<TrajectoryRow, 'id' | 'sessionId' | 'words' | 'toolGrams' | 'skillId' | 'proposalJob'> & { distance: number | null }>> {
+    ): Promise<Array<Pick<TrajectoryRow, 'id' | 'userId' | 'sessionId' | 'words' | 'toolGrams' | 'skillId' | 'proposalJob'> & { distance: number | null }>> {
       const distance = vector ? `case when t.embedding_model = $5 then (t.embedding::vector(${vector.values.length})) <=> $6::vector(${vector.values.length}) end` : 'null::float8';
       const { rows } = await q.query(
-        `select t.id, t.session_id as "sessionId", t.words, t.tool_grams as "toolGrams", t.skill_id as "skillId", t.proposal_job as "proposalJob", ${distance} as distance
+        `select t.id, t.user_id as "userId", t.session_id as "sessionId", t.words, t.tool_grams as "toolGrams", t.skill_id as "skillId", t.proposal_job as "proposalJob", ${distance} as distance
            from trajectories t
           where t.tenant_id = $1 and t.outcome = 'success' and t.id <> $2 and t.tool_grams && $3::text[]
           order by t.created_at desc limit $4`,
@@ -187,60 +200,108 @@ export function createSkillsRepo() {
       return rows[0] ?? null;
     },
 
-    /** A new skill (version 1, proposed) with its first version. */
-    async insertSkill(q: Queryable, s: { tenantId: string; name: string; description: string; content: string; sources: string[]; at: Date }): Promise<SkillRow> {
-      const { rows } = await q.query<SkillRow>(
-        `insert into skills as s (tenant_id, name, description, created_at, updated_at) values ($1, $2, $3, $4, $4) returning ${SKILL}`,
-        [s.tenantId, s.name, s.description, s.at],
-      );
-      await q.query(`insert into skill_versions (skill_id, tenant_id, version, description, content, source_trajectories, created_at) values ($1, $2, 1, $3, $4, $5, $6)`, [
-        rows[0].id,
+    /** A new skill (proposed) with its first version, waiting for review. */
+    async insertSkill(
+      q: Queryable,
+      s: { tenantId: string; name: string; description: string; content: string; sources: string[]; flags: SkillFlag[]; at: Date },
+    ): Promise<{ id: string }> {
+      const { rows } = await q.query<{ id: string }>(`insert into skills (tenant_id, name, description, created_at, updated_at) values ($1, $2, $3, $4, $4) returning id`, [
         s.tenantId,
+        s.name,
         s.description,
-        s.content,
-        s.sources,
         s.at,
       ]);
+      await q.query(
+        `insert into skill_versions (skill_id, tenant_id, version, description, content, source_trajectories, flags, created_at) values ($1, $2, 1, $3, $4, $5, $6::jsonb, $7)`,
+        [rows[0].id, s.tenantId, s.description, s.content, s.sources, JSON.stringify(s.flags), s.at],
+      );
       return rows[0];
     },
 
-    /** The next version of a skill: proposed (what is promoted keeps serving until it is promoted). */
-    async addVersion(q: Queryable, s: { tenantId: string; skillId: string; description: string; content: string; sources: string[]; at: Date }): Promise<number> {
+    /**
+     * The next version of a skill, waiting for review beside the promoted one (the skill keeps its status:
+     * agents go on loading the promoted version). A draft still waiting is replaced by it (retired). A
+     * deprecated skill's name comes back as a proposal.
+     */
+    async addVersion(
+      q: Queryable,
+      s: { tenantId: string; skillId: string; description: string; content: string; sources: string[]; flags: SkillFlag[]; at: Date },
+    ): Promise<number> {
+      await q.query(`update skill_versions set status = 'retired' where skill_id = $1 and tenant_id = $2 and status = 'proposed'`, [s.skillId, s.tenantId]);
       const { rows } = await q.query<{ version: number }>(
-        `update skills set version = version + 1, description = $3, status = 'proposed', updated_at = $4 where id = $1 and tenant_id = $2 returning version`,
+        `update skills set version = version + 1, description = $3, updated_at = $4, status = case when status = 'deprecated' then 'proposed' else status end
+          where id = $1 and tenant_id = $2 returning version`,
         [s.skillId, s.tenantId, s.description, s.at],
       );
       const version = rows[0].version;
-      await q.query(`insert into skill_versions (skill_id, tenant_id, version, description, content, source_trajectories, created_at) values ($1, $2, $3, $4, $5, $6, $7)`, [
-        s.skillId,
-        s.tenantId,
-        version,
-        s.description,
-        s.content,
-        s.sources,
-        s.at,
-      ]);
+      await q.query(
+        `insert into skill_versions (skill_id, tenant_id, version, description, content, source_trajectories, flags, created_at) values ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)`,
+        [s.skillId, s.tenantId, version, s.description, s.content, s.sources, JSON.stringify(s.flags), s.at],
+      );
       return version;
     },
 
-    async setStatus(q: Queryable, tenantId: string, id: string, status: SkillStatus, at: Date): Promise<void> {
+    /** A version goes live: the one promoted before it, and older drafts, are retired; the skill is promoted at it. */
+    async promoteVersion(q: Queryable, r: { tenantId: string; skillId: string; version: number; by: string; at: Date }): Promise<void> {
       await q.query(
-        `update skills set status = $3, updated_at = $4,
-                promoted_version = case when $3 = 'promoted' then version when $3 = 'deprecated' then null else promoted_version end,
-                promoted_at = case when $3 = 'promoted' then $4 else promoted_at end,
-                deprecated_at = case when $3 = 'deprecated' then $4 else deprecated_at end
-          where id = $1 and tenant_id = $2`,
-        [id, tenantId, status, at],
+        `update skill_versions set status = 'retired' where skill_id = $1 and tenant_id = $2 and (status = 'promoted' or (status = 'proposed' and version < $3))`,
+        [r.skillId, r.tenantId, r.version],
       );
+      await q.query(`update skill_versions set status = 'promoted', reviewed_by = $4, reviewed_at = $5 where skill_id = $1 and tenant_id = $2 and version = $3`, [
+        r.skillId,
+        r.tenantId,
+        r.version,
+        r.by,
+        r.at,
+      ]);
+      await q.query(`update skills set status = 'promoted', promoted_version = $3, promoted_at = $4, updated_at = $4 where id = $1 and tenant_id = $2`, [
+        r.skillId,
+        r.tenantId,
+        r.version,
+        r.at,
+      ]);
+    },
+
+    /** A reviewer rejects a waiting version; what is promoted stays. */
+    async rejectVersion(q: Queryable, r: { tenantId: string; skillId: string; version: number; by: string; at: Date }): Promise<void> {
+      await q.query(`update skill_versions set status = 'rejected', reviewed_by = $4, reviewed_at = $5 where skill_id = $1 and tenant_id = $2 and version = $3`, [
+        r.skillId,
+        r.tenantId,
+        r.version,
+        r.by,
+        r.at,
+      ]);
+      await q.query(`update skills set updated_at = $3 where id = $1 and tenant_id = $2`, [r.skillId, r.tenantId, r.at]);
+    },
+
+    /** The skill is deprecated: agents no longer load it; a version waiting is rejected with it, the promoted one retired. */
+    async deprecate(q: Queryable, r: { tenantId: string; skillId: string; by: string; at: Date }): Promise<void> {
+      await q.query(
+        `update skill_versions set status = case when status = 'proposed' then 'rejected' else 'retired' end,
+                reviewed_by = case when status = 'proposed' then $3 else reviewed_by end,
+                reviewed_at = case when status = 'proposed' then $4 else reviewed_at end
+          where skill_id = $1 and tenant_id = $2 and status in ('proposed', 'promoted')`,
+        [r.skillId, r.tenantId, r.by, r.at],
+      );
+      await q.query(`update skills set status = 'deprecated', promoted_version = null, deprecated_at = $3, updated_at = $3 where id = $1 and tenant_id = $2`, [
+        r.skillId,
+        r.tenantId,
+        r.at,
+      ]);
     },
 
     async versions(q: Queryable, tenantId: string, skillId: string): Promise<SkillVersionRow[]> {
-      const { rows } = await q.query<SkillVersionRow>(
-        `select version, description, content, source_trajectories as "sourceTrajectories", created_at as "createdAt"
-           from skill_versions where skill_id = $1 and tenant_id = $2 order by version`,
-        [skillId, tenantId],
-      );
+      const { rows } = await q.query<SkillVersionRow>(`select ${VERSION} from skill_versions where skill_id = $1 and tenant_id = $2 order by version`, [skillId, tenantId]);
       return rows;
+    },
+
+    async version(q: Queryable, tenantId: string, skillId: string, version: number): Promise<SkillVersionRow | null> {
+      const { rows } = await q.query<SkillVersionRow>(`select ${VERSION} from skill_versions where skill_id = $1 and tenant_id = $2 and version = $3`, [
+        skillId,
+        tenantId,
+        version,
+      ]);
+      return rows[0] ?? null;
     },
 
     /**

@@ -7,7 +7,7 @@ import type { Clock } from '../../lib/clock.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, requirePermission, tenantOf } from '../authz.js';
-import type { Ctx } from '../context.js';
+import { actorString, type Ctx } from '../context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EmbeddingsService } from '../embeddings/embeddings.service.js';
 import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
@@ -19,6 +19,7 @@ import type { RuntimePool } from '../runtime/runtime-pool.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
+import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsageService } from '../usage/usage.service.js';
 import {
   canMove,
@@ -27,17 +28,23 @@ import {
   lexicalSignature,
   MIN_CLUSTER,
   MIN_SESSIONS,
+  MIN_USERS_DEFAULT,
+  MIN_USERS_MAX,
   parseSkillMd,
   renderSkillMd,
   SKILL_STATUSES,
+  skillFlags,
   skillProblems,
   TASK_COSINE,
   TASK_JACCARD,
   TOOL_GRAM_JACCARD,
+  versionMove,
+  type SkillFlag,
   type SkillStatus,
 } from './skill-fns.js';
 import { SKILL_WRITER_SYSTEM, skillRequest, skillRetry } from './skill-prompts.js';
-import type { SkillRow, SkillsRepo, TrajectoryOutcome } from './skills.repo.js';
+import { abstractSources, copiedSources, type SkillSource } from './skill-sources.js';
+import type { SkillRow, SkillsRepo, TrajectoryOutcome, TrajectoryRow } from './skills.repo.js';
 import { readTurn } from './trajectory-fns.js';
 
 /** After every finished turn: its trajectory is recorded, and similar successful work looked for. */
@@ -69,16 +76,31 @@ export interface ProposeData {
   trajectoryIds: string[];
 }
 
-export function publicSkill(s: SkillRow) {
-  return { id: s.id, name: s.name, description: s.description, status: s.status, version: s.version, createdAt: s.createdAt };
+/**
+ * A skill as its caller may see it. Reviewers (admin.manage_templates, the operator) see the latest
+ * version and the one waiting for review; everyone else sees what agents load, the promoted version,
+ * and nothing of a version not promoted (its text is drawn from other people's work and nobody has
+ * checked it yet).
+ */
+export function publicSkill(s: SkillRow, view: 'reviewer' | 'member' = 'reviewer') {
+  if (view === 'member') {
+    return { id: s.id, name: s.name, description: s.promotedDescription ?? '', status: s.status, version: s.promotedVersion ?? 0, promotedVersion: s.promotedVersion, pendingVersion: null, createdAt: s.createdAt };
+  }
+  return { id: s.id, name: s.name, description: s.description, status: s.status, version: s.version, promotedVersion: s.promotedVersion, pendingVersion: s.pendingVersion, createdAt: s.createdAt };
 }
+
+/** Who reviews skills: the operator, and users with admin.manage_templates. */
+const isReviewer = (ctx: Ctx) => ctx.actor.kind === 'system' || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'admin.manage_templates'));
+/** What a member may see of a skill: one agents load. */
+const loaded = (s: SkillRow) => s.status === 'promoted' && s.promotedVersion !== null;
 
 /**
  * Learned skills: every finished turn is recorded as a trajectory (what was asked, the abstract tool
  * sequence, whether it went well); when at least MIN_CLUSTER successful trajectories of the tenant are
- * similar (task and tool sequence) and come from at least MIN_SESSIONS sessions, and no skill covers
- * them yet, the tenant's model writes one skill from them, which is checked and stored `proposed`.
- * Nothing reaches an agent until a person with admin.manage_templates promotes it: then it is written
+ * similar (task and tool sequence) and come from at least MIN_SESSIONS sessions of at least
+ * `skills.minUsers` people, and no skill covers them yet, the tenant's model writes one skill from them
+ * (given what the people's texts share, not the texts), which is checked and stored for review.
+ * Nothing reaches an agent, and no member reads it, until a person with admin.manage_templates promotes it: then it is written
  * into the tenant's read-only shared directory every sandbox of the tenant mounts, and the runtimes'
  * configuration allows that skill (and denies every other, so a skill in a cloned repository never loads).
  */
@@ -86,6 +108,8 @@ export function createSkillsService(deps: {
   db: Database;
   repo: SkillsRepo;
   sessionsRepo: Pick<SessionsRepo, 'byId' | 'turnSpent'>;
+  /** Tenant settings: `skills.minUsers`, `skills.allowedHosts`, `egress.allow`. */
+  tenantsRepo: Pick<TenantsRepo, 'findById'>;
   runtimeRepo: Pick<RuntimeRepo, 'findProvider'>;
   runtime: Pick<RuntimeService, 'resolveModel' | 'refreshIdle'>;
   pool: Pick<RuntimePool, 'runningClient'>;
@@ -143,6 +167,31 @@ export function createSkillsService(deps: {
   const skillsRoot = (tenantId: string) => join(deps.tenantDir(tenantId), 'skills');
 
   /**
+   * The tenant's rules for learnt skills (tenant settings): the different people whose work a proposal
+   * needs (`skills.minUsers`), and the hosts a skill may name unflagged (`skills.allowedHosts`, and the
+   * agents' own `egress.allow`).
+   */
+  async function settingsOf(tenantId: string): Promise<{ minUsers: number; allowedHosts: string[] }> {
+    const t = await deps.tenantsRepo.findById(db, tenantId);
+    const st = (t?.settings ?? {}) as { skills?: { minUsers?: unknown; allowedHosts?: unknown }; egress?: { allow?: unknown } };
+    const list = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+    const min = st.skills?.minUsers;
+    return {
+      minUsers: typeof min === 'number' && Number.isInteger(min) ? Math.min(MIN_USERS_MAX, Math.max(1, min)) : MIN_USERS_DEFAULT,
+      allowedHosts: [...list(st.skills?.allowedHosts), ...list(st.egress?.allow)],
+    };
+  }
+
+  /** After a promotion or deprecation: the files agents load are written now, and idle runtimes reload. */
+  async function republish(tenantId: string): Promise<void> {
+    await materialise(tenantId)
+      .then((m) => prune(tenantId, m.dir, m.deny))
+      .catch((err) => log.error({ err: (err as Error).message, tenantId }, 'could not write the tenant\'s skills'));
+    // In the background: the person is not kept waiting for it.
+    void deps.runtime.refreshIdle(tenantId).catch((err) => log.warn({ err: (err as Error).message, tenantId }, 'could not refresh the tenant\'s runtimes'));
+  }
+
+  /**
    * After a move: generations other than `current` are removed, but the newest of them while it is
    * recent (a runtime in the middle of a turn has not reloaded yet and may list its files), and from
    * that one the skills no longer promoted are removed at once: a deprecated skill is gone from disk.
@@ -179,17 +228,30 @@ export function createSkillsService(deps: {
       return { decision: 'covered', cluster: [] };
     }
     if (similar.some(({ c }) => c.proposalJob)) return { decision: 'covered', cluster: [] };
-    // The most similar, with one from another session first when there is one (work seen in one session only is not a pattern).
-    const other = similar.find(({ c }) => c.sessionId !== t.sessionId);
-    const chosen = (other ? [other, ...similar.filter((x) => x !== other)] : similar).slice(0, SOURCES_MAX - 1);
+    // The most similar, other people's work first (one of each person), then other sessions': work seen
+    // from one person, or in one session, is not a pattern of the organisation.
+    const people = new Set([t.userId]);
+    const seen = new Set([t.sessionId]);
+    const [persons, sessionsFirst, rest]: Array<typeof similar> = [[], [], []];
+    for (const x of similar) {
+      if (!people.has(x.c.userId)) persons.push(x);
+      else if (!seen.has(x.c.sessionId)) sessionsFirst.push(x);
+      else rest.push(x);
+      people.add(x.c.userId);
+      seen.add(x.c.sessionId);
+    }
+    const chosen = [...persons, ...sessionsFirst, ...rest].slice(0, SOURCES_MAX - 1);
     const cluster = [t.id, ...chosen.map(({ c }) => c.id)];
+    const userOf = new Map([[t.id, t.userId], ...chosen.map(({ c }) => [c.id, c.userId] as [string, string])]);
     const sessions = new Set([t.sessionId, ...chosen.map(({ c }) => c.sessionId)]);
-    if (cluster.length < MIN_CLUSTER || sessions.size < MIN_SESSIONS) return { decision: 'none', cluster };
+    const { minUsers } = await settingsOf(tenantId);
+    const usersOf = (ids: string[]) => new Set(ids.map((id) => userOf.get(id))).size;
+    if (cluster.length < MIN_CLUSTER || sessions.size < MIN_SESSIONS || usersOf(cluster) < minUsers) return { decision: 'none', cluster };
     const queued = await db.transaction(async (tx) => {
       await repo.lockTenant(tx, tenantId);
       const jobId = crypto.randomUUID();
       const claimed = await repo.claim(tx, tenantId, cluster, jobId);
-      if (claimed.length < MIN_CLUSTER) throw new ClaimLost();
+      if (claimed.length < MIN_CLUSTER || usersOf(claimed) < minUsers) throw new ClaimLost();
       await deps.queue.send(PROPOSE_SKILL_JOB, { tenantId, trajectoryIds: claimed, claim: jobId }, { tx, retryLimit: 3, retryDelay: 2, singletonKey: `propose:${jobId}` });
       return claimed;
     }).catch((err) => {
@@ -199,15 +261,19 @@ export function createSkillsService(deps: {
     return queued ? { decision: 'proposed', cluster: queued } : { decision: 'covered', cluster: [] };
   }
 
-  /** Writes one skill with the tenant's model from its sources, asking again with the problems. */
-  async function write(tenantId: string, sources: Array<{ id: string; request: string; tools: string[]; answer: string }>): Promise<{ name: string; description: string; content: string } | { problems: string[] }> {
+  /**
+   * Writes one skill with the tenant's model from its sources, asking again with the problems. The model
+   * is given the sources abstracted (what different people's requests and answers share, values as
+   * placeholders), never a raw request or answer; a draft that copies one is refused all the same.
+   */
+  async function write(tenantId: string, sources: TrajectoryRow[]): Promise<{ name: string; description: string; content: string } | { problems: string[] }> {
     const model = await deps.runtime.resolveModel(tenantId, null);
     const [providerName, modelId] = [model.ref.slice(0, model.ref.indexOf('/')), model.ref.slice(model.ref.indexOf('/') + 1)];
     const provider = await deps.runtimeRepo.findProvider(db, tenantId, providerName);
     if (!provider) throw new ValidationError(`the default model's provider "${providerName}" is gone`);
-    const labelled = sources.map((s, i) => ({ label: `T${i + 1}`, request: s.request, tools: s.tools, answer: s.answer }));
+    const labelled: SkillSource[] = sources.map((s, i) => ({ label: `T${i + 1}`, userId: s.userId, request: s.request, tools: s.tools, answer: s.answer }));
     const existing = (await repo.listSkills(db, tenantId)).filter((s) => s.status !== 'deprecated').map((s) => ({ name: s.name, description: s.description }));
-    const messages: Array<{ role: 'user' | 'assistant'; content: string }> = [{ role: 'user', content: skillRequest(labelled, existing) }];
+    const messages: Array<{ role: 'user' | 'assistant'; content: string }> = [{ role: 'user', content: skillRequest(abstractSources(labelled), existing) }];
     // A skill is at most ~5k tokens; never more than the model may answer (providers refuse a larger max).
     const maxTokens = Math.min(6000, provider.models.find((m) => m.id === modelId)?.outputLimit ?? 6000);
     let problems: string[] = [];
@@ -225,54 +291,187 @@ export function createSkillsService(deps: {
         channel: 'skills',
       });
       const parsed = parseSkillMd(answer.text);
-      problems = parsed.ok ? skillProblems(parsed.skill, { sources: labelled.map((l) => l.label) }) : parsed.errors;
+      problems = parsed.ok
+        ? [
+            ...skillProblems(parsed.skill, { sources: labelled.map((l) => l.label) }),
+            ...copiedSources(renderSkillMd(parsed.skill), labelled).map((what) => `it repeats ${what} word for word: write general steps from what the records share, never one person's words`),
+          ]
+        : parsed.errors;
       if (parsed.ok && !problems.length) return { name: parsed.skill.name, description: parsed.skill.description, content: renderSkillMd(parsed.skill) };
       messages.push({ role: 'assistant', content: answer.text }, { role: 'user', content: skillRetry(problems) });
     }
     return { problems };
   }
 
+  /** One reviewer's decision on one version, in the caller's transaction (the tenant locked); true when it changed something. */
+  async function review(tx: Tx, ctx: Ctx, current: SkillRow, version: number, act: 'promote' | 'reject', options: { acknowledgeFlags?: boolean }): Promise<boolean> {
+    const { tenantId } = current;
+    const v = await repo.version(tx, tenantId, current.id, version);
+    if (!v) throw new NotFoundError(`skill version ${version} not found`);
+    const move = versionMove(current.status, v.status, act);
+    if (move === 'same') return false;
+    if (move === 'refused') {
+      throw new ConflictError(`version ${version} is ${v.status}${current.status === 'deprecated' ? ' and the skill deprecated' : ''}: only a version waiting for review can be ${act === 'promote' ? 'promoted' : 'rejected'}`, {
+        details: { status: current.status, versionStatus: v.status },
+      });
+    }
+    const at = clock.now();
+    const by = actorString(ctx.actor);
+    if (act === 'promote') {
+      if (v.flags.length && options.acknowledgeFlags !== true) {
+        throw new ConflictError(`version ${version} has ${v.flags.length} flagged line(s) a reviewer must read before promoting it`, {
+          code: 'flags_not_acknowledged',
+          details: { field: 'acknowledgeFlags', flags: v.flags.length },
+          hint: 'Read them (GET /v1/skills/<id>, `aws skill show <id>`), then promote with { "acknowledgeFlags": true } (`aws skill promote <id> --accept-flags`).',
+        });
+      }
+      await repo.promoteVersion(tx, { tenantId, skillId: current.id, version, by, at });
+      await deps.audit.record(tx, ctx, {
+        tenantId,
+        action: 'skill.promote',
+        target: `skill:${current.id}`,
+        details: { name: current.name, version, from: current.status, replaced: current.promotedVersion, flags: v.flags.length, acknowledgedFlags: v.flags.length > 0 },
+      });
+      return true;
+    }
+    await repo.rejectVersion(tx, { tenantId, skillId: current.id, version, by, at });
+    // A proposal never promoted, its last draft rejected: the skill is deprecated (nothing of it is left to review or load).
+    const left = current.status === 'proposed' && (await repo.versions(tx, tenantId, current.id)).every((x) => x.version === version || x.status !== 'proposed');
+    if (left) await repo.deprecate(tx, { tenantId, skillId: current.id, by, at });
+    await deps.audit.record(tx, ctx, {
+      tenantId,
+      action: 'skill.reject',
+      target: `skill:${current.id}`,
+      details: { name: current.name, version, promotedVersion: current.promotedVersion, ...(left ? { deprecated: true } : {}) },
+    });
+    return true;
+  }
+
   return {
-    /** GET /v1/skills: the tenant's skills, newest first (any user of the tenant). */
+    /**
+     * GET /v1/skills: the tenant's skills, newest first. Reviewers see every skill; everyone else the
+     * skills agents load, at their promoted version.
+     */
     async list(ctx: Ctx, input: { status?: string }) {
       const tenantId = tenantOf(ctx);
       if (input.status !== undefined && !(SKILL_STATUSES as readonly string[]).includes(input.status)) {
         throw new ValidationError(`status: one of ${SKILL_STATUSES.join(', ')}`, { details: { field: 'status' } });
       }
-      return (await repo.listSkills(db, tenantId, input.status as SkillStatus | undefined)).map(publicSkill);
+      const rows = await repo.listSkills(db, tenantId, input.status as SkillStatus | undefined);
+      return isReviewer(ctx) ? rows.map((s) => publicSkill(s)) : rows.filter(loaded).map((s) => publicSkill(s, 'member'));
     },
 
     /**
-     * One skill: its latest SKILL.md, its versions, how often agents loaded it since it was promoted,
-     * and the trajectories it was learnt from (their requests and answers only for those who review
-     * skills, admin.manage_templates: they are other people's work).
+     * One skill. Reviewers (admin.manage_templates): every version with its SKILL.md, status and flagged
+     * lines, `content`/`flags` of the version waiting for review (else the promoted one, else the latest),
+     * and the trajectories it was learnt from with their requests and answers. Everyone else: a skill
+     * agents load, as agents load it (its promoted version), source ids only; any other skill is 404 to
+     * them (an unreviewed version is drawn from other people's work).
      */
     async get(ctx: Ctx, id: string) {
       const s = await visibleSkill(ctx, id);
       const versions = await repo.versions(db, s.tenantId, s.id);
-      const latest = versions.at(-1)!;
-      const reviewer = ctx.actor.kind === 'system' || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'admin.manage_templates'));
-      const sources = reviewer ? await repo.trajectories(db, s.tenantId, latest.sourceTrajectories) : [];
+      const loads = await repo.loadsSince(db, s.tenantId, s.id, s.promotedAt);
+      const summary = (v: (typeof versions)[number]) => ({ version: v.version, status: v.status, description: v.description, createdAt: v.createdAt, sourceTrajectories: v.sourceTrajectories });
+      if (!isReviewer(ctx)) {
+        const live = loaded(s) ? versions.find((v) => v.version === s.promotedVersion) : undefined;
+        if (!live) throw new NotFoundError('skill not found');
+        return {
+          skill: {
+            ...publicSkill(s, 'member'),
+            updatedAt: s.promotedAt ?? s.createdAt,
+            promotedAt: s.promotedAt,
+            deprecatedAt: null,
+            contentVersion: live.version,
+            content: live.content,
+            flags: [],
+            loads,
+            versions: [summary(live)],
+            sourceTrajectories: live.sourceTrajectories.map((tid) => ({ id: tid })),
+          },
+        };
+      }
+      const shown = versions.find((v) => v.version === s.pendingVersion) ?? versions.find((v) => v.version === s.promotedVersion) ?? versions.at(-1)!;
+      const sources = await repo.trajectories(db, s.tenantId, shown.sourceTrajectories);
       return {
         skill: {
           ...publicSkill(s),
           updatedAt: s.updatedAt,
-          promotedVersion: s.promotedVersion,
           promotedAt: s.promotedAt,
           deprecatedAt: s.deprecatedAt,
-          content: latest.content,
-          loads: await repo.loadsSince(db, s.tenantId, s.id, s.promotedAt),
-          versions: versions.map((v) => ({ version: v.version, description: v.description, createdAt: v.createdAt, sourceTrajectories: v.sourceTrajectories })),
-          sourceTrajectories: reviewer
-            ? sources.map((t) => ({ id: t.id, sessionId: t.sessionId, userId: t.userId, request: t.request, answer: t.answer, tools: t.tools, outcome: t.outcome, costUsd: t.costUsd, createdAt: t.createdAt }))
-            : latest.sourceTrajectories.map((tid): Partial<(typeof sources)[number]> & { id: string } => ({ id: tid })),
+          contentVersion: shown.version,
+          content: shown.content,
+          flags: shown.flags,
+          loads,
+          versions: versions.map((v) => ({ ...summary(v), content: v.content, flags: v.flags, reviewedBy: v.reviewedBy, reviewedAt: v.reviewedAt })),
+          sourceTrajectories: sources.map((t) => ({
+            id: t.id,
+            sessionId: t.sessionId,
+            userId: t.userId,
+            request: t.request,
+            answer: t.answer,
+            tools: t.tools,
+            outcome: t.outcome,
+            costUsd: t.costUsd,
+            createdAt: t.createdAt,
+          })),
         },
       };
     },
 
-    /** PATCH promote / deprecate (admin.manage_templates): the state table's moves, audited; the same move again changes nothing. */
-    async move(ctx: Ctx, id: string, to: 'promoted' | 'deprecated') {
+    /**
+     * PATCH promote / deprecate (admin.manage_templates), SPEC.md's moves of the skill: promote puts the
+     * version waiting for review live (a flagged one only with `acknowledgeFlags`); deprecate takes the
+     * skill from every agent (a version waiting is rejected with it). Audited; the same move again
+     * changes nothing.
+     */
+    async move(ctx: Ctx, id: string, to: 'promoted' | 'deprecated', options: { acknowledgeFlags?: boolean } = {}) {
       if (ctx.actor.kind !== 'system') requirePermission(ctx, 'admin.manage_templates');
+      const s = await visibleSkill(ctx, id);
+      const { tenantId } = s;
+      let changed = false;
+      let version: number | null = null;
+      await db.transaction(async (tx) => {
+        await repo.lockTenant(tx, tenantId);
+        const current = await repo.skill(tx, tenantId, s.id, { lock: true });
+        if (!current) throw new NotFoundError('skill not found');
+        if (to === 'promoted') {
+          if (current.status === 'deprecated') throw new ConflictError('a deprecated skill cannot be promoted', { details: { status: current.status } });
+          // Nothing waits: promoted already (or, never otherwise, nothing to promote).
+          if (current.pendingVersion === null) {
+            if (current.status === 'promoted') return;
+            throw new ConflictError('no version of this skill waits for review', { details: { status: current.status } });
+          }
+          version = current.pendingVersion;
+          changed = await review(tx, ctx, current, version, 'promote', options);
+          return;
+        }
+        const move = canMove(current.status, to);
+        if (move === 'refused') throw new ConflictError(`a ${current.status} skill cannot be ${to}`, { details: { status: current.status } });
+        if (move === 'same') return;
+        await repo.deprecate(tx, { tenantId, skillId: current.id, by: actorString(ctx.actor), at: clock.now() });
+        await deps.audit.record(tx, ctx, {
+          tenantId,
+          action: 'skill.deprecate',
+          target: `skill:${current.id}`,
+          details: { name: current.name, from: current.status, promotedVersion: current.promotedVersion, rejectedVersion: current.pendingVersion },
+        });
+        changed = true;
+      });
+      if (changed) await republish(tenantId);
+      return { skill: publicSkill((await repo.skill(db, tenantId, s.id))!), changed, version };
+    },
+
+    /**
+     * PATCH /v1/skills/:id/versions/:version/promote|reject (admin.manage_templates): a reviewer's
+     * decision on one version waiting for review. Promoting puts it live in place of the promoted one (a
+     * version with flagged lines only with `acknowledgeFlags`: the reviewer has read them); rejecting it
+     * leaves the promoted version where it is (a skill never promoted, left with nothing to review, is
+     * deprecated: SPEC.md's proposed -> deprecated). Audited; the same decision again changes nothing.
+     */
+    async reviewVersion(ctx: Ctx, id: string, version: number, act: 'promote' | 'reject', options: { acknowledgeFlags?: boolean } = {}) {
+      if (ctx.actor.kind !== 'system') requirePermission(ctx, 'admin.manage_templates');
+      if (!Number.isInteger(version) || version < 1) throw new ValidationError('version: a positive integer', { details: { field: 'version' } });
       const s = await visibleSkill(ctx, id);
       const { tenantId } = s;
       let changed = false;
@@ -280,23 +479,10 @@ export function createSkillsService(deps: {
         await repo.lockTenant(tx, tenantId);
         const current = await repo.skill(tx, tenantId, s.id, { lock: true });
         if (!current) throw new NotFoundError('skill not found');
-        const move = canMove(current.status, to);
-        if (move === 'refused') throw new ConflictError(`a ${current.status} skill cannot be ${to}`, { details: { status: current.status } });
-        // Promoting a promoted skill whose newer version waits is a move too (the new version goes live).
-        if (move === 'same') return;
-        await repo.setStatus(tx, tenantId, current.id, to, clock.now());
-        await deps.audit.record(tx, ctx, { tenantId, action: to === 'promoted' ? 'skill.promote' : 'skill.deprecate', target: `skill:${current.id}`, details: { name: current.name, version: current.version, from: current.status } });
-        changed = true;
+        changed = await review(tx, ctx, current, version, act, options);
       });
-      // The files agents load: written now, so the next turn of every runtime finds them.
-      if (changed) {
-        await materialise(tenantId)
-          .then((m) => prune(tenantId, m.dir, m.deny))
-          .catch((err) => log.error({ err: (err as Error).message, tenantId }, 'could not write the tenant\'s skills'));
-        // Idle runtimes reload now, in the background: the person is not kept waiting for it.
-        void deps.runtime.refreshIdle(tenantId).catch((err) => log.warn({ err: (err as Error).message, tenantId }, 'could not refresh the tenant\'s runtimes'));
-      }
-      return { skill: publicSkill((await repo.skill(db, tenantId, s.id))!), changed };
+      if (changed && act === 'promote') await republish(tenantId);
+      return { skill: publicSkill((await repo.skill(db, tenantId, s.id))!), changed, version };
     },
 
     /** For the runtime's configuration: where the promoted skills are, which names load, which never do. */
@@ -375,9 +561,10 @@ export function createSkillsService(deps: {
     detect,
 
     /**
-     * The propose-skill job: the tenant's model writes one skill from the claimed trajectories; a valid
-     * one is stored `proposed` (a new skill, or the next version of the skill of that name or of a very
-     * close description), audited; one that stays invalid, or a model that cannot be reached, drops the
+     * The propose-skill job: the tenant's model writes one skill from the claimed trajectories (at least
+     * `skills.minUsers` people's); a valid one is stored for review with its flagged lines (a new skill,
+     * or the next version of the skill of that name or of a very close description, waiting beside the
+     * promoted one), audited; one that stays invalid, or a model that cannot be reached, drops the
      * proposal with the reasons audited (the job does not fail: retrying would ask the model again for
      * the same sources).
      */
@@ -387,6 +574,13 @@ export function createSkillsService(deps: {
       const trajectories = (await repo.trajectories(db, tenantId, data.trajectoryIds)).filter((t) => !t.skillId && (!data.claim || t.proposalJob === data.claim));
       if (trajectories.length < MIN_CLUSTER) return { skillId: null, version: null };
       const ids = trajectories.map((t) => t.id);
+      const { minUsers, allowedHosts } = await settingsOf(tenantId);
+      const users = new Set(trajectories.map((t) => t.userId)).size;
+      if (users < minUsers) {
+        // Queued under a lower setting (or a user deleted meanwhile): not enough people's work now.
+        await repo.releaseClaim(db, tenantId, ids);
+        return { skillId: null, version: null };
+      }
       const written = await write(tenantId, trajectories).catch((err: Error) => ({ problems: [`the model could not be asked: ${err.message}`] }));
       if ('problems' in written) {
         // The claim is let go: the next similar success tries again, with new sources among them.
@@ -407,19 +601,26 @@ export function createSkillsService(deps: {
         const at = clock.now();
         let skillId: string;
         let version: number;
+        let flags: SkillFlag[];
         if (same) {
           // The name stays the existing skill's: it is the directory agents load it from.
           const doc = parseSkillMd(written.content);
           const content = doc.ok && doc.skill.name !== same.name ? renderSkillMd({ ...doc.skill, name: same.name }) : written.content;
-          version = await repo.addVersion(tx, { tenantId, skillId: same.id, description: written.description, content, sources: ids, at });
+          flags = skillFlags(content, { allowedHosts });
+          version = await repo.addVersion(tx, { tenantId, skillId: same.id, description: written.description, content, sources: ids, flags, at });
           skillId = same.id;
         } else {
-          const created = await repo.insertSkill(tx, { tenantId, name: written.name, description: written.description, content: written.content, sources: ids, at });
+          flags = skillFlags(written.content, { allowedHosts });
+          const created = await repo.insertSkill(tx, { tenantId, name: written.name, description: written.description, content: written.content, sources: ids, flags, at });
           skillId = created.id;
           version = 1;
         }
         await repo.setSkill(tx, tenantId, ids, skillId);
-        await deps.audit.record(tx, system(tenantId), { action: 'skill.propose', target: `skill:${skillId}`, details: { name: same?.name ?? written.name, version, trajectories: ids } });
+        await deps.audit.record(tx, system(tenantId), {
+          action: 'skill.propose',
+          target: `skill:${skillId}`,
+          details: { name: same?.name ?? written.name, version, trajectories: ids, users, flags: flags.length, ...(same?.status === 'promoted' ? { beside: same.promotedVersion } : {}) },
+        });
         return { skillId, version };
       });
     },

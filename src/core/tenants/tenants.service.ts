@@ -1,4 +1,4 @@
-import { normaliseListEntry } from '../egress/egress-policy.js';
+import { normaliseHost, normaliseListEntry } from '../egress/egress-policy.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
@@ -11,9 +11,35 @@ import type { JobQueue } from '../jobs/job-queue.js';
 import { SYSTEM_ROLE_DESCRIPTIONS, SYSTEM_ROLE_NAMES, systemRolePermissions } from '../rbac/permissions.js';
 import type { UsersRepo, UserRow } from '../users/users.repo.js';
 import { parseSeedTenantInput, type SeedTenantInput } from './tenants.schemas.js';
+import { MIN_USERS_MAX } from '../skills/skill-fns.js';
 import type { TenantRow, TenantsRepo } from './tenants.repo.js';
 
 export const PROVISION_WORKSPACE_JOB = 'tenant-provision-workspace';
+
+/** Tenant settings `skills`: the people a proposal needs, and the hosts a learnt skill may name unflagged. */
+export interface SkillSettings {
+  minUsers?: number;
+  allowedHosts?: string[];
+}
+
+/** `settings.skills` checked (400 naming the field) and normalised: host names lower-case, `*.` dropped. */
+function skillSettings(input: SkillSettings): SkillSettings {
+  const out: SkillSettings = {};
+  if (input.minUsers !== undefined) {
+    if (!Number.isInteger(input.minUsers) || input.minUsers < 1 || input.minUsers > MIN_USERS_MAX) {
+      throw new ValidationError(`settings.skills.minUsers: an integer from 1 to ${MIN_USERS_MAX}`, { details: { field: 'settings.skills.minUsers' } });
+    }
+    out.minUsers = input.minUsers;
+  }
+  if (input.allowedHosts !== undefined) {
+    out.allowedHosts = input.allowedHosts.map((d, i) => {
+      const host = normaliseHost(d.replace(/^\*?\./, ''));
+      if (!host) throw new ValidationError(`settings.skills.allowedHosts[${i}]: "${d}" is not a host name`, { details: { field: 'settings.skills.allowedHosts' } });
+      return host;
+    });
+  }
+  return out;
+}
 
 export interface SeedTenantResult {
   tenant: TenantRow;
@@ -133,9 +159,10 @@ export function createTenantsService(deps: {
      * Updates tenant settings (admin.manage_tenant): `groupRoleMapping`, identity-provider group object id
      * -> role name, stored and returned (sign-in does not apply it, SPEC.md "Tenant settings"); `egress`,
      * the domains, addresses and ranges the tenant's agents may (allow: only these) or may not (deny)
-     * reach and the ports they may use besides 80 and 443 (keys left out keep their value).
+     * reach and the ports they may use besides 80 and 443 (keys left out keep their value); `skills`, the
+     * people whose work a learnt skill needs (minUsers) and the hosts a skill may name unflagged.
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[]; ports?: number[] } } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const mapping = input.settings?.groupRoleMapping;
       const egress = input.settings?.egress;
@@ -158,6 +185,7 @@ export function createTenantsService(deps: {
             ...(egress.ports !== undefined ? { ports: ports(egress.ports) } : {}),
           }
         : undefined;
+      const skillRules = input.settings?.skills ? skillSettings(input.settings.skills) : undefined;
       return db.transaction(async (tx) => {
         const tenant = await repo.findById(tx, tenantId);
         if (!tenant) throw new NotFoundError('tenant not found');
@@ -172,6 +200,8 @@ export function createTenantsService(deps: {
         }
         // The egress proxy reads them on every connection: a change applies to running agents at once.
         if (egressRules) settings.egress = { allow: [], deny: [], ports: [], ...(settings.egress as object | undefined), ...egressRules };
+        // Read by the learning loop at each detection and proposal; keys left out keep their value.
+        if (skillRules) settings.skills = { ...(settings.skills as SkillSettings | undefined), ...skillRules };
         const updated = await repo.updateSettings(tx, tenantId, settings);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
         return updated;

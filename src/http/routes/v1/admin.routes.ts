@@ -213,6 +213,17 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
                   { additionalProperties: false },
                 ),
               ),
+              skills: Type.Optional(
+                Type.Object(
+                  {
+                    minUsers: Type.Optional(Type.Integer({ minimum: 1, maximum: 20, description: 'Different people whose similar work a learnt skill needs (default 2)' })),
+                    allowedHosts: Type.Optional(
+                      Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Hosts a learnt skill may name without a flag for its reviewer (a domain covers its subdomains; egress.allow counts too)' }),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
             },
             { additionalProperties: false },
           ),
