@@ -148,7 +148,11 @@ export function createCore(deps: CoreDeps) {
     privateAllow: config.runtime.egressPrivateAllow,
     egressPorts: config.runtime.egressPorts,
     // The orchestrator is made below; model calls only come once runtimes run.
-    plans: { planSpent: (q, tenantId, planId) => orchestrator.planSpent(q, tenantId, planId), spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId) },
+    plans: {
+      planSpent: (q, tenantId, planId) => orchestrator.planSpent(q, tenantId, planId),
+      spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId),
+      refused: (tenantId, planId) => orchestrator.refused(tenantId, planId),
+    },
     clock,
     log: deps.log.child({ part: 'egress' }),
   });

@@ -213,7 +213,7 @@ describe('orchestration: plans of subtasks in child sessions', () => {
     const { tokens, tenantId } = people;
     const role = await api(r.t, 'POST', '/v1/admin/roles', {
       token: tokens.owner,
-      body: { name: 'planner-capped', permissions: { agents: { create: true }, tools: { allowed: '*' }, memory: { read_own: true, write: true }, cost: { per_request_limit_usd: 0.01 } } },
+      body: { name: 'planner-capped', permissions: { agents: { create: true }, tools: { allowed: '*' }, memory: { read_own: true, write: true }, cost: { per_request_limit_usd: 0.09 } } },
     });
     expect(role.status, role.text).toBe(201);
     const { rows } = await r.t.opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email) values ($1, 'cap', 'cap@acme.example') returning id`, [tenantId]);
@@ -223,8 +223,11 @@ describe('orchestration: plans of subtasks in child sessions', () => {
     r.llm.respond(
       scripted(
         { subtasks: [{ description: 'first' }, { description: 'second', dependencies: [0] }, { description: 'third', dependencies: [1] }] },
-        // $0.006 a call (1000 in at $2/M, 500 out at $8/M): the second subtask's call takes the plan past $0.01.
-        (i) => ({ text: `step ${i} done`, usage: { prompt: 1000, completion: 500 } }),
+        // Each call bills its text (~4 characters a token) at $2/M and its whole output limit (4,096 tokens)
+        // at $8/M, ~$0.05 with the runtime's prompt: the second subtask's call is cut to fit what is left of
+        // $0.09, and the next cannot be paid even cut (its input and 256 tokens, twice): the gateway refuses
+        // it, and the plan stops.
+        (i, req) => ({ text: `step ${i} done`, usage: { prompt: Math.ceil(JSON.stringify(req.body).length / 4), completion: 10_000 } }),
         { text: 'Partial answer.' },
       ),
     );
@@ -235,12 +238,15 @@ describe('orchestration: plans of subtasks in child sessions', () => {
       if (process.env.DEBUG_PLAN) console.log(sse.events.filter((e) => /orchestration|session.error|session.idle/.test(e.data.type)).map((e) => `${e.data.type} ${JSON.stringify(e.data.properties).slice(0, 200)}`).join('\n'), Date.now() - t0);
       await sse.close();
       const got = (await api(r.t, 'GET', `/v1/orchestrate/${planId}`, { token: cap })).json;
-      expect(got.plan).toMatchObject({ status: 'completed', budgetUsd: 0.01, stopReason: expect.stringMatching(/budget of \$0\.01 is spent/) });
-      expect(got.plan.costUsd).toBeGreaterThanOrEqual(0.01);
+      expect(got.plan).toMatchObject({ status: 'completed', budgetUsd: 0.09, stopReason: expect.stringMatching(/budget of \$0\.09 is spent/) });
+      // Stopped at the budget, never past it: every call held its worst case before it ran.
+      expect(got.plan.costUsd).toBeGreaterThan(0.03);
+      expect(got.plan.costUsd).toBeLessThanOrEqual(0.09);
       const [s0, s1, s2] = got.subtasks;
       expect(s0).toMatchObject({ status: 'completed', result: 'step 0 done' });
       expect(s1.status === 'completed' || /budget/.test(s1.error)).toBe(true);
-      expect(s2).toMatchObject({ status: 'failed', error: expect.stringMatching(/not started: .*budget/) });
+      // Refused at its first call (stopped), or not started when the refusal came earlier.
+      expect(s2).toMatchObject({ status: 'failed', error: expect.stringMatching(/^(not started|stopped): .*budget/) });
       synthesis = JSON.stringify((await api(r.t, 'GET', `/v1/sessions/${got.plan.parentSessionId}/messages`, { token: cap })).json);
       expect(synthesis).toContain('The plan was stopped before every subtask could finish');
       expect(synthesis).toContain('Partial answer.');

@@ -61,7 +61,12 @@ export function createAgentEgress(deps: {
    * Plans (orchestrator): what a plan has spent as a whole (its sessions share the plan's per-request
    * limit), read in a transaction; and a call recorded for one of its sessions.
    */
-  plans?: { planSpent(q: Queryable, tenantId: string, planId: string): Promise<number>; spent(tenantId: string, sessionId: string): Promise<void> };
+  plans?: {
+    planSpent(q: Queryable, tenantId: string, planId: string): Promise<number>;
+    spent(tenantId: string, sessionId: string): Promise<void>;
+    /** A call of the plan was refused for its per-request limit: its budget is spent. */
+    refused(tenantId: string, planId: string): Promise<void>;
+  };
   clock: Clock;
   log: Logger;
 }) {
@@ -152,14 +157,17 @@ export function createAgentEgress(deps: {
       });
       if (turn && deps.plans) void deps.plans.spent(caller.tenantId, turn.sessionId).catch((err) => log.error({ err: (err as Error).message }, 'could not check a plan\'s budget'));
     },
-    limitReached: ({ caller, turn, limit, limitUsd, spentUsd }) =>
+    limitReached: ({ caller, turn, limit, limitUsd, spentUsd }) => {
+      const planId = limit === 'per_request' && turn?.budgetKey.startsWith('plan:') ? turn.budgetKey.slice('plan:'.length) : null;
+      if (planId && deps.plans) void deps.plans.refused(caller.tenantId, planId).catch((err) => log.error({ err: (err as Error).message }, 'could not stop a plan at its budget'));
       auditOnce(`limit:${caller.userId}:${limit}:${limit === 'monthly' ? monthStart().toISOString() : turn?.budgetKey}`, caller.tenantId, {
         action: 'cost.limit_reached',
         target: turn ? `session:${turn.sessionId}` : `user:${caller.userId}`,
         sessionId: turn?.sessionId,
         userId: caller.userId,
         details: { limit, limitUsd, costUsd: Math.round(spentUsd * 1e6) / 1e6 },
-      }),
+      });
+    },
     clock,
     log,
   });

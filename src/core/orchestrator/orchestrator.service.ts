@@ -78,6 +78,12 @@ export interface StepData {
   reason: 'turn-ended' | 'budget' | 'stalled';
   /** With `stalled`: why the attempt was stopped. */
   error?: string;
+  /**
+   * With `budget`: the LLM gateway refused a call of the plan for its per-request limit. Calls hold
+   * their worst case before they run, so what is recorded stays below the limit; the refusal is what
+   * says the budget is spent.
+   */
+  refused?: boolean;
 }
 
 type Outcome = { done: false } | { done: true; error: string | null; text: string };
@@ -662,6 +668,10 @@ export function createOrchestratorService(deps: {
         let changes: Awaited<ReturnType<typeof advance>> | null = null;
         await db.transaction(async (tx) => {
           await repo.lockTenant(tx, plan.tenantId);
+          const p = data.refused ? await repo.plan(tx, plan.tenantId, plan.id, { lock: true }) : null;
+          if (p && p.status === 'executing' && !p.stopReason && p.budgetUsd !== null) {
+            await repo.updatePlan(tx, p.tenantId, p.id, clock.now(), { stopReason: `its budget of $${p.budgetUsd} is spent` });
+          }
           changes = await advance(tx, plan.tenantId);
         });
         if (changes) await afterAdvance(changes);
@@ -711,6 +721,11 @@ export function createOrchestratorService(deps: {
           // The same turn end heard twice: its step is queued already.
           if (!(err instanceof JobAlreadyQueuedError)) throw err;
         });
+    },
+
+    /** The LLM gateway refused a call of the plan for its per-request limit: the plan stops there. */
+    async refused(tenantId: string, planId: string): Promise<void> {
+      await queue.send(ORCHESTRATE_STEP_JOB, { tenantId, planId, reason: 'budget', refused: true } satisfies StepData, { ...STEP_SEND, singletonKey: `budget-refused:${planId}` }).catch(() => {});
     },
 
     /** A model call was recorded for a session: when it is a plan's and the plan's budget is spent, the plan stops. */
