@@ -9,7 +9,8 @@ import { openStream, setUp, type Setup } from './in-process-serve.js';
  * (PostgreSQL, real sandboxed runtimes, the scripted model on loopback):
  *
  * 1. Third similar trajectory -> `proposed` skill: from the end of the third similar successful turn (its
- *    session.idle at the client) to the skill's row, CLUSTERS clusters (each three turns in two sessions).
+ *    session.idle at the client) to the skill's row, CLUSTERS clusters (each three turns in two sessions of
+ *    two people).
  *    The scripted model answers the skill writer at once, so its time is excluded (what remains of it is
  *    one loopback HTTP call, counted). Target p95 <= 2 s. Baseline, same run: turn end -> the trajectory
  *    row of the first two turns of each cluster (the record job alone, no proposal).
@@ -89,14 +90,16 @@ export async function skillsBench(): Promise<boolean> {
     s.llm.respond((req) => {
       if (!WRITER.test(req.allText)) return undefined;
       writerCalls++;
-      const cluster = Number(/cluster (\d+)/.exec(req.lastUser)?.[1] ?? writerCalls);
+      // The writer sees the requests abstracted (the cluster's number is a placeholder), the tools as they are.
+      const cluster = Number(/write:c(\d+)\//.exec(req.lastUser)?.[1] ?? writerCalls);
       return { text: skillMd(`cluster-${cluster}-notes`, cluster) };
     });
     // Warm both users' runtimes (their cold start is the runtime-pool bench's).
     await turn(s, s.token, await session(s, s.token, 'warm'), 'hello', [{ text: 'hi' }]);
     await turn(s, mia, await session(s, mia, 'warm'), 'hello', [{ text: 'hi' }]);
 
-    // 1. Three similar successful turns per cluster (two in one session, one in another).
+    // 1. Three similar successful turns per cluster: two of one person in one session, one of another
+    // person (a proposal needs two people's work).
     const proposals: number[] = [];
     const records: number[] = [];
     const trajectories = `select count(*)::int as n from trajectories where tenant_id = $1`;
@@ -109,10 +112,10 @@ export async function skillsBench(): Promise<boolean> {
       ];
       const noun = NOUNS[c % NOUNS.length];
       const a = await session(s, s.token, `cluster ${c} a`);
-      const b = await session(s, s.token, `cluster ${c} b`);
-      for (const [k, sid] of [[0, a], [1, a], [2, b]] as const) {
+      const b = await session(s, mia, `cluster ${c} b`);
+      for (const [k, token, sid] of [[0, s.token, a], [1, s.token, a], [2, mia, b]] as const) {
         const { rows } = await db.query<{ n: number }>(trajectories, [s.tenantId]);
-        const ended = await turn(s, s.token, sid, `Prepare the ${noun} notes of cluster ${c} for team ${['red', 'blue', 'green'][k]}`, work(k));
+        const ended = await turn(s, token, sid, `Prepare the ${noun} notes of cluster ${c} for team ${['red', 'blue', 'green'][k]}`, work(k));
         if (k < 2) records.push((await until(s, trajectories, [s.tenantId], rows[0].n + 1)) - ended);
         else proposals.push((await until(s, `select count(*)::int as n from skill_versions where tenant_id = $1`, [s.tenantId], c + 1)) - ended);
       }

@@ -247,6 +247,51 @@ describe('the web dashboard in Chromium', () => {
     await page.getByText('Nothing to review', { exact: false }).waitFor();
     await shoot(page, '12-skills-review-queue');
 
+    // A promoted skill with a new version waiting beside it, one of whose lines the screening flagged.
+    const db = t.opened.db;
+    const md = (v: number, extra = '') =>
+      `---\nname: write-release-notes\ndescription: "Write release notes, v${v}"\n---\n\n## When to use\nRelease notes are asked for.\n\n## Steps\n1. Write notes/release-<package>.md.${extra}\n\n## Verify\nThe file exists.\n\n## Sources\nT1\n`;
+    const [skill] = (
+      await db.query<{ id: string }>(
+        `insert into skills (tenant_id, name, description, status, version, promoted_version, promoted_at) values ($1, 'write-release-notes', 'Write release notes, v2', 'promoted', 2, 1, now()) returning id`,
+        [acme.tenantId],
+      )
+    ).rows;
+    const flag = { line: 11, text: '2. Run `npx -y release-helper`.', reason: 'it runs a package fetched from a registry (npx and the like)' };
+    await db.query(
+      `insert into skill_versions (skill_id, tenant_id, version, status, description, content, source_trajectories, flags)
+       values ($1, $2, 1, 'promoted', 'Write release notes, v1', $3, '{}', '[]'), ($1, $2, 2, 'proposed', 'Write release notes, v2', $4, '{}', $5::jsonb)`,
+      [skill.id, acme.tenantId, md(1), md(2, '\n2. Run `npx -y release-helper`.'), JSON.stringify([flag])],
+    );
+    await page.getByRole('link', { name: 'promoted', exact: true }).click();
+    await page.getByRole('link', { name: 'Review queue', exact: true }).click();
+    await page.getByTestId('skill').filter({ hasText: 'v2 waits, agents load v1' }).waitFor();
+    await page.getByRole('link', { name: 'write-release-notes' }).click();
+    await page.getByTestId('skill-flag').waitFor();
+    expect(await page.getByTestId('skill-flag').innerText()).toMatch(/line 11[\s\S]*npx -y release-helper[\s\S]*fetched from a registry/);
+    expect(await page.getByTestId('skill-state').innerText()).toBe('Agents load v1. v2 waits for review. Loaded 0 times since it was promoted.');
+    // A flagged version is promoted only once the reviewer says they read the flagged lines.
+    const promote = page.getByRole('button', { name: /^Promote v2/ });
+    expect(await promote.isDisabled()).toBe(true);
+    await shoot(page, '12b-skill-version-review');
+    await page.getByRole('checkbox', { name: /I have read the 1 flagged line/ }).check();
+    await promote.click();
+    await expect.poll(() => page.getByTestId('skill-state').innerText(), { timeout: 10_000 }).toBe('Agents load v2. Loaded 0 times since it was promoted.');
+    // A later version rejected: agents keep the promoted one.
+    await db.query(`insert into skill_versions (skill_id, tenant_id, version, status, description, content, source_trajectories) values ($1, $2, 3, 'proposed', 'Write release notes, v3', $3, '{}')`, [skill.id, acme.tenantId, md(3)]);
+    await db.query(`update skills set version = 3 where id = $1`, [skill.id]);
+    await page.reload();
+    await page.getByRole('button', { name: 'Reject v3 (agents keep v2)' }).click();
+    await expect.poll(() => page.getByTestId('skill-state').innerText(), { timeout: 10_000 }).toBe('Agents load v2. Loaded 0 times since it was promoted.');
+    expect(await page.getByTestId('skill-version').allInnerTexts()).toEqual([expect.stringMatching(/^v1\s+retired/), expect.stringMatching(/^v2\s+promoted/), expect.stringMatching(/^v3\s+rejected/)]);
+    const alice = (await db.query<{ id: string }>(`select id from users where email = 'alice@acme.example'`)).rows[0].id;
+    const acts = (await db.query<{ action: string; details: any }>(`select action, details from audit_log where target = $1 and actor = $2 order by ts, seq`, [`skill:${skill.id}`, `user:${alice}`])).rows;
+    expect(acts.map((a) => [a.action, a.details.version])).toEqual([
+      ['skill.promote', 2],
+      ['skill.reject', 3],
+    ]);
+    expect(acts[0].details).toMatchObject({ flags: 1, acknowledgedFlags: true, replaced: 1 });
+
     await page.getByRole('link', { name: 'Admin' }).click();
     await page.getByRole('link', { name: 'Teams' }).click();
     await page.getByRole('textbox', { name: 'Team name' }).fill('Platform');

@@ -10,40 +10,63 @@ interface Skill {
   description: string;
   status: 'proposed' | 'promoted' | 'deprecated';
   version: number;
+  promotedVersion: number | null;
+  pendingVersion: number | null;
   createdAt: string;
+}
+interface Flag {
+  line: number;
+  text: string;
+  reason: string;
 }
 interface SkillDetail extends Skill {
   content: string;
+  contentVersion: number;
+  flags: Flag[];
   loads: number;
-  promotedVersion: number | null;
-  versions: Array<{ version: number; description: string; createdAt: string }>;
+  versions: Array<{ version: number; status: string; description: string; createdAt: string; reviewedBy?: string | null }>;
   sourceTrajectories: Array<{ id: string; sessionId?: string; request?: string; answer?: string; tools?: string[]; outcome?: string; costUsd?: number; createdAt?: string }>;
 }
 
-/** Learned skills: the review queue (proposed first), one skill's SKILL.md, sources and versions; promote / deprecate. */
+type Tab = 'review' | 'promoted' | 'deprecated';
+
+/**
+ * Learned skills. Reviewers (admin.manage_templates): the review queue (versions waiting, new skills and
+ * new versions of promoted ones), a version's SKILL.md with its flagged lines, promote (a flagged version
+ * only once the reviewer says they read the flagged lines) or reject it, and deprecate a skill. Others:
+ * the skills agents load, as they load them.
+ */
 export function SkillsScreen(props: { me: Me; skillId?: string }) {
   const reviewer = props.me.permissions.admin.manage_templates;
-  const [status, setStatus] = useState(reviewer ? 'proposed' : 'promoted');
+  const [tab, setTab] = useState<Tab>(reviewer ? 'review' : 'promoted');
   const [skills, setSkills] = useState<Skill[] | null>(null);
   const [detail, setDetail] = useState<SkillDetail | null>(null);
+  const [read, setRead] = useState(false);
   const [error, setError] = useState<string | null>(null);
 
+  const load = (id: string) => api<{ skill: SkillDetail }>('GET', `/skills/${id}`).then((r) => (setDetail(r.skill), setRead(false)));
   useEffect(() => {
-    if (props.skillId) api<SkillDetail>('GET', `/skills/${props.skillId}`).then(setDetail, (err) => setError(explain(err)));
-    else api<{ skills: Skill[] }>('GET', `/skills${status ? `?status=${status}` : ''}`).then((r) => setSkills(r.skills), (err) => setError(explain(err)));
-  }, [props.skillId, status]);
+    if (props.skillId) load(props.skillId).catch((err) => setError(explain(err)));
+    else
+      api<{ skills: Skill[] }>('GET', tab === 'review' ? '/skills' : `/skills?status=${tab}`).then(
+        (r) => setSkills(tab === 'review' ? r.skills.filter((s) => s.pendingVersion !== null) : r.skills),
+        (err) => setError(explain(err)),
+      );
+  }, [props.skillId, tab]);
 
-  const move = async (to: 'promote' | 'deprecate') => {
+  const act = async (path: string, body?: unknown) => {
     if (!detail) return;
     try {
-      await api('PATCH', `/skills/${detail.id}/${to}`);
-      setDetail(await api<SkillDetail>('GET', `/skills/${detail.id}`));
+      await api('PATCH', `/skills/${detail.id}/${path}`, body);
+      await load(detail.id);
     } catch (err) {
       setError(explain(err));
     }
   };
 
   if (props.skillId) {
+    const pending = detail?.pendingVersion ?? null;
+    const flagged = detail && pending !== null && detail.contentVersion === pending ? detail.flags : [];
     return (
       <section class="skills">
         <a href="#/skills">← Skills</a>
@@ -51,24 +74,53 @@ export function SkillsScreen(props: { me: Me; skillId?: string }) {
         {detail ? (
           <>
             <h1>
-              {detail.name} <span class={`badge ${detail.status}`}>{detail.status}</span> <small>v{detail.version}</small>
+              {detail.name} <span class={`badge ${detail.status}`}>{detail.status}</span> <small>v{detail.contentVersion}</small>
             </h1>
             <p>{detail.description}</p>
-            {reviewer ? (
+            <p class="hint" data-testid="skill-state">
+              {detail.promotedVersion ? `Agents load v${detail.promotedVersion}.` : 'No agent loads it.'}
+              {pending !== null ? ` v${pending} waits for review.` : ''}
+              {detail.status === 'promoted' ? ` Loaded ${detail.loads} times since it was promoted.` : ''}
+            </p>
+            {reviewer && pending !== null ? (
+              <div class="review">
+                {flagged.length ? (
+                  <>
+                    <h2>Read these lines before promoting v{pending}</h2>
+                    <ul class="list flags">
+                      {flagged.map((f) => (
+                        <li data-testid="skill-flag">
+                          <small>line {f.line}</small> <code class="grow">{f.text}</code> <span class="warn">{f.reason}</span>
+                        </li>
+                      ))}
+                    </ul>
+                    <label>
+                      <input type="checkbox" checked={read} onChange={(e) => setRead((e.target as HTMLInputElement).checked)} /> I have read the {flagged.length} flagged line
+                      {flagged.length === 1 ? '' : 's'} and accept them
+                    </label>
+                  </>
+                ) : (
+                  <p class="hint">The screening flagged no line of v{pending}.</p>
+                )}
+                <p class="row">
+                  <button type="button" class="primary" disabled={flagged.length > 0 && !read} onClick={() => act(`versions/${pending}/promote`, flagged.length ? { acknowledgeFlags: true } : undefined)}>
+                    Promote v{pending}: every agent of the organisation may load it
+                  </button>
+                  <button type="button" onClick={() => act(`versions/${pending}/reject`)}>
+                    Reject v{pending}
+                    {detail.promotedVersion ? ` (agents keep v${detail.promotedVersion})` : ''}
+                  </button>
+                </p>
+              </div>
+            ) : null}
+            {reviewer && detail.status !== 'deprecated' ? (
               <p class="row">
-                {detail.status !== 'promoted' || detail.promotedVersion !== detail.version ? (
-                  <button type="button" class="primary" onClick={() => move('promote')}>
-                    Promote v{detail.version}: every agent of the organisation may load it
-                  </button>
-                ) : null}
-                {detail.status !== 'deprecated' ? (
-                  <button type="button" class="danger" onClick={() => move('deprecate')}>
-                    Deprecate
-                  </button>
-                ) : null}
+                <button type="button" class="danger" onClick={() => confirm(`Deprecate ${detail.name}? No agent will load it any more.`) && act('deprecate')}>
+                  Deprecate the skill
+                </button>
               </p>
             ) : null}
-            {detail.status === 'promoted' ? <p class="hint">Loaded {detail.loads} times since it was promoted.</p> : null}
+            <h2>SKILL.md of v{detail.contentVersion}</h2>
             <Markdown text={detail.content} />
             <h2>Learnt from</h2>
             {detail.sourceTrajectories.map((t) => (
@@ -84,8 +136,8 @@ export function SkillsScreen(props: { me: Me; skillId?: string }) {
             <h2>Versions</h2>
             <ul class="list">
               {detail.versions.map((v) => (
-                <li>
-                  v{v.version} <span class="grow">{v.description}</span> <small>{when(v.createdAt)}</small>
+                <li data-testid="skill-version">
+                  v{v.version} <span class={`badge ${v.status}`}>{v.status}</span> <span class="grow">{v.description}</span> <small>{when(v.createdAt)}</small>
                 </li>
               ))}
             </ul>
@@ -94,22 +146,34 @@ export function SkillsScreen(props: { me: Me; skillId?: string }) {
       </section>
     );
   }
+  const tabs: Array<[Tab, string]> = reviewer
+    ? [
+        ['review', 'Review queue'],
+        ['promoted', 'promoted'],
+        ['deprecated', 'deprecated'],
+      ]
+    : [['promoted', 'promoted']];
   return (
     <section class="skills">
       <h1>Skills</h1>
       <nav class="tabs" aria-label="Skill status">
-        {(['proposed', 'promoted', 'deprecated'] as const).map((s) => (
-          <a href="#/skills" aria-current={status === s ? 'page' : undefined} onClick={(e) => (e.preventDefault(), setStatus(s))}>
-            {s === 'proposed' ? 'Review queue' : s}
+        {tabs.map(([s, label]) => (
+          <a href="#/skills" aria-current={tab === s ? 'page' : undefined} onClick={(e) => (e.preventDefault(), setTab(s))}>
+            {label}
           </a>
         ))}
       </nav>
       <ErrorNote error={error} onClose={() => setError(null)} />
-      {skills?.length === 0 ? <p class="empty">{status === 'proposed' ? 'Nothing to review: skills are proposed after three similar successful sessions.' : `No ${status} skills.`}</p> : null}
+      {skills?.length === 0 ? (
+        <p class="empty">{tab === 'review' ? 'Nothing to review: skills are proposed after similar successful work of several people.' : `No ${tab} skills.`}</p>
+      ) : null}
       <ul class="list">
         {skills?.map((s) => (
           <li key={s.id} data-testid="skill">
-            <a href={`#/skills/${s.id}`}>{s.name}</a> <span class="grow">{s.description}</span> <small>v{s.version}</small>
+            <a href={`#/skills/${s.id}`}>{s.name}</a> <span class="grow">{s.description}</span>{' '}
+            <small>
+              {s.pendingVersion !== null ? `v${s.pendingVersion} waits${s.promotedVersion ? `, agents load v${s.promotedVersion}` : ''}` : `v${s.version}`}
+            </small>
           </li>
         ))}
       </ul>
