@@ -196,7 +196,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     {
       schema: {
         tags: ['admin'],
-        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in) and egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value)',
+        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value) and skills (the people a learnt skill needs, the hosts it may name unflagged)',
         body: Type.Object({
           settings: Type.Object(
             {
