@@ -193,7 +193,7 @@ export function createCore(deps: CoreDeps) {
     runtime,
     pool,
     // Embeddings are made below; only called by jobs.
-    embeddings: { embedQuery: (tenantId, text) => embeddings.embedQuery(tenantId, text) },
+    embeddings: { embedQuery: (tenantId, text, options) => embeddings.embedQuery(tenantId, text, options) },
     chat: createChatClient({ openKey: (sealed) => box.open(sealed) }),
     usage,
     audit,
@@ -239,6 +239,7 @@ export function createCore(deps: CoreDeps) {
     db,
     repo: createOrchestratorRepo(),
     sessionsRepo,
+    monthSpent: spending.monthSpent,
     audit,
     queue,
     runtime,
@@ -251,6 +252,7 @@ export function createCore(deps: CoreDeps) {
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
+    monthSpent: spending.monthSpent,
     audit,
     queue,
     runtime,
@@ -304,6 +306,7 @@ export function createCore(deps: CoreDeps) {
     runtimeRepo,
     jobsRepo,
     usage,
+    spending,
     client: createEmbeddingClient({ openKey: (sealed) => box.open(sealed) }),
     queue,
     log: deps.log.child({ part: 'embeddings' }),

@@ -188,7 +188,7 @@ describe(`sessions: access, templates and prompt forms (${DB_MODE})`, () => {
     const bud = await signToken(t, { sub: rows[0].id, tid: acme.tenantId, roles: ['budget'] });
     const s = (await api(t, 'POST', '/v1/sessions', { token: bud, body: { title: 'budget' } })).json.sessionId;
     expect((await api(t, 'POST', `/v1/sessions/${s}/prompt`, { token: bud, body: { text: 'first', agent: 'build' } })).status).toBe(202);
-    await t.opened.db.query(`insert into usage_records (tenant_id, user_id, session_id, model, cost_usd) values ($1, $2, $3, 'm1', 0.5)`, [acme.tenantId, rows[0].id, s]);
+    await t.opened.core.usage.record(t.opened.db, { tenantId: acme.tenantId, userId: rows[0].id, sessionId: s, model: 'm1', provider: '', tokens: { input: 0, output: 0, reasoning: 0, cacheRead: 0, cacheWrite: 0 }, costUsd: 0.5, channel: 'web' });
     const r = await api(t, 'POST', `/v1/sessions/${s}/prompt`, { token: bud, body: { text: 'second', agent: 'build' } });
     expect(r.status).toBe(429);
     expect(r.json).toMatchObject({ error: 'cost_limit_exceeded', details: { monthlyLimitUsd: 0.5, spentUsd: 0.5 } });

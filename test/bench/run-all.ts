@@ -16,6 +16,7 @@ import { promptLatency } from './prompt-latency.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { skillsBench } from './skills.bench.js';
+import { spendingBench } from './spending.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
 import { webBench } from './web.bench.js';
@@ -32,6 +33,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'gateway-approval': gatewayApproval,
   'gateway-inbound': gatewayInbound,
   'llm-gateway': llmGateway,
+  spending: spendingBench,
   'runtime-pool': runtimePool,
   'memory-injection': memoryInjection,
   memories: memoriesBench,

@@ -40,6 +40,7 @@ describe(`orchestrator: stalled subtasks (${DB_MODE})`, () => {
       db,
       repo: createOrchestratorRepo(),
       sessionsRepo,
+      monthSpent: core.spending.monthSpent,
       audit: core.audit,
       queue: { send: async (name, data, options) => (sent.push({ name, data, singletonKey: options?.singletonKey }), crypto.randomUUID()) },
       runtime: { resolveModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m' }) },

@@ -9,6 +9,7 @@ import { modelPrice } from '../llm-gateway/provider-endpoint.js';
 import { callCost } from '../llm-gateway/usage-tap.js';
 import type { Logger } from '../logger.js';
 import type { ProviderRow, RuntimeRepo } from '../runtime/runtime.repo.js';
+import type { SpendingService } from '../usage/spending.service.js';
 import type { UsageService } from '../usage/usage.service.js';
 import { EmbeddingCallError, type EmbeddingClient } from './embedding-client.js';
 import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
@@ -83,6 +84,8 @@ export function createEmbeddingsService(deps: {
   runtimeRepo: RuntimeRepo;
   jobsRepo: JobsRepo;
   usage: UsageService;
+  /** What a user may still spend this month: a search embedding is not made for a user who has spent it. */
+  spending?: Pick<SpendingService, 'monthlyRoom'>;
   client: EmbeddingClient;
   queue: JobQueue;
   log: Logger;
@@ -158,8 +161,9 @@ export function createEmbeddingsService(deps: {
 
     /**
      * The port search and memory injection use: the text's vector in the tenant's current model, or
-     * null when the tenant has no embedder (or its provider is disabled): search then runs on full text
-     * alone. A provider failure throws UpstreamError (502); callers that can fall back should.
+     * null when the tenant has no embedder (or its provider is disabled), or `userId`, whom the call is
+     * charged to, has spent their monthly limit: search then runs on full text alone. A provider failure
+     * throws UpstreamError (502); callers that can fall back should.
      */
     async embedQuery(tenantId: string, text: string, options: { userId?: string | null } = {}): Promise<EmbeddedQuery | null> {
       const c = await current(tenantId);
@@ -172,6 +176,12 @@ export function createEmbeddingsService(deps: {
         queryCache.delete(cacheKey);
         queryCache.set(cacheKey, hit);
         return { modelKey, vector: hit };
+      }
+      // A search text is embedded at its user's cost: not once their monthly limit is spent (their search
+      // then runs on full text alone, as without an embedder).
+      if (options.userId && deps.spending) {
+        const room = await deps.spending.monthlyRoom(tenantId, options.userId);
+        if (room !== null && room <= 0) return null;
       }
       let vector: number[];
       try {

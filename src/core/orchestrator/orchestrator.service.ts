@@ -145,6 +145,8 @@ export function createOrchestratorService(deps: {
   db: Database;
   repo: OrchestratorRepo;
   sessionsRepo: SessionsRepo;
+  /** USD the user recorded this calendar month (what is left of a monthly limit bounds a plan's budget). */
+  monthSpent: (tenantId: string, userId: string) => Promise<number>;
   audit: AuditService;
   queue: JobQueue;
   runtime: Pick<RuntimeService, 'resolveModel'>;
@@ -179,8 +181,7 @@ export function createOrchestratorService(deps: {
     const limits: number[] = [];
     if (perRequest !== undefined) limits.push(perRequest);
     if (monthly !== undefined) {
-      const now = clock.now();
-      const spent = await sessionsRepo.spentSince(db, tenantId, userId, new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)));
+      const spent = await deps.monthSpent(tenantId, userId);
       limits.push(Math.max(0, monthly - spent));
     }
     return limits.length ? Math.min(...limits) : null;

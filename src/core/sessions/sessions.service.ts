@@ -26,6 +26,8 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 export function createSessionsService(deps: {
   db: Database;
   repo: SessionsRepo;
+  /** USD the user recorded this calendar month (the monthly cost limit's measure). */
+  monthSpent: (tenantId: string, userId: string) => Promise<number>;
   audit: AuditService;
   queue: JobQueue;
   runtime: RuntimeService;
@@ -85,8 +87,7 @@ export function createSessionsService(deps: {
     }
     if (monthly === undefined) return;
     const now = clock.now();
-    const from = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-    const spent = await repo.spentSince(db, actor.tenantId, actor.userId, from);
+    const spent = await deps.monthSpent(actor.tenantId, actor.userId);
     if (spent >= monthly) {
       const resetsAt = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
       throw new RateLimitedError(`monthly cost limit reached: $${spent.toFixed(2)} of $${monthly} spent this month`, {

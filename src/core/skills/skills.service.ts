@@ -527,7 +527,8 @@ export function createSkillsService(deps: {
       const outcome: TrajectoryOutcome = reading.error ? 'error' : reading.rejected || (await repo.refusedSince(db, s.tenantId, s.id, turn.createdAt)) ? 'rejected' : 'success';
       let embedding: { modelKey: string; values: number[] } | null = null;
       if (outcome === 'success') {
-        const q = await deps.embeddings.embedQuery(s.tenantId, reading.request).catch((err) => {
+        // Charged to the person whose request it is, like the turn itself.
+        const q = await deps.embeddings.embedQuery(s.tenantId, reading.request, { userId: s.ownerId }).catch((err) => {
           ctx.log.warn({ err: (err as Error).message }, 'embedding a trajectory failed: it is compared by its words');
           return null;
         });

@@ -11,30 +11,36 @@ export function createSpendingRepo() {
       await tx.query(`select pg_advisory_xact_lock(hashtextextended('spending:' || $1::text, 0))`, [userId]);
     },
 
-    /** USD the user recorded since `from`, plus what their calls in flight hold. */
-    async monthSpent(q: Queryable, tenantId: string, userId: string, from: Date, now: Date): Promise<number> {
-      const { rows } = await q.query<{ spent: string }>(
-        `select ((select coalesce(sum(cost_usd), 0) from usage_records where tenant_id = $1 and user_id = $2 and created_at >= $3)
-               + (select coalesce(sum(amount_usd), 0) from model_call_holds where tenant_id = $1 and user_id = $2 and expires_at > $4))::text as spent`,
-        [tenantId, userId, from, now],
-      );
-      return Number(rows[0].spent);
+    /** USD the user recorded in the calendar month (UTC) starting at `month` (usage_monthly). */
+    async monthRecorded(q: Queryable, tenantId: string, userId: string, month: Date): Promise<number> {
+      const { rows } = await q.query<{ spent: string }>(`select cost_usd::text as spent from usage_monthly where tenant_id = $1 and user_id = $2 and month = $3::date`, [
+        tenantId,
+        userId,
+        month.toISOString().slice(0, 10),
+      ]);
+      return Number(rows[0]?.spent ?? 0);
     },
 
-    /** USD the calls in flight of one budget (a turn's session, a plan) hold. */
-    async heldFor(q: Queryable, tenantId: string, budgetKey: string, now: Date): Promise<number> {
-      const { rows } = await q.query<{ held: string }>(
-        `select coalesce(sum(amount_usd), 0)::text as held from model_call_holds where tenant_id = $1 and budget_key = $2 and expires_at > $3`,
-        [tenantId, budgetKey, now],
+    /**
+     * In one round trip (read after lockUser, so it sees every call settled before): USD the user recorded
+     * in the month starting at `month` plus what all their calls in flight hold, and what the calls in
+     * flight of one budget (a turn's session, a plan) hold.
+     */
+    async spentAndHeld(q: Queryable, tenantId: string, userId: string, month: Date, budgetKey: string | null, now: Date): Promise<{ month: number; budgetHeld: number }> {
+      const { rows } = await q.query<{ month: string; budgetHeld: string }>(
+        `select ((select coalesce(sum(cost_usd), 0) from usage_monthly where tenant_id = $1 and user_id = $2 and month = $3::date)
+               + (select coalesce(sum(amount_usd), 0) from model_call_holds where tenant_id = $1 and user_id = $2 and expires_at > $4))::text as month,
+                (select coalesce(sum(amount_usd), 0) from model_call_holds where tenant_id = $1 and budget_key = $5 and expires_at > $4)::text as "budgetHeld"`,
+        [tenantId, userId, month.toISOString().slice(0, 10), now, budgetKey],
       );
-      return Number(rows[0].held);
+      return { month: Number(rows[0].month), budgetHeld: Number(rows[0].budgetHeld) };
     },
 
     async insertHold(tx: Tx, h: { id: string; tenantId: string; userId: string; budgetKey: string | null; amountUsd: number; now: Date; expiresAt: Date }): Promise<void> {
       // Holds of calls that never settled are past their expiry: gone with the next hold of the user.
-      await tx.query(`delete from model_call_holds where tenant_id = $1 and user_id = $2 and expires_at <= $3`, [h.tenantId, h.userId, h.now]);
       await tx.query(
-        `insert into model_call_holds (id, tenant_id, user_id, budget_key, amount_usd, created_at, expires_at) values ($1, $2, $3, $4, $5, $6, $7)`,
+        `with expired as (delete from model_call_holds where tenant_id = $2 and user_id = $3 and expires_at <= $6)
+         insert into model_call_holds (id, tenant_id, user_id, budget_key, amount_usd, created_at, expires_at) values ($1, $2, $3, $4, $5, $6, $7)`,
         [h.id, h.tenantId, h.userId, h.budgetKey, h.amountUsd, h.now, h.expiresAt],
       );
     },

@@ -65,8 +65,9 @@ export function createSpendingService(deps: {
       return db.transaction(async (tx) => {
         await repo.lockUser(tx, caller.userId);
         const now = clock.now();
-        const monthSpent = l.monthly !== undefined ? await repo.monthSpent(tx, caller.tenantId, caller.userId, monthStart(now), now) : 0;
-        const turnSpent = l.perRequest !== undefined && turn ? (await turn.recorded(tx)) + (await repo.heldFor(tx, caller.tenantId, turn.budgetKey, now)) : 0;
+        const figures = await repo.spentAndHeld(tx, caller.tenantId, caller.userId, monthStart(now), turn?.budgetKey ?? null, now);
+        const monthSpent = l.monthly !== undefined ? figures.month : 0;
+        const turnSpent = l.perRequest !== undefined && turn ? (await turn.recorded(tx)) + figures.budgetHeld : 0;
         const room = available({ monthlyLimit: l.monthly, perRequestLimit: l.perRequest, monthSpent, turnSpent });
         const fit = fitCall(price, room.usd);
         if (!fit.ok) return { ok: false as const, limit: room.limit!, limitUsd: room.limitUsd!, spentUsd: room.spentUsd, needUsd: fit.needUsd };
@@ -89,12 +90,15 @@ export function createSpendingService(deps: {
       if (holdId) await repo.deleteHold(db, tenantId, holdId);
     },
 
+    /** USD the user recorded this calendar month (UTC): what the monthly limit is checked against. */
+    monthSpent: (tenantId: string, userId: string): Promise<number> => repo.monthRecorded(db, tenantId, userId, monthStart(clock.now())),
+
     /** USD the user may still spend this month (null: no monthly limit): whether a background call may run. */
     async monthlyRoom(tenantId: string, userId: string): Promise<number | null> {
       const l = await limits(tenantId, userId);
       if (l.monthly === undefined) return null;
       const now = clock.now();
-      return l.monthly - (await repo.monthSpent(db, tenantId, userId, monthStart(now), now));
+      return l.monthly - (await repo.spentAndHeld(db, tenantId, userId, monthStart(now), null, now)).month;
     },
 
     /** The session of the user's latest turn (what a call naming no running session counts against). */

@@ -52,12 +52,21 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
   }
 
   return {
-    /** Records one model call: an agent's through the LLM gateway, an embedding, a skill proposal. */
+    /**
+     * Records one model call: an agent's through the LLM gateway, an embedding, a skill proposal. The
+     * same statement adds its cost to its user's month (usage_monthly, what the monthly limit reads), so
+     * the two never disagree; a record already written (same message id) adds nothing.
+     */
     async record(q: Queryable, r: UsageRecordInput): Promise<void> {
       await q.query(
-        `insert into usage_records (tenant_id, user_id, session_id, model, provider, tokens_input, tokens_output, tokens_reasoning,
-                                    tokens_cache_read, tokens_cache_write, cost_usd, channel, created_at, message_id, estimated)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) on conflict do nothing`,
+        `with rec as (
+           insert into usage_records (tenant_id, user_id, session_id, model, provider, tokens_input, tokens_output, tokens_reasoning,
+                                      tokens_cache_read, tokens_cache_write, cost_usd, channel, created_at, message_id, estimated)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) on conflict do nothing
+           returning tenant_id, user_id, created_at, cost_usd)
+         insert into usage_monthly (tenant_id, user_id, month, cost_usd)
+         select tenant_id, user_id, date_trunc('month', created_at at time zone 'UTC')::date, cost_usd from rec where user_id is not null
+         on conflict (tenant_id, user_id, month) do update set cost_usd = usage_monthly.cost_usd + excluded.cost_usd`,
         [r.tenantId, r.userId, r.sessionId, r.model, r.provider, r.tokens.input, r.tokens.output, r.tokens.reasoning, r.tokens.cacheRead, r.tokens.cacheWrite, r.costUsd, r.channel, r.at ?? clock.now(), r.messageId ?? null, r.estimated ?? false],
       );
     },
