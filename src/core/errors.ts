@@ -17,6 +17,8 @@ export interface AppErrorOptions {
    * `{ error: code }`, the request id only in X-Request-Id. The CLI still shows message and hint.
    */
   exactBody?: boolean;
+  /** HTTP headers of the answer where a status has one (Retry-After with a 429). */
+  headers?: Record<string, string>;
   cause?: unknown;
 }
 
@@ -27,6 +29,7 @@ export abstract class AppError extends Error {
   readonly details?: unknown;
   readonly fields?: Record<string, unknown>;
   readonly exactBody: boolean;
+  readonly headers?: Record<string, string>;
 
   constructor(message: string, defaultCode: string, options: AppErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -36,6 +39,7 @@ export abstract class AppError extends Error {
     this.details = options.details;
     this.fields = options.fields;
     this.exactBody = options.exactBody ?? false;
+    this.headers = options.headers;
   }
 }
 
@@ -79,6 +83,14 @@ export class PayloadTooLargeError extends AppError {
   readonly status = 413;
   constructor(message: string, options?: AppErrorOptions) {
     super(message, 'payload_too_large', options);
+  }
+}
+
+/** Well-formed, but its content is refused (a shared memory that reads like instructions to a model). */
+export class UnprocessableError extends AppError {
+  readonly status = 422;
+  constructor(message: string, options?: AppErrorOptions) {
+    super(message, 'unprocessable', options);
   }
 }
 

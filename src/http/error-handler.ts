@@ -14,6 +14,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     drainUnreadBody(req, reply);
     if (isAppError(err)) {
       if (err.status >= 500) req.log.warn({ err: { code: err.code, message: err.message } }, 'request failed');
+      if (err.headers) void reply.headers(err.headers);
       if (err.exactBody) return reply.status(err.status).send({ error: err.code });
       return reply.status(err.status).send({
         ...err.fields,

@@ -126,6 +126,13 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('memory write limits: 30 a minute and 2,000 memories a person unless set; bounded', () => {
+    expect(loadConfig({ env: { ...SECRETS } }).memories).toEqual({ writesPerMinute: 30, quota: 2000 });
+    expect(loadConfig({ env: { ...SECRETS, AGENTWS_MEMORY_WRITES_PER_MINUTE: '5', AGENTWS_MEMORY_QUOTA: '100' } }).memories).toEqual({ writesPerMinute: 5, quota: 100 });
+    const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_MEMORY_WRITES_PER_MINUTE: '0', AGENTWS_MEMORY_QUOTA: 'lots' } }));
+    expect(problems.map((p) => p.variable)).toEqual(['AGENTWS_MEMORY_WRITES_PER_MINUTE', 'AGENTWS_MEMORY_QUOTA']);
+  });
+
   it('never echoes a malformed URL (it may hold a password)', () => {
     const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, DATABASE_URL: 'postgres://user:s3cret@' } }));
     expect(JSON.stringify(problems)).not.toContain('s3cret');

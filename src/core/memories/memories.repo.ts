@@ -15,6 +15,10 @@ export interface MemoryRow {
   source: MemorySource;
   sessionId: string | null;
   messageId: string | null;
+  /** The instruction signals its normalised text tripped when it was written (memory-fns.ts). */
+  signals: string[];
+  /** When its author released it (null: never quarantined, or not released). */
+  releasedAt: Date | null;
   /** Embedded with the tenant's current embedder (an embedding of an earlier model does not count). */
   embedded: boolean;
   createdAt: Date;
@@ -38,6 +42,8 @@ export interface MemoryFilter {
   visibility?: MemoryVisibility;
   /** Only active memories (what the agent may see); default: active and quarantined. */
   activeOnly?: boolean;
+  /** Only the viewer's own (the recent-preferences fallback of a turn: nobody else's words by default). */
+  ownOnly?: boolean;
 }
 
 export interface SearchInput extends MemoryFilter {
@@ -61,7 +67,7 @@ export interface SearchInput extends MemoryFilter {
 }
 
 const COLS = `m.id, m.tenant_id as "tenantId", m.user_id as "userId", u.handle as "authorHandle", m.kind, m.content, m.visibility, m.status, m.source,
-  m.session_id as "sessionId", m.message_id as "messageId",
+  m.session_id as "sessionId", m.message_id as "messageId", m.signals, m.released_at as "releasedAt",
   (m.embedding is not null and m.embedding_model is not distinct from (select e.model_key from memory_embedders e where e.tenant_id = m.tenant_id)) as embedded,
   m.created_at as "createdAt", m.updated_at as "updatedAt"`;
 
@@ -112,8 +118,9 @@ function visibleTo(m: string, v: Viewer, p: Params): string {
   return `(${m}.tenant_id = ${tenant} and ${branches.length ? `(${branches.map((b) => `(${b})`).join(' or ')})` : 'false'})`;
 }
 
-function filters(m: string, f: MemoryFilter, p: Params): string {
+function filters(m: string, f: MemoryFilter, p: Params, v: Viewer): string {
   const out: string[] = [];
+  if (f.ownOnly) out.push(`${m}.user_id = ${p.add(v.userId)}`);
   if (f.kind) out.push(`${m}.kind = ${p.add(f.kind)}`);
   if (f.visibility) out.push(`${m}.visibility = ${p.add(f.visibility)}`);
   if (f.activeOnly) out.push(`${m}.status = 'active'`);
@@ -124,14 +131,25 @@ export function createMemoriesRepo() {
   return {
     async insert(
       tx: Queryable,
-      r: { tenantId: string; userId: string; kind: MemoryKind; content: string; visibility: MemoryVisibility; status: MemoryStatus; source: MemorySource; sessionId?: string | null; messageId?: string | null },
+      r: {
+        tenantId: string;
+        userId: string;
+        kind: MemoryKind;
+        content: string;
+        visibility: MemoryVisibility;
+        status: MemoryStatus;
+        source: MemorySource;
+        signals?: string[];
+        sessionId?: string | null;
+        messageId?: string | null;
+      },
     ): Promise<MemoryRow> {
       const { rows } = await tx.query<MemoryRow>(
         `with m as (
-           insert into memories (tenant_id, user_id, kind, content, visibility, status, source, session_id, message_id)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9) returning *)
+           insert into memories (tenant_id, user_id, kind, content, visibility, status, source, session_id, message_id, signals)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning *)
          select ${COLS} from m join users u on u.id = m.user_id`,
-        [r.tenantId, r.userId, r.kind, r.content, r.visibility, r.status, r.source, r.sessionId ?? null, r.messageId ?? null],
+        [r.tenantId, r.userId, r.kind, r.content, r.visibility, r.status, r.source, r.sessionId ?? null, r.messageId ?? null, r.signals ?? []],
       );
       return rows[0];
     },
@@ -149,7 +167,7 @@ export function createMemoriesRepo() {
     /** The viewer's visible memories, newest first. */
     async list(q: Queryable, v: Viewer, f: MemoryFilter & { limit: number }): Promise<MemoryRow[]> {
       const p = new Params();
-      const where = `${visibleTo('m', v, p)}${filters('m', f, p)}`;
+      const where = `${visibleTo('m', v, p)}${filters('m', f, p, v)}`;
       const { rows } = await q.query<MemoryRow>(
         `select ${COLS} from memories m join users u on u.id = m.user_id where ${where} order by m.created_at desc, m.id limit ${p.add(f.limit)}`,
         p.values,
@@ -185,7 +203,7 @@ export function createMemoriesRepo() {
       const k = p.add(s.candidates);
       const wordsArm = !(s.vector && s.vectorOnly);
       // Built only when used: PostgreSQL refuses a parameter no clause mentions.
-      const ftWhere = wordsArm ? `f.search @@ tsq.query and ${visibleTo('f', v, p)}${filters('f', s, p)}` : 'false';
+      const ftWhere = wordsArm ? `f.search @@ tsq.query and ${visibleTo('f', v, p)}${filters('f', s, p, v)}` : 'false';
       let vectorArm = '';
       if (s.vector) {
         const dims = s.vector.values.length;
@@ -194,7 +212,7 @@ export function createMemoriesRepo() {
         const model = p.add(s.vector.modelKey);
         const branches = visibilityBranches('e', v, p, tenant).map(
           (b) => `select e.id, e.embedding_bits <~> ${queryBits(dims, query)} as h from memories e
-             where e.tenant_id = ${tenant} and e.embedding_model = ${model} and e.embedding_bits is not null and ${b}${filters('e', s, p)}`,
+             where e.tenant_id = ${tenant} and e.embedding_model = ${model} and e.embedding_bits is not null and ${b}${filters('e', s, p, v)}`,
         );
         const nearestCodes = !branches.length
           ? `select null::uuid as id where false`
@@ -243,11 +261,40 @@ export function createMemoriesRepo() {
 
     async release(tx: Queryable, tenantId: string, id: string): Promise<MemoryRow | null> {
       const { rows } = await tx.query<MemoryRow>(
-        `with m as (update memories set status = 'active', updated_at = now() where id = $1 and tenant_id = $2 returning *)
+        `with m as (update memories set status = 'active', released_at = now(), updated_at = now() where id = $1 and tenant_id = $2 returning *)
          select ${COLS} from m join users u on u.id = m.user_id`,
         [id, tenantId],
       );
       return rows[0] ?? null;
+    },
+
+    /**
+     * What the write limits need to know about a user, read under a per-user lock held to the end of the
+     * caller's transaction, so writes of one user (from any process on this database) are counted one
+     * after the other: how many memories they keep, and, with `rateWindow`, how many they wrote outside
+     * the agent (the audit log's `memory.create` entries: a memory deleted since still counts, and the log
+     * is append-only) in the last minute, with the oldest's age (`now()`, stable, so the window is an
+     * index range of the user's entries; a volatile clock would make it a filter over all of them). On the embedded database transactions
+     * run one at a time, so the lock has nothing to exclude.
+     */
+    async lockedWriteState(tx: Queryable, tenantId: string, userId: string, options: { rateWindow: boolean }): Promise<{ stored: number; recent?: number; oldestAgeMs?: number | null }> {
+      await tx.query(`select pg_advisory_xact_lock(hashtextextended('memories:' || $1::text, 0))`, [userId]);
+      const stored = `(select count(*)::int from memories where tenant_id = $1 and user_id = $2) as stored`;
+      if (!options.rateWindow) return (await tx.query<{ stored: number }>(`select ${stored}`, [tenantId, userId])).rows[0];
+      const { rows } = await tx.query<{ stored: number; recent: number; oldestAgeMs: number | null }>(
+        `select ${stored}, count(*)::int as recent, (extract(epoch from now() - min(ts)) * 1000)::float8 as "oldestAgeMs"
+           from audit_log
+          where tenant_id = $1 and user_id = $2 and ts > now() - interval '60 seconds'
+            and action = 'memory.create' and channel <> 'agent'`,
+        [tenantId, userId],
+      );
+      return rows[0];
+    },
+
+    /** The tenant holds every memory an agent saves until its person releases it (settings.memory). */
+    async agentSavesNeedRelease(q: Queryable, tenantId: string): Promise<boolean> {
+      const { rows } = await q.query<{ hold: boolean | null }>(`select (settings -> 'memory' ->> 'agentSavesNeedRelease')::boolean as hold from tenants where id = $1`, [tenantId]);
+      return rows[0]?.hold === true;
     },
 
     /** False when it was gone already (deleted meanwhile). */

@@ -6,7 +6,7 @@ import { hasPermission, type PermissionName } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { EMBED_MEMORY_JOB } from '../embeddings/embeddings.service.js';
 import { vectorLiteral } from '../embeddings/model-key.js';
-import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, UnprocessableError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
@@ -24,8 +24,12 @@ import {
   MEMORY_LIMIT_MAX,
   MEMORY_QUERY_MAX,
   MEMORY_VISIBILITIES,
+  normaliseMemoryText,
+  recallBlockers,
+  writeRefusal,
   type MemoryKind,
   type MemoryVisibility,
+  type MemoryWriteLimits,
 } from './memory-fns.js';
 
 // The job that embeds one new memory, queued in the transaction that creates it when the tenant has an
@@ -58,6 +62,7 @@ export function publicMemory(m: MemoryRow) {
     status: m.status,
     source: m.source,
     author: { id: m.userId, handle: m.authorHandle },
+    signals: m.signals ?? [],
     embedded: m.embedded,
     ...(m.source === 'agent' ? { sessionId: m.sessionId, messageId: m.messageId } : {}),
     createdAt: m.createdAt,
@@ -74,7 +79,15 @@ export interface RecalledMemory {
   visibility: MemoryVisibility;
   createdAt: Date;
   truncated: boolean;
+  /** The handle of the other person who shared it; absent: the user's own (written by them or their agent). */
+  sharedBy?: string;
 }
+
+/** What the agent's search tool answers: the memory, and who wrote it when it is not the user's own. */
+export type AgentMemory = PublicMemory & { sharedBy?: string };
+
+/** Defaults of AGENTWS_MEMORY_WRITES_PER_MINUTE and AGENTWS_MEMORY_QUOTA (see config.schema.ts). */
+export const MEMORY_WRITE_LIMITS_DEFAULT: MemoryWriteLimits = { writesPerMinute: 30, quota: 2000 };
 
 export interface ListInput {
   q?: string;
@@ -103,8 +116,11 @@ export function createMemoriesService(deps: {
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Absent, or answering null: search is full-text only. */
   embedQuery?: EmbedQuery;
+  /** Per-user write limits; absent: the defaults. */
+  limits?: MemoryWriteLimits;
 }) {
   const { db, repo, audit } = deps;
+  const limits = deps.limits ?? MEMORY_WRITE_LIMITS_DEFAULT;
 
   /** Memories belong to people: the operator (CLI) acts on tenants, not as anyone, so it has none. */
   function userOf(ctx: Ctx): UserActor {
@@ -133,12 +149,61 @@ export function createMemoriesService(deps: {
     if (!isMemoryVisibility(visibility)) throw new ValidationError(`visibility must be one of ${MEMORY_VISIBILITIES.join(', ')}`, { details: { field: 'visibility' } });
     return visibility;
   };
+  /** The text as it is stored, screened and injected: normalised (memory-fns.ts normaliseMemoryText). */
   const checkContent = (content: unknown): string => {
     if (typeof content !== 'string' || !content.trim()) throw new ValidationError('content must not be empty', { details: { field: 'content' } });
     if (content.length > MEMORY_CONTENT_MAX) throw new ValidationError(`content must be at most ${MEMORY_CONTENT_MAX} characters`, { details: { field: 'content' } });
     if (!isCleanString(content)) throw new ValidationError('content must be valid Unicode without NUL characters', { details: { field: 'content' } });
-    return content.trim();
+    const text = normaliseMemoryText(content);
+    if (!text) throw new ValidationError('content must not be empty: nothing visible is left once invisible and control characters are removed', { details: { field: 'content' } });
+    // NFKC expands some characters (U+FDFA is 18 letters): the limit holds for what is stored.
+    if (text.length > MEMORY_CONTENT_MAX) throw new ValidationError(`content must be at most ${MEMORY_CONTENT_MAX} characters once normalised (NFKC)`, { details: { field: 'content' } });
+    return text;
   };
+
+  /**
+   * Team and org memories reach other people's agents: one that reads like instructions to a model is
+   * refused (422 memory_flagged, naming the signals), when written and when widened. Kept private, it is
+   * its author's own and allowed (their own words to their own agent).
+   */
+  const checkShareable = (content: string, visibility: MemoryVisibility): string[] => {
+    const signals = instructionSignals(normaliseMemoryText(content));
+    if (visibility !== 'private' && signals.length) {
+      throw new UnprocessableError(`a ${visibility} memory reaches other people's agents, and this one reads like instructions to a model (${signals.join(', ')})`, {
+        code: 'memory_flagged',
+        details: { field: 'content', visibility, signals },
+        hint: 'Rephrase it as a plain fact or preference (no orders to the assistant, links to fetch or commands to run), or keep it private.',
+      });
+    }
+    return signals;
+  };
+
+  /**
+   * The per-user write limits, checked in the writing transaction under the user's lock: the rate (API
+   * writes only: the agent's saves have their own limit, see agent-egress.ts) and the quota (every memory
+   * the user keeps, whoever wrote it). 429 with Retry-After, 409 with the figures.
+   */
+  async function checkWriteLimits(tx: Tx, owner: MemoryOwner, via: 'api' | 'agent'): Promise<void> {
+    const state = await repo.lockedWriteState(tx, owner.tenantId, owner.userId, { rateWindow: via === 'api' });
+    const refusal = writeRefusal(state, limits);
+    if (refusal?.reason === 'rate') {
+      throw new RateLimitedError(`too many memories written: at most ${refusal.limit} a minute; try again in ${refusal.retryAfterSeconds} s`, {
+        details: { limit: refusal.limit, windowSeconds: 60, retryAfterSeconds: refusal.retryAfterSeconds },
+        headers: { 'retry-after': String(refusal.retryAfterSeconds) },
+      });
+    }
+    if (refusal?.reason === 'quota') {
+      throw new ConflictError(`memory quota reached: you keep ${refusal.memories} memories, the quota is ${refusal.quota} a person`, {
+        code: 'memory_quota_exceeded',
+        details: { memories: refusal.memories, quota: refusal.quota },
+        hint: 'Delete memories you no longer need (DELETE /v1/memories/:id), or ask the operator to raise AGENTWS_MEMORY_QUOTA.',
+      });
+    }
+  }
+
+  /** Whether a memory may reach the model of `userId`'s agent now (memory-fns.ts recallBlockers). */
+  const mayReachModel = (m: MemoryRow, userId: string): boolean =>
+    m.status === 'active' && recallBlockers({ content: m.content, source: m.source, released: m.releasedAt != null }, m.userId === userId).length === 0;
   const checkLimit = (limit: unknown, max = MEMORY_LIMIT_MAX): number => {
     const n = limit ?? MEMORY_LIMIT_DEFAULT;
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > max) throw new ValidationError(`limit must be a whole number from 1 to ${max}`, { details: { field: 'limit' } });
@@ -240,7 +305,11 @@ export function createMemoriesService(deps: {
       return publicMemory(m);
     },
 
-    /** Writes a memory (memory.write); private unless set, and set wider only with memory.share. */
+    /**
+     * Writes a memory (memory.write); private unless set, and set wider only with memory.share. The text
+     * is stored normalised; a shared one that reads like instructions is refused (422 memory_flagged).
+     * Limited per user: writes a minute (429) and memories kept (409).
+     */
     async create(ctx: Ctx, input: { kind: string; content: string; visibility?: string }): Promise<PublicMemory> {
       const actor = userOf(ctx);
       need(actor, 'memory.write');
@@ -248,9 +317,11 @@ export function createMemoriesService(deps: {
       const content = checkContent(input.content);
       const visibility = input.visibility === undefined ? 'private' : checkVisibility(input.visibility);
       if (visibility !== 'private') need(actor, 'memory.share', `sharing a memory (visibility ${visibility}) needs memory.share`);
+      const signals = checkShareable(content, visibility);
       return db.transaction(async (tx) => {
-        const m = await repo.insert(tx, { tenantId: actor.tenantId, userId: actor.userId, kind, content, visibility, status: 'active', source: 'api' });
-        await audit.record(tx, ctx, { action: 'memory.create', target: `memory:${m.id}`, details: { kind, visibility, source: 'api', length: content.length } });
+        await checkWriteLimits(tx, actor, 'api');
+        const m = await repo.insert(tx, { tenantId: actor.tenantId, userId: actor.userId, kind, content, visibility, status: 'active', source: 'api', signals });
+        await audit.record(tx, ctx, { action: 'memory.create', target: `memory:${m.id}`, details: { kind, visibility, source: 'api', length: content.length, ...(signals.length ? { signals } : {}) } });
         await queueEmbedding(tx, m);
         return publicMemory(m);
       });
@@ -259,7 +330,9 @@ export function createMemoriesService(deps: {
     /**
      * Changes a memory's visibility, the only thing that changes (SPEC.md). Only its author may
      * (memory.write); widening needs memory.share and is audited as `memory.share`, narrowing as
-     * `memory.unshare`. A quarantined memory stays private until released. Same visibility: no change.
+     * `memory.unshare`. A quarantined memory stays private until released; a released one, or one of the
+     * author's own, that reads like instructions is not widened to team or org (422 memory_flagged, as
+     * when written so). Same visibility: no change.
      */
     async update(ctx: Ctx, id: string, input: { visibility: string }): Promise<PublicMemory> {
       const actor = userOf(ctx);
@@ -272,8 +345,9 @@ export function createMemoriesService(deps: {
         const widened = isWidening(m.visibility, visibility);
         if (widened) need(actor, 'memory.share', `widening a memory to ${visibility} needs memory.share`);
         if (widened && m.status === 'quarantined') {
-          throw new ConflictError('this memory is quarantined: it reads like instructions to a model', { hint: `Read it, then release it (POST /v1/memories/${m.id}/release) before sharing it.` });
+          throw new ConflictError('this memory is quarantined: it waits for its author to release it', { hint: `Read it, then release it (POST /v1/memories/${m.id}/release) before sharing it.` });
         }
+        if (widened) checkShareable(m.content, visibility);
         const updated = await repo.updateVisibility(tx, m.tenantId, m.id, visibility);
         if (!updated) throw new NotFoundError('memory not found');
         await audit.record(tx, ctx, { action: widened ? 'memory.share' : 'memory.unshare', target: `memory:${m.id}`, details: { from: m.visibility, to: visibility } });
@@ -294,9 +368,10 @@ export function createMemoriesService(deps: {
     },
 
     /**
-     * Its author releases a quarantined memory (one the agent saved that reads like instructions): from
-     * then on it is active, so it can be injected into turns and shared. Releasing an active one changes
-     * nothing.
+     * Its author releases a quarantined memory (one the agent saved that reads like instructions, or any
+     * the agent saved while the tenant holds them for release): from then on it is active and vouched for
+     * by its author, so it is injected into their own turns; sharing it is screened as ever. Releasing an
+     * active one changes nothing.
      */
     async release(ctx: Ctx, id: string): Promise<PublicMemory> {
       const actor = userOf(ctx);
@@ -315,9 +390,10 @@ export function createMemoriesService(deps: {
     /**
      * Saves a memory the user's agent wrote (its memory tool). Always private (only a person widens it),
      * `source: agent`, with its provenance (the user's own session, by our id or the runtime's `ses_…` id,
-   * and the message); quarantined when it
-     * reads like instructions to a model. Needs the user's memory.write. Audited as the user, channel
-     * `agent`, with the signals that quarantined it.
+     * and the message); stored normalised, and quarantined when that text reads like instructions to a
+     * model, or whatever it says when the tenant holds every agent save for release
+     * (settings.memory.agentSavesNeedRelease). Counts toward the user's quota. Needs the user's
+     * memory.write. Audited as the user, channel `agent`, with the signals that quarantined it.
      */
     async saveFromAgent(owner: MemoryOwner, input: { kind: string; content: string; sessionId: string; messageId: string }): Promise<PublicMemory> {
       const actor = await agentActor(owner);
@@ -330,15 +406,27 @@ export function createMemoriesService(deps: {
       const sessionId = typeof input.sessionId === 'string' && input.sessionId.length <= 200 ? await repo.ownSession(db, owner.tenantId, owner.userId, input.sessionId) : null;
       if (!sessionId) throw new NotFoundError('session not found');
       const signals = instructionSignals(content);
-      const status = signals.length ? 'quarantined' : 'active';
       const ctx = agentCtx(actor);
       return db.transaction(async (tx) => {
-        const m = await repo.insert(tx, { tenantId: owner.tenantId, userId: owner.userId, kind, content, visibility: 'private', status, source: 'agent', sessionId, messageId: input.messageId });
+        await checkWriteLimits(tx, owner, 'agent');
+        const held = await repo.agentSavesNeedRelease(tx, owner.tenantId);
+        const status = signals.length || held ? 'quarantined' : 'active';
+        const m = await repo.insert(tx, { tenantId: owner.tenantId, userId: owner.userId, kind, content, visibility: 'private', status, source: 'agent', signals, sessionId, messageId: input.messageId });
         await audit.record(tx, ctx, {
           action: 'memory.create',
           target: `memory:${m.id}`,
           sessionId,
-          details: { kind, visibility: 'private', source: 'agent', via: 'agent', messageId: input.messageId, status, ...(signals.length ? { signals } : {}), length: content.length },
+          details: {
+            kind,
+            visibility: 'private',
+            source: 'agent',
+            via: 'agent',
+            messageId: input.messageId,
+            status,
+            ...(signals.length ? { signals } : {}),
+            ...(held ? { heldForRelease: true } : {}),
+            length: content.length,
+          },
         });
         await queueEmbedding(tx, m);
         return publicMemory(m);
@@ -346,26 +434,34 @@ export function createMemoriesService(deps: {
     },
 
     /**
-     * What the agent's search tool answers: the user's visible, ACTIVE memories best matching `q`
-     * (quarantined ones never reach a model).
+     * What the agent's search tool answers: the user's visible, ACTIVE memories best matching `q`, each
+     * screened again as at a turn's recall (quarantined ones and ones that read like instructions never
+     * reach a model), with `sharedBy` naming the other person who wrote one that is not the user's own.
      */
-    async searchForAgent(owner: MemoryOwner, input: { q: string; kind?: string; limit?: number }): Promise<{ memories: PublicMemory[]; searchMode: SearchMode }> {
+    async searchForAgent(owner: MemoryOwner, input: { q: string; kind?: string; limit?: number }): Promise<{ memories: AgentMemory[]; searchMode: SearchMode }> {
       const actor = await agentActor(owner);
       const limit = checkLimit(input.limit ?? 10);
       const kind = input.kind === undefined ? undefined : checkKind(input.kind);
       const q = typeof input.q === 'string' ? input.q.trim().slice(0, MEMORY_QUERY_MAX) : '';
       if (!q) throw new ValidationError('q must not be empty', { details: { field: 'q' } });
-      const { rows, mode } = await search(viewerOf(actor), { text: q, match: 'any', kind, activeOnly: true, limit }, deps.log);
-      return { memories: rows.map(publicMemory), searchMode: mode };
+      // More than `limit`, so the ones screened out can be replaced.
+      const { rows, mode } = await search(viewerOf(actor), { text: q, match: 'any', kind, activeOnly: true, limit: Math.min(limit * 2, MEMORY_LIMIT_MAX) }, deps.log);
+      const memories = rows
+        .filter((m) => mayReachModel(m, owner.userId))
+        .slice(0, limit)
+        .map((m) => ({ ...publicMemory(m), content: normaliseMemoryText(m.content), ...(m.userId === owner.userId ? {} : { sharedBy: m.authorHandle }) }));
+      return { memories, searchMode: mode };
     },
 
     /**
      * The memories to put in front of the model at the start of a turn: the user's visible ACTIVE
      * memories most relevant to the prompt (hybrid search when the tenant has an embedder, else
      * full-text where any word of the prompt may match), at most `limit`, cut to about `maxTokens`.
-     * When nothing matches, the user's most recent visible preferences come instead: a preference
-     * ("I prefer tabs") applies to every turn whatever its words, a fact or event that shares no word
-     * with the prompt is most likely noise. Quarantined memories never come.
+     * When nothing matches, the user's OWN most recent preferences come instead: a preference ("I prefer
+     * tabs") applies to every turn whatever its words, a fact or event that shares no word with the prompt
+     * is most likely noise, and another person's preference is not this user's. Quarantined memories never
+     * come, nor any whose normalised text reads like instructions unless it is the user's own and they
+     * vouched for it (memory-fns.ts recallBlockers). Another person's memory carries `sharedBy`.
      */
     async recallForTurn(owner: MemoryOwner, prompt: string, options: { limit?: number; maxTokens?: number } = {}): Promise<{ memories: RecalledMemory[]; searchMode: SearchMode | 'recent' }> {
       const limit = options.limit ?? 5;
@@ -384,13 +480,29 @@ export function createMemoriesService(deps: {
         // embedder, by meaning alone: a prompt's words ORed match thousands of rows to rank (66 ms p95 at
         // 100,000 memories against 13 ms for the vector arm alone: the memories benchmark).
         ({ rows, mode } = await search(v, { text, match: 'any', activeOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX), vectorOnly: true }, deps.log, embedding));
+        rows = rows.filter((m) => mayReachModel(m, owner.userId));
       }
       if (!rows.length) {
-        rows = await repo.list(db, v, { kind: 'preference', activeOnly: true, limit });
+        rows = (await repo.list(db, v, { kind: 'preference', activeOnly: true, ownOnly: true, limit: Math.min(limit * 3, MEMORY_LIMIT_MAX) })).filter((m) => mayReachModel(m, owner.userId));
         mode = 'recent';
       }
-      const picked = fitToBudget(rows, { limit, maxTokens });
-      return { memories: picked.map((m) => ({ id: m.id, kind: m.kind, content: m.content, visibility: m.visibility, createdAt: m.createdAt, truncated: m.truncated })), searchMode: mode };
+      // Budgeted on the text the model will read (normalised: legacy rows may hold raw text).
+      const picked = fitToBudget(
+        rows.map((m) => ({ ...m, content: normaliseMemoryText(m.content) })),
+        { limit, maxTokens },
+      );
+      return {
+        memories: picked.map((m) => ({
+          id: m.id,
+          kind: m.kind,
+          content: m.content,
+          visibility: m.visibility,
+          createdAt: m.createdAt,
+          truncated: m.truncated,
+          ...(m.userId === owner.userId ? {} : { sharedBy: m.authorHandle }),
+        })),
+        searchMode: mode,
+      };
     },
   };
 }

@@ -100,6 +100,36 @@ const INSTRUCTION_SIGNALS: Array<[string, RegExp]> = [
   ['secrecy', /\b(?:do not|don't|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|let(?:ting)?|alert(?:ing)?|notify(?:ing)?)\s+(?:this\s+to\s+)?(?:the\s+)?(?:user|human|operator|anyone)\b|\bexfiltrat\w*/i],
 ];
 
+/**
+ * Characters a reader does not see but a model may: format characters (Unicode category Cf: zero-width
+ * space and joiners, bidirectional controls, soft hyphen, word joiner, BOM, the invisible tag characters
+ * U+E0000-E007F) and every other default-ignorable code point (variation selectors, which can carry a
+ * hidden payload; the combining grapheme joiner; Hangul fillers). They split a word so that no pattern
+ * matches it while a model still reads it whole ("Ig\u200bnore").
+ */
+const INVISIBLE = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
+/** Control characters other than the line feed and tab (line breaks are made line feeds first). */
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+/** Every spelling of a line break: CRLF, CR, vertical tab, form feed, NEL, line and paragraph separators. */
+const LINE_BREAKS = /\r\n?|[\v\f\u0085\u2028\u2029]/g;
+
+/**
+ * THE normalisation of a memory's text, applied once to everything written (API and agent) and again to
+ * what is injected, so what is screened is exactly what a model reads: line breaks made `\n`; invisible
+ * and control characters removed; Unicode NFKC (full-width, mathematical and other compatibility letters
+ * become the plain ones: "ｉｇｎｏｒｅ" and "𝐢𝐠𝐧𝐨𝐫𝐞" are "ignore"); removed again (NFKC could put back what
+ * the first pass removed from around a mark); runs of white space collapsed, to one line break when they
+ * hold one, else to one space; trimmed. Idempotent. What it does not do: confusable letters of other
+ * scripts (a Cyrillic "о" in "ignоre") stay as they are, like any other text in those scripts.
+ */
+export function normaliseMemoryText(text: string): string {
+  const visible = (s: string) => s.replace(LINE_BREAKS, '\n').replace(INVISIBLE, '').replace(CONTROLS, '');
+  return visible(visible(text).normalize('NFKC'))
+    .replace(/[^\S\n]*\n\s*/g, '\n')
+    .replace(/[^\S\n]+/g, ' ')
+    .trim();
+}
+
 /** The names of the signals a text trips (empty: it reads like a note, not like instructions). */
 export function instructionSignals(content: string): string[] {
   const found = new Set<string>();
@@ -114,6 +144,49 @@ export function instructionSignals(content: string): string[] {
  */
 export function looksLikeInstructions(content: string): boolean {
   return instructionSignals(content).length > 0;
+}
+
+/** The signals of a text as a model would read it: normalised first, whatever was stored. */
+export function screenMemoryText(content: string): string[] {
+  return instructionSignals(normaliseMemoryText(content));
+}
+
+/**
+ * What keeps an ACTIVE memory from reaching a model, checked again at every recall (a turn's injection,
+ * the agent's search): the signals of its normalised text, unless a person vouched for it for their own
+ * agent, by writing it themselves (the API) or by releasing it. Another person's memory is screened
+ * whatever its source: its author's word never speaks for the reader. Rows written before texts were
+ * normalised (raw, with the zero-width characters that hid them from the screening) are caught here.
+ */
+export function recallBlockers(m: { content: string; source: MemorySource; released: boolean }, own: boolean): string[] {
+  if (own && (m.source === 'api' || m.released)) return [];
+  return screenMemoryText(m.content);
+}
+
+/** The per-user limits on writing memories (AGENTWS_MEMORY_WRITES_PER_MINUTE, AGENTWS_MEMORY_QUOTA). */
+export interface MemoryWriteLimits {
+  writesPerMinute: number;
+  quota: number;
+}
+
+export type WriteRefusal =
+  | { reason: 'rate'; limit: number; retryAfterSeconds: number }
+  | { reason: 'quota'; memories: number; quota: number };
+
+/**
+ * Whether one more memory may be written: `stored` is how many the user keeps now (every source and
+ * status), `recent` how many they wrote through the API within the last minute and `oldestAgeMs` the age
+ * of the oldest of those. At the rate limit the caller may retry when that oldest write leaves the window
+ * (at least 1 s from now). The rate is checked first: a refusal for the rate says when to come back,
+ * one for the quota needs the user to delete something.
+ */
+export function writeRefusal(state: { stored: number; recent?: number; oldestAgeMs?: number | null }, limits: MemoryWriteLimits): WriteRefusal | null {
+  if (state.recent !== undefined && state.recent >= limits.writesPerMinute) {
+    const age = Math.max(0, Math.min(60_000, state.oldestAgeMs ?? 0));
+    return { reason: 'rate', limit: limits.writesPerMinute, retryAfterSeconds: Math.max(1, Math.ceil((60_000 - age) / 1000)) };
+  }
+  if (state.stored >= limits.quota) return { reason: 'quota', memories: state.stored, quota: limits.quota };
+  return null;
 }
 
 export interface Budgeted {

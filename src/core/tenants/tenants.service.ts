@@ -41,6 +41,14 @@ function skillSettings(input: SkillSettings): SkillSettings {
   return out;
 }
 
+/**
+ * Tenant settings `memory`: `agentSavesNeedRelease`, every memory an agent saves waits (quarantined) for
+ * its person's release, whatever it says (the screening's patterns are never complete).
+ */
+export interface MemorySettings {
+  agentSavesNeedRelease?: boolean;
+}
+
 export interface SeedTenantResult {
   tenant: TenantRow;
   owner: UserRow;
@@ -160,9 +168,10 @@ export function createTenantsService(deps: {
      * -> role name, stored and returned (sign-in does not apply it, SPEC.md "Tenant settings"); `egress`,
      * the domains, addresses and ranges the tenant's agents may (allow: only these) or may not (deny)
      * reach and the ports they may use besides 80 and 443 (keys left out keep their value); `skills`, the
-     * people whose work a learnt skill needs (minUsers) and the hosts a skill may name unflagged.
+     * people whose work a learnt skill needs (minUsers) and the hosts a skill may name unflagged; `memory`,
+     * whether every memory an agent saves waits for its person's release (agentSavesNeedRelease).
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const mapping = input.settings?.groupRoleMapping;
       const egress = input.settings?.egress;
@@ -186,6 +195,10 @@ export function createTenantsService(deps: {
           }
         : undefined;
       const skillRules = input.settings?.skills ? skillSettings(input.settings.skills) : undefined;
+      const memory = input.settings?.memory;
+      if (memory?.agentSavesNeedRelease !== undefined && typeof memory.agentSavesNeedRelease !== 'boolean') {
+        throw new ValidationError('settings.memory.agentSavesNeedRelease: true or false', { details: { field: 'settings.memory.agentSavesNeedRelease' } });
+      }
       return db.transaction(async (tx) => {
         const tenant = await repo.findById(tx, tenantId);
         if (!tenant) throw new NotFoundError('tenant not found');
@@ -202,6 +215,8 @@ export function createTenantsService(deps: {
         if (egressRules) settings.egress = { allow: [], deny: [], ports: [], ...(settings.egress as object | undefined), ...egressRules };
         // Read by the learning loop at each detection and proposal; keys left out keep their value.
         if (skillRules) settings.skills = { ...(settings.skills as SkillSettings | undefined), ...skillRules };
+        // Read by every agent save (memories.service.ts saveFromAgent); keys left out keep their value.
+        if (memory?.agentSavesNeedRelease !== undefined) settings.memory = { ...(settings.memory as MemorySettings | undefined), agentSavesNeedRelease: memory.agentSavesNeedRelease };
         const updated = await repo.updateSettings(tx, tenantId, settings);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
         return updated;

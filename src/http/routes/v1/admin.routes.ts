@@ -196,7 +196,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     {
       schema: {
         tags: ['admin'],
-        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value) and skills (the people a learnt skill needs, the hosts it may name unflagged)',
+        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value), skills (the people a learnt skill needs, the hosts it may name unflagged) and memory (agentSavesNeedRelease: every memory an agent saves waits for its person\'s release)',
         body: Type.Object({
           settings: Type.Object(
             {
@@ -219,6 +219,16 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
                     minUsers: Type.Optional(Type.Integer({ minimum: 1, maximum: 20, description: 'Different people whose similar work a learnt skill needs (default 2)' })),
                     allowedHosts: Type.Optional(
                       Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: 500, description: 'Hosts a learnt skill may name without a flag for its reviewer (a domain covers its subdomains; egress.allow counts too)' }),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+              memory: Type.Optional(
+                Type.Object(
+                  {
+                    agentSavesNeedRelease: Type.Optional(
+                      Type.Boolean({ description: 'Every memory an agent saves is quarantined until its person releases it, whatever it says (default false: only those that read like instructions)' }),
                     ),
                   },
                   { additionalProperties: false },

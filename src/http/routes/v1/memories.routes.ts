@@ -15,9 +15,13 @@ const Memory = Type.Object({
   kind: Kind,
   content: Type.String(),
   visibility: Visibility,
-  status: Enum(['active', 'quarantined'], 'quarantined: saved by the agent and reading like instructions to a model; never injected until its author releases it'),
+  status: Enum(
+    ['active', 'quarantined'],
+    'quarantined: saved by the agent and reading like instructions to a model (signals), or held because the tenant holds every memory an agent saves (settings.memory.agentSavesNeedRelease); never injected until its author releases it',
+  ),
   source: Enum(['api', 'agent']),
   author: Type.Object({ id: Uuid, handle: Type.String() }),
+  signals: Type.Array(Type.String(), { description: 'What the screening found in its text when it was written (instruction signals: addressed-to-model, cancel-instructions, reprogramming, prompt-markers, url, command, secrecy); empty: nothing' }),
   embedded: Type.Boolean({ description: "Has an embedding of the tenant's current embedder (vector search finds it)" }),
   sessionId: Type.Optional(Type.Union([Uuid, Type.Null()], { description: 'Memories saved by the agent: the session it was saved in' })),
   messageId: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Memories saved by the agent: the message it was saved from' })),
@@ -64,12 +68,13 @@ export async function memoriesRoutes(app: App, opts: { core: Core }): Promise<vo
     {
       schema: {
         tags: ['memories'],
-        summary: 'Write a memory (memory.write); private unless visibility is set, which needs memory.share; 201 with the memory',
+        summary:
+          "Write a memory (memory.write); private unless visibility is set, which needs memory.share; 201 with the memory (its text normalised). A team or org memory that reads like instructions to a model is 422 memory_flagged; per user, at most AGENTWS_MEMORY_WRITES_PER_MINUTE writes a minute (429, Retry-After) and AGENTWS_MEMORY_QUOTA memories kept (409 memory_quota_exceeded)",
         body: Type.Object(
           { kind: Kind, content: Type.String({ minLength: 1, maxLength: MEMORY_CONTENT_MAX }), visibility: Type.Optional(Visibility) },
           { additionalProperties: false },
         ),
-        response: { 201: Memory, ...errs() },
+        response: { 201: Memory, ...errs(409, 422, 429) },
       },
     },
     async (req, reply) => reply.status(201).send(await memories.create(ctxOf(req), req.body)),
@@ -80,10 +85,10 @@ export async function memoriesRoutes(app: App, opts: { core: Core }): Promise<vo
     {
       schema: {
         tags: ['memories'],
-        summary: "Change a memory's visibility (its author only; widening needs memory.share)",
+        summary: "Change a memory's visibility (its author only; widening needs memory.share; widening one that reads like instructions to a model is 422 memory_flagged)",
         params: Id,
         body: Type.Object({ visibility: Visibility }, { additionalProperties: false }),
-        response: { 200: Memory, ...errs(404, 409) },
+        response: { 200: Memory, ...errs(404, 409, 422) },
       },
     },
     async (req) => memories.update(ctxOf(req), req.params.id, req.body),
