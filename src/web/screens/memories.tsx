@@ -11,13 +11,22 @@ interface Memory {
   status: 'active' | 'quarantined';
   source: string;
   author: { id: string; handle: string };
+  /** What the screening found in its text when it was written; a quarantined one with none is held by the tenant's setting. */
+  signals?: string[];
   createdAt: string;
+}
+
+/** Why a quarantined memory waits for its author: what it reads like, or the tenant's hold on agent saves. */
+function heldBecause(m: Memory): string {
+  return m.signals?.length
+    ? `Quarantined: it reads like instructions to a model (${m.signals.join(', ')}), so no agent sees it until you release it.`
+    : 'Held for your release: your organisation keeps every memory an agent saves away from every agent until its person releases it.';
 }
 
 const KINDS = ['fact', 'preference', 'event', 'skill-note'];
 const VISIBILITIES = ['private', 'team', 'org'] as const;
 
-/** Search, filter, write, share and delete memories; release the ones the agent saved that were quarantined. */
+/** Search, filter, write, share and delete memories; release the ones the agent saved that were quarantined or held. */
 export function MemoriesScreen(props: { me: Me }) {
   const p = props.me.permissions.memory;
   const [memories, setMemories] = useState<Memory[] | null>(null);
@@ -52,6 +61,12 @@ export function MemoriesScreen(props: { me: Me }) {
     });
   };
   const mine = (m: Memory) => m.author.id === props.me.user.id;
+  // A refused change (a shared memory that reads like instructions: 422) must not leave the select showing it.
+  const reloadOnFailure = (change: Promise<unknown>) =>
+    change.catch(async (err) => {
+      await load();
+      throw err;
+    });
 
   return (
     <section class="memories">
@@ -121,7 +136,7 @@ export function MemoriesScreen(props: { me: Me }) {
                 {m.kind} · {m.visibility} · {m.author.handle}
                 {m.source === 'agent' ? ' · saved by the agent' : ''} · {when(m.createdAt)}
               </small>
-              {m.status === 'quarantined' ? <div class="warn">Quarantined: it reads like instructions to a model, so no agent sees it until you release it.</div> : null}
+              {m.status === 'quarantined' ? <div class="warn">{heldBecause(m)}</div> : null}
             </span>
             {mine(m) && m.status === 'quarantined' ? (
               <button type="button" onClick={() => run(() => api('POST', `/memories/${m.id}/release`))}>
@@ -129,7 +144,7 @@ export function MemoriesScreen(props: { me: Me }) {
               </button>
             ) : null}
             {mine(m) && p.write && m.status === 'active' ? (
-              <select aria-label="Visibility" value={m.visibility} onChange={(e) => run(() => api('PATCH', `/memories/${m.id}`, { visibility: e.currentTarget.value }))}>
+              <select aria-label="Visibility" value={m.visibility} onChange={(e) => run(() => reloadOnFailure(api('PATCH', `/memories/${m.id}`, { visibility: e.currentTarget.value })))}>
                 {VISIBILITIES.filter((v) => p.share || v === 'private' || v === m.visibility).map((v) => (
                   <option value={v}>{v}</option>
                 ))}
