@@ -129,7 +129,7 @@ export function createCore(deps: CoreDeps) {
   const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock, log: deps.log.child({ part: 'spending' }) });
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
-  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text) => embeddings.embedQuery(tenantId, text), limits: config.memories });
+  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });
   const sessionsRepo = createSessionsRepo();
   const egress = createAgentEgress({
     db,

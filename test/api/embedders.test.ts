@@ -354,4 +354,34 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     expect(words.json.searchMode).toBe('hybrid');
     expect(words.json.memories.map((m: { id: string }) => m.id)).toContain(before.id);
   });
+
+  it('charges a search\'s embedding to the person searching, a memory\'s to its author, and makes none once their monthly limit is spent', async () => {
+    const zed = await seedTenant(t, 'zed', [{ handle: 'zoe', roles: [] }]);
+    const owner = await signToken(t, { sub: zed.ids.owner, tid: zed.tenantId, roles: ['owner'] });
+    expect((await api(t, 'POST', '/v1/admin/providers', { token: owner, body: { name: 'emb', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, apiKey: KEY, models: [{ id: 'fake-embed-32', inputCostPerMTok: 100 }] } })).status).toBe(201);
+    expect((await put(owner, { provider: 'emb', model: 'fake-embed-32' })).status).toBe(200);
+    const role = await api(t, 'POST', '/v1/admin/roles', { token: owner, body: { name: 'capped', permissions: { memory: { read_own: true, write: true }, cost: { monthly_limit_usd: 0.01 } } } });
+    expect(role.status, role.text).toBe(201);
+    expect((await api(t, 'POST', `/v1/admin/users/${zed.ids.zoe}/roles`, { token: owner, body: { roleId: role.json.role.id } })).status).toBe(200);
+    const zoe = await signToken(t, { sub: zed.ids.zoe, tid: zed.tenantId, roles: ['capped'] });
+    const written = (await api(t, 'POST', '/v1/memories', { token: zoe, body: { kind: 'fact', content: 'The release train leaves on Thursdays' } })).json;
+    await withWorker(async () => {
+      await expect.poll(async () => (await memory(written.id)).dims, { timeout: 20_000, interval: 100 }).toBe(32);
+    });
+    const charged = async () =>
+      (await db().query<{ userId: string | null; n: number }>(`select user_id as "userId", count(*)::int as n from usage_records where tenant_id = $1 and channel = 'embeddings' group by 1 order by 1`, [zed.tenantId])).rows;
+    const calls = () => llm.embeddings.filter((c) => c.input.some((x) => /release train|when does the train/.test(x))).length;
+    const search = await api(t, 'GET', `/v1/memories?q=${encodeURIComponent('when does the train leave')}`, { token: zoe });
+    expect(search.json.searchMode).toBe('hybrid');
+    // The memory's embedding and the search's, both Zoe's (none under "unknown"); the owner's probe is the owner's.
+    await expect.poll(charged).toEqual(expect.arrayContaining([{ userId: zed.ids.zoe, n: 2 }]));
+    expect((await charged()).some((r) => r.userId === null)).toBe(false);
+    // Spent: her searches run on words alone, and the provider is not called for them.
+    await t.opened.core.usage.record(db(), { tenantId: zed.tenantId, userId: zed.ids.zoe, sessionId: null, model: 'm', provider: 'p', tokens: { input: 0, output: 0, reasoning: 0, cacheRead: 0, cacheWrite: 0 }, costUsd: 0.01, channel: 'web' });
+    const before = calls();
+    const spent = await api(t, 'GET', `/v1/memories?q=${encodeURIComponent('when does the train depart')}`, { token: zoe });
+    expect(spent.status).toBe(200);
+    expect(spent.json.searchMode).toBe('fulltext');
+    expect(calls()).toBe(before);
+  });
 });

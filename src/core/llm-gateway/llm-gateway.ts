@@ -4,23 +4,27 @@ import https from 'node:https';
 import type { Clock } from '../../lib/clock.js';
 import type { Logger } from '../logger.js';
 import type { AppliedState, ProviderRow } from '../runtime/runtime.repo.js';
-import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
-import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
-import { callFormat, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport } from './model-call-fns.js';
 import type { CallPrice } from '../usage/spending-fns.js';
 import type { HoldResult, SpendingTurn } from '../usage/spending.service.js';
+import { callFormat, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport } from './model-call-fns.js';
+import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
+import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
 
 /**
  * The LLM gateway: provider API keys never enter a runtime. A runtime's provider configuration points at
  * `http://llm.agentws.internal/p/<provider>` (reached through its egress proxy) with a credential made
  * for that runtime when it started; the gateway checks it, adds the tenant's real key, forwards the call
- * to the provider and streams the answer back unchanged, chunk by chunk as it arrives. On the way it
- * reads the provider's own usage report (usage-tap.ts), records tokens and cost of the call, and refuses
- * calls once the user's monthly limit is spent or the current turn has spent its per-request limit.
+ * to the provider and streams the answer back, chunk by chunk as it arrives. On the way it reads the
+ * provider's own usage report (usage-tap.ts) and records tokens and cost of the call.
  *
  * The agent can read its runtime's configuration, so it can call the gateway itself: with its own
- * credential, on its own user's budget, for the model endpoints below only (never files, fine-tuning or
- * anything else a provider key could do).
+ * credential, for the model endpoints below only (never files, fine-tuning or anything else a provider
+ * key could do), and with whatever body and headers it likes. So every call that reaches a provider is
+ * counted and capped, whatever the client sends or does (model-call-fns.ts has the wire rules):
+ * - a streamed OpenAI-style call is asked for its usage report; an answer without one is charged an
+ *   estimate; a client that hangs up does not end the bill: the answer is read on (bounded, DRAIN);
+ * - before it is forwarded, a call holds its worst case against its user's limits (spending.service.ts),
+ *   its output limit lowered when only that fits, or is refused (402); the hold is settled with the record.
  */
 export interface GatewayCaller {
   tenantId: string;
@@ -172,7 +176,7 @@ export function createLlmGateway(deps: GatewayDeps) {
 
     // A model answer is billed: it is counted, held against the caller's limits and recorded. The model
     // must be named (a call without one would run on the provider's default, at a price nobody set).
-    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallUsage; price: ReturnType<typeof modelPrice> } | null = null;
+    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallUsage } | null = null;
     if (format !== 'free') {
       if (!json || !model) return answer(res, 400, 'invalid_request_error', 'a model call must name its model ("model")');
       const named = req.headers['x-session-id'];
@@ -191,7 +195,7 @@ export function createLlmGateway(deps: GatewayDeps) {
       // What the caller may still spend pays for less than the call asked: its output limit is lowered to fit.
       if (held.cut) call = withMaxOutput(format, call, held.maxOutput);
       if (call !== json) body = Buffer.from(JSON.stringify(call));
-      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, reasoning: 0, cacheRead: 0, cacheWrite: 0 }, price };
+      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, reasoning: 0, cacheRead: 0, cacheWrite: 0 } };
     }
 
     const base = providerBaseUrl(provider);

@@ -38,10 +38,11 @@ export { EMBED_MEMORY_JOB };
 
 /**
  * The port to the tenant's embedder: the embedding of a search text and the key of the model that made
- * it (`<provider id>/<model>/<dimensions>`), or null when the tenant has no embedder. Only memories
- * embedded with that same key take part in the vector arm of a search.
+ * it (`<provider id>/<model>/<dimensions>`), or null when the tenant has no embedder (or the person the
+ * call is charged to, `userId`, has spent their monthly limit). Only memories embedded with that same
+ * key take part in the vector arm of a search.
  */
-export type EmbedQuery = (tenantId: string, text: string) => Promise<{ modelKey: string; vector: number[] } | null>;
+export type EmbedQuery = (tenantId: string, text: string, userId: string) => Promise<{ modelKey: string; vector: number[] } | null>;
 
 /** Which search answered: `hybrid` (full-text fused with vectors), `fulltext` (no embedder, or it failed). */
 export type SearchMode = 'hybrid' | 'fulltext' | 'vector';
@@ -248,7 +249,7 @@ export function createMemoriesService(deps: {
     let vector: Awaited<ReturnType<EmbedQuery>> = null;
     if (deps.embedQuery) {
       try {
-        vector = await (embedding ?? deps.embedQuery(v.tenantId, input.text));
+        vector = await (embedding ?? deps.embedQuery(v.tenantId, input.text, v.userId));
       } catch (err) {
         log.warn({ err: (err as Error).message }, 'embedding the search text failed: answering with full-text search');
       }
@@ -469,7 +470,7 @@ export function createMemoriesService(deps: {
       // A long prompt says what it is about early; its tail only makes the query slower.
       const text = (typeof prompt === 'string' ? prompt : '').trim().slice(0, 4000);
       // The prompt's embedding and the user's permissions are independent: both round trips at once.
-      const embedding = text && deps.embedQuery && isUuid(owner.tenantId) ? deps.embedQuery(owner.tenantId, text) : undefined;
+      const embedding = text && deps.embedQuery && isUuid(owner.tenantId) ? deps.embedQuery(owner.tenantId, text, owner.userId) : undefined;
       embedding?.catch(() => {}); // search awaits it and handles its failure; nobody does if agentActor throws first
       const actor = await agentActor(owner);
       const v = viewerOf(actor);
