@@ -1,9 +1,10 @@
-import http, { type IncomingMessage } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProxyListener } from '../../src/core/egress/egress-proxy.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
+import { connectThrough } from '../helpers/proxy-client.js';
 
 /**
  * The tenant's egress settings through `PATCH /v1/admin/tenant`, as the agents' proxy applies them (the
@@ -44,21 +45,7 @@ describe(`egress settings, applied by the agents' proxy (${DB_MODE})`, () => {
   });
 
   /** CONNECT through the member's proxy listener; on 200, one GET in the tunnel. */
-  function connect(target: string): Promise<{ status: number; body: string }> {
-    const u = new URL(listener.address);
-    return new Promise((resolve, reject) => {
-      const req = http.request({ host: u.hostname, port: u.port, method: 'CONNECT', path: target, agent: false });
-      req.on('connect', (res: IncomingMessage, socket: Socket, head: Buffer) => {
-        let data = head.toString();
-        socket.on('data', (d) => (data += d));
-        socket.on('end', () => resolve({ status: res.statusCode!, body: data }));
-        socket.on('error', reject);
-        if (res.statusCode === 200) socket.write(`GET / HTTP/1.1\r\nhost: ${target}\r\nconnection: close\r\n\r\n`);
-      });
-      req.on('error', reject);
-      req.end();
-    });
-  }
+  const connect = (target: string) => connectThrough(listener.address, target);
 
   /** The proxy reuses a tenant's rules for 2 s: wait until a change shows (or give up after 6 s). */
   async function eventually(target: string, expected: (r: { status: number; body: string }) => boolean): Promise<{ status: number; body: string }> {

@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -15,6 +15,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { connectThrough } from '../helpers/proxy-client.js';
 
 /**
  * The containment path of a model call, end to end over real sockets: a client talking to a runtime's
@@ -610,20 +611,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
   });
 
   /** CONNECT through the proxy; on 200, one GET over the tunnel. */
-  function connect(target: string): Promise<{ status: number; body: string }> {
-    return new Promise((resolve, reject) => {
-      const req = http.request({ socketPath, method: 'CONNECT', path: target, agent: false });
-      req.on('connect', (res: IncomingMessage, socket: Socket, head: Buffer) => {
-        let data = head.toString();
-        socket.on('data', (d) => (data += d));
-        socket.on('end', () => resolve({ status: res.statusCode!, body: data }));
-        socket.on('error', reject);
-        if (res.statusCode === 200) socket.write(`GET / HTTP/1.1\r\nhost: ${target}\r\nconnection: close\r\n\r\n`);
-      });
-      req.on('error', reject);
-      req.end();
-    });
-  }
+  const connect = (target: string) => connectThrough(socketPath, target);
 
   it('refuses egress to loopback, metadata and private addresses, by CONNECT and by absolute URL, and reports why', async () => {
     const c = await connect(`127.0.0.1:${denied.port}`);

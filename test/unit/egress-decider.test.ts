@@ -1,10 +1,11 @@
-import http, { type IncomingMessage } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEgressDecider } from '../../src/core/egress/egress-decider.js';
 import { parsePrivateAllow, type EgressRules } from '../../src/core/egress/egress-policy.js';
 import { createEgressProxy, type ProxyListener } from '../../src/core/egress/egress-proxy.js';
 import { silentLogger } from '../../src/core/logger.js';
+import { connectThrough } from '../helpers/proxy-client.js';
 
 const none: EgressRules = { allow: [], deny: [] };
 const nic = (address: string) => ({ address, netmask: '', family: address.includes(':') ? 'IPv6' : 'IPv4', mac: '', internal: false, cidr: null }) as never;
@@ -76,19 +77,7 @@ describe('egress decider', () => {
       const proxy = createEgressProxy<string>({ decide: (_id, host, p) => decider.decide(host, p, rules), gateway: (_id, _req, res) => void res.end(), refused: () => {}, log: silentLogger });
       const listener = await proxy.listen('agent', { port: 0 });
       listeners.push(listener);
-      const u = new URL(listener.address);
-      return new Promise((resolve, reject) => {
-        const req = http.request({ host: u.hostname, port: u.port, method: 'CONNECT', path: target, agent: false });
-        req.on('connect', (res: IncomingMessage, socket: Socket, head: Buffer) => {
-          let data = head.toString();
-          socket.on('data', (d) => (data += d));
-          socket.on('end', () => resolve({ status: res.statusCode!, body: data }));
-          socket.on('error', reject);
-          if (res.statusCode === 200) socket.write(`GET /tunnel HTTP/1.1\r\nhost: ${target}\r\nconnection: close\r\n\r\n`);
-        });
-        req.on('error', reject);
-        req.end();
-      });
+      return connectThrough(listener.address, target, '/tunnel');
     }
 
     it('refuses a public address on a port other than 80 and 443 before dialling it (SMTP)', async () => {
