@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { waitForProcessExit } from '../../lib/process-state.js';
 import { randomSecret } from '../../lib/secrets.js';
@@ -24,6 +25,8 @@ import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
  * downloading one.
  */
 const START_TIMEOUT_MS = 30_000;
+/** The RAM a runtime's JavaScript engine is told of: the host's, at most 8 GiB (see runtimeEnv). */
+const JS_RAM_BYTES = Math.min(totalmem(), 8 * 1024 ** 3);
 const LISTENING = /opencode server listening on (http:\/\/\S+)/;
 
 export interface RuntimeDirs {
@@ -81,10 +84,14 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     https_proxy: o.proxy,
     NO_PROXY: 'localhost,127.0.0.1,::1',
     no_proxy: 'localhost,127.0.0.1,::1',
-    // No memory hint to JavaScriptCore (BUN_JSC_forceRAMSize): told the host has less memory than a
-    // runtime holds after a turn (~400 MB), it collects without end, and every idle runtime burned most
-    // of a core (~50-85 %); 512 MiB still did (~40 %). Without it an idle runtime uses ~2 % of a core.
-    // The runtime-pool benchmark measures idle CPU beside RSS and PSS; the runtime-idle test catches a storm.
+    // opencode is a Bun binary; Bun's garbage collector judges memory pressure by the RAM it is told of:
+    // a JavaScript heap over 70 % of it means pressure, and under pressure it collects without end. Told
+    // 256 MiB (as runtimes once were, to save memory), a runtime whose heap grew past ~180 MiB in a turn
+    // burned 20-85 % of a core for as long as it lived idle. Told the host's RAM but at most 8 GiB, an
+    // idle runtime after a turn uses half the CPU it uses when told all of a larger host's (1.6 against
+    // 3.2-4.0 % of a core after a tool-calling turn here, 24 GiB; 3 GiB measured the same as 8), and its
+    // heap would need 5.6 GiB to reach pressure. runtime-pool benchmark and test/integration/runtime-idle.
+    BUN_JSC_forceRAMSize: String(JS_RAM_BYTES),
     OPENCODE_DISABLE_MODELS_FETCH: '1',
     OPENCODE_DISABLE_AUTOUPDATE: '1',
     OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
