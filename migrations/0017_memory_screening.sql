@@ -19,3 +19,7 @@ update memories m
    set released_at = r.ts
   from (select target, max(ts) as ts from audit_log where action = 'memory.release' group by target) r
  where r.target = 'memory:' || m.id::text;
+
+-- migrate:down
+alter table memories drop column if exists released_at;
+alter table memories drop column if exists signals;
