@@ -126,7 +126,7 @@ export function createCore(deps: CoreDeps) {
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   // Every model call held against its caller's cost limits before it runs, recorded when it ends.
-  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock, log: deps.log.child({ part: 'spending' }) });
+  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock });
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
   const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });

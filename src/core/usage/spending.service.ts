@@ -1,6 +1,5 @@
 import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
-import type { Logger } from '../logger.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
 import { available, fitCall, type CallPrice } from './spending-fns.js';
 import type { SpendingRepo } from './spending.repo.js';
@@ -40,7 +39,6 @@ export function createSpendingService(deps: {
   usage: Pick<UsageService, 'record'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   clock: Clock;
-  log: Logger;
 }) {
   const { db, repo, clock } = deps;
 
@@ -79,8 +77,9 @@ export function createSpendingService(deps: {
 
     /** Records a call that reached a provider, and drops its hold, at once. */
     async settle(holdId: string | null, record: UsageRecordInput): Promise<void> {
+      if (!holdId) return deps.usage.record(db, record);
       await db.transaction(async (tx) => {
-        if (holdId) await repo.deleteHold(tx, record.tenantId, holdId);
+        await repo.deleteHold(tx, record.tenantId, holdId);
         await deps.usage.record(tx, record);
       });
     },
