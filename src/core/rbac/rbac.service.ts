@@ -53,7 +53,15 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
     return union;
   };
 
-  const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => bus.publish(RBAC_CHANGED, { tenantId }, tx);
+  /**
+   * A tenant's roles changed: this process forgets its documents as soon as the change commits (the bus
+   * reaches the others; on PostgreSQL its notification arrives a moment later, and a role used by the
+   * very next request, created here, was missing from the cache until then), every other process by the bus.
+   */
+  const changed = (tx: Parameters<AuditService['record']>[0], tenantId: string) => {
+    tx.afterCommit(() => cache.delete(tenantId));
+    return bus.publish(RBAC_CHANGED, { tenantId }, tx);
+  };
 
   /**
    * Nobody grants what they do not hold: a user may create or assign a role only when its document is
