@@ -26,6 +26,7 @@ import {
   MEMORY_VISIBILITIES,
   normaliseMemoryText,
   recallBlockers,
+  screenMemoryText,
   writeRefusal,
   type MemoryKind,
   type MemoryVisibility,
@@ -168,7 +169,7 @@ export function createMemoriesService(deps: {
    * its author's own and allowed (their own words to their own agent).
    */
   const checkShareable = (content: string, visibility: MemoryVisibility): string[] => {
-    const signals = instructionSignals(normaliseMemoryText(content));
+    const signals = screenMemoryText(content);
     if (visibility !== 'private' && signals.length) {
       throw new UnprocessableError(`a ${visibility} memory reaches other people's agents, and this one reads like instructions to a model (${signals.join(', ')})`, {
         code: 'memory_flagged',
