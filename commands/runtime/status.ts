@@ -3,7 +3,7 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import { colors } from '../../src/cli/output.js';
 
 export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
-  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, runtime reachability.';
+  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, and the host\'s runtimes (capacity, resident, frozen, memory).';
   static override description =
     'Exits 0 whether or not the workspace is ready (check "ready" in --json); it fails only when the status cannot be read. Not ready means prompts fail with runtime_not_ready until an admin applies a provider and a default model. "pendingChanges" means providers or the default model changed since the last apply.';
   static override examples = ['<%= config.bin %> runtime status', '<%= config.bin %> runtime status --tenant acme --json'];
@@ -32,6 +32,15 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
             ? 'on (bubblewrap)'
             : `${c.red.bold('UNAVAILABLE')}: ${probe?.problem}. ${probe?.hint ?? ''}`;
       const rt = `${s.runtime.running} running for this workspace (one per user; at most ${s.runtime.max} on the host)`;
+      const gb = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GB`;
+      const hosts = s.runtime.hosts.length
+        ? s.runtime.hosts.map(
+            (h) =>
+              `${h.hostname} (serve pid ${h.pid}): ${h.resident} of ${h.capacity} resident (${h.frozen} frozen, ${h.starting} starting, ${h.busy} with a turn), ` +
+              `${gb(h.runtimesMemoryBytes)} held by runtimes, ${gb(h.memoryAvailableBytes)} of ${gb(h.memoryTotalBytes)} available; ` +
+              (h.freezer ? `idle runtimes frozen (${h.freezer})` : c.yellow('idle runtimes cannot be frozen here (no writable cgroup)')),
+          )
+        : [c.dim('no `aws serve` hosts runtimes now (none reported in the last 90 s)')];
       const providers = s.providers.map((p) => `${p.name} (${p.kind}, ${p.enabled ? 'enabled' : 'disabled'}, key ${p.hasApiKey ? 'set' : 'none'})`).join(', ') || '(none)';
       const rows: Array<[string, string]> = [
         ['default model', s.defaultModel ?? '(none)'],
@@ -39,6 +48,7 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
         ['pending changes', s.pendingChanges ? c.yellow('yes') + ': run `npx aws runtime apply`' : 'no'],
         ['sandbox', sandbox],
         ['runtimes', rt],
+        ...hosts.map((h, i): [string, string] => [i === 0 ? 'host' : '', h]),
         ['providers', providers],
       ];
       out.push('', ...rows.map(([k, v]) => `${k.padEnd(16)} ${v}`));

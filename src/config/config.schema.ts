@@ -55,7 +55,8 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_RUNTIME_PASSWORD', kind: 'secret', default: '', doc: 'Removed with AGENTWS_RUNTIME_URL. Setting it is a configuration error.' },
   { name: 'AGENTWS_RUNTIME_SANDBOX', kind: 'enum', default: 'on', values: ['on', 'off'], doc: 'on: every user\'s runtime runs in a bubblewrap sandbox (own filesystem view, pid and network namespaces; egress only through the policy proxy); serve refuses to run agents where it cannot start one. off: runtimes run as plain processes of the service\'s OS user, with the service\'s files and network in reach of every agent: for single-user trials only (serve warns, /readyz and `aws runtime status` report it).' },
   { name: 'AGENTWS_RUNTIME_IDLE_MINUTES', kind: 'int', default: '15', min: 1, max: 1440, doc: 'A user\'s runtime stops after this many minutes without a turn, a stream or an API call; the next one starts it again (about 2-3 s).' },
-  { name: 'AGENTWS_RUNTIME_MAX', kind: 'int', default: '10', min: 1, max: 500, doc: 'Most runtimes running at once on this host (each is one opencode process, about 250 MB resident). When all are busy, further users\' turns wait in the queue and their streams say so; idle runtimes are stopped first to make room.' },
+  { name: 'AGENTWS_RUNTIME_MAX', kind: 'string', default: 'auto', doc: 'Most runtimes resident at once on this host (1-500), or auto: the host\'s memory (its cgroup limit inside a container) less a tenth for everything else (at least 1 GiB), divided by 400 MiB a runtime (an idle runtime after a turn, its sandbox included, with room for a turn; see Performance): 54 on a 24 GiB host. When all are busy, further users\' turns wait in the queue and their streams say so; idle runtimes are stopped first to make room, and also, least recently used first, whenever the host\'s available memory falls under half that reserve.' },
+  { name: 'AGENTWS_RUNTIME_FREEZE_SECONDS', kind: 'int', default: '10', min: 0, max: 86400, doc: 'A user\'s runtime that has done nothing for this long is frozen (the kernel\'s cgroup freezer: it keeps its memory and connections but uses no CPU at all) and thawed in a few milliseconds by the next request to it. 0: never frozen. Needs a writable cgroup (root, or a delegated cgroup); without one runtimes stay awake and `aws runtime status` says why.' },
   { name: 'AGENTWS_EGRESS_PRIVATE_ALLOW', kind: 'string', default: '', doc: 'Comma-separated private hosts agents may reach through the egress proxy despite the public-address rule: host:port, host, or a CIDR (10.1.2.0/24, with :port optional), e.g. an internal package mirror. Empty: agents reach public addresses only. An entry naming a port also opens that port for that host (see AGENTWS_EGRESS_PORTS); one without a port is reached on the open ports only.' },
   { name: 'AGENTWS_EGRESS_PORTS', kind: 'string', default: '', doc: 'Comma-separated ports agents may connect to through the egress proxy besides 80 and 443, for every tenant (e.g. 22,587). A tenant adds its own with settings.egress.ports. Empty: 80 and 443 only.' },
   { name: 'AGENTWS_RUNTIME_NICE', kind: 'int', default: '10', min: 0, max: 19, doc: 'CPU niceness of the managed runtime and of every tool it runs (builds, tests): the API, its event streams and the worker keep their CPU share while agents work. 0: same priority as serve.' },
@@ -123,7 +124,10 @@ export interface Config {
     /** Whether runtimes run inside the OS sandbox (off: single-user trials only). */
     readonly sandbox: boolean;
     readonly idleMs: number;
-    readonly max: number;
+    /** Most resident runtimes; null: from the host's memory (runtime-capacity.ts). */
+    readonly max: number | null;
+    /** Idle time after which a runtime is frozen; 0: never. */
+    readonly freezeAfterMs: number;
     /** AGENTWS_EGRESS_PRIVATE_ALLOW, as written (parsed by the egress policy). */
     readonly egressPrivateAllow: string;
     /** AGENTWS_EGRESS_PORTS: ports open to every tenant's agents besides 80 and 443. */

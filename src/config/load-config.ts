@@ -124,6 +124,11 @@ export function parseConfigValues(input: {
   if (privateAllow.invalid.length) {
     problems.push({ variable: 'AGENTWS_EGRESS_PRIVATE_ALLOW', message: `not a host, host:port or CIDR: ${privateAllow.invalid.join(', ')}` });
   }
+  const runtimeMaxText = str('AGENTWS_RUNTIME_MAX').trim().toLowerCase() || 'auto';
+  const runtimeMax = runtimeMaxText === 'auto' ? null : /^\d+$/.test(runtimeMaxText) ? Number(runtimeMaxText) : NaN;
+  if (runtimeMax !== null && !(runtimeMax >= 1 && runtimeMax <= 500)) {
+    problems.push({ variable: 'AGENTWS_RUNTIME_MAX', message: `must be auto or a whole number from 1 to 500, got "${str('AGENTWS_RUNTIME_MAX')}"` });
+  }
   const egressPorts = parsePorts(str('AGENTWS_EGRESS_PORTS'));
   if (egressPorts.invalid.length) problems.push({ variable: 'AGENTWS_EGRESS_PORTS', message: `not a port (1-65535): ${egressPorts.invalid.join(', ')}` });
   const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
@@ -203,7 +208,8 @@ export function parseConfigValues(input: {
     runtime: {
       sandbox: values.AGENTWS_RUNTIME_SANDBOX === 'on',
       idleMs: (values.AGENTWS_RUNTIME_IDLE_MINUTES as number) * 60_000,
-      max: values.AGENTWS_RUNTIME_MAX as number,
+      max: runtimeMax,
+      freezeAfterMs: (values.AGENTWS_RUNTIME_FREEZE_SECONDS as number) * 1000,
       egressPrivateAllow: str('AGENTWS_EGRESS_PRIVATE_ALLOW'),
       egressPorts: egressPorts.ports,
       askTools,

@@ -25,6 +25,8 @@ import { createSecretBox } from '../lib/secret-box.js';
 import { createAgentEgress } from './egress/agent-egress.js';
 import { probeSandbox } from './runtime/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/runtime-launcher.js';
+import { runtimeCapacity } from './runtime/runtime-capacity.js';
+import { readHostMemory } from '../lib/host-memory.js';
 import { createRuntimePool, tenantSharedDir } from './runtime/runtime-pool.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { createRuntimeService } from './runtime/runtime.service.js';
@@ -110,6 +112,8 @@ export function createCore(deps: CoreDeps) {
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
   const runtimeRepo = createRuntimeRepo();
+  // How many runtimes this host holds: set, or what its memory holds (runtime-capacity.ts).
+  const capacity = config.runtime.max ?? runtimeCapacity(readHostMemory());
   const runtime = createRuntimeService({
     db,
     repo: runtimeRepo,
@@ -118,9 +122,10 @@ export function createCore(deps: CoreDeps) {
     credentialKey: config.secrets.encryptionKey,
     dataDir: config.dataDir,
     sandboxed: config.runtime.sandbox,
-    maxRuntimes: config.runtime.max,
+    maxRuntimes: capacity,
     askTools: config.runtime.askTools,
     log: deps.log,
+    bus,
     // Learned skills are made below; the configuration is only computed once runtimes run.
     skills: (tenantId) => skills.runtimeSkills(tenantId),
   });
@@ -164,8 +169,9 @@ export function createCore(deps: CoreDeps) {
     bus,
     log: deps.log.child({ part: 'runtime' }),
     dataDir: config.dataDir,
-    max: config.runtime.max,
+    max: capacity,
     idleMs: config.runtime.idleMs,
+    freezeAfterMs: config.runtime.freezeAfterMs,
     sandboxed: config.runtime.sandbox,
     credentialKey: config.secrets.encryptionKey,
     launcher: () => (launcher ??= createRuntimeLauncher({ dataDir: config.dataDir, sandbox: config.runtime.sandbox, nice: config.runtime.nice, log: deps.log.child({ part: 'runtime' }) })),
@@ -334,7 +340,7 @@ export function createCore(deps: CoreDeps) {
     [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
   };
   // What /metrics reports beyond the HTTP layer's own counters.
-  const metrics = createMetricsService({ db, queue, pool, maxRuntimes: config.runtime.max, clock, log: deps.log.child({ part: 'metrics' }) });
+  const metrics = createMetricsService({ db, queue, pool, maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };

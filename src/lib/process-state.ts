@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /**
  * The fields of /proc/<pid>/stat after the command name: [0] is the state (R, S, Z...), [1] the parent
@@ -52,4 +52,47 @@ export async function waitForProcessExit(pid: number, timeoutMs: number, pollMs 
     await new Promise((r) => setTimeout(r, pollMs));
   }
   return true;
+}
+
+const readOr = (file: string, or: string) => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return or;
+  }
+};
+
+/**
+ * A process's live descendants, through /proc/<pid>/task/<tid>/children: no scan of all of /proc, and
+ * every thread's list, since a child belongs to the thread that forked it.
+ */
+export function processDescendants(pid: number): number[] {
+  const out: number[] = [];
+  const walk = (p: number) => {
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${p}/task`);
+    } catch {
+      return;
+    }
+    for (const t of tasks) {
+      for (const c of readOr(`/proc/${p}/task/${t}/children`, '').trim().split(/\s+/).filter(Boolean).map(Number)) {
+        out.push(c);
+        walk(c);
+      }
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/**
+ * The private resident memory of processes (anonymous pages: heaps, stacks; not the binary or libraries,
+ * which are shared and reclaimable), in KiB, from /proc/<pid>/status (cheap to read, unlike smaps);
+ * processes gone meanwhile count 0.
+ */
+export function processesAnonKb(pids: number[]): number {
+  let kb = 0;
+  for (const pid of pids) kb += Number(/^RssAnon:\s+(\d+)/m.exec(readOr(`/proc/${pid}/status`, ''))?.[1] ?? 0);
+  return kb;
 }

@@ -1,3 +1,4 @@
+import { runtimeCapacity } from '../../src/core/runtime/runtime-capacity.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/http/build-app.js';
 import { randomSecret } from '../../src/lib/secrets.js';
@@ -133,7 +134,13 @@ describe(`metrics (${DB_MODE})`, { timeout: 120_000 }, () => {
     expect(promValue(m, 'agentws_jobs_oldest_waiting_seconds', { queue: 'agent-turn' })).toBe(0);
     expect(promValue(m, 'agentws_runtimes', { state: 'ready' })).toBe(0);
     expect(promValue(m, 'agentws_runtimes', { state: 'starting' })).toBe(0);
-    expect(promValue(m, 'agentws_runtimes_max')).toBe(10);
+    expect(promValue(m, 'agentws_runtimes', { state: 'frozen' })).toBe(0);
+    expect(promValue(m, 'agentws_runtimes_memory_bytes')).toBe(0);
+    // The capacity follows from the host's memory (AGENTWS_RUNTIME_MAX=auto), which the scrape also shows.
+    const total = promValue(m, 'agentws_host_memory_bytes', { kind: 'total' })!;
+    expect(total).toBeGreaterThan(0);
+    expect(promValue(m, 'agentws_host_memory_bytes', { kind: 'available' })).toBeGreaterThan(0);
+    expect(promValue(m, 'agentws_runtimes_max')).toBe(runtimeCapacity({ totalBytes: total }));
     // This app never became the runtimes' host (startRuntime is serve's).
     expect(promValue(m, 'agentws_agents_available')).toBe(0);
   });

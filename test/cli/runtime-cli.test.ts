@@ -207,6 +207,20 @@ describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () 
     expect(human.stderr).not.toMatch(/not pushed/);
     expect((await run(['runtime', 'status'])).stdout).toMatch(/^READY: /);
 
+    // The host as its serve reported it (runtime_hosts): capacity, what is resident and frozen, memory;
+    // a report older than 90 s belongs to a serve that is gone and is not shown.
+    await sql(env, `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer)
+                    values ('box-1', 4242, 54, 12, 9, 1, 2, 3221225472, 25769803776, 17179869184, 'cgroup2'),
+                           ('box-old', 4343, 54, 30, 0, 0, 0, 0, 25769803776, 0, null)`);
+    await sql(env, `update runtime_hosts set reported_at = now() - interval '10 minutes' where hostname = 'box-old'`);
+    const withHost = JSON.parse((await run(['runtime', 'status', '--json'])).stdout);
+    expect(withHost.runtime.hosts).toEqual([
+      { hostname: 'box-1', pid: 4242, capacity: 54, resident: 12, frozen: 9, starting: 1, busy: 2, runtimesMemoryBytes: 3221225472, memoryTotalBytes: 25769803776, memoryAvailableBytes: 17179869184, freezer: 'cgroup2', reportedAt: expect.any(String) },
+    ]);
+    expect(withHost.runtime.max).toBe(54);
+    expect((await run(['runtime', 'status'])).stdout).toMatch(/box-1 \(serve pid 4242\): 12 of 54 resident \(9 frozen, 1 starting, 2 with a turn\), 3\.0 GB held by runtimes, 16\.0 GB of 24\.0 GB available; idle runtimes frozen \(cgroup2\)/);
+    await sql(env, `delete from runtime_hosts`);
+
     const actions = (await sql<{ action: string; actor: string }>(env, `select action, actor from audit_log where action like 'provider.%' or action like 'runtime.%' order by ts`)).map((a) => `${a.action} ${a.actor}`);
     expect(actions).toEqual([
       'provider.create system:cli',

@@ -7,8 +7,10 @@ import { DB_MODE } from '../helpers/test-env.js';
  * An idle runtime costs memory, never CPU: a user's sandboxed runtime, idle after a turn, must not keep a
  * core busy (a memory hint to the runtime's JavaScript engine once made every idle runtime collect
  * garbage without end, 50-85 % of a core each). A coarse bound that catches such a storm on a loaded
- * machine; the target (≤ 1 % of a core) and the figures are the runtime-pool benchmark's. The database
- * plays no part: it runs once, on PostgreSQL.
+ * machine; the target (≤ 1 % of a core) and the figures are the runtime-pool benchmark's. Freezing is
+ * off here: an idle runtime is frozen after 10 s by default (no CPU at all, runtime-density.test.ts),
+ * which would hide a storm from this measure, and a storm would still burn a core in every runtime
+ * until it freezes and after every thaw. The database plays no part: it runs once, on PostgreSQL.
  */
 const IDLE_MS = 20_000;
 const STORM = 0.2;
@@ -18,7 +20,7 @@ describe.runIf(DB_MODE === 'postgres')('an idle runtime after a turn (real bubbl
   let people: Awaited<ReturnType<typeof seedPeople>>;
 
   beforeAll(async () => {
-    r = await startRuntimeApp();
+    r = await startRuntimeApp({ vars: { AGENTWS_RUNTIME_FREEZE_SECONDS: '0' } });
     people = await seedPeople(r.t, 'idle');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
   }, 120_000);

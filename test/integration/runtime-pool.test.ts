@@ -50,6 +50,8 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
       max: 2,
       idleMs: 4000,
       recentUseMs: 500,
+      // Freezing has its own suite (runtime-density): here runtimes stay awake as they did.
+      freezeAfterMs: 0,
       sandboxed: true,
       credentialKey: config.secrets.encryptionKey,
       launcher: () => createRuntimeLauncher({ dataDir: config.dataDir, sandbox: true, nice: 10, log: silentLogger }),
@@ -119,6 +121,7 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
       dataDir: config.dataDir,
       max: 2,
       idleMs: 60_000,
+      freezeAfterMs: 0,
       sandboxed: true,
       credentialKey: config.secrets.encryptionKey,
       launcher: () => {

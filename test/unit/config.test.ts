@@ -40,6 +40,16 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(c) && Object.isFrozen(c.server)).toBe(true);
   });
 
+  it('sizes the runtime pool from the host by default (AGENTWS_RUNTIME_MAX=auto), takes a number, refuses anything else', () => {
+    expect(loadConfig({ env: { ...SECRETS } }).runtime).toMatchObject({ max: null, freezeAfterMs: 10_000 });
+    expect(loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_MAX: ' Auto ' } }).runtime.max).toBeNull();
+    expect(loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_MAX: '60', AGENTWS_RUNTIME_FREEZE_SECONDS: '0' } }).runtime).toMatchObject({ max: 60, freezeAfterMs: 0 });
+    for (const bad of ['0', '501', 'lots', '-3', '2.5']) {
+      const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_MAX: bad } }));
+      expect(problems, bad).toEqual([{ variable: 'AGENTWS_RUNTIME_MAX', message: expect.stringContaining('auto or a whole number from 1 to 500') }]);
+    }
+  });
+
   it('reads the config file and lets the environment override it; relative paths follow the file', () => {
     const path = tempConfig(
       `# comment\nAGENTWS_PORT=9000\nAGENTWS_DATA_DIR=./store\nAGENTWS_JWT_SECRET=${SECRETS.AGENTWS_JWT_SECRET}\nAGENTWS_ENCRYPTION_KEY="${SECRETS.AGENTWS_ENCRYPTION_KEY}"\nDATABASE_URL=postgres://u:p@db:5432/x\n`,

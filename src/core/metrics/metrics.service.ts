@@ -25,7 +25,19 @@ export interface MetricsSnapshot {
   databaseUp: boolean;
   jobs: QueueStats | null;
   /** The agent runtimes this process hosts (only `aws serve` hosts any). */
-  runtimes: { starting: number; ready: number; busy: number; max: number; available: boolean };
+  runtimes: {
+    starting: number;
+    ready: number;
+    frozen: number;
+    busy: number;
+    max: number;
+    available: boolean;
+    /** Private resident memory of the runtimes' processes (0 when this process hosts none). */
+    memoryBytes: number;
+    /** The host's memory, as the pool weighs it (its cgroup limit inside a container). */
+    hostMemoryTotalBytes: number;
+    hostMemoryAvailableBytes: number;
+  };
   pendingPairingCodes: number | null;
   /** Counters since this process started, from the database: whichever process recorded the rows. */
   modelUsage: ModelUsageTotal[];
@@ -42,7 +54,7 @@ export function createMetricsService(deps: {
   db: Database;
   repo?: MetricsRepo;
   queue: JobQueueStats;
-  pool: Pick<RuntimePool, 'live' | 'hosting' | 'refusal'>;
+  pool: Pick<RuntimePool, 'status' | 'hosting' | 'refusal'>;
   maxRuntimes: number;
   clock: Clock;
   log: Logger;
@@ -81,16 +93,20 @@ export function createMetricsService(deps: {
     for (const r of (await approvalsTail.next().catch(failed('pairing approvals'))) ?? []) {
       approvals.set(r.platform, (approvals.get(r.platform) ?? 0) + r.count);
     }
-    const live = deps.pool.live();
+    const pool = deps.pool.status();
     return {
       databaseUp,
       jobs,
       runtimes: {
-        starting: live.filter((r) => r.state === 'starting').length,
-        ready: live.filter((r) => r.state === 'ready').length,
-        busy: live.filter((r) => r.running > 0).length,
+        starting: pool.starting,
+        ready: pool.ready,
+        frozen: pool.frozen,
+        busy: pool.busy,
         max: deps.maxRuntimes,
         available: deps.pool.hosting && !deps.pool.refusal,
+        memoryBytes: pool.runtimesMemoryBytes,
+        hostMemoryTotalBytes: pool.memory.totalBytes,
+        hostMemoryAvailableBytes: pool.memory.availableBytes,
       },
       pendingPairingCodes,
       modelUsage: [...usage.values()].map((t) => ({ ...t, tokens: { ...t.tokens } })),

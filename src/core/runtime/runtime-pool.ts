@@ -1,8 +1,10 @@
 import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Database } from '../../db/database.js';
-import { isProcessAlive } from '../../lib/process-state.js';
+import { readHostMemory, type HostMemory } from '../../lib/host-memory.js';
+import { isProcessAlive, processDescendants, processesAnonKb } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { ProxyListener } from '../egress/egress-proxy.js';
 import { AppError, UnavailableError } from '../errors.js';
@@ -10,16 +12,22 @@ import type { EventBus } from '../events.js';
 import type { Logger } from '../logger.js';
 import { createRuntimeClient, runtimeUnavailable, type RuntimeClient, type RuntimeHandle } from './runtime-client.js';
 import { locateToolCall, type ToolCallOrigin } from './runtime-tool-calls.js';
+import { pressureVictims, roomForOneMore } from './runtime-capacity.js';
+import { freezerUnavailable, openFreezer, type Freezer, type RuntimeGroup } from './runtime-freezer.js';
 import type { LaunchedRuntime, RuntimeLauncher } from './runtime-launcher.js';
 import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
 import { SANDBOX_PATHS } from './sandbox.js';
 
 /**
  * One runtime per user (the unit of isolation: their sessions, their workspace, their process), run by
- * the `aws serve` that hosts the pool. A runtime starts on demand (the user's first turn or stream),
- * stops after `idleMs` without use, restarts with back-off when it crashes, and at most `max` run at
- * once: to start one more, the least recently used runtime with no turn running is stopped; when every
- * runtime is busy, the caller is told to wait (RuntimeBusyError) and its turn waits in the queue.
+ * the `aws serve` that hosts the pool. A runtime starts on demand (the user's sign-in, dashboard, first
+ * turn or stream), is frozen after `freezeAfterMs` without use (no CPU at all; thawed in milliseconds
+ * by the next request, runtime-freezer.ts), stops after `idleMs`, restarts with back-off when it
+ * crashes, and at most `max` run at once (by default what the host's memory holds, runtime-capacity.ts):
+ * to start one more, the least recently used runtime with no turn running is stopped; when every
+ * runtime is busy, the caller is told to wait (RuntimeBusyError) and its turn waits in the queue. When
+ * the host runs short of memory, idle runtimes are stopped, least recently used first, never one with a
+ * turn running.
  *
  * Other processes (a separate `aws worker`, the CLI) find a running runtime through its row in
  * agent_runtimes, and ask the host to start one over the event bus.
@@ -34,10 +42,13 @@ const NONE_RUNNING: ReadonlySet<string> = new Set();
 /** Every runtime is busy: the turn waits (it is not an error of the turn, so it does not use up attempts). */
 export class RuntimeBusyError extends AppError {
   readonly status = 503;
-  constructor(max: number) {
-    super(`all ${max} agent runtimes of this host are busy`, 'runtime_busy', {
-      hint: 'The turn waits in the queue and starts when a runtime frees up; an operator can raise AGENTWS_RUNTIME_MAX.',
-      details: { max },
+  constructor(max: number, why: 'capacity' | 'memory' = 'capacity') {
+    super(why === 'memory' ? 'the agent host is short of memory and every runtime on it is busy' : `all ${max} agent runtimes of this host are busy`, 'runtime_busy', {
+      hint:
+        why === 'memory'
+          ? 'The turn waits in the queue and starts when a runtime frees up; an operator can add memory or lower AGENTWS_RUNTIME_MAX.'
+          : 'The turn waits in the queue and starts when a runtime frees up; an operator can raise AGENTWS_RUNTIME_MAX.',
+      details: { max, why },
     });
   }
 }
@@ -61,9 +72,19 @@ export const tenantSharedDir = (dataDir: string, tenantId: string) => join(dataD
 
 export const RUNTIME_WANTED_CHANNEL = 'runtime.wanted';
 export const RUNTIME_BUSY_CHANNEL = 'runtime.busy';
+/**
+ * A process is about to use a user's runtime it found by its row ({ userId }): the host marks it used
+ * and thaws it if it is frozen. Until then the request waits in the runtime's socket, a few ms.
+ */
+export const RUNTIME_USED_CHANNEL = 'runtime.used';
 /** Recently used runtimes are not evicted to make room (their turn may be about to start). */
 const RECENT_USE_MS = 15_000;
-const SWEEP_MS = 15_000;
+const SWEEP_MS = 5_000;
+/** How often the host reports itself (runtime_hosts) when nothing changed; readers trust reports younger than 3 of these. */
+const REPORT_MS = 30_000;
+export const HOST_REPORT_FRESH_MS = 3 * REPORT_MS;
+/** How often a runtime's memory is read (/proc/<pid>/status of each of its processes). */
+const MEMORY_READ_MS = 30_000;
 const MAX_BACKOFF_MS = 30_000;
 const WANT_TIMEOUT_MS = 40_000;
 
@@ -90,6 +111,25 @@ interface Entry {
   stopping: boolean;
   /** Someone else asked for the runtime while it was starting (a turn waiting for it). */
   wanted: boolean;
+  /** Its cgroup (null: no freezer on this host, or its processes could not be moved there). */
+  group: RuntimeGroup | null;
+  /** Private memory of its processes when last read (bytes), and when. */
+  memoryBytes: number;
+  memoryReadAt: number;
+}
+
+/** What the host holds now (runtime status, /metrics, runtime_hosts). */
+export interface PoolStatus {
+  capacity: number;
+  resident: number;
+  ready: number;
+  frozen: number;
+  starting: number;
+  busy: number;
+  runtimesMemoryBytes: number;
+  memory: HostMemory;
+  freezer: Freezer['kind'] | null;
+  freezerUnavailable: string | null;
 }
 
 export function createRuntimePool(deps: {
@@ -111,6 +151,12 @@ export function createRuntimePool(deps: {
   configure: (owner: RuntimeOwner, handle: RuntimeHandle, pid: number) => Promise<void>;
   /** How recently used a runtime is spared from eviction (tests shorten it). */
   recentUseMs?: number;
+  /** Idle time after which a runtime is frozen; 0: never (AGENTWS_RUNTIME_FREEZE_SECONDS). */
+  freezeAfterMs: number;
+  /** The host's memory now (tests pass their own to simulate pressure). */
+  memory?: () => HostMemory;
+  /** The cgroup freezer (tests may pass null); by default the host's, opened when the pool starts hosting. */
+  openFreezer?: () => Freezer | null;
 }) {
   const { db, repo, box, log } = deps;
   const entries = new Map<string, Entry>();
@@ -120,6 +166,13 @@ export function createRuntimePool(deps: {
   let refusal: { problem: string; hint?: string } | null = null;
   let sweeper: NodeJS.Timeout | null = null;
   let unsubscribe: Array<() => Promise<void>> = [];
+  let freezer: Freezer | null = null;
+  const memory = deps.memory ?? readHostMemory;
+  const host = hostname();
+  let lastReport = { at: 0, key: '' };
+  /** Per user: when this process last told the host it uses their runtime (RUNTIME_USED_CHANNEL). */
+  const toldUsed = new Map<string, number>();
+  const usedEveryMs = Math.min(5000, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : 5000);
 
   const dirsOf = (o: RuntimeOwner) => ({
     workspace: workspaceDir(deps.dataDir, o),
@@ -172,6 +225,8 @@ export function createRuntimePool(deps: {
     }
     e.launched = launched;
     e.handle = handle;
+    e.group = groupFor(e.owner.userId, launched.pid);
+    e.memoryReadAt = 0;
     void launched.exited.then((x) => onExit(e, launched, x));
     notify(e.owner, handle);
     return handle;
@@ -182,6 +237,8 @@ export function createRuntimePool(deps: {
     e.launched = null;
     e.handle = null;
     e.running.clear();
+    e.group?.remove();
+    e.group = null;
     void repo.forgetRuntime(db, e.owner.userId, launched.pid).catch(() => {});
     void e.listener?.close();
     e.listener = null;
@@ -216,7 +273,11 @@ export function createRuntimePool(deps: {
     const l = e.launched ?? launched;
     if (l) {
       log.info({ userId: e.owner.userId, why }, 'stopping agent runtime');
+      // A frozen process cannot act on its SIGTERM (nor, under cgroup v1, die of a SIGKILL) until thawed.
+      const group = e.group;
+      await group?.thaw();
       await l.stop();
+      group?.remove();
       await repo.forgetRuntime(db, e.owner.userId, l.pid).catch(() => {});
     }
     await e.listener?.close().catch(() => {});
@@ -227,23 +288,58 @@ export function createRuntimePool(deps: {
     }
   }
 
-  /** Makes room for one more runtime, or says why not. */
-  async function makeRoom(): Promise<void> {
-    if (entries.size < deps.max) return;
-    const now = Date.now();
-    const idle = [...entries.values()].filter((e) => e.handle && e.running.size === 0 && now - e.lastUsed > (deps.recentUseMs ?? RECENT_USE_MS)).sort((a, b) => a.lastUsed - b.lastUsed);
-    if (!idle.length) throw new RuntimeBusyError(deps.max);
-    await stopEntry(idle[0], 'making room for another user');
+  /** The runtime's cgroup, its processes moved in (null: no freezer, or they could not be moved). */
+  function groupFor(userId: string, pid: number): RuntimeGroup | null {
+    if (!freezer) return null;
+    try {
+      const group = freezer.group(userId);
+      if (group.adopt(pid)) return group;
+      group.remove();
+      log.warn({ userId }, 'could not move the runtime into its cgroup: it will not be frozen while idle');
+    } catch (err) {
+      log.warn({ userId, err: (err as Error).message }, 'could not create the runtime\'s cgroup: it will not be frozen while idle');
+    }
+    return null;
   }
 
-  /** In the host: the user's runtime, started if need be. */
-  async function acquireHere(owner: RuntimeOwner): Promise<RuntimeHandle> {
+  /** Lets a frozen runtime run again (before anything is asked of it). */
+  async function thaw(e: Entry): Promise<void> {
+    if (!e.group?.frozen) return;
+    const t0 = performance.now();
+    await e.group.thaw();
+    log.debug({ userId: e.owner.userId, ms: Math.round((performance.now() - t0) * 10) / 10 }, 'agent runtime thawed');
+  }
+
+  function touch(userId: string): void {
+    const e = entries.get(userId);
+    if (!e) return;
+    e.lastUsed = Date.now();
+    void thaw(e);
+  }
+
+  /** Makes room for one more runtime (by count, and by the host's memory), or says why not. */
+  async function makeRoom(): Promise<void> {
+    const full = entries.size >= deps.max;
+    const short = !full && !roomForOneMore(memory());
+    if (!full && !short) return;
+    const now = Date.now();
+    const idle = [...entries.values()].filter((e) => e.handle && e.running.size === 0 && now - e.lastUsed > (deps.recentUseMs ?? RECENT_USE_MS)).sort((a, b) => a.lastUsed - b.lastUsed);
+    if (!idle.length) throw new RuntimeBusyError(deps.max, full ? 'capacity' : 'memory');
+    await stopEntry(idle[0], full ? 'making room for another user' : 'making room for another user: the host is short of memory');
+  }
+
+  /** In the host: the user's runtime, started if need be (`onStarting` is told when the caller waits for a start). */
+  async function acquireHere(owner: RuntimeOwner, onStarting?: () => void): Promise<RuntimeHandle> {
     let e = entries.get(owner.userId);
     if (e) {
       e.lastUsed = Date.now();
-      if (e.handle) return e.handle;
+      if (e.handle) {
+        await thaw(e);
+        return e.handle;
+      }
       if (e.starting) {
         e.wanted = true;
+        onStarting?.();
         return e.starting;
       }
     }
@@ -252,9 +348,11 @@ export function createRuntimePool(deps: {
     if (e?.handle) return e.handle;
     if (e?.starting) {
       e.wanted = true;
+      onStarting?.();
       return e.starting;
     }
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: false };
+    onStarting?.();
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: false, group: null, memoryBytes: 0, memoryReadAt: 0 };
     entries.set(owner.userId, entry);
     entry.starting = launch(entry);
     try {
@@ -276,14 +374,25 @@ export function createRuntimePool(deps: {
     const row = await repo.runtimeOf(db, owner.userId);
     if (!row || !isProcessAlive(row.hostPid) || !isProcessAlive(row.pid) || row.tenantId !== owner.tenantId) return null;
     if (row.sandboxed && !existsSync(row.socketPath)) return null;
+    tellUsed(owner.userId);
     return handleOfRow(row, box, deps.dataDir);
   }
 
+  /** Tells the host this process is about to use the user's runtime (it may be frozen): at most every few seconds. */
+  function tellUsed(userId: string): void {
+    const now = Date.now();
+    if (now - (toldUsed.get(userId) ?? 0) < usedEveryMs) return;
+    toldUsed.set(userId, now);
+    if (toldUsed.size > 10_000) toldUsed.clear();
+    void deps.bus.publish(RUNTIME_USED_CHANNEL, { userId }).catch(() => {});
+  }
+
   /** Elsewhere: the runtime's row, or the host asked to start it. */
-  async function acquireRemote(owner: RuntimeOwner): Promise<RuntimeHandle> {
+  async function acquireRemote(owner: RuntimeOwner, onStarting?: () => void): Promise<RuntimeHandle> {
     const found = () => runningElsewhere(owner);
     const now = await found();
     if (now) return now;
+    onStarting?.();
     let busy = false;
     const off = await deps.bus.subscribe(RUNTIME_BUSY_CHANNEL, (p) => {
       if ((p as RuntimeOwner)?.userId === owner.userId) busy = true;
@@ -303,18 +412,82 @@ export function createRuntimePool(deps: {
     }
   }
 
-  function acquire(owner: RuntimeOwner): Promise<RuntimeHandle> {
+  function acquire(owner: RuntimeOwner, opts: { onStarting?: () => void } = {}): Promise<RuntimeHandle> {
     if (refusal) {
       return Promise.reject(new UnavailableError(`agents cannot run on this host: ${refusal.problem}`, { code: 'sandbox_unavailable', hint: refusal.hint }));
     }
-    return hosting ? acquireHere(owner) : acquireRemote(owner);
+    return hosting ? acquireHere(owner, opts.onStarting) : acquireRemote(owner, opts.onStarting);
   }
 
+  /** Idle runtimes stopped, frozen; under memory pressure the least recently used idle ones stopped; the report written. */
   function sweep() {
     const now = Date.now();
-    for (const e of entries.values()) {
-      if (e.handle && e.running.size === 0 && now - e.lastUsed > deps.idleMs) void stopEntry(e, 'idle');
+    for (const e of [...entries.values()]) {
+      if (!e.handle || e.running.size > 0 || e.stopping) continue;
+      if (now - e.lastUsed > deps.idleMs) void stopEntry(e, 'idle');
+      else if (e.group && !e.group.frozen && deps.freezeAfterMs > 0 && now - e.lastUsed > deps.freezeAfterMs) {
+        void e.group.freeze().then(() => log.debug({ userId: e.owner.userId }, 'agent runtime frozen while idle'));
+      }
     }
+    const mem = memory();
+    const victims = pressureVictims(
+      mem,
+      [...entries.values()].filter((e) => !e.stopping).map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes })),
+    );
+    for (const v of victims) {
+      log.warn({ userId: v.e.owner.userId, availableMb: Math.round(mem.availableBytes / 2 ** 20) }, 'the host is short of memory: stopping the least recently used idle runtime');
+      void stopEntry(v.e, 'memory pressure');
+    }
+    void report(mem).catch((err) => log.warn({ err: (err as Error).message }, 'could not record the runtime host\'s report'));
+  }
+
+  function status(mem: HostMemory = memory()): PoolStatus {
+    const now = Date.now();
+    let runtimesMemoryBytes = 0;
+    for (const e of entries.values()) {
+      // Read every MEMORY_READ_MS only: cheap (/proc/<pid>/status), but one read per process of each runtime.
+      if (e.launched && now - e.memoryReadAt > MEMORY_READ_MS) {
+        e.memoryBytes = processesAnonKb(e.group?.pids() ?? [e.launched.pid, ...processDescendants(e.launched.pid)]) * 1024;
+        e.memoryReadAt = now;
+      }
+      runtimesMemoryBytes += e.launched ? e.memoryBytes : 0;
+    }
+    const all = [...entries.values()];
+    return {
+      capacity: deps.max,
+      resident: all.length,
+      ready: all.filter((e) => e.handle && !e.group?.frozen).length,
+      frozen: all.filter((e) => e.handle && e.group?.frozen).length,
+      starting: all.filter((e) => !e.handle).length,
+      busy: all.filter((e) => e.running.size > 0).length,
+      runtimesMemoryBytes,
+      memory: mem,
+      freezer: freezer?.kind ?? null,
+      freezerUnavailable: freezer ? null : (deps.freezeAfterMs > 0 ? freezerUnavailable : 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)'),
+    };
+  }
+
+  /** Writes the host's report when something changed, or every REPORT_MS. */
+  async function report(mem: HostMemory): Promise<void> {
+    if (!hosting || refusal) return;
+    const s = status(mem);
+    const key = JSON.stringify([s.resident, s.frozen, s.starting, s.busy, Math.round(s.runtimesMemoryBytes / 2 ** 24), Math.round(s.memory.availableBytes / 2 ** 26)]);
+    const now = Date.now();
+    if (key === lastReport.key && now - lastReport.at < REPORT_MS) return;
+    lastReport = { at: now, key };
+    await repo.reportHost(db, {
+      hostname: host,
+      hostPid: process.pid,
+      capacity: s.capacity,
+      resident: s.resident,
+      frozen: s.frozen,
+      starting: s.starting,
+      busy: s.busy,
+      runtimesMemoryBytes: s.runtimesMemoryBytes,
+      memoryTotalBytes: s.memory.totalBytes,
+      memoryAvailableBytes: s.memory.availableBytes,
+      freezer: s.freezer,
+    });
   }
 
   return {
@@ -322,7 +495,10 @@ export function createRuntimePool(deps: {
       return hosting;
     },
 
-    /** Where the user's runtime answers; starts it when it is not running. RuntimeBusyError when none is free. */
+    /**
+     * Where the user's runtime answers; starts it when it is not running (telling `onStarting` first, so
+     * the caller can say why it waits), thaws it when it is frozen. RuntimeBusyError when none is free.
+     */
     acquire,
 
     /**
@@ -351,6 +527,7 @@ export function createRuntimePool(deps: {
      */
     async runningClient(owner: RuntimeOwner): Promise<RuntimeClient | null> {
       const here = hosting ? entries.get(owner.userId) : undefined;
+      if (here && here.owner.tenantId === owner.tenantId && here.handle) await thaw(here);
       const handle = here ? (here.owner.tenantId === owner.tenantId ? here.handle : null) : await runningElsewhere(owner);
       return handle ? createRuntimeClient(handle) : null;
     },
@@ -371,11 +548,8 @@ export function createRuntimePool(deps: {
       return refusal;
     },
 
-    /** Something happened in the runtime (an event, a call): it is not idle. */
-    touch(userId: string): void {
-      const e = entries.get(userId);
-      if (e) e.lastUsed = Date.now();
-    },
+    /** Something happened in the runtime (an event, a call): it is not idle (and not frozen). */
+    touch,
 
     /** The runtime reported a session running or idle (a running turn keeps its runtime from eviction). */
     setRunning(userId: string, upstreamSessionId: string, running: boolean): void {
@@ -399,8 +573,17 @@ export function createRuntimePool(deps: {
 
     /** The runtimes this process hosts. */
     live() {
-      return [...entries.values()].map((e) => ({ ...e.owner, pid: e.launched?.pid ?? null, state: e.handle ? 'ready' : 'starting', running: e.running.size, idleMs: Date.now() - e.lastUsed }));
+      return [...entries.values()].map((e) => ({
+        ...e.owner,
+        pid: e.launched?.pid ?? null,
+        state: !e.handle ? ('starting' as const) : e.group?.frozen ? ('frozen' as const) : ('ready' as const),
+        running: e.running.size,
+        idleMs: Date.now() - e.lastUsed,
+      }));
     },
+
+    /** Capacity, what is resident and in which state, and the memory it holds (for this hosting process). */
+    status,
 
     /**
      * Becomes the host (serve): forgets rows of runtimes no process runs any more, takes start requests.
@@ -413,6 +596,9 @@ export function createRuntimePool(deps: {
       const rows = await repo.allRuntimes(db);
       const dead = [...new Set(rows.filter((r) => r.hostPid === process.pid || !isProcessAlive(r.hostPid)).map((r) => r.hostPid))];
       if (dead.length) await repo.forgetRuntimesOfHost(db, dead);
+      const hosts = (await repo.hostsOf(db, host)).filter((h) => h.hostPid === process.pid || !isProcessAlive(h.hostPid));
+      if (hosts.length) await repo.forgetHosts(db, host, hosts.map((h) => h.hostPid));
+      if (!refuse && deps.freezeAfterMs > 0) freezer = (deps.openFreezer ?? (() => openFreezer(log)))();
       unsubscribe.push(
         await deps.bus.subscribe(RUNTIME_WANTED_CHANNEL, (p) => {
           const o = p as RuntimeOwner;
@@ -422,9 +608,15 @@ export function createRuntimePool(deps: {
             else log.error({ err: (err as Error).message, userId: o.userId }, 'could not start a runtime another process asked for');
           });
         }),
+        await deps.bus.subscribe(RUNTIME_USED_CHANNEL, (p) => {
+          const userId = (p as { userId?: unknown })?.userId;
+          if (typeof userId === 'string') touch(userId);
+        }),
       );
-      sweeper = setInterval(sweep, Math.min(SWEEP_MS, deps.idleMs));
+      const every = Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS));
+      sweeper = setInterval(sweep, every);
       sweeper.unref();
+      void report(memory()).catch(() => {});
     },
 
     /** Stops one user's runtime (their removal, or an operator's request). */
@@ -440,6 +632,9 @@ export function createRuntimePool(deps: {
       for (const off of unsubscribe) await off().catch(() => {});
       unsubscribe = [];
       await Promise.all([...entries.values()].map((e) => stopEntry(e, 'shutdown')));
+      if (hosting) await repo.forgetHosts(db, host, [process.pid]).catch(() => {});
+      freezer?.close();
+      freezer = null;
       hosting = false;
     },
   };

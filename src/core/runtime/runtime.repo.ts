@@ -51,6 +51,28 @@ const PROVIDER = `id, tenant_id as "tenantId", name, kind, base_url as "baseUrl"
   created_at as "createdAt", updated_at as "updatedAt"`;
 const SETTINGS = `tenant_id as "tenantId", default_model as "defaultModel", applied, applied_at as "appliedAt", applied_by as "appliedBy", updated_at as "updatedAt"`;
 
+/** What a hosting process last reported about its runtimes (runtime_hosts). */
+export interface RuntimeHostRow {
+  hostname: string;
+  hostPid: number;
+  capacity: number;
+  resident: number;
+  frozen: number;
+  starting: number;
+  busy: number;
+  runtimesMemoryBytes: number;
+  memoryTotalBytes: number;
+  memoryAvailableBytes: number;
+  /** cgroup2 or cgroup1; null: idle runtimes cannot be frozen here. */
+  freezer: string | null;
+  startedAt: Date;
+  reportedAt: Date;
+}
+export type RuntimeHostReport = Omit<RuntimeHostRow, 'startedAt' | 'reportedAt'>;
+
+const HOST = `hostname, host_pid as "hostPid", capacity, resident, frozen, starting, busy, runtimes_memory_bytes::float8 as "runtimesMemoryBytes",
+  memory_total_bytes::float8 as "memoryTotalBytes", memory_available_bytes::float8 as "memoryAvailableBytes", freezer, started_at as "startedAt", reported_at as "reportedAt"`;
+
 export function createRuntimeRepo() {
   return {
     async listProviders(q: Queryable, tenantId: string): Promise<ProviderRow[]> {
@@ -122,6 +144,29 @@ export function createRuntimeRepo() {
     /** Forgets every runtime a serve process recorded (at its start: the ones of a previous run are gone). */
     async forgetRuntimesOfHost(q: Queryable, hostPids: number[]): Promise<void> {
       await q.query(`delete from agent_runtimes where host_pid = any($1::int[])`, [hostPids]);
+    },
+    /** The host's latest report (one row per hosting process, replaced at each report). */
+    async reportHost(q: Queryable, r: RuntimeHostReport): Promise<void> {
+      await q.query(
+        `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer, reported_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+         on conflict (hostname, host_pid) do update set capacity = excluded.capacity, resident = excluded.resident, frozen = excluded.frozen, starting = excluded.starting,
+           busy = excluded.busy, runtimes_memory_bytes = excluded.runtimes_memory_bytes, memory_total_bytes = excluded.memory_total_bytes,
+           memory_available_bytes = excluded.memory_available_bytes, freezer = excluded.freezer, reported_at = now()`,
+        [r.hostname, r.hostPid, r.capacity, r.resident, r.frozen, r.starting, r.busy, Math.round(r.runtimesMemoryBytes), Math.round(r.memoryTotalBytes), Math.round(r.memoryAvailableBytes), r.freezer],
+      );
+    },
+    /** Hosts that reported within `withinMs` (the others' processes are gone or stuck). */
+    async liveHosts(q: Queryable, withinMs: number): Promise<RuntimeHostRow[]> {
+      return (await q.query<RuntimeHostRow>(`select ${HOST} from runtime_hosts where reported_at > now() - make_interval(secs => $1::float8 / 1000) order by hostname, host_pid`, [withinMs])).rows;
+    },
+    /** Every hosting process of one machine that ever reported (to forget the ones gone). */
+    async hostsOf(q: Queryable, hostname: string): Promise<RuntimeHostRow[]> {
+      return (await q.query<RuntimeHostRow>(`select ${HOST} from runtime_hosts where hostname = $1`, [hostname])).rows;
+    },
+    /** Forgets hosting processes of this machine that are gone, and this one's row (at its start or stop). */
+    async forgetHosts(q: Queryable, hostname: string, hostPids: number[]): Promise<void> {
+      await q.query(`delete from runtime_hosts where hostname = $1 and host_pid = any($2::int[])`, [hostname, hostPids]);
     },
     async setConfigFingerprint(q: Queryable, userId: string, pid: number, fingerprint: string): Promise<void> {
       await q.query(`update agent_runtimes set config_fingerprint = $3 where user_id = $1 and pid = $2`, [userId, pid, fingerprint]);

@@ -1,3 +1,4 @@
+import type { EventBus } from '../events.js';
 import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
 import type { Database } from '../../db/database.js';
@@ -10,7 +11,7 @@ import type { Logger } from '../logger.js';
 import { GATEWAY_HOST } from '../egress/egress-proxy.js';
 import { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../memories/memory-mcp.js';
 import { createRuntimeClient, type RuntimeHandle } from './runtime-client.js';
-import { gatewayCredential, handleOfRow, type RuntimeOwner } from './runtime-pool.js';
+import { HOST_REPORT_FRESH_MS, RUNTIME_USED_CHANNEL, gatewayCredential, handleOfRow, type RuntimeOwner } from './runtime-pool.js';
 import { permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './sandbox.js';
 import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
@@ -70,6 +71,8 @@ export function createRuntimeService(deps: {
   maxRuntimes: number;
   askTools: readonly string[];
   log: Logger;
+  /** Tells the process hosting a runtime that it is about to be used (it thaws it if frozen). */
+  bus: Pick<EventBus, 'publish'>;
   /**
    * The tenant's promoted skills: the host directory holding them (null: none) and the names agents may
    * load (`allow`) or must not (`deny`: every other skill the tenant ever had).
@@ -77,6 +80,8 @@ export function createRuntimeService(deps: {
   skills?: (tenantId: string) => Promise<{ dir: string | null; allow: string[]; deny: string[] }>;
 }) {
   const { db, repo, audit, box } = deps;
+  /** A runtime found by its row may be frozen: its host thaws it (the request waits in its socket meanwhile). */
+  const wake = (row: RuntimeOwner) => deps.bus.publish(RUNTIME_USED_CHANNEL, { userId: row.userId });
 
   const publicProvider = (p: ProviderRow) => ({
     name: p.name,
@@ -258,6 +263,7 @@ export function createRuntimeService(deps: {
         const handle = handleOfRow(row, box, deps.dataDir);
         const client = createRuntimeClient(handle);
         try {
+          await wake(row);
           if ((await client.busySessions()).length) continue;
           if (!(await configure(row, handle, row.pid, false))) continue;
           await client.warmUp();
@@ -369,6 +375,7 @@ export function createRuntimeService(deps: {
       // The tenant's running runtimes take it now; the others when they start (and each turn checks).
       const failures: string[] = [];
       for (const row of await repo.runtimesOfTenant(db, tenantId)) {
+        await wake(row).catch(() => {});
         await configure(row, handleOfRow(row, box, deps.dataDir), row.pid, true).catch((err) => failures.push((err as Error).message));
       }
       if (!failures.length) return { applied, pushed: true };
@@ -391,12 +398,27 @@ export function createRuntimeService(deps: {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
-      const live = await repo.runtimesOfTenant(db, tenantId);
+      const [live, hosts] = await Promise.all([repo.runtimesOfTenant(db, tenantId), repo.liveHosts(db, HOST_REPORT_FRESH_MS)]);
       const runtime = {
         sandbox: deps.sandboxed ? ('on' as const) : ('off' as const),
         ...(deps.sandboxed ? {} : { warning: 'AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with the service\'s files and network in reach (single-user trials only)' }),
         running: live.length,
-        max: deps.maxRuntimes,
+        max: hosts[0]?.capacity ?? deps.maxRuntimes,
+        // As the hosting process last reported it (every 30 s, or at a change): the whole host, every tenant.
+        hosts: hosts.map((h) => ({
+          hostname: h.hostname,
+          pid: h.hostPid,
+          capacity: h.capacity,
+          resident: h.resident,
+          frozen: h.frozen,
+          starting: h.starting,
+          busy: h.busy,
+          runtimesMemoryBytes: h.runtimesMemoryBytes,
+          memoryTotalBytes: h.memoryTotalBytes,
+          memoryAvailableBytes: h.memoryAvailableBytes,
+          freezer: h.freezer,
+          reportedAt: h.reportedAt,
+        })),
       };
       const appliedAt = settings?.appliedAt ?? null;
       return {

@@ -1,0 +1,73 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { totalmem } from 'node:os';
+
+/** The memory this process's host can give, in bytes: all of it, and what can be had without swapping. */
+export interface HostMemory {
+  totalBytes: number;
+  availableBytes: number;
+}
+
+const read = (file: string): string | null => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+};
+
+/** A /proc/meminfo-style field in bytes ("MemAvailable:  123 kB"), or null. */
+const meminfoField = (text: string, name: string): number | null => {
+  const m = new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text);
+  return m ? Number(m[1]) * 1024 : null;
+};
+
+/**
+ * The memory limit of this process's own cgroup and what it uses that cannot be reclaimed, when a limit
+ * is set (a container, a systemd MemoryMax): cgroup v2's memory.max / memory.current less inactive file
+ * pages, else v1's memory.limit_in_bytes / usage_in_bytes less total_inactive_file. Null: no limit.
+ */
+function cgroupLimit(): { limit: number; used: number } | null {
+  const own = read('/proc/self/cgroup') ?? '';
+  const mounts = (read('/proc/self/mountinfo') ?? '').split('\n').map((l) => l.split(' - '));
+  const v2Path = own.split('\n').find((l) => l.startsWith('0::'))?.slice(3);
+  const v2Mount = mounts.find(([, t]) => t?.startsWith('cgroup2 '))?.[0].split(' ')[4];
+  if (v2Path !== undefined && v2Mount) {
+    const dir = join(v2Mount, v2Path);
+    const max = read(join(dir, 'memory.max'))?.trim();
+    const current = Number(read(join(dir, 'memory.current')) ?? NaN);
+    if (max && max !== 'max' && Number.isFinite(current)) {
+      const inactive = Number(/^inactive_file (\d+)/m.exec(read(join(dir, 'memory.stat')) ?? '')?.[1] ?? 0);
+      return { limit: Number(max), used: current - inactive };
+    }
+  }
+  const v1Line = own.split('\n').find((l) => l.split(':')[1]?.split(',').includes('memory'));
+  const v1Mount = mounts.find(([, t]) => t?.startsWith('cgroup ') && t.split(' ')[2]?.split(',').includes('memory'))?.[0].split(' ')[4];
+  if (v1Line && v1Mount) {
+    const dir = join(v1Mount, v1Line.slice(v1Line.indexOf(':', v1Line.indexOf(':') + 1) + 1));
+    const limit = Number(read(join(dir, 'memory.limit_in_bytes')) ?? NaN);
+    const usage = Number(read(join(dir, 'memory.usage_in_bytes')) ?? NaN);
+    // "No limit" is a huge number (PAGE_COUNTER_MAX pages): anything at or above the host's RAM.
+    if (Number.isFinite(limit) && Number.isFinite(usage) && limit < totalmem()) {
+      const inactive = Number(/^total_inactive_file (\d+)/m.exec(read(join(dir, 'memory.stat')) ?? '')?.[1] ?? 0);
+      return { limit, used: usage - inactive };
+    }
+  }
+  return null;
+}
+
+/**
+ * The host's memory as the kernel reports it (MemTotal, MemAvailable), narrowed to this process's cgroup
+ * limit when one is set: inside a container the container's limit is the host that matters.
+ */
+export function readHostMemory(): HostMemory {
+  const meminfo = read('/proc/meminfo') ?? '';
+  let totalBytes = meminfoField(meminfo, 'MemTotal') ?? totalmem();
+  let availableBytes = meminfoField(meminfo, 'MemAvailable') ?? totalBytes;
+  const cg = cgroupLimit();
+  if (cg && cg.limit < totalBytes) {
+    totalBytes = cg.limit;
+    availableBytes = Math.min(availableBytes, Math.max(0, cg.limit - cg.used));
+  }
+  return { totalBytes, availableBytes };
+}
