@@ -38,15 +38,26 @@ function App() {
       if (me.status === 'rejected') throw me.reason;
       if (!status) throw (s as PromiseRejectedResult).reason;
       setWho({ state: 'in', me: me.value, status });
+      // Start the person's runtime while they find their way to a prompt (best effort: a full host or
+      // an unready workspace is reported by the prompt itself).
+      if (me.value.permissions.agents.create) void api('POST', '/sessions/prepare').catch(() => {});
     } catch (err) {
       setWho({ state: 'out', status, error: err instanceof ApiError && err.status === 401 ? undefined : explain(err) });
     }
   };
   useEffect(() => {
     void load();
+    // Back to the tab after a while (the runtime may have stopped, idle): start it again meanwhile.
+    let hidden = 0;
+    const onVisible = () => {
+      if (document.hidden) hidden = Date.now();
+      else if (hidden && Date.now() - hidden > 5 * 60_000) void api('POST', '/sessions/prepare').catch(() => {});
+    };
+    document.addEventListener('visibilitychange', onVisible);
     const stop = keepSignedIn();
     const off = onSignedOut(() => setWho((w) => (w.state === 'in' ? { state: 'out', status: w.status } : w)));
     return () => {
+      document.removeEventListener('visibilitychange', onVisible);
       stop();
       off();
     };

@@ -24,6 +24,10 @@ describe('agent sessions: a full turn', () => {
     expect(rows[0].n).toBe(0);
     const status = await api(r.t, 'GET', '/v1/admin/runtime', { token: tokens.owner });
     expect(status.json).toMatchObject({ ready: false, runtime: { sandbox: 'on', running: 0 } });
+    // Nothing to prepare either: said plainly, and no runtime started.
+    const prepare = await api(r.t, 'POST', '/v1/sessions/prepare', { token: tokens.member });
+    expect(prepare.status).toBe(409);
+    expect(prepare.json).toMatchObject({ error: 'runtime_not_ready' });
   });
 
   it('opening the stream of a new session starts its owner\'s runtime before any prompt (the cold start passes while they type)', async () => {
@@ -84,4 +88,47 @@ describe('agent sessions: a full turn', () => {
     const audit = await api(r.t, 'GET', '/v1/admin/audit-log?action=agent.prompt', { token: tokens.owner });
     expect(audit.json.entries[0]).toMatchObject({ action: 'agent.prompt', userId: ids.mia, sessionId, channel: 'web' });
   }, 90_000);
+
+  it('a cold prompt\'s stream says what the start is doing (starting, started, sent) before the answer', async () => {
+    const { tokens, ids } = people;
+    await r.t.opened.core.pool.stopUser(ids.mia);
+    const created = await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'cold' } });
+    const sessionId = created.json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${tokens.member}` });
+    r.llm.script([{ text: 'Warm now' }]);
+    const prompt = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'hello again', agent: 'build' } });
+    expect(prompt.status).toBe(202);
+    await sse.until((e) => e.data.type === 'session.idle');
+    await sse.close();
+    const types = sse.events.map((e) => e.data.type as string);
+    const at = (t: string) => types.indexOf(t);
+    expect(at('runtime.starting')).toBeGreaterThanOrEqual(0);
+    expect(at('runtime.starting')).toBeLessThan(at('runtime.started'));
+    expect(at('runtime.started')).toBeLessThan(at('turn.sent'));
+    expect(at('turn.sent')).toBeLessThan(at('message.part.delta'));
+    const started = sse.events.find((e) => e.data.type === 'runtime.started')!.data;
+    expect(started.properties).toMatchObject({ sessionID: sessionId, message: expect.any(String), startMs: expect.any(Number) });
+
+    // Warm, the next turn's stream has none of them.
+    const sse2 = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${tokens.member}` });
+    r.llm.script([{ text: 'Again' }]);
+    await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'once more', agent: 'build' } });
+    await sse2.until((e) => e.data.type === 'session.idle' && sse2.events.some((x) => x.data.type === 'message.part.delta'));
+    await sse2.close();
+    expect(sse2.events.filter((e) => /^(runtime\.|turn\.sent)/.test(e.data.type))).toEqual([]);
+  }, 90_000);
+
+  it('prepares a person\'s runtime ahead of their first prompt (the dashboard asks as it opens); only for those who may prompt', async () => {
+    const { tokens, ids } = people;
+    const running = async (userId: string) => (await r.t.opened.db.query(`select count(*)::int as n from agent_runtimes where user_id = $1`, [userId])).rows[0].n;
+    await r.t.opened.core.pool.stopUser(ids.owner);
+    expect(await running(ids.owner)).toBe(0);
+    const res = await api(r.t, 'POST', '/v1/sessions/prepare', { token: tokens.owner });
+    expect(res.status).toBe(202);
+    expect(res.json).toEqual({ preparing: true });
+    await expect.poll(() => running(ids.owner), { timeout: 30_000, interval: 100 }).toBe(1);
+    const viewer = await api(r.t, 'POST', '/v1/sessions/prepare', { token: tokens.viewer });
+    expect(viewer.status).toBe(403);
+    expect(await running(ids.vic)).toBe(0);
+  }, 60_000);
 });

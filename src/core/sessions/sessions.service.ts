@@ -127,6 +127,9 @@ export function createSessionsService(deps: {
       }
       const directory = join(deps.workspaceRoot, tenantId, actor.userId);
       await ensureWorkspace(directory);
+      // A new session is about to get its first prompt: have the runtime up (or thawed) by then, where
+      // prompts can run at all.
+      void runtime.resolveModel(tenantId).then(() => warm(tenantId, actor.userId), () => {});
       return db.transaction(async (tx) => {
         const s = await repo.insert(tx, {
           tenantId,
@@ -186,6 +189,20 @@ export function createSessionsService(deps: {
         });
         return { jobId, sessionId: s.id };
       });
+    },
+
+    /**
+     * Starts and prepares the caller's runtime ahead of a prompt (the dashboard asks as it opens, a
+     * client may ask before its first prompt of the day), or thaws it: returns at once, the start goes
+     * on. Only for those who may prompt, and only where prompts can run (runtime_not_ready otherwise).
+     */
+    async prepare(ctx: Ctx): Promise<{ preparing: true }> {
+      const tenantId = requirePermission(ctx, 'agents.create');
+      const actor = userOf(ctx);
+      await runtime.resolveModel(tenantId);
+      await ensureWorkspace(join(deps.workspaceRoot, tenantId, actor.userId));
+      warm(tenantId, actor.userId);
+      return { preparing: true };
     },
 
     /** Checks the caller may watch the session's event stream; the adapter then subscribes. */

@@ -138,8 +138,16 @@ export function createTurnRunner(deps: {
         const memoriesPart = recall(ctx, owner, turn.parts);
         await ensureWorkspace(s.directory);
         let handle;
+        let cold = false;
+        const t0 = Date.now();
         try {
-          handle = await deps.pool.acquire(owner);
+          // A cold start takes seconds: the stream says so, so they do not look like a hang.
+          handle = await deps.pool.acquire(owner, {
+            onStarting: () => {
+              cold = true;
+              void streams.publish(s.id, 'runtime.starting', { message: 'Starting your agent…' }).catch(() => {});
+            },
+          });
         } catch (err) {
           if (!(err instanceof RuntimeBusyError)) throw err;
           const waited = await repo.waitTurn(db, turn.tenantId, turn.id);
@@ -147,6 +155,7 @@ export function createTurnRunner(deps: {
           if (!waited) await streams.publish(s.id, 'runtime.waiting', { message: `${err.message}: your turn waits in the queue and starts when one frees up.` });
           return;
         }
+        if (cold) await streams.publish(s.id, 'runtime.started', { message: 'Your agent is up; handing it your message…', startMs: Date.now() - t0 }).catch(() => {});
         const client = createRuntimeClient(handle);
         await runtime.ensureConfigured(owner, handle);
         const upstreamOf = async (row: SessionRow, parentID?: string): Promise<string> =>
@@ -175,6 +184,8 @@ export function createTurnRunner(deps: {
           tools: { ...withheldTools(perms), ...Object.fromEntries(Object.entries(turn.tools ?? {}).filter(([, on]) => on === false)) },
         });
         await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
+        // The runtime has the turn: it gets its tools ready (longer at its first turn) and calls the model.
+        if (cold) await streams.publish(s.id, 'turn.sent', { message: 'Sent to your agent; waiting for the model…' }).catch(() => {});
       } catch (err) {
         const retryable = !(err instanceof AppError) || err.status >= 500;
         if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;

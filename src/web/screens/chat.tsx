@@ -34,7 +34,8 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
     requestAnimationFrame(() => {
       const batch = queued.current;
       queued.current = [];
-      setNotice(null);
+      // A cold start's notices ("Starting your agent…") stay until the answer itself starts.
+      if (batch.some((x) => x.type === 'message.part.delta')) setNotice(null);
       setMessages((list) => batch.reduce(applyEvent, list ?? []));
     });
   };
@@ -64,6 +65,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             return;
           case 'session.idle':
             setRunning(false);
+            setNotice(null);
             return;
           case 'session.error':
             setError(e.properties.error?.message ?? e.properties.error?.data?.message ?? 'The turn failed.');
@@ -71,6 +73,12 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             return;
           case 'runtime.waiting':
             setNotice(e.properties.message ?? 'Waiting for a free runtime…');
+            return;
+          // What a cold start is doing, so its seconds do not look like a hang.
+          case 'runtime.starting':
+          case 'runtime.started':
+          case 'turn.sent':
+            setNotice(e.properties.message ?? 'Starting your agent…');
             return;
           case 'session.deleted':
             location.hash = '#/sessions';

@@ -90,6 +90,20 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
   );
 
   app.post(
+    '/sessions/prepare',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: "Start the caller's agent runtime ahead of a prompt, so the first answer comes in about a second",
+        description:
+          'Returns at once; the runtime starts (about 2-3 s) and prepares itself meanwhile, or is thawed if it was frozen. The dashboard asks as it opens. Needs agents.create; 409 runtime_not_ready when no model is applied.',
+        response: { 202: Type.Object({ preparing: Type.Literal(true) }), ...errorResponses(401, 403, 409) },
+      },
+    },
+    async (req, reply) => reply.status(202).send(await sessions.prepare(ctxOf(req))),
+  );
+
+  app.post(
     '/sessions',
     {
       schema: {
