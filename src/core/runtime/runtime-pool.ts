@@ -109,8 +109,10 @@ interface Entry {
   running: Set<string>;
   restarts: number;
   stopping: boolean;
-  /** Someone else asked for the runtime while it was starting (a turn waiting for it). */
+  /** Something other than an early start asked for the runtime while it was starting (a turn waiting for it). */
   wanted: boolean;
+  /** An early start prepared it (warmUp): once is enough. */
+  prepared: boolean;
   /** Its cgroup (null: no freezer on this host, or its processes could not be moved there). */
   group: RuntimeGroup | null;
   /** Private memory of its processes when last read (bytes), and when. */
@@ -329,7 +331,7 @@ export function createRuntimePool(deps: {
   }
 
   /** In the host: the user's runtime, started if need be (`onStarting` is told when the caller waits for a start). */
-  async function acquireHere(owner: RuntimeOwner, onStarting?: () => void): Promise<RuntimeHandle> {
+  async function acquireHere(owner: RuntimeOwner, onStarting?: () => void, ahead = false): Promise<RuntimeHandle> {
     let e = entries.get(owner.userId);
     if (e) {
       e.lastUsed = Date.now();
@@ -338,7 +340,8 @@ export function createRuntimePool(deps: {
         return e.handle;
       }
       if (e.starting) {
-        e.wanted = true;
+        // A turn waits for this start: the preparation must not run beside it. Another early start does not.
+        if (!ahead) e.wanted = true;
         onStarting?.();
         return e.starting;
       }
@@ -347,12 +350,12 @@ export function createRuntimePool(deps: {
     e = entries.get(owner.userId);
     if (e?.handle) return e.handle;
     if (e?.starting) {
-      e.wanted = true;
+      if (!ahead) e.wanted = true;
       onStarting?.();
       return e.starting;
     }
     onStarting?.();
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: false, group: null, memoryBytes: 0, memoryReadAt: 0 };
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, group: null, memoryBytes: 0, memoryReadAt: 0 };
     entries.set(owner.userId, entry);
     entry.starting = launch(entry);
     try {
@@ -511,9 +514,13 @@ export function createRuntimePool(deps: {
      */
     async prestart(owner: RuntimeOwner): Promise<void> {
       const fresh = hosting && !entries.has(owner.userId);
-      const handle = await acquire(owner);
+      if (refusal) return;
+      const handle = hosting ? await acquireHere(owner, undefined, true) : await acquireRemote(owner);
       const e = entries.get(owner.userId);
-      if (fresh && e && !e.wanted) await createRuntimeClient(handle).warmUp();
+      if (fresh && e && !e.wanted && !e.prepared) {
+        e.prepared = true;
+        await createRuntimeClient(handle).warmUp();
+      }
     },
 
     /** A client of the user's runtime (started if need be). */
