@@ -14,6 +14,7 @@ import { memoriesBench } from './memories.bench.js';
 import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
+import { runtimeWaves } from './runtime-waves.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
@@ -35,6 +36,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'llm-gateway': llmGateway,
   spending: spendingBench,
   'runtime-pool': runtimePool,
+  'runtime-waves': runtimeWaves,
   'memory-injection': memoryInjection,
   memories: memoriesBench,
   orchestrator: orchestratorBench,
