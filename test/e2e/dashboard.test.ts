@@ -91,6 +91,11 @@ describe('the web dashboard in Chromium', () => {
     // A member: no admin screens offered.
     expect(await page.getByRole('link', { name: 'Admin' }).count()).toBe(0);
     await shoot(page, '02-sessions-empty');
+    // Her runtime started as the dashboard opened, before she asked anything: her first answer waits for
+    // no start.
+    const runtimes = async () =>
+      (await t.opened.db.query(`select count(*)::int as n from agent_runtimes r join users u on u.id = r.user_id where u.email = 'alice@acme.example'`)).rows[0].n;
+    await expect.poll(runtimes, { timeout: 30_000, interval: 200 }).toBe(1);
   });
 
   it('streams a reply; a permission request stays pinned across a reload and is answered there', async () => {
@@ -320,6 +325,8 @@ describe('the web dashboard in Chromium', () => {
     await page.getByRole('link', { name: 'Models and runtime' }).click();
     await page.getByText('ready', { exact: true }).waitFor();
     expect(await page.locator('table').innerText()).toContain('scripted');
+    // The host as its serve reports it: capacity, resident and frozen runtimes, memory.
+    expect(await page.getByTestId('runtime-host').first().innerText()).toMatch(/runtimes resident \(\d+ frozen, \d+ starting, \d+ with a turn\), [\d.]+ GB held by them, [\d.]+ GB of [\d.]+ GB available/);
     await shoot(page, '14-admin-runtime');
   });
 });

@@ -510,9 +510,17 @@ interface RuntimeStatus {
   detail?: string;
   defaultModel: string | null;
   pendingChanges: boolean;
-  runtime: { sandbox: 'on' | 'off'; warning?: string; running: number; max: number };
+  runtime: {
+    sandbox: 'on' | 'off';
+    warning?: string;
+    running: number;
+    max: number;
+    hosts: Array<{ hostname: string; pid: number; capacity: number; resident: number; frozen: number; starting: number; busy: number; runtimesMemoryBytes: number; memoryTotalBytes: number; memoryAvailableBytes: number; freezer: string | null }>;
+  };
   providers: Array<{ name: string; kind: string; enabled: boolean; hasApiKey: boolean; models: Array<{ id: string }> }>;
 }
+
+const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GB`;
 
 /** Providers, the default model and the runtimes: what decides whether agents can run. */
 function RuntimeTab() {
@@ -535,6 +543,12 @@ function RuntimeTab() {
         Runtimes running: {status.runtime.running} of at most {status.runtime.max}; sandbox {status.runtime.sandbox}
         {status.runtime.warning ? <span class="warn"> {status.runtime.warning}</span> : null}
       </p>
+      {status.runtime.hosts.map((h) => (
+        <p key={`${h.hostname}:${h.pid}`} data-testid="runtime-host">
+          Host {h.hostname}: {h.resident} of {h.capacity} runtimes resident ({h.frozen} frozen, {h.starting} starting, {h.busy} with a turn), {gb(h.runtimesMemoryBytes)} held by them,{' '}
+          {gb(h.memoryAvailableBytes)} of {gb(h.memoryTotalBytes)} available{h.freezer ? '' : '; idle runtimes cannot be frozen there'}
+        </p>
+      ))}
       <label>
         Default model{' '}
         <select value={status.defaultModel ?? ''} onChange={(e) => run(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}>
