@@ -176,4 +176,44 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
     expect((await createRuntimeRepo().liveHosts(t.opened.db, 60_000)).filter((h) => h.hostPid === process.pid)).toEqual([]);
     expect(existsSync(`/sys/fs/cgroup/unified/agentws-runtimes-${process.pid}`) || existsSync(`/sys/fs/cgroup/freezer/agentws-runtimes-${process.pid}`)).toBe(false);
   }, 90_000);
+
+  it('starts runtimes a few at a time: a turn whose start is queued behind others goes back to the queue, and its runtime starts anyway', async () => {
+    const { core } = t.opened;
+    const config = t.env.config();
+    const one = createRuntimePool({
+      db: t.opened.db,
+      repo: createRuntimeRepo(),
+      box: createSecretBox([config.secrets.encryptionKey]),
+      bus: core.bus,
+      log: silentLogger,
+      dataDir: config.dataDir,
+      max: 3,
+      idleMs: 10 * 60_000,
+      freezeAfterMs: 0,
+      startsAtOnce: 1,
+      queuedWaitMs: 300,
+      sandboxed: true,
+      credentialKey: config.secrets.encryptionKey,
+      launcher: () => createRuntimeLauncher({ dataDir: config.dataDir, sandbox: true, nice: 10, log: silentLogger }),
+      listen: (identity, at) => core.egress.listen(identity, at),
+      configure: (owner, handle, pid) => core.runtime.configureStarted(owner, handle, pid),
+    });
+    await one.host();
+    try {
+      // a's early start (the dashboard opened) takes the only start place; b's turn waits behind it.
+      const early = one.prestart(a);
+      await new Promise((r) => setTimeout(r, 50));
+      const refused = await one.acquire(b).catch((e) => e);
+      expect(refused).toBeInstanceOf(RuntimeBusyError);
+      expect(refused.details).toMatchObject({ why: 'starting', ahead: 1 });
+      expect(refused.message).toMatch(/queued to start, behind 1 other start on this host/);
+      expect(one.live().find((r) => r.userId === b.userId)?.state).toBe('starting');
+      await early;
+      // b's start went on without its caller: the turn's next attempt finds it up.
+      await expect.poll(() => one.live().find((r) => r.userId === b.userId)?.state, { timeout: 30_000, interval: 100 }).toBe('ready');
+      expect(await healthy(await one.acquire(b))).toBe(true);
+    } finally {
+      await one.stop();
+    }
+  }, 90_000);
 });

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Database } from '../../db/database.js';
 import { readHostMemory, type HostMemory } from '../../lib/host-memory.js';
@@ -13,6 +13,7 @@ import type { Logger } from '../logger.js';
 import { createRuntimeClient, runtimeUnavailable, type RuntimeClient, type RuntimeHandle } from './runtime-client.js';
 import { locateToolCall, type ToolCallOrigin } from './runtime-tool-calls.js';
 import { pressureVictims, roomForOneMore } from './runtime-capacity.js';
+import { createStartGate } from './start-gate.js';
 import { freezerUnavailable, openFreezer, type Freezer, type RuntimeGroup } from './runtime-freezer.js';
 import type { LaunchedRuntime, RuntimeLauncher } from './runtime-launcher.js';
 import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
@@ -39,17 +40,30 @@ export interface RuntimeOwner {
 
 const NONE_RUNNING: ReadonlySet<string> = new Set();
 
-/** Every runtime is busy: the turn waits (it is not an error of the turn, so it does not use up attempts). */
+const BUSY: Record<'capacity' | 'memory' | 'starting', { message: (max: number, ahead: number) => string; hint: string }> = {
+  capacity: {
+    message: (max) => `all ${max} agent runtimes of this host are busy`,
+    hint: 'The turn waits in the queue and starts when a runtime frees up; an operator can raise AGENTWS_RUNTIME_MAX.',
+  },
+  memory: {
+    message: () => 'the agent host is short of memory and every runtime on it is busy',
+    hint: 'The turn waits in the queue and starts when a runtime frees up; an operator can add memory or lower AGENTWS_RUNTIME_MAX.',
+  },
+  starting: {
+    message: (_max, ahead) => `your agent is queued to start${ahead > 0 ? `, behind ${ahead} other start${ahead === 1 ? '' : 's'} on this host` : ''}`,
+    hint: 'The turn waits in the queue; its runtime starts as soon as the ones before it have (a few seconds each).',
+  },
+};
+
+/**
+ * No runtime for the turn yet: every runtime is busy, the host is short of memory, or the runtime's start
+ * is queued behind others (that start goes on). The turn waits: it is not an error of the turn, so it
+ * does not use up attempts.
+ */
 export class RuntimeBusyError extends AppError {
   readonly status = 503;
-  constructor(max: number, why: 'capacity' | 'memory' = 'capacity') {
-    super(why === 'memory' ? 'the agent host is short of memory and every runtime on it is busy' : `all ${max} agent runtimes of this host are busy`, 'runtime_busy', {
-      hint:
-        why === 'memory'
-          ? 'The turn waits in the queue and starts when a runtime frees up; an operator can add memory or lower AGENTWS_RUNTIME_MAX.'
-          : 'The turn waits in the queue and starts when a runtime frees up; an operator can raise AGENTWS_RUNTIME_MAX.',
-      details: { max, why },
-    });
+  constructor(max: number, why: keyof typeof BUSY = 'capacity', ahead = 0) {
+    super(BUSY[why].message(max, ahead), 'runtime_busy', { hint: BUSY[why].hint, details: { max, why, ...(why === 'starting' ? { ahead } : {}) } });
   }
 }
 
@@ -86,6 +100,12 @@ export const HOST_REPORT_FRESH_MS = 3 * REPORT_MS;
 /** How often a runtime's memory is read (/proc/<pid>/status of each of its processes). */
 const MEMORY_READ_MS = 30_000;
 const MAX_BACKOFF_MS = 30_000;
+/**
+ * How long a turn waits while its runtime's start is queued behind others before it goes back to the job
+ * queue: with the start (at most 30 s to listen, 30 s to answer) and the turn's runtime calls, an attempt
+ * stays within the turn job's expiry (turn-runner.ts TURN_EXPIRE_S).
+ */
+const QUEUED_WAIT_MS = 15_000;
 const WANT_TIMEOUT_MS = 40_000;
 
 /**
@@ -113,6 +133,8 @@ interface Entry {
   wanted: boolean;
   /** An early start prepared it (warmUp): once is enough. */
   prepared: boolean;
+  /** It has a start place (start-gate.ts) and is starting, no longer queued for one. */
+  launching: boolean;
   /** Its cgroup (null: no freezer on this host, or its processes could not be moved there). */
   group: RuntimeGroup | null;
   /** Private memory of its processes when last read (bytes), and when. */
@@ -155,6 +177,10 @@ export function createRuntimePool(deps: {
   recentUseMs?: number;
   /** Idle time after which a runtime is frozen; 0: never (AGENTWS_RUNTIME_FREEZE_SECONDS). */
   freezeAfterMs: number;
+  /** Runtime starts run at once (default: one per core, at most 4); the others wait their turn. */
+  startsAtOnce?: number;
+  /** How long a turn waits while its runtime's start is queued (tests shorten it). */
+  queuedWaitMs?: number;
   /** The host's memory now (tests pass their own to simulate pressure). */
   memory?: () => HostMemory;
   /** The cgroup freezer (tests may pass null); by default the host's, opened when the pool starts hosting. */
@@ -175,6 +201,7 @@ export function createRuntimePool(deps: {
   /** Per user: when this process last told the host it uses their runtime (RUNTIME_USED_CHANNEL). */
   const toldUsed = new Map<string, number>();
   const usedEveryMs = Math.min(5000, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : 5000);
+  const gate = createStartGate(deps.startsAtOnce ?? Math.max(1, Math.min(4, availableParallelism())));
 
   const dirsOf = (o: RuntimeOwner) => ({
     workspace: workspaceDir(deps.dataDir, o),
@@ -192,7 +219,20 @@ export function createRuntimePool(deps: {
     }
   };
 
+  /** Starts the runtime once a start place is free (turns first; see start-gate.ts). */
   async function launch(e: Entry): Promise<RuntimeHandle> {
+    const release = await gate.enter(() => e.wanted);
+    e.launching = true;
+    try {
+      if (e.stopping) throw runtimeUnavailable('the runtime was stopped');
+      return await launchNow(e);
+    } finally {
+      e.launching = false;
+      release();
+    }
+  }
+
+  async function launchNow(e: Entry): Promise<RuntimeHandle> {
     const launcher = deps.launcher();
     const t0 = performance.now();
     let identity: RuntimeIdentity | null = null;
@@ -343,7 +383,7 @@ export function createRuntimePool(deps: {
         // A turn waits for this start: the preparation must not run beside it. Another early start does not.
         if (!ahead) e.wanted = true;
         onStarting?.();
-        return e.starting;
+        return waitStart(e, ahead);
       }
     }
     await makeRoom();
@@ -352,24 +392,50 @@ export function createRuntimePool(deps: {
     if (e?.starting) {
       if (!ahead) e.wanted = true;
       onStarting?.();
-      return e.starting;
+      return waitStart(e, ahead);
     }
     onStarting?.();
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, group: null, memoryBytes: 0, memoryReadAt: 0 };
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, memoryBytes: 0, memoryReadAt: 0 };
     entries.set(owner.userId, entry);
-    entry.starting = launch(entry);
-    try {
-      const handle = await entry.starting;
-      // Used as it is handed out: a start slower than the idle time must not leave it looking idle
-      // since the request that started it (the sweep stopped such runtimes as they were handed out).
-      entry.lastUsed = Date.now();
-      return handle;
-    } catch (err) {
-      if (entries.get(owner.userId) === entry) entries.delete(owner.userId);
-      throw err;
-    } finally {
-      entry.starting = null;
+    const starting = launch(entry);
+    entry.starting = starting;
+    // The start goes on whoever stops waiting for it (a turn that goes back to the queue meanwhile).
+    starting.then(
+      () => {
+        // Used as it is handed out: a start slower than the idle time must not leave it looking idle
+        // since the request that started it (the sweep stopped such runtimes as they were handed out).
+        entry.lastUsed = Date.now();
+        if (entry.starting === starting) entry.starting = null;
+      },
+      (err) => {
+        if (entry.starting === starting) entry.starting = null;
+        if (entries.get(owner.userId) === entry) entries.delete(owner.userId);
+        log.warn({ userId: owner.userId, err: (err as Error).message }, 'agent runtime failed to start');
+      },
+    );
+    return waitStart(entry, ahead);
+  }
+
+  /**
+   * Waits for a start. A turn waits at most QUEUED_WAIT_MS while the start is still queued for a start
+   * place (RuntimeBusyError, why starting: the turn goes back to the queue, the start goes on), so that a busy
+   * morning cannot hold a turn's job past its expiry; once launching, until the runtime answers.
+   */
+  async function waitStart(e: Entry, ahead: boolean): Promise<RuntimeHandle> {
+    const starting = e.starting!;
+    if (ahead) return starting;
+    const deadline = Date.now() + (deps.queuedWaitMs ?? QUEUED_WAIT_MS);
+    const settled = starting.then(
+      () => true,
+      () => true,
+    );
+    while (!e.launching) {
+      const left = deadline - Date.now();
+      // Ahead of it: the starts running now and the ones waiting before it (roughly: it is among the waiting).
+      if (left <= 0) throw new RuntimeBusyError(deps.max, 'starting', gate.stats.running + Math.max(0, gate.stats.waiting - 1));
+      if (await Promise.race([settled, new Promise<false>((r) => setTimeout(() => r(false), Math.min(left, 100)))])) break;
     }
+    return starting;
   }
 
   /** The handle of the user's runtime where another process hosts it and it runs; null otherwise. */
@@ -519,7 +585,13 @@ export function createRuntimePool(deps: {
       const e = entries.get(owner.userId);
       if (fresh && e && !e.wanted && !e.prepared) {
         e.prepared = true;
-        await createRuntimeClient(handle).warmUp();
+        // Preparing is seconds of CPU too: it takes a start place, after every start a turn waits for.
+        const release = await gate.enter(() => false);
+        try {
+          if (!e.wanted && e.handle) await createRuntimeClient(handle).warmUp();
+        } finally {
+          release();
+        }
       }
     },
 

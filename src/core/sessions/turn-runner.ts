@@ -152,7 +152,8 @@ export function createTurnRunner(deps: {
           if (!(err instanceof RuntimeBusyError)) throw err;
           const waited = await repo.waitTurn(db, turn.tenantId, turn.id);
           await deps.queue.send(AGENT_TURN_JOB, { turnId: turn.id }, { retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S, startAfterSeconds: WAIT_FOR_RUNTIME_S });
-          if (!waited) await streams.publish(s.id, 'runtime.waiting', { message: `${err.message}: your turn waits in the queue and starts when one frees up.` });
+          const starting = (err.details as { why?: string } | undefined)?.why === 'starting';
+          if (!waited) await streams.publish(s.id, 'runtime.waiting', { message: starting ? `${err.message}; your turn goes as soon as it is up.` : `${err.message}: your turn waits in the queue and starts when one frees up.` });
           return;
         }
         if (cold) await streams.publish(s.id, 'runtime.started', { message: 'Your agent is up; handing it your message…', startMs: Date.now() - t0 }).catch(() => {});
