@@ -284,16 +284,21 @@ export async function waitRuntimes(servePid: number, n: number, timeoutMs = 60_0
 /**
  * A bare opencode runtime (the binary the service ships with), outside any sandbox and without the
  * service: the environment a user's runtime gets (runtimeEnv, with its plugin directory prepared, so
- * nothing is downloaded), loopback, port 0. The baseline of the runtime benchmarks.
+ * nothing is downloaded), loopback, port 0. The baseline of the runtime benchmarks. `extraEnv` is added
+ * to (or overrides) that environment: a variant under test (runtime-memory).
  */
-export async function startOpencode(dir: string, wrap: (cmd: string, args: string[]) => [string, string[]] = (c, a) => [c, a]): Promise<{ child: ChildProcess; url: string; password: string; authorization: string }> {
+export async function startOpencode(
+  dir: string,
+  wrap: (cmd: string, args: string[]) => [string, string[]] = (c, a) => [c, a],
+  extraEnv: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string; password: string; authorization: string }> {
   const home = join(dir, 'home');
   const tmp = join(dir, 'tmp');
   for (const d of [home, tmp]) mkdirSync(d, { recursive: true, mode: 0o700 });
   linkPlugin(preparePluginDir(dir), join(home, '.config', 'opencode'));
   const password = randomSecret(24);
   // No proxy listens there: the bare runtime has nowhere to go, which is all a baseline needs.
-  const env = runtimeEnv({ home, password, proxy: 'http://127.0.0.1:9', path: process.env.PATH ?? '/usr/bin:/bin', tmp });
+  const env = { ...runtimeEnv({ home, password, proxy: 'http://127.0.0.1:9', path: process.env.PATH ?? '/usr/bin:/bin', tmp }), ...extraEnv };
   const { child, value: url } = await spawnUntil(...wrap(opencodeBinary(), ['serve', '--port', '0', '--hostname', '127.0.0.1']), { cwd: dir, env }, (line) => /opencode server listening on (http:\/\/\S+)/.exec(line)?.[1]);
   track('opencode', child);
   const authorization = `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`;

@@ -13,6 +13,7 @@ import { memoryInjection } from './memory-injection.bench.js';
 import { memoriesBench } from './memories.bench.js';
 import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
+import { runtimeMemory } from './runtime-memory.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { runtimeWaves } from './runtime-waves.bench.js';
 import { serveReady } from './serve-ready.bench.js';
@@ -37,6 +38,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   spending: spendingBench,
   'runtime-pool': runtimePool,
   'runtime-waves': runtimeWaves,
+  'runtime-memory': runtimeMemory,
   'memory-injection': memoryInjection,
   memories: memoriesBench,
   orchestrator: orchestratorBench,
