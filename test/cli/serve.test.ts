@@ -1,3 +1,5 @@
+import { runtimeCapacity } from '../../src/core/runtime/runtime-capacity.js';
+import { readHostMemory } from '../../src/lib/host-memory.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -49,7 +51,8 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     expect(metrics.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
     const text = await metrics.text();
     expect(text).toMatch(/^agentws_http_requests_total\{method="GET",route="\/readyz",status="200"\} 1$/m);
-    expect(text).toMatch(/^agentws_runtimes_max 10$/m);
+    // How many runtimes this host holds: from its memory by default (AGENTWS_RUNTIME_MAX=auto).
+    expect(Number(/^agentws_runtimes_max (\d+)$/m.exec(text)?.[1])).toBe(runtimeCapacity(readHostMemory()));
 
     const missing = await fetch(`${serve.url}/v1/nope?code=ABCD2345`);
     expect(missing.status).toBe(404);
