@@ -22,7 +22,8 @@ import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
  * fetching models.dev at start (there is no network for it: models come from our configuration);
  * a config dir holding package.json + node_modules/@opencode-ai/plugin keeps it from running
  * `npm install` there; it runs glob and grep through `rg` from PATH (Debian's ripgrep) instead of
- * downloading one.
+ * downloading one; OPENCODE_MODELS_PATH names the models.dev catalog it reads instead of the one built
+ * into the binary (see runtimeEnv).
  */
 const START_TIMEOUT_MS = 30_000;
 /** The RAM a runtime's JavaScript engine is told of: the host's, at most 8 GiB (see runtimeEnv). */
@@ -48,10 +49,22 @@ export interface LaunchedRuntime {
   stop(): Promise<void>;
 }
 
+/**
+ * The models.dev catalog a runtime reads (OPENCODE_MODELS_PATH), relative to its opencode config dir:
+ * an empty one, in the plugin directory's node_modules, which the sandbox binds read-only (the agent
+ * cannot put providers or models in it). See runtimeEnv for why.
+ */
+const MODELS_FILE = join('node_modules', '.agentws', 'models.json');
+
 /** The opencode plugin directory, prepared once: what opencode would npm-install on first start. */
 export function preparePluginDir(dataDir: string): string {
   const dir = join(dataDir, 'runtimes', 'plugin');
   const pkgDir = join(dir, 'node_modules', '@opencode-ai', 'plugin');
+  // Apart from the manifest: a plugin directory prepared before the catalog existed gets it too.
+  if (!existsSync(join(dir, MODELS_FILE))) {
+    mkdirSync(dirname(join(dir, MODELS_FILE)), { recursive: true });
+    writeFileSync(join(dir, MODELS_FILE), '{}\n');
+  }
   if (!existsSync(join(pkgDir, 'package.json'))) {
     mkdirSync(pkgDir, { recursive: true });
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ dependencies: { '@opencode-ai/plugin': OPENCODE_VERSION } }, null, 2));
@@ -93,9 +106,21 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     // heap would need 5.6 GiB to reach pressure. runtime-pool benchmark and test/integration/runtime-idle.
     BUN_JSC_forceRAMSize: String(JS_RAM_BYTES),
     OPENCODE_DISABLE_MODELS_FETCH: '1',
+    // An empty models.dev catalog instead of the one built into the binary (every provider and model
+    // models.dev knows, ~4.4 MB of source): the runtime decodes that catalog at its first prompt, ~1 s of
+    // the ~1.6 s it took from the prompt to the model request (2.2 s of CPU; with the empty one 0.6 s
+    // and 0.7 s), for nothing: our providers' ids (aws_<tenant>_<name>) are not in it, each is
+    // described whole by our configuration, and enabled_providers leaves out every other. The model
+    // request was byte for byte the same with either catalog.
+    OPENCODE_MODELS_PATH: join(o.home, '.config', 'opencode', MODELS_FILE),
     OPENCODE_DISABLE_AUTOUPDATE: '1',
     OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
     OPENCODE_DISABLE_CLAUDE_CODE: '1',
+    // Its built-in plugins sign in to and adapt particular providers (Codex, GitHub Copilot, GitLab,
+    // Poe, Cloudflare, Azure, DigitalOcean, Snowflake, xAI, Cerebras), matched by their provider ids or
+    // SDK packages, never ours; loading them (the Azure one looks for an `az` program) cost the first
+    // prompt ~60 ms of CPU.
+    OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
     // Only the service's configuration applies: no opencode.json, .opencode/ directory (skills, agents,
     // plugins) or AGENTS.md is read from the workspace, so a repository the agent clones cannot change
     // its rules or tools, or offer it a skill; nor are skills read from ~/.claude or ~/.agents.
@@ -216,7 +241,8 @@ const basic = (password: string) => `Basic ${Buffer.from(`opencode:${password}`)
 /** Unsandboxed: the plugin dir's files, copied into the runtime's own config dir (no npm install). */
 export function linkPlugin(pluginDir: string, configDir: string): void {
   mkdirSync(join(configDir, 'node_modules', '@opencode-ai', 'plugin'), { recursive: true });
-  for (const f of ['package.json', 'package-lock.json', join('node_modules', '@opencode-ai', 'plugin', 'package.json')]) {
+  mkdirSync(dirname(join(configDir, MODELS_FILE)), { recursive: true });
+  for (const f of ['package.json', 'package-lock.json', join('node_modules', '@opencode-ai', 'plugin', 'package.json'), MODELS_FILE]) {
     const to = join(configDir, f);
     if (!existsSync(to)) writeFileSync(to, readFileSync(join(pluginDir, f)));
   }
