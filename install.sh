@@ -104,6 +104,7 @@ TEST_ARGS=()
 CI_MODE=0
 UNIT_DIR=/etc/systemd/system
 CONFIG_PATH=/etc/agentws/config.env
+RUNNER_ENV=/etc/agentws/runner.env
 DATA_DIR=/var/lib/agentws
 SVC_USER=agentws
 
@@ -625,6 +626,7 @@ render_template() { # render_template SRC DEST_BASENAME
       -e "s|@@USER@@|$(sed_escape "$SVC_USER")|g" \
       -e "s|@@NODE@@|$(sed_escape "$NODE")|g" \
       -e "s|@@PROTECT_HOME@@|$protect_home|g" \
+      -e "s|@@RUNNER_ENV@@|$(sed_escape "$RUNNER_ENV")|g" \
       "$src" >"$tmp"
   if grep -n '@@[A-Z_]*@@' "$tmp" >&2; then die "unsubstituted placeholder(s) in $src"; fi
   local dest=$UNIT_DIR/$name
@@ -654,6 +656,7 @@ render_systemd_units() {
   log "rendering systemd units into $UNIT_DIR"
   render_template "$APP_DIR/templates/systemd/agentws-serve.service.tmpl" agentws-serve.service
   render_template "$APP_DIR/templates/systemd/agentws-worker@.service.tmpl" agentws-worker@.service
+  render_template "$APP_DIR/templates/systemd/agentws-runner.service.tmpl" agentws-runner.service
 
   log "next steps (run as root; systemctl was NOT run):"
   case $APP_DIR in
@@ -669,6 +672,8 @@ render_systemd_units() {
   fi
   printf '    systemctl daemon-reload && systemctl enable --now agentws-serve.service\n' >&2
   printf '    systemctl daemon-reload && systemctl enable --now agentws-worker@1.service   # more workers: @2, @3, ...\n' >&2
+  printf '    # a runner host (another machine): write %s (AGENTWS_CONTROL_URL, AGENTWS_RUNNER_TOKEN_FILE), then\n' "$RUNNER_ENV" >&2
+  printf '    systemctl daemon-reload && systemctl enable --now agentws-runner.service\n' >&2
 }
 
 # ---------------------------------------------------------------- chromium (browser tests)

@@ -129,6 +129,8 @@ export function parseConfigValues(input: {
   if (runtimeMax !== null && !(runtimeMax >= 1 && runtimeMax <= 500)) {
     problems.push({ variable: 'AGENTWS_RUNTIME_MAX', message: `must be auto or a whole number from 1 to 500, got "${str('AGENTWS_RUNTIME_MAX')}"` });
   }
+  const relayUrl = str('AGENTWS_RELAY_URL');
+  if (relayUrl && !/^https?:\/\/[^/@\s]+(\/.*)?$/.test(relayUrl)) problems.push({ variable: 'AGENTWS_RELAY_URL', message: `not an http(s) URL: "${relayUrl}"` });
   const egressPorts = parsePorts(str('AGENTWS_EGRESS_PORTS'));
   if (egressPorts.invalid.length) problems.push({ variable: 'AGENTWS_EGRESS_PORTS', message: `not a port (1-65535): ${egressPorts.invalid.join(', ')}` });
   const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
@@ -214,6 +216,8 @@ export function parseConfigValues(input: {
       egressPorts: egressPorts.ports,
       askTools,
       nice: values.AGENTWS_RUNTIME_NICE as number,
+      localRunner: values.AGENTWS_LOCAL_RUNNER === 'on',
+      relayUrl: str('AGENTWS_RELAY_URL').replace(/\/+$/, '') || null,
     },
     gateways: {
       botChatApiUrl: str('AGENTWS_BOT_CHAT_API_URL').replace(/\/+$/, ''),

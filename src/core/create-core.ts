@@ -29,6 +29,16 @@ import { runtimeCapacity } from './runtime/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
 import { createRuntimePool, tenantSharedDir } from './runtime/runtime-pool.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { createRunnerFleet } from './runners/runner-fleet.js';
+import { relayKey } from './runners/runner-protocol.js';
+import { createRunnersRepo } from './runners/runners.repo.js';
+import { createRunnersService } from './runners/runners.service.js';
+import { runnerOfRow, runnerSocket } from './runtime/runtime-records.js';
+import { gatewayCredential } from './runtime/runtime-pool.js';
+import { SANDBOX_PATHS } from './runtime/sandbox.js';
+import { createDbRuntimeRecords } from './runtime/runtime-records.js';
 import { createRuntimeService } from './runtime/runtime.service.js';
 import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
@@ -161,11 +171,53 @@ export function createCore(deps: CoreDeps) {
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
+  // Runner hosts (issue 26): the registry of runners, tokens and placements, and this process's side of
+  // their channels. Runners are made here, before the pool: the pool places users through the fleet.
+  const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }) });
+  /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
+  let localRunnerId: string | null = null;
+  const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  const credentialCache = new Map<string, { at: number; value: Promise<string | null> }>();
+  const fleet = createRunnerFleet({
+    registry: runners,
+    localRunner: config.runtime.localRunner,
+    bus,
+    log: deps.log.child({ part: 'runners' }),
+    relayKey: relayKey(config.secrets.jwtSecret),
+    serveId,
+    localRunnerId: () => localRunnerId,
+    started: async (owner, runnerId, r) => {
+      await runtimeRepo.recordRuntime(db, { userId: owner.userId, tenantId: owner.tenantId, hostPid: 0, pid: r.pid, socketPath: runnerSocket(runnerId), passwordSealed: box.seal(r.authorization), sandboxed: true });
+      credentialCache.delete(owner.userId);
+      await runtime.configureStarted(owner, { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: r.authorization }, directory: SANDBOX_PATHS.workspace }, r.pid);
+    },
+    stopped: async (owner, runnerId, pid) => {
+      credentialCache.delete(owner.userId);
+      await runtimeRepo.forgetRunnerRuntime(db, owner.userId, runnerSocket(runnerId), pid >= 0 ? pid : null);
+    },
+    changed: (owner, handle) => pool.remoteChanged(owner, handle),
+    gateway: (identity, req, res, url) => egress.forRunners.gateway(identity, req, res, url),
+    // The credential of the runtime the runner says it relays for: derived from the runtime's recorded
+    // API password, as for a local runtime (a few seconds' cache: one query per model call otherwise).
+    credentialOf: (owner) => {
+      const hit = credentialCache.get(owner.userId);
+      if (hit && Date.now() - hit.at < 5000) return hit.value;
+      const value = runtimeRepo.runtimeOf(db, owner.userId).then((row) => (row && row.tenantId === owner.tenantId && runnerOfRow(row) ? gatewayCredential(config.secrets.encryptionKey, box.open(row.passwordSealed)) : null));
+      credentialCache.set(owner.userId, { at: Date.now(), value });
+      if (credentialCache.size > 50_000) credentialCache.clear();
+      return value;
+    },
+    egressRules: (tenantId) => egress.forRunners.rules(tenantId),
+    refused: (owner, target) => egress.forRunners.refused(owner, target),
+    tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId),
+    // Turns are made below; a runner is only declared lost once the core runs.
+    runtimeLost: async (owner, reason) => (turns as { runtimeLost?: (o: typeof owner, r: string) => Promise<void> }).runtimeLost?.(owner, reason),
+  });
   let launcher: RuntimeLauncher | null = null;
   const pool = createRuntimePool({
-    db,
-    repo: runtimeRepo,
-    box,
+    placement: (owner) => fleet.placement(owner),
+    remote: fleet.remote,
+    records: createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir }),
     bus,
     log: deps.log.child({ part: 'runtime' }),
     dataDir: config.dataDir,
@@ -347,7 +399,7 @@ export function createCore(deps: CoreDeps) {
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, spending, tenants, system,
-    runtime, pool, egress, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
+    runtime, pool, egress, runners, fleet, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the
@@ -360,13 +412,23 @@ export function createCore(deps: CoreDeps) {
       } else if (!config.runtime.sandbox) {
         deps.log.warn('AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with this service\'s files, secrets and network in their reach. For single-user trials only.');
       }
-      await pool.host(probe.ok ? undefined : { problem: probe.problem!, hint: probe.hint });
+      await fleet.start();
+      // With the local runner off, this serve hosts no runtime: agents run on runner hosts only.
+      if (config.runtime.localRunner) {
+        await pool.host(probe.ok ? undefined : { problem: probe.problem!, hint: probe.hint });
+        if (probe.ok) localRunnerId = await runners.registerLocal({ name: `local-${hostname()}`.toLowerCase().replace(/[^a-z0-9._-]/g, '-').slice(0, 63), capacity, serveId }).catch((err) => {
+          deps.log.warn({ err: (err as Error).message }, 'could not register this serve as a runner: users are placed on it only while no runner host is registered');
+          return null;
+        });
+      }
       await streams.start();
     },
     /** Stops the streams and every runtime this process hosts. */
     async stopRuntime(): Promise<void> {
       await streams.stop();
+      await fleet.stop();
       await pool.stop();
+      if (localRunnerId) await runners.localStopped(localRunnerId).catch(() => {});
     },
   };
 }

@@ -28,6 +28,8 @@ import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { orchestrateRoutes } from './routes/v1/orchestrate.routes.js';
 import { skillsRoutes } from './routes/v1/skills.routes.js';
 import { ErrorBody } from './schemas.js';
+import type { Socket } from 'node:net';
+import { RUNNER_PATHS } from '../core/runners/runner-protocol.js';
 import { validatorCompilerFactory } from './validation.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -58,7 +60,15 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
         const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
         req.headers['x-request-id'] = id;
         res.setHeader('x-request-id', id);
+        // The runner channel's requests (runner-protocol.ts) stream both ways and are not /v1 API: they
+        // never enter fastify (no body parsing, no schema, no rate limit per person).
+        if (req.url?.startsWith('/runner/') && core.fleet) return core.fleet.handle(req, res);
         handler(req, res);
+      });
+      // A runner dials in and the connection becomes its channel.
+      server.on('upgrade', (req, socket, head) => {
+        if (core.fleet && req.url?.split('?')[0] === RUNNER_PATHS.connect) return void core.fleet.accept(req, socket as Socket, head);
+        socket.destroy();
       });
       // What fastify sets on the servers it creates itself (keep-alive longer than a proxy's pool).
       const o = opts as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };

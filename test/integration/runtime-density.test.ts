@@ -6,6 +6,7 @@ import { createRuntimeLauncher } from '../../src/core/runtime/runtime-launcher.j
 import { openFreezer } from '../../src/core/runtime/runtime-freezer.js';
 import { createRuntimePool, RuntimeBusyError, type RuntimeOwner, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
+import { createDbRuntimeRecords } from '../../src/core/runtime/runtime-records.js';
 import { readHostMemory, type HostMemory } from '../../src/lib/host-memory.js';
 import { isProcessAlive } from '../../src/lib/process-state.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
@@ -45,9 +46,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
     const { core } = t.opened;
     const config = t.env.config();
     pool = createRuntimePool({
-      db: t.opened.db,
-      repo: createRuntimeRepo(),
-      box: createSecretBox([config.secrets.encryptionKey]),
+      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
       bus: core.bus,
       log: silentLogger,
       dataDir: config.dataDir,
@@ -100,9 +99,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
     expect(stateOf(a)).toBe('frozen');
     const config = t.env.config();
     const remote = createRuntimePool({
-      db: t.opened.db,
-      repo: createRuntimeRepo(),
-      box: createSecretBox([config.secrets.encryptionKey]),
+      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
       bus: t.opened.core.bus,
       log: silentLogger,
       dataDir: config.dataDir,
@@ -181,9 +178,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
     const { core } = t.opened;
     const config = t.env.config();
     const one = createRuntimePool({
-      db: t.opened.db,
-      repo: createRuntimeRepo(),
-      box: createSecretBox([config.secrets.encryptionKey]),
+      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
       bus: core.bus,
       log: silentLogger,
       dataDir: config.dataDir,

@@ -6,6 +6,7 @@ import { createRuntimeClient, type RuntimeHandle } from '../../src/core/runtime/
 import { createRuntimeLauncher } from '../../src/core/runtime/runtime-launcher.js';
 import { createRuntimePool, RuntimeBusyError, type RuntimeOwner, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
+import { createDbRuntimeRecords } from '../../src/core/runtime/runtime-records.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { isProcessAlive } from '../../src/lib/process-state.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
@@ -41,9 +42,7 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
     const { core } = t.opened;
     const config = t.env.config();
     pool = createRuntimePool({
-      db: t.opened.db,
-      repo: createRuntimeRepo(),
-      box: createSecretBox([config.secrets.encryptionKey]),
+      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
       bus: core.bus,
       log: silentLogger,
       dataDir: config.dataDir,
@@ -113,9 +112,7 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
   it('a process that does not host the pool finds a running runtime by its row, and has the host start one', async () => {
     const config = t.env.config();
     const remote = createRuntimePool({
-      db: t.opened.db,
-      repo: createRuntimeRepo(),
-      box: createSecretBox([config.secrets.encryptionKey]),
+      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
       bus: t.opened.core.bus,
       log: silentLogger,
       dataDir: config.dataDir,

@@ -11,7 +11,7 @@ import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
 import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
-import type { RuntimeIdentity } from '../runtime/runtime-pool.js';
+import type { RuntimeIdentity, RuntimeOwner } from '../runtime/runtime-pool.js';
 import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
@@ -259,26 +259,41 @@ export function createAgentEgress(deps: {
     return send(res, answer.status, answer.body);
   }
 
+  /** The gateway host: model calls, and the memory tools at MEMORY_MCP_PATH. */
+  const gatewayHost = (identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
+    if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
+    serveMemoryMcp(identity, req, res).catch((err) => {
+      log.error({ err: (err as Error).message }, 'memory MCP server failed');
+      send(res, 500, rpcError(RPC.internal, 'the memory server failed'));
+    });
+  };
+  const refused = (identity: RuntimeOwner, target: { host: string; port: number; reason: string }) =>
+    auditOnce(`egress:${identity.userId}:${target.host}:${target.port}`, identity.tenantId, {
+      action: 'egress.denied',
+      target: `${target.host}:${target.port}`,
+      userId: identity.userId,
+      details: { reason: target.reason },
+    });
+
   const proxy = createEgressProxy<RuntimeIdentity>({
     decide: async (identity, host, port) => decider.decide(host, port, await tenantRules(identity.tenantId)),
-    gateway: (identity, req, res, url) => {
-      if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
-      serveMemoryMcp(identity, req, res).catch((err) => {
-        log.error({ err: (err as Error).message }, 'memory MCP server failed');
-        send(res, 500, rpcError(RPC.internal, 'the memory server failed'));
-      });
-    },
-    refused: (identity, target) =>
-      auditOnce(`egress:${identity.userId}:${target.host}:${target.port}`, identity.tenantId, {
-        action: 'egress.denied',
-        target: `${target.host}:${target.port}`,
-        userId: identity.userId,
-        details: { reason: target.reason },
-      }),
+    gateway: gatewayHost,
+    refused,
     log,
   });
 
-  return { listen: proxy.listen };
+  return {
+    listen: proxy.listen,
+    /**
+     * What a runner's proxy asks of the control plane for its runtimes (runner-fleet.ts): the gateway host,
+     * the tenant's rules with the operator's settings, and a refusal to audit.
+     */
+    forRunners: {
+      gateway: gatewayHost,
+      refused,
+      rules: async (tenantId: string) => ({ rules: await tenantRules(tenantId), privateAllow: deps.privateAllow, ports: [...deps.egressPorts] }),
+    },
+  };
 }
 
 export type AgentEgress = ReturnType<typeof createAgentEgress>;

@@ -1,11 +1,8 @@
 import { createHmac } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
-import type { Database } from '../../db/database.js';
 import { readHostMemory, type HostMemory } from '../../lib/host-memory.js';
-import { isProcessAlive, processDescendants, processesAnonKb } from '../../lib/process-state.js';
-import type { SecretBox } from '../../lib/secret-box.js';
+import { processDescendants, processesAnonKb } from '../../lib/process-state.js';
 import type { ProxyListener } from '../egress/egress-proxy.js';
 import { AppError, UnavailableError } from '../errors.js';
 import type { EventBus } from '../events.js';
@@ -16,8 +13,6 @@ import { pressureVictims, roomForOneMore } from './runtime-capacity.js';
 import { createStartGate } from './start-gate.js';
 import { freezerUnavailable, openFreezer, type Freezer, type RuntimeGroup } from './runtime-freezer.js';
 import type { LaunchedRuntime, RuntimeLauncher } from './runtime-launcher.js';
-import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
-import { SANDBOX_PATHS } from './sandbox.js';
 
 /**
  * One runtime per user (the unit of isolation: their sessions, their workspace, their process), run by
@@ -40,7 +35,7 @@ export interface RuntimeOwner {
 
 const NONE_RUNNING: ReadonlySet<string> = new Set();
 
-const BUSY: Record<'capacity' | 'memory' | 'starting', { message: (max: number, ahead: number) => string; hint: string }> = {
+const BUSY: Record<'capacity' | 'memory' | 'runners' | 'starting', { message: (max: number, ahead: number) => string; hint: string }> = {
   capacity: {
     message: (max) => `all ${max} agent runtimes of this host are busy`,
     hint: 'The turn waits in the queue and starts when a runtime frees up; an operator can raise AGENTWS_RUNTIME_MAX.',
@@ -48,6 +43,10 @@ const BUSY: Record<'capacity' | 'memory' | 'starting', { message: (max: number, 
   memory: {
     message: () => 'the agent host is short of memory and every runtime on it is busy',
     hint: 'The turn waits in the queue and starts when a runtime frees up; an operator can add memory or lower AGENTWS_RUNTIME_MAX.',
+  },
+  runners: {
+    message: () => 'no runner host has room for your agent now',
+    hint: 'The turn waits in the queue and starts when a runner host has room; an operator can add one (`aws runner`) or check `npx aws runner list`.',
   },
   starting: {
     message: (_max, ahead) => `your agent is queued to start${ahead > 0 ? `, behind ${ahead} other start${ahead === 1 ? '' : 's'} on this host` : ''}`,
@@ -72,15 +71,7 @@ export interface RuntimeIdentity extends RuntimeOwner {
   credential: string;
 }
 
-/** Where a recorded runtime answers (for processes that did not start it). */
-export function handleOfRow(row: RuntimeRow, box: SecretBox, dataDir: string): RuntimeHandle {
-  const authorization = box.open(row.passwordSealed);
-  return row.sandboxed
-    ? { endpoint: { socketPath: row.socketPath, authorization }, directory: SANDBOX_PATHS.workspace }
-    : { endpoint: { url: row.socketPath, authorization }, directory: workspaceDir(dataDir, row) };
-}
-
-const workspaceDir = (dataDir: string, o: RuntimeOwner) => join(dataDir, 'workspaces', o.tenantId, o.userId);
+export const workspaceDir = (dataDir: string, o: RuntimeOwner) => join(dataDir, 'workspaces', o.tenantId, o.userId);
 /** The tenant's shared files on the host: mounted read-only at /srv/tenant in every sandbox of the tenant. */
 export const tenantSharedDir = (dataDir: string, tenantId: string) => join(dataDir, 'tenants', tenantId, 'shared');
 
@@ -142,6 +133,13 @@ interface Entry {
   memoryReadAt: number;
 }
 
+/** Runtimes on runner hosts, as the control plane reaches them (runners/runner-fleet.ts). */
+export interface RemoteRuntimes {
+  acquire(runnerId: string, owner: RuntimeOwner, onStarting?: () => void): Promise<RuntimeHandle>;
+  setRunning(userId: string, upstreamSessionId: string, running: boolean): void;
+  stopUser(userId: string): Promise<void>;
+}
+
 /** What the host holds now (runtime status, /metrics, runtime_hosts). */
 export interface PoolStatus {
   capacity: number;
@@ -156,10 +154,28 @@ export interface PoolStatus {
   freezerUnavailable: string | null;
 }
 
+/**
+ * Where a hosting pool writes down what it runs, for the processes that do not host it: on the control
+ * plane its database (agent_runtimes, runtime_hosts: runtime-records.ts), on a runner host the channel to
+ * the control plane (the runner has no database).
+ */
+export interface RuntimeRecords {
+  /** A runtime started (before it is configured and handed out). */
+  started(owner: RuntimeOwner, launched: { pid: number; endpoint: RuntimeHandle['endpoint'] }, sandboxed: boolean): Promise<void>;
+  /** A runtime stopped or exited. */
+  stopped(owner: RuntimeOwner, pid: number): Promise<void>;
+  /** The user's runtime where another process hosts it and it runs (null: it does not run). */
+  elsewhere(owner: RuntimeOwner): Promise<RuntimeHandle | null>;
+  /** This process becomes the host: forget what hosts that are gone left behind. */
+  hostStarting(hostname: string): Promise<void>;
+  /** What the host holds now. */
+  report(hostname: string, status: PoolStatus): Promise<void>;
+  /** This process stops hosting. */
+  hostStopped(hostname: string): Promise<void>;
+}
+
 export function createRuntimePool(deps: {
-  db: Database;
-  repo: RuntimeRepo;
-  box: SecretBox;
+  records: RuntimeRecords;
   bus: EventBus;
   log: Logger;
   dataDir: string;
@@ -185,9 +201,17 @@ export function createRuntimePool(deps: {
   memory?: () => HostMemory;
   /** The cgroup freezer (tests may pass null); by default the host's, opened when the pool starts hosting. */
   openFreezer?: () => Freezer | null;
+  /**
+   * Runner hosts (issue 26): where the user's runtime is placed. Null: here, or the local host of this
+   * machine as before; otherwise the runner's id, and `remote` reaches it there.
+   */
+  placement?: (owner: RuntimeOwner) => Promise<string | null>;
+  remote?: RemoteRuntimes;
 }) {
-  const { db, repo, box, log } = deps;
+  const { records, log } = deps;
   const entries = new Map<string, Entry>();
+  /** Runtime sessions with a turn running, of users whose runtime is on a runner (from the events this process follows). */
+  const remoteRunning = new Map<string, Set<string>>();
   const listeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
   let hosting = false;
   /** Why agents cannot run on this host (no sandbox possible): every acquire fails with it. */
@@ -246,15 +270,7 @@ export function createRuntimePool(deps: {
     const handle: RuntimeHandle = { endpoint: launched.endpoint, directory: launched.directory };
     identity!.credential = gatewayCredential(deps.credentialKey, launched.endpoint.authorization);
     try {
-      await repo.recordRuntime(db, {
-        userId: e.owner.userId,
-        tenantId: e.owner.tenantId,
-        hostPid: process.pid,
-        pid: launched.pid,
-        socketPath: launched.endpoint.socketPath ?? launched.endpoint.url!,
-        passwordSealed: box.seal(launched.endpoint.authorization),
-        sandboxed: deps.sandboxed,
-      });
+      await records.started(e.owner, launched, deps.sandboxed);
       // Another process may find the row before this write: it checks the configuration itself before a turn.
       const t1 = performance.now();
       await deps.configure(e.owner, handle, launched.pid);
@@ -281,7 +297,7 @@ export function createRuntimePool(deps: {
     e.running.clear();
     e.group?.remove();
     e.group = null;
-    void repo.forgetRuntime(db, e.owner.userId, launched.pid).catch(() => {});
+    void records.stopped(e.owner, launched.pid).catch(() => {});
     void e.listener?.close();
     e.listener = null;
     notify(e.owner, null);
@@ -320,7 +336,7 @@ export function createRuntimePool(deps: {
       await group?.thaw();
       await l.stop();
       group?.remove();
-      await repo.forgetRuntime(db, e.owner.userId, l.pid).catch(() => {});
+      await records.stopped(e.owner, l.pid).catch(() => {});
     }
     await e.listener?.close().catch(() => {});
     e.listener = null;
@@ -440,11 +456,9 @@ export function createRuntimePool(deps: {
 
   /** The handle of the user's runtime where another process hosts it and it runs; null otherwise. */
   async function runningElsewhere(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
-    const row = await repo.runtimeOf(db, owner.userId);
-    if (!row || !isProcessAlive(row.hostPid) || !isProcessAlive(row.pid) || row.tenantId !== owner.tenantId) return null;
-    if (row.sandboxed && !existsSync(row.socketPath)) return null;
-    tellUsed(owner.userId);
-    return handleOfRow(row, box, deps.dataDir);
+    const handle = await records.elsewhere(owner);
+    if (handle && !handle.endpoint.tunnel) tellUsed(owner.userId);
+    return handle;
   }
 
   /** Tells the host this process is about to use the user's runtime (it may be frozen): at most every few seconds. */
@@ -482,10 +496,20 @@ export function createRuntimePool(deps: {
   }
 
   function acquire(owner: RuntimeOwner, opts: { onStarting?: () => void } = {}): Promise<RuntimeHandle> {
-    if (refusal) {
-      return Promise.reject(new UnavailableError(`agents cannot run on this host: ${refusal.problem}`, { code: 'sandbox_unavailable', hint: refusal.hint }));
-    }
-    return hosting ? acquireHere(owner, opts.onStarting) : acquireRemote(owner, opts.onStarting);
+    const local = () =>
+      refusal
+        ? Promise.reject(new UnavailableError(`agents cannot run on this host: ${refusal.problem}`, { code: 'sandbox_unavailable', hint: refusal.hint }))
+        : (hosting ? acquireHere(owner, opts.onStarting) : acquireRemote(owner, opts.onStarting));
+    if (!deps.placement || !deps.remote) return local();
+    const remote = deps.remote;
+    return deps.placement(owner).then((runnerId) => (runnerId ? remote.acquire(runnerId, owner, opts.onStarting) : local()));
+  }
+
+  async function runningHandle(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
+    const here = hosting ? entries.get(owner.userId) : undefined;
+    if (here && here.owner.tenantId === owner.tenantId && here.handle) await thaw(here);
+    if (here) return here.owner.tenantId === owner.tenantId ? here.handle : null;
+    return runningElsewhere(owner);
   }
 
   /** Idle runtimes stopped, frozen; under memory pressure the least recently used idle ones stopped; the report written. */
@@ -544,19 +568,7 @@ export function createRuntimePool(deps: {
     const now = Date.now();
     if (key === lastReport.key && now - lastReport.at < REPORT_MS) return;
     lastReport = { at: now, key };
-    await repo.reportHost(db, {
-      hostname: host,
-      hostPid: process.pid,
-      capacity: s.capacity,
-      resident: s.resident,
-      frozen: s.frozen,
-      starting: s.starting,
-      busy: s.busy,
-      runtimesMemoryBytes: s.runtimesMemoryBytes,
-      memoryTotalBytes: s.memory.totalBytes,
-      memoryAvailableBytes: s.memory.availableBytes,
-      freezer: s.freezer,
-    });
+    await records.report(host, s);
   }
 
   return {
@@ -605,11 +617,12 @@ export function createRuntimePool(deps: {
      * does not: for stopping what runs there, which must never start a runtime to do so.
      */
     async runningClient(owner: RuntimeOwner): Promise<RuntimeClient | null> {
-      const here = hosting ? entries.get(owner.userId) : undefined;
-      if (here && here.owner.tenantId === owner.tenantId && here.handle) await thaw(here);
-      const handle = here ? (here.owner.tenantId === owner.tenantId ? here.handle : null) : await runningElsewhere(owner);
+      const handle = await runningHandle(owner);
       return handle ? createRuntimeClient(handle) : null;
     },
+
+    /** Where the user's runtime answers if it runs (here, elsewhere on the host, or on a runner); never starts one. */
+    runningHandle,
 
     /**
      * The session and message of the user's runtime that a tool call reaching the service came from
@@ -618,8 +631,10 @@ export function createRuntimePool(deps: {
      */
     async toolCallOrigin(owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }): Promise<ToolCallOrigin | null> {
       const e = entries.get(owner.userId);
-      if (!e?.handle || e.owner.tenantId !== owner.tenantId) return null;
-      return locateToolCall(createRuntimeClient(e.handle), call);
+      if (e) return e.handle && e.owner.tenantId === owner.tenantId ? locateToolCall(createRuntimeClient(e.handle), call) : null;
+      // On a runner: the call came through the runner's proxy listener of this user (the gateway checked its lease).
+      const handle = deps.remote ? await runningElsewhere(owner) : null;
+      return handle?.endpoint.tunnel ? locateToolCall(createRuntimeClient(handle), call) : null;
     },
 
     /** Why agents cannot run here, if they cannot. */
@@ -633,7 +648,17 @@ export function createRuntimePool(deps: {
     /** The runtime reported a session running or idle (a running turn keeps its runtime from eviction). */
     setRunning(userId: string, upstreamSessionId: string, running: boolean): void {
       const e = entries.get(userId);
-      if (!e) return;
+      if (!e) {
+        // A runtime on a runner: the runner must know too (a running turn keeps its runtime there).
+        if (!deps.remote) return;
+        const set = remoteRunning.get(userId) ?? new Set<string>();
+        if (running) set.add(upstreamSessionId);
+        else set.delete(upstreamSessionId);
+        if (set.size) remoteRunning.set(userId, set);
+        else remoteRunning.delete(userId);
+        deps.remote.setRunning(userId, upstreamSessionId, running);
+        return;
+      }
       e.lastUsed = Date.now();
       if (running) e.running.add(upstreamSessionId);
       else e.running.delete(upstreamSessionId);
@@ -641,7 +666,13 @@ export function createRuntimePool(deps: {
 
     /** The runtime sessions of the user with a turn running now (empty when this process hosts no runtime of theirs). */
     runningSessions(userId: string): ReadonlySet<string> {
-      return entries.get(userId)?.running ?? NONE_RUNNING;
+      return entries.get(userId)?.running ?? remoteRunning.get(userId) ?? NONE_RUNNING;
+    },
+
+    /** A runtime on a runner whose channel this process holds is ready, or stopped (runner-fleet.ts). */
+    remoteChanged(owner: RuntimeOwner, handle: RuntimeHandle | null): void {
+      if (!handle) remoteRunning.delete(owner.userId);
+      notify(owner, handle);
     },
 
     /** Called when a user's runtime is ready (with where) and when it stops or restarts (null). */
@@ -672,11 +703,7 @@ export function createRuntimePool(deps: {
       if (hosting) return;
       hosting = true;
       refusal = refuse ?? null;
-      const rows = await repo.allRuntimes(db);
-      const dead = [...new Set(rows.filter((r) => r.hostPid === process.pid || !isProcessAlive(r.hostPid)).map((r) => r.hostPid))];
-      if (dead.length) await repo.forgetRuntimesOfHost(db, dead);
-      const hosts = (await repo.hostsOf(db, host)).filter((h) => h.hostPid === process.pid || !isProcessAlive(h.hostPid));
-      if (hosts.length) await repo.forgetHosts(db, host, hosts.map((h) => h.hostPid));
+      await records.hostStarting(host);
       if (!refuse && deps.freezeAfterMs > 0) freezer = (deps.openFreezer ?? (() => openFreezer(log)))();
       unsubscribe.push(
         await deps.bus.subscribe(RUNTIME_WANTED_CHANNEL, (p) => {
@@ -702,6 +729,7 @@ export function createRuntimePool(deps: {
     async stopUser(userId: string): Promise<void> {
       const e = entries.get(userId);
       if (e) await stopEntry(e, 'stopped on request');
+      else await deps.remote?.stopUser(userId);
     },
 
     /** Stops every runtime (shutdown). */
@@ -711,7 +739,7 @@ export function createRuntimePool(deps: {
       for (const off of unsubscribe) await off().catch(() => {});
       unsubscribe = [];
       await Promise.all([...entries.values()].map((e) => stopEntry(e, 'shutdown')));
-      if (hosting) await repo.forgetHosts(db, host, [process.pid]).catch(() => {});
+      if (hosting) await records.hostStopped(host).catch(() => {});
       freezer?.close();
       freezer = null;
       hosting = false;

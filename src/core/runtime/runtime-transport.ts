@@ -1,4 +1,5 @@
 import http, { type IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 
 /**
  * How the service speaks HTTP to a runtime: over the Unix socket bound into its sandbox (the sandbox has
@@ -10,11 +11,46 @@ export interface RuntimeEndpoint {
   socketPath?: string;
   /** `http://127.0.0.1:<port>` of an unsandboxed runtime. */
   url?: string;
+  /** A runtime on a runner host, reached through the runner channel (see setTunnelDialer). */
+  tunnel?: { runnerId: string; userId: string };
   /** HTTP Basic credentials for every request. */
   authorization: string;
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+/** One request to a runtime on a runner: the runner channel carries it (runner-links.ts). */
+export interface TunnelRequest {
+  method: string;
+  /** The runtime API's path and query. */
+  path: string;
+  headers: Record<string, string>;
+  body?: Buffer | null;
+  /** A body that streams (a workspace copied between runners); instead of `body`. */
+  bodyStream?: Readable;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+/** The answer: status, headers and the body as a stream (an event stream is never buffered). */
+export interface TunnelResponse extends Readable {
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+}
+export type TunnelDialer = (tunnel: { runnerId: string; userId: string }, req: TunnelRequest) => Promise<TunnelResponse>;
+
+/**
+ * How this process reaches runners: set once by the composition root of a control-plane process. A
+ * process-wide setting like the HTTP agent above, because endpoints are plain data (read from rows).
+ */
+let dialer: TunnelDialer | null = null;
+export function setTunnelDialer(d: TunnelDialer | null): void {
+  dialer = d;
+}
+
+function dial(ep: RuntimeEndpoint, req: TunnelRequest): Promise<TunnelResponse> {
+  if (!dialer) return Promise.reject(new Error('this process has no runner channel'));
+  return dialer(ep.tunnel!, req);
+}
 
 function target(ep: RuntimeEndpoint, path: string): http.RequestOptions {
   if (ep.socketPath) return { socketPath: ep.socketPath, path, agent };
@@ -30,6 +66,14 @@ export function requestRuntime(
   options: { body?: unknown; timeoutMs?: number } = {},
 ): Promise<{ status: number; contentType: string; text: string }> {
   const body = options.body !== undefined ? Buffer.from(JSON.stringify(options.body)) : null;
+  if (ep.tunnel) {
+    const headers: Record<string, string> = { authorization: ep.authorization, ...(body ? { 'content-type': 'application/json' } : {}) };
+    return dial(ep, { method, path, headers, body, timeoutMs: options.timeoutMs ?? 10_000 }).then(async (res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      return { status: res.statusCode, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') };
+    });
+  }
   return new Promise((resolve, reject) => {
     const req = http.request({
       ...target(ep, path),
@@ -50,7 +94,8 @@ export function requestRuntime(
 }
 
 /** Opens a long-lived GET (the event stream); `signal` ends it. */
-export function openRuntimeStream(ep: RuntimeEndpoint, path: string, signal: AbortSignal): Promise<IncomingMessage> {
+export function openRuntimeStream(ep: RuntimeEndpoint, path: string, signal: AbortSignal): Promise<IncomingMessage | TunnelResponse> {
+  if (ep.tunnel) return dial(ep, { method: 'GET', path, headers: { authorization: ep.authorization, accept: 'text/event-stream' }, signal });
   return new Promise((resolve, reject) => {
     // Its own connection: a stream must not occupy a pooled keep-alive socket forever.
     const req = http.request({ ...target(ep, path), agent: false, method: 'GET', headers: { authorization: ep.authorization, accept: 'text/event-stream' }, signal });

@@ -141,6 +141,10 @@ export function createRuntimeRepo() {
     async forgetRuntime(q: Queryable, userId: string, pid: number): Promise<void> {
       await q.query(`delete from agent_runtimes where user_id = $1 and pid = $2`, [userId, pid]);
     },
+    /** Forgets a runtime a runner hosted (`socket` is its runner's: runtime-records.ts); any pid when null. */
+    async forgetRunnerRuntime(q: Queryable, userId: string, socket: string, pid: number | null): Promise<void> {
+      await q.query(`delete from agent_runtimes where user_id = $1 and socket_path = $2 and ($3::int is null or pid = $3)`, [userId, socket, pid]);
+    },
     /** Forgets every runtime a serve process recorded (at its start: the ones of a previous run are gone). */
     async forgetRuntimesOfHost(q: Queryable, hostPids: number[]): Promise<void> {
       await q.query(`delete from agent_runtimes where host_pid = any($1::int[])`, [hostPids]);

@@ -1,0 +1,453 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { join, relative } from 'node:path';
+import type { EventBus } from '../events.js';
+import { AppError, UnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { RuntimeHandle } from '../runtime/runtime-client.js';
+import { RuntimeBusyError, type RemoteRuntimes, type RuntimeIdentity, type RuntimeOwner } from '../runtime/runtime-pool.js';
+import { SANDBOX_PATHS } from '../runtime/sandbox.js';
+import { setTunnelDialer } from '../runtime/runtime-transport.js';
+import { createRunnerLinks, type RunnerNotice } from './runner-links.js';
+import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type RunnerInfo } from './runner-protocol.js';
+
+/**
+ * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'
+ * runtimes on them (the placement and its lease fence live in PostgreSQL: runners.service.ts), starts and
+ * reaches runtimes there for the pool (RemoteRuntimes), and answers what runners ask on behalf of their
+ * runtimes: model calls and memory tools (relayed to this process's gateway, where keys and usage
+ * records live), egress rules, runtimes started and stopped. Every such request names the user and the
+ * lease fence, and is refused unless the runner holds that user's lease now: a runner declared lost that
+ * comes back cannot act for a user placed elsewhere since.
+ */
+const HEARTBEAT_MS = 5000;
+const AUTH_CACHE_MS = 5000;
+const PLACEMENT_CACHE_MS = 3000;
+/** A drain moves a user whose runtime has done nothing for this long (not one about to take a prompt). */
+const DRAIN_QUIET_MS = 5000;
+const LOST_SWEEP_MS = 5000;
+
+interface SyncAnswer {
+  capacity: number;
+  resident: number;
+  busy: number;
+  users: Array<{ userId: string; state: string; running: number; idleMs: number }>;
+}
+const ANY_REMOTE_CACHE_MS = 5000;
+/** The tenant's shared files (promoted skills) sent with a start: at most this much. */
+const MAX_SHARED_BYTES = 8 * 1024 * 1024;
+/** Published when a runner token is revoked: processes holding its runners' channels cut them. */
+export const RUNNER_REVOKED_CHANNEL = 'runner.revoked';
+
+export interface Placement {
+  runnerId: string;
+  fence: number;
+  tenantId: string;
+  userId: string;
+}
+
+/** What the fleet needs of the runner registry (runners.service.ts). */
+export interface RunnerRegistry {
+  authenticate(token: string): Promise<{ tokenId: string; tokenHash: string }>;
+  register(tokenId: string, info: RunnerInfo & { serveId: string; relayUrl: string | null }): Promise<{ id: string; name: string }>;
+  /** The runner of this name registered with this token; null: none (or another token's). */
+  runnerOf(tokenId: string, name: string): Promise<{ id: string; kind: 'local' | 'remote' } | null>;
+  /** Records the runner's figures; answers its state (a drained runner's users are moved). */
+  heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }): Promise<{ state: string; sharedStorage: boolean }>;
+  /** Runners whose heartbeat stopped, newly marked lost (each returned to exactly one caller). */
+  markLost(): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>>;
+  /** Places the user on another runner than `from` (a drain); null: none has room. */
+  move(owner: RuntimeOwner, from: string): Promise<(Placement & { storage: 'local' | 'shared' }) | null>;
+  disconnected(runnerId: string, serveId: string): Promise<void>;
+  /** Places the user (sticky while the runner is healthy), returning the runner and the lease's fence. */
+  place(owner: RuntimeOwner): Promise<Placement & { kind: 'local' | 'remote' }>;
+  /** The user's tenant if the runner holds the user's lease under this fence now; null otherwise. */
+  holds(runnerId: string, userId: string, fence: number): Promise<{ tenantId: string } | null>;
+  placementsOf(runnerId: string): Promise<Array<{ userId: string; fence: number }>>;
+  relayUrlOf(runnerId: string): Promise<string | null>;
+  /** Whether any remote runner is registered (without one, placement is skipped entirely). */
+  anyRemote(): Promise<boolean>;
+}
+
+export interface RunnerFleetDeps {
+  registry: RunnerRegistry;
+  bus: EventBus;
+  log: Logger;
+  relayKey: string;
+  /** This process (its id in runners.serve_id). */
+  serveId: string;
+  /** The id of this serve's own local runner, when it hosts runtimes itself (null: it does not). */
+  localRunnerId: () => string | null;
+  /** Whether this control plane hosts runtimes itself; when not, every runtime is placed on a runner. */
+  localRunner: boolean;
+  /** Records a runtime a runner started (agent_runtimes) and writes its configuration through the channel. */
+  started(owner: RuntimeOwner, runnerId: string, runtime: { pid: number; authorization: string }): Promise<void>;
+  stopped(owner: RuntimeOwner, runnerId: string, pid: number): Promise<void>;
+  /** The pool: a runtime on a runner this process holds is ready or gone (session streams follow it). */
+  changed(owner: RuntimeOwner, handle: RuntimeHandle | null): void;
+  /** The gateway host (model calls, memory tools), as the proxy on this host would call it. */
+  gateway(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL): void;
+  /** The runtime's gateway credential, derived as for local runtimes from its API authorization. */
+  credentialOf(owner: RuntimeOwner): Promise<string | null>;
+  egressRules(tenantId: string): Promise<{ rules: unknown; privateAllow: string; ports: number[] }>;
+  refused(identity: RuntimeOwner, target: { host: string; port: number; reason: string }): void;
+  /** Where the tenant's shared files are on the control plane. */
+  tenantDir(tenantId: string): string;
+  /** A runtime's runner was lost: the turn it ran, if any, ends with a clear error (turn-runner.ts). */
+  runtimeLost(owner: RuntimeOwner, reason: string): Promise<void>;
+}
+
+export function createRunnerFleet(deps: RunnerFleetDeps) {
+  const { registry, log } = deps;
+  let relayUrl: string | null = null;
+  const auth = new Map<string, { at: number; value: Promise<{ id: string } | null> }>();
+  const placements = new Map<string, { at: number; value: Promise<Placement & { kind: 'local' | 'remote' }> }>();
+  let anyRemote: { at: number; value: Promise<boolean> } | null = null;
+  const heartbeats = new Map<string, NodeJS.Timeout>();
+  let offRevoked: (() => Promise<void>) | null = null;
+  const draining = new Set<string>();
+  /** The token each runner connected here used (a revocation cuts its channels). */
+  const tokenOf = new Map<string, string>();
+  let lostSweeper: NodeJS.Timeout | null = null;
+
+  const links = createRunnerLinks({
+    log,
+    relayKey: deps.relayKey,
+    relayUrlOf: (id) => registry.relayUrlOf(id),
+    onNotice: (runnerId, n: RunnerNotice) => {
+      const owner = { tenantId: n.tenantId, userId: n.userId };
+      if (n.type === 'ready') deps.changed(owner, { endpoint: { tunnel: { runnerId, userId: n.userId }, authorization: n.authorization }, directory: n.directory || SANDBOX_PATHS.workspace });
+      else deps.changed(owner, null);
+    },
+    onClosed: (runnerId, link) => {
+      clearInterval(heartbeats.get(runnerId));
+      heartbeats.delete(runnerId);
+      log.warn({ runner: link.name }, 'a runner\'s channel closed');
+      void registry.disconnected(runnerId, deps.serveId).catch(() => {});
+    },
+  });
+  setTunnelDialer((tunnel, req) => links.request(tunnel.runnerId, { ...req, path: `/rt/${encodeURIComponent(tunnel.userId)}${req.path}` }));
+
+  /** The runner a request of a runner comes from: its token, and a runner of that name registered with it. */
+  async function runnerOfRequest(req: IncomingMessage): Promise<{ id: string } | null> {
+    const token = req.headers[RUNNER_HEADERS.token];
+    const name = req.headers[RUNNER_HEADERS.runner];
+    if (typeof token !== 'string' || typeof name !== 'string') return null;
+    const key = `${createHash('sha256').update(token).digest('hex')}:${name}`;
+    const hit = auth.get(key);
+    if (hit && Date.now() - hit.at < AUTH_CACHE_MS) return hit.value;
+    const value = registry.authenticate(token).then(
+      (t) => registry.runnerOf(t.tokenId, name),
+      () => null,
+    );
+    auth.set(key, { at: Date.now(), value });
+    if (auth.size > 10_000) auth.clear();
+    return value;
+  }
+
+  /** The user and lease a runner request acts for, if the runner holds that lease now. */
+  async function leaseOf(runnerId: string, req: IncomingMessage): Promise<RuntimeOwner | null> {
+    const userId = req.headers[RUNNER_HEADERS.user];
+    const fence = Number(req.headers[RUNNER_HEADERS.fence]);
+    if (typeof userId !== 'string' || !Number.isFinite(fence)) return null;
+    // The tenant is the placement's, never what the runner says.
+    const held = await registry.holds(runnerId, userId, fence);
+    return held ? { tenantId: held.tenantId, userId } : null;
+  }
+
+  const send = (res: ServerResponse, status: number, body?: unknown) => {
+    if (res.headersSent) return void res.destroy();
+    if (body === undefined) return void res.writeHead(status).end();
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
+    res.end(text);
+  };
+  const readJson = async (req: IncomingMessage): Promise<any> => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of req) {
+      size += (c as Buffer).length;
+      if (size > 1024 * 1024) throw new Error('body too large');
+      chunks.push(c as Buffer);
+    }
+    return chunks.length ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : {};
+  };
+
+  function sharedFiles(tenantId: string): Array<{ path: string; content: string }> {
+    const root = deps.tenantDir(tenantId);
+    const out: Array<{ path: string; content: string }> = [];
+    let total = 0;
+    const walk = (dir: string) => {
+      let names: string[];
+      try {
+        names = readdirSync(dir);
+      } catch {
+        return;
+      }
+      for (const n of names) {
+        const p = join(dir, n);
+        const st = statSync(p, { throwIfNoEntry: false });
+        if (!st) continue;
+        if (st.isDirectory()) walk(p);
+        else if (st.isFile() && (total += st.size) <= MAX_SHARED_BYTES) out.push({ path: relative(root, p), content: readFileSync(p).toString('base64') });
+      }
+    };
+    walk(root);
+    return out;
+  }
+
+  /** Sends the runner the leases it holds (it stops runtimes it no longer holds) and records its figures. */
+  async function sync(runnerId: string): Promise<void> {
+    const placed = await registry.placementsOf(runnerId);
+    const s = await links.call<SyncAnswer>(runnerId, 'POST', '/sync', { placements: placed }, 10_000);
+    const { state, sharedStorage } = await registry.heartbeat(runnerId, { resident: s.resident, busy: s.busy, capacity: s.capacity });
+    if (state === 'draining' && !draining.has(runnerId)) {
+      draining.add(runnerId);
+      void drainStep(runnerId, placed, s, sharedStorage).finally(() => draining.delete(runnerId));
+    }
+  }
+
+  /**
+   * One pass of a drain: every user placed on the runner whose runtime is not running a turn (and was not
+   * used in the last few seconds) moves to another runner: their runtime stops here, their files are
+   * copied when storage is local, and their placement moves (a new fence: the old runner no longer holds
+   * them). Users with a turn running are moved by a later pass, once it ends.
+   */
+  async function drainStep(runnerId: string, placed: Array<{ userId: string; fence: number }>, s: SyncAnswer, sharedHere: boolean): Promise<void> {
+    const live = new Map(s.users.map((u) => [u.userId, u]));
+    for (const p of placed) {
+      const u = live.get(p.userId);
+      if (u && (u.running > 0 || u.idleMs < DRAIN_QUIET_MS || u.state === 'starting')) continue;
+      const owner = await registry.holds(runnerId, p.userId, p.fence);
+      if (!owner) continue;
+      const who = { tenantId: owner.tenantId, userId: p.userId };
+      try {
+        if (u) await links.call(runnerId, 'POST', '/stop', { userId: p.userId }, 30_000);
+        const to = await registry.move(who, runnerId);
+        if (!to) {
+          log.warn({ userId: p.userId }, 'drain: no other runner has room for this user now');
+          continue;
+        }
+        // Both runners mount the shared storage: the files are already where the new one looks.
+        if (!(sharedHere && to.storage === 'shared')) {
+          const q = `?tenantId=${encodeURIComponent(who.tenantId)}&userId=${encodeURIComponent(who.userId)}`;
+          const files = await links.request(runnerId, { method: 'GET', path: `/export${q}`, headers: {}, timeoutMs: 0 });
+          if (files.statusCode !== 200) throw new Error(`export answered ${files.statusCode}`);
+          const imported = await links.request(to.runnerId, { method: 'POST', path: `/import${q}`, headers: { 'content-type': 'application/x-tar' }, bodyStream: files });
+          imported.resume();
+          if (imported.statusCode !== 200) throw new Error(`import answered ${imported.statusCode}`);
+        }
+        placements.delete(p.userId);
+        log.info({ userId: p.userId, to: to.runnerId }, 'drain: user moved to another runner');
+      } catch (err) {
+        log.error({ userId: p.userId, err: (err as Error).message }, 'drain: could not move a user (retried at the next pass)');
+      }
+    }
+  }
+
+  /** Runners that stopped answering: their users' turns end with an error, their runtimes are forgotten. */
+  async function sweepLost(): Promise<void> {
+    for (const r of await registry.markLost()) {
+      log.error({ runner: r.name, users: r.users.length }, 'runner lost (no heartbeat): its users are placed elsewhere at their next turn');
+      for (const owner of r.users) {
+        placements.delete(owner.userId);
+        await deps.runtimeLost(owner, `its runner host "${r.name}" stopped answering`).catch((err) => log.error({ err: (err as Error).message }, 'could not end a lost turn'));
+        await deps.stopped(owner, r.id, -1).catch(() => {});
+      }
+    }
+  }
+
+  const remote: RemoteRuntimes = {
+    async acquire(runnerId, owner, onStarting) {
+      const p = await placementOf(owner);
+      onStarting?.();
+      let r: { pid: number; authorization: string; directory: string };
+      try {
+        r = await links.call(runnerId, 'POST', '/acquire', { tenantId: owner.tenantId, userId: owner.userId, fence: p.fence, files: sharedFiles(owner.tenantId) }, 120_000);
+      } catch (err) {
+        const e = err as Error & { status?: number; code?: string };
+        if (e.code === 'runtime_busy') throw new RuntimeBusyError(0, 'capacity');
+        // The placement is re-read at the next try: a runner that went away is replaced then.
+        placements.delete(owner.userId);
+        if (e instanceof AppError) throw e;
+        throw new UnavailableError(`the agent's runner did not start the runtime: ${e.message}`, { code: 'runtime_unavailable', hint: 'The turn is retried; `npx aws runner list` shows the runners and their state.' });
+      }
+      return { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: r.authorization }, directory: r.directory || SANDBOX_PATHS.workspace };
+    },
+    setRunning(userId, sessionId, running) {
+      const p = placements.get(userId);
+      if (!p) return;
+      void p.value
+        .then((x) => (x.kind === 'remote' ? links.call(x.runnerId, 'POST', '/running', { userId, sessionId, running }, 10_000) : null))
+        .catch((err) => log.debug({ err: (err as Error).message }, 'could not tell a runner a turn is running'));
+    },
+    async stopUser(userId) {
+      const p = placements.get(userId);
+      const x = p ? await p.value.catch(() => null) : null;
+      if (x?.kind === 'remote') await links.call(x.runnerId, 'POST', '/stop', { userId }, 30_000).catch(() => {});
+    },
+  };
+
+  function placementOf(owner: RuntimeOwner) {
+    const hit = placements.get(owner.userId);
+    if (hit && Date.now() - hit.at < PLACEMENT_CACHE_MS) return hit.value;
+    const value = registry.place(owner);
+    placements.set(owner.userId, { at: Date.now(), value });
+    value.catch(() => placements.delete(owner.userId));
+    if (placements.size > 50_000) placements.clear();
+    return value;
+  }
+
+  return {
+    remote,
+    links,
+
+    /** The runner the user's runtime is placed on; null: this serve's own runtimes (no remote runner, or placed here). */
+    async placement(owner: RuntimeOwner): Promise<string | null> {
+      if (!anyRemote || Date.now() - anyRemote.at > ANY_REMOTE_CACHE_MS) anyRemote = { at: Date.now(), value: registry.anyRemote().catch(() => false) };
+      if (deps.localRunner && !(await anyRemote.value)) return null;
+      let p: Awaited<ReturnType<typeof placementOf>>;
+      try {
+        p = await placementOf(owner);
+      } catch (err) {
+        // No runner with room: the turn waits in the queue (it is not the turn's fault).
+        if ((err as AppError).code === 'runner_unavailable') throw new RuntimeBusyError(0, 'runners');
+        throw err;
+      }
+      return p.kind === 'local' && p.runnerId === deps.localRunnerId() ? null : p.runnerId;
+    },
+
+    /** Where other control-plane processes reach this one's runner channels. */
+    setRelayUrl(url: string | null): void {
+      relayUrl = url;
+    },
+
+    async start(): Promise<void> {
+      lostSweeper = setInterval(() => void sweepLost().catch((err) => log.warn({ err: (err as Error).message }, 'could not check runners\' heartbeats')), LOST_SWEEP_MS);
+      lostSweeper.unref();
+      offRevoked = await deps.bus.subscribe(RUNNER_REVOKED_CHANNEL, (p) => {
+        // A revoked token: its runners' channels close now, and every request is authenticated again.
+        auth.clear();
+        const tokenId = (p as { tokenId?: string })?.tokenId;
+        for (const l of links.connected()) {
+          if (tokenOf.get(l.runnerId) === tokenId) {
+            log.warn({ runner: l.name }, 'runner token revoked: closing its channel');
+            l.session.destroy();
+          }
+        }
+      });
+    },
+
+    /** A runner's `GET /runner/v1/connect` with `Upgrade: agentws-runner/1`. */
+    async accept(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+      const refuse = (status: number, message: string) => {
+        socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 409 ? 'Conflict' : 'Bad Request'}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ error: 'runner_refused', message })}`);
+      };
+      socket.on('error', () => {});
+      if (String(req.headers.upgrade ?? '').toLowerCase() !== RUNNER_PROTOCOL) return refuse(400, `upgrade to ${RUNNER_PROTOCOL}`);
+      const token = req.headers[RUNNER_HEADERS.token];
+      const nonce = req.headers[RUNNER_HEADERS.nonce];
+      let info: RunnerInfo;
+      try {
+        info = JSON.parse(Buffer.from(String(req.headers[RUNNER_HEADERS.info] ?? ''), 'base64url').toString('utf8')) as RunnerInfo;
+        if (!info?.name || typeof info.capacity !== 'number') throw new Error('name and capacity are required');
+      } catch (err) {
+        return refuse(400, `the runner's description is not valid: ${(err as Error).message}`);
+      }
+      if (typeof token !== 'string' || typeof nonce !== 'string' || nonce.length < 16) return refuse(401, 'a runner token and a nonce are required');
+      let tokenId: string;
+      let tokenHash: string;
+      try {
+        ({ tokenId, tokenHash } = await registry.authenticate(token));
+      } catch {
+        log.warn({ runner: info.name, from: socket.remoteAddress }, 'a runner presented an unknown or revoked token');
+        return refuse(401, 'this runner token is unknown or revoked');
+      }
+      let runner: { id: string; name: string };
+      try {
+        runner = await registry.register(tokenId, { ...info, address: info.address ?? socket.remoteAddress ?? null, serveId: deps.serveId, relayUrl });
+      } catch (err) {
+        return refuse(409, (err as Error).message);
+      }
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${RUNNER_PROTOCOL}\r\n${RUNNER_HEADERS.proof}: ${controlProof(tokenHash, nonce)}\r\n\r\n`);
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, 10_000);
+      tokenOf.set(runner.id, tokenId);
+      links.attach(runner.id, runner.name, socket, head);
+      log.info({ runner: runner.name, address: info.address ?? socket.remoteAddress, capacity: info.capacity }, 'runner connected');
+      const beat = () =>
+        sync(runner.id).catch((err) => {
+          if (links.local(runner.id)) log.warn({ runner: runner.name, err: (err as Error).message }, 'runner heartbeat failed');
+        });
+      void beat();
+      const timer = setInterval(beat, HEARTBEAT_MS);
+      timer.unref();
+      heartbeats.set(runner.id, timer);
+    },
+
+    /** The `/runner/...` requests: a runner's (token) or another control-plane process's relay (relay key). */
+    handle(req: IncomingMessage, res: ServerResponse): void {
+      const url = new URL(req.url ?? '/', 'http://control');
+      if (url.pathname.startsWith(RUNNER_PATHS.relay)) return links.serveRelay(req, res);
+      void (async () => {
+        const runner = await runnerOfRequest(req);
+        if (!runner) {
+          req.resume();
+          return send(res, 401, { error: 'unauthorized', message: 'unknown or revoked runner token' });
+        }
+        const owner = await leaseOf(runner.id, req);
+        if (!owner) {
+          req.resume();
+          return send(res, 403, { error: 'not_placed', message: 'this runner does not hold that user\'s lease' });
+        }
+        // The rules of the tenant of a user placed on this runner, and only those.
+        if (url.pathname === RUNNER_PATHS.egress && req.method === 'GET') return send(res, 200, await deps.egressRules(owner.tenantId));
+        if (url.pathname.startsWith(`${RUNNER_PATHS.gateway}/`)) {
+          const credential = await deps.credentialOf(owner);
+          if (!credential) {
+            req.resume();
+            return send(res, 401, { error: { message: 'agentws: the runtime is not recorded as running' } });
+          }
+          return deps.gateway({ ...owner, credential }, req, res, new URL(url.pathname.slice(RUNNER_PATHS.gateway.length) + url.search, 'http://gateway'));
+        }
+        if (req.method !== 'POST') return send(res, 404, { error: 'not_found' });
+        const body = await readJson(req);
+        if (url.pathname === RUNNER_PATHS.started) {
+          await deps.started(owner, runner.id, { pid: Number(body.pid), authorization: String(body.authorization) });
+          return send(res, 204);
+        }
+        if (url.pathname === RUNNER_PATHS.stopped) {
+          await deps.stopped(owner, runner.id, Number(body.pid));
+          return send(res, 204);
+        }
+        if (url.pathname === RUNNER_PATHS.refused) {
+          deps.refused(owner, { host: String(body.host), port: Number(body.port), reason: String(body.reason) });
+          return send(res, 204);
+        }
+        return send(res, 404, { error: 'not_found' });
+      })().catch((err) => {
+        log.error({ err: (err as Error).message, path: url.pathname }, 'a runner request failed');
+        send(res, err instanceof AppError ? err.status : 500, { error: 'runner_request_failed', message: (err as Error).message });
+      });
+    },
+
+    /** Forgets a user's cached placement (a runner lost, a drain moved them). */
+    forget(userId: string): void {
+      placements.delete(userId);
+    },
+
+    async stop(): Promise<void> {
+      if (lostSweeper) clearInterval(lostSweeper);
+      for (const t of heartbeats.values()) clearInterval(t);
+      heartbeats.clear();
+      await offRevoked?.().catch(() => {});
+      offRevoked = null;
+      links.close();
+      setTunnelDialer(null);
+    },
+  };
+}
+
+export type RunnerFleet = ReturnType<typeof createRunnerFleet>;

@@ -1,0 +1,218 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http2, { type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { Logger } from '../logger.js';
+import type { TunnelRequest, TunnelResponse } from '../runtime/runtime-transport.js';
+import { RUNNER_HEADERS, RUNNER_PATHS, sameText } from './runner-protocol.js';
+
+/**
+ * The control plane's end of the runner channels (see runner-protocol.ts): the HTTP/2 sessions of the
+ * runners connected to this process, and the relay that lets every other control-plane process reach
+ * them. A request to a runner goes on its session here, or to the serve that holds it.
+ */
+const PING_MS = 10_000;
+const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'proxy-connection', 'te', 'trailer', 'http2-settings']);
+
+/** What a runner tells the process holding its channel about its runtimes (its watch stream). */
+export type RunnerNotice =
+  | { type: 'ready'; tenantId: string; userId: string; pid: number; authorization: string; directory: string }
+  | { type: 'stopped'; tenantId: string; userId: string; pid: number };
+
+export interface RunnerLink {
+  runnerId: string;
+  name: string;
+  session: ClientHttp2Session;
+  connectedAt: number;
+}
+
+export function createRunnerLinks(deps: {
+  log: Logger;
+  /** The key control-plane processes use on the relay (runner-protocol.ts relayKey). */
+  relayKey: string;
+  /** Where the serve holding a runner's channel answers the relay (its row), null: not connected. */
+  relayUrlOf: (runnerId: string) => Promise<string | null>;
+  /** A runner's notice arrived (only in the process holding its channel). */
+  onNotice: (runnerId: string, notice: RunnerNotice) => void;
+  /** A runner's channel closed here. */
+  onClosed: (runnerId: string, link: RunnerLink) => void;
+}) {
+  const { log } = deps;
+  const links = new Map<string, RunnerLink>();
+  const relayAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+  function requestOn(link: RunnerLink, req: TunnelRequest): Promise<TunnelResponse> {
+    return new Promise((resolve, reject) => {
+      const headers: http2.OutgoingHttpHeaders = { ':method': req.method, ':path': req.path };
+      for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k.toLowerCase())) headers[k.toLowerCase()] = v;
+      let stream: ClientHttp2Stream;
+      try {
+        stream = link.session.request(headers, { endStream: !req.body?.length && !req.bodyStream && req.method === 'GET', signal: req.signal });
+      } catch (err) {
+        return reject(err);
+      }
+      const timer = req.timeoutMs ? setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), req.timeoutMs) : null;
+      stream.once('response', (h) => {
+        const out = stream as unknown as TunnelResponse;
+        out.statusCode = Number(h[':status']);
+        out.headers = h as TunnelResponse['headers'];
+        // A timeout covers the whole answer for one-shot requests; a stream (no timeout) lives until closed.
+        if (timer) stream.once('close', () => clearTimeout(timer));
+        resolve(out);
+      });
+      stream.once('error', (err) => {
+        if (timer) clearTimeout(timer);
+        reject(err);
+      });
+      stream.once('close', () => {
+        if (timer) clearTimeout(timer);
+        reject(new Error(`the runner closed the request (${stream.rstCode ?? 'no code'})`));
+      });
+      if (req.bodyStream) req.bodyStream.pipe(stream);
+      else if (req.body?.length) stream.end(req.body);
+      else if (req.method !== 'GET') stream.end();
+    });
+  }
+
+  function requestRelayed(url: string, runnerId: string, req: TunnelRequest): Promise<TunnelResponse> {
+    return new Promise((resolve, reject) => {
+      const u = new URL(`${RUNNER_PATHS.relay}${encodeURIComponent(runnerId)}${req.path}`, url);
+      const r = http.request(u, { method: req.method, agent: relayAgent, headers: { ...req.headers, [RUNNER_HEADERS.relay]: deps.relayKey }, signal: req.signal, timeout: req.timeoutMs });
+      r.on('timeout', () => r.destroy(new Error(`${req.method} ${req.path.split('?')[0]} timed out`)));
+      r.on('error', reject);
+      r.on('response', (res) => resolve(res as unknown as TunnelResponse));
+      if (req.bodyStream) req.bodyStream.pipe(r);
+      else r.end(req.body ?? undefined);
+    });
+  }
+
+  return {
+    /**
+     * Takes a runner's upgraded connection: this process is now the HTTP/2 client of the runner, and
+     * follows its notices. Replaces an older channel of the same runner.
+     */
+    attach(runnerId: string, name: string, socket: Socket, head: Buffer): RunnerLink {
+      if (head.length) socket.unshift(head);
+      const session = http2.connect('http://runner.agentws.invalid', { createConnection: () => socket });
+      const link: RunnerLink = { runnerId, name, session, connectedAt: Date.now() };
+      const old = links.get(runnerId);
+      links.set(runnerId, link);
+      old?.session.destroy();
+      session.on('error', (err) => log.warn({ runner: name, err: err.message }, 'runner channel failed'));
+      const pinger = setInterval(() => {
+        session.ping((err) => {
+          if (err && !session.destroyed) {
+            log.warn({ runner: name, err: err.message }, 'runner channel does not answer: closing it');
+            session.destroy();
+          }
+        });
+      }, PING_MS);
+      pinger.unref();
+      session.once('close', () => {
+        clearInterval(pinger);
+        if (links.get(runnerId) === link) links.delete(runnerId);
+        deps.onClosed(runnerId, link);
+      });
+      void (async () => {
+        try {
+          const res = await requestOn(link, { method: 'GET', path: '/watch', headers: {} });
+          let buf = '';
+          for await (const chunk of res) {
+            buf += (chunk as Buffer).toString('utf8');
+            let nl: number;
+            while ((nl = buf.indexOf('\n')) >= 0) {
+              const line = buf.slice(0, nl).trim();
+              buf = buf.slice(nl + 1);
+              if (!line) continue;
+              try {
+                deps.onNotice(runnerId, JSON.parse(line) as RunnerNotice);
+              } catch (err) {
+                log.warn({ runner: name, err: (err as Error).message }, 'a runner notice could not be handled');
+              }
+            }
+          }
+        } catch (err) {
+          if (!session.destroyed) log.warn({ runner: name, err: (err as Error).message }, 'runner watch stream ended');
+        }
+      })();
+      return link;
+    },
+
+    /** The runner's channel held by this process, if any. */
+    local(runnerId: string): RunnerLink | undefined {
+      return links.get(runnerId);
+    },
+
+    connected(): RunnerLink[] {
+      return [...links.values()];
+    },
+
+    /** One request to a runner: on its channel here, or through the serve holding it. */
+    async request(runnerId: string, req: TunnelRequest): Promise<TunnelResponse> {
+      const link = links.get(runnerId);
+      if (link && !link.session.destroyed) return requestOn(link, req);
+      const url = await deps.relayUrlOf(runnerId);
+      if (!url) throw new Error('the runner is not connected to the control plane');
+      return requestRelayed(url, runnerId, req);
+    },
+
+    /** A JSON request to a runner, its JSON answer read whole; a non-2xx answer throws with its message. */
+    async call<T>(runnerId: string, method: string, path: string, body?: unknown, timeoutMs = 60_000): Promise<T> {
+      const res = await this.request(runnerId, { method, path, headers: body !== undefined ? { 'content-type': 'application/json' } : {}, body: body !== undefined ? Buffer.from(JSON.stringify(body)) : null, timeoutMs });
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      const text = Buffer.concat(chunks).toString('utf8');
+      const json = text ? JSON.parse(text) : null;
+      if (res.statusCode >= 300) throw Object.assign(new Error(json?.message ?? `runner answered ${res.statusCode}`), { status: res.statusCode, code: json?.error });
+      return json as T;
+    },
+
+    /**
+     * Another control-plane process asks this one to pass a request to a runner whose channel is here
+     * (`/runner/relay/<runner id>/<path>`). Streams both ways.
+     */
+    serveRelay(req: IncomingMessage, res: ServerResponse): void {
+      const given = req.headers[RUNNER_HEADERS.relay];
+      if (typeof given !== 'string' || !sameText(given, deps.relayKey)) {
+        req.resume();
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'unauthorized', message: 'not a control-plane process of this appliance' }));
+        return;
+      }
+      const rest = (req.url ?? '').slice(RUNNER_PATHS.relay.length);
+      const slash = rest.indexOf('/');
+      const runnerId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
+      const path = slash < 0 ? '/' : rest.slice(slash);
+      const link = links.get(runnerId);
+      if (!link || link.session.destroyed) {
+        req.resume();
+        res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'runner_unavailable', message: 'the runner is not connected here' }));
+        return;
+      }
+      const headers: http2.OutgoingHttpHeaders = { ':method': req.method ?? 'GET', ':path': path };
+      for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && k !== RUNNER_HEADERS.relay && v !== undefined) headers[k] = v;
+      const stream = link.session.request(headers, { endStream: req.method === 'GET' || req.method === 'HEAD' });
+      stream.on('response', (h) => {
+        const out: Record<string, string | string[]> = {};
+        for (const [k, v] of Object.entries(h)) if (!k.startsWith(':') && v !== undefined) out[k] = v as string | string[];
+        res.writeHead(Number(h[':status']), out);
+        res.flushHeaders();
+        stream.pipe(res);
+      });
+      stream.on('error', () => (res.headersSent ? res.destroy() : res.writeHead(502).end()));
+      res.on('close', () => {
+        if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      });
+      if (req.method !== 'GET' && req.method !== 'HEAD') req.pipe(stream);
+      else req.resume();
+    },
+
+    /** Closes every channel held here (shutdown). */
+    close(): void {
+      for (const l of links.values()) l.session.destroy();
+      links.clear();
+      relayAgent.destroy();
+    },
+  };
+}
+
+export type RunnerLinks = ReturnType<typeof createRunnerLinks>;
+

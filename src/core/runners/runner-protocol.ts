@@ -1,0 +1,75 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+
+/**
+ * The runner channel: what a runner host (`aws runner`) and the control plane (`aws serve`) say to each
+ * other. The runner dials out: it needs no inbound port, works behind NAT and through the same reverse
+ * proxy as the API, and the control plane never holds a way into the runner's network.
+ *
+ *  - The runner opens `GET /runner/v1/connect` with `Upgrade: agentws-runner/1`, its token and a nonce.
+ *    The control plane checks the token (stored hashed), answers 101 with a proof that it knows the
+ *    token's hash (HMAC of the nonce keyed with it), and the runner checks the proof before it serves
+ *    anything: an impostor that answers the runner's address has neither the token nor its hash.
+ *  - On that connection the roles turn round: the runner is an HTTP/2 server, the control plane its
+ *    client. The control plane asks (start a runtime, reach its API, stop it, sync leases); HTTP/2 gives
+ *    many concurrent streams with flow control on one connection, so an event stream is never buffered.
+ *  - What the runner asks of the control plane (its runtimes' model calls and memory tools, egress rules,
+ *    a started or stopped runtime) goes in ordinary HTTP requests to `/runner/v1/...`, each carrying the
+ *    runner's token and the user and lease fence the runner acts for; the control plane checks the lease.
+ *  - Other control-plane processes (a second serve, a worker) reach a runner through the serve holding its
+ *    channel: `/runner/relay/<runner id>/...`, authenticated with a key derived from the control plane's
+ *    own secret, which runners never hold.
+ */
+export const RUNNER_PROTOCOL = 'agentws-runner/1';
+export const RUNNER_PATHS = {
+  connect: '/runner/v1/connect',
+  gateway: '/runner/v1/gateway',
+  started: '/runner/v1/runtimes/started',
+  stopped: '/runner/v1/runtimes/stopped',
+  egress: '/runner/v1/egress',
+  refused: '/runner/v1/egress/refused',
+  relay: '/runner/relay/',
+} as const;
+export const RUNNER_HEADERS = {
+  token: 'x-agentws-runner-token',
+  runner: 'x-agentws-runner',
+  info: 'x-agentws-runner-info',
+  nonce: 'x-agentws-nonce',
+  proof: 'x-agentws-proof',
+  tenant: 'x-agentws-tenant',
+  user: 'x-agentws-user',
+  fence: 'x-agentws-fence',
+  relay: 'x-agentws-relay',
+} as const;
+
+/** What a runner says about itself when it connects. */
+export interface RunnerInfo {
+  name: string;
+  address: string | null;
+  capacity: number;
+  labels: Record<string, string>;
+  version: string;
+  sharedStorage: boolean;
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** The control plane's answer to a runner's nonce: it knows the token's hash (which it stores). */
+export function controlProof(tokenHash: string, nonce: string): string {
+  return createHmac('sha256', tokenHash).update(`agentws-control\0${nonce}`).digest('base64url');
+}
+
+/** The runner's check of that answer (it hashes its own token). */
+export function proofHolds(token: string, nonce: string, proof: string | undefined): boolean {
+  return !!proof && sameText(controlProof(sha256(token), nonce), proof);
+}
+
+/** The key control-plane processes prove themselves to each other with, on the relay (never sent to a runner). */
+export function relayKey(secret: string): string {
+  return createHmac('sha256', secret).update('agentws-runner-relay').digest('base64url');
+}
+
+export function sameText(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,174 @@
+import type { Queryable } from '../../db/database.js';
+import type { RunnerState } from './runner-fns.js';
+
+/** All SQL of runner_tokens, runners and runtime_placements. */
+export interface RunnerTokenRow {
+  id: string;
+  name: string;
+  createdBy: string | null;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface RunnerRow {
+  id: string;
+  name: string;
+  tokenId: string | null;
+  kind: 'local' | 'remote';
+  address: string | null;
+  labels: Record<string, string>;
+  version: string | null;
+  capacity: number;
+  resident: number;
+  busy: number;
+  state: RunnerState;
+  sharedStorage: boolean;
+  serveId: string | null;
+  relayUrl: string | null;
+  registeredAt: Date;
+  connectedAt: Date | null;
+  heartbeatAt: Date | null;
+  /** Users placed on it. */
+  placed: number;
+  /** Placements made since its last heartbeat (not yet in `resident`). */
+  recent: number;
+}
+
+export interface PlacementRow {
+  userId: string;
+  tenantId: string;
+  runnerId: string;
+  fence: number;
+  storage: 'local' | 'shared';
+  placedAt: Date;
+}
+
+const TOKEN = `id, name, created_by as "createdBy", created_at as "createdAt", last_used_at as "lastUsedAt", revoked_at as "revokedAt"`;
+const RUNNER = `r.id, r.name, r.token_id as "tokenId", r.kind, r.address, r.labels, r.version, r.capacity, r.resident, r.busy, r.state,
+  r.shared_storage as "sharedStorage", r.serve_id as "serveId", r.relay_url as "relayUrl", r.registered_at as "registeredAt",
+  r.connected_at as "connectedAt", r.heartbeat_at as "heartbeatAt",
+  (select count(*)::int from runtime_placements p where p.runner_id = r.id) as placed,
+  (select count(*)::int from runtime_placements p where p.runner_id = r.id and p.placed_at > coalesce(r.heartbeat_at, 'epoch'::timestamptz)) as recent`;
+const PLACEMENT = `user_id as "userId", tenant_id as "tenantId", runner_id as "runnerId", fence::float8 as fence, storage, placed_at as "placedAt"`;
+
+export function createRunnersRepo() {
+  return {
+    async insertToken(q: Queryable, t: { name: string; tokenHash: string; createdBy: string }): Promise<RunnerTokenRow> {
+      return (await q.query<RunnerTokenRow>(`insert into runner_tokens (name, token_hash, created_by) values ($1, $2, $3) returning ${TOKEN}`, [t.name, t.tokenHash, t.createdBy])).rows[0];
+    },
+    async listTokens(q: Queryable): Promise<RunnerTokenRow[]> {
+      return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens order by created_at, name`)).rows;
+    },
+    async findToken(q: Queryable, ref: string): Promise<RunnerTokenRow | null> {
+      const isId = /^[0-9a-f-]{36}$/i.test(ref);
+      return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens where ${isId ? 'id = $1::uuid' : 'name = $1'} order by revoked_at nulls first limit 2`, [ref])).rows[0] ?? null;
+    },
+    async tokenByHash(q: Queryable, hash: string): Promise<(RunnerTokenRow & { tokenHash: string }) | null> {
+      return (await q.query<RunnerTokenRow & { tokenHash: string }>(`select ${TOKEN}, token_hash as "tokenHash" from runner_tokens where token_hash = $1`, [hash])).rows[0] ?? null;
+    },
+    async touchToken(q: Queryable, id: string): Promise<void> {
+      await q.query(`update runner_tokens set last_used_at = now() where id = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')`, [id]);
+    },
+    async revokeToken(q: Queryable, id: string): Promise<boolean> {
+      const r = await q.query(`update runner_tokens set revoked_at = now() where id = $1 and revoked_at is null`, [id]);
+      if (!r.rowCount) return false;
+      await q.query(`update runners set state = case when state = 'lost' then state else 'offline' end, serve_id = null, relay_url = null where token_id = $1`, [id]);
+      return true;
+    },
+
+    async runnerByName(q: Queryable, name: string): Promise<RunnerRow | null> {
+      return (await q.query<RunnerRow>(`select ${RUNNER} from runners r where r.name = $1`, [name])).rows[0] ?? null;
+    },
+    async runnerById(q: Queryable, id: string): Promise<RunnerRow | null> {
+      return (await q.query<RunnerRow>(`select ${RUNNER} from runners r where r.id = $1`, [id])).rows[0] ?? null;
+    },
+    async listRunners(q: Queryable): Promise<RunnerRow[]> {
+      return (await q.query<RunnerRow>(`select ${RUNNER} from runners r order by r.kind desc, r.name`)).rows;
+    },
+    async anyRemote(q: Queryable): Promise<boolean> {
+      return (await q.query(`select 1 from runners where kind = 'remote' and state <> 'offline' limit 1`)).rowCount! > 0;
+    },
+    /** Registers (or re-registers) a runner by name; a drained runner stays draining. */
+    async upsertRunner(
+      q: Queryable,
+      r: { name: string; tokenId: string | null; kind: 'local' | 'remote'; address: string | null; labels: Record<string, string>; version: string | null; capacity: number; sharedStorage: boolean; serveId: string; relayUrl: string | null },
+    ): Promise<RunnerRow> {
+      const { rows } = await q.query<{ id: string }>(
+        `insert into runners (name, token_id, kind, address, labels, version, capacity, shared_storage, serve_id, relay_url, state, connected_at, heartbeat_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', now(), now())
+         on conflict (name) do update set token_id = excluded.token_id, kind = excluded.kind, address = excluded.address, labels = excluded.labels,
+           version = excluded.version, capacity = excluded.capacity, shared_storage = excluded.shared_storage, serve_id = excluded.serve_id,
+           relay_url = excluded.relay_url, connected_at = now(), heartbeat_at = now(),
+           state = case when runners.state = 'draining' then 'draining' else 'active' end
+         returning id`,
+        [r.name, r.tokenId, r.kind, r.address, JSON.stringify(r.labels), r.version, r.capacity, r.sharedStorage, r.serveId, r.relayUrl],
+      );
+      return (await this.runnerById(q, rows[0].id))!;
+    },
+    async heartbeat(q: Queryable, id: string, f: { resident: number; busy: number; capacity: number }): Promise<{ state: RunnerState; sharedStorage: boolean } | null> {
+      return (
+        (
+          await q.query<{ state: RunnerState; sharedStorage: boolean }>(
+            `update runners set heartbeat_at = now(), resident = $2, busy = $3, capacity = $4,
+               state = case when state = 'lost' then 'active' else state end
+             where id = $1 returning state, shared_storage as "sharedStorage"`,
+            [id, f.resident, f.busy, f.capacity],
+          )
+        ).rows[0] ?? null
+      );
+    },
+    async disconnected(q: Queryable, id: string, serveId: string): Promise<void> {
+      await q.query(`update runners set serve_id = null, relay_url = null where id = $1 and serve_id = $2`, [id, serveId]);
+    },
+    async setState(q: Queryable, id: string, state: RunnerState): Promise<void> {
+      await q.query(`update runners set state = $2 where id = $1`, [id, state]);
+    },
+    /** Marks lost the runners not heard from since `before` (each returned once: the update decides). */
+    async markLost(q: Queryable, before: Date): Promise<Array<{ id: string; name: string }>> {
+      return (
+        await q.query<{ id: string; name: string }>(
+          `update runners set state = 'lost', serve_id = null, relay_url = null
+           where kind = 'remote' and state in ('active', 'draining') and heartbeat_at < $1 returning id, name`,
+          [before],
+        )
+      ).rows;
+    },
+    async deleteRunner(q: Queryable, id: string): Promise<void> {
+      await q.query(`delete from runners where id = $1`, [id]);
+    },
+    async relayUrlOf(q: Queryable, id: string): Promise<string | null> {
+      return (await q.query<{ relayUrl: string | null }>(`select relay_url as "relayUrl" from runners where id = $1`, [id])).rows[0]?.relayUrl ?? null;
+    },
+
+    /** The user's placement, locked for this transaction (placing is serialised per user). */
+    async lockPlacement(q: Queryable, userId: string): Promise<PlacementRow | null> {
+      await q.query(`select pg_advisory_xact_lock(hashtext('runtime_placement:' || $1::text))`, [userId]);
+      return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where user_id = $1 for update`, [userId])).rows[0] ?? null;
+    },
+    async placement(q: Queryable, userId: string): Promise<PlacementRow | null> {
+      return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where user_id = $1`, [userId])).rows[0] ?? null;
+    },
+    /** Places (or moves) the user on a runner under a new fence. */
+    async setPlacement(q: Queryable, p: { userId: string; tenantId: string; runnerId: string; storage: 'local' | 'shared' }): Promise<PlacementRow> {
+      return (
+        await q.query<PlacementRow>(
+          `insert into runtime_placements (user_id, tenant_id, runner_id, fence, storage, placed_at)
+           values ($1, $2, $3, nextval('runtime_placement_fence'), $4, now())
+           on conflict (user_id) do update set tenant_id = excluded.tenant_id, runner_id = excluded.runner_id, fence = excluded.fence,
+             storage = excluded.storage, placed_at = now()
+           returning ${PLACEMENT}`,
+          [p.userId, p.tenantId, p.runnerId, p.storage],
+        )
+      ).rows[0];
+    },
+    async placementsOf(q: Queryable, runnerId: string): Promise<PlacementRow[]> {
+      return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where runner_id = $1 order by placed_at`, [runnerId])).rows;
+    },
+    async dropPlacementsOf(q: Queryable, runnerId: string): Promise<void> {
+      await q.query(`delete from runtime_placements where runner_id = $1`, [runnerId]);
+    },
+  };
+}
+
+export type RunnersRepo = ReturnType<typeof createRunnersRepo>;

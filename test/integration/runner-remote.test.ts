@@ -1,0 +1,79 @@
+import { mkdtempSync, rmSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx, type Ctx } from '../../src/core/context.js';
+import { createRunnerAgent, type RunnerAgent } from '../../src/runner/runner-agent.js';
+import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+
+/**
+ * A control plane that runs no agent itself (AGENTWS_LOCAL_RUNNER=off) and a runner host that dials it,
+ * here in one process (the multi-host test runs them on separate network namespaces): turns run on the
+ * runner's sandboxed runtime, model calls go through the control plane's gateway, and a revoked token
+ * ends the runner's channel.
+ */
+describe('runner hosts: a runtime on a runner', () => {
+  let r: RuntimeApp;
+  let people: Awaited<ReturnType<typeof seedPeople>>;
+  let runner: RunnerAgent | null = null;
+  let dataDir: string;
+  let tokenId: string;
+  const ctx = (): Ctx => systemCtx(silentLogger, { name: 'test' });
+
+  beforeAll(async () => {
+    r = await startRuntimeApp({ vars: { AGENTWS_LOCAL_RUNNER: 'off' } });
+    people = await seedPeople(r.t, 'acme');
+    const created = await r.t.opened.core.runners.createToken(ctx(), { name: 'test-runner' });
+    tokenId = created.id;
+    dataDir = mkdtempSync(join(tmpdir(), 'agentws-runner-'));
+    runner = createRunnerAgent({
+      controlUrl: r.t.url,
+      token: created.token,
+      info: { name: 'r1', address: null, capacity: 4, labels: { zone: 'test' }, version: 'test', sharedStorage: false },
+      dataDir,
+      sandbox: true,
+      nice: 10,
+      idleMs: 600_000,
+      freezeAfterMs: 0,
+      log: silentLogger,
+    });
+    await runner.start();
+    const deadline = Date.now() + 10_000;
+    while (!runner.connected && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+    if (!runner.connected) throw new Error('the runner did not connect');
+    await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
+  }, 120_000);
+
+  afterAll(async () => {
+    await runner?.stop();
+    await r?.close();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('runs a turn on the runner: its workspace there, its model call through the control plane\'s gateway', async () => {
+    const turn = await agentTurn(r, people.tokens.member, [{ text: 'hello from a runner' }]);
+    const text = turn.messages.flatMap((m) => m.parts).find((p) => p.type === 'text' && p.text === 'hello from a runner');
+    expect(text).toBeTruthy();
+    // The model was called by the control plane (with the provider's key), once.
+    expect(turn.requests.length).toBeGreaterThanOrEqual(1);
+    expect(turn.requests[0].authorization).toBe('Bearer sk-scripted-secret');
+    // The runtime is recorded as the runner's, and its files are on the runner's disk, not the control plane's.
+    const { rows } = await r.t.opened.db.query(`select socket_path from agent_runtimes where user_id = $1`, [people.ids.mia]);
+    expect(rows[0].socket_path).toMatch(/^runner:/);
+    expect(readdirSync(join(dataDir, 'workspaces', people.tenantId))).toContain(people.ids.mia);
+    // Usage is the gateway's record, as for a local runtime.
+    const usage = await r.t.opened.db.query(`select count(*)::int as n from usage_records where user_id = $1`, [people.ids.mia]);
+    expect(usage.rows[0].n).toBeGreaterThanOrEqual(1);
+    // The runner is listed with what it holds.
+    const list = await r.t.opened.core.runners.list(ctx());
+    expect(list).toEqual([expect.objectContaining({ name: 'r1', kind: 'remote', state: 'active', healthy: true, users: 1, capacity: 4, labels: { zone: 'test' } })]);
+  }, 120_000);
+
+  it('a revoked runner token ends the channel and is refused when the runner dials again', async () => {
+    await r.t.opened.core.runners.revokeToken(ctx(), tokenId);
+    await expect.poll(() => runner!.connected, { timeout: 15_000 }).toBe(false);
+    await new Promise((res) => setTimeout(res, 1500));
+    expect(runner!.connected).toBe(false);
+  }, 30_000);
+});
