@@ -51,6 +51,9 @@ export default class Serve extends BaseCommand<typeof Serve> {
         log.warn({ pending: readiness.pending }, 'database migrations are pending: /readyz answers 503 until `npx aws migrate` runs');
       }
       const address = await app.listen({ host, port: this.flags.port ?? config.server.port });
+      // Other control-plane processes reach the runners connected here through this serve (runner-links.ts).
+      const port = new URL(address).port;
+      opened.core.fleet.setRelayUrl(config.runtime.relayUrl ?? `http://${isLoopback(host) || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`);
       if (config.worker.inServe) {
         worker = await startWorker(opened.core, opened.boss, log, { concurrency: config.worker.concurrency });
       }

@@ -27,7 +27,7 @@ import { probeSandbox } from './runtime/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
-import { createRuntimePool, tenantSharedDir } from './runtime/runtime-pool.js';
+import { createRuntimePool, tenantSharedDir, type RuntimeOwner } from './runtime/runtime-pool.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -194,6 +194,7 @@ export function createCore(deps: CoreDeps) {
     stopped: async (owner, runnerId, pid) => {
       credentialCache.delete(owner.userId);
       await runtimeRepo.forgetRunnerRuntime(db, owner.userId, runnerSocket(runnerId), pid >= 0 ? pid : null);
+      runtimeLost(owner, 'it stopped on its runner host');
     },
     changed: (owner, handle) => pool.remoteChanged(owner, handle),
     gateway: (identity, req, res, url) => egress.forRunners.gateway(identity, req, res, url),
@@ -211,13 +212,16 @@ export function createCore(deps: CoreDeps) {
     refused: (owner, target) => egress.forRunners.refused(owner, target),
     tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId),
     // Turns are made below; a runner is only declared lost once the core runs.
-    runtimeLost: async (owner, reason) => (turns as { runtimeLost?: (o: typeof owner, r: string) => Promise<void> }).runtimeLost?.(owner, reason),
+    runtimeLost: async (owner, reason) => void (await turns.runtimeLost(owner, reason)),
   });
+  // A runtime gone with turns in flight: they end with a clear error (turns are made below).
+  const runtimeLost = (owner: RuntimeOwner, reason: string) =>
+    void turns.runtimeLost(owner, reason).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns of a lost runtime'));
   let launcher: RuntimeLauncher | null = null;
   const pool = createRuntimePool({
     placement: (owner) => fleet.placement(owner),
     remote: fleet.remote,
-    records: createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir }),
+    records: createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason) => runtimeLost(owner, reason) }),
     bus,
     log: deps.log.child({ part: 'runtime' }),
     dataDir: config.dataDir,
@@ -273,6 +277,7 @@ export function createCore(deps: CoreDeps) {
       void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
     // A turn ended: a plan waiting for it moves on (its step job); the turn is recorded as a trajectory.
     onTurnEnd: (session, eventId) => {
+      void sessionsRepo.endTurns(db, session.tenantId, session.id).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not record a turn\'s end'));
       void orchestrator.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step'));
       void skills.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a trajectory'));
     },

@@ -3,7 +3,8 @@ import type { Tx } from '../db/database.js';
 /**
  * Publish/subscribe between the parts of the appliance, possibly in different processes. Implementations:
  * in-process (embedded mode: one process) and PostgreSQL LISTEN/NOTIFY (several serve/worker processes).
- * Payloads are small JSON objects (NOTIFY caps them at 8000 bytes): send ids, let subscribers load rows.
+ * Payloads are JSON. Keep them small where you can (send ids, let subscribers load rows): on PostgreSQL one
+ * over NOTIFY's 8000 bytes travels through a row (bus_payloads) and costs a write and a read per process.
  */
 export type EventHandler = (payload: unknown) => void;
 

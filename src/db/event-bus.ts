@@ -34,11 +34,18 @@ export function createInProcessBus(): EventBus {
  * with back-off if it drops; events sent while it was down are lost, so subscribers that must not miss
  * anything re-read state after `reconnected` (as SPEC.md's gateway stream clients do).
  */
+/** NOTIFY's payload limit is 8000 bytes; a little under it. */
+const MAX_NOTIFY_BYTES = 7900;
+/** The key of a notification that stands for a payload kept in bus_payloads. */
+const REF = '$busPayload';
+
 export function createPostgresBus(db: Database, log: Logger): EventBus {
   const handlers = new Map<string, Set<EventHandler>>();
   let client: pg.Client | null = null;
   let connecting: Promise<pg.Client> | null = null;
   let closed = false;
+  let delivery: Promise<void> = Promise.resolve();
+  let largeSent = 0;
 
   const quote = (channel: string) => `"${channel}"`;
 
@@ -51,8 +58,7 @@ export function createPostgresBus(db: Database, log: Logger): EventBus {
         try {
           await c.connect();
           c.on('notification', (msg) => {
-            const set = handlers.get(msg.channel);
-            if (!set) return;
+            if (!handlers.has(msg.channel)) return;
             let payload: unknown = null;
             try {
               payload = msg.payload ? JSON.parse(msg.payload) : null;
@@ -60,7 +66,16 @@ export function createPostgresBus(db: Database, log: Logger): EventBus {
               log.warn({ channel: msg.channel }, 'ignored a non-JSON notification');
               return;
             }
-            for (const h of set) h(payload);
+            const ref = (payload as { [REF]?: unknown } | null)?.[REF];
+            // Handed on in arrival order, also when one of them has to be read from its row first.
+            delivery = delivery.then(async () => {
+              if (typeof ref === 'string' || typeof ref === 'number') {
+                const row = (await db.query<{ payload: string }>('select payload from bus_payloads where id = $1', [ref]).catch(() => null))?.rows[0];
+                if (!row) return void log.warn({ channel: msg.channel }, 'a large event was gone before it was read');
+                payload = JSON.parse(row.payload);
+              }
+              for (const h of handlers.get(msg.channel) ?? []) h(payload);
+            });
           });
           c.on('error', (err) => {
             log.warn({ err: err.message }, 'event bus connection lost; reconnecting');
@@ -88,7 +103,14 @@ export function createPostgresBus(db: Database, log: Logger): EventBus {
   return {
     async publish(channel, payload, tx?: Tx) {
       assertChannel(channel);
-      await (tx ?? db).query('select pg_notify($1, $2)', [channel, JSON.stringify(payload ?? null)]);
+      const text = JSON.stringify(payload ?? null);
+      if (Buffer.byteLength(text) <= MAX_NOTIFY_BYTES) {
+        await (tx ?? db).query('select pg_notify($1, $2)', [channel, text]);
+        return;
+      }
+      // Too large for NOTIFY: the row carries it, the notification its id (in the same transaction).
+      await (tx ?? db).query(`with p as (insert into bus_payloads (payload) values ($2) returning id) select pg_notify($1, json_build_object('${REF}', (select id from p))::text)`, [channel, text]);
+      if (++largeSent % 100 === 1) void db.query(`delete from bus_payloads where created_at < now() - interval '5 minutes'`).catch(() => {});
     },
     async subscribe(channel, handler) {
       assertChannel(channel);

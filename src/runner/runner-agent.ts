@@ -465,6 +465,8 @@ export function createRunnerAgent(o: RunnerOptions) {
   let loop: Promise<void> | null = null;
   /** The connection attempt in flight (stop aborts it). */
   let pending: http.ClientRequest | null = null;
+  /** Ends the wait before the next connection attempt (stop). */
+  let wakeUp = () => {};
   return {
     pool,
     get connected() {
@@ -504,7 +506,14 @@ export function createRunnerAgent(o: RunnerOptions) {
           }
           if (stopping) break;
           const delay = Math.min(MAX_BACKOFF_MS, failures ? 500 * 2 ** Math.min(failures, 6) : 200);
-          await new Promise((r) => setTimeout(r, delay).unref());
+          // A ref'd timer: a runner that cannot connect stays up and keeps trying (systemd would restart it anyway).
+          await new Promise<void>((r) => {
+            const t = setTimeout(r, delay);
+            wakeUp = () => {
+              clearTimeout(t);
+              r();
+            };
+          });
         }
       })();
     },
@@ -514,6 +523,7 @@ export function createRunnerAgent(o: RunnerOptions) {
       if (fenceTimer) clearInterval(fenceTimer);
       for (const w of watchers) w.end();
       pending?.destroy();
+      wakeUp();
       channel?.destroy();
       server.close();
       await pool.stop();

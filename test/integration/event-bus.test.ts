@@ -50,4 +50,24 @@ describe(`event bus (${DB_MODE})`, () => {
       await other.close();
     }
   });
+
+  it.runIf(DB_MODE === 'postgres')('carries a payload over NOTIFY\'s 8000 bytes whole, in order with the small ones around it, to another process', async () => {
+    const m = await openTestCore();
+    const other = createEventBus(m.opened.core.db, silentLogger);
+    try {
+      const got: Array<{ n: number; text?: string }> = [];
+      await other.subscribe('test.large', (p) => got.push(p as { n: number; text?: string }));
+      const big = 'x'.repeat(50_000);
+      // Sent one after another, as session events are: small, large, small.
+      await m.opened.core.bus.publish('test.large', { n: 1 });
+      await m.opened.core.bus.publish('test.large', { n: 2, text: big });
+      await m.opened.core.bus.publish('test.large', { n: 3 });
+      await expect.poll(() => got.length, { timeout: 3000 }).toBe(3);
+      expect(got.map((g) => g.n)).toEqual([1, 2, 3]);
+      expect(got[1].text).toBe(big);
+    } finally {
+      await other.close();
+      await m.close();
+    }
+  });
 });

@@ -9,8 +9,16 @@ export const RUNNER_HEARTBEAT_MS = 5000;
 /** A runner not heard from for this long is lost: its users are placed elsewhere. */
 export const RUNNER_HEARTBEAT_TIMEOUT_MS = 30_000;
 
-export const newRunnerToken = (): string => `agwr_${randomBytes(32).toString('base64url')}`;
+export const RUNNER_TOKEN_PREFIX = 'agwr_';
+/** A runner token: the prefix (so a leaked one is recognisable) and 32 random bytes, base64url. */
+export const newRunnerToken = (): string => `${RUNNER_TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
+/** What is stored of a runner token: its sha256, hex. */
 export const runnerTokenHash = (token: string): string => createHash('sha256').update(token).digest('hex');
+/** Whether a string has a runner token's shape (checked before the database is asked). */
+export const looksLikeRunnerToken = (s: string): boolean => /^agwr_[A-Za-z0-9_-]{43}$/.test(s);
+
+/** Names of runners and runner tokens: what a host name or a systemd instance can be. */
+export const RUNNER_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 export type RunnerState = 'active' | 'draining' | 'lost' | 'offline';
 
@@ -21,23 +29,55 @@ export interface RunnerLoad {
   capacity: number;
   resident: number;
   heartbeatAt: Date | null;
+  /** Mounts the shared storage (any user's workspace is there). */
+  sharedStorage?: boolean;
 }
 
-/** Whether the runner answered its heartbeat recently enough to be given (or keep) users. */
+/** Whether the runner's last heartbeat is recent enough ('stale': it is lost, or about to be declared so). */
+export function runnerHealth(r: Pick<RunnerLoad, 'heartbeatAt'>, now: Date, timeoutMs = RUNNER_HEARTBEAT_TIMEOUT_MS): 'healthy' | 'stale' {
+  return r.heartbeatAt && now.getTime() - r.heartbeatAt.getTime() <= timeoutMs ? 'healthy' : 'stale';
+}
+
+/** Whether the runner may be given (or keep) users: active or draining, and heard from recently. */
 export function runnerHealthy(r: Pick<RunnerLoad, 'state' | 'heartbeatAt'>, now: Date, timeoutMs = RUNNER_HEARTBEAT_TIMEOUT_MS): boolean {
-  return (r.state === 'active' || r.state === 'draining') && !!r.heartbeatAt && now.getTime() - r.heartbeatAt.getTime() <= timeoutMs;
+  return (r.state === 'active' || r.state === 'draining') && runnerHealth(r, now, timeoutMs) === 'healthy';
 }
 
 /**
  * Where a new placement goes: among healthy active runners with room (resident below capacity, counting
- * the placements made since their last heartbeat in `placed`), the least loaded by share of capacity;
- * ties go to the one with fewer runtimes, then by name. Null when none has room.
+ * the placements made since their last heartbeat in `placed`; with `needShared`, only those mounting the
+ * shared storage), the least loaded by share of capacity; ties go to the one with fewer runtimes, then by
+ * name. Null when none has room.
  */
-export function chooseRunner<R extends RunnerLoad>(runners: R[], now: Date, o: { exclude?: string[]; placed?: Map<string, number> } = {}): R | null {
+export function chooseRunner<R extends RunnerLoad>(runners: R[], now: Date, o: { exclude?: string[]; placed?: Map<string, number>; needShared?: boolean } = {}): R | null {
   const load = (r: R) => r.resident + (o.placed?.get(r.id) ?? 0);
-  const fit = runners.filter((r) => r.state === 'active' && runnerHealthy(r, now) && !o.exclude?.includes(r.id) && r.capacity > 0 && load(r) < r.capacity);
-  fit.sort((a, b) => load(a) / a.capacity - load(b) / b.capacity || load(a) - load(b) || a.name.localeCompare(b.name));
+  const fit = runners.filter(
+    (r) => r.state === 'active' && runnerHealthy(r, now) && !o.exclude?.includes(r.id) && r.capacity > 0 && load(r) < r.capacity && (!o.needShared || r.sharedStorage === true),
+  );
+  fit.sort((a, b) => load(a) / a.capacity - load(b) / b.capacity || load(a) - load(b) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return fit[0] ?? null;
+}
+
+export type PlacementReason = 'new' | 'lost' | 'offline' | 'draining';
+
+/**
+ * Whether a user's placement stays where it is (sticky: their workspace is there) or why it must go:
+ * 'new' (no placement, or one made in another tenant), 'lost' (the runner missed its heartbeats),
+ * 'offline' (its token was revoked, or the serve it belongs to stopped). A draining runner keeps its
+ * users until the drain moves them. A serve's local runner has no heartbeat of its own: its state says.
+ */
+export function placementVerdict(
+  current: { tenantId: string } | null,
+  held: (Pick<RunnerLoad, 'state' | 'heartbeatAt'> & { kind: 'local' | 'remote' }) | null,
+  tenantId: string,
+  now: Date,
+  timeoutMs = RUNNER_HEARTBEAT_TIMEOUT_MS,
+): { keep: true } | { keep: false; reason: Exclude<PlacementReason, 'draining'> } {
+  if (!current || current.tenantId !== tenantId) return { keep: false, reason: 'new' };
+  if (!held || held.state === 'offline') return { keep: false, reason: 'offline' };
+  if (held.state === 'lost') return { keep: false, reason: 'lost' };
+  if (held.kind === 'local') return { keep: true };
+  return runnerHealth(held, now, timeoutMs) === 'healthy' ? { keep: true } : { keep: false, reason: 'lost' };
 }
 
 /** "3s ago", "4m ago": a heartbeat's age as `runner list` shows it. */

@@ -9,6 +9,8 @@ export interface RunnerTokenRow {
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
+  /** Names of the runners registered with it. */
+  runners: string[];
 }
 
 export interface RunnerRow {
@@ -44,7 +46,8 @@ export interface PlacementRow {
   placedAt: Date;
 }
 
-const TOKEN = `id, name, created_by as "createdBy", created_at as "createdAt", last_used_at as "lastUsedAt", revoked_at as "revokedAt"`;
+const TOKEN = `t.id, t.name, t.created_by as "createdBy", t.created_at as "createdAt", t.last_used_at as "lastUsedAt", t.revoked_at as "revokedAt",
+  array(select r.name from runners r where r.token_id = t.id order by r.name) as runners`;
 const RUNNER = `r.id, r.name, r.token_id as "tokenId", r.kind, r.address, r.labels, r.version, r.capacity, r.resident, r.busy, r.state,
   r.shared_storage as "sharedStorage", r.serve_id as "serveId", r.relay_url as "relayUrl", r.registered_at as "registeredAt",
   r.connected_at as "connectedAt", r.heartbeat_at as "heartbeatAt",
@@ -55,26 +58,42 @@ const PLACEMENT = `user_id as "userId", tenant_id as "tenantId", runner_id as "r
 export function createRunnersRepo() {
   return {
     async insertToken(q: Queryable, t: { name: string; tokenHash: string; createdBy: string }): Promise<RunnerTokenRow> {
-      return (await q.query<RunnerTokenRow>(`insert into runner_tokens (name, token_hash, created_by) values ($1, $2, $3) returning ${TOKEN}`, [t.name, t.tokenHash, t.createdBy])).rows[0];
+      const { rows } = await q.query<{ id: string }>(`insert into runner_tokens (name, token_hash, created_by) values ($1, $2, $3) returning id`, [t.name, t.tokenHash, t.createdBy]);
+      return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens t where t.id = $1`, [rows[0].id])).rows[0];
     },
     async listTokens(q: Queryable): Promise<RunnerTokenRow[]> {
-      return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens order by created_at, name`)).rows;
+      return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens t order by t.created_at, t.name`)).rows;
     },
+    /** Serialises token creation per name (a name is held by one live token at a time). */
+    async lockTokenName(q: Queryable, name: string): Promise<void> {
+      await q.query(`select pg_advisory_xact_lock(hashtext('runner_token:' || $1::text))`, [name]);
+    },
+    /** A token by id, or by name: the live one of that name, else the latest revoked one. */
     async findToken(q: Queryable, ref: string): Promise<RunnerTokenRow | null> {
-      const isId = /^[0-9a-f-]{36}$/i.test(ref);
-      return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens where ${isId ? 'id = $1::uuid' : 'name = $1'} order by revoked_at nulls first limit 2`, [ref])).rows[0] ?? null;
+      const isId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ref);
+      return (
+        (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens t where ${isId ? 't.id = $1::uuid' : 't.name = $1'} order by t.revoked_at desc nulls first limit 1`, [ref])).rows[0] ?? null
+      );
     },
-    async tokenByHash(q: Queryable, hash: string): Promise<(RunnerTokenRow & { tokenHash: string }) | null> {
-      return (await q.query<RunnerTokenRow & { tokenHash: string }>(`select ${TOKEN}, token_hash as "tokenHash" from runner_tokens where token_hash = $1`, [hash])).rows[0] ?? null;
+    /** The token with this hash (the unique index finds it; a hash compared in SQL leaks nothing of the token). */
+    async tokenByHash(q: Queryable, hash: string): Promise<{ id: string; lastUsedAt: Date | null; revokedAt: Date | null } | null> {
+      return (
+        (await q.query<{ id: string; lastUsedAt: Date | null; revokedAt: Date | null }>(`select id, last_used_at as "lastUsedAt", revoked_at as "revokedAt" from runner_tokens where token_hash = $1`, [hash])).rows[0] ??
+        null
+      );
     },
     async touchToken(q: Queryable, id: string): Promise<void> {
       await q.query(`update runner_tokens set last_used_at = now() where id = $1 and (last_used_at is null or last_used_at < now() - interval '1 minute')`, [id]);
     },
-    async revokeToken(q: Queryable, id: string): Promise<boolean> {
+    /** Revokes the token; its runners go offline (a lost one stays lost). Returns their names; null: it was revoked already. */
+    async revokeToken(q: Queryable, id: string): Promise<string[] | null> {
       const r = await q.query(`update runner_tokens set revoked_at = now() where id = $1 and revoked_at is null`, [id]);
-      if (!r.rowCount) return false;
-      await q.query(`update runners set state = case when state = 'lost' then state else 'offline' end, serve_id = null, relay_url = null where token_id = $1`, [id]);
-      return true;
+      if (!r.rowCount) return null;
+      const { rows } = await q.query<{ name: string }>(
+        `update runners set state = case when state = 'lost' then state else 'offline' end, serve_id = null, relay_url = null where token_id = $1 returning name`,
+        [id],
+      );
+      return rows.map((x) => x.name).sort();
     },
 
     async runnerByName(q: Queryable, name: string): Promise<RunnerRow | null> {
@@ -141,10 +160,20 @@ export function createRunnersRepo() {
       return (await q.query<{ relayUrl: string | null }>(`select relay_url as "relayUrl" from runners where id = $1`, [id])).rows[0]?.relayUrl ?? null;
     },
 
-    /** The user's placement, locked for this transaction (placing is serialised per user). */
+    /**
+     * The user's placement, locked for this transaction: placing is serialised per user (the advisory
+     * lock also covers a user not placed yet, whose row does not exist to be locked).
+     */
     async lockPlacement(q: Queryable, userId: string): Promise<PlacementRow | null> {
       await q.query(`select pg_advisory_xact_lock(hashtext('runtime_placement:' || $1::text))`, [userId]);
       return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where user_id = $1 for update`, [userId])).rows[0] ?? null;
+    },
+    /**
+     * Serialises choosing a runner across processes, so two placements at once do not both count the same
+     * free room. Taken after a user's lock (the same order everywhere), only when a new runner is chosen.
+     */
+    async lockChoice(q: Queryable): Promise<void> {
+      await q.query(`select pg_advisory_xact_lock(hashtext('runtime_placement:choose'))`);
     },
     async placement(q: Queryable, userId: string): Promise<PlacementRow | null> {
       return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where user_id = $1`, [userId])).rows[0] ?? null;
@@ -156,7 +185,7 @@ export function createRunnersRepo() {
           `insert into runtime_placements (user_id, tenant_id, runner_id, fence, storage, placed_at)
            values ($1, $2, $3, nextval('runtime_placement_fence'), $4, now())
            on conflict (user_id) do update set tenant_id = excluded.tenant_id, runner_id = excluded.runner_id, fence = excluded.fence,
-             storage = excluded.storage, placed_at = now()
+             storage = excluded.storage, placed_at = now(), credential_hash = null
            returning ${PLACEMENT}`,
           [p.userId, p.tenantId, p.runnerId, p.storage],
         )
@@ -167,6 +196,14 @@ export function createRunnersRepo() {
     },
     async dropPlacementsOf(q: Queryable, runnerId: string): Promise<void> {
       await q.query(`delete from runtime_placements where runner_id = $1`, [runnerId]);
+    },
+    /** Records the credential of the runtime started under this lease; false: the runner no longer holds it. */
+    async setCredential(q: Queryable, p: { runnerId: string; userId: string; fence: number; credentialHash: string }): Promise<boolean> {
+      const r = await q.query(`update runtime_placements set credential_hash = $4 where user_id = $1 and runner_id = $2 and fence = $3`, [p.userId, p.runnerId, p.fence, p.credentialHash]);
+      return (r.rowCount ?? 0) > 0;
+    },
+    async byCredential(q: Queryable, credentialHash: string): Promise<PlacementRow | null> {
+      return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where credential_hash = $1`, [credentialHash])).rows[0] ?? null;
     },
   };
 }

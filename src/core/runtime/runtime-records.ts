@@ -26,7 +26,14 @@ export function handleOfRow(row: RuntimeRow, box: SecretBox, dataDir: string): R
 }
 
 /** The control plane's records of what a serve hosts: agent_runtimes and runtime_hosts. */
-export function createDbRuntimeRecords(deps: { db: Database; repo: RuntimeRepo; box: SecretBox; dataDir: string }): RuntimeRecords {
+export function createDbRuntimeRecords(deps: {
+  db: Database;
+  repo: RuntimeRepo;
+  box: SecretBox;
+  dataDir: string;
+  /** A runtime went away (stopped, exited, or its host died): turns it had in flight are lost. */
+  lost?: (owner: RuntimeOwner, reason: string) => void;
+}): RuntimeRecords {
   const { db, repo, box } = deps;
   return {
     async started(owner, launched, sandboxed) {
@@ -42,6 +49,7 @@ export function createDbRuntimeRecords(deps: { db: Database; repo: RuntimeRepo; 
     },
     async stopped(owner, pid) {
       await repo.forgetRuntime(db, owner.userId, pid);
+      deps.lost?.(owner, 'it stopped or exited');
     },
     async elsewhere(owner) {
       const row = await repo.runtimeOf(db, owner.userId);
@@ -55,7 +63,11 @@ export function createDbRuntimeRecords(deps: { db: Database; repo: RuntimeRepo; 
       // Rows of runners are the runners' (their channel says when they stop): only local hosts' are checked.
       const rows = (await repo.allRuntimes(db)).filter((r) => !runnerOfRow(r));
       const dead = [...new Set(rows.filter((r) => r.hostPid === process.pid || !isProcessAlive(r.hostPid)).map((r) => r.hostPid))];
-      if (dead.length) await repo.forgetRuntimesOfHost(db, dead);
+      if (dead.length) {
+        await repo.forgetRuntimesOfHost(db, dead);
+        // Their serve died (killed, crashed): the runtimes died with it, and any turn they ran.
+        for (const r of rows.filter((x) => dead.includes(x.hostPid))) deps.lost?.(r, 'the service hosting it stopped');
+      }
       const hosts = (await repo.hostsOf(db, hostname)).filter((h) => h.hostPid === process.pid || !isProcessAlive(h.hostPid));
       if (hosts.length) await repo.forgetHosts(db, hostname, hosts.map((h) => h.hostPid));
     },

@@ -130,6 +130,19 @@ export function createSessionStreams(deps: {
     return ref;
   }
 
+  /**
+   * A runtime's event, handled here once, goes to the subscribers of every serve (this one included)
+   * through the event bus, in order: any serve answers any session's stream, and each keeps the same
+   * replay buffer, so a client reconnecting to another serve with Last-Event-ID gets what it missed.
+   */
+  function fanOut(sessionId: string, event: StreamEvent): void {
+    // One after another: two NOTIFYs sent at once on two pooled connections could arrive swapped.
+    fanning = fanning
+      .then(() => deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event }))
+      .catch((err) => log.error({ err: (err as Error).message, sessionId }, 'could not fan a session event out'));
+  }
+  let fanning: Promise<void> = Promise.resolve();
+
   /** Sends an event to a session's subscribers and keeps it for replay. */
   function deliver(sessionId: string, event: StreamEvent): void {
     const s = state(sessionId);
@@ -227,11 +240,11 @@ export function createSessionStreams(deps: {
         break;
     }
     const id = ev.eventId ?? ascendingId('evt');
-    deliver(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
+    fanOut(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
     // A plan's subtask asks its person through the parent session: its stream shows the request, its
     // permissions route answers it (sessions.service replyPermission).
     if (ev.kind === 'permissionAsked' && ref.parentId) {
-      deliver(ref.parentId, { id, type: ev.type, properties: { ...clientProperties(ev, ref.parentId), askedIn: { sessionId: ref.id, planId: ref.planId } } });
+      fanOut(ref.parentId, { id, type: ev.type, properties: { ...clientProperties(ev, ref.parentId), askedIn: { sessionId: ref.id, planId: ref.planId } } });
     }
     if (ev.kind === 'turnIdle') {
       if (ref.channel !== 'web' && !ref.parentId) deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);

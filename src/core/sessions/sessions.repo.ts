@@ -30,7 +30,7 @@ export interface TurnRow {
   parts: Array<Record<string, unknown>>;
   /** Tool switches of this turn on top of the owner's policy (false: withheld), or null. */
   tools: Record<string, boolean> | null;
-  status: 'queued' | 'sending' | 'sent' | 'failed';
+  status: 'queued' | 'sending' | 'sent' | 'done' | 'lost' | 'failed';
   attempts: number;
 }
 
@@ -175,6 +175,27 @@ export function createSessionsRepo() {
         [turnId, tenantId],
       );
       return rows[0]?.waited ?? false;
+    },
+
+    /** The session's turns in flight have ended (its runtime reported it idle). */
+    async endTurns(q: Queryable, tenantId: string, sessionId: string): Promise<void> {
+      await q.query(`update agent_turns set status = 'done' where tenant_id = $1 and session_id = $2 and status = 'sent'`, [tenantId, sessionId]);
+    },
+
+    /**
+     * The user's turns in flight (handed to their runtime, not ended) are lost: marked so and returned,
+     * each to exactly one caller. Only recent ones: a turn sent hours ago whose end went unseen is not news.
+     */
+    async loseTurns(q: Queryable, tenantId: string, userId: string, error: string): Promise<Array<{ id: string; sessionId: string }>> {
+      return (
+        await q.query<{ id: string; sessionId: string }>(
+          `update agent_turns set status = 'lost', error = $3
+            where tenant_id = $1 and status = 'sent' and sent_at > now() - interval '6 hours'
+              and session_id in (select id from agent_sessions where tenant_id = $1 and owner_id = $2)
+           returning id, session_id as "sessionId"`,
+          [tenantId, userId, error],
+        )
+      ).rows;
     },
 
     async finishTurn(q: Queryable, tenantId: string, turnId: string, status: 'sent' | 'failed', error?: string): Promise<void> {

@@ -42,7 +42,7 @@ const run = promisify(execFile);
 
 export function createTurnRunner(deps: {
   db: Database;
-  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'finishTurn' | 'waitTurn'>;
+  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns'>;
   runtime: Pick<RuntimeService, 'resolveModel' | 'ensureConfigured'>;
   pool: Pick<RuntimePool, 'acquire'>;
   queue: JobQueue;
@@ -109,6 +109,25 @@ export function createTurnRunner(deps: {
 
   return {
     ensureWorkspace,
+
+    /**
+     * The user's runtime went away (it exited, its serve died, its runner was lost) before the turns it
+     * had were done: each ends now, once, with a clear error on its session's stream, and a plan waiting
+     * for it moves on. The next prompt starts a runtime again (on another runner, if need be). Turns not
+     * yet handed over are untouched: they are sent when a runtime is there.
+     */
+    async runtimeLost(owner: { tenantId: string; userId: string }, reason: string): Promise<number> {
+      const message = `the agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
+      const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, message);
+      for (const t of lost) {
+        deps.log.warn({ turnId: t.id, sessionId: t.sessionId, userId: owner.userId, reason }, 'a turn was lost with its runtime');
+        await streams.publish(t.sessionId, 'session.error', { error: { name: 'TurnLost', code: 'turn_lost', message } }).catch(() => {});
+        await streams.publish(t.sessionId, 'session.status', { status: { type: 'idle' } }).catch(() => {});
+        const s = await repo.byId(db, owner.tenantId, t.sessionId);
+        if (s) deps.onTurnFailed?.(s, t.id);
+      }
+      return lost.length;
+    },
 
     /**
      * The agent-turn job: sends a queued turn to the session owner's runtime (started if need be)

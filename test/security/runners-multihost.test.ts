@@ -1,0 +1,319 @@
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SignJWT } from 'jose';
+import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
+import { systemCtx } from '../../src/core/context.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { BIN, cleanEnv, runCli, startServe, type ServeProcess } from '../helpers/cli.js';
+import { createNetwork, netnsAvailable, type Network } from '../helpers/netns.js';
+import { openSse } from '../helpers/runtime.js';
+import { createTestEnv, type TestEnv } from '../helpers/test-env.js';
+
+/**
+ * Several machines, for real: the control plane (PostgreSQL, two `aws serve`, one `aws worker`) in the
+ * root network namespace, and three runner hosts (`aws runner`), each in a network namespace of its own
+ * reaching the control plane only over its link. r1 and r2 share one storage directory (shared storage);
+ * r3 keeps its users' files on its own disk.
+ */
+const can = netnsAvailable();
+const PUBLIC_URL = 'http://agents.test';
+
+describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)', () => {
+  let env: TestEnv;
+  let net: Network;
+  let llm: FakeLlm;
+  let opened: OpenedCore;
+  let serveA: ServeProcess;
+  let serveB: ServeProcess;
+  let worker: ServeProcess;
+  const runners = new Map<string, { child: ChildProcess; logs: () => string; token: string }>();
+  let tenantId = '';
+  const users: Record<string, { id: string; token: string }> = {};
+  let owner = '';
+
+  const sign = (sub: string, roles: string[]) => {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ tid: tenantId, roles, typ: 'access' })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setSubject(sub)
+      .setIssuer(PUBLIC_URL)
+      .setAudience('agentws')
+      .setIssuedAt(now)
+      .setExpirationTime(now + 3600)
+      .setJti(crypto.randomUUID())
+      .sign(new TextEncoder().encode(env.vars.AGENTWS_JWT_SECRET));
+  };
+  const call = async (serve: ServeProcess, method: string, path: string, token: string, body?: unknown) => {
+    const res = await fetch(`${serve.url}${path}`, { method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+    const text = await res.text();
+    return { status: res.status, json: text ? JSON.parse(text) : null, text };
+  };
+  const placementOf = async (userId: string) => (await opened.db.query<{ name: string; fence: string }>(`select r.name, p.fence from runtime_placements p join runners r on r.id = p.runner_id where p.user_id = $1`, [userId])).rows[0] ?? null;
+
+  function startRunner(name: string, o: { control: string; token: string; dataDir: string; shared: boolean }) {
+    mkdirSync(o.dataDir, { recursive: true });
+    const child = net.exec(name, [process.execPath, BIN, 'runner'], {
+      env: cleanEnv({
+        AGENTWS_CONTROL_URL: o.control,
+        AGENTWS_RUNNER_TOKEN: o.token,
+        AGENTWS_RUNNER_NAME: name,
+        AGENTWS_DATA_DIR: o.dataDir,
+        AGENTWS_SHARED_STORAGE: o.shared ? 'on' : 'off',
+        AGENTWS_RUNTIME_MAX: '4',
+        AGENTWS_LOG_LEVEL: 'info',
+      }),
+      detached: true,
+    });
+    let out = '';
+    child.stdout!.on('data', (c) => (out += c));
+    child.stderr!.on('data', (c) => (out += c));
+    runners.set(name, { child, logs: () => out, token: o.token });
+    return child;
+  }
+
+  /** One turn of `who` through `serve`, its SSE stream read until the turn ends (or an error). */
+  async function turn(serve: ServeProcess, who: string, text: string, sessionId?: string) {
+    const token = users[who].token;
+    const id = sessionId ?? (await call(serve, 'POST', '/v1/sessions', token, { title: `${who} turn` })).json.sessionId;
+    const sse = await openSse(`${serve.url}/v1/sessions/${id}/events`, { authorization: `Bearer ${token}` });
+    const sent = await call(serve, 'POST', `/v1/sessions/${id}/prompt`, token, { text, agent: 'build' });
+    expect(sent.status, sent.text).toBe(202);
+    await sse.until((e) => e.data.type === 'session.idle' || e.data.type === 'session.error', 120_000);
+    await sse.close();
+    return { sessionId: id, events: sse.events.map((e) => e.data) };
+  }
+
+  beforeAll(async () => {
+    net = createNetwork({ hosts: ['r1', 'r2', 'r3', 'r4'] });
+    llm = await startFakeLlm();
+    // The model: a prompt "answer <x>" is answered "answer to <x>"; "sleep <s>" runs bash sleep first.
+    llm.respond((req) => {
+      const toolDone = (req.body.messages as Array<{ role: string }>).some((m) => m.role === 'tool');
+      const m = /^(answer|sleep|probe) (.+)$/.exec(String(req.lastUser ?? '').trim());
+      if (!m) return undefined;
+      if (m[1] === 'answer') return { text: `answer to ${m[2]}` };
+      if (toolDone) return { text: `done ${m[1]} ${m[2]}` };
+      if (m[1] === 'sleep') return { toolCall: { name: 'bash', arguments: { command: `echo started; sleep ${m[2]}`, description: 'wait' } } };
+      return { toolCall: { name: 'bash', arguments: { command: m[2], description: 'probe' } } };
+    });
+    env = await createTestEnv({
+      mode: 'postgres',
+      vars: { AGENTWS_LOCAL_RUNNER: 'off', AGENTWS_HOST: net.controlAddress, AGENTWS_PUBLIC_URL: PUBLIC_URL, AGENTWS_RUNTIME_ASK_TOOLS: '', AGENTWS_SERVE_RUNS_WORKER: 'false' },
+    });
+    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    opened = await openCore(env.config(), silentLogger);
+    const seeded = await opened.core.tenants.seedTenant(systemCtx(silentLogger), { name: 'acme', slug: 'acme', ownerEmail: 'owner@acme.example' });
+    tenantId = seeded.tenant.id;
+    owner = await sign(seeded.owner.id, ['owner']);
+    for (const handle of ['u1', 'u2', 'u3', 'u4', 'u5', 'u6']) {
+      const { rows } = await opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, $2, $3, $2) returning id`, [tenantId, handle, `${handle}@acme.example`]);
+      await opened.db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'member'`, [tenantId, rows[0].id]);
+      users[handle] = { id: rows[0].id, token: await sign(rows[0].id, ['member']) };
+    }
+    [serveA, serveB] = await Promise.all([startServe(env), startServe(env)]);
+    worker = await startServe(env, { command: ['worker'], readyMsg: 'worker started' });
+    const add = await call(serveA, 'POST', '/v1/admin/providers', owner, { name: 'scripted', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, apiKey: 'sk-scripted-secret', models: [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096 }] });
+    expect(add.status, add.text).toBe(201);
+    expect((await call(serveA, 'POST', '/v1/admin/runtime/apply', owner, { defaultModel: 'scripted/fake-model' })).status).toBe(200);
+    const token = (await runCli(['runner', 'token', 'create', 'fleet', '--json'], { env })).stdout;
+    const fleetToken = JSON.parse(token).token as string;
+    const shared = join(env.dir, 'shared-storage');
+    startRunner('r1', { control: serveA.url, token: fleetToken, dataDir: shared, shared: true });
+    startRunner('r2', { control: serveA.url, token: fleetToken, dataDir: shared, shared: true });
+    startRunner('r3', { control: serveB.url, token: fleetToken, dataDir: join(env.dir, 'r3'), shared: false });
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      const list = await opened.core.runners.list(systemCtx(silentLogger));
+      if (list.filter((r) => r.healthy).length === 3) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect((await opened.core.runners.list(systemCtx(silentLogger))).map((r) => `${r.name}:${r.state}`).sort()).toEqual(['r1:active', 'r2:active', 'r3:active']);
+  }, 180_000);
+
+  afterAll(async () => {
+    // The processes' logs, for a failure's reader (kept beside the test's own directory only while debugging).
+    if (process.env.AGENTWS_KEEP_LOGS) {
+      mkdirSync(process.env.AGENTWS_KEEP_LOGS, { recursive: true });
+      for (const [n, r] of runners) writeFileSync(join(process.env.AGENTWS_KEEP_LOGS, `${n}.log`), r.logs());
+      for (const [n, s] of [['serveA', serveA], ['serveB', serveB], ['worker', worker]] as const) if (s) writeFileSync(join(process.env.AGENTWS_KEEP_LOGS, `${n}.log`), s.logs());
+    }
+    for (const r of runners.values()) {
+      try {
+        process.kill(-r.child.pid!, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    await Promise.all([serveA?.stop('SIGKILL'), serveB?.stop('SIGKILL'), worker?.stop('SIGKILL')]);
+    await opened?.close();
+    await llm?.close();
+    net?.destroy();
+    await env?.cleanup();
+  }, 60_000);
+
+  it('spreads users over the runners and runs their turns there, through either serve', async () => {
+    const results = await Promise.all(['u1', 'u2', 'u3', 'u4', 'u5', 'u6'].map((u, i) => turn(i % 2 ? serveB : serveA, u, `answer ${u}`)));
+    for (const [i, r] of results.entries()) {
+      const text = r.events.filter((e) => e.type === 'message.part.delta').map((e) => e.properties.delta).join('');
+      expect(text, JSON.stringify(r.events.map((e) => e.type))).toBe(`answer to u${i + 1}`);
+    }
+    const placed = await Promise.all(Object.values(users).map((u) => placementOf(u.id)));
+    const per = new Map<string, number>();
+    for (const p of placed) per.set(p!.name, (per.get(p!.name) ?? 0) + 1);
+    // Six users over three runners of equal capacity: two each.
+    expect([...per.entries()].sort()).toEqual([['r1', 2], ['r2', 2], ['r3', 2]]);
+    // Each runtime is recorded as its runner's, and its workspace is on that runner's disk.
+    const { rows } = await opened.db.query<{ socket_path: string }>(`select socket_path from agent_runtimes where tenant_id = $1`, [tenantId]);
+    expect(rows.length).toBe(6);
+    expect(rows.every((r) => r.socket_path.startsWith('runner:'))).toBe(true);
+  }, 240_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('an SSE client that moves from one serve to the other with Last-Event-ID misses nothing and sees nothing twice', async () => {
+    const { token } = users.u1;
+    const id = (await call(serveA, 'POST', '/v1/sessions', token, { title: 'moving client' })).json.sessionId;
+    const whole = await openSse(`${serveB.url}/v1/sessions/${id}/events`, { authorization: `Bearer ${token}` });
+    const first = await openSse(`${serveA.url}/v1/sessions/${id}/events`, { authorization: `Bearer ${token}` });
+    expect((await call(serveA, 'POST', `/v1/sessions/${id}/prompt`, token, { text: 'sleep 2', agent: 'build' })).status).toBe(202);
+    await first.until((e) => e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool', 60_000);
+    await first.close();
+    const lastId = first.events.at(-1)!.id!;
+    const second = await openSse(`${serveB.url}/v1/sessions/${id}/events`, { authorization: `Bearer ${token}`, 'last-event-id': lastId });
+    await second.until((e) => e.data.type === 'session.idle', 60_000);
+    await whole.until((e) => e.data.type === 'session.idle', 10_000);
+    await second.close();
+    await whole.close();
+    const seen = [...first.events, ...second.events].map((e) => e.id);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen).toEqual(whole.events.map((e) => e.id));
+  }, 120_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a runner killed mid-turn: the turn ends with a clear error, and the next turn runs on another runner with the transcript intact (shared storage)', async () => {
+    // u1's runtime is on r1 or r2 (the shared pair) or r3; find one of the shared pair's users.
+    let who = '';
+    for (const u of Object.keys(users)) {
+      const p = await placementOf(users[u].id);
+      if (p?.name === 'r1') who = u;
+    }
+    expect(who).not.toBe('');
+    const before = await turn(serveA, who, 'answer before the crash');
+    const token = users[who].token;
+    const sse = await openSse(`${serveB.url}/v1/sessions/${before.sessionId}/events`, { authorization: `Bearer ${token}` });
+    expect((await call(serveB, 'POST', `/v1/sessions/${before.sessionId}/prompt`, token, { text: 'sleep 60', agent: 'build' })).status).toBe(202);
+    await sse.until((e) => e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool' && e.data.properties.part?.state?.status === 'running', 60_000);
+    const killedAt = Date.now();
+    process.kill(-runners.get('r1')!.child.pid!, 'SIGKILL');
+    const end = await sse.until((e) => e.data.type === 'session.error' || e.data.type === 'session.idle', 90_000);
+    const error = sse.events.find((e) => e.data.type === 'session.error');
+    expect(error?.data.properties.error ?? error?.data.properties, JSON.stringify(end.map((e) => e.data.type))).toMatchObject({ code: 'turn_lost' });
+    await sse.close();
+    // The next turn: on r2 (shared storage), with the earlier transcript.
+    const after = await turn(serveA, who, 'answer after the crash', before.sessionId);
+    const lostFor = Date.now() - killedAt;
+    expect(after.events.filter((e) => e.type === 'message.part.delta').map((e) => e.properties.delta).join('')).toBe('answer to after the crash');
+    expect((await placementOf(users[who].id))!.name).not.toBe('r1');
+    const messages = (await call(serveA, 'GET', `/v1/sessions/${before.sessionId}/messages`, token)).json.messages as Array<{ info: { role: string }; parts: Array<{ type: string; text?: string }> }>;
+    expect(messages.flatMap((m) => m.parts).some((p) => p.type === 'text' && p.text === 'answer to before the crash')).toBe(true);
+    // Within the heartbeat timeout (30 s), a sweep (5 s) and one cold start.
+    expect(lostFor).toBeLessThan(60_000);
+  }, 240_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a drain with local storage moves an idle user\'s workspace to another runner', async () => {
+    let who = '';
+    for (const u of Object.keys(users)) if ((await placementOf(users[u].id))?.name === 'r3') who = u;
+    expect(who).not.toBe('');
+    const ws = join(env.dir, 'r3', 'workspaces', tenantId, users[who].id);
+    expect(existsSync(ws)).toBe(true);
+    writeFileSync(join(ws, 'notes.txt'), 'written on r3\n');
+    const drained = await runCli(['runner', 'drain', 'r3', '--json'], { env });
+    expect(drained.code, drained.stderr).toBe(0);
+    const deadline = Date.now() + 60_000;
+    let p = await placementOf(users[who].id);
+    while (p?.name === 'r3' && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 500));
+      p = await placementOf(users[who].id);
+    }
+    expect(p!.name).not.toBe('r3');
+    const moved = join(env.dir, 'shared-storage', 'workspaces', tenantId, users[who].id, 'notes.txt');
+    expect(readFileSync(moved, 'utf8')).toBe('written on r3\n');
+    const after = await turn(serveB, who, 'answer after the drain');
+    expect(after.events.filter((e) => e.type === 'message.part.delta').map((e) => e.properties.delta).join('')).toBe('answer to after the drain');
+  }, 180_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('an agent on a runner reaches neither the control plane nor PostgreSQL', async () => {
+    const port = new URL(serveA.url).port;
+    const r = await turn(serveA, 'u2', `probe curl -sS -m 3 http://${net.controlAddress}:${port}/healthz; echo "rc=$?"; curl -sS -m 3 --noproxy '*' http://${net.controlAddress}:${port}/healthz; echo "rc=$?"; (exec 3<>/dev/tcp/${net.controlAddress}/5432) 2>&1; echo "pg=$?"`);
+    const output = r.events.filter((e) => e.type === 'message.part.updated' && e.properties.part?.type === 'tool').map((e) => JSON.stringify(e.properties.part.state?.output ?? '')).join('\n');
+    expect(output).toMatch(/rc=[1-9]/);
+    expect(output).not.toMatch(/"ok"|status.*ok/);
+    expect(output).toMatch(/pg=[1-9]/);
+  }, 120_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a runner holds no secret of the appliance: not in its environment, its processes or its files', async () => {
+    const secrets = [env.vars.AGENTWS_JWT_SECRET, env.vars.AGENTWS_ENCRYPTION_KEY, env.vars.AGENTWS_API_KEY, env.databaseUrl!, 'sk-scripted-secret'];
+    const r2 = runners.get('r2')!.child.pid!;
+    const tree = [r2, ...descendants(r2)];
+    expect(tree.length).toBeGreaterThan(1);
+    for (const pid of tree) {
+      let environ = '';
+      let cmdline = '';
+      try {
+        environ = readFileSync(`/proc/${pid}/environ`, 'utf8');
+        cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const s of secrets) expect(environ.includes(s) || cmdline.includes(s), `pid ${pid} holds a secret`).toBe(false);
+    }
+    const found = grepTree(join(env.dir, 'shared-storage'), secrets);
+    expect(found).toEqual([]);
+  }, 60_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a revoked runner token is refused', async () => {
+    const created = JSON.parse((await runCli(['runner', 'token', 'create', 'spare', '--json'], { env })).stdout);
+    expect((await runCli(['runner', 'token', 'revoke', 'spare'], { env })).code).toBe(0);
+    const child = startRunner('r4', { control: serveA.url, token: created.token, dataDir: join(env.dir, 'r4'), shared: false });
+    const deadline = Date.now() + 20_000;
+    while (!/refused this runner token/.test(runners.get('r4')!.logs()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(runners.get('r4')!.logs()).toMatch(/refused this runner token/);
+    expect((await opened.core.runners.list(systemCtx(silentLogger))).some((r) => r.name === 'r4')).toBe(false);
+    process.kill(-child.pid!, 'SIGKILL');
+  }, 60_000);
+});
+
+function descendants(pid: number): number[] {
+  const out: number[] = [];
+  const walk = (p: number) => {
+    let kids: string[] = [];
+    try {
+      kids = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    } catch {
+      return;
+    }
+    for (const k of kids) {
+      out.push(Number(k));
+      walk(Number(k));
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+function grepTree(dir: string, needles: string[]): string[] {
+  const hits: string[] = [];
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) {
+        const text = readFileSync(p).toString('latin1');
+        for (const n of needles) if (text.includes(n)) hits.push(`${p}: ${n.slice(0, 6)}…`);
+      }
+    }
+  };
+  if (existsSync(dir)) walk(dir);
+  return hits;
+}
+
