@@ -55,6 +55,7 @@ describe('turn runner: memories at the start of a turn', () => {
         bindUpstream: async () => 'ses_1',
         finishTurn: async (_q, _t, _id, status) => void finished.push(status),
         waitTurn: async () => true,
+        loseTurns: async () => [],
       },
       runtime: { resolveModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m' }), ensureConfigured: async () => {} },
       pool: { acquire: async () => ({ endpoint: { url, authorization: 'Basic x' }, directory: '/workspace' }) },
