@@ -66,7 +66,9 @@ Options:
   --test [-- ARGS]     the test suite, set up as CI runs it: Node.js 24, PostgreSQL
                        with pgvector (--with-postgres, unless AGENTWS_TEST_DATABASE_URL
                        is set), Chromium (--with-chromium, unless AGENTWS_CHROMIUM is
-                       set), npm ci and the build, then `npm test` on that Node.js
+                       set), iproute2 where `ip` is missing and this is root (the
+                       network namespaces of the multi-host tests, which need root),
+                       npm ci and the build, then `npm test` on that Node.js
                        (vitest; ARGS after -- go to vitest, e.g. one test file or
                        --project unit). Exits with the suite's status. Installing
                        PostgreSQL, pgvector or Chromium where they are missing needs
@@ -697,6 +699,30 @@ ensure_chromium() {
   emit "AGENTWS_CHROMIUM=$bin"
 }
 
+# ---------------------------------------------------------------- iproute2 (--test)
+# The multi-host tests (test/helpers/netns.ts) make each runner host a network namespace joined by veth
+# pairs, with `ip` from iproute2: on most Debian installs (priority important), not on minimal ones
+# (debootstrap --variant=minbase, Debian's container images). They need root, as CI has; without root they
+# skip, and nothing is installed for them.
+ensure_iproute2() {
+  local bin= c
+  find_ip() { # not on PATH for most users (/usr/sbin); and `command -v` may name a file not executable
+    for c in "$(command -v ip || true)" /usr/sbin/ip /sbin/ip; do
+      if [[ -n $c && -x $c ]]; then bin=$c; return 0; fi
+    done
+    return 1
+  }
+  if ! find_ip && [[ $EUID -eq 0 ]]; then
+    apt_install iproute2
+    find_ip || die "ip not found after installing iproute2"
+  fi
+  if [[ -n $bin ]]; then
+    log "iproute2 (network namespaces for the multi-host tests): $bin"
+  else
+    log "iproute2 is missing and this is not root: the multi-host tests, which need root, will skip"
+  fi
+}
+
 # ---------------------------------------------------------------- timings
 # How long each step took, logged at the end (CI reads its phases from these).
 STEP_START=$SECONDS
@@ -736,6 +762,11 @@ if [[ $WITH_POSTGRES == 1 ]] || [[ $TEST == 1 && -z ${AGENTWS_TEST_DATABASE_URL:
   step_done postgres
 elif [[ $TEST == 1 ]]; then
   log "PostgreSQL for the tests: AGENTWS_TEST_DATABASE_URL, as set (the test setup checks it)"
+fi
+
+if [[ $TEST == 1 ]]; then
+  ensure_iproute2
+  step_done iproute2
 fi
 
 if [[ $WITH_CHROMIUM == 1 || $TEST == 1 ]]; then

@@ -11,6 +11,12 @@ export default class RunnerTokenRevoke extends BaseCommand<typeof RunnerTokenRev
   async run(): Promise<void> {
     const core = await this.core();
     const r = await core.runners.revokeToken(this.ctx(), this.args.token);
-    this.output(r, () => info(r.already ? `runner token "${r.name}" was already revoked` : `revoked runner token "${r.name}" (${r.id})`));
+    this.output(r, () =>
+      info(
+        r.already
+          ? `runner token "${r.name}" was already revoked`
+          : `revoked runner token "${r.name}" (${r.id})${r.runners.length ? `; offline now: ${r.runners.join(', ')}` : ''}`,
+      ),
+    );
   }
 }

@@ -57,6 +57,13 @@ const PLACEMENT = `user_id as "userId", tenant_id as "tenantId", runner_id as "r
 
 export function createRunnersRepo() {
   return {
+    /**
+     * The database's time. Heartbeats are stamped with it, so health is judged by it too: the clocks of
+     * the control-plane hosts may differ from it and from each other.
+     */
+    async now(q: Queryable): Promise<Date> {
+      return (await q.query<{ now: Date }>(`select now() as now`)).rows[0].now;
+    },
     async insertToken(q: Queryable, t: { name: string; tokenHash: string; createdBy: string }): Promise<RunnerTokenRow> {
       const { rows } = await q.query<{ id: string }>(`insert into runner_tokens (name, token_hash, created_by) values ($1, $2, $3) returning id`, [t.name, t.tokenHash, t.createdBy]);
       return (await q.query<RunnerTokenRow>(`select ${TOKEN} from runner_tokens t where t.id = $1`, [rows[0].id])).rows[0];
@@ -143,13 +150,18 @@ export function createRunnersRepo() {
     async setState(q: Queryable, id: string, state: RunnerState): Promise<void> {
       await q.query(`update runners set state = $2 where id = $1`, [id, state]);
     },
-    /** Marks lost the runners not heard from since `before` (each returned once: the update decides). */
-    async markLost(q: Queryable, before: Date): Promise<Array<{ id: string; name: string }>> {
+    /**
+     * Marks lost the remote runners not heard from for `timeoutMs` (by the database's clock) before `at`
+     * (default: now); each is returned once: the update decides.
+     */
+    async markLost(q: Queryable, timeoutMs: number, at: Date | null = null): Promise<Array<{ id: string; name: string }>> {
       return (
         await q.query<{ id: string; name: string }>(
           `update runners set state = 'lost', serve_id = null, relay_url = null
-           where kind = 'remote' and state in ('active', 'draining') and heartbeat_at < $1 returning id, name`,
-          [before],
+           where kind = 'remote' and state in ('active', 'draining')
+             and (heartbeat_at is null or heartbeat_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1::float8 / 1000))
+           returning id, name`,
+          [timeoutMs, at],
         )
       ).rows;
     },

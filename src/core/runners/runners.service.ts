@@ -1,70 +1,132 @@
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requireSystem } from '../authz.js';
+import { hasPermission } from '../authz.js';
 import { actorString, systemCtx as makeSystemCtx, type Ctx } from '../context.js';
-import { ConflictError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { Logger } from '../logger.js';
 import type { RuntimeOwner } from '../runtime/runtime-pool.js';
 import { RUNNER_REVOKED_CHANNEL } from './runner-fleet.js';
-import { ageText, chooseRunner, newRunnerToken, RUNNER_HEARTBEAT_TIMEOUT_MS, runnerHealthy, runnerTokenHash } from './runner-fns.js';
+import {
+  ageText,
+  chooseRunner,
+  looksLikeRunnerToken,
+  newRunnerToken,
+  placementVerdict,
+  RUNNER_HEARTBEAT_TIMEOUT_MS,
+  RUNNER_NAME,
+  runnerHealth,
+  runnerHealthy,
+  runnerTokenHash,
+  type PlacementReason,
+} from './runner-fns.js';
 import type { RunnerInfo } from './runner-protocol.js';
 import type { PlacementRow, RunnerRow, RunnersRepo } from './runners.repo.js';
 
-const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 const systemCtx = (log: Logger): Ctx => makeSystemCtx(log, { name: 'runners', channel: 'runner' });
+/** A token's last use is written at most this often (authenticating is on every runner request). */
+const TOKEN_TOUCH_MS = 60_000;
+const MAX_LABELS = 32;
+
+/** Where a user's runtime is placed: the runner, the lease's fence, and whether it just moved and why. */
+export interface Placed extends PlacementRow {
+  runnerName: string;
+  kind: 'local' | 'remote';
+  /** The placement is new or on another runner than before (a new fence). */
+  moved: boolean;
+  /** Why it moved: placed for the first time ('new'), its runner was lost or offline, or drained. */
+  reason?: PlacementReason;
+  previousRunnerId?: string;
+  /** Where the user's files were: 'local' on a runner now gone means a new workspace. */
+  previousStorage?: 'local' | 'shared';
+}
+
+export interface RunnersDeps {
+  db: Database;
+  repo: RunnersRepo;
+  audit: AuditService;
+  bus: EventBus;
+  clock: Clock;
+  log: Logger;
+  /** The operator user and tenant (AGENTWS_OPERATOR_EMAIL): whose owners may manage runners over the API. */
+  operator?: () => Promise<{ tenantId: string; userId: string } | null>;
+}
 
 /**
  * Runner hosts as the control plane keeps them (issue 26): the tokens runners authenticate with (the
  * operator's, from the CLI), the runners that registered, and where each user's runtime is placed, as a
- * lease with a fencing number. Runner administration is the operator's (system actor): runners serve
- * every tenant.
+ * lease with a fencing number. Runners serve every tenant, so they are the appliance operator's: the CLI
+ * (system actor), and over the API an owner (admin.manage_tenant) of the operator's tenant. Tokens are
+ * CLI-only: one lets a machine host any tenant's agents.
  */
-export function createRunnersService(deps: { db: Database; repo: RunnersRepo; audit: AuditService; bus: EventBus; clock: Clock; log: Logger }) {
+export function createRunnersService(deps: RunnersDeps) {
   const { db, repo, audit, clock } = deps;
 
-  const publicRunner = (r: RunnerRow, now = clock.now()) => ({
+  /** Runner administration: the CLI, or an owner of the operator's tenant; anyone else 403. */
+  async function requireOperator(ctx: Ctx, what: string): Promise<void> {
+    if (ctx.actor.kind === 'system') return;
+    if (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'admin.manage_tenant')) {
+      const op = await deps.operator?.();
+      if (op && op.tenantId === ctx.actor.tenantId) return;
+    }
+    throw new ForbiddenError(`${what} is only available to the appliance's operator (the CLI, or an owner of the operator's tenant)`);
+  }
+
+  function requireCli(ctx: Ctx, what: string): void {
+    if (ctx.actor.kind !== 'system') throw new ForbiddenError(`${what} is only available to the operator (CLI)`);
+  }
+
+  const healthOf = (r: RunnerRow, now: Date): boolean => (r.kind === 'local' ? r.state === 'active' || r.state === 'draining' : runnerHealthy(r, now));
+
+  const publicRunner = (r: RunnerRow, now: Date) => ({
     id: r.id,
     name: r.name,
     kind: r.kind,
     state: r.state,
-    healthy: r.kind === 'local' ? r.state !== 'offline' : runnerHealthy(r, now),
+    healthy: healthOf(r, now),
     capacity: r.capacity,
     resident: r.resident,
     busy: r.busy,
     users: r.placed,
     heartbeatAt: r.heartbeatAt,
+    heartbeatAgeMs: r.heartbeatAt ? Math.max(0, now.getTime() - r.heartbeatAt.getTime()) : null,
     heartbeat: ageText(r.heartbeatAt, now),
     version: r.version,
     labels: r.labels,
     address: r.address,
     sharedStorage: r.sharedStorage,
+    connected: r.serveId !== null,
+    registeredAt: r.registeredAt,
+    connectedAt: r.connectedAt,
   });
 
   async function runnerNamed(name: string): Promise<RunnerRow> {
-    const r = await repo.runnerByName(db, name);
+    const r = RUNNER_NAME.test(name) ? await repo.runnerByName(db, name) : null;
     if (!r) throw new NotFoundError(`runner "${name}" not found`, { hint: 'List runners with `npx aws runner list`.' });
     return r;
   }
 
-  async function place(owner: RuntimeOwner, exclude: string[] = [], force = false): Promise<PlacementRow & { kind: 'local' | 'remote'; runnerName: string }> {
+  /**
+   * Places the user in one transaction, serialised per user: kept where they are while that runner may
+   * keep them (sticky), else on the least loaded runner with room under a new fence. `force` moves them off
+   * their runner (a drain). Throws UnavailableError (runner_unavailable) when no runner has room.
+   */
+  async function place(owner: RuntimeOwner, o: { exclude?: string[]; force?: boolean; needShared?: boolean } = {}): Promise<Placed> {
     return db.transaction(async (tx) => {
-      const now = clock.now();
+      const now = await repo.now(tx);
       const current = await repo.lockPlacement(tx, owner.userId);
+      const held = current ? await repo.runnerById(tx, current.runnerId) : null;
+      const verdict = placementVerdict(current, held, owner.tenantId, now);
+      if (!o.force && verdict.keep && current && held) return { ...current, runnerName: held.name, kind: held.kind, moved: false };
+      // A new runner is chosen: one choice at a time, on figures read under the lock.
+      await repo.lockChoice(tx);
       const runners = await repo.listRunners(tx);
-      const byId = new Map(runners.map((r) => [r.id, r]));
-      const held = current ? byId.get(current.runnerId) : undefined;
-      // Sticky: the user stays where their workspace is while that runner is healthy (draining included:
-      // a drain moves its users itself).
-      if (!force && current && held && current.tenantId === owner.tenantId && (held.kind === 'local' ? held.state !== 'offline' && held.state !== 'lost' : runnerHealthy(held, now))) {
-        return { ...current, kind: held.kind, runnerName: held.name };
-      }
-      const placed = new Map(runners.map((r) => [r.id, r.recent]));
       const to = chooseRunner(
+        // A serve's local runner has no heartbeat: while active it is as healthy as the serve that asks.
         runners.map((r) => (r.kind === 'local' ? { ...r, heartbeatAt: r.state === 'active' ? now : r.heartbeatAt } : r)),
         now,
-        { exclude: [...exclude, ...(force && current ? [current.runnerId] : [])], placed },
+        { exclude: [...(o.exclude ?? []), ...(o.force && current ? [current.runnerId] : [])], placed: new Map(runners.map((r) => [r.id, r.recent])), needShared: o.needShared },
       );
       if (!to) {
         throw new UnavailableError('no runner host has room for this agent now', {
@@ -73,20 +135,33 @@ export function createRunnersService(deps: { db: Database; repo: RunnersRepo; au
         });
       }
       const row = await repo.setPlacement(tx, { userId: owner.userId, tenantId: owner.tenantId, runnerId: to.id, storage: to.sharedStorage ? 'shared' : 'local' });
+      const reason: PlacementReason = o.force && verdict.keep ? 'draining' : verdict.keep ? 'new' : verdict.reason;
       if (current && current.runnerId !== to.id) {
-        deps.log.info({ userId: owner.userId, from: held?.name ?? current.runnerId, to: to.name, fence: row.fence }, 'agent placed on another runner');
+        deps.log.info({ userId: owner.userId, from: held?.name ?? current.runnerId, to: to.name, fence: row.fence, reason }, 'agent placed on another runner');
       }
-      return { ...row, kind: to.kind, runnerName: to.name };
+      return {
+        ...row,
+        runnerName: to.name,
+        kind: to.kind,
+        moved: true,
+        reason,
+        ...(current ? { previousRunnerId: current.runnerId, previousStorage: current.storage } : {}),
+      };
     });
   }
 
   return {
-    /** A runner token (shown once; stored hashed). Operator only. */
-    async createToken(ctx: Ctx, input: { name: string }) {
-      requireSystem(ctx, 'creating runner tokens');
-      if (!NAME.test(input.name)) throw new ValidationError('name must be lower-case letters, digits, dot, dash or underscore (at most 63)');
+    /** A runner token (shown once; stored hashed). CLI only; audited runner.token_created. */
+    async createToken(ctx: Ctx, input: { name: string }): Promise<{ id: string; name: string; token: string; createdAt: Date }> {
+      requireCli(ctx, 'creating runner tokens');
+      if (!RUNNER_NAME.test(input.name)) throw new ValidationError('a runner token\'s name is lower-case letters, digits, dot, dash or underscore (at most 63)');
       const token = newRunnerToken();
       const row = await db.transaction(async (tx) => {
+        await repo.lockTokenName(tx, input.name);
+        const same = await repo.findToken(tx, input.name);
+        if (same && !same.revokedAt) {
+          throw new ConflictError(`a runner token named "${input.name}" exists`, { hint: 'Choose another name, or revoke it first (`npx aws runner token revoke`).' });
+        }
         const row = await repo.insertToken(tx, { name: input.name, tokenHash: runnerTokenHash(token), createdBy: actorString(ctx.actor) });
         await audit.record(tx, ctx, { tenantId: null, action: 'runner.token_created', target: `runner_token:${row.id}`, details: { name: row.name } });
         return row;
@@ -94,47 +169,77 @@ export function createRunnersService(deps: { db: Database; repo: RunnersRepo; au
       return { id: row.id, name: row.name, token, createdAt: row.createdAt };
     },
 
+    /** Runner tokens (never the tokens nor their hashes): when last used, whether revoked, the runners using each. CLI only. */
     async listTokens(ctx: Ctx) {
-      requireSystem(ctx, 'listing runner tokens');
+      requireCli(ctx, 'listing runner tokens');
       return (await repo.listTokens(db)).map((t) => ({ ...t, revoked: t.revokedAt !== null }));
     },
 
-    /** Revokes a token: its runners are cut off now and refused when they dial again. */
-    async revokeToken(ctx: Ctx, ref: string) {
-      requireSystem(ctx, 'revoking runner tokens');
+    /**
+     * Revokes a token (by id or name): its runners go offline now, the processes holding their channels cut
+     * them (bus, after commit), and they are refused when they dial again. CLI only; audited runner.token_revoked.
+     */
+    async revokeToken(ctx: Ctx, ref: string): Promise<{ id: string; name: string; revoked: true; already: boolean; runners: string[] }> {
+      requireCli(ctx, 'revoking runner tokens');
       const t = await repo.findToken(db, ref);
       if (!t) throw new NotFoundError(`runner token "${ref}" not found`, { hint: 'List them with `npx aws runner token list`.' });
-      if (t.revokedAt) return { id: t.id, name: t.name, revoked: true, already: true };
-      await db.transaction(async (tx) => {
-        await repo.revokeToken(tx, t.id);
-        await audit.record(tx, ctx, { tenantId: null, action: 'runner.token_revoked', target: `runner_token:${t.id}`, details: { name: t.name } });
+      const runners = await db.transaction(async (tx) => {
+        const runners = await repo.revokeToken(tx, t.id);
+        if (!runners) return null;
+        await audit.record(tx, ctx, { tenantId: null, action: 'runner.token_revoked', target: `runner_token:${t.id}`, details: { name: t.name, runners } });
         await deps.bus.publish(RUNNER_REVOKED_CHANNEL, { tokenId: t.id }, tx);
+        return runners;
       });
-      return { id: t.id, name: t.name, revoked: true, already: false };
+      return { id: t.id, name: t.name, revoked: true, already: runners === null, runners: runners ?? t.runners };
     },
 
-    /** The token's id and hash if it is a live runner token; UnauthenticatedError otherwise. */
+    /** The token's id and hash if it is a live runner token; UnauthenticatedError otherwise (unknown or revoked alike). */
     async authenticate(token: string): Promise<{ tokenId: string; tokenHash: string }> {
+      if (typeof token !== 'string' || !looksLikeRunnerToken(token)) throw new UnauthenticatedError('unknown or revoked runner token');
       const hash = runnerTokenHash(token);
       const t = await repo.tokenByHash(db, hash);
       if (!t || t.revokedAt) throw new UnauthenticatedError('unknown or revoked runner token');
-      void repo.touchToken(db, t.id).catch(() => {});
+      if (!t.lastUsedAt || clock.now().getTime() - t.lastUsedAt.getTime() > TOKEN_TOUCH_MS) await repo.touchToken(db, t.id).catch(() => {});
       return { tokenId: t.id, tokenHash: hash };
     },
 
-    /** A runner connected: registered by name (a name taken by another token's healthy runner is refused). */
+    /**
+     * A runner connected: registered (or registered again) by name. A name taken by a healthy runner of
+     * another token is refused (ConflictError); a drained runner that reconnects stays draining.
+     */
     async register(tokenId: string, info: RunnerInfo & { serveId: string; relayUrl: string | null }): Promise<RunnerRow> {
-      if (!NAME.test(info.name)) throw new ValidationError(`runner name "${info.name}" is not valid`);
+      if (typeof info.name !== 'string' || !RUNNER_NAME.test(info.name)) throw new ValidationError(`runner name "${String(info.name)}" is not valid (lower-case letters, digits, dot, dash, underscore; at most 63)`);
+      const capacity = Number(info.capacity);
+      if (!Number.isInteger(capacity) || capacity < 0 || capacity > 100_000) throw new ValidationError('a runner\'s capacity is a whole number from 0');
+      const labels = cleanLabels(info.labels);
       const existing = await repo.runnerByName(db, info.name);
-      if (existing && existing.tokenId !== tokenId && existing.kind === 'remote' && runnerHealthy(existing, clock.now())) {
-        throw new ConflictError(`a runner named "${info.name}" is connected with another token`);
-      }
       if (existing?.kind === 'local') throw new ConflictError(`"${info.name}" is the name of a serve's local runner`);
-      const row = await repo.upsertRunner(db, { name: info.name, tokenId, kind: 'remote', address: info.address, labels: info.labels ?? {}, version: info.version ?? null, capacity: Math.max(0, Math.floor(info.capacity)), sharedStorage: !!info.sharedStorage, serveId: info.serveId, relayUrl: info.relayUrl });
-      if (!existing || existing.state === 'lost' || existing.state === 'offline') {
-        await db.transaction((tx) => audit.record(tx, systemCtx(deps.log), { tenantId: null, action: 'runner.registered', target: `runner:${row.id}`, details: { name: row.name, address: row.address, capacity: row.capacity, version: row.version } }));
+      if (existing && existing.tokenId !== tokenId && runnerHealthy(existing, await repo.now(db))) {
+        throw new ConflictError(`a runner named "${info.name}" is connected with another token`, { hint: 'Give this runner another name (AGENTWS_RUNNER_NAME).' });
       }
-      return row;
+      return db.transaction(async (tx) => {
+        const row = await repo.upsertRunner(tx, {
+          name: info.name,
+          tokenId,
+          kind: 'remote',
+          address: typeof info.address === 'string' ? info.address.slice(0, 255) : null,
+          labels,
+          version: typeof info.version === 'string' ? info.version.slice(0, 64) : null,
+          capacity,
+          sharedStorage: info.sharedStorage === true,
+          serveId: info.serveId,
+          relayUrl: info.relayUrl,
+        });
+        if (!existing || existing.state === 'lost' || existing.state === 'offline' || existing.tokenId !== tokenId) {
+          await audit.record(tx, systemCtx(deps.log), {
+            tenantId: null,
+            action: 'runner.registered',
+            target: `runner:${row.id}`,
+            details: { name: row.name, address: row.address, capacity: row.capacity, version: row.version, sharedStorage: row.sharedStorage, state: row.state },
+          });
+        }
+        return row;
+      });
     },
 
     /** A serve's own runtimes, as a runner placements can choose (no token: it is the control plane itself). */
@@ -149,63 +254,82 @@ export function createRunnersService(deps: { db: Database; repo: RunnersRepo; au
     /** The runner of this name registered with this token (what a runner's request acts as). */
     async runnerOf(tokenId: string, name: string): Promise<{ id: string; kind: 'local' | 'remote' } | null> {
       const r = await repo.runnerByName(db, name);
-      return r && r.tokenId === tokenId && r.kind === 'remote' ? { id: r.id, kind: r.kind } : null;
+      return r && r.tokenId === tokenId && r.kind === 'remote' && r.state !== 'offline' ? { id: r.id, kind: r.kind } : null;
     },
 
+    /** Records a runner's figures and that it is alive (a lost runner heard again is active); answers its state. */
     async heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }) {
-      return (await repo.heartbeat(db, runnerId, figures)) ?? { state: 'offline' as const, sharedStorage: false };
+      const n = (x: number) => (Number.isFinite(x) ? Math.max(0, Math.floor(x)) : 0);
+      return (await repo.heartbeat(db, runnerId, { resident: n(figures.resident), busy: n(figures.busy), capacity: n(figures.capacity) })) ?? { state: 'offline' as const, sharedStorage: false };
     },
 
+    /** The runner's channel to `serveId` closed (forgotten only if that serve still held it). */
     disconnected: (runnerId: string, serveId: string) => repo.disconnected(db, runnerId, serveId),
 
-    /** Runners not heard from within the timeout, newly marked lost, with the users placed on them (audited). */
-    async markLost(): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>> {
-      const lost = await repo.markLost(db, new Date(clock.now().getTime() - RUNNER_HEARTBEAT_TIMEOUT_MS));
+    /**
+     * Remote runners not heard from within the heartbeat timeout, newly marked lost, with the users placed
+     * on them (each runner returned to exactly one caller: the update decides). Audited runner.lost.
+     */
+    async markLost(now?: Date): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>> {
+      const lost = await repo.markLost(db, RUNNER_HEARTBEAT_TIMEOUT_MS, now ?? null);
       const out: Array<{ id: string; name: string; users: RuntimeOwner[] }> = [];
       for (const r of lost) {
         const users = (await repo.placementsOf(db, r.id)).map((p) => ({ tenantId: p.tenantId, userId: p.userId }));
         await db.transaction((tx) => audit.record(tx, systemCtx(deps.log), { tenantId: null, action: 'runner.lost', target: `runner:${r.id}`, details: { name: r.name, users: users.length } }));
+        deps.log.warn({ runner: r.name, users: users.length }, 'runner lost: no heartbeat');
         out.push({ ...r, users });
       }
       return out;
     },
 
-    /** Every runner with its state and figures (operator). */
+    /** Every runner with its state and figures (the operator's). */
     async list(ctx: Ctx) {
-      requireSystem(ctx, 'listing runners');
-      const now = clock.now();
+      await requireOperator(ctx, 'listing runners');
+      const now = await repo.now(db);
       return (await repo.listRunners(db)).map((r) => publicRunner(r, now));
     },
 
-    /** No new placements on the runner; its idle users move (the serve holding its channel moves them). */
+    /**
+     * No new placements on the runner; the serve holding its channel moves its idle users (`move`), running
+     * turns finish first. Returns the runner and the number of users placed there. Audited runner.drain.
+     */
     async drain(ctx: Ctx, name: string) {
-      requireSystem(ctx, 'draining runners');
+      await requireOperator(ctx, 'draining runners');
       const r = await runnerNamed(name);
-      if (r.state === 'lost' || r.state === 'offline') throw new ConflictError(`runner "${name}" is ${r.state}: there is nothing to drain`, { hint: 'Remove it with `npx aws runner remove`.' });
-      await db.transaction(async (tx) => {
-        await repo.setState(tx, r.id, 'draining');
-        await audit.record(tx, ctx, { tenantId: null, action: 'runner.drain', target: `runner:${r.id}`, details: { name, users: r.placed } });
-      });
-      return { ...publicRunner({ ...r, state: 'draining' }), users: r.placed };
+      if (r.state === 'lost' || r.state === 'offline') {
+        throw new ConflictError(`runner "${name}" is ${r.state}: there is nothing to drain`, { hint: 'Its users are placed elsewhere at their next turn; forget it with `npx aws runner remove`.' });
+      }
+      if (r.state !== 'draining') {
+        await db.transaction(async (tx) => {
+          await repo.setState(tx, r.id, 'draining');
+          await audit.record(tx, ctx, { tenantId: null, action: 'runner.drain', target: `runner:${r.id}`, details: { name, users: r.placed } });
+        });
+      }
+      return { ...publicRunner({ ...r, state: 'draining' }, await repo.now(db)), users: r.placed };
     },
 
-    /** Ends a drain. */
+    /** Ends a drain: the runner takes placements again. Audited runner.resume. */
     async resume(ctx: Ctx, name: string) {
-      requireSystem(ctx, 'resuming runners');
+      await requireOperator(ctx, 'resuming runners');
       const r = await runnerNamed(name);
-      if (r.state !== 'draining') throw new ConflictError(`runner "${name}" is ${r.state}, not draining`);
+      if (r.state === 'active') return publicRunner(r, await repo.now(db));
+      if (r.state !== 'draining') throw new ConflictError(`runner "${name}" is ${r.state}, not draining`, { hint: r.state === 'lost' ? 'It becomes active again when it answers its heartbeat.' : 'It becomes active again when it connects with a valid token.' });
       await db.transaction(async (tx) => {
         await repo.setState(tx, r.id, 'active');
         await audit.record(tx, ctx, { tenantId: null, action: 'runner.resume', target: `runner:${r.id}`, details: { name } });
       });
-      return publicRunner({ ...r, state: 'active' });
+      return publicRunner({ ...r, state: 'active' }, await repo.now(db));
     },
 
-    /** Forgets a lost or offline runner and its placements (its users are placed again at their next turn). */
-    async remove(ctx: Ctx, name: string) {
-      requireSystem(ctx, 'removing runners');
+    /**
+     * Forgets a runner that is lost or offline (or whose heartbeat stopped) and its placements: its users
+     * are placed elsewhere at their next turn. Audited runner.removed.
+     */
+    async remove(ctx: Ctx, name: string): Promise<{ name: string; removed: true; users: number }> {
+      await requireOperator(ctx, 'removing runners');
       const r = await runnerNamed(name);
-      if (r.kind === 'remote' && runnerHealthy(r, clock.now()) && r.state !== 'offline') throw new ConflictError(`runner "${name}" is connected and ${r.state}`, { hint: 'Drain it and stop it first (`npx aws runner drain`).' });
+      const gone = r.state === 'lost' || r.state === 'offline' || (r.kind === 'remote' && runnerHealth(r, await repo.now(db)) === 'stale');
+      if (!gone) throw new ConflictError(`runner "${name}" is ${r.state} and connected`, { hint: 'Drain it (`npx aws runner drain`), stop it, then remove it.' });
       await db.transaction(async (tx) => {
         await repo.dropPlacementsOf(tx, r.id);
         await repo.deleteRunner(tx, r.id);
@@ -214,27 +338,64 @@ export function createRunnersService(deps: { db: Database; repo: RunnersRepo; au
       return { name, removed: true, users: r.placed };
     },
 
-    /** Where the user's runtime goes (sticky while its runner is healthy), with the lease's fence. */
-    place: (owner: RuntimeOwner) => place(owner),
-    /** Moves the user off `from` (a drain); null when no other runner has room. */
-    async move(owner: RuntimeOwner, from: string) {
+    /**
+     * Where the user's runtime goes, with the lease's fence: sticky while its runner may keep them, else the
+     * least loaded runner with room (only those with shared storage when `needShared`). UnavailableError
+     * (runner_unavailable) when none has room.
+     */
+    place: (owner: RuntimeOwner, opts: { needShared?: boolean } = {}): Promise<Placed> => place(owner, { needShared: opts.needShared }),
+
+    /** Moves the user off `from` (a drain) to `to` if given, else the least loaded other runner; null when none has room or they are no longer on `from`. */
+    async move(owner: RuntimeOwner, from: string, to?: string): Promise<Placed | null> {
       try {
-        return await place(owner, [from], true);
+        const current = await repo.placement(db, owner.userId);
+        if (!current || current.runnerId !== from) return null;
+        const exclude = to ? (await repo.listRunners(db)).filter((r) => r.id !== to).map((r) => r.id) : [];
+        return await place(owner, { force: true, exclude });
       } catch (err) {
         if (err instanceof UnavailableError) return null;
         throw err;
       }
     },
-    /** The user's tenant if `runnerId` holds their lease under `fence` now. */
+
+    /** The user's placement now, or null. */
+    current: (userId: string): Promise<PlacementRow | null> => repo.placement(db, userId),
+    /** Same as current (the fleet's name for it). */
+    placement: (userId: string): Promise<PlacementRow | null> => repo.placement(db, userId),
+
+    /** The user's tenant if `runnerId` holds their lease under `fence` now (the tenant is the placement's, never the runner's word). */
     async holds(runnerId: string, userId: string, fence: number): Promise<{ tenantId: string } | null> {
       const p = await repo.placement(db, userId);
       return p && p.runnerId === runnerId && p.fence === fence ? { tenantId: p.tenantId } : null;
     },
-    placement: (userId: string) => repo.placement(db, userId),
-    placementsOf: async (runnerId: string) => (await repo.placementsOf(db, runnerId)).map((p) => ({ userId: p.userId, fence: p.fence, tenantId: p.tenantId })),
+
+    /** Records the gateway credential (sha256 hex) of the runtime started under this lease; false: a stale runner or fence. */
+    setCredential: (runnerId: string, userId: string, fence: number, credentialHash: string): Promise<boolean> =>
+      repo.setCredential(db, { runnerId, userId, fence, credentialHash }),
+
+    /** The lease a runtime's gateway credential (sha256 hex) belongs to, or null. */
+    async byCredential(credentialHash: string): Promise<{ tenantId: string; userId: string; runnerId: string; fence: number } | null> {
+      const p = await repo.byCredential(db, credentialHash);
+      return p ? { tenantId: p.tenantId, userId: p.userId, runnerId: p.runnerId, fence: p.fence } : null;
+    },
+
+    /** The users placed on a runner, with their fences. */
+    placementsOf: async (runnerId: string) => (await repo.placementsOf(db, runnerId)).map((p) => ({ userId: p.userId, fence: p.fence, tenantId: p.tenantId, storage: p.storage })),
+    /** Where other control-plane processes reach the serve holding the runner's channel. */
     relayUrlOf: (runnerId: string) => repo.relayUrlOf(db, runnerId),
+    /** Whether any remote runner is registered and not offline. */
     anyRemote: () => repo.anyRemote(db),
   };
+}
+
+/** A runner's labels as it sent them, kept to short string pairs. */
+function cleanLabels(labels: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!labels || typeof labels !== 'object' || Array.isArray(labels)) return out;
+  for (const [k, v] of Object.entries(labels as Record<string, unknown>).slice(0, MAX_LABELS)) {
+    if (/^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/.test(k) && (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean')) out[k] = String(v).slice(0, 128);
+  }
+  return out;
 }
 
 export type RunnersService = ReturnType<typeof createRunnersService>;
