@@ -27,7 +27,7 @@ import { probeSandbox } from './runtime/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
-import { createRuntimePool, tenantSharedDir, type RuntimeOwner } from './runtime/runtime-pool.js';
+import { createRuntimePool, tenantSharedDir, type RuntimeOwner, type RuntimeRecords } from './runtime/runtime-pool.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -173,7 +173,7 @@ export function createCore(deps: CoreDeps) {
   });
   // Runner hosts (issue 26): the registry of runners, tokens and placements, and this process's side of
   // their channels. Runners are made here, before the pool: the pool places users through the fleet.
-  const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }) });
+  const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator() });
   /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
   let localRunnerId: string | null = null;
   const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -191,12 +191,13 @@ export function createCore(deps: CoreDeps) {
       credentialCache.delete(owner.userId);
       await runtime.configureStarted(owner, { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: r.authorization }, directory: SANDBOX_PATHS.workspace }, r.pid);
     },
-    stopped: async (owner, runnerId, pid) => {
+    stopped: async (owner, runnerId, pid, o) => {
       credentialCache.delete(owner.userId);
       await runtimeRepo.forgetRunnerRuntime(db, owner.userId, runnerSocket(runnerId), pid >= 0 ? pid : null);
-      runtimeLost(owner, 'it stopped on its runner host');
+      await runtimeLost(owner, o?.why ? `on its runner host, ${o.why}` : 'it stopped on its runner host', { idle: o?.idle ?? false });
     },
     changed: (owner, handle) => pool.remoteChanged(owner, handle),
+    runningOn: async (owner, runnerId) => (await runtimeRepo.runtimeOf(db, owner.userId))?.socketPath === runnerSocket(runnerId),
     gateway: (identity, req, res, url) => egress.forRunners.gateway(identity, req, res, url),
     // The credential of the runtime the runner says it relays for: derived from the runtime's recorded
     // API password, as for a local runtime (a few seconds' cache: one query per model call otherwise).
@@ -215,13 +216,25 @@ export function createCore(deps: CoreDeps) {
     runtimeLost: async (owner, reason) => void (await turns.runtimeLost(owner, reason)),
   });
   // A runtime gone with turns in flight: they end with a clear error (turns are made below).
-  const runtimeLost = (owner: RuntimeOwner, reason: string) =>
-    void turns.runtimeLost(owner, reason).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns of a lost runtime'));
+  const runtimeLost = (owner: RuntimeOwner, reason: string, o?: { idle?: boolean }): Promise<void> =>
+    turns.runtimeLost(owner, reason, o).then(
+      () => {},
+      (err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns of a lost runtime'),
+    );
+  // This serve's own runtimes, as a runner: its host reports are its runner's heartbeats (placement
+  // counts them like any runner's).
+  const localRunnerRecords = (records: RuntimeRecords): RuntimeRecords => ({
+    ...records,
+    async report(host, status) {
+      await records.report(host, status);
+      if (localRunnerId) await runners.heartbeat(localRunnerId, { resident: status.resident, busy: status.busy, capacity: status.capacity });
+    },
+  });
   let launcher: RuntimeLauncher | null = null;
   const pool = createRuntimePool({
     placement: (owner) => fleet.placement(owner),
     remote: fleet.remote,
-    records: createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason) => runtimeLost(owner, reason) }),
+    records: localRunnerRecords(createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o) })),
     bus,
     log: deps.log.child({ part: 'runtime' }),
     dataDir: config.dataDir,
@@ -293,7 +306,13 @@ export function createCore(deps: CoreDeps) {
     permissionsOf,
     memories,
     unwanted: (s, turnId) => orchestrator.turnUnwanted(s, turnId),
-    onTurnFailed: (s, turnId) => void orchestrator.turnEnded(s, `failed:${turnId}`).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step')),
+    onTurnFailed: (s, turnId) => {
+      void orchestrator.turnEnded(s, `failed:${turnId}`).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step'));
+      // A chat user's turn ended with no answer (given up, or lost with its runtime): they are told (once, see the job).
+      if (s.channel !== 'web' && !s.parentId) {
+        void queue.send(GATEWAY_REPLY_JOB, { tenantId: s.tenantId, sessionId: s.id, turnId }, { singletonKey: `reply:turn:${turnId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply'));
+      }
+    },
     log: deps.log,
   });
   const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, skillLoaded: (tx, load) => skills.skillLoaded(tx, load) });
@@ -418,6 +437,9 @@ export function createCore(deps: CoreDeps) {
         deps.log.warn('AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with this service\'s files, secrets and network in their reach. For single-user trials only.');
       }
       await fleet.start();
+      // Following the session streams first: what hosting finds (turns lost with a serve that died) is
+      // told to this serve's stream clients too.
+      await streams.start();
       // With the local runner off, this serve hosts no runtime: agents run on runner hosts only.
       if (config.runtime.localRunner) {
         await pool.host(probe.ok ? undefined : { problem: probe.problem!, hint: probe.hint });
@@ -426,7 +448,8 @@ export function createCore(deps: CoreDeps) {
           return null;
         });
       }
-      await streams.start();
+      // Turns a serve that died left in flight, with no runtime anywhere now: they end, with an error.
+      await turns.reconcile().catch((err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns a stopped serve left'));
     },
     /** Stops the streams and every runtime this process hosts. */
     async stopRuntime(): Promise<void> {

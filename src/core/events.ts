@@ -4,11 +4,17 @@ import type { Tx } from '../db/database.js';
  * Publish/subscribe between the parts of the appliance, possibly in different processes. Implementations:
  * in-process (embedded mode: one process) and PostgreSQL LISTEN/NOTIFY (several serve/worker processes).
  * Payloads are JSON. Keep them small where you can (send ids, let subscribers load rows): on PostgreSQL one
- * over NOTIFY's 8000 bytes travels through a row (bus_payloads) and costs a write and a read per process.
+ * over NOTIFY's 8000 bytes travels in pieces (see event-bus.ts), which every listening process reassembles.
+ * Every subscriber of a channel, in every process, gets its events in one and the same order.
  */
 export type EventHandler = (payload: unknown) => void;
 
 export interface EventBus {
+  /**
+   * Whether other processes may hear what this one publishes (PostgreSQL); false when this process is
+   * the whole appliance (embedded mode), so what it alone produces need not travel.
+   */
+  readonly shared: boolean;
   /** With a transaction, the event is delivered only if and when it commits. */
   publish(channel: string, payload: unknown, tx?: Tx): Promise<void>;
   /** Resolves once the subscription is active; returns the function that ends it. */

@@ -27,6 +27,7 @@ import { embedderRoutes } from './routes/v1/embedder.routes.js';
 import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { orchestrateRoutes } from './routes/v1/orchestrate.routes.js';
 import { skillsRoutes } from './routes/v1/skills.routes.js';
+import { runnersRoutes } from './routes/v1/runners.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
 import { RUNNER_PATHS } from '../core/runners/runner-protocol.js';
@@ -140,6 +141,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(jobsRoutes, { core });
       await v1.register(orchestrateRoutes, { core });
       await v1.register(skillsRoutes, { core });
+      await v1.register(runnersRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

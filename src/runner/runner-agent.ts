@@ -17,6 +17,7 @@ import { RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, proofHolds, type RunnerI
 import type { RunnerNotice } from '../core/runners/runner-links.js';
 import type { RuntimeHandle } from '../core/runtime/runtime-client.js';
 import { createRuntimeLauncher } from '../core/runtime/runtime-launcher.js';
+import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/managed-config.js';
 import { createRuntimePool, tenantSharedDir, type PoolStatus, type RuntimeIdentity, type RuntimeOwner, type RuntimeRecords } from '../core/runtime/runtime-pool.js';
 import { randomSecret } from '../lib/secrets.js';
 
@@ -182,9 +183,10 @@ export function createRunnerAgent(o: RunnerOptions) {
   // this runner tells it a runtime started (configure below) or stopped.
   const records: RuntimeRecords = {
     started: async () => {},
-    stopped: async (owner, pid) => {
+    stopped: async (owner, pid, o) => {
       notify({ type: 'stopped', tenantId: owner.tenantId, userId: owner.userId, pid });
-      await callControl('POST', RUNNER_PATHS.stopped, { pid }, owner).catch((err) => log.warn({ err: (err as Error).message }, 'could not tell the control plane a runtime stopped'));
+      // Why, and whether it was idle: a stop of an idle runtime loses no turn (turn-runner.ts runtimeLost).
+      await callControl('POST', RUNNER_PATHS.stopped, { pid, why: o?.why ?? null, idle: o?.idle ?? false }, owner).catch((err) => log.warn({ err: (err as Error).message }, 'could not tell the control plane a runtime stopped'));
     },
     elsewhere: async () => null,
     hostStarting: async () => {},
@@ -283,6 +285,17 @@ export function createRunnerAgent(o: RunnerOptions) {
   }
 
   /**
+   * The managed configuration of a user's runtime placed here, as the control plane wrote it (the host
+   * writes it: inside, it is read-only; managed-config.ts).
+   */
+  async function writeConfig(userId: string, req: Http2ServerRequest, res: Http2ServerResponse) {
+    const body = await readJson(req);
+    if (!leases.has(userId) || !/^[A-Za-z0-9-]{1,64}$/.test(userId)) return json(res, 404, { error: 'not_found', message: 'no such user on this runner' });
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return json(res, 400, { error: 'validation_failed', message: 'a JSON object' });
+    return json(res, 200, { changed: writeManagedConfig(managedConfigDir(runtimeRoot(o.dataDir, userId)), body) });
+  }
+
+  /**
    * A user's files as a tar stream (a drain moves them to another runner): their workspace and their
    * runtime's home (its sessions database, so transcripts move too); never the sockets or scratch files.
    * Only for a user whose runtime is stopped here (the control plane stops it first).
@@ -339,6 +352,7 @@ export function createRunnerAgent(o: RunnerOptions) {
         const rest = p.slice(4);
         const slash = rest.indexOf('/');
         const userId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
+        if (slash >= 0 && rest.slice(slash) === MANAGED_CONFIG_ROUTE && req.method === 'PUT') return await writeConfig(userId, req, res);
         pool.touch(userId);
         return await passToRuntime(userId, `${slash < 0 ? '/' : rest.slice(slash)}${url.search}`, req, res);
       }

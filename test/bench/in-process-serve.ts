@@ -7,6 +7,7 @@ import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { parseConfigValues } from '../../src/config/load-config.js';
 import { systemCtx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
+import { createLogger } from '../../src/lib/logger.js';
 import { buildApp } from '../../src/http/build-app.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { randomSecret } from '../../src/lib/secrets.js';
@@ -51,6 +52,7 @@ export async function openStream(url: string, token: string): Promise<Stream> {
 
 export interface Setup {
   opened: OpenedCore;
+  config: ReturnType<typeof parseConfigValues>;
   worker: Worker;
   url: string;
   token: string;
@@ -62,7 +64,7 @@ export interface Setup {
   close(): Promise<void>;
 }
 
-export async function setUp(prefix: string): Promise<Setup> {
+export async function setUp(prefix: string, vars: Record<string, string> = {}): Promise<Setup> {
   const db = await scratchDatabase(`agentws_bench_${prefix}`);
   const dir = mkdtempSync(join(tmpdir(), 'aws-bo-'));
   const port = await freePort();
@@ -77,18 +79,21 @@ export async function setUp(prefix: string): Promise<Setup> {
       AGENTWS_PUBLIC_URL: url,
       AGENTWS_HOST: '127.0.0.1',
       AGENTWS_PORT: String(port),
+      ...vars,
     },
     configFile: null,
     env: {},
     cwd: dir,
   });
   const llm = await startFakeLlm();
-  const opened = await openCore(config, silentLogger, { supervise: true });
+  // AGENTWS_BENCH_LOG=<level>: the service's log on stderr, to see what a slow figure spent its time on.
+  const log = process.env.AGENTWS_BENCH_LOG ? createLogger(process.env.AGENTWS_BENCH_LOG, 2) : silentLogger;
+  const opened = await openCore(config, log, { supervise: true });
   await opened.core.migrator.up();
   const app = await buildApp(opened.core, config);
   await app.listen({ host: '127.0.0.1', port });
   await opened.core.startRuntime();
-  const worker = await startWorker(opened.core, opened.boss, silentLogger, { concurrency: 4 });
+  const worker = await startWorker(opened.core, opened.boss, log, { concurrency: 4 });
   const { core } = opened;
   const seeded = await core.tenants.seedTenant(systemCtx(silentLogger), { name: 'bench', slug: 'bench', ownerEmail: 'owner@bench.example' });
   const ownerId = seeded.owner.id;
@@ -116,6 +121,7 @@ export async function setUp(prefix: string): Promise<Setup> {
   if (apply.status !== 200) throw new Error(`apply: ${JSON.stringify(apply.json)}`);
   return {
     opened,
+    config,
     worker,
     url,
     token,

@@ -16,6 +16,7 @@ import { promptLatency } from './prompt-latency.bench.js';
 import { runtimeMemory } from './runtime-memory.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { runtimeWaves } from './runtime-waves.bench.js';
+import { runnersBench } from './runners.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
@@ -39,6 +40,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'runtime-pool': runtimePool,
   'runtime-waves': runtimeWaves,
   'runtime-memory': runtimeMemory,
+  runners: runnersBench,
   'memory-injection': memoryInjection,
   memories: memoriesBench,
   orchestrator: orchestratorBench,

@@ -57,14 +57,26 @@ describe(`event bus (${DB_MODE})`, () => {
     try {
       const got: Array<{ n: number; text?: string }> = [];
       await other.subscribe('test.large', (p) => got.push(p as { n: number; text?: string }));
-      const big = 'x'.repeat(50_000);
-      // Sent one after another, as session events are: small, large, small.
-      await m.opened.core.bus.publish('test.large', { n: 1 });
-      await m.opened.core.bus.publish('test.large', { n: 2, text: big });
-      await m.opened.core.bus.publish('test.large', { n: 3 });
-      await expect.poll(() => got.length, { timeout: 3000 }).toBe(3);
-      expect(got.map((g) => g.n)).toEqual([1, 2, 3]);
+      // Characters of 1 to 4 bytes in UTF-8, so that the cuts fall inside some of them.
+      const big = 'x'.repeat(50_000) + 'é✓😀'.repeat(5000);
+      const { bus, db } = m.opened.core;
+      // Sent one after another, as session events are: small, large, small; then a large one in a
+      // transaction that commits and one in a transaction that rolls back.
+      await bus.publish('test.large', { n: 1 });
+      await bus.publish('test.large', { n: 2, text: big });
+      await bus.publish('test.large', { n: 3 });
+      await db.transaction(async (tx) => bus.publish('test.large', { n: 4, text: big }, tx));
+      await db
+        .transaction(async (tx) => {
+          await bus.publish('test.large', { n: 5, text: big }, tx);
+          throw new Error('roll back');
+        })
+        .catch(() => {});
+      await bus.publish('test.large', { n: 6 });
+      await expect.poll(() => got.length, { timeout: 3000 }).toBe(5);
+      expect(got.map((g) => g.n)).toEqual([1, 2, 3, 4, 6]);
       expect(got[1].text).toBe(big);
+      expect(got[3].text).toBe(big);
     } finally {
       await other.close();
       await m.close();

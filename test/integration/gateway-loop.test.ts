@@ -68,6 +68,30 @@ describe.runIf(DB_MODE === 'postgres')('gateway loop: pairing to agent and back'
     expect(prompts.json.entries[0]).toMatchObject({ channel: 'bot_chat' });
   }, 120_000);
 
+  it('bot_chat: a turn lost with its runtime is not left unanswered: the chat user is told to send it again', async () => {
+    // Alice was paired with the bot_chat gateway by the first test.
+    const g = (await r.t.opened.db.query<{ id: string }>(`select id from gateways where kind = 'bot_chat' limit 1`)).rows[0];
+    const secret = platform.webhooks().find((w) => w.kind === 'bot_chat')!.secret;
+    const before = r.llm.requests.filter((q) => !q.title).length;
+    // The model takes its time: the runtime is killed while the turn waits for it.
+    r.llm.script([{ text: 'never delivered', delayMs: 60_000 }]);
+    const res = await fetch(`${r.t.url}/v1/gateways/${g.id}/webhook`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': secret },
+      body: JSON.stringify(botChatUpdate({ userId: 4242, username: 'alice', text: 'take your time' })),
+    });
+    expect(res.status).toBe(200);
+    await expect.poll(() => r.llm.requests.filter((q) => !q.title).length, { timeout: 45_000 }).toBeGreaterThan(before);
+    const { rows } = await r.t.opened.db.query<{ pid: number }>(
+      `select r.pid from agent_runtimes r join agent_sessions s on s.owner_id = r.user_id where s.channel = 'bot_chat' limit 1`,
+    );
+    process.kill(rows[0].pid, 'SIGKILL');
+    await expect
+      .poll(() => platform.sent().filter((m) => m.chatId === '4242').map((m) => m.text), { timeout: 30_000, interval: 250 })
+      .toContain('Your last message was not fully answered: the agent stopped during the turn. Send it again to retry.');
+    expect(platform.sent().some((m) => m.text === 'never delivered')).toBe(false);
+  }, 120_000);
+
   it('team_chat: HMAC-signed activities; a wrong signature is 401 and stores nothing', async () => {
     const g = await register('team_chat');
     const send = (activity: unknown, secret = g.secret) => {

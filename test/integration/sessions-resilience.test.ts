@@ -77,10 +77,11 @@ describe.runIf(DB_MODE === 'postgres')('sessions: crashes, restarts and several 
 
     ext.proxy.hold = false;
     worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
-    // The job expires (TURN_EXPIRE_S), is retried, finds the turn already in the runtime, and completes.
+    // The job expires (TURN_EXPIRE_S), is retried, finds the turn already in the runtime and answered
+    // there, and records it ended.
     await expect
       .poll(async () => (await t.opened.db.query(`select status, attempts from agent_turns where session_id = $1`, [sessionId])).rows[0], { timeout: 200_000, interval: 500 })
-      .toEqual({ status: 'sent', attempts: 2 });
+      .toEqual({ status: 'done', attempts: 2 });
     expect(ext.proxy.prompts).toBe(1);
     expect(llm.requests.filter((q) => !q.title)).toHaveLength(1);
     expect(worker.logs()).toContain('turn already reached the runtime');
@@ -163,6 +164,6 @@ describe.runIf(DB_MODE === 'postgres')('sessions: crashes, restarts and several 
     ]);
     expect(prompts).toEqual({ '0': 1, '1': 1 });
     const turns = (await t.opened.db.query(`select t.status, count(*)::int as n from agent_turns t join agent_sessions s on s.id = t.session_id where s.plan_id = $1 group by t.status`, [planId])).rows;
-    expect(turns).toEqual([{ status: 'sent', n: 3 }]); // planning and the two subtasks, each sent once
+    expect(turns).toEqual([{ status: 'done', n: 3 }]); // planning and the two subtasks, each sent once, each ended
   }, 240_000);
 });

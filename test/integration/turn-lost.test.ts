@@ -1,11 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api } from '../helpers/app.js';
-import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+import { isProcessAlive } from '../../src/lib/process-state.js';
+import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { api, startTestApp, type TestApp } from '../helpers/app.js';
+import { startServe, type ServeProcess } from '../helpers/cli.js';
+import { descendantsOf } from '../helpers/process-tree.js';
+import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp, type SseEvent } from '../helpers/runtime.js';
+import { DB_MODE } from '../helpers/test-env.js';
 
 /**
  * A turn whose runtime goes away while it runs (issue 26: measured before, the cut answer stayed an empty
- * assistant message and nobody was told): it ends with a clear session.error, and the next prompt works.
+ * assistant message and nobody was told): it ends with a clear session.error, once, the transcript says
+ * so to whoever reads it later, and the next prompt works. A turn not yet handed over is not lost: it
+ * runs once a runtime is there again.
  */
+
+type Message = { info: Record<string, any>; parts: Array<Record<string, any>> };
+
+/** The assistant messages answering the user message that holds `text`. */
+function answersTo(messages: Message[], text: string): Message[] {
+  const asked = messages.find((m) => m.info.role === 'user' && m.parts.some((p) => p.type === 'text' && p.text === text));
+  if (!asked) throw new Error(`no prompt "${text}" in ${JSON.stringify(messages.map((m) => m.info.role))}`);
+  return messages.filter((m) => m.info.role === 'assistant' && m.info.parentID === asked.info.id);
+}
+
+const toolRunning = (e: SseEvent) => e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool' && e.data.properties.part?.state?.status === 'running';
+const deltas = (events: SseEvent[]) => events.filter((e) => e.data.type === 'message.part.delta').map((e) => e.data.properties.delta).join('');
+
 describe('a turn lost with its runtime', () => {
   let r: RuntimeApp;
   let people: Awaited<ReturnType<typeof seedPeople>>;
@@ -17,29 +37,186 @@ describe('a turn lost with its runtime', () => {
   }, 120_000);
   afterAll(async () => r?.close());
 
-  it('kill -9 of the runtime mid-turn ends the turn with session.error (turn_lost), once, and the next turn runs', async () => {
+  it('kill -9 of the runtime\'s processes mid-turn ends the turn with session.error (turn_lost), once, the transcript says so, and the next turn runs', async () => {
     const token = people.tokens.member;
     const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'lost' } })).json.sessionId as string;
     const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
     r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'echo started; sleep 60', description: 'wait' } } }]);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'wait a minute', agent: 'build' } })).status).toBe(202);
-    await sse.until((e) => e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool' && e.data.properties.part?.state?.status === 'running', 60_000);
+    await sse.until(toolRunning, 60_000);
     const { rows } = await r.t.opened.db.query<{ pid: number }>(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia]);
-    process.kill(rows[0].pid, 'SIGKILL');
+    // The whole tree at once (the sandbox, the runtime, the tool's shell), as the OOM killer or a crash would.
+    for (const pid of [rows[0].pid, ...descendantsOf(rows[0].pid)]) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone with its parent already
+      }
+    }
     await sse.until((e) => e.data.type === 'session.error', 30_000);
     const errors = sse.events.filter((e) => e.data.type === 'session.error');
     expect(errors).toHaveLength(1);
     expect(errors[0].data.properties.error).toMatchObject({ name: 'TurnLost', code: 'turn_lost', message: expect.stringContaining('Send the prompt again') });
+    expect(errors[0].data.properties.error.message).toContain('the answer above may be cut short');
+    // The session is idle again (the dashboard stops its "working" state).
+    await sse.until((e) => e.data.type === 'session.status' && e.data.properties.status?.type === 'idle' && sse.events.indexOf(e) > sse.events.indexOf(errors[0]), 5000);
     const turn = await r.t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1`, [sessionId]);
     expect(turn.rows.map((t) => t.status)).toEqual(['lost']);
+
+    // Whoever reads the transcript later (a reload, another device) reads it too: on the cut answer.
+    const read = await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token });
+    expect(read.status).toBe(200);
+    const cut = answersTo(read.json.messages, 'wait a minute');
+    expect(cut.length).toBeGreaterThan(0);
+    expect(cut.at(-1)!.info.error).toMatchObject({ name: 'TurnLost', data: { code: 'turn_lost', message: expect.stringContaining('Send the prompt again') } });
+
     // The runtime is restarted; the next prompt is answered.
     r.llm.script([{ text: 'back again' }]);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'again', agent: 'build' } })).status).toBe(202);
-    await sse.until((e) => e.data.type === 'session.idle' && sse.events.some((x) => x.data.type === 'message.part.delta' && x.data.properties.delta?.includes('back')), 60_000);
+    await sse.until((e) => e.data.type === 'session.idle' && deltas(sse.events).includes('back again'), 60_000);
     await new Promise((res) => setTimeout(res, 500));
     expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(1);
-    const ended = await r.t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1 order by created_at`, [sessionId]);
-    expect(ended.rows.map((t) => t.status)).toEqual(['lost', 'done']);
+    await expect
+      .poll(async () => (await r.t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1 order by created_at`, [sessionId])).rows.map((t) => t.status), { timeout: 5000 })
+      .toEqual(['lost', 'done']);
+    const after = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Message[];
+    expect(answersTo(after, 'wait a minute').at(-1)!.info.error?.name).toBe('TurnLost');
+    expect(answersTo(after, 'again').every((m) => !m.info.error)).toBe(true);
     await sse.close();
   }, 180_000);
+
+  it('a runtime stopped while idle reports nothing: a turn whose end went unseen is marked ended, not lost', async () => {
+    const token = people.tokens.member;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'idle stop' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ text: 'quick answer' }]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'quick', agent: 'build' } })).status).toBe(202);
+    await sse.until((e) => e.data.type === 'session.idle', 60_000);
+    // As if its end had been missed (an event stream cut at that moment).
+    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 5000 }).toBe('done');
+    await r.t.opened.db.query(`update agent_turns set status = 'sent' where session_id = $1`, [sessionId]);
+    await new Promise((res) => setTimeout(res, 6500)); // unused long enough to count as idle
+    await r.t.opened.core.pool.stopUser(people.ids.mia);
+    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 5000 }).toBe('done');
+    await new Promise((res) => setTimeout(res, 300));
+    expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(0);
+    await sse.close();
+  }, 120_000);
+
+  it('a runtime stopped on purpose mid-turn (an operator, a shutdown) ends the turn the same way', async () => {
+    const token = people.tokens.member;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'stopped' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'echo started; sleep 60', description: 'wait' } } }]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'wait again', agent: 'build' } })).status).toBe(202);
+    await sse.until(toolRunning, 60_000);
+    await r.t.opened.core.pool.stopUser(people.ids.mia);
+    await sse.until((e) => e.data.type === 'session.error', 30_000);
+    expect(sse.events.filter((e) => e.data.type === 'session.error').map((e) => e.data.properties.error)).toEqual([
+      expect.objectContaining({ code: 'turn_lost', message: expect.stringContaining('it was stopped: stopped on request') }),
+    ]);
+    expect((await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows.map((x) => x.status)).toEqual(['lost']);
+    await sse.close();
+  }, 120_000);
+});
+
+/**
+ * The serve hosting the runtimes killed (SIGKILL: its runtimes die with it) mid-turn and started again, on
+ * PostgreSQL with real `aws serve` processes: the new serve finds the turn its predecessor left in flight
+ * and ends it (session.error for a client still following the session, and in the transcript for one that
+ * reads it after the restart); a turn queued while no serve ran is not lost but runs.
+ */
+describe.runIf(DB_MODE === 'postgres')('a turn lost with the serve that hosted its runtime', () => {
+  let llm: FakeLlm;
+  let t: TestApp;
+  let people: Awaited<ReturnType<typeof seedPeople>>;
+  const serves: ServeProcess[] = [];
+  const serveEnv = { AGENTWS_PORT: '0', AGENTWS_SERVE_RUNS_WORKER: 'true' };
+
+  beforeAll(async () => {
+    llm = await startFakeLlm();
+    // "sleep <s>": bash sleeps first; "answer <x>": "answer to <x>".
+    llm.respond((req) => {
+      const toolDone = (req.body.messages as Array<{ role: string }>).some((m) => m.role === 'tool');
+      const m = /^(answer|sleep) (.+)$/.exec(String(req.lastUser ?? '').trim());
+      if (!m) return undefined;
+      if (m[1] === 'answer') return { text: `answer to ${m[2]}` };
+      if (toolDone) return { text: `slept ${m[2]}` };
+      return { toolCall: { name: 'bash', arguments: { command: `echo started; sleep ${m[2]}`, description: 'wait' } } };
+    });
+    // This process is the API and the database only: the serves below host the runtimes and run the jobs.
+    t = await startTestApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: '' } });
+    people = await seedPeople(t, 'acme');
+    await applyScriptedProvider(t, people.tokens.owner, llm);
+  }, 120_000);
+  afterAll(async () => {
+    // (One killed already has no exit to wait for.)
+    for (const s of serves) if (s.child.exitCode === null && s.child.signalCode === null) await s.stop('SIGKILL').catch(() => {});
+    await t?.close();
+    await llm?.close();
+  });
+
+  const call = async (base: string, method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${people.tokens.member}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await res.text();
+    return { status: res.status, json: text ? JSON.parse(text) : null };
+  };
+  const turns = async (sessionId: string) =>
+    (await t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1 order by created_at`, [sessionId])).rows.map((x) => x.status);
+
+  it('kill -9 of serve mid-turn, then a restart: the lost turn ends with session.error (turn_lost) and says so in the transcript; the session works again', async () => {
+    const first = await startServe(t.env, { extraEnv: serveEnv });
+    serves.push(first);
+    const sessionId = (await call(first.url, 'POST', '/v1/sessions', { title: 'serve killed' })).json.sessionId as string;
+    const sse = await openSse(`${first.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${people.tokens.member}` });
+    expect((await call(first.url, 'POST', `/v1/sessions/${sessionId}/prompt`, { text: 'sleep 120', agent: 'build' })).status).toBe(202);
+    await sse.until(toolRunning, 90_000);
+    const lastSeen = sse.events.at(-1)!.id!;
+    const runtime = (await t.opened.db.query<{ pid: number; hostPid: number }>(`select pid, host_pid as "hostPid" from agent_runtimes where user_id = $1`, [people.ids.mia])).rows[0];
+    expect(runtime.hostPid).toBe(first.child.pid);
+    expect(await turns(sessionId)).toEqual(['sent']);
+
+    await first.stop('SIGKILL');
+    await sse.close();
+    // The runtime died with its serve (the sandbox dies with its parent).
+    await expect.poll(() => isProcessAlive(runtime.pid), { timeout: 15_000, interval: 200 }).toBe(false);
+    // Nobody is left to tell: the turn is still in flight as far as the database knows.
+    expect(await turns(sessionId)).toEqual(['sent']);
+    // The person sends another prompt while no serve runs: it waits in the queue (not handed over, not lost).
+    expect((await api(t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: people.tokens.member, body: { text: 'answer meanwhile', agent: 'build' } })).status).toBe(202);
+
+    const second = await startServe(t.env, { extraEnv: serveEnv });
+    serves.push(second);
+    // A client that was following the session reconnects (as EventSource does, with the last id it saw).
+    const resumed = await openSse(`${second.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${people.tokens.member}`, 'last-event-id': lastSeen });
+    // One that connects afresh.
+    const fresh = await openSse(`${second.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${people.tokens.member}` });
+    await resumed.until((e) => e.data.type === 'session.error', 30_000);
+    const errors = resumed.events.filter((e) => e.data.type === 'session.error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0].data.properties.error).toMatchObject({ name: 'TurnLost', code: 'turn_lost', message: expect.stringContaining('the service hosting it stopped') });
+
+    // The queued prompt runs on a new runtime of the new serve, and is answered.
+    await fresh.until((e) => e.data.type === 'session.idle' && deltas(fresh.events).includes('answer to meanwhile'), 120_000);
+    await expect.poll(() => turns(sessionId), { timeout: 5000 }).toEqual(['lost', 'done']);
+
+    // Read after the restart: the cut answer carries the error; the answer that followed does not.
+    const messages = (await call(second.url, 'GET', `/v1/sessions/${sessionId}/messages`)).json.messages as Message[];
+    expect(answersTo(messages, 'sleep 120').at(-1)!.info.error).toMatchObject({ name: 'TurnLost', data: { code: 'turn_lost' } });
+    expect(answersTo(messages, 'answer meanwhile').every((m) => !m.info.error)).toBe(true);
+
+    // And the session goes on.
+    expect((await call(second.url, 'POST', `/v1/sessions/${sessionId}/prompt`, { text: 'answer again', agent: 'build' })).status).toBe(202);
+    await fresh.until((e) => e.data.type === 'session.idle' && deltas(fresh.events).includes('answer to again'), 60_000);
+    await expect.poll(() => turns(sessionId), { timeout: 5000 }).toEqual(['lost', 'done', 'done']);
+    await new Promise((res) => setTimeout(res, 500));
+    expect([...resumed.events, ...fresh.events].filter((e) => e.data.type === 'session.error')).toHaveLength(1);
+    expect(second.logs()).toContain('a turn was lost with its runtime');
+    await resumed.close();
+    await fresh.close();
+  }, 300_000);
 });

@@ -2,6 +2,7 @@ import { unlinkSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
 import type { Logger } from '../logger.js';
+import { GATEWAY_HOST } from '../runtime/agent-endpoints.js';
 import type { EgressDecision } from './egress-policy.js';
 
 /**
@@ -12,7 +13,7 @@ import type { EgressDecision } from './egress-policy.js';
  * the address that was checked. Requests for GATEWAY_HOST never leave the host: they go to the service's
  * LLM gateway, which adds the provider key the runtime never sees.
  */
-export const GATEWAY_HOST = 'llm.agentws.internal';
+export { GATEWAY_HOST };
 /** Idle tunnels and requests are cut after this long (a stalled download does not hold a socket forever). */
 const IDLE_TIMEOUT_MS = 10 * 60_000;
 const HOP_BY_HOP = ['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade'];

@@ -323,8 +323,11 @@ export function createPairingService(deps: {
       await deps.platforms[g.kind].sendMessage({ botToken: box.open(g.botTokenSealed), botId: g.botId, chatId: data.chatId, text: data.text });
     },
 
-    /** The gateway-reply job: at the end of a turn, sends the agent's answer back to the chat, once. */
-    async replyJob(ctx: Ctx, data: { tenantId?: string; sessionId: string }): Promise<void> {
+    /**
+     * The gateway-reply job: at the end of a turn, sends the agent's answer back to the chat, once. With
+     * `turnId`, the turn ended with no answer (given up, or lost with its runtime): the chat is told so.
+     */
+    async replyJob(ctx: Ctx, data: { tenantId?: string; sessionId: string; turnId?: string }): Promise<void> {
       if (!data.tenantId) {
         ctx.log.warn({ sessionId: data.sessionId }, 'gateway-reply job without a tenant (queued before an upgrade); skipped');
         return;
@@ -333,6 +336,17 @@ export function createPairingService(deps: {
       if (!paired) return;
       const g = await deps.gateways.find(db, paired.tenantId, paired.gatewayId);
       if (!g) return;
+      if (data.turnId) {
+        const failed = await deps.sessionsRepo.failedTurn(db, paired.tenantId, data.sessionId, data.turnId);
+        if (!failed) return;
+        if (!(await db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, `reply:turn:${data.turnId}`)))) return;
+        const text =
+          failed.status === 'lost'
+            ? 'Your last message was not fully answered: the agent stopped during the turn. Send it again to retry.'
+            : `Your last message could not be handed to the agent${failed.error ? ` (${failed.error})` : ''}. Send it again to retry.`;
+        await deps.platforms[g.kind].sendMessage({ botToken: box.open(g.botTokenSealed), botId: g.botId, chatId: paired.chatId, text: text.slice(0, 4000) });
+        return;
+      }
       const answer = await deps.sessions.lastAnswer({ ...ctx, tenantId: paired.tenantId }, { id: data.sessionId });
       if (!answer || !answer.text.trim()) return;
       const first = await db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, `reply:${answer.messageId}`));

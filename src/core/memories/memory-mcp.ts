@@ -14,10 +14,9 @@ import { MEMORY_CONTENT_MAX, MEMORY_KINDS, MEMORY_QUERY_MAX } from './memory-fns
  * sees `memory_search` and `memory_save`.
  */
 
-/** Where the server answers on the gateway host (GATEWAY_HOST), reached through the runtime's proxy. */
-export const MEMORY_MCP_PATH = '/mcp/memory';
-/** The server's name in the runtime's configuration (the prefix of its tools' names). */
-export const MEMORY_MCP_SERVER = 'memory';
+// Where the server answers on the gateway host, and its name in the runtime's configuration: the
+// runtime's contract (agent-endpoints.ts), re-exported for the memory code that speaks of them.
+export { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../runtime/agent-endpoints.js';
 /** Protocol revisions this server speaks, newest first (the spec's version negotiation). */
 export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const;
 /** A tools/call body is a query or one memory: anything larger is not a memory tool call. */

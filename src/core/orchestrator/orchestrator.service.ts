@@ -271,7 +271,9 @@ export function createOrchestratorService(deps: {
     const turn = await repo.turn(db, s.tenantId, turnId);
     if (!turn) return { done: true, error: 'its turn is gone', text: '' };
     if (turn.status === 'failed') return { done: true, error: turn.error ?? 'the turn could not be sent to the agent runtime', text: '' };
-    if (!s.upstreamId || turn.status !== 'sent') return { done: false };
+    if (turn.status === 'lost') return { done: true, error: turn.error ?? 'the agent runtime stopped during the turn', text: '' };
+    // Handed over: in flight ('sent') or ended ('done'); the transcript says how.
+    if (!s.upstreamId || (turn.status !== 'sent' && turn.status !== 'done')) return { done: false };
     const messages = await (await deps.pool.client({ tenantId: s.tenantId, userId: s.ownerId })).messages(s.upstreamId);
     const answers = messages.filter((m) => m.info.role === 'assistant' && m.info.parentID === turn.messageId);
     const failed = answers.find((m) => m.info.error);

@@ -27,7 +27,8 @@ const AUTH_CACHE_MS = 5000;
 const PLACEMENT_CACHE_MS = 3000;
 /** A drain moves a user whose runtime has done nothing for this long (not one about to take a prompt). */
 const DRAIN_QUIET_MS = 5000;
-const LOST_SWEEP_MS = 5000;
+/** Cheap (one indexed update): often, so a lost runner's users wait at most the timeout and this long. */
+const LOST_SWEEP_MS = 1000;
 
 interface SyncAnswer {
   capacity: number;
@@ -84,9 +85,11 @@ export interface RunnerFleetDeps {
   localRunner: boolean;
   /** Records a runtime a runner started (agent_runtimes) and writes its configuration through the channel. */
   started(owner: RuntimeOwner, runnerId: string, runtime: { pid: number; authorization: string }): Promise<void>;
-  stopped(owner: RuntimeOwner, runnerId: string, pid: number): Promise<void>;
+  stopped(owner: RuntimeOwner, runnerId: string, pid: number, o?: { why: string | null; idle: boolean }): Promise<void>;
   /** The pool: a runtime on a runner this process holds is ready or gone (session streams follow it). */
   changed(owner: RuntimeOwner, handle: RuntimeHandle | null): void;
+  /** Whether the user's runtime is recorded as running on this runner. */
+  runningOn(owner: RuntimeOwner, runnerId: string): Promise<boolean>;
   /** The gateway host (model calls, memory tools), as the proxy on this host would call it. */
   gateway(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL): void;
   /** The runtime's gateway credential, derived as for local runtimes from its API authorization. */
@@ -262,13 +265,20 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   const remote: RemoteRuntimes = {
     async acquire(runnerId, owner, onStarting) {
       const p = await placementOf(owner);
-      onStarting?.();
+      // Said only when the runtime is not running there already (a cold start: the stream says why it waits).
+      if (!(await deps.runningOn(owner, runnerId))) onStarting?.();
       let r: { pid: number; authorization: string; directory: string };
       try {
         r = await links.call(runnerId, 'POST', '/acquire', { tenantId: owner.tenantId, userId: owner.userId, fence: p.fence, files: sharedFiles(owner.tenantId) }, 120_000);
       } catch (err) {
         const e = err as Error & { status?: number; code?: string };
         if (e.code === 'runtime_busy') throw new RuntimeBusyError(0, 'capacity');
+        // The runner is not reachable now (restarting, cut off, or dead and about to be declared lost, when
+        // its users are placed elsewhere): the turn waits in the queue rather than failing.
+        if (!e.status || e.status === 503) {
+          placements.delete(owner.userId);
+          throw new RuntimeBusyError(0, 'runners');
+        }
         // The placement is re-read at the next try: a runner that went away is replaced then.
         placements.delete(owner.userId);
         if (e instanceof AppError) throw e;
@@ -419,7 +429,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
           return send(res, 204);
         }
         if (url.pathname === RUNNER_PATHS.stopped) {
-          await deps.stopped(owner, runner.id, Number(body.pid));
+          await deps.stopped(owner, runner.id, Number(body.pid), { why: typeof body.why === 'string' ? body.why.slice(0, 200) : null, idle: body.idle === true });
           return send(res, 204);
         }
         if (url.pathname === RUNNER_PATHS.refused) {

@@ -10,7 +10,9 @@ import { RUNNER_HEADERS, RUNNER_PATHS, sameText } from './runner-protocol.js';
  * runners connected to this process, and the relay that lets every other control-plane process reach
  * them. A request to a runner goes on its session here, or to the serve that holds it.
  */
-const PING_MS = 10_000;
+const PING_MS = 5000;
+/** An unanswered ping this long closes the channel (the runner answers in well under a millisecond). */
+const PING_TIMEOUT_MS = 5000;
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'proxy-connection', 'te', 'trailer', 'http2-settings']);
 
 /** What a runner tells the process holding its channel about its runtimes (its watch stream). */
@@ -65,7 +67,7 @@ export function createRunnerLinks(deps: {
       });
       stream.once('close', () => {
         if (timer) clearTimeout(timer);
-        reject(new Error(`the runner closed the request (${stream.rstCode ?? 'no code'})`));
+        reject(new Error(`the request to the runner ended without an answer (${stream.rstCode === 8 ? 'cancelled: no answer in time' : `code ${stream.rstCode ?? 'none'}`})`));
       });
       if (req.bodyStream) req.bodyStream.pipe(stream);
       else if (req.body?.length) stream.end(req.body);
@@ -98,13 +100,24 @@ export function createRunnerLinks(deps: {
       links.set(runnerId, link);
       old?.session.destroy();
       session.on('error', (err) => log.warn({ runner: name, err: err.message }, 'runner channel failed'));
+      // A runner that stops answering (killed with its connection left half-open, cut off by the network)
+      // sends no FIN: an unanswered ping closes the channel, so requests to it fail at once (their turns
+      // wait for the runner to be declared lost and their users placed elsewhere) instead of hanging.
       const pinger = setInterval(() => {
-        session.ping((err) => {
+        if (session.destroyed || session.closed) return;
+        const late = setTimeout(() => {
+          log.warn({ runner: name, ms: PING_TIMEOUT_MS }, 'runner channel does not answer its ping: closing it');
+          session.destroy();
+        }, PING_TIMEOUT_MS);
+        late.unref();
+        const sent = session.ping((err) => {
+          clearTimeout(late);
           if (err && !session.destroyed) {
             log.warn({ runner: name, err: err.message }, 'runner channel does not answer: closing it');
             session.destroy();
           }
         });
+        if (!sent) clearTimeout(late);
       }, PING_MS);
       pinger.unref();
       session.once('close', () => {

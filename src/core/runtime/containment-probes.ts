@@ -286,6 +286,15 @@ export const CONTAINMENT_PROBES: ContainmentProbe[] = [
     judge: reached,
   },
   {
+    id: 'opencode-config',
+    kind: 'contain',
+    tries: 'plant opencode configuration (~/.config/opencode, ~/.opencode, /etc/opencode), or move ~/.config aside to make a writable one',
+    script: () =>
+      `cd /home/agent; for p in .config/opencode/opencode.json .config/opencode/opencode.jsonc .config/opencode/agents/x.md .config/opencode/plugins/x.js .opencode/opencode.json /etc/opencode/opencode.json; do (mkdir -p "$(dirname "$p")" && echo '{}' >> "$p") 2>/dev/null && echo ${SH_REACHED} "$p"; done; ` +
+      `for d in .config .config/opencode .opencode /etc/opencode; do mv "$d" "$d.moved" 2>/dev/null && echo ${SH_REACHED} "moved $d"; done; echo checked`,
+    judge: reached,
+  },
+  {
     id: 'api-socket-replace',
     kind: 'contain',
     tries: 'replace /run/agentws/api.sock with a symlink to a host socket, for the service to connect through',
@@ -457,8 +466,8 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
     const otherUserWorkspace = join(dataDir, 'workspaces', 'tenant-a', 'user-b');
     const otherTenantDir = join(dataDir, 'tenants', 'tenant-b');
     const runtimeDir = join(dataDir, 'runtimes', 'user-a');
-    const dirs = { workspace, home: join(runtimeDir, 'home'), tmp: join(runtimeDir, 'tmp'), tenant: join(dataDir, 'tenants', 'tenant-a'), run: join(root, 'run'), etc: join(root, 'etc'), plugin: join(root, 'plugin') };
-    for (const d of [...Object.values(dirs), otherUserWorkspace, otherTenantDir, join(dirs.plugin, 'node_modules')]) mkdirSync(d, { recursive: true, mode: 0o700 });
+    const dirs = { workspace, home: join(runtimeDir, 'home'), tmp: join(runtimeDir, 'tmp'), tenant: join(dataDir, 'tenants', 'tenant-a'), run: join(root, 'run'), etc: join(root, 'etc'), plugin: join(root, 'plugin'), managed: join(runtimeDir, 'managed') };
+    for (const d of [...Object.values(dirs), otherUserWorkspace, otherTenantDir, join(dirs.plugin, 'node_modules'), join(dirs.home, '.config')]) mkdirSync(d, { recursive: true, mode: 0o700 });
     writeFileSync(fakeConfig, `AGENTWS_JWT_SECRET=${markers.config}\nAGENTWS_API_KEY=${markers.apiKey}\n`, { mode: 0o600 });
     writeFileSync(join(otherUserWorkspace, 'agentws-probe-secret-user.txt'), `${markers.otherUser}\n`);
     writeFileSync(join(otherTenantDir, 'agentws-probe-secret-tenant.txt'), `${markers.otherTenant}\n`);
@@ -466,6 +475,7 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
     for (const [name, text] of Object.entries(sandboxEtcFiles())) writeFileSync(join(dirs.etc, name), text);
     writeFileSync(join(dirs.plugin, 'package.json'), '{}\n');
     writeFileSync(join(dirs.plugin, 'package-lock.json'), '{}\n');
+    writeFileSync(join(dirs.managed, 'opencode.json'), '{}\n');
 
     const secrets = [...Object.values(markers), ...installedSecrets(options.installed?.configPath), ...(options.installed?.secrets ?? []).filter((v) => v.length >= 8)];
 
@@ -515,6 +525,7 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
       opencode: opencodeBinary(),
       nodeBinDir,
       pluginDir: dirs.plugin,
+      managedConfig: dirs.managed,
       env: {
         PATH: sandboxPath(true),
         HOME: SANDBOX_PATHS.home,

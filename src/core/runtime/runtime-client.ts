@@ -1,4 +1,5 @@
 import { UnavailableError, UpstreamError } from '../errors.js';
+import { MANAGED_CONFIG_ROUTE } from './managed-config.js';
 import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
 
 /**
@@ -68,16 +69,23 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       return r.json as { healthy: boolean; version: string };
     },
 
-    async getConfig(): Promise<Record<string, any>> {
-      const r = await call('GET', '/global/config', { global: true });
-      if (r.status !== 200) throw fail('read its config', r);
-      return r.json as Record<string, any>;
+    /**
+     * A runner-hosted runtime's managed configuration, written by its runner (managed-config.ts); the
+     * runtime takes it at its next reload. Returns whether it changed.
+     */
+    async writeManagedConfig(config: Record<string, unknown>): Promise<boolean> {
+      const r = await call('PUT', MANAGED_CONFIG_ROUTE, { body: config, timeoutMs: 30_000, global: true });
+      if (r.status !== 200) throw fail(`write the config (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
+      return Boolean((r.json as { changed?: boolean } | undefined)?.changed);
     },
 
-    /** Deep-merges into the runtime's global config (persisted by the runtime; arrays are replaced). */
-    async patchConfig(config: Record<string, unknown>): Promise<void> {
-      const r = await call('PATCH', '/global/config', { body: config, timeoutMs: 30_000, global: true });
-      if (r.status !== 200) throw fail(`accept the config (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
+    /**
+     * Drops every workspace instance, so the next request builds it again from the configuration files
+     * (a turn in progress is dropped with it).
+     */
+    async reload(): Promise<void> {
+      const r = await call('POST', '/global/dispose', { timeoutMs: 30_000, global: true });
+      if (r.status !== 200) throw fail('reload its configuration', r);
     },
 
     /** `parentID`: the runtime session this one is a child of (a plan's subtasks). */
@@ -90,6 +98,14 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
     async promptAsync(sessionId: string, body: PromptBody): Promise<void> {
       const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/prompt_async`, { body, timeoutMs: 10_000 });
       if (r.status !== 204 && r.status !== 200) throw fail(`accept the prompt (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
+    },
+
+    /** Whether the runtime knows the session (a runtime started afresh on another host may not). */
+    async sessionExists(sessionId: string): Promise<boolean> {
+      const r = await call('GET', `/session/${encodeURIComponent(sessionId)}`);
+      if (r.status === 200) return true;
+      if (r.status === 404) return false;
+      throw fail('look up a session', r);
     },
 
     async messageExists(sessionId: string, messageId: string): Promise<boolean> {

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { waitForProcessExit } from '../../lib/process-state.js';
@@ -7,6 +7,7 @@ import { randomSecret } from '../../lib/secrets.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { OPENCODE_VERSION, nicePrefix, opencodeBinary } from './opencode-process.js';
+import { managedConfigDir } from './managed-config.js';
 import { INNER_PROXY_PORT, SANDBOX_PATHS, innerCommand, sandboxEtcFiles, sandboxPath, spawnSandbox, which } from './sandbox.js';
 import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
 
@@ -23,7 +24,9 @@ import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
  * a config dir holding package.json + node_modules/@opencode-ai/plugin keeps it from running
  * `npm install` there; it runs glob and grep through `rg` from PATH (Debian's ripgrep) instead of
  * downloading one; OPENCODE_MODELS_PATH names the models.dev catalog it reads instead of the one built
- * into the binary (see runtimeEnv).
+ * into the binary (see runtimeEnv); it runs no npm install in a config directory it cannot write; it
+ * reads its managed configuration from /etc/opencode, or the directory OPENCODE_TEST_MANAGED_CONFIG_DIR
+ * names (managed-config.ts).
  */
 const START_TIMEOUT_MS = 30_000;
 /** The RAM a runtime's JavaScript engine is told of: the host's, at most 8 GiB (see runtimeEnv). */
@@ -33,7 +36,7 @@ const LISTENING = /opencode server listening on (http:\/\/\S+)/;
 export interface RuntimeDirs {
   /** The user's workspace (read-write inside, at /workspace). */
   workspace: string;
-  /** The runtime's own files: home/, run/, tmp/, etc/ (per user, under the data dir). */
+  /** The runtime's own files: home/, run/, tmp/, etc/, managed/ (per user, under the data dir; runtimeRoot). */
   root: string;
   /** The tenant's shared directory (read-only inside, at /srv/tenant). */
   tenant: string;
@@ -56,15 +59,29 @@ export interface LaunchedRuntime {
  */
 const MODELS_FILE = join('node_modules', '.agentws', 'models.json');
 
-/** The opencode plugin directory, prepared once: what opencode would npm-install on first start. */
+/**
+ * What opencode writes into a config directory that lacks them (its global one at start, every one at
+ * each load): in a read-only one, the write would fail (and the load with it, for the .gitignore).
+ */
+const CONFIG_DIR_FILES: Record<string, string> = {
+  'opencode.json': `${JSON.stringify({ $schema: 'https://opencode.ai/config.json' }, null, 2)}\n`,
+  '.gitignore': ['node_modules', 'package.json', 'package-lock.json', 'bun.lock', '.gitignore'].join('\n'),
+};
+
+/**
+ * The opencode config directory, prepared once: what opencode would npm-install on first start, and an
+ * empty configuration. Sandboxed runtimes get it read-only as their global and home config directories
+ * (sandbox.ts); the service's configuration is their managed one.
+ */
 export function preparePluginDir(dataDir: string): string {
   const dir = join(dataDir, 'runtimes', 'plugin');
   const pkgDir = join(dir, 'node_modules', '@opencode-ai', 'plugin');
-  // Apart from the manifest: a plugin directory prepared before the catalog existed gets it too.
+  // Apart from the manifest: a plugin directory prepared before the catalog (or these files) existed gets them too.
   if (!existsSync(join(dir, MODELS_FILE))) {
     mkdirSync(dirname(join(dir, MODELS_FILE)), { recursive: true });
     writeFileSync(join(dir, MODELS_FILE), '{}\n');
   }
+  for (const [name, text] of Object.entries(CONFIG_DIR_FILES)) if (!existsSync(join(dir, name))) writeFileSync(join(dir, name), text);
   if (!existsSync(join(pkgDir, 'package.json'))) {
     mkdirSync(pkgDir, { recursive: true });
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ dependencies: { '@opencode-ai/plugin': OPENCODE_VERSION } }, null, 2));
@@ -78,9 +95,14 @@ export function preparePluginDir(dataDir: string): string {
   return dir;
 }
 
-/** The environment opencode runs with (inside the sandbox, or as a plain child). */
-export function runtimeEnv(o: { home: string; password: string; proxy: string; path: string; tmp: string }): Record<string, string> {
+/**
+ * The environment opencode runs with (inside the sandbox, or as a plain child). `managed`: the host
+ * directory of its managed configuration, for an unsandboxed runtime (a sandboxed one has it at
+ * /etc/opencode, where opencode looks by default).
+ */
+export function runtimeEnv(o: { home: string; password: string; proxy: string; path: string; tmp: string; managed?: string }): Record<string, string> {
   return {
+    ...(o.managed ? { OPENCODE_TEST_MANAGED_CONFIG_DIR: o.managed } : {}),
     PATH: o.path,
     HOME: o.home,
     XDG_CONFIG_HOME: join(o.home, '.config'),
@@ -121,12 +143,19 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     // SDK packages, never ours; loading them (the Azure one looks for an `az` program) cost the first
     // prompt ~60 ms of CPU.
     OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
+    // Nor any other plugin: the service configures none, so a plugin named anywhere (a planted file or
+    // configuration, see managed-config.ts) is code the agent put there, run inside opencode.
+    OPENCODE_PURE: '1',
     // Only the service's configuration applies: no opencode.json, .opencode/ directory (skills, agents,
     // plugins) or AGENTS.md is read from the workspace, so a repository the agent clones cannot change
     // its rules or tools, or offer it a skill; nor are skills read from ~/.claude or ~/.agents.
     OPENCODE_DISABLE_PROJECT_CONFIG: '1',
     OPENCODE_DISABLE_EXTERNAL_SKILLS: '1',
     OPENCODE_DISABLE_SHARE: '1',
+    // Credentials opencode would otherwise read from ~/.local/share/opencode/auth.json, which the agent
+    // can write: an entry of type "wellknown" makes opencode fetch configuration from the URL it names at
+    // each load. Our providers carry their credential in the configuration; none is needed from there.
+    OPENCODE_AUTH_CONTENT: '{}',
     GIT_AUTHOR_NAME: 'agent',
     GIT_AUTHOR_EMAIL: 'agent@agentws.invalid',
     GIT_COMMITTER_NAME: 'agent',
@@ -139,8 +168,9 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
 
   /** Directories of a runtime, created private to the service user. */
   function prepare(dirs: RuntimeDirs) {
-    const d = { home: join(dirs.root, 'home'), run: join(dirs.root, 'run'), tmp: join(dirs.root, 'tmp'), etc: join(dirs.root, 'etc') };
-    for (const p of [dirs.root, d.home, d.run, d.tmp, d.etc, dirs.workspace, dirs.tenant]) mkdirSync(p, { recursive: true, mode: 0o700 });
+    const d = { home: join(dirs.root, 'home'), run: join(dirs.root, 'run'), tmp: join(dirs.root, 'tmp'), etc: join(dirs.root, 'etc'), managed: managedConfigDir(dirs.root) };
+    for (const p of [dirs.root, d.home, d.run, d.tmp, d.etc, d.managed, dirs.workspace, dirs.tenant]) mkdirSync(p, { recursive: true, mode: 0o700 });
+    if (options.sandbox) resetConfigMountPoints(d.home);
     for (const [name, text] of Object.entries(sandboxEtcFiles())) writeFileSync(join(d.etc, name), text, { mode: 0o644 });
     // Stale sockets of a previous run: socat recreates api.sock; the proxy must be able to bind proxy.sock.
     for (const s of ['api.sock', 'proxy.sock']) rmSync(join(d.run, s), { force: true });
@@ -172,6 +202,7 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
         opencode: binary,
         nodeBinDir,
         pluginDir: preparePluginDir(options.dataDir),
+        managedConfig: d.managed,
         env: runtimeEnv({ home: SANDBOX_PATHS.home, password, proxy: `http://127.0.0.1:${INNER_PROXY_PORT}`, path: sandboxPath(true), tmp: SANDBOX_PATHS.tmp }),
         command: innerCommand(),
       };
@@ -186,12 +217,15 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
     } else {
       const { port } = await proxy({ port: 0 });
       const argv = [...nicePrefix(options.nice), binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
-      const env = runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp });
+      const env = runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp, managed: d.managed });
       // Filled in from the line it prints.
       endpoint = { url: '', authorization: basic(password) };
       directory = dirs.workspace;
       mkdirSync(join(d.home, '.config'), { recursive: true });
       linkPlugin(preparePluginDir(options.dataDir), join(d.home, '.config', 'opencode'));
+      // Nothing holds the agent here, but the service's configuration is the managed file only: what the
+      // runtime wrote into its global one (the service's, before it had a managed file) goes.
+      resetGlobalConfig(join(d.home, '.config', 'opencode'));
       proc = spawn(argv[0], argv.slice(1), { cwd: dirs.workspace, env, stdio: ['ignore', 'pipe', 'pipe'] });
     }
 
@@ -246,6 +280,26 @@ export function linkPlugin(pluginDir: string, configDir: string): void {
     const to = join(configDir, f);
     if (!existsSync(to)) writeFileSync(to, readFileSync(join(pluginDir, f)));
   }
+}
+
+/**
+ * The mount points of opencode's config directories in a sandboxed runtime's home (sandbox.ts), made
+ * directories again before it starts: the agent owned the home while its last sandbox ran. bwrap resolves
+ * the host side of a bind on the host, so a symlink planted at ~/.config would bind whatever it points
+ * to into the sandbox, writable. Their contents stay: the read-only binds hide them.
+ */
+function resetConfigMountPoints(home: string): void {
+  for (const p of [join(home, '.config'), join(home, '.config', 'opencode'), join(home, '.opencode')]) {
+    if (lstatSync(p, { throwIfNoEntry: false })?.isDirectory()) continue;
+    rmSync(p, { recursive: true, force: true });
+    mkdirSync(p, { mode: 0o700 });
+  }
+}
+
+/** An unsandboxed runtime's global config files, emptied (see the launch). */
+function resetGlobalConfig(configDir: string): void {
+  for (const f of ['opencode.jsonc', 'config.json']) rmSync(join(configDir, f), { force: true });
+  writeFileSync(join(configDir, 'opencode.json'), CONFIG_DIR_FILES['opencode.json']);
 }
 
 function listening(proc: ChildProcess, stderr: () => string): Promise<string> {

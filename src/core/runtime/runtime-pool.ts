@@ -3,7 +3,6 @@ import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { readHostMemory, type HostMemory } from '../../lib/host-memory.js';
 import { processDescendants, processesAnonKb } from '../../lib/process-state.js';
-import type { ProxyListener } from '../egress/egress-proxy.js';
 import { AppError, UnavailableError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { Logger } from '../logger.js';
@@ -64,6 +63,12 @@ export class RuntimeBusyError extends AppError {
   constructor(max: number, why: keyof typeof BUSY = 'capacity', ahead = 0) {
     super(BUSY[why].message(max, ahead), 'runtime_busy', { hint: BUSY[why].hint, details: { max, why, ...(why === 'starting' ? { ahead } : {}) } });
   }
+}
+
+/** A runtime's egress proxy listener (its only way out), as the pool holds it: where, and how to close it. */
+export interface ProxyListener {
+  readonly address: string;
+  close(): Promise<void>;
 }
 
 /** The proxy identity of a runtime: who it belongs to and the gateway credential it was configured with. */
@@ -162,8 +167,11 @@ export interface PoolStatus {
 export interface RuntimeRecords {
   /** A runtime started (before it is configured and handed out). */
   started(owner: RuntimeOwner, launched: { pid: number; endpoint: RuntimeHandle['endpoint'] }, sandboxed: boolean): Promise<void>;
-  /** A runtime stopped or exited. */
-  stopped(owner: RuntimeOwner, pid: number): Promise<void>;
+  /**
+   * A runtime exited, or (with `o`) was stopped: why, and whether it was idle (running nothing by its own
+   * account, and unused for a few seconds: no turn was cut).
+   */
+  stopped(owner: RuntimeOwner, pid: number, o?: { why: string; idle: boolean }): Promise<void>;
   /** The user's runtime where another process hosts it and it runs (null: it does not run). */
   elsewhere(owner: RuntimeOwner): Promise<RuntimeHandle | null>;
   /** This process becomes the host: forget what hosts that are gone left behind. */
@@ -297,7 +305,8 @@ export function createRuntimePool(deps: {
     e.running.clear();
     e.group?.remove();
     e.group = null;
-    void records.stopped(e.owner, launched.pid).catch(() => {});
+    // A stop on purpose is recorded by stopEntry (with why, and whether it was idle); this is a crash.
+    if (!e.stopping) void records.stopped(e.owner, launched.pid).catch(() => {});
     void e.listener?.close();
     e.listener = null;
     notify(e.owner, null);
@@ -336,7 +345,7 @@ export function createRuntimePool(deps: {
       await group?.thaw();
       await l.stop();
       group?.remove();
-      await records.stopped(e.owner, l.pid).catch(() => {});
+      await records.stopped(e.owner, l.pid, { why, idle: e.running.size === 0 && Date.now() - e.lastUsed > 5000 }).catch(() => {});
     }
     await e.listener?.close().catch(() => {});
     e.listener = null;

@@ -31,8 +31,11 @@ export function createDbRuntimeRecords(deps: {
   repo: RuntimeRepo;
   box: SecretBox;
   dataDir: string;
-  /** A runtime went away (stopped, exited, or its host died): turns it had in flight are lost. */
-  lost?: (owner: RuntimeOwner, reason: string) => void;
+  /**
+   * A runtime went away (stopped, exited, or its host died): turns it had in flight are lost (`idle`: it
+   * was stopped running nothing, so none was cut).
+   */
+  lost?: (owner: RuntimeOwner, reason: string, o?: { idle?: boolean }) => Promise<void> | void;
 }): RuntimeRecords {
   const { db, repo, box } = deps;
   return {
@@ -47,9 +50,10 @@ export function createDbRuntimeRecords(deps: {
         sandboxed,
       });
     },
-    async stopped(owner, pid) {
+    async stopped(owner, pid, o) {
       await repo.forgetRuntime(db, owner.userId, pid);
-      deps.lost?.(owner, 'it stopped or exited');
+      const reason = !o ? 'it exited unexpectedly' : o.why === 'shutdown' ? 'the service was shut down' : `it was stopped: ${o.why}`;
+      await deps.lost?.(owner, reason, { idle: o?.idle });
     },
     async elsewhere(owner) {
       const row = await repo.runtimeOf(db, owner.userId);
@@ -66,7 +70,7 @@ export function createDbRuntimeRecords(deps: {
       if (dead.length) {
         await repo.forgetRuntimesOfHost(db, dead);
         // Their serve died (killed, crashed): the runtimes died with it, and any turn they ran.
-        for (const r of rows.filter((x) => dead.includes(x.hostPid))) deps.lost?.(r, 'the service hosting it stopped');
+        for (const r of rows.filter((x) => dead.includes(x.hostPid))) await deps.lost?.(r, 'the service hosting it stopped');
       }
       const hosts = (await repo.hostsOf(db, hostname)).filter((h) => h.hostPid === process.pid || !isProcessAlive(h.hostPid));
       if (hosts.length) await repo.forgetHosts(db, hostname, hosts.map((h) => h.hostPid));

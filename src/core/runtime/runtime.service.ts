@@ -8,10 +8,10 @@ import { requirePermission } from '../authz.js';
 import { actorString, type Ctx } from '../context.js';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { GATEWAY_HOST } from '../egress/egress-proxy.js';
-import { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../memories/memory-mcp.js';
+import { GATEWAY_HOST, MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from './agent-endpoints.js';
 import { createRuntimeClient, type RuntimeHandle } from './runtime-client.js';
 import { HOST_REPORT_FRESH_MS, RUNTIME_USED_CHANNEL, gatewayCredential, type RuntimeOwner } from './runtime-pool.js';
+import { managedConfigDir, runtimeRoot, writeManagedConfig } from './managed-config.js';
 import { handleOfRow } from './runtime-records.js';
 import { permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './sandbox.js';
@@ -49,9 +49,8 @@ const NPM: Record<ProviderKind, string> = {
   anthropic: '@ai-sdk/anthropic',
 };
 
-/** Our providers' ids in the runtime's one global config: namespaced by tenant so tenants never collide. */
+/** Our providers' ids in the runtime's configuration: namespaced by tenant so tenants never collide. */
 export const runtimeProviderId = (tenantId: string, name: string) => `aws_${tenantId.replaceAll('-', '')}_${name}`;
-const OURS = /^aws_[0-9a-f]{32}_/;
 
 export interface ResolvedModel {
   providerID: string;
@@ -162,8 +161,7 @@ export function createRuntimeService(deps: {
         external_directory: 'deny',
         ...Object.fromEntries(asks.map((p) => [p, 'ask'])),
         // Only the tenant's promoted skills load (the last matching rule wins); they ask first when the
-        // operator made `skill` ask. Names once allowed are denied by name: the runtime merges
-        // configurations and never drops a key.
+        // operator made `skill` ask. Names once allowed are denied by name too.
         skill: {
           '*': 'deny',
           ...Object.fromEntries(skills.deny.map((n) => [n, 'deny'])),
@@ -193,9 +191,10 @@ export function createRuntimeService(deps: {
   }
 
   /**
-   * Brings one user's runtime to what the database records for their tenant. The runtime deep-merges and
-   * cannot delete keys, so providers no longer applied are disabled and blanked. `force`: write even when
-   * the runtime's row says it has this configuration already (a fresh start, an apply).
+   * Brings one user's runtime to what the database records for their tenant: writes its managed
+   * configuration (a file of the host's, read-only inside the sandbox: managed-config.ts) whole, and
+   * has the runtime reload when it changed. `force`: write even when the runtime's row says it has this
+   * configuration already (a fresh start, an apply).
    */
   /** Writes to one runtime in flight, by user: a turn's check waits for a refresh writing the same change. */
   const writing = new Map<string, Promise<boolean>>();
@@ -218,12 +217,15 @@ export function createRuntimeService(deps: {
       if (row?.configFingerprint === desired.fingerprint) return false;
       pid = row?.pid ?? pid;
     }
-    const current = await client.getConfig();
-    const provider = { ...desired.config.provider };
-    for (const id of Object.keys(current.provider ?? {})) {
-      if (OURS.test(id) && !(id in provider)) provider[id] = { options: { apiKey: '' } };
-    }
-    await client.patchConfig({ ...desired.config, provider });
+    // The runtime reads the file afresh when it builds a workspace's instance (at its first request after
+    // a start or a reload): the reload drops the instances built from the old file, as a configuration
+    // change through opencode's own API did. A runtime just started has none yet: nothing is dropped.
+    const changed = handle.endpoint.tunnel
+      ? await client.writeManagedConfig(desired.config)
+      : writeManagedConfig(managedConfigDir(runtimeRoot(deps.dataDir, owner.userId)), desired.config);
+    // The file as it was, but not recorded as taken (its writer stopped before the reload): reload too. An
+    // apply that changes nothing reloads nothing (a turn in progress goes on).
+    if (changed || !force || (await repo.runtimeOf(db, owner.userId))?.configFingerprint !== desired.fingerprint) await client.reload();
     if (pid) await repo.setConfigFingerprint(db, owner.userId, pid, desired.fingerprint);
     return true;
   }

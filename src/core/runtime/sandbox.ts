@@ -9,7 +9,10 @@ import type { Writable } from 'node:stream';
  * steer; this is the boundary. What the agent inside can reach:
  *
  *   /workspace          the user's workspace (read-write): the only data of the appliance it sees
- *   /home/agent         the runtime's own home (read-write): its config, sessions database, caches
+ *   /home/agent         the runtime's own home (read-write): its sessions database, caches; but not
+ *                       opencode's configuration directories in it (~/.config/opencode, ~/.opencode),
+ *                       which are read-only
+ *   /etc/opencode       the service's configuration of the runtime (read-only; managed-config.ts)
  *   /srv/tenant         the tenant's shared files (read-only; promoted skills go there later)
  *   /run/agentws        two sockets: api.sock (the service reaches the runtime's API) and proxy.sock
  *                       (the runtime's only way out: the host-side egress proxy, see egress-proxy.ts)
@@ -77,8 +80,13 @@ export interface SandboxSpec {
   opencode: string;
   /** Directory holding the node binary (host path), bound at /opt/agentws/node/bin; null: none. */
   nodeBinDir: string | null;
-  /** The prepared opencode plugin directory (node_modules, package.json, package-lock.json), bound read-only. */
+  /**
+   * The prepared opencode config directory (an empty opencode.json, the plugin's node_modules, package.json,
+   * package-lock.json), bound read-only as ~/.config/opencode and ~/.opencode.
+   */
   pluginDir: string;
+  /** The runtime's managed configuration (the host writes it), bound read-only at /etc/opencode. */
+  managedConfig: string;
   /** The whole environment inside (bwrap starts from an empty one). */
   env: Record<string, string>;
   /** What runs inside (argv). */
@@ -103,8 +111,12 @@ export const hostFs: HostFs = {
   },
 };
 
-/** The opencode config directory inside, relative to the home. */
-const CONFIG_DIR = `${SANDBOX_PATHS.home}/.config/opencode`;
+/** opencode's configuration directories inside: its global one (XDG), its home one, its managed one. */
+export const OPENCODE_DIRS = {
+  global: `${SANDBOX_PATHS.home}/.config/opencode`,
+  home: `${SANDBOX_PATHS.home}/.opencode`,
+  managed: '/etc/opencode',
+} as const;
 
 /**
  * The bwrap command line for a spec: pure, so what the sandbox contains can be read (and tested) here.
@@ -136,14 +148,23 @@ export function bwrapArgs(spec: SandboxSpec, fs: HostFs = hostFs): string[] {
   a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/var', '--dir', '/var/tmp');
   a.push('--bind', spec.tmp, SANDBOX_PATHS.tmp);
   a.push('--bind', spec.home, SANDBOX_PATHS.home);
-  // Prepared once, read-only: opencode would otherwise npm-install its plugin here on first start
-  // (there is no network to install from, and a writable copy could be altered by the agent).
-  for (const f of ['node_modules', 'package.json', 'package-lock.json']) a.push('--ro-bind', join(spec.pluginDir, f), `${CONFIG_DIR}/${f}`);
+  // opencode reads configuration (keys, and agents, commands, plugins, skills from folders) from its
+  // global directory and ~/.opencode, and writes there when asked to: the agent, which runs as the same
+  // user, could plant keys the service never set, in effect from the next reload on. Both are the
+  // prepared directory, read-only (nothing in it but an empty opencode.json and the plugin manifest that
+  // keeps opencode from npm-installing there). The service's configuration is the managed one, below.
+  // ~/.config is bound onto itself first: a mount point cannot be renamed, and a renamed ~/.config would
+  // let the agent make a writable ~/.config/opencode (the launcher checks it is a directory, not a link).
+  a.push('--bind', join(spec.home, '.config'), `${SANDBOX_PATHS.home}/.config`);
+  a.push('--ro-bind', spec.pluginDir, OPENCODE_DIRS.global);
+  a.push('--ro-bind', spec.pluginDir, OPENCODE_DIRS.home);
   a.push('--bind', spec.workspace, SANDBOX_PATHS.workspace);
   a.push('--ro-bind', spec.tenant, SANDBOX_PATHS.tenant);
   a.push('--bind', spec.run, SANDBOX_PATHS.run);
   a.push('--ro-bind', spec.opencode, `${SANDBOX_PATHS.opt}/bin/opencode`);
   if (spec.nodeBinDir) a.push('--ro-bind', spec.nodeBinDir, `${SANDBOX_PATHS.opt}/node/bin`);
+  // A directory, not the file: the host replaces the file by rename, which a file bind would not follow.
+  a.push('--ro-bind', spec.managedConfig, OPENCODE_DIRS.managed);
   // The root is a tmpfs bwrap made writable to create the mount points above: without this the agent
   // could add files to /etc (ld.so.preload) and /opt/agentws/bin (first on PATH, shadowing git or sh).
   // Last of the mounts (nothing can be created under / after it); the binds keep their own flags.

@@ -23,8 +23,15 @@ import type { SessionRow, SessionsRepo } from './sessions.repo.js';
  *  - reacts: rejects permission requests for tools the owner may not use, enqueues analytics
  *    (tool.execute per completed tool call, denials), tells the pool which runtimes are busy.
  * Usage and cost limits are not taken from here: the LLM gateway records every model call from the
- * provider's own report. The serve hosting the runtimes does this; events from other processes arrive
- * over the bus.
+ * provider's own report.
+ *
+ * Any serve answers any session's stream (issue 26). The process whose pool follows a runtime (fires
+ * onChange for it) handles each of its events once, as above, and with a shared bus (PostgreSQL: several
+ * serves) sends the resulting frames over the bus, to every serve's subscribers, this one's included, like
+ * the events other parts of the appliance publish. The bus gives every process its messages in one order,
+ * so every serve delivers the same frames with the same ids in the same order and keeps the same replay
+ * buffer: a client may reconnect to any serve with Last-Event-ID. Alone (embedded mode: one process, an
+ * in-process bus) frames go straight to the subscribers, as they always did.
  */
 export const REPLAY_EVENTS = 500;
 /** ...and at most this many bytes of them (tool outputs can be large); the older ones go first. */
@@ -37,7 +44,20 @@ const IDLE_BUFFER_MS = 15 * 60_000;
 /** Records of unanswered permission requests are kept this long (a runtime restart forgets them sooner). */
 const PERMISSION_REQUEST_TTL_MS = 7 * 24 * 3600_000;
 const REQUEST_SWEEP_MS = 3600_000;
-/** Published by other parts of the appliance (jobs, the API) to put an event on a session's stream. */
+/**
+ * A client reconnecting with an id this serve has not had yet (read from another serve that is ahead of
+ * this one on the bus) gets nothing until that event arrives here, then what follows it; if it does not
+ * come within this long, what came meanwhile after it by id (as for an id no longer buffered).
+ */
+const IN_FLIGHT_WAIT_MS = 5000;
+/** An event whose id was stamped further than this from now cannot still be on its way over the bus. */
+const IN_FLIGHT_AGE_MS = 10_000;
+/** Frames sent over the bus in one message at most (they gather while the previous message is sent). */
+const FAN_OUT_BATCH = 200;
+/**
+ * Published by other parts of the appliance (jobs, the API) to put an event on a session's stream, and by
+ * the process following a runtime for its events: `{ sessionId, event }`, or `{ events: [...] }` of them.
+ */
 export const SESSION_EVENTS_CHANNEL = 'sessions.events';
 
 export interface StreamEvent {
@@ -67,9 +87,20 @@ interface SessionState {
   ref: SessionRef | null;
   buffer: Array<{ id: string; frame: string }>;
   bufferBytes: number;
-  subscribers: Set<Subscriber>;
+  subscribers: Set<Sub>;
   lastEventAt: number;
 }
+
+interface Sub {
+  out: Subscriber;
+  /**
+   * Reconnected with the id of an event not yet here (see IN_FLIGHT_WAIT_MS): frames arriving before it
+   * are held, and dropped when it comes (the client had them).
+   */
+  awaiting: { id: string; held: Array<{ id: string; frame: string }>; heldBytes: number; timer: NodeJS.Timeout } | null;
+}
+
+type BusMessage = { sessionId?: string; event?: StreamEvent; events?: Array<{ sessionId?: string; event?: StreamEvent }> };
 
 export function createSessionStreams(deps: {
   db: Database;
@@ -103,6 +134,8 @@ export function createSessionStreams(deps: {
   let chain: Promise<void> = Promise.resolve();
   let subscriberCount = 0;
   let lastRequestSweep = 0;
+  // Other processes follow session streams too: a runtime's frames go to them all over the bus.
+  const crossProcess = deps.bus.shared;
 
   const state = (id: string): SessionState => {
     let s = sessions.get(id);
@@ -130,19 +163,6 @@ export function createSessionStreams(deps: {
     return ref;
   }
 
-  /**
-   * A runtime's event, handled here once, goes to the subscribers of every serve (this one included)
-   * through the event bus, in order: any serve answers any session's stream, and each keeps the same
-   * replay buffer, so a client reconnecting to another serve with Last-Event-ID gets what it missed.
-   */
-  function fanOut(sessionId: string, event: StreamEvent): void {
-    // One after another: two NOTIFYs sent at once on two pooled connections could arrive swapped.
-    fanning = fanning
-      .then(() => deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event }))
-      .catch((err) => log.error({ err: (err as Error).message, sessionId }, 'could not fan a session event out'));
-  }
-  let fanning: Promise<void> = Promise.resolve();
-
   /** Sends an event to a session's subscribers and keeps it for replay. */
   function deliver(sessionId: string, event: StreamEvent): void {
     const s = state(sessionId);
@@ -152,14 +172,93 @@ export function createSessionStreams(deps: {
     while (s.buffer.length > REPLAY_EVENTS || (s.bufferBytes > REPLAY_BYTES && s.buffer.length > 1)) s.bufferBytes -= s.buffer.shift()!.frame.length;
     s.lastEventAt = Date.now();
     for (const sub of s.subscribers) {
-      if (sub.write(frame) > MAX_BUFFERED_BYTES) drop(s, sub);
+      if (sub.awaiting) hold(s, sub, event.id, frame);
+      else if (sub.out.write(frame) > MAX_BUFFERED_BYTES) drop(s, sub);
     }
   }
 
-  function drop(s: SessionState, sub: Subscriber) {
-    if (s.subscribers.delete(sub)) subscriberCount--;
-    sub.close();
+  /** An event from the bus: delivered; a deleted session's streams end. */
+  function arrive(sessionId: string, event: StreamEvent): void {
+    deliver(sessionId, event);
+    if (event.type === 'session.deleted') closeSession(sessionId);
   }
+
+  function hold(s: SessionState, sub: Sub, id: string, frame: string): void {
+    const w = sub.awaiting!;
+    if (id === w.id) {
+      // The client's last event: everything held came before it on the bus, as on the serve it read it from.
+      clearTimeout(w.timer);
+      sub.awaiting = null;
+      return;
+    }
+    w.held.push({ id, frame });
+    w.heldBytes += frame.length;
+    if (w.held.length > REPLAY_EVENTS || w.heldBytes > REPLAY_BYTES) stopAwaiting(s, sub);
+  }
+
+  /** The awaited event did not come (this serve missed it, or it was not of this stream): what follows it by id. */
+  function stopAwaiting(s: SessionState, sub: Sub): void {
+    const w = sub.awaiting;
+    if (!w) return;
+    clearTimeout(w.timer);
+    sub.awaiting = null;
+    for (const e of w.held) {
+      if (e.id > w.id && sub.out.write(e.frame) > MAX_BUFFERED_BYTES) return drop(s, sub);
+    }
+  }
+
+  /**
+   * Whether a client's Last-Event-ID, not in this serve's buffer, may name an event still on its way here
+   * (the client read it from a serve ahead of this one on the bus). Not when this process is the only one,
+   * nor when this serve already has newer events (the id is older than the buffer: replay by id), nor when
+   * the id's time stamp is far from now (nothing lingers on the bus that long; an id of another shape has
+   * no time to read, and may be on its way).
+   */
+  function mayBeOnTheWay(s: SessionState, id: string): boolean {
+    if (!crossProcess) return false;
+    const newest = s.buffer.at(-1)?.id;
+    if (newest !== undefined && id <= newest) return false;
+    const age = idAgeMs(id, Date.now());
+    return age === null || Math.abs(age) < IN_FLIGHT_AGE_MS;
+  }
+
+  function drop(s: SessionState, sub: Sub) {
+    if (s.subscribers.delete(sub)) subscriberCount--;
+    if (sub.awaiting) clearTimeout(sub.awaiting.timer);
+    sub.awaiting = null;
+    sub.out.close();
+  }
+
+  /**
+   * A runtime's frame, with other serves about: over the bus, to every serve's subscribers (this one's
+   * included, so that all see one order). Frames go one message after another (two NOTIFYs sent at once
+   * on two pooled connections could commit swapped); those produced while one is on its way go together
+   * in the next, so a busy stream costs fewer notifications, not more latency.
+   */
+  function fanOut(sessionId: string, event: StreamEvent): void {
+    outbox.push({ sessionId, event });
+    if (!sending) void send();
+  }
+  let outbox: Array<{ sessionId: string; event: StreamEvent }> = [];
+  let sending = false;
+  async function send(): Promise<void> {
+    sending = true;
+    while (outbox.length) {
+      const batch = outbox.length > FAN_OUT_BATCH ? outbox.splice(0, FAN_OUT_BATCH) : outbox;
+      if (batch === outbox) outbox = [];
+      try {
+        await deps.bus.publish(SESSION_EVENTS_CHANNEL, batch.length === 1 ? batch[0] : { events: batch });
+      } catch (err) {
+        // Not on the bus: at least this serve's subscribers see them.
+        log.error({ err: (err as Error).message, events: batch.length }, 'could not send session events to the other serves; delivered here only');
+        for (const e of batch) deliver(e.sessionId, e.event);
+      }
+    }
+    sending = false;
+  }
+
+  /** Where a runtime's frames go: to every serve through the bus, or (alone) straight to the subscribers. */
+  const emit = crossProcess ? fanOut : deliver;
 
   // The runtime repeats some updates (a completed message, a finished tool part): enqueue each fact once
   // per process; the job's ledger makes it once across processes.
@@ -240,11 +339,11 @@ export function createSessionStreams(deps: {
         break;
     }
     const id = ev.eventId ?? ascendingId('evt');
-    fanOut(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
+    emit(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
     // A plan's subtask asks its person through the parent session: its stream shows the request, its
     // permissions route answers it (sessions.service replyPermission).
     if (ev.kind === 'permissionAsked' && ref.parentId) {
-      fanOut(ref.parentId, { id, type: ev.type, properties: { ...clientProperties(ev, ref.parentId), askedIn: { sessionId: ref.id, planId: ref.planId } } });
+      emit(ref.parentId, { id, type: ev.type, properties: { ...clientProperties(ev, ref.parentId), askedIn: { sessionId: ref.id, planId: ref.planId } } });
     }
     if (ev.kind === 'turnIdle') {
       if (ref.channel !== 'web' && !ref.parentId) deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
@@ -281,6 +380,11 @@ export function createSessionStreams(deps: {
     if (byUpstream.size > 50_000) byUpstream.clear();
   }
 
+  /** Handles one event of a runtime's upstream stream: strictly in arrival order, once, in this process. */
+  function ingest(owner: RuntimeOwner, ev: RuntimeEvent): void {
+    chain = chain.then(() => handle(owner, ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
+  }
+
   return {
     /**
      * Follows every runtime the pool runs (one event connection each, opened as a runtime becomes ready,
@@ -301,22 +405,23 @@ export function createSessionStreams(deps: {
         const stream = openRuntimeEventStream({
           endpoint: () => h.endpoint,
           log,
-          onEvent: (ev) => {
-            chain = chain.then(() => handle(owner, ev)).catch((err) => log.error({ err: (err as Error).message }, 'session event handling failed'));
-          },
+          onEvent: (ev) => ingest(owner, ev),
         });
         upstreams.set(owner.userId, { owner, stream, handle: h });
       });
       unsubscribeBus = await deps.bus.subscribe(SESSION_EVENTS_CHANNEL, (payload) => {
-        const p = payload as { sessionId: string; event: StreamEvent };
-        if (!p?.sessionId || !p.event) return;
-        chain = chain.then(() => {
-          deliver(p.sessionId, p.event);
-          if (p.event.type === 'session.deleted') closeSession(p.sessionId);
-        });
+        const p = payload as BusMessage | null;
+        for (const one of Array.isArray(p?.events) ? p.events : [p]) {
+          const { sessionId, event } = one ?? {};
+          if (!sessionId || !event) continue;
+          // Shared, the bus's order is every serve's order: deliver at once. Alone, this process's
+          // runtime frames are delivered from the chain: keep to it.
+          if (crossProcess) arrive(sessionId, event);
+          else chain = chain.then(() => arrive(sessionId, event)).catch((err) => log.error({ err: (err as Error).message }, 'session event delivery failed'));
+        }
       });
       heartbeat = setInterval(() => {
-        for (const s of sessions.values()) for (const sub of s.subscribers) sub.write(': ping\n\n');
+        for (const s of sessions.values()) for (const sub of s.subscribers) sub.out.write(': ping\n\n');
       }, HEARTBEAT_MS);
       heartbeat.unref();
       sweeper = setInterval(sweep, 60_000);
@@ -325,21 +430,37 @@ export function createSessionStreams(deps: {
 
     /**
      * Adds a subscriber to a session (ownership is checked by the caller). With `lastEventId`, first
-     * replays the buffered events after it. Returns the function that removes the subscriber.
+     * replays the buffered events after it (or, when that event is still on its way here, starts after it
+     * once it comes). Returns the function that removes the subscriber.
      */
-    subscribe(sessionId: string, sub: Subscriber, lastEventId?: string): () => void {
+    subscribe(sessionId: string, out: Subscriber, lastEventId?: string): () => void {
       const s = state(sessionId);
+      const sub: Sub = { out, awaiting: null };
       if (lastEventId) {
         const at = s.buffer.findIndex((e) => e.id === lastEventId);
-        const missed = at >= 0 ? s.buffer.slice(at + 1) : s.buffer.filter((e) => e.id > lastEventId);
-        for (const e of missed) sub.write(e.frame);
+        if (at >= 0) {
+          for (let i = at + 1; i < s.buffer.length; i++) out.write(s.buffer[i].frame);
+        } else if (mayBeOnTheWay(s, lastEventId)) {
+          sub.awaiting = { id: lastEventId, held: [], heldBytes: 0, timer: setTimeout(() => stopAwaiting(s, sub), IN_FLIGHT_WAIT_MS) };
+          sub.awaiting.timer.unref();
+        } else {
+          for (const e of s.buffer) if (e.id > lastEventId) out.write(e.frame);
+        }
       }
       s.subscribers.add(sub);
       subscriberCount++;
       return () => {
         if (s.subscribers.delete(sub)) subscriberCount--;
+        if (sub.awaiting) clearTimeout(sub.awaiting.timer);
+        sub.awaiting = null;
       };
     },
+
+    /**
+     * Handles one event of a runtime's upstream stream as its connection does (the pool's onChange opens
+     * those): for a process that receives a runtime's events another way, and for tests.
+     */
+    ingest,
 
     /** Puts an event of ours on a session's stream, in every process (through the event bus). */
     async publish(sessionId: string, type: string, properties: Record<string, unknown>): Promise<void> {
@@ -365,6 +486,21 @@ export function createSessionStreams(deps: {
       started = false;
     },
   };
+}
+
+/**
+ * How long ago (ms; negative: ahead of this clock) an id in the runtime's ascending format was stamped
+ * (runtime-ids.ts: 12 hex digits of time*4096+counter, low 48 bits, so time modulo 2^36 ms), or null for
+ * an id of another shape.
+ */
+export function idAgeMs(id: string, now: number): number | null {
+  const m = /^[a-z]+_([0-9a-f]{12})/.exec(id);
+  if (!m) return null;
+  const WRAP = 2 ** 36;
+  let age = (now % WRAP) - Math.floor(parseInt(m[1], 16) / 4096);
+  if (age > WRAP / 2) age -= WRAP;
+  else if (age < -WRAP / 2) age += WRAP;
+  return age;
 }
 
 function refOf(row: SessionRow): SessionRef {

@@ -115,6 +115,15 @@ export function createSessionsRepo() {
       return rows[0].upstreamId;
     },
 
+    /** The runtime no longer knows the session's upstream one (it moved hosts without it): bind a new one, once. */
+    async rebindUpstream(q: Queryable, tenantId: string, id: string, from: string, to: string): Promise<string> {
+      const { rows } = await q.query<{ upstreamId: string }>(
+        `update agent_sessions set upstream_id = case when upstream_id = $3 then $4 else upstream_id end where id = $1 and tenant_id = $2 returning upstream_id as "upstreamId"`,
+        [id, tenantId, from, to],
+      );
+      return rows[0].upstreamId;
+    },
+
     async snapshot(q: Queryable, tenantId: string, id: string, t: { systemPrompt: string; model: string | null }): Promise<void> {
       await q.query(`update agent_sessions set system_prompt = $3, model = $4, snapshot_at = now() where id = $1 and tenant_id = $2 and snapshot_at is null`, [id, tenantId, t.systemPrompt, t.model]);
     },
@@ -198,8 +207,79 @@ export function createSessionsRepo() {
       ).rows;
     },
 
-    async finishTurn(q: Queryable, tenantId: string, turnId: string, status: 'sent' | 'failed', error?: string): Promise<void> {
-      await q.query(`update agent_turns set status = $3, error = $4, sent_at = case when $3 = 'sent' then now() else sent_at end where id = $1 and tenant_id = $2`, [turnId, tenantId, status, error ?? null]);
+    /**
+     * The user's turns in flight whose end went unseen, though their runtime stopped idle by its own
+     * account (no session running): they had ended. Not news, so nobody is told.
+     */
+    async endUserTurns(q: Queryable, tenantId: string, userId: string): Promise<number> {
+      const { rowCount } = await q.query(
+        `update agent_turns set status = 'done'
+          where tenant_id = $1 and status = 'sent'
+            and session_id in (select id from agent_sessions where tenant_id = $1 and owner_id = $2)`,
+        [tenantId, userId],
+      );
+      return rowCount ?? 0;
+    },
+
+    /**
+     * Turns in flight whose owner has no runtime recorded anywhere (its host died before it could say
+     * so, or saying so failed): lost, marked so and returned, each to exactly one caller. Across tenants:
+     * a serve starting checks what serves before it left behind.
+     */
+    async loseOrphanedTurns(q: Queryable, error: string): Promise<Array<{ id: string; sessionId: string; tenantId: string; ownerId: string }>> {
+      return (
+        await q.query<{ id: string; sessionId: string; tenantId: string; ownerId: string }>(
+          `update agent_turns t set status = 'lost', error = $1
+             from agent_sessions s
+            where s.id = t.session_id and s.tenant_id = t.tenant_id
+              and t.status = 'sent' and t.sent_at > now() - interval '6 hours'
+              and not exists (select 1 from agent_runtimes r where r.user_id = s.owner_id)
+           returning t.id, t.session_id as "sessionId", t.tenant_id as "tenantId", s.owner_id as "ownerId"`,
+          [error],
+        )
+      ).rows;
+    },
+
+    /** One turn handed over whose runtime went away before it ended: lost. False when it was not in flight. */
+    async loseTurn(q: Queryable, tenantId: string, turnId: string, error: string): Promise<boolean> {
+      const { rows } = await q.query(`update agent_turns set status = 'lost', error = $3, sent_at = coalesce(sent_at, now()) where id = $1 and tenant_id = $2 and status in ('sending', 'sent') returning id`, [
+        turnId,
+        tenantId,
+        error,
+      ]);
+      return rows.length > 0;
+    },
+
+    /** The session's turns lost with their runtime (recent ones, oldest first): what its transcript must say. */
+    async lostTurns(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ id: string; messageId: string; error: string; sentAt: Date }>> {
+      const { rows } = await q.query<{ id: string; messageId: string; error: string; sentAt: Date }>(
+        `select id, message_id as "messageId", coalesce(error, '') as error, coalesce(sent_at, created_at) as "sentAt" from agent_turns
+          where tenant_id = $1 and session_id = $2 and status = 'lost' order by created_at desc limit 50`,
+        [tenantId, sessionId],
+      );
+      return rows.reverse();
+    },
+
+    /** How a turn ended, where it ended badly (lost with its runtime, or given up): what a chat reply says. */
+    async failedTurn(q: Queryable, tenantId: string, sessionId: string, turnId: string): Promise<{ status: 'lost' | 'failed'; error: string | null } | null> {
+      const { rows } = await q.query<{ status: 'lost' | 'failed'; error: string | null }>(
+        `select status, error from agent_turns where id = $1 and tenant_id = $2 and session_id = $3 and status in ('lost', 'failed')`,
+        [turnId, tenantId, sessionId],
+      );
+      return rows[0] ?? null;
+    },
+
+    /**
+     * Records how a send attempt ended: 'sent' (handed to the runtime, its end still to come), 'done'
+     * (it had ended by the time we looked), 'failed' (given up).
+     */
+    async finishTurn(q: Queryable, tenantId: string, turnId: string, status: 'sent' | 'done' | 'failed', error?: string): Promise<void> {
+      await q.query(`update agent_turns set status = $3, error = $4, sent_at = case when $3 in ('sent', 'done') then coalesce(sent_at, now()) else sent_at end where id = $1 and tenant_id = $2`, [
+        turnId,
+        tenantId,
+        status,
+        error ?? null,
+      ]);
     },
 
     /**

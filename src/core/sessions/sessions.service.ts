@@ -14,7 +14,7 @@ import { findTemplate, mayUseTemplate } from '../templates/templates.service.js'
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
 import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
-import { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S } from './turn-runner.js';
+import { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S, TURN_LOST } from './turn-runner.js';
 
 // Names other modules import from here; the rules and jobs they name live beside this file.
 export type { PromptFile, PromptInput } from './prompt-parts.js';
@@ -148,12 +148,16 @@ export function createSessionsService(deps: {
       });
     },
 
-    /** The session's transcript, taken from the runtime (SPEC.md Message shape, our session ids). */
+    /**
+     * The session's transcript, taken from the runtime (SPEC.md Message shape, our session ids). A turn
+     * lost with its runtime says so where its answer is (the runtime itself never learns it was cut):
+     * its last answer carries the error, or, when it had none yet, an answer of ours with only the error.
+     */
     async messages(ctx: Ctx, input: { id: string; browserSession?: string }) {
       const s = await owned(ctx, input.id, input.browserSession);
       if (!s.upstreamId) return { messages: [] };
-      const messages = await (await clientOf(s)).messages(s.upstreamId);
-      return { messages: messages.map((m) => publicMessage(m, s.id)) };
+      const [messages, lost] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id)]);
+      return { messages: withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id) };
     },
 
     /**
@@ -306,3 +310,29 @@ export function createSessionsService(deps: {
 }
 
 export type SessionsService = ReturnType<typeof createSessionsService>;
+
+type PublicMessage = { info: Record<string, any>; parts: Array<Record<string, any>> };
+
+/**
+ * A transcript with its lost turns marked (SPEC.md Message shape: an assistant message's `error` is
+ * `{ name, data: { message } }`, as the runtime writes its own): the last answer to each lost turn's
+ * prompt gets the error unless the runtime wrote one; a lost turn with no answer gets one of ours, right
+ * after its prompt (or where its id sorts, when the runtime never stored the prompt).
+ */
+export function withLostTurns(messages: PublicMessage[], lost: Array<{ id: string; messageId: string; error: string; sentAt: Date }>, sessionId: string): PublicMessage[] {
+  if (!lost.length) return messages;
+  const out = [...messages];
+  for (const t of lost) {
+    const error = { name: 'TurnLost', data: { message: t.error, code: TURN_LOST } };
+    const answers = out.map((m, i) => ({ m, i })).filter(({ m }) => m.info.role === 'assistant' && m.info.parentID === t.messageId);
+    const last = answers.at(-1);
+    if (last) {
+      if (!last.m.info.error) out[last.i] = { ...last.m, info: { ...last.m.info, error } };
+      continue;
+    }
+    const after = out.findIndex((m) => m.info.id > t.messageId);
+    const created = t.sentAt.getTime();
+    out.splice(after < 0 ? out.length : after, 0, { info: { id: `${t.messageId}_lost`, sessionID: sessionId, role: 'assistant', parentID: t.messageId, time: { created, completed: created }, error }, parts: [] });
+  }
+  return out;
+}

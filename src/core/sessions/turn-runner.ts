@@ -40,9 +40,15 @@ const RECALL_WAIT_MS = 1500;
 
 const run = promisify(execFile);
 
+/** The code of the session.error a turn lost with its runtime ends with. */
+export const TURN_LOST = 'turn_lost';
+/** What a person reads when their turn was lost with its runtime (`reason`: why the runtime went away). */
+export const lostMessage = (reason: string) =>
+  `The agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
+
 export function createTurnRunner(deps: {
   db: Database;
-  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns'>;
+  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'>;
   runtime: Pick<RuntimeService, 'resolveModel' | 'ensureConfigured'>;
   pool: Pick<RuntimePool, 'acquire'>;
   queue: JobQueue;
@@ -52,7 +58,10 @@ export function createTurnRunner(deps: {
   memories?: Pick<MemoriesService, 'recallForTurn'>;
   /** Whether a queued turn of a plan's session should still be sent (orchestrator): a reason not to, or null. */
   unwanted?: (s: SessionRow, turnId: string) => Promise<string | null>;
-  /** Called when a turn is given up (failed for good): a plan waiting for its end moves on. */
+  /**
+   * Called when a turn is given up (failed for good) or lost with its runtime: a plan waiting for its end
+   * moves on, a chat user is told.
+   */
   onTurnFailed?: (s: SessionRow, turnId: string) => void;
   log: Logger;
 }) {
@@ -107,25 +116,62 @@ export function createTurnRunner(deps: {
     );
   }
 
+  /** Tells a lost turn's session (every process's subscribers, through the bus) and who waits for the turn. */
+  async function reportLost(t: { id: string; sessionId: string; tenantId: string; ownerId: string }, reason: string): Promise<void> {
+    const message = lostMessage(reason);
+    deps.log.warn({ turnId: t.id, sessionId: t.sessionId, userId: t.ownerId, reason }, 'a turn was lost with its runtime');
+    await streams.publish(t.sessionId, 'session.error', { error: { name: 'TurnLost', code: TURN_LOST, message } }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not report a lost turn'));
+    await streams.publish(t.sessionId, 'session.status', { status: { type: 'idle' } }).catch(() => {});
+    const s = await repo.byId(db, t.tenantId, t.sessionId).catch(() => null);
+    if (s) deps.onTurnFailed?.(s, t.id);
+  }
+
+  /**
+   * Where a turn an earlier attempt handed over stands, in the runtime that has its message now: still
+   * running, ended (answered, or failed there), or cut (the runtime that had it went away mid-turn, and
+   * the one here, started on the same home, holds the message but runs nothing).
+   */
+  async function handedOver(client: ReturnType<typeof createRuntimeClient>, upstreamId: string, messageId: string): Promise<'running' | 'ended' | 'cut'> {
+    if ((await client.busySessions()).includes(upstreamId)) return 'running';
+    const recent = await client.recentMessages(upstreamId, 50);
+    const answer = recent.filter((m) => m.info.role === 'assistant' && m.info.parentID === messageId).at(-1);
+    if (answer && (answer.info.time.completed || answer.info.error)) return 'ended';
+    // A later prompt was taken after it: the runtime was done with this one.
+    if (recent.some((m) => m.info.role === 'user' && m.info.id > messageId)) return 'ended';
+    return 'cut';
+  }
+
   return {
     ensureWorkspace,
 
     /**
-     * The user's runtime went away (it exited, its serve died, its runner was lost) before the turns it
-     * had were done: each ends now, once, with a clear error on its session's stream, and a plan waiting
-     * for it moves on. The next prompt starts a runtime again (on another runner, if need be). Turns not
-     * yet handed over are untouched: they are sent when a runtime is there.
+     * The user's runtime went away (it exited or was killed, its serve died, its runner was lost) before
+     * the turns it had were done: each ends now, once across every process, marked lost (what the
+     * session's transcript then says, messages()), with a clear error on its session's stream, and a plan
+     * or chat waiting for it moves on. The next prompt starts a runtime again (on another runner, if need
+     * be). Turns not yet handed over are untouched: they are sent when a runtime is there. With `idle`
+     * (the runtime was stopped while running nothing, by its own account), turns still marked in flight
+     * had ended unseen: they are marked so, and nobody is told.
      */
-    async runtimeLost(owner: { tenantId: string; userId: string }, reason: string): Promise<number> {
-      const message = `the agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
-      const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, message);
-      for (const t of lost) {
-        deps.log.warn({ turnId: t.id, sessionId: t.sessionId, userId: owner.userId, reason }, 'a turn was lost with its runtime');
-        await streams.publish(t.sessionId, 'session.error', { error: { name: 'TurnLost', code: 'turn_lost', message } }).catch(() => {});
-        await streams.publish(t.sessionId, 'session.status', { status: { type: 'idle' } }).catch(() => {});
-        const s = await repo.byId(db, owner.tenantId, t.sessionId);
-        if (s) deps.onTurnFailed?.(s, t.id);
+    async runtimeLost(owner: { tenantId: string; userId: string }, reason: string, o: { idle?: boolean } = {}): Promise<number> {
+      if (o.idle) {
+        await repo.endUserTurns(db, owner.tenantId, owner.userId);
+        return 0;
       }
+      const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, lostMessage(reason));
+      for (const t of lost) await reportLost({ ...t, tenantId: owner.tenantId, ownerId: owner.userId }, reason);
+      return lost.length;
+    },
+
+    /**
+     * Turns a serve that is gone left in flight with no runtime anywhere (it died before it could end
+     * them, its runtimes with it): lost. Run as a serve starts hosting, after the rows of dead hosts are
+     * forgotten.
+     */
+    async reconcile(): Promise<number> {
+      const reason = 'the service hosting it stopped';
+      const lost = await repo.loseOrphanedTurns(db, lostMessage(reason));
+      for (const t of lost) await reportLost(t, reason);
       return lost.length;
     },
 
@@ -138,7 +184,8 @@ export function createTurnRunner(deps: {
      */
     async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
       const turn = await repo.beginAttempt(db, input.turnId);
-      if (!turn || turn.previousStatus === 'sent' || turn.previousStatus === 'failed') return;
+      // Handed over already (in flight, ended, or lost with its runtime), or given up: nothing to send.
+      if (!turn || ['sent', 'done', 'lost', 'failed'].includes(turn.previousStatus)) return;
       const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
       const fail = async (message: string) => {
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
@@ -182,10 +229,26 @@ export function createTurnRunner(deps: {
           row.upstreamId ?? (await repo.bindUpstream(db, row.tenantId, row.id, await client.createSession({ title: row.title, ...(parentID ? { parentID } : {}) })));
         // A child session (a plan's planning turn or subtask) is a child of its parent's runtime session.
         const parent = s.parentId ? await repo.byId(db, s.tenantId, s.parentId) : null;
-        const upstreamId = await upstreamOf(s, parent ? await upstreamOf(parent) : undefined);
+        let upstreamId = await upstreamOf(s, parent ? await upstreamOf(parent) : undefined);
+        // A runtime started afresh may not know the session: its user was placed on another runner host
+        // after theirs was lost, with the files on that host's own disk. The session goes on there, anew.
+        if (cold && s.upstreamId && !(await client.sessionExists(s.upstreamId))) {
+          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, s.upstreamId, await client.createSession({ title: s.title }));
+          await streams.publish(s.id, 'runtime.moved', {
+            message: 'Your agent now runs on another host, which does not have this conversation\'s earlier turns or workspace files (they stayed on the host that was lost). It continues from here.',
+          });
+        }
         if (turn.attempts > 1 && (await client.messageExists(upstreamId, turn.messageId))) {
           ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
-          await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
+          const where = await handedOver(client, upstreamId, turn.messageId);
+          if (where === 'cut') {
+            // Its runtime went away before the attempt that handed it over could record it: lost, as any
+            // turn in flight then. Not sent again (the person decides: part of it may have run).
+            const reason = 'it stopped before the turn ended';
+            if (await repo.loseTurn(db, turn.tenantId, turn.id, lostMessage(reason))) await reportLost({ id: turn.id, sessionId: s.id, tenantId: s.tenantId, ownerId: s.ownerId }, reason);
+            return;
+          }
+          await repo.finishTurn(db, turn.tenantId, turn.id, where === 'running' ? 'sent' : 'done');
           return;
         }
         const model = await runtime.resolveModel(s.tenantId, s.model);

@@ -349,7 +349,7 @@ export function createSkillsRepo() {
       const { rows } = await q.query<{ messageId: string; createdAt: Date; orchestrated: boolean }>(
         `select t.message_id as "messageId", t.created_at as "createdAt",
                 exists (select 1 from orchestration_plans p where p.tenant_id = $1 and (p.planning_turn_id = t.id or p.synthesis_turn_id = t.id)) as orchestrated
-           from agent_turns t where t.tenant_id = $1 and t.session_id = $2 and t.status = 'sent'
+           from agent_turns t where t.tenant_id = $1 and t.session_id = $2 and t.status in ('sent', 'done')
           order by t.created_at desc limit 1`,
         [tenantId, sessionId],
       );

@@ -71,6 +71,10 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             setError(e.properties.error?.message ?? e.properties.error?.data?.message ?? 'The turn failed.');
             setRunning(false);
             return;
+          // The agent was placed on another host without this session's files (its runner was lost): kept in view.
+          case 'runtime.moved':
+            setError(e.properties.message ?? 'Your agent now runs on another host.');
+            return;
           case 'runtime.waiting':
             setNotice(e.properties.message ?? 'Waiting for a free runtime…');
             return;
