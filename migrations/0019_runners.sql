@@ -43,13 +43,9 @@ create table runtime_placements (
   runner_id uuid not null references runners(id) on delete cascade,
   fence bigint not null,
   storage text not null check (storage in ('local', 'shared')),
-  placed_at timestamptz not null default now(),
-  -- sha256 (hex) of the gateway credential of the runtime the runner started under this lease; null until
-  -- it starts, and again whenever the lease moves. The gateway relay finds the lease by it.
-  credential_hash text
+  placed_at timestamptz not null default now()
 );
 create index runtime_placements_runner_idx on runtime_placements (runner_id);
-create unique index runtime_placements_credential_idx on runtime_placements (credential_hash) where credential_hash is not null;
 
 -- migrate:down
 drop table if exists runtime_placements;

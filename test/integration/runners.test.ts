@@ -292,24 +292,6 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       expect(await svc().move(users[1], r2.id, r1.id)).toMatchObject({ runnerId: r1.id });
     });
 
-    it('a runtime\'s credential is recorded only under the current lease, found by its hash, and cleared when the lease moves', async () => {
-      const r1 = await runner('r1');
-      const r2 = await runner('r2', { resident: 5 });
-      const p = await svc().place(users[0]);
-      const hash = runnerTokenHash('credential-1');
-      expect(await svc().setCredential(r1.id, users[0].userId, p.fence - 1, hash)).toBe(false);
-      expect(await svc().setCredential(r2.id, users[0].userId, p.fence, hash)).toBe(false);
-      expect(await svc().byCredential(hash)).toBeNull();
-      expect(await svc().setCredential(r1.id, users[0].userId, p.fence, hash)).toBe(true);
-      expect(await svc().byCredential(hash)).toEqual({ tenantId: users[0].tenantId, userId: users[0].userId, runnerId: r1.id, fence: p.fence });
-      await svc().drain(ctx, 'r1');
-      const moved = await svc().move(users[0], r1.id);
-      expect(await svc().byCredential(hash)).toBeNull();
-      // The old runner, with its old fence, is refused.
-      expect(await svc().setCredential(r1.id, users[0].userId, p.fence, hash)).toBe(false);
-      expect(await svc().setCredential(r2.id, users[0].userId, moved!.fence, runnerTokenHash('credential-2'))).toBe(true);
-    });
-
     it('a placement in another tenant\'s name is not reused: the user is placed again', async () => {
       await runner('r1');
       const p = await svc().place(users[0]);

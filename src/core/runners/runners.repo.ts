@@ -197,7 +197,7 @@ export function createRunnersRepo() {
           `insert into runtime_placements (user_id, tenant_id, runner_id, fence, storage, placed_at)
            values ($1, $2, $3, nextval('runtime_placement_fence'), $4, now())
            on conflict (user_id) do update set tenant_id = excluded.tenant_id, runner_id = excluded.runner_id, fence = excluded.fence,
-             storage = excluded.storage, placed_at = now(), credential_hash = null
+             storage = excluded.storage, placed_at = now()
            returning ${PLACEMENT}`,
           [p.userId, p.tenantId, p.runnerId, p.storage],
         )
@@ -208,14 +208,6 @@ export function createRunnersRepo() {
     },
     async dropPlacementsOf(q: Queryable, runnerId: string): Promise<void> {
       await q.query(`delete from runtime_placements where runner_id = $1`, [runnerId]);
-    },
-    /** Records the credential of the runtime started under this lease; false: the runner no longer holds it. */
-    async setCredential(q: Queryable, p: { runnerId: string; userId: string; fence: number; credentialHash: string }): Promise<boolean> {
-      const r = await q.query(`update runtime_placements set credential_hash = $4 where user_id = $1 and runner_id = $2 and fence = $3`, [p.userId, p.runnerId, p.fence, p.credentialHash]);
-      return (r.rowCount ?? 0) > 0;
-    },
-    async byCredential(q: Queryable, credentialHash: string): Promise<PlacementRow | null> {
-      return (await q.query<PlacementRow>(`select ${PLACEMENT} from runtime_placements where credential_hash = $1`, [credentialHash])).rows[0] ?? null;
     },
   };
 }

@@ -369,16 +369,6 @@ export function createRunnersService(deps: RunnersDeps) {
       return p && p.runnerId === runnerId && p.fence === fence ? { tenantId: p.tenantId } : null;
     },
 
-    /** Records the gateway credential (sha256 hex) of the runtime started under this lease; false: a stale runner or fence. */
-    setCredential: (runnerId: string, userId: string, fence: number, credentialHash: string): Promise<boolean> =>
-      repo.setCredential(db, { runnerId, userId, fence, credentialHash }),
-
-    /** The lease a runtime's gateway credential (sha256 hex) belongs to, or null. */
-    async byCredential(credentialHash: string): Promise<{ tenantId: string; userId: string; runnerId: string; fence: number } | null> {
-      const p = await repo.byCredential(db, credentialHash);
-      return p ? { tenantId: p.tenantId, userId: p.userId, runnerId: p.runnerId, fence: p.fence } : null;
-    },
-
     /** The users placed on a runner, with their fences. */
     placementsOf: async (runnerId: string) => (await repo.placementsOf(db, runnerId)).map((p) => ({ userId: p.userId, fence: p.fence, tenantId: p.tenantId, storage: p.storage })),
     /** Where other control-plane processes reach the serve holding the runner's channel. */
