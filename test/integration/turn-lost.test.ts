@@ -214,7 +214,9 @@ describe.runIf(DB_MODE === 'postgres')('a turn lost with the serve that hosted i
     await fresh.until((e) => e.data.type === 'session.idle' && deltas(fresh.events).includes('answer to again'), 60_000);
     await expect.poll(() => turns(sessionId), { timeout: 5000 }).toEqual(['lost', 'done', 'done']);
     await new Promise((res) => setTimeout(res, 500));
-    expect([...resumed.events, ...fresh.events].filter((e) => e.data.type === 'session.error')).toHaveLength(1);
+    // Reported once: each client saw it at most once (the fresh one only if it connected before the report).
+    expect(resumed.events.filter((e) => e.data.type === 'session.error')).toHaveLength(1);
+    expect(fresh.events.filter((e) => e.data.type === 'session.error').length).toBeLessThanOrEqual(1);
     expect(second.logs()).toContain('a turn was lost with its runtime');
     await resumed.close();
     await fresh.close();
