@@ -96,7 +96,6 @@ export function createRunnerAgent(o: RunnerOptions) {
       });
       req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out`)));
       req.on('error', reject);
-      pending = req;
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
