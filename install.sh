@@ -310,6 +310,7 @@ check_node() {
     die "found Node.js $v at $NODE. $(node_help)"
   fi
   log "Node.js $v ($NODE)"
+  trust_system_cas
 }
 
 default_node_prefix() { # default_node_prefix ARCH
@@ -374,6 +375,17 @@ install_node() {
   log "this script now uses $prefix/bin/node; to use it in your shell too:"
   printf '    export PATH="%s:$PATH"\n' "$prefix/bin" >&2
   emit "AGENTWS_NODE=$prefix/bin/node"
+}
+
+# The official Node.js build trusts only the CA list it was built with, where Debian's own node trusts the
+# machine's store (/etc/ssl/certs). Behind a proxy that re-signs TLS with a CA the machine trusts (a
+# company's, installed with update-ca-certificates) npm on Debian's node works and npm on ours fails with
+# SELF_SIGNED_CERT_IN_CHAIN; so ours is given the machine's store as extra CAs, unless the caller chose.
+trust_system_cas() {
+  local store=/etc/ssl/certs/ca-certificates.crt
+  if [[ -z ${NODE_EXTRA_CA_CERTS:-} && -r $store ]]; then
+    export NODE_EXTRA_CA_CERTS=$store
+  fi
 }
 
 npm_install_and_build() {
