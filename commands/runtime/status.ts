@@ -1,4 +1,4 @@
-import { probeSandbox } from '../../src/core/runtime/sandbox.js';
+import { probeSandbox } from '../../src/core/runtime/host/sandbox.js';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { colors } from '../../src/cli/output.js';
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
 import { ConfigError, type ConfigProblem } from '../core/errors.js';
-import { parsePorts, parsePrivateAllow } from '../core/egress/egress-policy.js';
+import { parsePorts, parsePrivateAllow } from '../core/runtime/host/egress-policy.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from '../core/runtime/runtime-tools.js';
 import { deepFreeze } from '../lib/freeze.js';
 import { isLoopback } from '../lib/loopback.js';

@@ -30,7 +30,7 @@ import { skillsRoutes } from './routes/v1/skills.routes.js';
 import { runnersRoutes } from './routes/v1/runners.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
-import { RUNNER_PATHS } from '../core/runners/runner-protocol.js';
+import { RUNNER_PATHS } from '../core/runtime/host/runner-protocol.js';
 import { validatorCompilerFactory } from './validation.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

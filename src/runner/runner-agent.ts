@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -7,23 +6,22 @@ import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:h
 import https from 'node:https';
 import { dirname, join, normalize } from 'node:path';
 import type { Socket } from 'node:net';
-import { createInProcessBus } from '../db/event-bus.js';
-import { createEgressDecider, type EgressDecider } from '../core/egress/egress-decider.js';
-import { parsePrivateAllow, type EgressRules } from '../core/egress/egress-policy.js';
-import { createEgressProxy } from '../core/egress/egress-proxy.js';
+import { controlPlaneForbidden, createEgressDecider, type EgressDecider } from '../core/runtime/host/egress-decider.js';
+import { parsePrivateAllow, type EgressRules } from '../core/runtime/host/egress-policy.js';
+import { createEgressProxy } from '../core/runtime/host/egress-proxy.js';
 import { AppError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, proofHolds, type RunnerInfo } from '../core/runners/runner-protocol.js';
-import type { RunnerNotice } from '../core/runners/runner-links.js';
-import type { RuntimeHandle } from '../core/runtime/runtime-client.js';
-import { createRuntimeLauncher } from '../core/runtime/runtime-launcher.js';
-import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/managed-config.js';
-import { createRuntimePool, tenantSharedDir, type PoolStatus, type RuntimeIdentity, type RuntimeOwner, type RuntimeRecords } from '../core/runtime/runtime-pool.js';
+import { RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, proofHolds, type RunnerInfo } from '../core/runtime/host/runner-protocol.js';
+import type { RunnerNotice } from '../core/runtime/host/runner-links.js';
+import type { RuntimeHandle } from '../core/runtime/host/runtime-transport.js';
+import { createRuntimeLauncher } from '../core/runtime/host/runtime-launcher.js';
+import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/host/managed-config.js';
+import { createRuntimeHost, tenantSharedDir, type HostRecords, type PoolStatus, type RuntimeIdentity, type RuntimeOwner } from '../core/runtime/host/runtime-host.js';
 import { randomSecret } from '../lib/secrets.js';
 
 /**
  * A runner host (`aws runner`): hosts the sandboxed runtimes of the users the control plane places on
- * it, exactly as `aws serve` hosts them on one machine (the same pool, sandbox, freezer and egress
+ * it, exactly as `aws serve` hosts them on one machine (the same runtime host, sandbox, freezer and egress
  * proxy), and holds no secret of the appliance: no database, no encryption key, no provider key. It
  * dials the control plane (runner-protocol.ts) and then answers it over that one connection; what its
  * runtimes need from the control plane (model calls and memory tools through the gateway host, egress
@@ -71,7 +69,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   /** When the control plane last confirmed this runner's leases (see the self-fence in start). */
   let lastSync = Date.now();
   let fenceTimer: NodeJS.Timeout | null = null;
-  /** Runtimes being configured by the control plane (through this channel) before the pool hands them out. */
+  /** Runtimes being configured by the control plane (through this channel) before the host hands them out. */
   const configuring = new Map<string, RuntimeHandle>();
 
   const tokenHeaders = (owner?: RuntimeOwner): Record<string, string> => {
@@ -119,12 +117,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   // control plane; and never the control plane itself (the agent reaches it only through its gateway).
   const rulesCache = new Map<string, { at: number; value: Promise<{ rules: EgressRules; decider: EgressDecider }> }>();
   const deciders = new Map<string, EgressDecider>();
-  let controlAddresses: Promise<string[]> | null = null;
-  const controlHostAddresses = () =>
-    (controlAddresses ??= lookup(control.hostname, { all: true }).then(
-      (a) => a.map((x) => x.address),
-      () => [] as string[],
-    ));
+  const forbidden = controlPlaneForbidden(o.controlUrl);
   function rulesOf(owner: RuntimeOwner) {
     const { tenantId } = owner;
     const hit = rulesCache.get(tenantId);
@@ -132,7 +125,7 @@ export function createRunnerAgent(o: RunnerOptions) {
     const value = callControl<{ rules: EgressRules; privateAllow: string; ports: number[] }>('GET', `${RUNNER_PATHS.egress}?tenantId=${encodeURIComponent(tenantId)}`, undefined, owner).then((r) => {
       const key = `${r.privateAllow}|${r.ports.join(',')}`;
       let decider = deciders.get(key);
-      if (!decider) deciders.set(key, (decider = createEgressDecider({ privateAllow: parsePrivateAllow(r.privateAllow).entries, ports: r.ports })));
+      if (!decider) deciders.set(key, (decider = createEgressDecider({ privateAllow: parsePrivateAllow(r.privateAllow).entries, ports: r.ports, forbidden })));
       return { rules: r.rules, decider };
     });
     rulesCache.set(tenantId, { at: Date.now(), value });
@@ -164,9 +157,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   const proxy = createEgressProxy<RuntimeIdentity>({
     decide: async (identity, host, port) => {
       const { rules, decider } = await rulesOf(identity);
-      const d = await decider.decide(host, port, rules);
-      if (d.ok && (await controlHostAddresses()).includes(d.address)) return { ok: false, reason: 'the control plane is reached only through the gateway host' };
-      return d;
+      return decider.decide(host, port, rules);
     },
     gateway: relayGateway,
     refused: (identity, target) => void callControl('POST', RUNNER_PATHS.refused, target, identity).catch(() => {}),
@@ -178,16 +169,15 @@ export function createRunnerAgent(o: RunnerOptions) {
     for (const w of watchers) w.write(line);
   };
 
-  // The pool records nothing here: the control plane's database is written by the control plane, when
+  // The host records nothing here: the control plane's database is written by the control plane, when
   // this runner tells it a runtime started (configure below) or stopped.
-  const records: RuntimeRecords = {
+  const records: HostRecords = {
     started: async () => {},
     stopped: async (owner, pid, o) => {
       notify({ type: 'stopped', tenantId: owner.tenantId, userId: owner.userId, pid });
       // Why, and whether it was idle: a stop of an idle runtime loses no turn (turn-runner.ts runtimeLost).
       await callControl('POST', RUNNER_PATHS.stopped, { pid, why: o?.why ?? null, idle: o?.idle ?? false }, owner).catch((err) => log.warn({ err: (err as Error).message }, 'could not tell the control plane a runtime stopped'));
     },
-    elsewhere: async () => null,
     hostStarting: async () => {},
     report: async (_host, s) => {
       lastStatus = s;
@@ -195,9 +185,8 @@ export function createRunnerAgent(o: RunnerOptions) {
     hostStopped: async () => {},
   };
 
-  const pool = createRuntimePool({
+  const runtimes = createRuntimeHost({
     records,
-    bus: createInProcessBus(),
     log: log.child({ part: 'runtime' }),
     dataDir: o.dataDir,
     max: o.info.capacity,
@@ -219,9 +208,9 @@ export function createRunnerAgent(o: RunnerOptions) {
       }
     },
   });
-  pool.onChange((owner, handle) => {
+  runtimes.onChange((owner, handle) => {
     if (!handle) return;
-    const pid = pool.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
+    const pid = runtimes.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
     notify({ type: 'ready', tenantId: owner.tenantId, userId: owner.userId, pid, authorization: handle.endpoint.authorization, directory: handle.directory });
   });
 
@@ -261,7 +250,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   /** The runtime API of a user placed here, passed through as it streams. */
   async function passToRuntime(userId: string, path: string, req: Http2ServerRequest, res: Http2ServerResponse) {
     const lease = leases.get(userId);
-    const handle: RuntimeHandle | null = lease ? (configuring.get(userId) ?? (await pool.runningHandle({ tenantId: lease.tenantId, userId }))) : null;
+    const handle: RuntimeHandle | null = lease ? (configuring.get(userId) ?? (await runtimes.running({ tenantId: lease.tenantId, userId }))) : null;
     if (!handle?.endpoint.socketPath && !handle?.endpoint.url) {
       req.resume();
       return json(res, 503, { error: 'runtime_unavailable', message: 'the runtime is not running on this runner' });
@@ -308,7 +297,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   function exportUser(tenantId: string, userId: string, res: Http2ServerResponse) {
     const paths = userPaths(tenantId, userId);
     if (!paths) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
-    if (pool.live().some((l) => l.userId === userId)) return json(res, 409, { error: 'runtime_running', message: 'stop the runtime before moving its files' });
+    if (runtimes.live().some((l) => l.userId === userId)) return json(res, 409, { error: 'runtime_running', message: 'stop the runtime before moving its files' });
     const present = paths.filter((p) => existsSync(join(o.dataDir, p)));
     res.writeHead(200, { 'content-type': 'application/x-tar' });
     if (!present.length) {
@@ -325,7 +314,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   async function importUser(tenantId: string, userId: string, req: Http2ServerRequest, res: Http2ServerResponse) {
     const paths = userPaths(tenantId, userId);
     if (!paths) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
-    if (pool.live().some((l) => l.userId === userId)) {
+    if (runtimes.live().some((l) => l.userId === userId)) {
       req.resume();
       return json(res, 409, { error: 'runtime_running', message: 'the user\'s runtime runs here: not replacing its files' });
     }
@@ -352,7 +341,7 @@ export function createRunnerAgent(o: RunnerOptions) {
         const slash = rest.indexOf('/');
         const userId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
         if (slash >= 0 && rest.slice(slash) === MANAGED_CONFIG_ROUTE && req.method === 'PUT') return await writeConfig(userId, req, res);
-        pool.touch(userId);
+        runtimes.touch(userId);
         return await passToRuntime(userId, `${slash < 0 ? '/' : rest.slice(slash)}${url.search}`, req, res);
       }
       if (p === '/watch' && req.method === 'GET') {
@@ -360,8 +349,8 @@ export function createRunnerAgent(o: RunnerOptions) {
         watchers.add(res);
         res.on('close', () => watchers.delete(res));
         // A control-plane process that takes the channel learns what already runs.
-        for (const l of pool.live()) {
-          const h = l.pid ? await pool.runningHandle(l) : null;
+        for (const l of runtimes.live()) {
+          const h = l.pid ? await runtimes.running(l) : null;
           if (h && l.pid) res.write(`${JSON.stringify({ type: 'ready', tenantId: l.tenantId, userId: l.userId, pid: l.pid, authorization: h.endpoint.authorization, directory: h.directory })}\n`);
         }
         return;
@@ -375,16 +364,16 @@ export function createRunnerAgent(o: RunnerOptions) {
           const owner = { tenantId: String(body.tenantId), userId: String(body.userId) };
           leases.set(owner.userId, { tenantId: owner.tenantId, fence: Number(body.fence) });
           if (Array.isArray(body.files)) writeShared(owner.tenantId, body.files);
-          const handle = await pool.acquire(owner);
-          const pid = pool.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
+          const handle = await runtimes.acquire(owner);
+          const pid = runtimes.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
           return json(res, 200, { pid, authorization: handle.endpoint.authorization, directory: handle.directory });
         }
         case '/stop':
-          await pool.stopUser(String(body.userId));
+          await runtimes.stopUser(String(body.userId));
           leases.delete(String(body.userId));
           return json(res, 200, { stopped: true });
         case '/running':
-          pool.setRunning(String(body.userId), String(body.sessionId), Boolean(body.running));
+          runtimes.setRunning(String(body.userId), String(body.sessionId), Boolean(body.running));
           return json(res, 200, {});
         case '/shared':
           writeShared(String(body.tenantId), Array.isArray(body.files) ? body.files : []);
@@ -393,13 +382,13 @@ export function createRunnerAgent(o: RunnerOptions) {
           // The leases the control plane holds for this runner: a runtime of a user no longer placed here
           // (or placed again under a newer fence) is stopped: it must not serve a user it does not hold.
           const held = new Map<string, number>((body.placements as Array<{ userId: string; fence: number }>).map((x) => [x.userId, Number(x.fence)]));
-          for (const l of pool.live()) {
+          for (const l of runtimes.live()) {
             const fence = held.get(l.userId);
             const mine = leases.get(l.userId);
             if (fence === undefined || (mine && mine.fence !== fence)) {
               log.warn({ userId: l.userId }, 'stopping a runtime whose user is no longer placed on this runner');
               leases.delete(l.userId);
-              void pool.stopUser(l.userId);
+              void runtimes.stopUser(l.userId);
             }
           }
           for (const [userId, fence] of held) {
@@ -407,9 +396,9 @@ export function createRunnerAgent(o: RunnerOptions) {
             if (l) l.fence = fence;
           }
           lastSync = Date.now();
-          const s = pool.status();
+          const s = runtimes.status();
           lastStatus = s;
-          const users = pool.live().map((l) => ({ userId: l.userId, state: l.state, running: l.running, idleMs: l.idleMs }));
+          const users = runtimes.live().map((l) => ({ userId: l.userId, state: l.state, running: l.running, idleMs: l.idleMs }));
           return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users });
         }
         default:
@@ -481,7 +470,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   /** Ends the wait before the next connection attempt (stop). */
   let wakeUp = () => {};
   return {
-    pool,
+    runtimes,
     get connected() {
       return channel !== null;
     },
@@ -492,15 +481,15 @@ export function createRunnerAgent(o: RunnerOptions) {
     /** Hosts runtimes and keeps the channel to the control plane up (reconnecting with back-off). */
     async start(): Promise<void> {
       mkdirSync(o.dataDir, { recursive: true, mode: 0o700 });
-      await pool.host();
+      await runtimes.start();
       // Self-fence: a runner cut off from the control plane for longer than LEASE_MS stops its runtimes,
       // before the control plane declares it lost (RUNNER_HEARTBEAT_TIMEOUT_MS) and places its users
       // elsewhere: with shared storage, two runtimes must never write one user's files at once.
       fenceTimer = setInterval(() => {
-        if (Date.now() - lastSync < LEASE_MS || !pool.live().length) return;
+        if (Date.now() - lastSync < LEASE_MS || !runtimes.live().length) return;
         log.error({ silentMs: Date.now() - lastSync }, 'no word from the control plane: stopping every runtime here (their users may be placed elsewhere)');
         leases.clear();
-        for (const l of pool.live()) void pool.stopUser(l.userId);
+        for (const l of runtimes.live()) void runtimes.stopUser(l.userId);
       }, 1000);
       fenceTimer.unref();
       let failures = 0;
@@ -539,7 +528,7 @@ export function createRunnerAgent(o: RunnerOptions) {
       wakeUp();
       channel?.destroy();
       server.close();
-      await pool.stop();
+      await runtimes.stop();
       controlAgent.destroy();
       await loop?.catch(() => {});
     },

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ProxyListener } from '../../src/core/egress/egress-proxy.js';
+import type { ProxyListener } from '../../src/core/runtime/host/egress-proxy.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 import { connectThrough } from '../helpers/proxy-client.js';

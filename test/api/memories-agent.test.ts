@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatewayCredential } from '../../src/core/runtime/runtime-pool.js';
+import { gatewayCredential } from '../../src/core/runtime/host/runtime-host.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { type FakeStep } from '../fixtures/fake-llm.js';
 import { api } from '../helpers/app.js';

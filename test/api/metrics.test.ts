@@ -1,4 +1,4 @@
-import { runtimeCapacity } from '../../src/core/runtime/runtime-capacity.js';
+import { runtimeCapacity } from '../../src/core/runtime/host/runtime-capacity.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/http/build-app.js';
 import { randomSecret } from '../../src/lib/secrets.js';

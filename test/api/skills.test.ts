@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tenantSharedDir } from '../../src/core/runtime/runtime-pool.js';
+import { tenantSharedDir } from '../../src/core/runtime/host/runtime-host.js';
 import type { FakeChatRequest, FakeStep } from '../fixtures/fake-llm.js';
 import { api, seedTenant, signToken } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';

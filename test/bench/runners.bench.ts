@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { systemCtx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
-import { gatewayCredential } from '../../src/core/runtime/runtime-pool.js';
+import { gatewayCredential } from '../../src/core/runtime/host/runtime-host.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { median, percentile, report } from './bench-utils.js';
 import { personTurn, type Member } from './bench-members.js';

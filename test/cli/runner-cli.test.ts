@@ -30,6 +30,16 @@ describe(`runner commands as subprocesses (${DB_MODE})`, SLOW, () => {
     await env?.cleanup();
   });
 
+  it('runner probe takes the runner\'s own settings: a missing control URL or a control-plane secret is named, and nothing runs', async () => {
+    const none = await runCli(['runner', 'probe'], { extraEnv: { AGENTWS_RUNNER_TOKEN: `agwr_${'a'.repeat(43)}` } });
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toMatch(/AGENTWS_CONTROL_URL/);
+    expect(none.stdout).not.toMatch(/contained|probes passed/);
+    const secret = await runCli(['runner', 'probe'], { extraEnv: { AGENTWS_CONTROL_URL: 'http://127.0.0.1:9', AGENTWS_RUNNER_TOKEN: `agwr_${'a'.repeat(43)}`, AGENTWS_JWT_SECRET: 'x'.repeat(40) } });
+    expect(secret.code).not.toBe(0);
+    expect(secret.stderr).toMatch(/AGENTWS_JWT_SECRET/);
+  });
+
   it('token create prints the token once (stdout: the token alone) and says it will not be shown again', async () => {
     const json = await run(['runner', 'token', 'create', 'r1', '--json']);
     expect(json.code, json.stderr).toBe(0);

@@ -1,4 +1,4 @@
-import { runtimeCapacity } from '../../src/core/runtime/runtime-capacity.js';
+import { runtimeCapacity } from '../../src/core/runtime/host/runtime-capacity.js';
 import { readHostMemory } from '../../src/lib/host-memory.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tenantSharedDir } from '../../src/core/runtime/runtime-pool.js';
+import { tenantSharedDir } from '../../src/core/runtime/host/runtime-host.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
 import { HAS_SCRIPT, runCli, runInTerminal } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';

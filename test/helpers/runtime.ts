@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { systemCtx } from '../../src/core/context.js';
 import { silentLogger } from '../../src/core/logger.js';
+import { createRunnerAgent, type RunnerAgent } from '../../src/runner/runner-agent.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { startFakeLlm, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.js';
 import { readSseFrames } from '../fixtures/sse-frames.js';
@@ -8,29 +13,59 @@ export interface RuntimeApp {
   t: TestApp;
   llm: FakeLlm;
   worker: Worker;
+  /** With `runner: true`: the runner host that runs every runtime (the control plane runs none). */
+  runner?: { agent: RunnerAgent; dataDir: string; token: string; tokenId: string };
   close(): Promise<void>;
 }
 
 /**
  * The app with what a serve process adds for agent sessions: the managed runtime (the real opencode
  * binary), the session streams and an in-process worker; the model is the scripted server on loopback.
+ * With `runner: true` the control plane runs no runtime (AGENTWS_LOCAL_RUNNER=off) and a runner host
+ * dials it (in this process, with a data dir of its own: runner-remote.test.ts) and runs them all.
  */
-export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean } = {}): Promise<RuntimeApp> {
+export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean } = {}): Promise<RuntimeApp> {
   const llm = await startFakeLlm();
-  const t = await startTestApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars } });
+  const t = await startTestApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars, ...(options.runner ? { AGENTWS_LOCAL_RUNNER: 'off' } : {}) } });
   await t.opened.core.startRuntime();
+  const runner = options.runner ? await startRunnerFor(t) : undefined;
   const worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });
   return {
     t,
     llm,
     worker,
+    runner,
     async close() {
       await worker.stop(2000).catch(() => {});
+      await runner?.agent.stop().catch(() => {});
+      if (runner) rmSync(runner.dataDir, { recursive: true, force: true });
       await t.opened.core.stopRuntime().catch(() => {});
       await t.close();
       await llm.close();
     },
   };
+}
+
+/** A runner host for the app's control plane, connected. */
+async function startRunnerFor(t: TestApp): Promise<NonNullable<RuntimeApp['runner']>> {
+  const created = await t.opened.core.runners.createToken(systemCtx(silentLogger, { name: 'test' }), { name: 'test-runner' });
+  const dataDir = mkdtempSync(join(tmpdir(), 'agentws-runner-'));
+  const agent = createRunnerAgent({
+    controlUrl: t.url,
+    token: created.token,
+    info: { name: 'r1', address: null, capacity: 4, labels: { zone: 'test' }, version: 'test', sharedStorage: false },
+    dataDir,
+    sandbox: true,
+    nice: 10,
+    idleMs: 600_000,
+    freezeAfterMs: 0,
+    log: silentLogger,
+  });
+  await agent.start();
+  const deadline = Date.now() + 10_000;
+  while (!agent.connected && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
+  if (!agent.connected) throw new Error('the runner did not connect');
+  return { agent, dataDir, token: created.token, tokenId: created.id };
 }
 
 /**

@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/core/logger.js';
 import { systemCtx, type Ctx } from '../../src/core/context.js';
-import { createRunnerAgent, type RunnerAgent } from '../../src/runner/runner-agent.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
@@ -16,39 +14,16 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
 describe('runner hosts: a runtime on a runner', () => {
   let r: RuntimeApp;
   let people: Awaited<ReturnType<typeof seedPeople>>;
-  let runner: RunnerAgent | null = null;
-  let dataDir: string;
-  let tokenId: string;
   const ctx = (): Ctx => systemCtx(silentLogger, { name: 'test' });
 
   beforeAll(async () => {
-    r = await startRuntimeApp({ vars: { AGENTWS_LOCAL_RUNNER: 'off' } });
+    r = await startRuntimeApp({ runner: true });
     people = await seedPeople(r.t, 'acme');
-    const created = await r.t.opened.core.runners.createToken(ctx(), { name: 'test-runner' });
-    tokenId = created.id;
-    dataDir = mkdtempSync(join(tmpdir(), 'agentws-runner-'));
-    runner = createRunnerAgent({
-      controlUrl: r.t.url,
-      token: created.token,
-      info: { name: 'r1', address: null, capacity: 4, labels: { zone: 'test' }, version: 'test', sharedStorage: false },
-      dataDir,
-      sandbox: true,
-      nice: 10,
-      idleMs: 600_000,
-      freezeAfterMs: 0,
-      log: silentLogger,
-    });
-    await runner.start();
-    const deadline = Date.now() + 10_000;
-    while (!runner.connected && Date.now() < deadline) await new Promise((res) => setTimeout(res, 50));
-    if (!runner.connected) throw new Error('the runner did not connect');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
   }, 120_000);
 
   afterAll(async () => {
-    await runner?.stop();
     await r?.close();
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('runs a turn on the runner: its workspace there, its model call through the control plane\'s gateway', async () => {
@@ -61,7 +36,7 @@ describe('runner hosts: a runtime on a runner', () => {
     // The runtime is recorded as the runner's, and its files are on the runner's disk, not the control plane's.
     const { rows } = await r.t.opened.db.query(`select socket_path from agent_runtimes where user_id = $1`, [people.ids.mia]);
     expect(rows[0].socket_path).toMatch(/^runner:/);
-    expect(readdirSync(join(dataDir, 'workspaces', people.tenantId))).toContain(people.ids.mia);
+    expect(readdirSync(join(r.runner!.dataDir, 'workspaces', people.tenantId))).toContain(people.ids.mia);
     // Usage is the gateway's record, as for a local runtime.
     const usage = await r.t.opened.db.query(`select count(*)::int as n from usage_records where user_id = $1`, [people.ids.mia]);
     expect(usage.rows[0].n).toBeGreaterThanOrEqual(1);
@@ -71,9 +46,9 @@ describe('runner hosts: a runtime on a runner', () => {
   }, 120_000);
 
   it('a revoked runner token ends the channel and is refused when the runner dials again', async () => {
-    await r.t.opened.core.runners.revokeToken(ctx(), tokenId);
-    await expect.poll(() => runner!.connected, { timeout: 15_000 }).toBe(false);
+    await r.t.opened.core.runners.revokeToken(ctx(), r.runner!.tokenId);
+    await expect.poll(() => r.runner!.agent.connected, { timeout: 15_000 }).toBe(false);
     await new Promise((res) => setTimeout(res, 1500));
-    expect(runner!.connected).toBe(false);
+    expect(r.runner!.agent.connected).toBe(false);
   }, 30_000);
 });

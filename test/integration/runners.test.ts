@@ -5,7 +5,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
 import { RUNNER_REVOKED_CHANNEL } from '../../src/core/runners/runner-fleet.js';
 import { runnerTokenHash } from '../../src/core/runners/runner-fns.js';
-import type { RunnerInfo } from '../../src/core/runners/runner-protocol.js';
+import type { RunnerInfo } from '../../src/core/runtime/host/runner-protocol.js';
 import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';
 

@@ -1,10 +1,12 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/core/logger.js';
-import { createRuntimeClient, type RuntimeHandle } from '../../src/core/runtime/runtime-client.js';
-import { createRuntimeLauncher } from '../../src/core/runtime/runtime-launcher.js';
-import { openFreezer } from '../../src/core/runtime/runtime-freezer.js';
-import { createRuntimePool, RuntimeBusyError, type RuntimeOwner, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
+import { createRuntimeClient } from '../../src/core/runtime/runtime-client.js';
+import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
+import { createRuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';
+import { openFreezer } from '../../src/core/runtime/host/runtime-freezer.js';
+import { createRuntimePool, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
+import { RuntimeBusyError, type RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
 import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
 import { createDbRuntimeRecords } from '../../src/core/runtime/runtime-records.js';
 import { readHostMemory, type HostMemory } from '../../src/lib/host-memory.js';

@@ -13,12 +13,16 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
  * user's runtime is sandboxed. Paths are the host's (an attacker learns them from /proc or error messages);
  * legitimate work uses workspace-relative paths, which hold both before and inside the sandbox.
  *
+ * Twice: with the runtime on this host (serve's local runner), and on a runner host the control plane
+ * reaches over the runner channel (issue 26: its runtime configured through the channel, its model calls
+ * relayed, its runner token one more secret), where the workspaces are on the runner's disk.
+ *
  * Run alone: npx vitest run --config test/vitest.config.ts test/security/containment-agent.test.ts
  */
 const OTHER_TENANT_KEY = 'sk-beta-provider-key-6d1f0c2ae4b9';
 const OWN_TENANT_KEY = 'sk-scripted-secret';
 
-describe('containment: a hostile member through the real API', { timeout: 120_000 }, () => {
+for (const where of ['this host', 'a runner host'] as const) describe(`containment: a hostile member through the real API, the agent on ${where}`, { timeout: 120_000 }, () => {
   let r: RuntimeApp;
   let acme: Awaited<ReturnType<typeof seedPeople>>;
   let beta: Awaited<ReturnType<typeof seedPeople>>;
@@ -39,7 +43,7 @@ describe('containment: a hostile member through the real API', { timeout: 120_00
   const bash = (command: string) => call('bash', { command, description: 'probe' });
 
   beforeAll(async () => {
-    r = await startRuntimeApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash,write,read,glob,grep,webfetch,external_directory' } });
+    r = await startRuntimeApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash,write,read,glob,grep,webfetch,external_directory' }, runner: where === 'a runner host' });
     acme = await seedPeople(r.t, 'acme');
     beta = await seedPeople(r.t, 'beta');
     await applyScriptedProvider(r.t, acme.tokens.owner, r.llm);
@@ -60,6 +64,7 @@ describe('containment: a hostile member through the real API', { timeout: 120_00
       otherTenantProviderKey: OTHER_TENANT_KEY,
       otherUserMarker: ownerMarker,
       otherTenantMarker: betaMarker,
+      ...(r.runner ? { runnerToken: r.runner.token } : {}),
     };
     // The other user of the same tenant, and a member of the other tenant, leave a file in their workspaces.
     for (const [token, marker] of [[acme.tokens.owner, ownerMarker], [beta.tokens.member, betaMarker]]) {
@@ -72,7 +77,9 @@ describe('containment: a hostile member through the real API', { timeout: 120_00
   });
 
   const leaks = (output: string) => Object.entries(secrets).filter(([, s]) => s && output.includes(s)).map(([k]) => k);
-  const dataDir = () => r.t.env.dataDir;
+  // Where the workspaces are: the runner's data dir when the agent runs on one (the control plane's config
+  // file stays a target: on one machine it is there too).
+  const dataDir = () => r.runner?.dataDir ?? r.t.env.dataDir;
   const configPath = () => r.t.env.configPath;
 
   // What the hostile member tries. Each must leak none of the secrets; `also` adds a probe-specific check.
@@ -91,7 +98,7 @@ describe('containment: a hostile member through the real API', { timeout: 120_00
         if (passwords.size > 1) return 'more than one runtime password is readable';
         return /AGENTWS_|DATABASE_URL/.test(o) ? 'service variables are readable' : null;
       } },
-    { id: 'bash printenv', steps: () => bash('printenv'), also: (o) => (/AGENTWS_|DATABASE_URL/.test(o) ? 'service variables in the environment' : null) },
+    { id: 'bash printenv', steps: () => bash('printenv'), also: (o) => (/AGENTWS_|DATABASE_URL|agwr_/.test(o) ? 'service variables in the environment' : null) },
     {
       id: 'the runtime\'s own API with the password found in /proc',
       steps: () =>
@@ -114,6 +121,12 @@ describe('containment: a hostile member through the real API', { timeout: 120_00
       expect(probe.also?.(output) ?? null, output.slice(0, 2000)).toBeNull();
     });
   }
+
+  it(`the runtimes ran on ${where}`, async () => {
+    const { rows } = await r.t.opened.db.query<{ socket_path: string }>(`select socket_path from agent_runtimes where tenant_id = $1`, [acme.tenantId]);
+    expect(rows.length).toBeGreaterThan(0);
+    expect(rows.every((x) => x.socket_path.startsWith('runner:'))).toBe(where === 'a runner host');
+  });
 
   // Legitimate work, by the same member in the same runtime.
   it('works: write a file, then read it', async () => {

@@ -2,9 +2,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MEMORY_MCP_SERVER } from '../../src/core/memories/memory-mcp.js';
-import type { RuntimeHandle } from '../../src/core/runtime/runtime-client.js';
-import { workspaceDir, type RuntimeOwner } from '../../src/core/runtime/runtime-pool.js';
-import { requestRuntime } from '../../src/core/runtime/runtime-transport.js';
+import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
+import { workspaceDir, type RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
+import { requestRuntime } from '../../src/core/runtime/host/runtime-transport.js';
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 

@@ -190,6 +190,52 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     expect(seen).toEqual(whole.events.map((e) => e.id));
   }, 120_000);
 
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a hostile agent on a runner finds no runner token, no appliance variable and no other user\'s files on that runner', async () => {
+    // Two users whose workspaces are on the shared storage of r1 and r2: the victim leaves a file there.
+    const onShared: string[] = [];
+    for (const u of Object.keys(users)) if (['r1', 'r2'].includes((await placementOf(users[u].id))?.name ?? '')) onShared.push(u);
+    expect(onShared.length).toBeGreaterThanOrEqual(2);
+    const [attacker, victim] = onShared;
+    const shared = join(env.dir, 'shared-storage');
+    const marker = `victim-marker-${Math.random().toString(36).slice(2)}`;
+    const victimWs = join(shared, 'workspaces', tenantId, users[victim].id);
+    mkdirSync(victimWs, { recursive: true });
+    writeFileSync(join(victimWs, 'victim-secret.txt'), `${marker}\n`);
+    const fleetToken = runners.get('r1')!.token;
+    const command = [
+      `cat ${victimWs}/victim-secret.txt`,
+      `ls -la ${shared}/workspaces/${tenantId} ${shared}`,
+      `find / -name 'victim-secret*' -not -path '/proc/*' 2>/dev/null | head | xargs -r cat`,
+      `for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done 2>/dev/null | grep -a -E 'AGENTWS_|agwr_' | sort -u`,
+      `printenv | grep -E 'AGENTWS_|agwr_'`,
+      'echo probe-ended',
+    ].join('; ');
+    const r = await turn(serveA, attacker, `probe ${command}`);
+    const output = r.events.filter((e) => e.type === 'message.part.updated' && e.properties.part?.type === 'tool').map((e) => JSON.stringify(e.properties.part.state ?? '')).join('\n');
+    expect(output).toContain('probe-ended');
+    expect(output).not.toContain(marker);
+    expect(output).not.toContain(fleetToken);
+    expect(output).not.toMatch(/AGENTWS_(RUNNER_TOKEN|CONTROL_URL|DATA_DIR)/);
+  }, 120_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('the containment probes pass on a runner host (`aws runner probe` in its namespace)', async () => {
+    const dataDir = join(env.dir, 'r2-probe');
+    mkdirSync(dataDir, { recursive: true });
+    const tokenFile = join(env.dir, 'r2-runner-token');
+    writeFileSync(tokenFile, `${runners.get('r2')!.token}\n`, { mode: 0o600 });
+    const r = await net.run('r2', [process.execPath, BIN, 'runner', 'probe', '--json'], {
+      env: cleanEnv({ AGENTWS_CONTROL_URL: serveA.url, AGENTWS_RUNNER_TOKEN_FILE: tokenFile, AGENTWS_RUNNER_NAME: 'r2', AGENTWS_DATA_DIR: dataDir }),
+      timeoutMs: 150_000,
+    });
+    const report = JSON.parse(r.stdout || '{}') as { ok?: boolean; results?: Array<{ id: string; passed: boolean; detail: string }> };
+    const failed = (report.results ?? []).filter((x) => !x.passed);
+    expect(failed, r.stderr.slice(-2000)).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(r.code).toBe(0);
+    const ran = new Set((report.results ?? []).map((x) => x.id));
+    for (const id of ['control-plane-direct', 'control-plane-proxy', 'installed-config', 'installed-data-dir', 'legit-proxy-allowed']) expect(ran.has(id), id).toBe(true);
+  }, 180_000);
+
   it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a runner killed mid-turn: the turn ends with a clear error, and the next turn runs on another runner with the transcript intact (shared storage)', async () => {
     // u1's runtime is on r1 or r2 (the shared pair) or r3; find one of the shared pair's users.
     let who = '';

@@ -1,9 +1,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEgressDecider } from '../../src/core/egress/egress-decider.js';
-import { parsePrivateAllow, type EgressRules } from '../../src/core/egress/egress-policy.js';
-import { createEgressProxy, type ProxyListener } from '../../src/core/egress/egress-proxy.js';
+import { controlPlaneForbidden, createEgressDecider } from '../../src/core/runtime/host/egress-decider.js';
+import { parsePrivateAllow, type EgressRules } from '../../src/core/runtime/host/egress-policy.js';
+import { createEgressProxy, type ProxyListener } from '../../src/core/runtime/host/egress-proxy.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { connectThrough } from '../helpers/proxy-client.js';
 
@@ -27,6 +27,32 @@ describe('egress decider', () => {
     expect((await decider.decide('me.example', 443, none)).ok).toBe(true);
     clock += 25_000;
     expect(await decider.decide('me.example', 443, none)).toEqual({ ok: false, reason: "me.example resolves to one of this host's own addresses (34.1.2.9)" });
+  });
+
+  it("refuses a runner's control plane even where the operator's private allow list covers its network", async () => {
+    let clock = 0;
+    let answer: string[] | Error = ['10.0.0.5'];
+    const forbidden = controlPlaneForbidden('http://cp.internal:8080/', {
+      resolve: async () => {
+        if (answer instanceof Error) throw answer;
+        return answer;
+      },
+      now: () => clock,
+    });
+    const table: Record<string, string[]> = { 'cp.internal': ['10.0.0.5'], 'git.internal': ['10.0.0.7'] };
+    const decider = createEgressDecider({ privateAllow: parsePrivateAllow('10.0.0.0/8').entries, ports: [8080], forbidden, resolve: async (h) => table[h] ?? [h], interfaces: () => ({}) });
+    expect(await decider.decide('cp.internal', 8080, none)).toEqual({ ok: false, reason: 'the control plane is reached only through the gateway host' });
+    expect(await decider.decide('10.0.0.5', 443, none)).toEqual({ ok: false, reason: 'the control plane is reached only through the gateway host' });
+    // The rest of the allowed network stays open.
+    expect(await decider.decide('git.internal', 443, none)).toMatchObject({ ok: true, address: '10.0.0.7' });
+    // A failed lookup keeps what was known; a new answer a minute later adds the moved address.
+    answer = new Error('SERVFAIL');
+    clock += 61_000;
+    expect((await decider.decide('10.0.0.5', 443, none)).ok).toBe(false);
+    answer = ['10.0.0.6'];
+    clock += 61_000;
+    expect((await decider.decide('10.0.0.6', 443, none)).ok).toBe(false);
+    expect((await decider.decide('10.0.0.5', 443, none)).ok).toBe(false);
   });
 
   it("looks the deny list's names up once a minute, and refuses their addresses", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkDomainRules, decideEgress, domainMatches, normaliseHost, normaliseListEntry, parsePorts, parsePrivateAllow } from '../../src/core/egress/egress-policy.js';
+import { checkDomainRules, decideEgress, domainMatches, normaliseHost, normaliseListEntry, parsePorts, parsePrivateAllow } from '../../src/core/runtime/host/egress-policy.js';
 import { addressInCidr } from '../../src/lib/url-guard.js';
 
 const none = { allow: [], deny: [] };

@@ -66,6 +66,17 @@ describe('runner health', () => {
 });
 
 describe('chooseRunner', () => {
+  it('when every runner is full, takes one whose runtimes are not all busy (it stops an idle one), fewest busy first', () => {
+    const full = [runner('a', { capacity: 4, resident: 4, busy: 3 }), runner('b', { capacity: 4, resident: 4, busy: 1 }), runner('c', { capacity: 4, resident: 4, busy: 4 })];
+    expect(chooseRunner(full, now)?.name).toBe('b');
+    // Room anywhere still wins over stopping someone's idle runtime.
+    expect(chooseRunner([...full, runner('d', { capacity: 4, resident: 3, busy: 3 })], now)?.name).toBe('d');
+    // Placements since the last heartbeat count as busy: they are about to take a turn.
+    expect(chooseRunner(full, now, { placed: new Map([['id-b', 3]]) })?.name).toBe('a');
+    // Every runtime busy everywhere: none.
+    expect(chooseRunner([runner('a', { capacity: 2, resident: 2, busy: 2 }), runner('b', { capacity: 2, resident: 2 })], now)).toBeNull();
+  });
+
   it('picks the least loaded by share of capacity, not by count', () => {
     // big: 8 of 40 (20 %); small: 3 of 10 (30 %).
     const pick = chooseRunner([runner('small', { capacity: 10, resident: 3 }), runner('big', { capacity: 40, resident: 8 })], now);

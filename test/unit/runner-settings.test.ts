@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { readRunnerSettings } from '../../src/runner/runner-settings.js';
-import { controlProof, proofHolds, relayKey } from '../../src/core/runners/runner-protocol.js';
+import { controlProof, proofHolds, relayKey } from '../../src/core/runtime/host/runner-protocol.js';
 import { createHash } from 'node:crypto';
 
 const host = { hostname: 'Runner-1', readFile: (p: string) => (p === '/etc/agentws/token' ? 'agwr_abcdefghijklmnopqrstuvwxyz012345\n' : (() => { throw new Error('ENOENT'); })()), resolvePath: (p: string) => `/abs/${p}` };

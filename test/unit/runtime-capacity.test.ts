@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hostReserveBytes, pressureFloorBytes, pressureVictims, roomForOneMore, runtimeCapacity, RUNTIME_BUDGET_BYTES } from '../../src/core/runtime/runtime-capacity.js';
+import { hostReserveBytes, pressureFloorBytes, pressureVictims, roomForOneMore, runtimeCapacity, RUNTIME_BUDGET_BYTES } from '../../src/core/runtime/host/runtime-capacity.js';
 
 const GiB = 1024 ** 3;
 

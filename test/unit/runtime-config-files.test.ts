@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/core/logger.js';
-import { managedConfigDir, runtimeRoot, writeManagedConfig } from '../../src/core/runtime/managed-config.js';
-import { createRuntimeLauncher, preparePluginDir, runtimeEnv } from '../../src/core/runtime/runtime-launcher.js';
-import { bwrapArgs, OPENCODE_DIRS, type SandboxSpec } from '../../src/core/runtime/sandbox.js';
+import { managedConfigDir, runtimeRoot, writeManagedConfig } from '../../src/core/runtime/host/managed-config.js';
+import { createRuntimeLauncher, preparePluginDir, runtimeEnv } from '../../src/core/runtime/host/runtime-launcher.js';
+import { bwrapArgs, OPENCODE_DIRS, type SandboxSpec } from '../../src/core/runtime/host/sandbox.js';
 
 /** Where opencode reads configuration from inside a sandbox, and what the host writes (managed-config.ts). */
 const dirs: string[] = [];

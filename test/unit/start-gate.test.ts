@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createStartGate } from '../../src/core/runtime/start-gate.js';
+import { createStartGate } from '../../src/core/runtime/host/start-gate.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 

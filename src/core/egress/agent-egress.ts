@@ -11,16 +11,16 @@ import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
 import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
-import type { RuntimeIdentity, RuntimeOwner } from '../runtime/runtime-pool.js';
+import type { RuntimeIdentity, RuntimeOwner } from '../runtime/host/runtime-host.js';
 import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { SpendingService, SpendingTurn } from '../usage/spending.service.js';
-import { createEgressDecider } from './egress-decider.js';
-import { parsePrivateAllow, type EgressRules } from './egress-policy.js';
-import { createEgressProxy, GATEWAY_HOST } from './egress-proxy.js';
+import { createEgressDecider } from '../runtime/host/egress-decider.js';
+import { parsePrivateAllow, type EgressRules } from '../runtime/host/egress-policy.js';
+import { createEgressProxy, GATEWAY_HOST } from '../runtime/host/egress-proxy.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
 const CACHE_MS = 2000;

@@ -16,7 +16,7 @@ import { MEMORY_CONTENT_MAX, MEMORY_KINDS, MEMORY_QUERY_MAX } from './memory-fns
 
 // Where the server answers on the gateway host, and its name in the runtime's configuration: the
 // runtime's contract (agent-endpoints.ts), re-exported for the memory code that speaks of them.
-export { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../runtime/agent-endpoints.js';
+export { MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from '../runtime/host/agent-endpoints.js';
 /** Protocol revisions this server speaks, newest first (the spec's version negotiation). */
 export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const;
 /** A tools/call body is a query or one memory: anything larger is not a memory tool call. */

@@ -6,12 +6,12 @@ import { join, relative } from 'node:path';
 import type { EventBus } from '../events.js';
 import { AppError, UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { RuntimeHandle } from '../runtime/runtime-client.js';
-import { RuntimeBusyError, type RemoteRuntimes, type RuntimeIdentity, type RuntimeOwner } from '../runtime/runtime-pool.js';
-import { SANDBOX_PATHS } from '../runtime/sandbox.js';
-import { setTunnelDialer } from '../runtime/runtime-transport.js';
-import { createRunnerLinks, type RunnerNotice } from './runner-links.js';
-import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type RunnerInfo } from './runner-protocol.js';
+import { type RemoteRuntimes } from '../runtime/runtime-pool.js';
+import { RuntimeBusyError, type RuntimeIdentity, type RuntimeOwner } from '../runtime/host/runtime-host.js';
+import { SANDBOX_PATHS } from '../runtime/host/sandbox.js';
+import { setTunnelDialer, type RuntimeHandle } from '../runtime/host/runtime-transport.js';
+import { createRunnerLinks, type RunnerNotice } from '../runtime/host/runner-links.js';
+import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type RunnerInfo } from '../runtime/host/runner-protocol.js';
 
 /**
  * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'

@@ -28,6 +28,8 @@ export interface RunnerLoad {
   state: RunnerState;
   capacity: number;
   resident: number;
+  /** Runtimes with a turn running (the others are idle: the runner stops one to make room for another). */
+  busy?: number;
   heartbeatAt: Date | null;
   /** Mounts the shared storage (any user's workspace is there). */
   sharedStorage?: boolean;
@@ -44,18 +46,24 @@ export function runnerHealthy(r: Pick<RunnerLoad, 'state' | 'heartbeatAt'>, now:
 }
 
 /**
- * Where a new placement goes: among healthy active runners with room (resident below capacity, counting
- * the placements made since their last heartbeat in `placed`; with `needShared`, only those mounting the
- * shared storage), the least loaded by share of capacity; ties go to the one with fewer runtimes, then by
- * name. Null when none has room.
+ * Where a new placement goes: among healthy active runners (with `needShared`, only those mounting the
+ * shared storage), first those with room (resident below capacity, counting the placements made since
+ * their last heartbeat in `placed`), the least loaded by share of capacity, ties to the one with fewer
+ * runtimes, then by name. When every runner is full, one whose runtimes are not all busy: it stops its
+ * least recently used idle runtime to make room, as one host does (a fleet full of idle runtimes must not
+ * keep a new user waiting for hours of idle timeout); the fewest busy by share first. Null when every
+ * runtime of every runner has a turn running.
  */
 export function chooseRunner<R extends RunnerLoad>(runners: R[], now: Date, o: { exclude?: string[]; placed?: Map<string, number>; needShared?: boolean } = {}): R | null {
-  const load = (r: R) => r.resident + (o.placed?.get(r.id) ?? 0);
-  const fit = runners.filter(
-    (r) => r.state === 'active' && runnerHealthy(r, now) && !o.exclude?.includes(r.id) && r.capacity > 0 && load(r) < r.capacity && (!o.needShared || r.sharedStorage === true),
-  );
-  fit.sort((a, b) => load(a) / a.capacity - load(b) / b.capacity || load(a) - load(b) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return fit[0] ?? null;
+  const recent = (r: R) => o.placed?.get(r.id) ?? 0;
+  const load = (r: R) => r.resident + recent(r);
+  const busy = (r: R) => Math.min(r.resident, r.busy ?? r.resident) + recent(r);
+  const usable = runners.filter((r) => r.state === 'active' && runnerHealthy(r, now) && !o.exclude?.includes(r.id) && r.capacity > 0 && (!o.needShared || r.sharedStorage === true));
+  const byName = (a: R, b: R) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+  const roomy = usable.filter((r) => load(r) < r.capacity).sort((a, b) => load(a) / a.capacity - load(b) / b.capacity || load(a) - load(b) || byName(a, b));
+  if (roomy.length) return roomy[0];
+  const evictable = usable.filter((r) => busy(r) < r.capacity).sort((a, b) => busy(a) / a.capacity - busy(b) / b.capacity || busy(a) - busy(b) || byName(a, b));
+  return evictable[0] ?? null;
 }
 
 export type PlacementReason = 'new' | 'lost' | 'offline' | 'draining';

@@ -6,7 +6,7 @@ import { actorString, systemCtx as makeSystemCtx, type Ctx } from '../context.js
 import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { Logger } from '../logger.js';
-import type { RuntimeOwner } from '../runtime/runtime-pool.js';
+import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { RUNNER_REVOKED_CHANNEL } from './runner-fleet.js';
 import {
   ageText,
@@ -21,7 +21,7 @@ import {
   runnerTokenHash,
   type PlacementReason,
 } from './runner-fns.js';
-import type { RunnerInfo } from './runner-protocol.js';
+import type { RunnerInfo } from '../runtime/host/runner-protocol.js';
 import type { PlacementRow, RunnerRow, RunnersRepo } from './runners.repo.js';
 
 const systemCtx = (log: Logger): Ctx => makeSystemCtx(log, { name: 'runners', channel: 'runner' });

@@ -1,6 +1,6 @@
-import { UnavailableError, UpstreamError } from '../errors.js';
-import { MANAGED_CONFIG_ROUTE } from './managed-config.js';
-import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
+import { UpstreamError } from '../errors.js';
+import { MANAGED_CONFIG_ROUTE } from './host/managed-config.js';
+import { requestRuntime, runtimeUnavailable, type RuntimeHandle } from './host/runtime-transport.js';
 
 /**
  * The one place that speaks opencode's HTTP API (1.18.33), for one user's runtime. Everything else in
@@ -8,19 +8,6 @@ import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
  * auth, status codes) stay here.
  */
 const TIMEOUT_MS = 10_000;
-
-export const runtimeUnavailable = (why: string) =>
-  new UnavailableError(`the agent runtime is not reachable: ${why}`, {
-    code: 'runtime_unavailable',
-    hint: 'Check that `aws serve` is running: it starts each user\'s runtime.',
-  });
-
-/** Where one user's runtime answers, and what it calls their workspace. */
-export interface RuntimeHandle {
-  endpoint: RuntimeEndpoint;
-  /** The workspace as the runtime sees it (`/workspace` in the sandbox): every call names it. */
-  directory: string;
-}
 
 export interface RuntimeMessage {
   info: { id: string; sessionID: string; role: string; time: { created: number; completed?: number }; [k: string]: unknown };

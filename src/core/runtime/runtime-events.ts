@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import { openRuntimeStream, type RuntimeEndpoint } from './runtime-transport.js';
+import { openRuntimeStream, type RuntimeEndpoint } from './host/runtime-transport.js';
 
 /** One event of the runtime, as it arrives on `/global/event`. */
 export interface RuntimeEvent {

@@ -2,10 +2,11 @@ import { existsSync } from 'node:fs';
 import type { Database } from '../../db/database.js';
 import { isProcessAlive } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
-import type { RuntimeHandle } from './runtime-client.js';
-import { workspaceDir, type RuntimeOwner, type RuntimeRecords } from './runtime-pool.js';
+import type { RuntimeHandle } from './host/runtime-transport.js';
+import { type RuntimeRecords } from './runtime-pool.js';
+import { workspaceDir, type RuntimeOwner } from './host/runtime-host.js';
 import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
-import { SANDBOX_PATHS } from './sandbox.js';
+import { SANDBOX_PATHS } from './host/sandbox.js';
 
 /**
  * A runtime on a runner host is recorded with this in place of a socket path: `runner:<runner id>`.

@@ -1,4 +1,4 @@
-import { normaliseHost, normaliseListEntry } from '../egress/egress-policy.js';
+import { normaliseHost, normaliseListEntry } from '../runtime/host/egress-policy.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';

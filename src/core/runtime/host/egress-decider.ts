@@ -1,5 +1,6 @@
+import { lookup } from 'node:dns/promises';
 import { networkInterfaces } from 'node:os';
-import { resolveAddresses, systemResolve } from '../../lib/url-guard.js';
+import { addressMatches, resolveAddresses, systemResolve } from '../../../lib/url-guard.js';
 import { decideEgress, deniedNames, type EgressDecision, type EgressRules, type PrivateAllowEntry } from './egress-policy.js';
 
 /**
@@ -24,6 +25,12 @@ export function createEgressDecider(deps: {
   privateAllow: PrivateAllowEntry[];
   /** Ports the operator opens beyond 80 and 443 (AGENTWS_EGRESS_PORTS). */
   ports: readonly number[];
+  /**
+   * Addresses no agent reaches whatever the rules say, and why (on a runner host: the control plane's,
+   * which its runtimes reach only through the gateway host, and which an operator's private allow list
+   * for the internal network may well cover).
+   */
+  forbidden?: { addresses: () => Promise<string[]>; reason: string };
   resolve?: (host: string) => Promise<string[]>;
   interfaces?: () => ReturnType<typeof networkInterfaces>;
   now?: () => number;
@@ -62,7 +69,37 @@ export function createEgressDecider(deps: {
     /** Decides one connection of a tenant's agent. */
     async decide(host: string, port: number, rules: EgressRules): Promise<EgressDecision> {
       const deniedAddresses = (await Promise.all(deniedNames(rules).map(addressesOf))).flat();
-      return decideEgress({ host, port, rules, privateAllow: deps.privateAllow, ports: deps.ports, hostAddresses: hostAddresses(), deniedAddresses }, resolve);
+      const d = await decideEgress({ host, port, rules, privateAllow: deps.privateAllow, ports: deps.ports, hostAddresses: hostAddresses(), deniedAddresses }, resolve);
+      if (d.ok && deps.forbidden && (await deps.forbidden.addresses()).some((a) => addressMatches(d.address, a))) return { ok: false, reason: deps.forbidden.reason };
+      return d;
+    },
+  };
+}
+
+/**
+ * The control plane's addresses as a runner's agents must never reach them (the `forbidden` of
+ * createEgressDecider): its URL's host resolved, again every minute (a fail-over may move it); the last
+ * answer is kept when a lookup fails, so a DNS hiccup cannot open it.
+ */
+export function controlPlaneForbidden(controlUrl: string, o: { resolve?: (host: string) => Promise<string[]>; now?: () => number } = {}): NonNullable<Parameters<typeof createEgressDecider>[0]['forbidden']> {
+  const host = new URL(controlUrl).hostname.replace(/^\[(.*)\]$/, '$1');
+  const resolve = o.resolve ?? ((h: string) => lookup(h, { all: true }).then((a) => a.map((x) => x.address)));
+  const now = o.now ?? Date.now;
+  let known: string[] = [];
+  let fresh: { at: number; value: Promise<string[]> } | null = null;
+  return {
+    reason: 'the control plane is reached only through the gateway host',
+    addresses() {
+      if (!fresh || now() - fresh.at > 60_000) {
+        fresh = {
+          at: now(),
+          value: resolve(host).then(
+            (a) => (known = [...new Set([...a, ...known])]),
+            () => known,
+          ),
+        };
+      }
+      return fresh.value;
     },
   };
 }

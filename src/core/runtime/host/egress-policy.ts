@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { addressInCidr, addressMatches, isPublicAddress, resolveAddresses, systemResolve } from '../../lib/url-guard.js';
+import { addressInCidr, addressMatches, isPublicAddress, resolveAddresses, systemResolve } from '../../../lib/url-guard.js';
 
 /**
  * Where an agent may connect to, through the egress proxy (the only way out of its sandbox). The same

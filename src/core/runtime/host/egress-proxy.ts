@@ -1,8 +1,8 @@
 import { unlinkSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
-import type { Logger } from '../logger.js';
-import { GATEWAY_HOST } from '../runtime/agent-endpoints.js';
+import type { Logger } from '../../logger.js';
+import { GATEWAY_HOST } from './agent-endpoints.js';
 import type { EgressDecision } from './egress-policy.js';
 
 /**

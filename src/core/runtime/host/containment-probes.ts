@@ -5,10 +5,10 @@ import type { AddressInfo } from 'node:net';
 import { homedir, networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { createEgressDecider } from '../egress/egress-decider.js';
-import { parsePrivateAllow } from '../egress/egress-policy.js';
-import { createEgressProxy } from '../egress/egress-proxy.js';
-import { silentLogger } from '../logger.js';
+import { controlPlaneForbidden, createEgressDecider } from './egress-decider.js';
+import { parsePrivateAllow } from './egress-policy.js';
+import { createEgressProxy } from './egress-proxy.js';
+import { silentLogger } from '../../logger.js';
 import { opencodeBinary } from './opencode-process.js';
 import { INNER_PROXY_PORT, probeSandbox, SANDBOX_PATHS, sandboxEtcFiles, sandboxPath, spawnSandbox, type SandboxProbe, type SandboxSpec } from './sandbox.js';
 
@@ -41,6 +41,8 @@ export interface ProbeTargets {
   installedDataDir?: string;
   /** The API's port and PostgreSQL's, when known (loopback). */
   apiPort?: number;
+  /** On a runner host: the control plane it dials (its API's host and port), which no agent may reach. */
+  controlPlane?: { host: string; port: number };
   /** A host process that nothing inside may signal. */
   sentinelAlive(): boolean;
 }
@@ -62,7 +64,7 @@ export interface ContainmentProbe {
   /** null when contained (or, for legit, when it worked); else what went wrong. */
   judge(r: ProbeRun, t: ProbeTargets): string | null;
   /** Skipped when this target is not given (the installed host's own paths). */
-  needs?: 'installedConfig' | 'installedDataDir' | 'apiPort';
+  needs?: 'installedConfig' | 'installedDataDir' | 'apiPort' | 'controlPlane';
 }
 
 export interface ProbeResult {
@@ -104,6 +106,9 @@ except Exception as e: print("refused", "${host}:${port}", e)'`;
 const bashConnect = (host: string, port: number) => `timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${port} && echo ${SH_REACHED} ${host}:${port}' 2>&1 || echo refused ${host}:${port}`;
 /** An HTTP GET through the sandbox's proxy (explicitly, whatever the environment says); prints status and body. */
 const viaProxy = (url: string) => `curl -sS -m 10 -x http://127.0.0.1:${INNER_PROXY_PORT} -o - -w ' status=%{http_code}\\n' '${url}' 2>&1`;
+
+/** host:port as a URL spells it (an IPv6 address in brackets). */
+const authority = (a: { host: string; port: number }) => `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
 
 export const CONTAINMENT_PROBES: ContainmentProbe[] = [
   // --- the service's secrets and other users' files, by path ---
@@ -308,6 +313,29 @@ export const CONTAINMENT_PROBES: ContainmentProbe[] = [
   { id: 'tcp-postgres', kind: 'contain', tries: 'TCP to 127.0.0.1:5432 (bash /dev/tcp and python)', script: () => `${bashConnect('127.0.0.1', 5432)}; ${pyConnect('127.0.0.1', 5432)}`, judge: reached },
   { id: 'tcp-api', kind: 'contain', needs: 'apiPort', tries: 'TCP to the API\'s loopback port', script: (t) => `${bashConnect('127.0.0.1', t.apiPort!)}; ${pyConnect('127.0.0.1', t.apiPort!)}`, judge: reached },
   {
+    id: 'control-plane-direct',
+    kind: 'contain',
+    needs: 'controlPlane',
+    tries: 'TCP to the control plane this runner dials, and its PostgreSQL port, without the proxy',
+    script: (t) => `${bashConnect(t.controlPlane!.host, t.controlPlane!.port)}; ${pyConnect(t.controlPlane!.host, t.controlPlane!.port)}; ${pyConnect(t.controlPlane!.host, 5432)}`,
+    judge: reached,
+  },
+  {
+    id: 'control-plane-proxy',
+    kind: 'contain',
+    needs: 'controlPlane',
+    // The probes' proxy allows the control plane's host:port as an operator's private allow list may: what
+    // must refuse it is the runner's own rule (egress-decider.ts controlPlaneForbidden).
+    tries: 'the control plane\'s API through the egress proxy (HTTP and CONNECT), its network allowed by the operator',
+    script: (t) => `${viaProxy(`http://${authority(t.controlPlane!)}/healthz`)}; curl -sS -m 10 -p -x http://127.0.0.1:${INNER_PROXY_PORT} -o - -w ' status=%{http_code}\\n' 'http://${authority(t.controlPlane!)}/runner/v1/connect' 2>&1`,
+    judge: (r) =>
+      /"status":"ok"|status=[23]\d\d/.test(r.out)
+        ? `the control plane answered: ${excerpt(r.out)}`
+        : /status=403/.test(r.out) && /response 403/.test(r.out)
+          ? null
+          : `the proxy neither refused nor passed it (expected 403 twice): ${excerpt(r.out)}`,
+  },
+  {
     id: 'tcp-loopback-ports',
     kind: 'contain',
     tries: 'TCP to the planted loopback server and common loopback ports (runtime 4096, redis, mysql, ssh)',
@@ -429,6 +457,12 @@ export interface ContainmentOptions {
   installed?: { configPath?: string; dataDir?: string; secrets?: string[] };
   /** The API's loopback port, when one runs. */
   apiPort?: number;
+  /**
+   * On a runner host: the control plane's URL. Its addresses are forbidden to the probes' proxy as the
+   * runner's are (controlPlaneForbidden) and allowed by its private list, as an operator may allow the
+   * internal network: the probes then show that the runner's own rule is what keeps agents off it.
+   */
+  controlUrl?: string;
   /** Only these probes (ids); default all. */
   only?: string[];
   /** Per probe; default 30 s. */
@@ -487,7 +521,14 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
 
     // The agents' decision (the host's own addresses read from its interfaces), with the planted server's
     // port open as an operator may open one: what must refuse it is the address rule, not the port rule.
-    const decider = createEgressDecider({ privateAllow: parsePrivateAllow(`127.0.0.1:${allowedServer.port}`).entries, ports: [secretServer.port] });
+    const control = options.controlUrl ? new URL(options.controlUrl) : null;
+    const controlPlane = control ? { host: control.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(control.port || (control.protocol === 'https:' ? 443 : 80)) } : undefined;
+    const allowed = [`127.0.0.1:${allowedServer.port}`, ...(controlPlane ? [authority(controlPlane)] : [])].join(',');
+    const decider = createEgressDecider({
+      privateAllow: parsePrivateAllow(allowed).entries,
+      ports: [secretServer.port, ...(controlPlane ? [controlPlane.port] : [])],
+      forbidden: options.controlUrl ? controlPlaneForbidden(options.controlUrl) : undefined,
+    });
     const proxy = createEgressProxy<string>({
       decide: (_id, host, port) => decider.decide(host, port, { allow: [], deny: [] }),
       gateway: (_id, _req, res) => void res.writeHead(404, { 'content-type': 'text/plain' }).end('no gateway in the probes\n'),
@@ -511,6 +552,7 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
       installedConfig: options.installed?.configPath,
       installedDataDir: options.installed?.dataDir,
       apiPort: options.apiPort,
+      controlPlane,
       sentinelAlive: () => sentinel.exitCode === null && sentinel.signalCode === null,
     };
 

@@ -1,5 +1,6 @@
 import http, { type IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
+import { UnavailableError } from '../../errors.js';
 
 /**
  * How the service speaks HTTP to a runtime: over the Unix socket bound into its sandbox (the sandbox has
@@ -16,6 +17,19 @@ export interface RuntimeEndpoint {
   /** HTTP Basic credentials for every request. */
   authorization: string;
 }
+
+/** Where one user's runtime answers, and what it calls their workspace. */
+export interface RuntimeHandle {
+  endpoint: RuntimeEndpoint;
+  /** The workspace as the runtime sees it (`/workspace` in the sandbox): every call names it. */
+  directory: string;
+}
+
+export const runtimeUnavailable = (why: string) =>
+  new UnavailableError(`the agent runtime is not reachable: ${why}`, {
+    code: 'runtime_unavailable',
+    hint: 'Check that `aws serve` is running: it starts each user\'s runtime.',
+  });
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
