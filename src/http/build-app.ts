@@ -28,6 +28,7 @@ import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { orchestrateRoutes } from './routes/v1/orchestrate.routes.js';
 import { skillsRoutes } from './routes/v1/skills.routes.js';
 import { runnersRoutes } from './routes/v1/runners.routes.js';
+import { setupRoutes } from './routes/v1/setup.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
 import { RUNNER_PATHS } from '../core/runtime/host/runner-protocol.js';
@@ -133,6 +134,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(authRoutes, { core });
       await v1.register(adminRoutes, { core });
       await v1.register(runtimeRoutes, { core });
+      await v1.register(setupRoutes, { core });
       await v1.register(sessionsRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });

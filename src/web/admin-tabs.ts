@@ -11,8 +11,13 @@ export function adminTabs(p: Permissions): Array<[string, string]> {
     ['teams', 'Teams', a.manage_users],
     ['audit', 'Audit log', a.view_audit_log],
     ['usage', 'Usage', a.view_audit_log],
-    ['runtime', 'Models and runtime', a.manage_providers],
+    ['providers', 'Models and runtime', a.manage_providers],
+    ['embedder', 'Embedder', a.manage_providers],
     ['gateways', 'Gateways', a.manage_providers],
+    ['templates', 'Templates', a.manage_templates],
+    ['roles', 'Custom roles', a.manage_roles],
+    ['limits', 'Cost limits', a.manage_roles],
+    ['egress', 'Egress', a.manage_tenant],
   ];
   return all.filter(([, , allowed]) => allowed).map(([id, label]) => [id, label]);
 }

@@ -11,9 +11,22 @@ export class ApiError extends Error {
     readonly code: string,
     message: string,
     readonly hint?: string,
+    /** The error's `details` (e.g. `field`: the input it names). */
+    readonly details?: any,
   ) {
     super(message);
   }
+}
+
+/**
+ * The input field a 400 names, as a dotted path ("settings.egress.allow"): the service's `details.field`,
+ * or the path of a schema error ("body/settings/egress/ports/0 must be ..."), without the list index.
+ */
+export function errorField(err: unknown): string | undefined {
+  if (!(err instanceof ApiError) || err.status !== 400) return undefined;
+  if (typeof err.details?.field === 'string') return err.details.field;
+  const path = /^body\/([\w/]+)/.exec(err.message)?.[1];
+  return path?.split('/').filter((p) => !/^\d+$/.test(p)).join('.');
 }
 
 type Listener = () => void;
@@ -96,7 +109,7 @@ async function call<T = any>(method: string, path: string, body?: unknown): Prom
     json = undefined;
   }
   if (!res.ok) {
-    throw new ApiError(res.status, json?.error ?? `http_${res.status}`, json?.message ?? json?.detail ?? (typeof json?.error === 'string' ? json.error : res.statusText), json?.hint);
+    throw new ApiError(res.status, json?.error ?? `http_${res.status}`, json?.message ?? json?.detail ?? (typeof json?.error === 'string' ? json.error : res.statusText), json?.hint, json?.details);
   }
   return json as T;
 }
@@ -106,6 +119,8 @@ export function explain(err: unknown): string {
   if (err instanceof ApiError) {
     if (err.status === 403) return `Not allowed: ${err.message}`;
     if (err.status === 404) return 'Not found: it may have been deleted, or it is not yours.';
+    // Its hint names CLI commands; in the browser the way is the checklist (setup-checklist.tsx).
+    if (err.code === 'runtime_not_ready') return `${err.message}. The Sessions screen shows what is left to set up.`;
     return err.hint ? `${err.message} — ${err.hint}` : err.message;
   }
   if (err instanceof TypeError) return 'The service cannot be reached. Check your connection and try again.';

@@ -81,8 +81,11 @@ function App() {
 }
 
 // What the first screen needs, asked for at once rather than after each render: who is signing in, and
-// (on the sessions list, where most visits start) the sessions.
+// (on the sessions list, where most visits start) the sessions and whether the workspace can prompt yet.
 prefetch('/auth/status');
 prefetch('/auth/me');
-if (/^#?\/?(sessions\/?)?$/.test(location.hash)) prefetch('/sessions');
+if (/^#?\/?(sessions\/?)?$/.test(location.hash)) {
+  prefetch('/sessions');
+  prefetch('/setup');
+}
 render(<App />, document.getElementById('app')!);

@@ -338,6 +338,11 @@ describe('the web dashboard in demo mode', () => {
     browser = await launchChromium();
     t = await startTestApp({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'owner@ops.example' } });
     await seedTenant(t, 'ops');
+    // A model applied (demo mode: the operator, no token), so the sessions screen offers new sessions
+    // rather than the first-run checklist (dashboard-setup.test.ts has that). No prompt is sent to it.
+    const added = await api(t, 'POST', '/v1/admin/providers', { body: { name: 'local', kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9/v1', models: [{ id: 'm' }] } });
+    expect(added.status).toBe(201);
+    expect((await api(t, 'POST', '/v1/admin/runtime/apply', { body: { defaultModel: 'local/m' } })).status).toBe(200);
   }, 120_000);
   afterAll(async () => {
     await browser?.close().catch(() => {});

@@ -123,6 +123,38 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
       });
     },
 
+    /**
+     * Changes a role (admin.manage_roles): each permission group given replaces that group, groups left
+     * out keep their value. A system role keeps its document except its cost limits (the four are the
+     * same in every tenant, and the last-owner rules rely on `owner` granting everything). As with
+     * creating, the new document must be within the editor's own permissions; only owners change `owner`.
+     */
+    async updateRole(ctx: Ctx, input: { roleId?: string; roleName?: string; description?: string; permissions?: unknown }) {
+      const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      return db.transaction(async (tx) => {
+        const role = await findRole(tx, tenantId, input);
+        checkOwnerRole(ctx, role, 'change');
+        const given = (input.permissions ?? {}) as Record<string, unknown>;
+        if (typeof given !== 'object' || Array.isArray(given)) throw new ValidationError('permissions: a (partial) permission document', { details: { field: 'permissions' } });
+        const permissions = completePermissions({ ...role.permissions, ...given });
+        if (role.isSystem) {
+          // Stored documents come back from jsonb with their keys reordered: compare them sorted.
+          const canonical = (v: unknown): unknown =>
+            v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => [k, canonical(x)])) : v;
+          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, cost: null }));
+          if (fixed(permissions) !== fixed(role.permissions) || (input.description !== undefined && input.description.trim() !== role.description)) {
+            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
+          }
+        }
+        checkGrant(ctx, permissions, `change the role "${role.name}"`);
+        const description = input.description !== undefined ? input.description.trim() : role.description;
+        const updated = (await tenants.updateRole(tx, tenantId, role.id, { description, permissions }))!;
+        await audit.record(tx, { ...ctx, tenantId }, { action: 'role.update', target: `role:${role.id}`, details: { name: role.name, before: role.permissions, permissions } });
+        await changed(tx, tenantId);
+        return updated;
+      });
+    },
+
     /** Assigns a role to a user of the same tenant (admin.manage_roles). Idempotent. */
     async assignRole(ctx: Ctx, input: { userId: string; roleId?: string; roleName?: string }) {
       const tenantId = requirePermission(ctx, 'admin.manage_roles');

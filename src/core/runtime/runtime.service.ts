@@ -4,10 +4,12 @@ import { basename } from 'node:path';
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
+import { hasPermission, requirePermission, tenantOf } from '../authz.js';
 import { actorString, type Ctx } from '../context.js';
 import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { ChatCallError, createChatClient } from '../llm-gateway/chat-client.js';
+import { testFailure, testSuccess, type ProviderTestOutcome } from '../llm-gateway/provider-test-fns.js';
 import { GATEWAY_HOST, MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from './host/agent-endpoints.js';
 import { createRuntimeClient } from './runtime-client.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
@@ -28,10 +30,15 @@ export class RuntimeNotReadyError extends AppError {
   constructor(detail: string) {
     super(`the agent runtime is not ready: ${detail}`, 'runtime_not_ready', {
       fields: { detail },
-      hint: 'An admin registers a provider, picks a default model and applies it: `npx aws provider add`, then `npx aws runtime apply --default-model <provider>/<model>`.',
+      hint: 'An admin registers a provider, picks a default model and applies it: in the dashboard (Admin, Models and runtime), or `npx aws provider add`, then `npx aws runtime apply --default-model <provider>/<model>`.',
     });
   }
 }
+
+/** The provider test: one short question, a handful of tokens back, a short wait. */
+export const PROVIDER_TEST_PROMPT = 'Reply with the single word: ok';
+export const PROVIDER_TEST_MAX_TOKENS = 16;
+export const PROVIDER_TEST_TIMEOUT_MS = 15_000;
 
 /** Where the built-in kinds send requests when no base URL is given (their SDKs' defaults). */
 const DEFAULT_ORIGIN: Record<ProviderKind, string | null> = {
@@ -80,8 +87,13 @@ export function createRuntimeService(deps: {
    * load (`allow`) or must not (`deny`: every other skill the tenant ever had).
    */
   skills?: (tenantId: string) => Promise<{ dir: string | null; allow: string[]; deny: string[] }>;
+  /** People of the tenant who may set it up (admin.manage_providers): who a member is told to ask. */
+  managers?: (tenantId: string) => Promise<Array<{ handle: string; displayName: string; email: string }>>;
 }) {
   const { db, repo, audit, box } = deps;
+  // The provider test calls the provider with the code every service-side model call uses (the same
+  // base URL, key header and error reading as the LLM gateway: provider-endpoint.ts, post-json.ts).
+  const chat = createChatClient({ openKey: (sealed) => box.open(sealed) });
   /** A runtime found by its row may be frozen: its host thaws it (the request waits in its socket meanwhile). */
   const wake = (row: RuntimeOwner) => deps.bus.publish(RUNTIME_USED_CHANNEL, { userId: row.userId });
 
@@ -457,6 +469,61 @@ export function createRuntimeService(deps: {
     /** Validates a model reference against the tenant's providers (used for template overrides). */
     async checkModel(tenantId: string, ref: string): Promise<void> {
       checkModelRef(ref, await repo.listProviders(db, tenantId));
+    },
+
+    /**
+     * One tiny chat call to a provider with its stored key (admin.manage_providers), enabled or not and
+     * applied or not: `ok` with the latency, or the provider's own refusal (its HTTP status and message;
+     * status null when it could not be reached or did not answer within PROVIDER_TEST_TIMEOUT_MS). The
+     * key never appears in what is returned (the chat client cuts it out of refusals; the reply too).
+     * Audited (`provider.test`): it spends a few tokens on the tenant's key. Not counted in usage.
+     */
+    async testProvider(ctx: Ctx, name: string, input: { model?: string } = {}) {
+      const tenantId = requirePermission(ctx, 'admin.manage_providers');
+      const p = await loadProvider(tenantId, name);
+      const model = input.model ?? p.models[0]?.id;
+      if (!model || !p.models.some((m) => m.id === model)) {
+        throw new ValidationError(`model: provider "${name}" lists no model "${model ?? ''}"`, { details: { field: 'model', models: p.models.map((m) => m.id) } });
+      }
+      const key = p.apiKeySealed ? box.open(p.apiKeySealed) : '';
+      const started = performance.now();
+      let outcome: ProviderTestOutcome;
+      try {
+        const answer = await chat.complete(p, model, { messages: [{ role: 'user', content: PROVIDER_TEST_PROMPT }], maxTokens: PROVIDER_TEST_MAX_TOKENS, timeoutMs: PROVIDER_TEST_TIMEOUT_MS });
+        outcome = testSuccess(answer.text, key);
+      } catch (err) {
+        if (!(err instanceof ChatCallError)) throw err;
+        outcome = testFailure(err.message, err.status, key);
+      }
+      const latencyMs = Math.round(performance.now() - started);
+      await db.transaction((tx) =>
+        audit.record(tx, ctx, { action: 'provider.test', target: `provider:${name}`, details: { model, ok: outcome.ok, latencyMs, ...(outcome.ok ? {} : { status: outcome.status }) } }),
+      );
+      return { provider: name, model, latencyMs, ...outcome };
+    },
+
+    /**
+     * What the sessions screen shows a workspace that cannot prompt yet (any member): whether prompts
+     * can start, the first-run steps done, whether the caller can do them (admin.manage_providers), and
+     * otherwise who can.
+     */
+    async setup(ctx: Ctx) {
+      const tenantId = tenantOf(ctx);
+      const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+      const readiness = readinessOf(settings?.applied ?? null, providers);
+      const canSetUp = ctx.actor.kind === 'system' || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'admin.manage_providers'));
+      return {
+        ready: readiness.ready,
+        ...(readiness.ready ? {} : { detail: readiness.detail }),
+        steps: {
+          provider: providers.some((p) => p.enabled && p.models.length > 0),
+          defaultModel: Boolean(settings?.defaultModel),
+          applied: readiness.ready,
+        },
+        canSetUp,
+        // Only when there is something to ask for.
+        ask: !readiness.ready && !canSetUp && deps.managers ? (await deps.managers(tenantId)).map((m) => ({ name: m.displayName || m.handle, email: m.email })) : [],
+      };
     },
   };
 }

@@ -86,6 +86,12 @@ export function createTenantsRepo() {
       const { rows } = await q.query<RoleRow>(`select ${ROLE_COLS} from roles where tenant_id = $1 order by is_system desc, created_at, name`, [tenantId]);
       return rows;
     },
+    /** Replaces a role's description and permission document; null when the role is not the tenant's. */
+    async updateRole(q: Queryable, tenantId: string, id: string, r: { description: string; permissions: RbacPermissions }): Promise<RoleRow | null> {
+      if (!isUuid(id)) return null;
+      const { rows } = await q.query<RoleRow>(`update roles set description = $3, permissions = $4, updated_at = now() where tenant_id = $1 and id = $2 returning ${ROLE_COLS}`, [tenantId, id, r.description, JSON.stringify(r.permissions)]);
+      return rows[0] ?? null;
+    },
     async findRoleByName(q: Queryable, tenantId: string, name: string): Promise<RoleRow | null> {
       const { rows } = await q.query<RoleRow>(`select ${ROLE_COLS} from roles where tenant_id = $1 and name = $2`, [tenantId, name]);
       return rows[0] ?? null;

@@ -223,6 +223,14 @@ export function createTenantsService(deps: {
       });
     },
 
+    /** The caller's tenant with its settings (admin.manage_tenant: the settings it may change). */
+    async getTenant(ctx: Ctx): Promise<TenantRow> {
+      const tenantId = requirePermission(ctx, 'admin.manage_tenant');
+      const tenant = await repo.findById(db, tenantId);
+      if (!tenant) throw new NotFoundError('tenant not found');
+      return tenant;
+    },
+
     /** All tenants of the appliance with their user counts (operator only). */
     async listTenants(ctx: Ctx) {
       requireSystem(ctx, 'listing tenants');

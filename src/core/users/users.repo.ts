@@ -90,6 +90,23 @@ export function createUsersRepo() {
       );
       return rows[0].n;
     },
+    /**
+     * People of the tenant a role lets manage its model providers (who to ask when the workspace is not set
+     * up), owners first, at most `limit`.
+     */
+    async providerManagers(q: Queryable, tenantId: string, limit: number): Promise<Array<{ handle: string; displayName: string; email: string }>> {
+      const { rows } = await q.query<{ handle: string; displayName: string; email: string }>(
+        `select u.handle, u.display_name as "displayName", u.email
+           from users u
+          where u.tenant_id = $1
+            and exists (select 1 from user_roles ur join roles r on r.id = ur.role_id
+                         where ur.user_id = u.id and r.tenant_id = $1 and (r.permissions->'admin'->>'manage_providers') = 'true')
+          order by exists (select 1 from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = u.id and r.name = 'owner' and r.is_system) desc, u.created_at, u.handle
+          limit $2`,
+        [tenantId, limit],
+      );
+      return rows;
+    },
     async roleNames(q: Queryable, userId: string): Promise<string[]> {
       const { rows } = await q.query<{ name: string }>(
         `select r.name from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = $1 order by r.name`,

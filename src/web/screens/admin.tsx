@@ -1,8 +1,16 @@
+import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { adminTabs } from '../admin-tabs';
 import { api, explain } from '../api';
 import { changer, ErrorNote, usd, when } from '../components';
 import type { Me } from '../types';
+import { EgressTab } from './admin-egress';
+import { GatewayControls, NewGateway } from './admin-gateways';
+import { LimitsTab } from './admin-limits';
+import { RolesTab } from './admin-roles';
+import { TemplatesTab } from './admin-templates';
+import { EmbedderTab } from './setup-embedder';
+import { ProvidersTab } from './setup-providers';
 
 interface User {
   id: string;
@@ -30,6 +38,8 @@ interface Gateway {
   id: string;
   kind: string;
   botUsername: string;
+  botId: string;
+  webhookUrl?: string;
   enabled: boolean;
 }
 interface Code {
@@ -43,7 +53,8 @@ interface Code {
 export function AdminScreen(props: { me: Me; tab: string }) {
   const a = props.me.permissions.admin;
   const tabs = adminTabs(props.me.permissions);
-  const tab = tabs.some(([id]) => id === props.tab) ? props.tab : tabs[0]?.[0];
+  const asked = props.tab === 'runtime' ? 'providers' : props.tab; // the tab's earlier address
+  const tab = tabs.some(([id]) => id === asked) ? asked : tabs[0]?.[0];
   return (
     <section class="admin">
       <h1>Admin</h1>
@@ -59,8 +70,13 @@ export function AdminScreen(props: { me: Me; tab: string }) {
       {tab === 'audit' ? <AuditTab /> : null}
       {tab === 'usage' ? <UsageTab canUsers={a.manage_users} /> : null}
       {tab === 'teams' ? <TeamsTab /> : null}
-      {tab === 'runtime' ? <RuntimeTab /> : null}
+      {tab === 'providers' ? <ProvidersTab /> : null}
+      {tab === 'embedder' ? <EmbedderTab /> : null}
       {tab === 'gateways' ? <GatewaysTab /> : null}
+      {tab === 'templates' ? <TemplatesTab /> : null}
+      {tab === 'roles' ? <RolesTab held={props.me.permissions} /> : null}
+      {tab === 'limits' ? <LimitsTab /> : null}
+      {tab === 'egress' ? <EgressTab /> : null}
     </section>
   );
 }
@@ -373,20 +389,26 @@ function UsageTab(props: { canUsers: boolean }) {
 function GatewaysTab() {
   const [gateways, setGateways] = useState<Gateway[] | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const load = () => api<{ gateways: Gateway[] }>('GET', '/gateways').then((r) => setGateways(r.gateways), (err) => setError(explain(err)));
   useEffect(() => {
-    api<{ gateways: Gateway[] }>('GET', '/gateways').then((r) => setGateways(r.gateways), (err) => setError(explain(err)));
+    void load();
   }, []);
   return (
     <div>
       <ErrorNote error={error} onClose={() => setError(null)} />
-      {gateways?.length === 0 ? <p class="empty">No gateways. Create one with `npx aws gateway create`.</p> : null}
-      {gateways?.map((g) => <GatewayCodes key={g.id} g={g} onError={setError} />)}
+      <NewGateway onCreated={load} />
+      {gateways?.length === 0 ? <p class="empty">No gateways yet: chat users reach agents through one.</p> : null}
+      {gateways?.map((g) => (
+        <GatewayCodes key={g.id} g={g} onError={setError}>
+          <GatewayControls g={g} onChanged={load} />
+        </GatewayCodes>
+      ))}
     </div>
   );
 }
 
 /** A gateway's pending pairing codes, live: its event stream says when to look again. */
-function GatewayCodes(props: { g: Gateway; onError: (e: string) => void }) {
+function GatewayCodes(props: { g: Gateway; onError: (e: string) => void; children?: ComponentChildren }) {
   const { g } = props;
   const [codes, setCodes] = useState<Code[]>([]);
   const load = () => api<{ codes: Code[] }>('GET', `/gateways/${g.id}/pairing-codes`).then((r) => setCodes(r.codes), (err) => props.onError(explain(err)));
@@ -413,6 +435,7 @@ function GatewayCodes(props: { g: Gateway; onError: (e: string) => void }) {
       <h2>
         {g.botUsername} <small>{g.kind}</small> {g.enabled ? null : <span class="badge failed">disabled</span>}
       </h2>
+      {props.children}
       {codes.length === 0 ? <p class="empty">No pending pairing codes.</p> : null}
       <ul class="list" aria-label={`Pending codes of ${g.botUsername}`}>
         {codes.map((c) => (
@@ -501,91 +524,6 @@ function TeamsTab() {
           </select>
         </div>
       ))}
-    </div>
-  );
-}
-
-interface RuntimeStatus {
-  ready: boolean;
-  detail?: string;
-  defaultModel: string | null;
-  pendingChanges: boolean;
-  runtime: {
-    sandbox: 'on' | 'off';
-    warning?: string;
-    running: number;
-    max: number;
-    hosts: Array<{ hostname: string; pid: number; capacity: number; resident: number; frozen: number; starting: number; busy: number; runtimesMemoryBytes: number; memoryTotalBytes: number; memoryAvailableBytes: number; freezer: string | null }>;
-  };
-  providers: Array<{ name: string; kind: string; enabled: boolean; hasApiKey: boolean; models: Array<{ id: string }> }>;
-}
-
-const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GB`;
-
-/** Providers, the default model and the runtimes: what decides whether agents can run. */
-function RuntimeTab() {
-  const [status, setStatus] = useState<RuntimeStatus | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = () => api<RuntimeStatus>('GET', '/admin/runtime').then(setStatus, (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-  }, []);
-  const run = changer(load, setError);
-  if (!status) return <ErrorNote error={error} />;
-  const models = status.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`));
-  return (
-    <div>
-      <ErrorNote error={error} onClose={() => setError(null)} />
-      <p>
-        <span class={`badge ${status.ready ? 'completed' : 'failed'}`}>{status.ready ? 'ready' : 'not ready'}</span> {status.detail}
-      </p>
-      <p>
-        Runtimes running: {status.runtime.running} of at most {status.runtime.max}; sandbox {status.runtime.sandbox}
-        {status.runtime.warning ? <span class="warn"> {status.runtime.warning}</span> : null}
-      </p>
-      {status.runtime.hosts.map((h) => (
-        <p key={`${h.hostname}:${h.pid}`} data-testid="runtime-host">
-          Host {h.hostname}: {h.resident} of {h.capacity} runtimes resident ({h.frozen} frozen, {h.starting} starting, {h.busy} with a turn), {gb(h.runtimesMemoryBytes)} held by them,{' '}
-          {gb(h.memoryAvailableBytes)} of {gb(h.memoryTotalBytes)} available{h.freezer ? '' : '; idle runtimes cannot be frozen there'}
-        </p>
-      ))}
-      <label>
-        Default model{' '}
-        <select value={status.defaultModel ?? ''} onChange={(e) => run(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}>
-          {status.defaultModel ? null : <option value="">None</option>}
-          {models.map((m) => (
-            <option value={m}>{m}</option>
-          ))}
-        </select>
-      </label>{' '}
-      {status.pendingChanges ? (
-        <button type="button" class="primary" onClick={() => run(() => api('POST', '/admin/runtime/apply', {}))}>
-          Apply changes
-        </button>
-      ) : null}
-      <table>
-        <thead>
-          <tr>
-            <th>Provider</th>
-            <th>Kind</th>
-            <th>Models</th>
-            <th>Key</th>
-            <th>Enabled</th>
-          </tr>
-        </thead>
-        <tbody>
-          {status.providers.map((p) => (
-            <tr key={p.name}>
-              <td>{p.name}</td>
-              <td>{p.kind}</td>
-              <td>{p.models.map((m) => m.id).join(', ')}</td>
-              <td>{p.hasApiKey ? 'stored' : 'none'}</td>
-              <td>{p.enabled ? 'yes' : 'no'}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {status.providers.length === 0 ? <p class="empty">No providers. Add one with `npx aws provider add` or POST /v1/admin/providers.</p> : null}
     </div>
   );
 }

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, when } from '../components';
 import type { Me, SessionItem } from '../types';
+import { SetupChecklist, type SetupState } from './setup-checklist';
 
 interface Template {
   slug: string;
@@ -16,6 +17,9 @@ export function SessionsScreen(props: { me: Me }) {
   const [template, setTemplate] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // Whether the workspace can prompt yet: until it can, the first-run checklist instead of the form.
+  const [setup, setSetup] = useState<SetupState | null>(null);
+  const checkSetup = () => api<SetupState>('GET', '/setup').then(setSetup, () => {});
   const canCreate = props.me.permissions.agents.create;
 
   const load = async () => {
@@ -28,6 +32,7 @@ export function SessionsScreen(props: { me: Me }) {
   };
   useEffect(() => {
     void load();
+    void checkSetup();
     if (canCreate) void api<{ templates: Template[] }>('GET', '/templates').then((r) => setTemplates(r.templates), () => {});
   }, []);
 
@@ -59,7 +64,8 @@ export function SessionsScreen(props: { me: Me }) {
     <section class="sessions">
       <h1>Sessions</h1>
       <ErrorNote error={error} onClose={() => setError(null)} />
-      {canCreate ? (
+      {setup && !setup.ready ? <SetupChecklist setup={setup} onCheck={checkSetup} /> : null}
+      {canCreate && (!setup || setup.ready) ? (
         <form class="row" onSubmit={create} aria-label="New session">
           <label>
             Title <input name="title" value={title} onInput={(e) => setTitle(e.currentTarget.value)} placeholder="What are you working on?" maxLength={200} />
@@ -79,11 +85,11 @@ export function SessionsScreen(props: { me: Me }) {
             New session
           </button>
         </form>
-      ) : (
+      ) : canCreate ? null : (
         <p class="hint">Your role cannot start agent sessions.</p>
       )}
       {sessions === null ? <p class="boot">Loading…</p> : null}
-      {sessions?.length === 0 ? <p class="empty">No sessions yet.{canCreate ? ' Start one above: give it a title and press Enter.' : ''}</p> : null}
+      {sessions?.length === 0 ? <p class="empty">No sessions yet.{canCreate && setup?.ready !== false ? ' Start one above: give it a title and press Enter.' : ''}</p> : null}
       {sessions?.length ? (
         <ul class="list" aria-label="Your sessions">
           {sessions.map((s) => (

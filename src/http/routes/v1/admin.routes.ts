@@ -158,6 +158,21 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     async (req, reply) => reply.status(201).send({ role: await rbac.createRole(ctxOf(req), req.body) }),
   );
 
+  app.patch(
+    '/admin/roles/:roleId',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Change a role (admin.manage_roles): each permission group given replaces that group, groups left out keep their value',
+        description: 'A system role keeps its document and description except its cost limits (400 otherwise). The new document must be within your own permissions (403 naming what it exceeds); only owners change the owner role.',
+        params: Type.Object({ roleId: Uuid }),
+        body: Type.Object({ description: Type.Optional(Type.String({ maxLength: 500 })), permissions: Type.Optional(PartialPermissions) }, { additionalProperties: false }),
+        response: { 200: Type.Object({ role: Role }), ...errorResponses(400, 401, 403, 404) },
+      },
+    },
+    async (req) => ({ role: await rbac.updateRole(ctxOf(req), { roleId: req.params.roleId, ...req.body }) }),
+  );
+
   app.post(
     '/admin/users/:userId/roles',
     {
@@ -188,6 +203,15 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     async (req) => {
       const r = await rbac.revokeRole(ctxOf(req), { userId: req.params.userId, roleId: req.params.roleId });
       return { userId: r.user.id, role: r.role, roles: r.roles, changed: true };
+    },
+  );
+
+  app.get(
+    '/admin/tenant',
+    { schema: { tags: ['admin'], summary: 'The tenant with its settings (admin.manage_tenant)', response: { 200: Type.Object({ tenant: Tenant }), ...denied } } },
+    async (req) => {
+      const t = await tenants.getTenant(ctxOf(req));
+      return { tenant: { id: t.id, slug: t.slug, name: t.name, settings: t.settings } };
     },
   );
 

@@ -1,0 +1,141 @@
+import { useState } from 'preact/hooks';
+import { api } from '../api';
+import { ErrorNote, when } from '../components';
+import { FieldError, useRefusal } from './admin-fields';
+
+export interface GatewayInfo {
+  id: string;
+  kind: string;
+  botUsername: string;
+  botId: string;
+  webhookUrl?: string;
+  enabled: boolean;
+  updatedAt?: string;
+}
+
+/**
+ * A new chat gateway (POST /v1/gateways). The bot token goes to the API once and is stored sealed: it
+ * is never shown again, here or anywhere (a new one replaces it with Rotate token).
+ */
+export function NewGateway(props: { onCreated: () => Promise<unknown> }) {
+  const [open, setOpen] = useState(false);
+  const [form, setForm] = useState({ kind: 'bot_chat', botUsername: '', botId: '', botToken: '' });
+  const refusal = useRefusal(['botToken']);
+  if (!open) {
+    return (
+      <button type="button" class="primary" onClick={() => setOpen(true)}>
+        New gateway
+      </button>
+    );
+  }
+  const set = (name: keyof typeof form) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => setForm({ ...form, [name]: e.currentTarget.value });
+  const create = async (e: Event) => {
+    e.preventDefault();
+    const body = { ...form, botUsername: form.botUsername.trim().replace(/^@/, ''), botId: form.botId.trim() };
+    if (await refusal.run(() => api('POST', '/gateways', body))) {
+      setForm({ kind: 'bot_chat', botUsername: '', botId: '', botToken: '' });
+      setOpen(false);
+      await props.onCreated();
+    }
+  };
+  return (
+    <form class="setup-form" aria-label="New gateway" onSubmit={create}>
+      <div class="row">
+        <label>
+          Platform
+          <select name="kind" value={form.kind} onChange={set('kind')}>
+            <option value="bot_chat">bot_chat</option>
+            <option value="team_chat">team_chat</option>
+          </select>
+        </label>
+        <label>
+          Bot user name
+          <input name="botUsername" value={form.botUsername} required maxLength={200} onInput={set('botUsername')} placeholder="acme_bot" />
+        </label>
+        <label>
+          Bot id
+          <input name="botId" value={form.botId} required maxLength={200} onInput={set('botId')} />
+        </label>
+        <label>
+          Bot token
+          <input name="botToken" type="password" autocomplete="off" value={form.botToken} required onInput={set('botToken')} />
+          <FieldError message={refusal.at('botToken')} />
+        </label>
+      </div>
+      <ErrorNote error={refusal.general} onClose={refusal.clear} />
+      <div class="row">
+        <button type="submit" class="primary">
+          Create gateway
+        </button>
+        <button type="button" onClick={() => setOpen(false)}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+/** A gateway's settings: enable or disable, rotate its bot token, register its webhook, delete it. */
+export function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promise<unknown> }) {
+  const { g } = props;
+  const [token, setToken] = useState('');
+  const [rotated, setRotated] = useState(false);
+  const [url, setUrl] = useState(g.webhookUrl || `${location.origin}/v1/gateways/${g.id}/webhook`);
+  const refusal = useRefusal();
+  const change = async (fn: () => Promise<unknown>) => {
+    const ok = await refusal.run(fn);
+    if (ok) await props.onChanged();
+    return ok;
+  };
+  return (
+    <div class="gateway-controls">
+      <p class="hint">
+        Bot id {g.botId}; webhook {g.webhookUrl ? <code>{g.webhookUrl}</code> : 'not registered'}
+        {g.updatedAt ? `; changed ${when(g.updatedAt)}` : ''}
+      </p>
+      <div class="row">
+        <button type="button" onClick={() => change(() => api('PATCH', `/gateways/${g.id}`, { enabled: !g.enabled }))}>
+          {g.enabled ? 'Disable' : 'Enable'}
+        </button>
+        <form
+          class="row"
+          aria-label={`Rotate the token of ${g.botUsername}`}
+          onSubmit={(e) => {
+            e.preventDefault();
+            setRotated(false);
+            void change(() => api('PATCH', `/gateways/${g.id}`, { botToken: token })).then((ok) => {
+              if (!ok) return;
+              setToken('');
+              setRotated(true);
+            });
+          }}
+        >
+          <label>
+            New bot token
+            <input name="botToken" type="password" autocomplete="off" value={token} required onInput={(e) => setToken(e.currentTarget.value)} />
+          </label>
+          <button type="submit">Rotate token</button>
+          {rotated ? <small class="hint">Token replaced; it is stored sealed and not shown again.</small> : null}
+        </form>
+        <form
+          class="row"
+          aria-label={`Register the webhook of ${g.botUsername}`}
+          onSubmit={(e) => {
+            e.preventDefault();
+            void change(() => api('POST', `/gateways/${g.id}/webhook/register`, { webhookUrl: url.trim() }));
+          }}
+        >
+          <label>
+            Webhook URL (https, public)
+            <input name="webhookUrl" class="wide" value={url} required onInput={(e) => setUrl(e.currentTarget.value)} />
+          </label>
+          <button type="submit">Register webhook</button>
+        </form>
+        <button type="button" class="danger" onClick={() => confirm(`Delete the gateway @${g.botUsername} with its paired users?`) && change(() => api('DELETE', `/gateways/${g.id}`))}>
+          Delete
+        </button>
+      </div>
+      <ErrorNote error={refusal.general} onClose={refusal.clear} />
+    </div>
+  );
+}

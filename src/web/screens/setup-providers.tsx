@@ -1,0 +1,358 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, explain } from '../api';
+import { changer, ErrorNote, when } from '../components';
+
+// The "Models and runtime" admin tab (admin.manage_providers): the tenant's model providers (add, edit,
+// rotate or remove the key, enable or disable, test, remove), the default model and apply, and the
+// runtime's status. Every change is the API's route (the same permission and audit).
+
+interface Model {
+  id: string;
+  name?: string;
+  contextLimit?: number;
+  outputLimit?: number;
+  inputCostPerMTok?: number;
+  outputCostPerMTok?: number;
+}
+interface Provider {
+  name: string;
+  kind: 'openai-compatible' | 'openai' | 'anthropic';
+  baseUrl: string | null;
+  models: Model[];
+  enabled: boolean;
+  hasApiKey: boolean;
+}
+interface RuntimeStatus {
+  ready: boolean;
+  detail?: string;
+  defaultModel: string | null;
+  applied: { defaultModel: string; providers: string[]; at: string | null; by: string | null } | null;
+  pendingChanges: boolean;
+  runtime: {
+    sandbox: 'on' | 'off';
+    warning?: string;
+    running: number;
+    max: number;
+    hosts: Array<{ hostname: string; pid: number; capacity: number; resident: number; frozen: number; starting: number; busy: number; runtimesMemoryBytes: number; memoryTotalBytes: number; memoryAvailableBytes: number; freezer: string | null }>;
+  };
+  providers: Provider[];
+}
+interface TestResult {
+  ok: boolean;
+  model: string;
+  latencyMs: number;
+  reply?: string;
+  status?: number | null;
+  message?: string;
+}
+
+const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GB`;
+
+/** Providers, the default model and the runtimes: what decides whether agents can run. */
+export function ProvidersTab() {
+  const [status, setStatus] = useState<RuntimeStatus | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  // null: no form; '': the new-provider form; a name: that provider's edit form.
+  const [editing, setEditing] = useState<string | null>(null);
+  const load = () => api<RuntimeStatus>('GET', '/admin/runtime').then(setStatus, (err) => setError(explain(err)));
+  useEffect(() => {
+    void load();
+  }, []);
+  const run = changer(load, setError);
+  if (!status) return <ErrorNote error={error} />;
+  const models = status.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`));
+  const apply = () =>
+    run(async () => {
+      const r = await api<{ pushed: boolean; runtimeError?: string }>('POST', '/admin/runtime/apply', {});
+      setNotice(r.pushed ? 'Applied: new prompts run on it.' : `Applied and recorded; running runtimes take it when they next start (${r.runtimeError}).`);
+    });
+  return (
+    <div>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      <p data-testid="runtime-readiness">
+        <span class={`badge ${status.ready ? 'completed' : 'failed'}`}>{status.ready ? 'ready' : 'not ready'}</span> {status.detail}
+      </p>
+      <p>
+        Runtimes running: {status.runtime.running} of at most {status.runtime.max}; sandbox {status.runtime.sandbox}
+        {status.runtime.warning ? <span class="warn"> {status.runtime.warning}</span> : null}
+      </p>
+      {status.runtime.hosts.map((h) => (
+        <p key={`${h.hostname}:${h.pid}`} data-testid="runtime-host">
+          Host {h.hostname}: {h.resident} of {h.capacity} runtimes resident ({h.frozen} frozen, {h.starting} starting, {h.busy} with a turn), {gb(h.runtimesMemoryBytes)} held by them,{' '}
+          {gb(h.memoryAvailableBytes)} of {gb(h.memoryTotalBytes)} available{h.freezer ? '' : '; idle runtimes cannot be frozen there'}
+        </p>
+      ))}
+
+      <h2>Default model</h2>
+      <div class="row">
+        <label>
+          Default model
+          <select
+            value={status.defaultModel && models.includes(status.defaultModel) ? status.defaultModel : ''}
+            disabled={!models.length}
+            onChange={(e) => e.currentTarget.value && run(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}
+          >
+            {/* None chosen yet, or its provider removed or disabled since. */}
+            {status.defaultModel && models.includes(status.defaultModel) ? null : <option value="">{models.length ? 'Choose…' : 'Add a provider first'}</option>}
+            {models.map((m) => (
+              <option value={m}>{m}</option>
+            ))}
+          </select>
+        </label>
+        {status.pendingChanges && status.defaultModel ? (
+          <button type="button" class="primary" onClick={apply}>
+            Apply changes
+          </button>
+        ) : null}
+      </div>
+      <p class="hint" data-testid="applied">
+        {status.applied
+          ? `Applied: ${status.applied.defaultModel} with ${status.applied.providers.join(', ') || 'no provider'}${status.applied.at ? `, ${when(status.applied.at)}` : ''}${status.applied.by ? ` by ${status.applied.by}` : ''}.`
+          : 'Nothing applied yet: prompts wait for a default model to be applied.'}
+        {status.pendingChanges && status.applied ? ' Changes since then wait for Apply.' : ''}
+      </p>
+      {notice ? <p class="notice">{notice}</p> : null}
+
+      <h2>Providers</h2>
+      {status.providers.length === 0 ? <p class="empty">No providers yet. Add the model server or API your agents will use.</p> : null}
+      {status.providers.length ? (
+        <table aria-label="Providers">
+          <thead>
+            <tr>
+              <th>Provider</th>
+              <th>Models</th>
+              <th>Key</th>
+              <th>Enabled</th>
+              <th>Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {status.providers.map((p) => (
+              <ProviderRow key={p.name} p={p} run={run} onEdit={() => setEditing(p.name)} />
+            ))}
+          </tbody>
+        </table>
+      ) : null}
+      {editing === null ? (
+        <button type="button" onClick={() => setEditing('')}>
+          Add a provider
+        </button>
+      ) : (
+        <ProviderForm
+          key={editing}
+          p={status.providers.find((p) => p.name === editing)}
+          onDone={() => setEditing(null)}
+          run={run}
+        />
+      )}
+    </div>
+  );
+}
+
+/** One provider: its models and key, and what can be done to it. */
+function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>) => Promise<void>; onEdit: () => void }) {
+  const { p, run } = props;
+  const [test, setTest] = useState<TestResult | 'running' | null>(null);
+  const [rotating, setRotating] = useState(false);
+  const [key, setKey] = useState('');
+  const path = `/admin/providers/${encodeURIComponent(p.name)}`;
+  const doTest = async () => {
+    setTest('running');
+    try {
+      setTest(await api<TestResult>('POST', `${path}/test`, {}));
+    } catch (err) {
+      setTest({ ok: false, model: '', latencyMs: 0, message: explain(err) });
+    }
+  };
+  return (
+    <>
+      <tr data-testid={`provider-${p.name}`}>
+        <td>
+          <strong>{p.name}</strong> <small>{p.kind}</small>
+          <br />
+          <small>{p.baseUrl ?? 'official API'}</small>
+        </td>
+        <td>
+          {p.models.map((m) => (
+            <div>
+              {m.id}{' '}
+              <small>
+                {m.contextLimit ? `${m.contextLimit.toLocaleString()} ctx` : ''}
+                {m.outputLimit ? ` · ${m.outputLimit.toLocaleString()} out` : ''}
+                {m.inputCostPerMTok !== undefined || m.outputCostPerMTok !== undefined ? ` · $${m.inputCostPerMTok ?? 0}/$${m.outputCostPerMTok ?? 0} per MTok` : ''}
+              </small>
+            </div>
+          ))}
+        </td>
+        <td>{p.hasApiKey ? 'stored' : 'none'}</td>
+        <td>
+          <input type="checkbox" aria-label={`${p.name} enabled`} checked={p.enabled} onChange={(e) => run(() => api('PATCH', path, { enabled: e.currentTarget.checked }))} />
+        </td>
+        <td>
+          <button type="button" onClick={doTest} disabled={test === 'running'}>
+            Test
+          </button>
+          <button type="button" class="link" onClick={props.onEdit}>
+            Edit
+          </button>
+          <button type="button" class="link" onClick={() => setRotating(!rotating)}>
+            {p.hasApiKey ? 'Rotate key' : 'Set key'}
+          </button>
+          {p.hasApiKey && p.kind === 'openai-compatible' ? (
+            <button type="button" class="link danger" onClick={() => confirm(`Remove the stored key of ${p.name}?`) && run(() => api('PATCH', path, { apiKey: null }))}>
+              Remove key
+            </button>
+          ) : null}
+          <button type="button" class="link danger" onClick={() => confirm(`Remove the provider ${p.name}? Prompts on its models stop at the next apply.`) && run(() => api('DELETE', path))}>
+            Remove
+          </button>
+        </td>
+      </tr>
+      {rotating ? (
+        <tr>
+          <td colSpan={5}>
+            <form
+              class="row"
+              aria-label={`New key for ${p.name}`}
+              onSubmit={(e) => {
+                e.preventDefault();
+                if (key) void run(() => api('PATCH', path, { apiKey: key }).then(() => (setKey(''), setRotating(false))));
+              }}
+            >
+              <label>
+                New API key for {p.name}
+                <input type="password" autoComplete="off" value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+              </label>
+              <button type="submit" class="primary">
+                Save key
+              </button>
+            </form>
+          </td>
+        </tr>
+      ) : null}
+      {test && test !== 'running' ? (
+        <tr>
+          <td colSpan={5} data-testid={`provider-test-${p.name}`} class={test.ok ? '' : 'error'}>
+            {test.ok
+              ? `Test passed: ${test.model} answered in ${test.latencyMs} ms${test.reply ? ` ("${test.reply}")` : ''}.`
+              : `Test failed${test.model ? ` (${test.model})` : ''}: ${test.status ? `${test.status} ` : test.status === null ? 'unreachable: ' : ''}${test.message}`}
+          </td>
+        </tr>
+      ) : null}
+    </>
+  );
+}
+
+/** A model's row as typed: numbers stay text until the form is sent. */
+interface ModelDraft {
+  id: string;
+  contextLimit: string;
+  outputLimit: string;
+  inputCostPerMTok: string;
+  outputCostPerMTok: string;
+}
+const draftOf = (m?: Model): ModelDraft => ({
+  id: m?.id ?? '',
+  contextLimit: m?.contextLimit?.toString() ?? '',
+  outputLimit: m?.outputLimit?.toString() ?? '',
+  inputCostPerMTok: m?.inputCostPerMTok?.toString() ?? '',
+  outputCostPerMTok: m?.outputCostPerMTok?.toString() ?? '',
+});
+const MODEL_FIELDS: Array<[keyof ModelDraft, string]> = [
+  ['id', 'Model id'],
+  ['contextLimit', 'Context tokens'],
+  ['outputLimit', 'Output tokens'],
+  ['inputCostPerMTok', 'Input $/MTok'],
+  ['outputCostPerMTok', 'Output $/MTok'],
+];
+
+/** Adds a provider (no `p`) or changes one: base URL, key, models. */
+function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: () => Promise<unknown>) => Promise<void> }) {
+  const { p } = props;
+  const [name, setName] = useState(p?.name ?? '');
+  const [kind, setKind] = useState<Provider['kind']>(p?.kind ?? 'openai-compatible');
+  const [baseUrl, setBaseUrl] = useState(p?.baseUrl ?? '');
+  const [apiKey, setApiKey] = useState('');
+  const [models, setModels] = useState<ModelDraft[]>(p ? p.models.map(draftOf) : [draftOf()]);
+  const setModel = (i: number, field: keyof ModelDraft, value: string) => setModels(models.map((m, k) => (k === i ? { ...m, [field]: value } : m)));
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const num = (s: string) => (s.trim() === '' ? undefined : Number(s));
+    const list = models
+      .filter((m) => m.id.trim())
+      .map((m) => ({
+        id: m.id.trim(),
+        contextLimit: num(m.contextLimit),
+        outputLimit: num(m.outputLimit),
+        inputCostPerMTok: num(m.inputCostPerMTok),
+        outputCostPerMTok: num(m.outputCostPerMTok),
+      }));
+    const body = { baseUrl: baseUrl.trim() || undefined, models: list, ...(apiKey ? { apiKey } : {}) };
+    void props.run(async () => {
+      if (p) await api('PATCH', `/admin/providers/${encodeURIComponent(p.name)}`, body);
+      else await api('POST', '/admin/providers', { name: name.trim(), kind, ...body });
+      props.onDone();
+    });
+  };
+  return (
+    <form class="gateway" aria-label={p ? `Edit ${p.name}` : 'New provider'} onSubmit={submit}>
+      <h2>{p ? `Edit ${p.name}` : 'New provider'}</h2>
+      <div class="row">
+        <label>
+          Name
+          <input value={name} disabled={Boolean(p)} required pattern="[a-z0-9][a-z0-9-]{0,39}" title="lower-case letters, digits and dashes" onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <label>
+          Kind
+          <select value={kind} disabled={Boolean(p)} onChange={(e) => setKind(e.currentTarget.value as Provider['kind'])}>
+            <option value="openai-compatible">OpenAI-compatible</option>
+            <option value="openai">OpenAI</option>
+            <option value="anthropic">Anthropic</option>
+          </select>
+        </label>
+        <label class="grow">
+          Base URL
+          <input value={baseUrl} placeholder={kind === 'openai-compatible' ? 'http://llm.internal:8000/v1' : 'the official API'} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
+        </label>
+        <label>
+          {p?.hasApiKey ? 'New API key (blank: keep)' : 'API key'}
+          <input type="password" autoComplete="off" value={apiKey} onInput={(e) => setApiKey(e.currentTarget.value)} />
+        </label>
+      </div>
+      {models.map((m, i) => (
+        <div class="row" aria-label={`Model ${i + 1}`} role="group">
+          {MODEL_FIELDS.map(([field, label]) => (
+            <label>
+              {label}
+              <input
+                aria-label={`${label} ${i + 1}`}
+                value={m[field]}
+                required={field === 'id' && i === 0}
+                inputMode={field === 'id' ? undefined : 'decimal'}
+                size={field === 'id' ? 22 : 9}
+                onInput={(e) => setModel(i, field, e.currentTarget.value)}
+              />
+            </label>
+          ))}
+          {models.length > 1 ? (
+            <button type="button" class="link danger" aria-label={`Remove model ${i + 1}`} onClick={() => setModels(models.filter((_, k) => k !== i))}>
+              ×
+            </button>
+          ) : null}
+        </div>
+      ))}
+      <div class="row">
+        <button type="button" onClick={() => setModels([...models, draftOf()])}>
+          Add a model
+        </button>
+        <button type="submit" class="primary">
+          {p ? 'Save provider' : 'Add provider'}
+        </button>
+        <button type="button" class="link" onClick={props.onDone}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}

@@ -1,0 +1,264 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
+import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
+import { launchChromium, shoot } from '../helpers/browser.js';
+
+/**
+ * The dashboard's setup screens in a real headless Chromium against the real app (issue 27, item 1):
+ * templates, custom roles, cost limits per role, egress rules and chat gateways, each done as a person
+ * would (click, type, reload) and checked where it matters: listed after a reload, the API's refusal
+ * shown, the audit log holding the entry, the setting taking effect. One app and one browser for the
+ * file; each person is signed in by their access cookie (the sign-in itself is dashboard.test.ts's).
+ */
+describe('the dashboard setup screens in Chromium', () => {
+  let browser: Browser;
+  let platform: FakeChatPlatform;
+  let t: TestApp;
+  let acme: Awaited<ReturnType<typeof seedTenant>>;
+  let ownerToken = '';
+  const contexts: BrowserContext[] = [];
+
+  beforeAll(async () => {
+    [browser, platform] = await Promise.all([launchChromium(), startFakeChatPlatform()]);
+    t = await startTestApp({ vars: { AGENTWS_BOT_CHAT_API_URL: platform.url } });
+    acme = await seedTenant(t, 'acme', [
+      { handle: 'ada', roles: ['admin'] },
+      { handle: 'mia', roles: ['member'] },
+      { handle: 'rho', roles: [] },
+    ]);
+    ownerToken = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
+    // Rho manages roles and holds little else: what she may grant is narrow.
+    const created = await api(t, 'POST', '/v1/admin/roles', {
+      token: ownerToken,
+      body: { name: 'role-manager', permissions: { admin: { manage_roles: true }, memory: { read_own: true }, tools: { allowed: ['read'] } } },
+    });
+    expect(created.status).toBe(201);
+    expect((await api(t, 'POST', `/v1/admin/users/${acme.ids.rho}/roles`, { token: ownerToken, body: { roleId: created.json.role.id } })).status).toBe(200);
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all(contexts.map((c) => c.close().catch(() => {})));
+    await browser?.close().catch(() => {});
+    await t?.close();
+    await platform?.close();
+  });
+
+  const pages = new Map<string, Page>();
+  /** A page signed in as the user (their access cookie, as the sign-in sets it; one browser context each), freshly loaded on an admin tab. */
+  async function open(who: 'owner' | 'ada' | 'rho', tab: string): Promise<Page> {
+    let page = pages.get(who);
+    if (!page) {
+      const roles = { owner: ['owner'], ada: ['admin'], rho: ['role-manager'] }[who];
+      const token = await signToken(t, { sub: acme.ids[who], tid: acme.tenantId, roles });
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      contexts.push(context);
+      await context.addCookies([{ name: 'agentws_access', value: token, url: t.url, httpOnly: true, sameSite: 'Lax' }]);
+      page = await context.newPage();
+      page.on('dialog', (d) => void d.accept());
+      pages.set(who, page);
+    }
+    await page.goto(`${t.url}/?${tab}#/admin/${tab}`);
+    await page.getByRole('heading', { name: 'Admin' }).waitFor();
+    return page;
+  }
+
+  const audited = async (action: string) => (await api(t, 'GET', `/v1/admin/audit-log?action=${action}`, { token: ownerToken })).json.entries as Array<{ target: string; actor: string }>;
+
+  it('templates: created, listed after a reload, edited, refused when the slug is taken, deleted; the audit log has them', async () => {
+    const page = await open('owner', 'templates');
+    await page.getByRole('button', { name: 'New template' }).click();
+    const form = page.getByRole('form', { name: 'New template' });
+    await form.locator('input[name=slug]').fill('code-review');
+    await form.locator('input[name=name]').fill('Code review');
+    await form.locator('textarea[name=systemPrompt]').fill('You review code. Be brief.');
+    // A model no provider lists: the API refuses, the form stays with what was typed.
+    await form.locator('input[name=model]').fill('nosuch/model');
+    await form.getByRole('button', { name: 'Create template' }).click();
+    await page.getByText('model nosuch/model: no provider "nosuch"').waitFor();
+    await form.locator('input[name=model]').fill('');
+    await form.getByRole('button', { name: 'Create template' }).click();
+    await page.getByTestId('template-code-review').waitFor();
+
+    await page.reload();
+    const row = page.getByTestId('template-code-review');
+    expect(await row.innerText()).toContain('Code review');
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: 'Edit template code-review' });
+    expect(await edit.locator('textarea[name=systemPrompt]').inputValue()).toBe('You review code. Be brief.');
+    await edit.locator('input[name=name]').fill('Careful code review');
+    await edit.getByRole('button', { name: 'Save template' }).click();
+    await expect.poll(() => row.innerText()).toContain('Careful code review');
+
+    // The same slug again: the API's 409 is shown in the form.
+    await page.getByRole('button', { name: 'New template' }).click();
+    await page.locator('input[name=slug]').fill('code-review');
+    await page.locator('input[name=name]').fill('Again');
+    await page.getByRole('button', { name: 'Create template' }).click();
+    await page.getByText('template "code-review" already exists').waitFor();
+    await shoot(page, '20-admin-templates');
+    await page.getByRole('button', { name: 'Cancel' }).click();
+
+    const stored = await api(t, 'GET', '/v1/admin/templates', { token: ownerToken });
+    expect(stored.json.templates.map((x: { slug: string; name: string; systemPrompt: string }) => [x.slug, x.name, x.systemPrompt])).toEqual([['code-review', 'Careful code review', 'You review code. Be brief.']]);
+
+    // The audit log shows the change, in the dashboard too.
+    await page.goto(`${t.url}/#/admin/audit`);
+    await page.locator('input[name=action]').fill('template.update');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.getByTestId('audit-entry').first().innerText().catch(() => '')).toContain('template:code-review');
+
+    await page.goto(`${t.url}/#/admin/templates`);
+    await page.getByTestId('template-code-review').getByRole('button', { name: 'Delete' }).click();
+    await page.getByText('No templates.', { exact: false }).waitFor();
+    await page.reload();
+    await page.getByText('No templates.', { exact: false }).waitFor();
+    expect((await audited('template.create')).map((e) => e.target)).toEqual(['template:code-review']);
+    expect((await audited('template.delete')).map((e) => e.target)).toEqual(['template:code-review']);
+  });
+
+  it('custom roles: what the editor does not hold is disabled, a grant beyond it shows the API\'s refusal, the role is created and edited', async () => {
+    const page = await open('rho', 'roles');
+    await page.getByRole('button', { name: 'New role' }).click();
+    const form = page.getByRole('form', { name: 'New role' });
+    // Rho holds admin.manage_roles and memory.read_own, nothing else among the yes/no permissions.
+    expect(await form.locator('input[name="admin.manage_users"]').isDisabled()).toBe(true);
+    expect(await form.locator('input[name="agents.create"]').isDisabled()).toBe(true);
+    expect(await form.locator('input[name="admin.manage_roles"]').isDisabled()).toBe(false);
+    expect(await form.locator('input[name="memory.read_own"]').isDisabled()).toBe(false);
+
+    await form.locator('input[name=name]').fill('reader');
+    await form.locator('input[name="memory.read_own"]').check();
+    // A tool she may not use herself: the API refuses, and says which.
+    await form.locator('input[name="tools.allowed"]').fill('read, bash');
+    await form.getByRole('button', { name: 'Create role' }).click();
+    await page.getByText('it grants permissions you do not hold (tools.allowed:bash)', { exact: false }).waitFor();
+    await shoot(page, '21-admin-roles-refused');
+
+    await form.locator('input[name="tools.allowed"]').fill('read');
+    await form.getByRole('button', { name: 'Create role' }).click();
+    await page.getByTestId('role-reader').waitFor();
+    await page.reload();
+    const row = page.getByTestId('role-reader');
+    expect(await row.innerText()).toContain('memory.read_own');
+    expect(await row.innerText()).toContain('tools: read');
+
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: 'Edit role reader' });
+    expect(await edit.locator('input[name="memory.read_own"]').isChecked()).toBe(true);
+    await edit.locator('input[name=description]').fill('Reads their own memories');
+    await edit.getByRole('button', { name: 'Save role' }).click();
+    await expect.poll(() => row.innerText()).toContain('Reads their own memories');
+
+    const roles = (await api(t, 'GET', '/v1/admin/roles', { token: ownerToken })).json.roles as Array<{ id: string; name: string; description: string; permissions: any }>;
+    const reader = roles.find((r) => r.name === 'reader')!;
+    expect(reader.description).toBe('Reads their own memories');
+    expect(reader.permissions.tools.allowed).toEqual(['read']);
+    expect(reader.permissions.memory.read_own).toBe(true);
+    expect(reader.permissions.admin.manage_users).toBe(false);
+    expect((await audited('role.create')).some((e) => e.target === `role:${reader.id}` && e.actor === `user:${acme.ids.rho}`)).toBe(true);
+    expect((await audited('role.update')).some((e) => e.target === `role:${reader.id}`)).toBe(true);
+  });
+
+  it('cost limits: set per role, kept after a reload and applied to the role\'s members; a role beyond the editor\'s own is refused', async () => {
+    const page = await open('owner', 'limits');
+    const member = page.getByTestId('limits-member');
+    await member.getByRole('spinbutton', { name: 'Monthly limit of member' }).fill('25');
+    await member.getByRole('spinbutton', { name: 'Per-request limit of member' }).fill('0.5');
+    await member.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => member.innerText()).toContain('$25.00 a month');
+    await page.reload();
+    expect(await page.getByTestId('limits-member').getByRole('spinbutton', { name: 'Monthly limit of member' }).inputValue()).toBe('25');
+    expect(await page.getByTestId('limits-member').getByRole('spinbutton', { name: 'Per-request limit of member' }).inputValue()).toBe('0.5');
+    await shoot(page, '22-admin-limits');
+    // Mia, a member, now spends within them.
+    expect(await t.opened.core.spending.limits(acme.tenantId, acme.ids.mia)).toEqual({ monthly: 25, perRequest: 0.5 });
+    const memberRole = (await api(t, 'GET', '/v1/admin/roles', { token: ownerToken })).json.roles.find((r: { name: string }) => r.name === 'member');
+    expect((await audited('role.update')).some((e) => e.target === `role:${memberRole.id}`)).toBe(true);
+
+    // Rho manages roles but holds none of what member grants: changing it is refused, and she is told why.
+    const rho = await open('rho', 'limits');
+    const row = rho.getByTestId('limits-member');
+    await row.getByRole('spinbutton', { name: 'Monthly limit of member' }).fill('10');
+    await row.getByRole('button', { name: 'Save' }).click();
+    await row.getByText('Not allowed: you cannot change the role "member"', { exact: false }).waitFor();
+    expect(await t.opened.core.spending.limits(acme.tenantId, acme.ids.mia)).toEqual({ monthly: 25, perRequest: 0.5 });
+  });
+
+  it('egress: the API\'s validation errors are shown next to their list; saved rules stay after a reload', async () => {
+    // An admin does not manage the tenant: no egress tab for her.
+    const ada = await open('ada', 'users');
+    expect(await ada.getByRole('link', { name: 'Egress' }).count()).toBe(0);
+    expect(await ada.getByRole('link', { name: 'Templates' }).count()).toBe(1);
+
+    const page = await open('owner', 'egress');
+    const form = page.getByRole('form', { name: 'Egress rules' });
+    await form.locator('textarea[name=allow]').fill('github.com\nnot_a_host!');
+    await form.locator('textarea[name=deny]').fill('10.0.0.0/8');
+    await form.locator('input[name=ports]').fill('22');
+    await form.getByRole('button', { name: 'Save egress rules' }).click();
+    const allowError = page.locator('#egress-allow-error');
+    await allowError.waitFor();
+    expect(await allowError.innerText()).toContain('settings.egress.allow[1]');
+
+    await form.locator('textarea[name=allow]').fill('github.com\nregistry.npmjs.org');
+    await form.locator('input[name=ports]').fill('22, 70000');
+    await form.getByRole('button', { name: 'Save egress rules' }).click();
+    await page.locator('#egress-ports-error').waitFor();
+    expect(await page.locator('#egress-ports-error').innerText()).toBe('settings.egress.ports[1]: must be <= 65535');
+    expect(await page.locator('#egress-allow-error').count()).toBe(0);
+    await shoot(page, '23-admin-egress-refused');
+
+    await form.locator('input[name=ports]').fill('5432, 22');
+    await form.getByRole('button', { name: 'Save egress rules' }).click();
+    await page.getByText('Saved: running agents follow the new rules at once.').waitFor();
+    await page.reload();
+    expect((await page.locator('textarea[name=allow]').inputValue()).split('\n')).toEqual(['github.com', 'registry.npmjs.org']);
+    expect(await page.locator('input[name=ports]').inputValue()).toBe('22, 5432');
+    const tenant = await api(t, 'GET', '/v1/admin/tenant', { token: ownerToken });
+    expect(tenant.json.tenant.settings.egress).toEqual({ allow: ['github.com', 'registry.npmjs.org'], deny: ['10.0.0.0/8'], ports: [22, 5432] });
+    expect((await audited('tenant.update')).length).toBe(1);
+  });
+
+  it('gateways: created, its token rotated and never shown, its webhook registered (a bad URL refused), disabled and enabled', async () => {
+    const page = await open('owner', 'gateways');
+    await page.getByRole('button', { name: 'New gateway' }).click();
+    const form = page.getByRole('form', { name: 'New gateway' });
+    await form.locator('input[name=botUsername]').fill('acme_bot');
+    await form.locator('input[name=botId]').fill('424242');
+    const firstToken = `424242:${crypto.randomUUID()}`;
+    await form.locator('input[name=botToken]').fill(firstToken);
+    await form.getByRole('button', { name: 'Create gateway' }).click();
+    await page.getByRole('heading', { name: 'acme_bot' }).waitFor();
+    await page.reload();
+    await page.getByRole('heading', { name: 'acme_bot' }).waitFor();
+    const [gateway] = (await api(t, 'GET', '/v1/gateways', { token: ownerToken })).json.gateways;
+    expect(gateway).toMatchObject({ kind: 'bot_chat', botUsername: 'acme_bot', botId: '424242', enabled: true });
+
+    const newToken = `424242:${crypto.randomUUID()}`;
+    await page.getByRole('form', { name: 'Rotate the token of acme_bot' }).locator('input[name=botToken]').fill(newToken);
+    await page.getByRole('button', { name: 'Rotate token' }).click();
+    await page.getByText('Token replaced', { exact: false }).waitFor();
+    expect(await page.content()).not.toContain(newToken);
+
+    // The suggested address is this test's http one: the API refuses it, and the page says why.
+    const webhook = page.getByRole('form', { name: 'Register the webhook of acme_bot' });
+    await webhook.getByRole('button', { name: 'Register webhook' }).click();
+    await page.getByText('webhookUrl must use https').waitFor();
+    await webhook.locator('input[name=webhookUrl]').fill('https://8.8.8.8/agentws/hook');
+    await webhook.getByRole('button', { name: 'Register webhook' }).click();
+    await page.locator('code', { hasText: 'https://8.8.8.8/agentws/hook' }).waitFor();
+    // The platform was told, with the rotated token.
+    expect(platform.webhooks().map((w) => [w.url, w.token])).toEqual([['https://8.8.8.8/agentws/hook', newToken]]);
+
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await page.locator('.badge', { hasText: 'disabled' }).waitFor();
+    await shoot(page, '24-admin-gateways-setup');
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await expect.poll(() => page.locator('.badge', { hasText: 'disabled' }).count()).toBe(0);
+
+    const updates = await api(t, 'GET', `/v1/admin/audit-log?action=gateway.update`, { token: ownerToken });
+    expect(updates.json.entries.length).toBe(3); // rotated, disabled, enabled
+    expect((await audited('gateway.create')).map((e) => e.target)).toEqual([`gateway:${gateway.id}`]);
+    expect((await audited('gateway.webhook_register')).map((e) => e.target)).toEqual([`gateway:${gateway.id}`]);
+  });
+});
