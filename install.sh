@@ -671,6 +671,8 @@ render_systemd_units() {
   render_template "$APP_DIR/templates/systemd/agentws-serve.service.tmpl" agentws-serve.service
   render_template "$APP_DIR/templates/systemd/agentws-worker@.service.tmpl" agentws-worker@.service
   render_template "$APP_DIR/templates/systemd/agentws-runner.service.tmpl" agentws-runner.service
+  render_template "$APP_DIR/templates/systemd/agentws-backup.service.tmpl" agentws-backup.service
+  render_template "$APP_DIR/templates/systemd/agentws-backup.timer.tmpl" agentws-backup.timer
 
   log "next steps (run as root; systemctl was NOT run):"
   case $APP_DIR in
@@ -686,6 +688,7 @@ render_systemd_units() {
   fi
   printf '    systemctl daemon-reload && systemctl enable --now agentws-serve.service\n' >&2
   printf '    systemctl daemon-reload && systemctl enable --now agentws-worker@1.service   # more workers: @2, @3, ...\n' >&2
+  printf '    systemctl enable --now agentws-backup.timer   # a daily backup into %s/backups, the newest 14 kept\n' "$DATA_DIR" >&2
   printf '    # a runner host (another machine): write %s (AGENTWS_CONTROL_URL, AGENTWS_RUNNER_TOKEN_FILE), then\n' "$RUNNER_ENV" >&2
   printf '    systemctl daemon-reload && systemctl enable --now agentws-runner.service\n' >&2
 }

@@ -66,6 +66,8 @@ import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
 import { createChatClient } from './llm-gateway/chat-client.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
 import { createSkillsService, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skills/skills.service.js';
+import { createBackupRepo } from './backup/backup.repo.js';
+import { createBackupService } from './backup/backup.service.js';
 import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
 
 export interface CoreDeps {
@@ -138,6 +140,7 @@ export function createCore(deps: CoreDeps) {
     bus,
     // Learned skills are made below; the configuration is only computed once runtimes run.
     skills: (tenantId) => skills.runtimeSkills(tenantId),
+    managers: (tenantId) => usersRepo.providerManagers(db, tenantId, 5),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   // Every model call held against its caller's cost limits before it runs, recorded when it ends.
@@ -418,12 +421,14 @@ export function createCore(deps: CoreDeps) {
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
+  const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
+
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, spending, tenants, system,
-    runtime, pool, egress, runners, fleet, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
+    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

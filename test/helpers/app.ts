@@ -24,11 +24,14 @@ export interface TestApp {
  * `before` runs once the port is known (e.g. to start an identity provider that must know our URL).
  * `logger` gives the app a logger (e.g. one writing to a buffer, see captureLogs); default: none.
  */
-export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>); clock?: Clock; logger?: PinoLogger } = {}): Promise<TestApp> {
+export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>); clock?: Clock; logger?: PinoLogger; env?: TestEnv } = {}): Promise<TestApp> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extra = typeof options.vars === 'function' ? await options.vars(url) : options.vars ?? {};
-  const env = await createTestEnv({ vars: { AGENTWS_PUBLIC_URL: url, AGENTWS_PORT: String(port), ...extra } });
+  const vars = { AGENTWS_PUBLIC_URL: url, AGENTWS_PORT: String(port), ...extra };
+  // An existing installation (a restored backup): the app on its data dir and database.
+  if (options.env) options.env.writeConfig(vars);
+  const env = options.env ?? (await createTestEnv({ vars }));
   const config = env.config();
   const opened = await openCore(config, silentLogger, { clock: options.clock });
   await opened.core.migrator.up();
