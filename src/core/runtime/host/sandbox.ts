@@ -254,7 +254,9 @@ export function probeSandbox(): SandboxProbe {
   if (!bwrap) return { ok: false, problem: 'bubblewrap (bwrap) is not installed', hint: 'Install it: `sudo apt-get install bubblewrap` (the Debian/Ubuntu package; `./install.sh` does it).' };
   const socat = which('socat');
   if (!socat) return { ok: false, problem: 'socat is not installed', hint: 'Install it: `sudo apt-get install socat` (`./install.sh` does it).', bwrap };
-  const r = spawnSync(bwrap, ['--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--ro-bind', '/usr', '/usr', ...['/bin', '/lib', '/lib64'].flatMap((d) => {
+  // --hostname as a runtime's sandbox has it: a container whose seccomp profile refuses sethostname
+  // (podman's default without CAP_SYS_ADMIN) runs this bare sandbox but no runtime's.
+  const r = spawnSync(bwrap, ['--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--hostname', 'agentws', '--ro-bind', '/usr', '/usr', ...['/bin', '/lib', '/lib64'].flatMap((d) => {
     const t = hostFs.symlink(d);
     return t !== null ? ['--symlink', t, d] : existsSync(d) ? ['--ro-bind', d, d] : [];
   }), '--proc', '/proc', '--dev', '/dev', '--', '/bin/sh', '-c', 'exit 0'], { encoding: 'utf8', timeout: 10_000 });
@@ -268,6 +270,6 @@ export function probeSandbox(): SandboxProbe {
     hint:
       'User namespaces must be allowed: `sudo sysctl -w kernel.unprivileged_userns_clone=1` (Debian), or on Ubuntu 24.04+ ' +
       '`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap); in a container, ' +
-      'run it with user namespaces allowed. AGENTWS_RUNTIME_SANDBOX=off runs agents without a sandbox (single-user trials only).',
+      'run it with the security options of templates/container/compose.yaml (README, "Containers": user namespaces, a fresh /proc, sethostname). AGENTWS_RUNTIME_SANDBOX=off runs agents without a sandbox (single-user trials only).',
   };
 }
