@@ -2,7 +2,6 @@ import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { GATEWAY_ARG_TEXT, resolveGateway } from '../../src/cli/gateway-input.js';
 import { info } from '../../src/cli/output.js';
-import { canPrompt } from '../../src/cli/secret-input.js';
 
 export default class GatewayDelete extends BaseCommand<typeof GatewayDelete> {
   static override summary = 'Delete a gateway with all its paired users and pending pairing codes.';
@@ -19,20 +18,7 @@ export default class GatewayDelete extends BaseCommand<typeof GatewayDelete> {
     const core = await this.core();
     const ctx = await this.tenantCtx(this.flags.tenant);
     const g = await resolveGateway(core, ctx, this.args.gateway);
-    if (!this.flags.yes && !this.jsonMode && canPrompt()) {
-      const { confirm } = await import('@inquirer/prompts');
-      const sure = await confirm(
-        { message: `Delete gateway @${g.botUsername} (${g.kind}, ${g.id})? Its paired users and pending pairing codes are removed too.`, default: false },
-        { output: process.stderr },
-      ).catch((err: Error) => {
-        if (err.name === 'ExitPromptError') return false;
-        throw err;
-      });
-      if (!sure) {
-        info('Nothing was deleted.');
-        return this.exit(1);
-      }
-    }
+    await this.confirmOrExit(`Delete gateway @${g.botUsername} (${g.kind}, ${g.id})? Its paired users and pending pairing codes are removed too.`, { yes: this.flags.yes, declined: 'Nothing was deleted.' });
     await core.gateways.remove(ctx, g.id);
     this.output({ deleted: g.id }, () => info(`deleted gateway ${g.id} (${g.kind} @${g.botUsername}) with its paired users and pairing codes`));
   }

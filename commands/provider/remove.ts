@@ -1,7 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { canPrompt } from '../../src/cli/provider-input.js';
 
 export default class ProviderRemove extends BaseCommand<typeof ProviderRemove> {
   static override summary = 'Remove a model provider and its stored API key.';
@@ -18,17 +17,7 @@ export default class ProviderRemove extends BaseCommand<typeof ProviderRemove> {
     const core = await this.core();
     const ctx = await this.tenantCtx(this.flags.tenant);
     const name = this.args.name;
-    if (!this.flags.yes && !this.jsonMode && canPrompt()) {
-      const { confirm } = await import('@inquirer/prompts');
-      const sure = await confirm({ message: `Remove provider ${name} and its API key?`, default: false }, { output: process.stderr }).catch((err: Error) => {
-        if (err.name === 'ExitPromptError') return false;
-        throw err;
-      });
-      if (!sure) {
-        info('Nothing was removed.');
-        return this.exit(1);
-      }
-    }
+    await this.confirmOrExit(`Remove provider ${name} and its API key?`, { yes: this.flags.yes });
     await core.runtime.removeProvider(ctx, name);
     this.output({ removed: name }, () => info(`removed provider ${name}; the runtime drops it at the next \`npx aws runtime apply\``));
   }

@@ -1,7 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { canPrompt } from '../../src/cli/provider-input.js';
 
 export default class UserRemove extends BaseCommand<typeof UserRemove> {
   static override summary = 'Remove a user with their roles, sign-ins and sessions; their tokens stop working at once.';
@@ -18,17 +17,7 @@ export default class UserRemove extends BaseCommand<typeof UserRemove> {
     const core = await this.core();
     const ctx = await this.tenantCtx(this.flags.tenant);
     const user = await core.users.findUser(ctx, this.args.user);
-    if (!this.flags.yes && !this.jsonMode && canPrompt()) {
-      const { confirm } = await import('@inquirer/prompts');
-      const sure = await confirm({ message: `Remove ${user.email} (${user.handle}) with their sessions?`, default: false }, { output: process.stderr }).catch((err: Error) => {
-        if (err.name === 'ExitPromptError') return false;
-        throw err;
-      });
-      if (!sure) {
-        info('Nothing was removed.');
-        return this.exit(1);
-      }
-    }
+    await this.confirmOrExit(`Remove ${user.email} (${user.handle}) with their sessions?`, { yes: this.flags.yes });
     const removed = await core.users.removeUser(ctx, { userId: user.id });
     this.output({ removed }, () => info(`removed ${removed.email}; their tokens no longer work`));
   }

@@ -7,7 +7,8 @@ import { ConfigError, isAppError, ValidationError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { createLogger } from '../lib/logger.js';
 import { openCore, type OpenedCore } from './open-core.js';
-import { colors, printJson } from './output.js';
+import { colors, info, printJson } from './output.js';
+import { canPrompt } from './secret-input.js';
 
 export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
 export type BaseArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
@@ -92,6 +93,23 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   protected output(doc: unknown, human: () => void): void {
     if (this.jsonMode) printJson(doc);
     else human();
+  }
+
+  /**
+   * Asks before a destructive command goes on, in a terminal only: `yes` (--yes), --json or no terminal
+   * never ask (cron and scripts run as they did). A "no" (or Ctrl-C) says `declined` and exits 1.
+   */
+  protected async confirmOrExit(message: string, o: { yes?: boolean; declined?: string } = {}): Promise<void> {
+    if (o.yes || this.jsonMode || !canPrompt()) return;
+    const { confirm } = await import('@inquirer/prompts');
+    const sure = await confirm({ message, default: false }, { output: process.stderr }).catch((err: Error) => {
+      if (err.name === 'ExitPromptError') return false;
+      throw err;
+    });
+    if (!sure) {
+      info(o.declined ?? 'Nothing was removed.');
+      this.exit(1);
+    }
   }
 
   protected override async catch(err: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {

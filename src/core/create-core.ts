@@ -54,6 +54,10 @@ import { createPlatforms } from './gateways/platforms.js';
 import { createMemoriesRepo } from './memories/memories.repo.js';
 import { createMemoriesService } from './memories/memories.service.js';
 import { createTeamsRepo } from './teams/teams.repo.js';
+import { createGitHostsRepo } from './connectors/git-hosts.repo.js';
+import { createGitHostsService } from './connectors/git-hosts.service.js';
+import { createMcpServersRepo } from './connectors/mcp-servers.repo.js';
+import { createMcpServersService } from './connectors/mcp-servers.service.js';
 import { createTeamsService } from './teams/teams.service.js';
 import { createEmbeddingClient } from './embeddings/embedding-client.js';
 import { createEmbeddersRepo } from './embeddings/embedders.repo.js';
@@ -123,6 +127,20 @@ export function createCore(deps: CoreDeps) {
 
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
+  // The tenants' git hosts (issue 28): the runtimes' git config names them, the git gateway serves them.
+  const gitHosts = createGitHostsService({ db, repo: createGitHostsRepo(), users: usersRepo, teams: createTeamsRepo(), audit, box });
+  // The tenants' MCP connectors (issue 28): listed in each runtime by its user's roles, forwarded by the
+  // gateway host with their sealed credentials. A change reaches idle runtimes at once (the runtime is
+  // made below; changes only come once the core runs), busy ones at their next turn.
+  const mcpServers = createMcpServersService({
+    db,
+    repo: createMcpServersRepo(),
+    audit,
+    box,
+    rolesOf: (userId) => usersRepo.roleNames(db, userId),
+    changed: (tenantId) => void runtime.refreshIdle(tenantId).catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not refresh runtimes after an MCP connector change')),
+    log: deps.log.child({ part: 'mcp-servers' }),
+  });
   const runtimeRepo = createRuntimeRepo();
   // How many runtimes this host holds: set, or what its memory holds (runtime-capacity.ts).
   const capacity = config.runtime.max ?? runtimeCapacity(readHostMemory());
@@ -141,6 +159,8 @@ export function createCore(deps: CoreDeps) {
     // Learned skills are made below; the configuration is only computed once runtimes run.
     skills: (tenantId) => skills.runtimeSkills(tenantId),
     managers: (tenantId) => usersRepo.providerManagers(db, tenantId, 5),
+    gitHosts: (tenantId) => gitHosts.sandboxHosts(tenantId),
+    mcpServers: (tenantId, userId) => mcpServers.serversFor(tenantId, userId),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
   // Every model call held against its caller's cost limits before it runs, recorded when it ends.
@@ -171,6 +191,8 @@ export function createCore(deps: CoreDeps) {
       spent: (tenantId, sessionId) => orchestrator.spent(tenantId, sessionId),
       refused: (tenantId, planId) => orchestrator.refused(tenantId, planId),
     },
+    gitHosts,
+    mcpServers,
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
@@ -428,7 +450,7 @@ export function createCore(deps: CoreDeps) {
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, spending, tenants, system,
-    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules,
+    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, mcpServers,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

@@ -21,6 +21,7 @@ import { authRoutes } from './routes/v1/auth.routes.js';
 import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
+import { connectorsGitRoutes } from './routes/v1/connectors-git.routes.js';
 import { memoriesRoutes } from './routes/v1/memories.routes.js';
 import { teamsRoutes } from './routes/v1/teams.routes.js';
 import { embedderRoutes } from './routes/v1/embedder.routes.js';
@@ -29,6 +30,7 @@ import { orchestrateRoutes } from './routes/v1/orchestrate.routes.js';
 import { skillsRoutes } from './routes/v1/skills.routes.js';
 import { runnersRoutes } from './routes/v1/runners.routes.js';
 import { setupRoutes } from './routes/v1/setup.routes.js';
+import { mcpConnectorsRoutes } from './routes/v1/mcp-connectors.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
 import { RUNNER_PATHS } from '../core/runtime/host/runner-protocol.js';
@@ -144,6 +146,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(orchestrateRoutes, { core });
       await v1.register(skillsRoutes, { core });
       await v1.register(runnersRoutes, { core });
+      await v1.register(connectorsGitRoutes, { core });
+      await v1.register(mcpConnectorsRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },

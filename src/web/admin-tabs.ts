@@ -14,6 +14,8 @@ export function adminTabs(p: Permissions): Array<[string, string]> {
     ['providers', 'Models and runtime', a.manage_providers],
     ['embedder', 'Embedder', a.manage_providers],
     ['gateways', 'Gateways', a.manage_providers],
+    ['git', 'Git hosts', a.manage_providers],
+    ['mcp', 'MCP servers', a.manage_providers],
     ['templates', 'Templates', a.manage_templates],
     ['roles', 'Custom roles', a.manage_roles],
     ['limits', 'Cost limits', a.manage_roles],

@@ -8,8 +8,10 @@ import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
+import { gitGatewayBench } from './git-gateway.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
 import { memoryInjection } from './memory-injection.bench.js';
+import { mcpGatewayBench } from './mcp-gateway.bench.js';
 import { memoriesBench } from './memories.bench.js';
 import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
@@ -36,6 +38,8 @@ const benches: Record<string, () => Promise<boolean>> = {
   'gateway-approval': gatewayApproval,
   'gateway-inbound': gatewayInbound,
   'llm-gateway': llmGateway,
+  'git-gateway': gitGatewayBench,
+  'mcp-gateway': mcpGatewayBench,
   spending: spendingBench,
   'runtime-pool': runtimePool,
   'runtime-waves': runtimeWaves,

@@ -21,6 +21,10 @@ import type { SpendingService, SpendingTurn } from '../usage/spending.service.js
 import { createEgressDecider } from '../runtime/host/egress-decider.js';
 import { parsePrivateAllow, type EgressRules } from '../runtime/host/egress-policy.js';
 import { createEgressProxy, GATEWAY_HOST } from '../runtime/host/egress-proxy.js';
+import { createGitGateway } from '../connectors/git-gateway.js';
+import type { GitHostsService } from '../connectors/git-hosts.service.js';
+import { createMcpGateway } from '../connectors/mcp-gateway.js';
+import type { McpServersService } from '../connectors/mcp-servers.service.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
 const CACHE_MS = 2000;
@@ -67,6 +71,10 @@ export function createAgentEgress(deps: {
     /** A call of the plan was refused for its per-request limit: its budget is spent. */
     refused(tenantId: string, planId: string): Promise<void>;
   };
+  /** The tenants' git hosts: the git gateway at /git/ on the gateway host (git-gateway.ts). */
+  gitHosts?: Pick<GitHostsService, 'forAgent'>;
+  /** The tenants' MCP connectors: forwarded at /mcp/connectors/<name> on the gateway host (mcp-gateway.ts). */
+  mcpServers?: Pick<McpServersService, 'grantOf'>;
   clock: Clock;
   log: Logger;
 }) {
@@ -259,8 +267,35 @@ export function createAgentEgress(deps: {
     return send(res, answer.status, answer.body);
   }
 
-  /** The gateway host: model calls, and the memory tools at MEMORY_MCP_PATH. */
+  const gitGateway = deps.gitHosts
+    ? createGitGateway({
+        hosts: deps.gitHosts,
+        record: (tenantId, entry) => db.transaction((tx) => deps.audit.record(tx, systemCtx(tenantId), entry)).then(() => undefined),
+        sessionOf: (owner) => turnOf(owner, null).then((t) => t?.sessionId ?? null),
+        log: log.child({ part: 'git-gateway' }),
+      })
+    : null;
+
+  const mcpGateway = deps.mcpServers
+    ? createMcpGateway({
+        grantOf: (tenantId, userId, name) => deps.mcpServers!.grantOf(tenantId, userId, name),
+        runningSessions: deps.runningSessions,
+        toolCallOrigin: deps.toolCallOrigin,
+        // A runtime session of this very user (the runtime reports its own ids; ours are in the audit log).
+        sessionOf: async (owner, upstream) => {
+          const s = await deps.sessionsRepo.byUpstreamId(db, upstream);
+          return s && s.tenantId === owner.tenantId && s.ownerId === owner.userId ? s.id : null;
+        },
+        audit: (tenantId, entry) => void db.transaction((tx) => deps.audit.record(tx, systemCtx(tenantId), entry)).catch((err) => log.error({ err: (err as Error).message }, 'could not audit an MCP tool call')),
+        auditOnce,
+        log: log.child({ part: 'mcp-gateway' }),
+      })
+    : null;
+
+  /** The gateway host: model calls, the memory tools at MEMORY_MCP_PATH, the git gateway at /git/, MCP connectors at /mcp/connectors/. */
   const gatewayHost = (identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
+    if (gitGateway?.owns(url)) return gitGateway.handle(identity, req, res, url);
+    if (mcpGateway?.owns(url.pathname)) return mcpGateway.handle(identity, req, res, url);
     if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
     serveMemoryMcp(identity, req, res).catch((err) => {
       log.error({ err: (err as Error).message }, 'memory MCP server failed');

@@ -15,7 +15,9 @@ import { createRuntimeClient } from './runtime-client.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
 import { RUNTIME_USED_CHANNEL } from './runtime-pool.js';
 import { HOST_REPORT_FRESH_MS, gatewayCredential, type RuntimeOwner } from './host/runtime-host.js';
-import { managedConfigDir, runtimeRoot, writeManagedConfig } from './host/managed-config.js';
+import { MANAGED_GITCONFIG_KEY, managedConfigDir, runtimeRoot, writeManagedConfig } from './host/managed-config.js';
+import { sandboxGitConfig } from '../connectors/git-fns.js';
+import { MCP_CONNECTOR_PATH_PREFIX } from '../connectors/mcp-fns.js';
 import { handleOfRow } from './runtime-records.js';
 import { permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
@@ -89,6 +91,10 @@ export function createRuntimeService(deps: {
   skills?: (tenantId: string) => Promise<{ dir: string | null; allow: string[]; deny: string[] }>;
   /** People of the tenant who may set it up (admin.manage_providers): who a member is told to ask. */
   managers?: (tenantId: string) => Promise<Array<{ handle: string; displayName: string; email: string }>>;
+  /** The tenant's git hosts (name, base URL): the sandbox's git config sends them to the git gateway. */
+  gitHosts?: (tenantId: string) => Promise<Array<{ name: string; baseUrl: string }>>;
+  /** The tenant's MCP connectors the user's roles may use (names): listed in the runtime, at the gateway host. */
+  mcpServers?: (tenantId: string, userId: string) => Promise<string[]>;
 }) {
   const { db, repo, audit, box } = deps;
   // The provider test calls the provider with the code every service-side model call uses (the same
@@ -153,7 +159,7 @@ export function createRuntimeService(deps: {
   }
 
   /** What one user's runtime should run: their tenant's applied, enabled providers, our permission rules. */
-  async function desiredConfig(tenantId: string, credential: string) {
+  async function desiredConfig(tenantId: string, credential: string, userId?: string) {
     const [providers, settings, skills] = await Promise.all([
       repo.listProviders(db, tenantId),
       repo.settings(db, tenantId),
@@ -197,11 +203,24 @@ export function createRuntimeService(deps: {
           enabled: true,
           timeout: 15_000,
         },
+        // The tenant's MCP connectors this user's roles may use: at the gateway host, which checks the
+        // roles again on every request and adds the server's credential; neither the server's URL nor its
+        // credential is in this file (connectors/mcp-gateway.ts).
+        ...Object.fromEntries(
+          (deps.mcpServers && userId ? await deps.mcpServers(tenantId, userId) : []).map((name) => [
+            name,
+            { type: 'remote', url: `http://${GATEWAY_HOST}${MCP_CONNECTOR_PATH_PREFIX}${name}`, headers: { Authorization: `Bearer ${credential}` }, oauth: false, enabled: true, timeout: 60_000 },
+          ]),
+        ),
       },
       share: 'disabled',
       autoupdate: false,
     };
-    return { config, fingerprint: createHash('sha256').update(JSON.stringify(config)).digest('hex') };
+    // The sandbox's git config, written beside opencode.json (managed-config.ts): the tenant's git hosts
+    // rewritten to the git gateway, which adds their credentials (git-fns.ts sandboxGitConfig).
+    const gitconfig = sandboxGitConfig(deps.gitHosts ? await deps.gitHosts(tenantId) : [], GATEWAY_HOST, credential);
+    const withGit = gitconfig ? { ...config, [MANAGED_GITCONFIG_KEY]: gitconfig } : config;
+    return { config: withGit, fingerprint: createHash('sha256').update(JSON.stringify(withGit)).digest('hex') };
   }
 
   /**
@@ -225,7 +244,7 @@ export function createRuntimeService(deps: {
   /** Returns whether it wrote (false: the runtime's row says it has this configuration already). */
   async function writeConfig(owner: RuntimeOwner, handle: RuntimeHandle, pid: number | null, force: boolean): Promise<boolean> {
     const client = createRuntimeClient(handle);
-    const desired = await desiredConfig(owner.tenantId, gatewayCredential(deps.credentialKey, handle.endpoint.authorization));
+    const desired = await desiredConfig(owner.tenantId, gatewayCredential(deps.credentialKey, handle.endpoint.authorization), owner.userId);
     if (!force) {
       const row = await repo.runtimeOf(db, owner.userId);
       if (row?.configFingerprint === desired.fingerprint) return false;

@@ -65,6 +65,14 @@ export function createTeamsRepo() {
       const { rowCount } = await q.query(`insert into team_members (tenant_id, team_id, user_id) values ($1, $2, $3) on conflict do nothing`, [tenantId, teamId, userId]);
       return (rowCount ?? 0) > 0;
     },
+    /** The names of the teams a user is a member of (the git gateway's access rules name teams). */
+    async namesOf(q: Queryable, tenantId: string, userId: string): Promise<string[]> {
+      const { rows } = await q.query<{ name: string }>(
+        `select t.name from team_members tm join teams t on t.id = tm.team_id and t.tenant_id = tm.tenant_id where tm.tenant_id = $1 and tm.user_id = $2 order by t.name`,
+        [tenantId, userId],
+      );
+      return rows.map((r) => r.name);
+    },
     /** False when the user was not a member. */
     async removeMember(q: Queryable, tenantId: string, teamId: string, userId: string): Promise<boolean> {
       const { rowCount } = await q.query(`delete from team_members where tenant_id = $1 and team_id = $2 and user_id = $3`, [tenantId, teamId, userId]);

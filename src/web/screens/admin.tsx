@@ -6,6 +6,8 @@ import { changer, ErrorNote, usd, when } from '../components';
 import type { Me } from '../types';
 import { EgressTab } from './admin-egress';
 import { GatewayControls, NewGateway } from './admin-gateways';
+import { GitHostsTab } from './admin-git-hosts';
+import { McpServersTab } from './admin-mcp-servers';
 import { LimitsTab } from './admin-limits';
 import { RolesTab } from './admin-roles';
 import { TemplatesTab } from './admin-templates';
@@ -73,6 +75,8 @@ export function AdminScreen(props: { me: Me; tab: string }) {
       {tab === 'providers' ? <ProvidersTab /> : null}
       {tab === 'embedder' ? <EmbedderTab /> : null}
       {tab === 'gateways' ? <GatewaysTab /> : null}
+      {tab === 'git' ? <GitHostsTab /> : null}
+      {tab === 'mcp' ? <McpServersTab /> : null}
       {tab === 'templates' ? <TemplatesTab /> : null}
       {tab === 'roles' ? <RolesTab held={props.me.permissions} /> : null}
       {tab === 'limits' ? <LimitsTab /> : null}

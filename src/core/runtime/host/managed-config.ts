@@ -36,20 +36,39 @@ export const managedConfigDir = (root: string) => join(root, 'managed');
 export const MANAGED_CONFIG_ROUTE = '/agentws/managed-config';
 
 /**
+ * The key of the configuration that is not opencode's: the sandbox's git config (git-fns.ts
+ * sandboxGitConfig), written beside opencode.json as `gitconfig`, which git in the sandbox reads as its
+ * system config (GIT_CONFIG_SYSTEM, runtime-launcher.ts). One payload, so a runner host writes it too.
+ */
+export const MANAGED_GITCONFIG_KEY = 'agentws:gitconfig';
+/** The git config's file name in the managed directory (/etc/opencode/gitconfig inside the sandbox). */
+export const MANAGED_GITCONFIG_FILE = 'gitconfig';
+
+/**
  * Writes the configuration whole, by rename (a runtime reading it meanwhile sees the old file or the new
- * one). Returns whether it changed.
+ * one), and the git config beside it. Returns whether either changed.
  */
 export function writeManagedConfig(dir: string, config: Record<string, unknown>): boolean {
+  const { [MANAGED_GITCONFIG_KEY]: git, ...opencode } = config;
   // $schema: opencode adds it to a file that lacks it, by writing the file (read-only inside).
-  const text = `${JSON.stringify({ $schema: 'https://opencode.ai/config.json', ...config }, null, 2)}\n`;
-  const file = join(dir, 'opencode.json');
+  const text = `${JSON.stringify({ $schema: 'https://opencode.ai/config.json', ...opencode }, null, 2)}\n`;
+  const a = writeWhole(dir, 'opencode.json', text);
+  // No git host: no file (git reads none); a file written before is emptied.
+  const b = writeWhole(dir, MANAGED_GITCONFIG_FILE, typeof git === 'string' ? git : '');
+  return a || b;
+}
+
+function writeWhole(dir: string, name: string, text: string): boolean {
+  const file = join(dir, name);
   try {
     if (readFileSync(file, 'utf8') === text) return false;
   } catch {
-    // not written yet
+    // not written yet: nothing to write when there is nothing in it
+    if (!text) return false;
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = join(dir, `.opencode.json.${process.pid}.tmp`);
+  const tmp = join(dir, `.${name}.${process.pid}.tmp`);
+  // Readable by the sandbox's user like opencode.json (the directory is bound read-only).
   writeFileSync(tmp, text, { mode: 0o600 });
   renameSync(tmp, file);
   return true;

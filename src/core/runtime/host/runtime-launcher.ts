@@ -7,8 +7,8 @@ import { randomSecret } from '../../../lib/secrets.js';
 import { UnavailableError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { OPENCODE_VERSION, nicePrefix, opencodeBinary } from './opencode-process.js';
-import { managedConfigDir } from './managed-config.js';
-import { INNER_PROXY_PORT, SANDBOX_PATHS, innerCommand, sandboxEtcFiles, sandboxPath, spawnSandbox, which } from './sandbox.js';
+import { MANAGED_GITCONFIG_FILE, managedConfigDir } from './managed-config.js';
+import { INNER_PROXY_PORT, OPENCODE_DIRS, SANDBOX_PATHS, innerCommand, sandboxEtcFiles, sandboxPath, spawnSandbox, which } from './sandbox.js';
 import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
 
 /**
@@ -156,6 +156,9 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     // can write: an entry of type "wellknown" makes opencode fetch configuration from the URL it names at
     // each load. Our providers carry their credential in the configuration; none is needed from there.
     OPENCODE_AUTH_CONTENT: '{}',
+    // git's system config is the service's (managed-config.ts): the tenant's git hosts through the git
+    // gateway. Read-only inside; the agent could point git elsewhere, but only away from the gateway.
+    GIT_CONFIG_SYSTEM: join(o.managed ?? OPENCODE_DIRS.managed, MANAGED_GITCONFIG_FILE),
     GIT_AUTHOR_NAME: 'agent',
     GIT_AUTHOR_EMAIL: 'agent@agentws.invalid',
     GIT_COMMITTER_NAME: 'agent',

@@ -1,0 +1,261 @@
+import { MEMORY_MCP_SERVER } from '../runtime/host/agent-endpoints.js';
+
+/**
+ * The rules of MCP connectors (issue 28), without I/O: what an admin may register, which roles reach
+ * which servers and tools, and what crosses the gateway between an agent and a server in each direction.
+ * The gateway (mcp-gateway.ts) and the service (mcp-servers.service.ts) apply them.
+ */
+
+/** Where connectors answer on the gateway host: `<prefix><name>`, one exact path per server. */
+export const MCP_CONNECTOR_PATH_PREFIX = '/mcp/connectors/';
+/** A server's name: its path segment, its key in the runtime's configuration and its tools' prefix. */
+export const MCP_SERVER_NAME = /^[a-z][a-z0-9-]{0,39}$/;
+/** Names the runtime's configuration already uses for the service's own servers. */
+export const RESERVED_MCP_SERVER_NAMES: readonly string[] = [MEMORY_MCP_SERVER];
+/** A tool name as MCP servers name them (the spec's recommended characters), bounded. */
+export const MCP_TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+/** A role name as roles are named (rbac); checked loosely: an unknown role simply matches nobody. */
+const ROLE_NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
+/** How many access entries and tool names one server may have. */
+export const MCP_ACCESS_MAX = 100;
+export const MCP_TOOLS_MAX = 500;
+
+export const MCP_AUTH_KINDS = ['none', 'bearer', 'header'] as const;
+export type McpAuthKind = (typeof MCP_AUTH_KINDS)[number];
+
+/** Which role may use a server: every tool (`*`) or the named ones. */
+export interface McpAccessEntry {
+  role: string;
+  tools: '*' | string[];
+}
+
+/** What one user may use of one server: every tool, or these (a user with no entry gets null: no access). */
+export type McpToolGrant = '*' | ReadonlySet<string>;
+
+/** The server name a gateway-host path names, or null (any other shape: a trailing slash, more segments, escapes). */
+export function connectorNameOfPath(pathname: string): string | null {
+  if (!pathname.startsWith(MCP_CONNECTOR_PATH_PREFIX)) return null;
+  const name = pathname.slice(MCP_CONNECTOR_PATH_PREFIX.length);
+  return MCP_SERVER_NAME.test(name) ? name : null;
+}
+
+/** Problems with a server name (empty: fine). */
+export function serverNameProblems(name: string): string[] {
+  if (!MCP_SERVER_NAME.test(name)) return ['name must be lower-case letters, digits and dashes, starting with a letter (at most 40)'];
+  if (RESERVED_MCP_SERVER_NAMES.includes(name)) return [`name "${name}" is reserved for the service's own tools`];
+  return [];
+}
+
+/**
+ * The server's URL as stored, or a problem. http(s) only; no user info (a credential belongs in the
+ * sealed secret, never in a URL that is listed and logged); no fragment.
+ */
+export function checkServerUrl(raw: string): { url: string } | { problem: string } {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return { problem: 'url must be an absolute http(s) URL' };
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return { problem: 'url must be an http(s) URL' };
+  if (u.username || u.password) return { problem: 'url must not carry credentials: give the token as the secret' };
+  if (u.hash) return { problem: 'url must not have a fragment' };
+  return { url: u.href };
+}
+
+/**
+ * Headers a credential may not go in: the ones that frame the request or that the gateway sets itself.
+ * Anything else (x-api-key, private-token, ...) is a server's business.
+ */
+const FORBIDDEN_AUTH_HEADERS = new Set([
+  'host', 'content-length', 'content-type', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect',
+  'accept', 'accept-encoding', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'cookie', 'proxy-authorization', 'origin',
+]);
+const HEADER_TOKEN = /^[a-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
+
+/** Problems with the header a `header` credential goes in (empty: fine); the name as stored (lower case). */
+export function checkAuthHeader(raw: string): { header: string } | { problem: string } {
+  const header = raw.trim().toLowerCase();
+  if (!HEADER_TOKEN.test(header)) return { problem: 'authHeader must be an HTTP header name (letters, digits and dashes)' };
+  if (FORBIDDEN_AUTH_HEADERS.has(header)) return { problem: `authHeader cannot be ${header}: the gateway sets it itself` };
+  return { header };
+}
+
+/** A secret goes into a header value: it must be one (no line breaks, no control characters). */
+export function secretProblems(secret: string): string[] {
+  if (!secret.trim()) return ['secret must not be empty'];
+  if (secret.length > 8192) return ['secret must be at most 8192 characters'];
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x1f\x7f]/.test(secret)) return ['secret must not contain line breaks or control characters'];
+  return [];
+}
+
+/** Problems with an access list (empty: fine), each naming the entry at fault. */
+export function accessProblems(access: readonly McpAccessEntry[]): string[] {
+  const problems: string[] = [];
+  if (access.length > MCP_ACCESS_MAX) problems.push(`access has at most ${MCP_ACCESS_MAX} entries`);
+  const seen = new Set<string>();
+  access.forEach((e, i) => {
+    if (!ROLE_NAME.test(e.role)) problems.push(`access[${i}].role must be a role name`);
+    else if (seen.has(e.role)) problems.push(`access[${i}].role "${e.role}" is listed twice`);
+    seen.add(e.role);
+    if (e.tools === '*') return;
+    if (e.tools.length > MCP_TOOLS_MAX) problems.push(`access[${i}].tools has at most ${MCP_TOOLS_MAX} names`);
+    const bad = e.tools.find((t) => !MCP_TOOL_NAME.test(t));
+    if (bad !== undefined) problems.push(`access[${i}].tools: "${bad.slice(0, 40)}" is not a tool name`);
+  });
+  return problems;
+}
+
+/**
+ * The tools of one server a user with these roles may use: the union of their roles' entries (`*`
+ * absorbs), or null when none of their roles is listed. An empty tool list grants the server but no tool.
+ */
+export function grantFor(access: readonly McpAccessEntry[], roles: readonly string[]): McpToolGrant | null {
+  const mine = access.filter((e) => roles.includes(e.role));
+  if (!mine.length) return null;
+  if (mine.some((e) => e.tools === '*')) return '*';
+  return new Set(mine.flatMap((e) => e.tools as string[]));
+}
+
+export function toolGranted(grant: McpToolGrant, tool: string): boolean {
+  return grant === '*' || grant.has(tool);
+}
+
+/**
+ * Request headers passed on to the server: an allow-list of what the transport needs. Everything else the
+ * agent sends (its Authorization, cookies, forwarding headers, anything it made up) stays behind; the
+ * credential header is added after, so nothing the agent sends can replace it.
+ */
+const FORWARDED_REQUEST_HEADERS = ['accept', 'content-type', 'mcp-protocol-version', 'mcp-session-id', 'last-event-id'] as const;
+
+export function forwardedRequestHeaders(incoming: Record<string, string | string[] | undefined>, credential: { header: string; value: string } | null): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const h of FORWARDED_REQUEST_HEADERS) {
+    const v = incoming[h];
+    if (typeof v === 'string' && v.length <= 1024) out[h] = v;
+  }
+  if (credential) out[credential.header] = credential.value;
+  return out;
+}
+
+/**
+ * Response headers passed back to the agent: the answer's type and the protocol's session id, nothing
+ * else (no cookies, no WWW-Authenticate inviting an OAuth dance, no headers echoing the credential).
+ */
+export function returnedResponseHeaders(incoming: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const h of ['content-type', 'mcp-session-id'] as const) {
+    const v = incoming[h];
+    if (typeof v === 'string' && v.length <= 1024 && !/[\r\n]/.test(v)) out[h] = v;
+  }
+  return out;
+}
+
+/** A JSON-RPC message as far as the gateway looks into it. */
+export interface RpcMessage {
+  jsonrpc?: unknown;
+  id?: unknown;
+  method?: unknown;
+  params?: unknown;
+  result?: unknown;
+  error?: unknown;
+}
+
+/** What the gateway needs to know of a request before forwarding it. */
+export type ClassifiedRequest =
+  | { kind: 'tool_call'; id: string | number; tool: string; args: Record<string, unknown> }
+  | { kind: 'tools_list'; id: string | number }
+  | { kind: 'other'; id: string | number | null; method: string | null }
+  | { kind: 'invalid'; problem: string };
+
+const isId = (id: unknown): id is string | number => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
+
+/**
+ * Classifies one POSTed body. Batches are refused: a batch could hide a tools/call among other messages
+ * (the spec's 2025-06-18 revision dropped them anyway).
+ */
+export function classifyRequest(body: unknown): ClassifiedRequest {
+  if (Array.isArray(body)) return { kind: 'invalid', problem: 'batches are not supported: send one message per request' };
+  if (!body || typeof body !== 'object') return { kind: 'invalid', problem: 'not a JSON-RPC message' };
+  const m = body as RpcMessage;
+  if (m.jsonrpc !== '2.0') return { kind: 'invalid', problem: 'jsonrpc must be "2.0"' };
+  if (m.method === undefined) return { kind: 'other', id: isId(m.id) ? m.id : null, method: null };
+  if (typeof m.method !== 'string') return { kind: 'invalid', problem: 'method must be a string' };
+  const id = isId(m.id) ? m.id : null;
+  if (m.method === 'tools/call') {
+    if (id === null) return { kind: 'invalid', problem: 'tools/call needs an id' };
+    const params = (m.params && typeof m.params === 'object' ? m.params : {}) as { name?: unknown; arguments?: unknown };
+    if (typeof params.name !== 'string') return { kind: 'invalid', problem: 'params.name must be the tool name' };
+    const args = params.arguments && typeof params.arguments === 'object' && !Array.isArray(params.arguments) ? (params.arguments as Record<string, unknown>) : {};
+    return { kind: 'tool_call', id, tool: params.name, args };
+  }
+  if (m.method === 'tools/list' && id !== null) return { kind: 'tools_list', id };
+  return { kind: 'other', id, method: m.method };
+}
+
+/**
+ * One message of the server's answer as the agent may see it, or null to drop it. Passed: responses to
+ * the request (a tools/list result filtered to the granted tools) and notifications (progress, logs).
+ * Dropped: requests from the server (sampling, elicitation, roots): through the gateway a server may
+ * answer, never make the agent's runtime act for it.
+ */
+export function screenAnswer(message: unknown, request: ClassifiedRequest, grant: McpToolGrant): unknown | null {
+  if (!message || typeof message !== 'object' || Array.isArray(message)) return null;
+  const m = message as RpcMessage;
+  if (m.method !== undefined) return m.id === undefined ? message : null;
+  if (request.kind === 'tools_list' && grant !== '*' && m.result && typeof m.result === 'object') {
+    const result = m.result as { tools?: unknown };
+    if (Array.isArray(result.tools)) {
+      return { ...m, result: { ...result, tools: result.tools.filter((t) => t && typeof t === 'object' && toolGranted(grant, String((t as { name?: unknown }).name))) } };
+    }
+  }
+  return message;
+}
+
+/** How a tool call ended, read from the server's response: a protocol error, a tool error, or a result. */
+export function toolCallOutcome(message: unknown): { ok: boolean; error?: string } | null {
+  if (!message || typeof message !== 'object') return null;
+  const m = message as RpcMessage;
+  if (m.method !== undefined) return null;
+  if (m.error && typeof m.error === 'object') return { ok: false, error: String((m.error as { message?: unknown }).message ?? 'error').slice(0, 200) };
+  if (m.result && typeof m.result === 'object') return (m.result as { isError?: unknown }).isError === true ? { ok: false, error: 'the tool reported an error' } : { ok: true };
+  return null;
+}
+
+/**
+ * Splits a text/event-stream into events as it arrives: `push` returns the complete events so far (each
+ * its `data` lines joined, and the other fields as they came); the remainder waits for more. The limit
+ * bounds one event: a server cannot make the gateway hold an endless one.
+ */
+export function createSseSplitter(maxEventBytes: number) {
+  let pending = '';
+  return {
+    push(chunk: string): Array<{ fields: string[]; data: string | null }> {
+      pending += chunk;
+      const events: Array<{ fields: string[]; data: string | null }> = [];
+      for (;;) {
+        const m = /\r?\n\r?\n/.exec(pending);
+        if (!m) break;
+        const block = pending.slice(0, m.index);
+        pending = pending.slice(m.index + m[0].length);
+        const fields: string[] = [];
+        const data: string[] = [];
+        for (const line of block.split(/\r?\n/)) {
+          if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+          else if (line.startsWith('id:') || line.startsWith('event:') || line.startsWith('retry:')) fields.push(line);
+        }
+        events.push({ fields, data: data.length ? data.join('\n') : null });
+      }
+      if (pending.length > maxEventBytes) throw new Error(`an event of the server's stream exceeds ${maxEventBytes} bytes`);
+      return events;
+    },
+  };
+}
+
+/** One event written back to the agent: its id/event fields and the (screened) message as one data line. */
+export function sseEvent(fields: readonly string[], message: unknown | null): string {
+  const lines = fields.filter((f) => !/[\r\n]/.test(f));
+  if (message !== null) lines.push(`data: ${JSON.stringify(message)}`);
+  return lines.length ? `${lines.join('\n')}\n\n` : '';
+}

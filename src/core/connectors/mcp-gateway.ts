@@ -1,0 +1,359 @@
+import { timingSafeEqual } from 'node:crypto';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
+import type { AuditInput } from '../audit/audit.service.js';
+import type { Logger } from '../logger.js';
+import { GATEWAY_HOST } from '../runtime/host/agent-endpoints.js';
+import type { RuntimeIdentity, RuntimeOwner } from '../runtime/host/runtime-host.js';
+import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
+import { mcpToolName } from '../runtime/runtime-tools.js';
+import {
+  classifyRequest,
+  connectorNameOfPath,
+  createSseSplitter,
+  forwardedRequestHeaders,
+  returnedResponseHeaders,
+  screenAnswer,
+  sseEvent,
+  toolCallOutcome,
+  toolGranted,
+  MCP_CONNECTOR_PATH_PREFIX,
+  type ClassifiedRequest,
+} from './mcp-fns.js';
+import type { McpServerGrant } from './mcp-servers.service.js';
+
+/** One JSON-RPC message from the agent: a tool call's arguments, not a file upload. */
+export const MCP_CONNECTOR_MAX_BODY_BYTES = 1024 * 1024;
+/** One answer (a JSON body, or one event of a stream) the gateway holds to screen it. */
+export const MCP_CONNECTOR_MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+/** How long a server may stay silent (no bytes) before the call is given up. */
+const IDLE_TIMEOUT_MS = 5 * 60_000;
+/** Requests of one user's agent in flight at once through the connectors: a turn needs a few. */
+const MAX_IN_FLIGHT_PER_USER = 16;
+/** How long a user's grant of a server is reused (a role or access change applies within this). */
+const GRANT_CACHE_MS = 2000;
+
+const RPC = { parseError: -32700, invalidRequest: -32600, invalidParams: -32602, internal: -32603 } as const;
+
+/**
+ * The MCP connectors on the gateway host (issue 28): `POST /mcp/connectors/<name>` from a runtime is
+ * checked and forwarded to the tenant's real server with the server's credential added. The agent is
+ * treated as hostile: it must present its runtime's own credential; its roles must grant the server
+ * (every request) and, for tools/call, the tool; only the transport's own headers are passed on (never
+ * its Authorization or cookies); the body is bounded and forwarded as the gateway parsed it (no second
+ * reading of an ambiguous document by the server); the URL comes from the database, never from the
+ * request. The server is not trusted either: redirects are not followed, only responses and
+ * notifications come back (no server-made requests), tools/list is cut to the granted tools, and only
+ * the answer's type and session id headers are returned.
+ */
+export function createMcpGateway(deps: {
+  grantOf: (tenantId: string, userId: string, name: string) => Promise<McpServerGrant | null>;
+  /** The runtime sessions of the user with a turn running now: with one, a tool call is that turn's. */
+  runningSessions?: (userId: string) => ReadonlySet<string>;
+  /** Which session of the user's runtime a tool call came from (runtime-pool.ts), when several turns run. */
+  toolCallOrigin?: (owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
+  /** The service's id of a runtime session of this user, or null. */
+  sessionOf?: (owner: RuntimeOwner, upstreamSessionId: string) => Promise<string | null>;
+  /** Writes one audit entry for the user's agent (its own transaction). */
+  audit: (tenantId: string, entry: AuditInput) => void;
+  /** The same, at most once per key in a window (refusals an agent could repeat in a loop). */
+  auditOnce: (key: string, tenantId: string, entry: AuditInput) => void;
+  log: Logger;
+}) {
+  const { log } = deps;
+  const inFlight = new Map<string, number>();
+  const grants = new Map<string, { at: number; value: Promise<McpServerGrant | null> }>();
+  const grantOf = (owner: RuntimeOwner, name: string) => {
+    const key = `${owner.tenantId}:${owner.userId}:${name}`;
+    const hit = grants.get(key);
+    if (hit && Date.now() - hit.at < GRANT_CACHE_MS) return hit.value;
+    const value = deps.grantOf(owner.tenantId, owner.userId, name);
+    grants.set(key, { at: Date.now(), value });
+    value.catch(() => grants.delete(key));
+    if (grants.size > 10_000) grants.clear();
+    return value;
+  };
+
+  const send = (res: ServerResponse, status: number, body?: unknown, headers: Record<string, string> = {}) => {
+    if (res.headersSent) return void res.destroy();
+    if (body === undefined) return void res.writeHead(status, headers).end();
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
+    res.end(text);
+  };
+  const rpcError = (id: string | number | null, code: number, message: string) => ({ jsonrpc: '2.0', id, error: { code, message: `agentws: ${message}` } });
+
+  /** The audit entry of one tool call, once it ended (the session is looked up meanwhile). */
+  function auditCall(identity: RuntimeIdentity, server: string, tool: string, origin: Promise<string | null>, outcome: { ok: boolean; error?: string } | null, durationMs: number) {
+    const owner = { tenantId: identity.tenantId, userId: identity.userId };
+    void origin
+      .catch(() => null)
+      .then(async (upstream) => (upstream && deps.sessionOf ? deps.sessionOf(owner, upstream) : null))
+      .catch(() => null)
+      .then((sessionId) =>
+        deps.audit(identity.tenantId, {
+          action: 'mcp.tool_call',
+          target: `mcp:${server}`,
+          userId: identity.userId,
+          sessionId,
+          durationMs,
+          details: { server, tool, outcome: outcome === null ? 'unknown' : outcome.ok ? 'ok' : 'error', ...(outcome?.error ? { error: outcome.error } : {}) },
+        }),
+      );
+  }
+
+  const refusedCall = (identity: RuntimeIdentity, server: string, tool: string, reason: string) =>
+    deps.auditOnce(`mcp:${identity.userId}:${server}:${tool}`, identity.tenantId, {
+      action: 'mcp.tool_call',
+      target: `mcp:${server}`,
+      userId: identity.userId,
+      details: { server, tool, outcome: 'refused', reason },
+    });
+
+  async function serve(identity: RuntimeIdentity, name: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (!given || !identity.credential || !sameSecret(given, identity.credential)) {
+      req.resume();
+      return send(res, 401, rpcError(null, RPC.invalidRequest, "this credential is not the runtime's"));
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== `http://${GATEWAY_HOST}`) {
+      req.resume();
+      return send(res, 403, rpcError(null, RPC.invalidRequest, 'cross-origin requests are refused'));
+    }
+    // No server-to-client stream (GET): through the gateway a server answers requests, it does not call the agent.
+    if (req.method !== 'POST' && req.method !== 'DELETE') {
+      req.resume();
+      return send(res, 405, rpcError(null, RPC.invalidRequest, 'POST JSON-RPC messages here'), { allow: 'POST, DELETE' });
+    }
+    const grant = await grantOf(identity, name);
+    if (!grant) {
+      req.resume();
+      return send(res, 403, rpcError(null, RPC.invalidRequest, `the MCP server "${name}" is not available to you (your roles do not include it, or it is not registered)`));
+    }
+    if (req.method === 'DELETE') {
+      req.resume();
+      return forward(identity, grant, req, res, null, { kind: 'other', id: null, method: null });
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of req) {
+      size += (c as Buffer).length;
+      if (size > MCP_CONNECTOR_MAX_BODY_BYTES) return send(res, 413, rpcError(null, RPC.invalidRequest, `a message is at most ${MCP_CONNECTOR_MAX_BODY_BYTES} bytes`), { connection: 'close' });
+      chunks.push(c as Buffer);
+    }
+    let message: unknown;
+    try {
+      message = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      return send(res, 400, rpcError(null, RPC.parseError, 'the body is not JSON'));
+    }
+    const request = classifyRequest(message);
+    if (request.kind === 'invalid') return send(res, 400, rpcError(null, RPC.invalidRequest, request.problem));
+    if (request.kind === 'tool_call' && !toolGranted(grant.tools, request.tool)) {
+      refusedCall(identity, name, request.tool, 'tool not allowed');
+      return send(res, 200, rpcError(request.id, RPC.invalidParams, `the tool "${request.tool}" of the MCP server "${name}" is not allowed for your roles`));
+    }
+    // Re-serialised: the server reads exactly the document the gateway checked (a duplicate key, say,
+    // cannot name one tool to the gateway and another to a server whose parser keeps the first).
+    return forward(identity, grant, req, res, Buffer.from(JSON.stringify(message)), request);
+  }
+
+  function forward(identity: RuntimeIdentity, grant: McpServerGrant, req: IncomingMessage, res: ServerResponse, body: Buffer | null, request: ClassifiedRequest): Promise<void> {
+    const started = performance.now();
+    const call = request.kind === 'tool_call' ? request : null;
+    // The turn making the call: the user's only running turn (known at once, no wait on the answer),
+    // else the runtime's running tool part with these arguments, looked for while the tool runs.
+    const running = call && deps.runningSessions ? [...deps.runningSessions(identity.userId)] : [];
+    const origin: Promise<string | null> = !call
+      ? Promise.resolve(null)
+      : running.length === 1
+        ? Promise.resolve(running[0])
+        : deps.toolCallOrigin
+          ? deps
+              .toolCallOrigin(identity, { tool: mcpToolName(grant.name, call.tool), input: Object.fromEntries(Object.entries(call.args).filter(([, v]) => v === null || typeof v !== 'object')) })
+              .then((o) => o?.upstreamSessionId ?? null)
+          : Promise.resolve(null);
+    let outcome: { ok: boolean; error?: string } | null = null;
+    const note = (m: unknown) => {
+      if (call && outcome === null && (m as { id?: unknown })?.id === call.id) outcome = toolCallOutcome(m);
+    };
+    let ended = false;
+    const end = (why?: string) => {
+      if (ended) return;
+      ended = true;
+      if (why && !outcome) outcome = { ok: false, error: why };
+      if (call) auditCall(identity, grant.name, call.tool, origin, outcome, Math.round(performance.now() - started));
+    };
+
+    return new Promise<void>((resolve) => {
+      const target = new URL(grant.url);
+      const headers = forwardedRequestHeaders(req.headers, grant.credential);
+      if (body) headers['content-length'] = String(body.length);
+      const client = target.protocol === 'https:' ? https : http;
+      const up = client.request(target, { method: req.method, headers, timeout: IDLE_TIMEOUT_MS });
+      const fail = (status: number, message: string) => {
+        end(message);
+        send(res, status, rpcError('id' in request ? request.id : null, RPC.internal, message));
+        resolve();
+      };
+      res.on('close', () => {
+        if (!res.writableFinished) {
+          up.destroy();
+          end('the agent went away before the answer');
+          resolve();
+        }
+      });
+      up.on('timeout', () => up.destroy(new Error('the server stayed silent too long')));
+      up.on('error', (err) => {
+        log.warn({ err: err.message, server: grant.name }, 'an MCP connector call failed');
+        if (res.headersSent) {
+          end(err.message);
+          res.destroy();
+          return resolve();
+        }
+        fail(502, `the MCP server "${grant.name}" cannot be reached`);
+      });
+      up.on('response', (answer) => {
+        const status = answer.statusCode ?? 502;
+        // Never followed: a redirect would take the credential to wherever the server points.
+        if (status >= 300 && status < 400) {
+          answer.resume();
+          return fail(502, `the MCP server "${grant.name}" answered with a redirect, which the gateway does not follow`);
+        }
+        if (status === 401 || status === 403 || status === 407) {
+          answer.resume();
+          return fail(502, `the MCP server "${grant.name}" refused the connector's credential: an admin must update it`);
+        }
+        if (status >= 500) {
+          answer.resume();
+          return fail(502, `the MCP server "${grant.name}" failed (HTTP ${status})`);
+        }
+        const back = returnedResponseHeaders(answer.headers);
+        const type = (back['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+        if (type === 'text/event-stream') return streamEvents(answer, status, back);
+        if (type === 'application/json') return screenJson(answer, status, back);
+        answer.resume();
+        if (!type && (status === 202 || status === 204 || Number(answer.headers['content-length'] ?? 0) === 0)) {
+          send(res, status, undefined, back);
+          end();
+          return resolve();
+        }
+        fail(502, `the MCP server "${grant.name}" answered ${type || 'without a content type'}, not JSON or an event stream`);
+      });
+
+      /** A stream, passed on event by event as it arrives (no buffering beyond the event being read). */
+      function streamEvents(answer: IncomingMessage, status: number, back: Record<string, string>) {
+        res.writeHead(status, { ...back, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+        res.flushHeaders();
+        const splitter = createSseSplitter(MCP_CONNECTOR_MAX_ANSWER_BYTES);
+        answer.setEncoding('utf8');
+        answer.on('data', (chunk: string) => {
+          let out = '';
+          try {
+            for (const ev of splitter.push(chunk)) {
+              let screened: unknown | null = null;
+              if (ev.data !== null) {
+                let m: unknown;
+                try {
+                  m = JSON.parse(ev.data);
+                } catch {
+                  continue; // not a JSON-RPC message: nothing the agent's client could use
+                }
+                screened = screenAnswer(m, request, grant.tools);
+                note(screened);
+              }
+              out += sseEvent(ev.fields, screened);
+            }
+          } catch (err) {
+            answer.destroy();
+            end((err as Error).message);
+            res.destroy();
+            return resolve();
+          }
+          if (out) res.write(out);
+        });
+        answer.on('end', () => {
+          end();
+          res.end();
+          resolve();
+        });
+        answer.on('error', () => {
+          end('the server broke off its answer');
+          res.destroy();
+          resolve();
+        });
+      }
+
+      /** One JSON answer: held whole (it is one message) to be screened, then sent. */
+      function screenJson(answer: IncomingMessage, status: number, back: Record<string, string>) {
+        const parts: Buffer[] = [];
+        let got = 0;
+        answer.on('data', (c: Buffer) => {
+          got += c.length;
+          if (got > MCP_CONNECTOR_MAX_ANSWER_BYTES) {
+            answer.destroy();
+            return fail(502, `the MCP server "${grant.name}" answered more than ${MCP_CONNECTOR_MAX_ANSWER_BYTES} bytes`);
+          }
+          parts.push(c);
+        });
+        answer.on('end', () => {
+          if (got > MCP_CONNECTOR_MAX_ANSWER_BYTES) return;
+          let m: unknown;
+          try {
+            m = JSON.parse(Buffer.concat(parts).toString('utf8'));
+          } catch {
+            return fail(502, `the MCP server "${grant.name}" answered malformed JSON`);
+          }
+          // A JSON answer is the response; an array (a batch's answers) is not asked for.
+          const screened = screenAnswer(m, request, grant.tools);
+          note(screened);
+          if (screened === null) return fail(502, `the MCP server "${grant.name}" answered something other than a response`);
+          send(res, status, screened, back);
+          end();
+          resolve();
+        });
+        answer.on('error', () => fail(502, `the MCP server "${grant.name}" broke off its answer`));
+      }
+
+      up.end(body ?? undefined);
+    });
+  }
+
+  return {
+    /** Whether a gateway-host path is the connectors' (the caller hands such requests to `handle`). */
+    owns: (pathname: string) => pathname.startsWith(MCP_CONNECTOR_PATH_PREFIX),
+    /** Serves one request of a runtime on the gateway host. */
+    handle(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL): void {
+      const name = connectorNameOfPath(url.pathname);
+      if (!name) {
+        req.resume();
+        return send(res, 404, rpcError(null, RPC.invalidRequest, 'no such MCP connector: the path is /mcp/connectors/<name>'));
+      }
+      const n = inFlight.get(identity.userId) ?? 0;
+      if (n >= MAX_IN_FLIGHT_PER_USER) {
+        req.resume();
+        return send(res, 429, rpcError(null, RPC.invalidRequest, `at most ${MAX_IN_FLIGHT_PER_USER} MCP connector requests at once`));
+      }
+      inFlight.set(identity.userId, n + 1);
+      serve(identity, name, req, res)
+        .catch((err) => {
+          log.error({ err: (err as Error).message, server: name }, 'MCP connector gateway failed');
+          send(res, 500, rpcError(null, RPC.internal, 'the connector gateway failed'));
+        })
+        .finally(() => {
+          const left = (inFlight.get(identity.userId) ?? 1) - 1;
+          if (left > 0) inFlight.set(identity.userId, left);
+          else inFlight.delete(identity.userId);
+        });
+    },
+  };
+}
+
+export type McpGateway = ReturnType<typeof createMcpGateway>;
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
