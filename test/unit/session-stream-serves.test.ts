@@ -106,17 +106,23 @@ const settle = async () => {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 };
 
+/** Two serves on one bus, started: `host` runs the session's runtime, `other` only answers streams. */
+async function twoServes() {
+  const net = sharedBus();
+  const a = net.join();
+  const b = net.join();
+  const host = serve(a.bus);
+  const other = serve(b.bus);
+  await host.start();
+  await other.start();
+  return { net, a, b, host, other };
+}
+
 describe('session streams across serves (a shared bus)', () => {
   afterEach(() => vi.useRealTimers());
 
   it('the runtime\'s frames reach every serve through the bus, the host\'s own subscribers too, in one order', async () => {
-    const net = sharedBus();
-    const a = net.join();
-    const b = net.join();
-    const host = serve(a.bus);
-    const other = serve(b.bus);
-    await host.start();
-    await other.start();
+    const { net, a, b, host, other } = await twoServes();
     const onHost = client();
     const onOther = client();
     host.subscribe(SESSION, onHost.sub);
@@ -140,13 +146,7 @@ describe('session streams across serves (a shared bus)', () => {
   });
 
   it('a client moving to a serve that is behind on the bus gets exactly what follows its last event, once it arrives there', async () => {
-    const net = sharedBus();
-    const a = net.join();
-    const b = net.join();
-    const host = serve(a.bus);
-    const other = serve(b.bus);
-    await host.start();
-    await other.start();
+    const { net, a, b, host, other } = await twoServes();
     const first = client();
     const offFirst = host.subscribe(SESSION, first.sub);
     const whole = client();
@@ -175,13 +175,7 @@ describe('session streams across serves (a shared bus)', () => {
 
   it('a serve that never hears the client\'s last event gives it what came after it by id, after a short wait', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const net = sharedBus();
-    const a = net.join();
-    const b = net.join();
-    const host = serve(a.bus);
-    const other = serve(b.bus);
-    await host.start();
-    await other.start();
+    const { net, a, b, host, other } = await twoServes();
     const events = Array.from({ length: 10 }, (_, i) => delta(i));
     for (const ev of events) {
       host.ingest(OWNER, ev);
