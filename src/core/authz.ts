@@ -1,4 +1,4 @@
-import type { Ctx } from './context.js';
+import type { Ctx, UserActor } from './context.js';
 import { ForbiddenError, UnauthenticatedError, ValidationError } from './errors.js';
 import type { RbacPermissions } from './rbac/permissions.js';
 
@@ -7,6 +7,16 @@ export function requireSystem(ctx: Ctx, what: string): void {
   if (ctx.actor.kind !== 'system') {
     throw new ForbiddenError(`${what} is only available to the operator (CLI)`);
   }
+}
+
+/**
+ * For what belongs to a person (their memories, their connected accounts): a signed-in user. The
+ * operator acts on tenants, not as anyone. `what` completes "… belong to users".
+ */
+export function requireUser(ctx: Ctx, what: string): UserActor {
+  if (ctx.actor.kind === 'anonymous') throw new UnauthenticatedError();
+  if (ctx.actor.kind !== 'user') throw new ForbiddenError(`${what} belong to users: this needs a signed-in user`, { hint: "Call the API with a user's token." });
+  return ctx.actor;
 }
 
 /** The tenant an action applies to: the user's own, or the one the operator named (`--tenant`). */

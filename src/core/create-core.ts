@@ -54,6 +54,9 @@ import { createPlatforms } from './gateways/platforms.js';
 import { createMemoriesRepo } from './memories/memories.repo.js';
 import { createMemoriesService } from './memories/memories.service.js';
 import { createTeamsRepo } from './teams/teams.repo.js';
+import { createGitConnectionsRepo } from './connectors/git-connections.repo.js';
+import { createGitConnectionsService } from './connectors/git-connections.service.js';
+import { createGitCredentials } from './connectors/git-credentials.js';
 import { createGitHostsRepo } from './connectors/git-hosts.repo.js';
 import { createGitHostsService } from './connectors/git-hosts.service.js';
 import { createMcpServersRepo } from './connectors/mcp-servers.repo.js';
@@ -128,7 +131,24 @@ export function createCore(deps: CoreDeps) {
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
   // The tenants' git hosts (issue 28): the runtimes' git config names them, the git gateway serves them.
-  const gitHosts = createGitHostsService({ db, repo: createGitHostsRepo(), users: usersRepo, teams: createTeamsRepo(), audit, box });
+  // Their credentials (service tokens, GitHub App installations, people's own connected accounts) are
+  // opened and refreshed here only.
+  const gitHostsRepo = createGitHostsRepo();
+  const gitConnectionsRepo = createGitConnectionsRepo();
+  const gitCredentials = createGitCredentials({ db, connections: gitConnectionsRepo, box, clock });
+  // A change reaches idle runtimes' git config at once (the runtime is made below; changes only come once the core runs).
+  const gitHosts = createGitHostsService({
+    db,
+    repo: gitHostsRepo,
+    connections: gitConnectionsRepo,
+    credentials: gitCredentials,
+    users: usersRepo,
+    teams: createTeamsRepo(),
+    audit,
+    box,
+    changed: (tenantId) => void runtime.refreshIdle(tenantId).catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not refresh runtimes after a git host change')),
+  });
+  const gitConnections = createGitConnectionsService({ db, hosts: gitHostsRepo, repo: gitConnectionsRepo, credentials: gitCredentials, audit, box, clock, publicUrl: config.server.publicUrl });
   // The tenants' MCP connectors (issue 28): listed in each runtime by its user's roles, forwarded by the
   // gateway host with their sealed credentials. A change reaches idle runtimes at once (the runtime is
   // made below; changes only come once the core runs), busy ones at their next turn.
@@ -450,7 +470,7 @@ export function createCore(deps: CoreDeps) {
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, spending, tenants, system,
-    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, mcpServers,
+    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

@@ -107,7 +107,13 @@ export function createGitGateway(deps: {
       // would have git look for some): it is the operator's problem, said as such.
       if (status === 401 || status === 403) {
         up.resume();
-        return text(res, 502, `${view.host.name} refused the service credential (HTTP ${status}); ask an admin to check it (aws connector git update ${view.host.name} --token-stdin)`);
+        return text(
+          res,
+          502,
+          view.as.kind === 'user'
+            ? `${view.host.name} refused your account's token (HTTP ${status}): connect it again in the dashboard (Connections), or ask for access to this repository there`
+            : `${view.host.name} refused the service credential (HTTP ${status}); ask an admin to check it (aws connector git update ${view.host.name})`,
+        );
       }
       if (status >= 300 && status < 400) {
         up.resume();
@@ -201,6 +207,12 @@ export function createGitGateway(deps: {
       return text(res, 400, gr.error);
     }
     const target = `git:${view.host.name}/${gr.repo}`;
+    if ('refused' in view) {
+      req.resume();
+      audit(identity, { action: 'git.denied', target, details: { service: gr.service, reason: view.refused } });
+      return text(res, 403, view.refused);
+    }
+    const as = view.as.kind === 'user' ? `user:${view.as.account}` : 'service';
     if (!canReach(view.host.access, view.user, gr.repo)) {
       req.resume();
       audit(identity, { action: 'git.denied', target, details: { service: gr.service, reason: 'no access' } });
@@ -212,7 +224,7 @@ export function createGitGateway(deps: {
       if ((fetchAudited.get(key) ?? 0) <= now - FETCH_AUDIT_WINDOW_MS) {
         fetchAudited.set(key, now);
         if (fetchAudited.size > 10_000) fetchAudited.clear();
-        audit(identity, { action: 'git.fetch', target, details: { host: view.host.name, repository: gr.repo } });
+        audit(identity, { action: 'git.fetch', target, details: { host: view.host.name, repository: gr.repo, as } });
       }
     }
     if (gr.service !== 'git-receive-pack' || gr.kind !== 'rpc') return forward(view, gr, req, res, null);
@@ -238,7 +250,7 @@ export function createGitGateway(deps: {
     const started = Date.now();
     // No ref updates: git's probe before a large push (it updates nothing), not a push of its own.
     forward(view, gr, req, res, { head, ended }, (status) =>
-      parse.commands.length ? audit(identity, { action: 'git.push', target, details: { host: view.host.name, repository: gr.repo, refs, status, durationMs: Date.now() - started } }) : undefined,
+      parse.commands.length ? audit(identity, { action: 'git.push', target, details: { host: view.host.name, repository: gr.repo, refs, as, status, durationMs: Date.now() - started } }) : undefined,
     );
   }
 

@@ -1,5 +1,14 @@
 import type { Queryable } from '../../db/database.js';
 import type { GitAccessRule } from './git-fns.js';
+import type { GitOAuthClient, UserConnections } from './git-oauth-fns.js';
+
+export type GitCredentialKind = 'token' | 'github_app' | 'none';
+/** A GitHub App installation (its private key is the host's sealed secret). */
+export interface GitHubApp {
+  appId: string;
+  installationId: string;
+  apiUrl: string;
+}
 
 export interface GitHostRow {
   id: string;
@@ -7,7 +16,13 @@ export interface GitHostRow {
   name: string;
   baseUrl: string;
   username: string;
-  secretSealed: string;
+  credentialKind: GitCredentialKind;
+  /** The token, or the GitHub App's private key; null when the host has no service credential. */
+  secretSealed: string | null;
+  app: GitHubApp | null;
+  oauth: GitOAuthClient | null;
+  oauthSecretSealed: string | null;
+  userConnections: UserConnections;
   access: GitAccessRule[];
   protectedRefs: string[];
   protectDefault: boolean;
@@ -16,10 +31,11 @@ export interface GitHostRow {
   updatedAt: Date;
 }
 
-const HOST = `h.id, h.tenant_id as "tenantId", h.name, h.base_url as "baseUrl", h.username, h.secret_sealed as "secretSealed", h.access,
+const HOST = `h.id, h.tenant_id as "tenantId", h.name, h.base_url as "baseUrl", h.username, h.credential_kind as "credentialKind", h.secret_sealed as "secretSealed",
+  h.app, h.oauth, h.oauth_secret_sealed as "oauthSecretSealed", h.user_connections as "userConnections", h.access,
   h.protected_refs as "protectedRefs", h.protect_default as "protectDefault", h.branch_prefix as "branchPrefix", h.created_at as "createdAt", h.updated_at as "updatedAt"`;
 
-export type GitHostPatch = Partial<Pick<GitHostRow, 'baseUrl' | 'username' | 'secretSealed' | 'access' | 'protectedRefs' | 'protectDefault' | 'branchPrefix'>>;
+export type GitHostPatch = Partial<Pick<GitHostRow, 'baseUrl' | 'username' | 'credentialKind' | 'secretSealed' | 'app' | 'oauth' | 'oauthSecretSealed' | 'userConnections' | 'access' | 'protectedRefs' | 'protectDefault' | 'branchPrefix'>>;
 
 export function createGitHostsRepo() {
   return {
@@ -32,21 +48,37 @@ export function createGitHostsRepo() {
     /** Null when the tenant has a host of that name already. */
     async insert(q: Queryable, h: Omit<GitHostRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<GitHostRow | null> {
       const { rows } = await q.query<GitHostRow>(
-        `insert into git_hosts as h (tenant_id, name, base_url, username, secret_sealed, access, protected_refs, protect_default, branch_prefix)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict (tenant_id, name) do nothing returning ${HOST}`,
-        [h.tenantId, h.name, h.baseUrl, h.username, h.secretSealed, JSON.stringify(h.access), h.protectedRefs, h.protectDefault, h.branchPrefix],
+        `insert into git_hosts as h (tenant_id, name, base_url, username, secret_sealed, access, protected_refs, protect_default, branch_prefix,
+                                     credential_kind, app, oauth, oauth_secret_sealed, user_connections)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) on conflict (tenant_id, name) do nothing returning ${HOST}`,
+        [h.tenantId, h.name, h.baseUrl, h.username, h.secretSealed, JSON.stringify(h.access), h.protectedRefs, h.protectDefault, h.branchPrefix,
+         h.credentialKind, h.app ? JSON.stringify(h.app) : null, h.oauth ? JSON.stringify(h.oauth) : null, h.oauthSecretSealed, h.userConnections],
       );
       return rows[0] ?? null;
     },
-    /** Null when the host is gone (removed meanwhile). */
+    async findById(q: Queryable, tenantId: string, id: string): Promise<GitHostRow | null> {
+      return (await q.query<GitHostRow>(`select ${HOST} from git_hosts h where h.tenant_id = $1 and h.id = $2`, [tenantId, id])).rows[0] ?? null;
+    },
+    /** Locks the host's row for a change read from its current state. */
+    async findForUpdate(q: Queryable, tenantId: string, name: string): Promise<GitHostRow | null> {
+      return (await q.query<GitHostRow>(`select ${HOST} from git_hosts h where h.tenant_id = $1 and h.name = $2 for update`, [tenantId, name])).rows[0] ?? null;
+    },
+    /** Writes the fields given (undefined: unchanged; null clears the nullable ones). Null when the host is gone. */
     async update(q: Queryable, tenantId: string, name: string, p: GitHostPatch): Promise<GitHostRow | null> {
-      const { rows } = await q.query<GitHostRow>(
-        `update git_hosts h set base_url = coalesce($3, base_url), username = coalesce($4, username), secret_sealed = coalesce($5, secret_sealed),
-                access = coalesce($6::jsonb, access), protected_refs = coalesce($7, protected_refs), protect_default = coalesce($8, protect_default),
-                branch_prefix = coalesce($9, branch_prefix), updated_at = now()
-          where h.tenant_id = $1 and h.name = $2 returning ${HOST}`,
-        [tenantId, name, p.baseUrl ?? null, p.username ?? null, p.secretSealed ?? null, p.access ? JSON.stringify(p.access) : null, p.protectedRefs ?? null, p.protectDefault ?? null, p.branchPrefix ?? null],
-      );
+      const columns: Record<keyof GitHostPatch, string> = {
+        baseUrl: 'base_url', username: 'username', credentialKind: 'credential_kind', secretSealed: 'secret_sealed', app: 'app', oauth: 'oauth',
+        oauthSecretSealed: 'oauth_secret_sealed', userConnections: 'user_connections', access: 'access', protectedRefs: 'protected_refs',
+        protectDefault: 'protect_default', branchPrefix: 'branch_prefix',
+      };
+      const sets: string[] = [];
+      const values: unknown[] = [tenantId, name];
+      for (const [key, column] of Object.entries(columns) as Array<[keyof GitHostPatch, string]>) {
+        const v = p[key];
+        if (v === undefined) continue;
+        values.push(v !== null && (key === 'access' || key === 'app' || key === 'oauth') ? JSON.stringify(v) : v);
+        sets.push(`${column} = $${values.length}`);
+      }
+      const { rows } = await q.query<GitHostRow>(`update git_hosts h set ${[...sets, 'updated_at = now()'].join(', ')} where h.tenant_id = $1 and h.name = $2 returning ${HOST}`, values);
       return rows[0] ?? null;
     },
     /** False when there was no such host. */

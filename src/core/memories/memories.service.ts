@@ -2,11 +2,11 @@ import type { Database, Queryable, Tx } from '../../db/database.js';
 import { isCleanString } from '../../lib/clean-string.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { hasPermission, type PermissionName } from '../authz.js';
+import { hasPermission, requireUser, type PermissionName } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { EMBED_MEMORY_JOB } from '../embeddings/embeddings.service.js';
 import { vectorLiteral } from '../embeddings/model-key.js';
-import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, UnprocessableError, ValidationError } from '../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnprocessableError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../logger.js';
 import type { RbacPermissions } from '../rbac/permissions.js';
@@ -125,11 +125,7 @@ export function createMemoriesService(deps: {
   const limits = deps.limits ?? MEMORY_WRITE_LIMITS_DEFAULT;
 
   /** Memories belong to people: the operator (CLI) acts on tenants, not as anyone, so it has none. */
-  function userOf(ctx: Ctx): UserActor {
-    if (ctx.actor.kind === 'anonymous') throw new UnauthenticatedError();
-    if (ctx.actor.kind !== 'user') throw new ForbiddenError('memories belong to users: this needs a signed-in user', { hint: "Call the API with a user's token." });
-    return ctx.actor;
-  }
+  const userOf = (ctx: Ctx): UserActor => requireUser(ctx, 'memories');
 
   const viewerOf = (actor: { tenantId: string; userId: string; permissions: RbacPermissions }): Viewer => ({
     tenantId: actor.tenantId,
