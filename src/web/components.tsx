@@ -11,6 +11,8 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
     ['plans', 'Plans'],
     ['memories', 'Memories'],
     ['skills', 'Skills'],
+    // Everyone's: a person's own accounts at the git hosts, which their agents then act as.
+    ['connections', 'Connections'],
     // Only when the user's permissions open at least one admin tab.
     ...(adminTabs(me.permissions).length ? ([['admin', 'Admin']] as Array<[string, string]>) : []),
   ];

@@ -4,6 +4,7 @@ import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './a
 import { Shell } from './components';
 import { AdminScreen } from './screens/admin';
 import { ChatScreen } from './screens/chat';
+import { ConnectionsScreen } from './screens/connections';
 import { MemoriesScreen } from './screens/memories';
 import { PlansScreen } from './screens/plans';
 import { SkillsScreen } from './screens/skills';
@@ -13,7 +14,8 @@ import type { Me } from './types';
 
 /** The route is the URL's hash (#/sessions, #/sessions/<id>, #/admin/audit): no server routes to keep in step. */
 function useRoute(): string[] {
-  const read = () => (location.hash.replace(/^#\/?/, '') || 'sessions').split('/').map(decodeURIComponent);
+  // A query after the route (#/connections?connected=github) is the screen's to read, not part of the route.
+  const read = () => (location.hash.replace(/^#\/?/, '').split('?')[0] || 'sessions').split('/').map(decodeURIComponent);
   const [route, setRoute] = useState(read);
   useEffect(() => {
     const on = () => setRoute(read());
@@ -74,8 +76,9 @@ function App() {
       {screen === 'plans' ? <PlansScreen planId={id} key={id ?? 'list'} /> : null}
       {screen === 'memories' ? <MemoriesScreen me={me} /> : null}
       {screen === 'skills' ? <SkillsScreen me={me} skillId={id} key={id ?? 'list'} /> : null}
+      {screen === 'connections' ? <ConnectionsScreen /> : null}
       {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} /> : null}
-      {!['sessions', 'plans', 'memories', 'skills', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
+      {!['sessions', 'plans', 'memories', 'skills', 'connections', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
     </Shell>
   );
 }

@@ -1,4 +1,8 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGitConnectionsRepo } from '../../src/core/connectors/git-connections.repo.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
 import { runCli } from '../helpers/cli.js';
@@ -14,9 +18,11 @@ describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
   const sealed = async () => (await t.opened.db.query<{ s: string }>(`select secret_sealed as s from git_hosts where name = 'github'`)).rows[0]?.s;
   const open = (s: string) => createSecretBox([t.env.vars.AGENTWS_ENCRYPTION_KEY]).open(s);
 
+  let tenant: Awaited<ReturnType<typeof seedTenant>>;
+
   beforeAll(async () => {
     t = await startTestApp();
-    await seedTenant(t, 'acme');
+    tenant = await seedTenant(t, 'acme', [{ handle: 'alice', roles: ['member'] }]);
   });
   afterAll(async () => {
     await t?.close();
@@ -51,5 +57,80 @@ describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
     expect(rm.code).toBe(0);
     expect(await sealed()).toBeUndefined();
     expect((await run(['connector', 'git', 'remove', 'github', '--yes'])).code).toBe(1);
+  });
+
+  it('sets a GitHub App and an OAuth client from files, prints the callback URL, lists and ends people\'s connections', async () => {
+    const file = (name: string, text: string) => {
+      const path = join(t.env.dir, name);
+      writeFileSync(path, text, { mode: 0o600 });
+      return path;
+    };
+    const secretFile = file('client-secret.txt', 'client-SECRET-abc\n');
+    const pem = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
+    const pemFile = file('app.pem', pem);
+    const host = async () =>
+      (await t.opened.db.query<{ kind: string; app: unknown; oauth: { clientId: string; authorizeUrl: string; scopes: string } | null; secret: string | null; oauthSecret: string | null; mode: string }>(
+        `select credential_kind as kind, app, oauth, secret_sealed as secret, oauth_secret_sealed as "oauthSecret", user_connections as mode from git_hosts where name = 'forge'`,
+      )).rows[0]!;
+
+    // No shared credential: people's own accounts only, through a Gitea's OAuth client.
+    const add = await run(['connector', 'git', 'add', 'forge', '--base-url', 'https://git.example.com', '--credential', 'none', '--user-connections', 'required', '--oauth-preset', 'gitea', '--oauth-client-id', 'cid-1', '--oauth-client-secret-file', secretFile, '--access', 'role:member=acme/*']);
+    expect(add.code, add.stderr).toBe(0);
+    expect(add.stderr).toContain(`${t.url}/v1/connections/git/callback`);
+    let row = await host();
+    expect(row).toMatchObject({ kind: 'none', secret: null, mode: 'required', oauth: { clientId: 'cid-1', authorizeUrl: 'https://git.example.com/login/oauth/authorize', scopes: 'read:user write:repository' } });
+    // The file's trailing newline is no part of the secret.
+    expect(open(row.oauthSecret!)).toBe('client-SECRET-abc');
+
+    // A GitHub App as the service credential; the scopes alone change, the client's id and secret stay.
+    const upd = await run(['connector', 'git', 'update', 'forge', '--credential', 'github-app', '--github-app-id', '123', '--github-installation-id', '456', '--github-private-key-file', pemFile, '--user-connections', 'optional', '--oauth-scopes', 'read:user', '--json']);
+    expect(upd.code, upd.stderr).toBe(0);
+    const updated = JSON.parse(upd.stdout);
+    expect(updated).toMatchObject({ callbackUrl: `${t.url}/v1/connections/git/callback`, gitHost: { credentialKind: 'github_app', credential: 'sealed', githubApp: { appId: '123', installationId: '456' }, userConnections: 'optional', oauth: { clientId: 'cid-1', clientSecret: 'sealed', scopes: 'read:user' } } });
+    row = await host();
+    expect(open(row.secret!)).toBe(pem);
+    expect(open(row.oauthSecret!)).toBe('client-SECRET-abc');
+    expect(row.oauth!.authorizeUrl).toBe('https://git.example.com/login/oauth/authorize');
+    for (const r of [add, upd]) expect(`${r.stdout}${r.stderr}`).not.toMatch(/SECRET|PRIVATE KEY/);
+
+    const missing = await run(['connector', 'git', 'update', 'forge', '--github-private-key-file', join(t.env.dir, 'nope.pem')]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/--github-private-key-file: cannot read .*nope\.pem \(ENOENT\)/);
+
+    // Alice connected her own account (as the OAuth callback would store it).
+    const hostId = (await t.opened.db.query<{ id: string }>(`select id from git_hosts where name = 'forge'`)).rows[0]!.id;
+    const box = createSecretBox([t.env.vars.AGENTWS_ENCRYPTION_KEY]);
+    const expiresAt = new Date(Date.now() + 3600_000);
+    await createGitConnectionsRepo().upsert(t.opened.db, { tenantId: tenant.tenantId, hostId, userId: tenant.ids.alice, account: 'alice-at-forge', accessSealed: box.seal('gto_access'), refreshSealed: box.seal('gto_refresh'), expiresAt, scopes: 'read:user' });
+
+    const list = await run(['connector', 'git', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/forge .*github_app .*optional \(1 connected\)/);
+
+    const conns = await run(['connector', 'git', 'connections', 'forge', '--json']);
+    expect(conns.code, conns.stderr).toBe(0);
+    expect(JSON.parse(conns.stdout).connections).toEqual([{ userId: tenant.ids.alice, handle: 'alice', email: 'alice@acme.example', account: 'alice-at-forge', connectedAt: expect.any(String), expiresAt: expiresAt.toISOString() }]);
+    const table = await run(['connector', 'git', 'connections', 'forge']);
+    expect(table.stdout).toMatch(/alice .*alice@acme\.example .*alice-at-forge/);
+    expect(`${conns.stdout}${table.stdout}`).not.toContain('gto_');
+
+    const off = await run(['connector', 'git', 'disconnect', 'forge', '--user', 'alice@acme.example', '--yes']);
+    expect(off.code, off.stderr).toBe(0);
+    expect((await t.opened.db.query(`select 1 from git_connections where host_id = $1`, [hostId])).rowCount).toBe(0);
+    expect((await t.opened.db.query(`select details from audit_log where action = 'connector.git.disconnect'`)).rows).toEqual([{ details: expect.objectContaining({ userId: tenant.ids.alice }) }]);
+    const again = await run(['connector', 'git', 'disconnect', 'forge', '--user', 'alice', '--yes']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/no connection to forge/);
+    expect((await run(['connector', 'git', 'connections', 'forge'])).stderr).toMatch(/Nobody has connected/);
+
+    // The client cannot go while people may still connect; with connections off it can.
+    const refused = await run(['connector', 'git', 'update', 'forge', '--no-oauth']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/OAuth client/);
+    const removed = await run(['connector', 'git', 'update', 'forge', '--no-oauth', '--user-connections', 'off', '--json']);
+    expect(removed.code, removed.stderr).toBe(0);
+    expect(JSON.parse(removed.stdout)).not.toHaveProperty('callbackUrl');
+    row = await host();
+    expect(row).toMatchObject({ oauth: null, oauthSecret: null, mode: 'off' });
   });
 });

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { createGitConnectionsRepo } from '../../src/core/connectors/git-connections.repo.js';
+import { createSecretBox } from '../../src/lib/secret-box.js';
 import { seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, shoot } from '../helpers/browser.js';
 
 /**
  * Admin → Git hosts and Admin → MCP servers in a real headless Chromium (issue 28), one app and one
@@ -18,7 +20,10 @@ describe('the dashboard connector tabs in Chromium', () => {
   /** A page signed in as the owner of a new tenant (its access cookie, as after a sign-in); dialogs accepted. */
   async function ownerPage(slug: string): Promise<Page> {
     const tenant = await seedTenant(t, slug);
-    const token = await signToken(t, { sub: tenant.ids.owner, tid: tenant.tenantId, roles: ['owner'] });
+    return pageAs(tenant.tenantId, tenant.ids.owner, ['owner']);
+  }
+  async function pageAs(tenantId: string, userId: string, roles: string[]): Promise<Page> {
+    const token = await signToken(t, { sub: userId, tid: tenantId, roles });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     contexts.push(context);
     await context.addCookies([{ name: 'agentws_access', value: token, url: t.url, httpOnly: true, sameSite: 'Lax' }]);
@@ -108,5 +113,86 @@ describe('the dashboard connector tabs in Chromium', () => {
     await page.getByText('No MCP servers yet.').waitFor();
     const audit = (await t.opened.db.query(`select action from audit_log where target = 'mcp:tracker' order by ts`)).rows.map((r) => r.action);
     expect(audit).toEqual(['connector.mcp.add', 'connector.mcp.update', 'connector.mcp.update', 'connector.mcp.remove']);
+  });
+
+  it('an admin sets a host\'s OAuth client and sees the callback URL; a member connects from Connections; the admin ends it', async () => {
+    const tenant = await seedTenant(t, 'acme-conn', [{ handle: 'mia', roles: ['member'] }]);
+    const admin = await pageAs(tenant.tenantId, tenant.ids.owner, ['owner']);
+    const member = await pageAs(tenant.tenantId, tenant.ids.mia, ['member']);
+    const CLIENT_SECRET = `cs-${Math.random().toString(36).slice(2)}`;
+    const callback = `${t.url}/v1/connections/git/callback`;
+
+    await member.goto(`${t.url}/#/sessions`);
+    await member.getByRole('link', { name: 'Connections' }).click();
+    await member.getByText('No git host takes personal connections yet').waitFor();
+
+    await admin.goto(`${t.url}/#/admin/git`);
+    await admin.getByRole('button', { name: 'New git host' }).click();
+    const form = admin.getByRole('form', { name: 'New git host' });
+    await form.locator('input[name=name]').fill('forge');
+    await form.locator('input[name=baseUrl]').fill('https://git.example.com');
+    await form.locator('input[name=token]').fill(GIT_TOKEN);
+    await form.locator('textarea[name=access]').fill('role:member=acme/*');
+    await form.locator('select[name=userConnections]').selectOption('optional');
+    await form.locator('select[name=oauthPreset]').selectOption('gitea');
+    expect(await form.getByTestId('callback-url').textContent()).toBe(callback);
+    await form.locator('input[name=clientId]').fill('forge-client');
+    // Without the client's secret, the refusal shows at the OAuth client.
+    await form.getByRole('button', { name: 'Add git host' }).click();
+    await form.locator('.field-error', { hasText: 'per-user connections need the host\'s OAuth client' }).waitFor();
+    await form.locator('input[name=clientSecret]').fill(CLIENT_SECRET);
+    await form.getByRole('button', { name: 'Add git host' }).click();
+    const host = admin.getByRole('form', { name: 'Git host forge' });
+    await host.waitFor();
+    expect(await host.locator('select[name=oauthPreset]').inputValue()).toBe('custom');
+    expect(await host.locator('input[name=authorizeUrl]').inputValue()).toBe('https://git.example.com/login/oauth/authorize');
+    expect(await host.locator('input[name=clientSecret]').inputValue()).toBe('');
+    expect(await host.getByTestId('callback-url').textContent()).toBe(callback);
+    await host.getByText('0 people have connected their own account.').waitFor();
+    await shoot(admin, '40-admin-git-host-oauth');
+    const stored = (await t.opened.db.query(`select oauth->>'clientId' as "clientId", user_connections as mode, oauth_secret_sealed as secret from git_hosts where name = 'forge'`)).rows[0];
+    expect(stored).toMatchObject({ clientId: 'forge-client', mode: 'optional' });
+    const box = createSecretBox([t.env.vars.AGENTWS_ENCRYPTION_KEY]);
+    expect(box.open(stored.secret)).toBe(CLIENT_SECRET);
+    expect(await admin.content()).not.toContain(CLIENT_SECRET);
+
+    // The member's Connect goes to the host's consent page (answered here: no real host).
+    await member.reload();
+    const item = member.getByTestId('connection').filter({ hasText: 'forge' });
+    await item.getByText('Not connected').waitFor();
+    await member.route('https://git.example.com/**', (r) => r.fulfill({ status: 200, contentType: 'text/html', body: '<h1>Allow?</h1>' }));
+    const consent = member.waitForRequest((r) => r.url().startsWith('https://git.example.com/login/oauth/authorize'));
+    await item.getByRole('button', { name: 'Connect' }).click();
+    const asked = new URL((await consent).url());
+    expect(Object.fromEntries(asked.searchParams)).toMatchObject({ client_id: 'forge-client', redirect_uri: callback, response_type: 'code', code_challenge_method: 'S256', state: expect.any(String) });
+
+    // A callback this browser did not start comes back to Connections with the reason.
+    await member.goto(`${callback}?state=not-ours&code=abc`);
+    await member.getByText(/Not connected: this connection was not started here/).waitFor();
+    expect(new URL(member.url()).hash).toBe('#/connections');
+
+    // Connected (as the callback stores it): the member sees the account, the admin sees the member.
+    const hostId = (await t.opened.db.query<{ id: string }>(`select id from git_hosts where tenant_id = $1 and name = 'forge'`, [tenant.tenantId])).rows[0]!.id;
+    const connect = () =>
+      createGitConnectionsRepo().upsert(t.opened.db, { tenantId: tenant.tenantId, hostId, userId: tenant.ids.mia, account: 'mia-at-forge', accessSealed: box.seal('gto_a'), refreshSealed: null, expiresAt: null, scopes: '' });
+    await connect();
+    await member.goto(`${t.url}/#/connections?connected=forge`);
+    await member.getByText('Connected to forge: your agents now act as you there.').waitFor();
+    await item.getByText(/Connected as mia-at-forge · since/).waitFor();
+    await shoot(member, '41-connections');
+    await item.getByRole('button', { name: 'Disconnect' }).click();
+    await item.getByText('Not connected').waitFor();
+    expect((await t.opened.db.query(`select 1 from git_connections where host_id = $1`, [hostId])).rowCount).toBe(0);
+
+    await connect();
+    await admin.reload();
+    await host.getByText('1 person has connected their own account.').waitFor();
+    const people = host.getByRole('list', { name: 'Connections to forge' });
+    expect(await people.textContent()).toContain('mia@acme-conn.example as mia-at-forge');
+    await people.getByRole('button', { name: 'Disconnect' }).click();
+    await host.getByText('0 people have connected their own account.').waitFor();
+    expect((await t.opened.db.query(`select 1 from git_connections where host_id = $1`, [hostId])).rowCount).toBe(0);
+    const audit = (await t.opened.db.query(`select user_id as actor from audit_log where tenant_id = $1 and action = 'connector.git.disconnect' order by ts`, [tenant.tenantId])).rows;
+    expect(audit.map((a) => a.actor)).toEqual([tenant.ids.mia, tenant.ids.owner]);
   });
 });

@@ -4,7 +4,8 @@ import { info, table } from '../../../src/cli/output.js';
 
 export default class ConnectorGitList extends BaseCommand<typeof ConnectorGitList> {
   static override summary = 'List the git hosts of a tenant (never their tokens).';
-  static override description = 'Columns: name, base URL, access (who=patterns), branch prefix, protected refs.';
+  static override description =
+    'Columns: name, base URL, service credential (token, github_app, none), per-user connections (off, optional, required) and how many people have connected, access (who=patterns), branch prefix, protected refs.';
   static override examples = ['<%= config.bin %> connector git list', '<%= config.bin %> connector git list --tenant acme --json'];
   static override flags = { tenant: BaseCommand.tenantFlag };
 
@@ -13,8 +14,16 @@ export default class ConnectorGitList extends BaseCommand<typeof ConnectorGitLis
     const hosts = await core.gitHosts.list(await this.tenantCtx(this.flags.tenant));
     this.output({ gitHosts: hosts }, () => {
       if (!hosts.length) return info('No git hosts yet: add one with `npx aws connector git add`.');
-      const rows = hosts.map((h) => ({ name: h.name, 'base url': h.baseUrl, access: describeAccess(h.access), prefix: h.branchPrefix, protected: [...h.protectedRefs, ...(h.protectDefault ? ['HEAD'] : [])].join(',') }));
-      process.stdout.write(table(rows, ['name', 'base url', 'access', 'prefix', 'protected']) + '\n');
+      const rows = hosts.map((h) => ({
+        name: h.name,
+        'base url': h.baseUrl,
+        credential: h.credentialKind,
+        'user connections': h.userConnections === 'off' && !h.connections ? 'off' : `${h.userConnections} (${h.connections} connected)`,
+        access: describeAccess(h.access),
+        prefix: h.branchPrefix,
+        protected: [...h.protectedRefs, ...(h.protectDefault ? ['HEAD'] : [])].join(','),
+      }));
+      process.stdout.write(table(rows, ['name', 'base url', 'credential', 'user connections', 'access', 'prefix', 'protected']) + '\n');
     });
   }
 }

@@ -13,6 +13,8 @@ export function useRefusal(fields: string[] = []) {
     general: refusal && !fields.some(names) ? refusal.message : null,
     /** The message for an input of `fields` whose path is `field` or starts with it. */
     at: (field: string) => (names(field) ? refusal!.message : null),
+    /** The message naming exactly `field`: a section's own complaint, not those of the inputs within it. */
+    only: (field: string) => (refusal?.field === field ? refusal.message : null),
     clear: () => setRefusal(null),
     /** Runs a change; a failure becomes the refusal (placed by its field) and false. */
     async run(change: () => Promise<unknown>): Promise<boolean> {
