@@ -1,4 +1,4 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { GATEWAY_ARG_TEXT, resolveGateway } from '../../src/cli/gateway-input.js';
 import { info } from '../../src/cli/output.js';
@@ -11,7 +11,7 @@ export default class GatewayDelete extends BaseCommand<typeof GatewayDelete> {
   static override args = { gateway: Args.string({ description: GATEWAY_ARG_TEXT, required: true }) };
   static override flags = {
     tenant: BaseCommand.tenantFlag,
-    yes: Flags.boolean({ char: 'y', summary: 'Do not ask for confirmation.' }),
+    yes: BaseCommand.yesFlag,
   };
 
   async run(): Promise<void> {

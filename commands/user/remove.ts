@@ -1,4 +1,4 @@
-import { Args, Flags } from '@oclif/core';
+import { Args } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
 
@@ -10,7 +10,7 @@ export default class UserRemove extends BaseCommand<typeof UserRemove> {
   static override args = { user: Args.string({ description: 'Email, handle or id of the user', required: true }) };
   static override flags = {
     tenant: BaseCommand.tenantFlag,
-    yes: Flags.boolean({ char: 'y', summary: 'Do not ask for confirmation.' }),
+    yes: BaseCommand.yesFlag,
   };
 
   async run(): Promise<void> {

@@ -21,6 +21,8 @@ export type BaseArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args
 export abstract class BaseCommand<T extends typeof Command> extends Command {
   /** Shared by the tenant-scoped commands. */
   static tenantFlag = Flags.string({ summary: 'Tenant slug or id (default: the only tenant, when there is one).' });
+  /** For destructive commands, with confirmOrExit: skips its question. */
+  static yesFlag = Flags.boolean({ char: 'y', summary: 'Do not ask for confirmation.' });
 
   static override baseFlags = {
     config: Flags.string({

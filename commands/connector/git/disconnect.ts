@@ -11,7 +11,7 @@ export default class ConnectorGitDisconnect extends BaseCommand<typeof Connector
   static override flags = {
     tenant: BaseCommand.tenantFlag,
     user: Flags.string({ summary: 'Whose connection: email, handle or id.', required: true }),
-    yes: Flags.boolean({ char: 'y', summary: 'Do not ask for confirmation.' }),
+    yes: BaseCommand.yesFlag,
   };
 
   async run(): Promise<void> {
