@@ -67,6 +67,7 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_PROMPT_MAX_FILE_MB', kind: 'int', default: '4', min: 1, max: 100, doc: 'Largest file a prompt may attach, in MiB (larger: 413). A whole prompt request may be at most files x size + 1 MiB.' },
   { name: 'AGENTWS_MEMORY_WRITES_PER_MINUTE', kind: 'int', default: '30', min: 1, max: 100000, doc: 'Memories one person may write through the API (POST /v1/memories, the dashboard) in any 60 s; more: 429 with Retry-After. Counted in the database (the audit log), so it holds across every serve process on one PostgreSQL. The agent\'s saves have their own limit (20 a minute).' },
   { name: 'AGENTWS_MEMORY_QUOTA', kind: 'int', default: '2000', min: 1, max: 10000000, doc: 'Memories one person may keep, whoever wrote them (they and their agent); a write beyond it is 409 memory_quota_exceeded with the figures until they delete some.' },
+  { name: 'AGENTWS_AUDIT_RETENTION_FLOOR_DAYS', kind: 'int', default: '365', min: 1, max: 36500, doc: 'The shortest period, in days, a tenant admin may keep the audit log for (GET|PUT /v1/admin/retention, `aws retention set --audit`); a shorter one is refused with 400. A period set before the floor was raised is applied as the floor. A tenant that sets no audit period keeps the audit log forever.' },
   { name: 'AGENTWS_BOT_CHAT_API_URL', kind: 'url', default: 'https://api.telegram.org', doc: 'Base URL of the bot_chat platform\'s Bot API (Telegram conventions: /bot<token>/setWebhook, /bot<token>/sendMessage).' },
   { name: 'AGENTWS_TEAM_CHAT_API_URL', kind: 'url', default: 'https://smba.trafficmanager.net/teams', doc: 'Base URL of the team_chat platform\'s API (Bot-Framework-style activities and webhook registration).' },
 ] as const satisfies readonly VarSpec[];
@@ -149,6 +150,10 @@ export interface Config {
   readonly prompts: {
     readonly maxFiles: number;
     readonly maxFileBytes: number;
+  };
+  readonly retention: {
+    /** The shortest audit-log period a tenant may set, in days. */
+    readonly auditFloorDays: number;
   };
   readonly memories: {
     /** Memories one person may write through the API in any 60 s. */

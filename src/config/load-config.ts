@@ -227,6 +227,9 @@ export function parseConfigValues(input: {
       maxFiles: values.AGENTWS_PROMPT_MAX_FILES as number,
       maxFileBytes: (values.AGENTWS_PROMPT_MAX_FILE_MB as number) * 1024 * 1024,
     },
+    retention: {
+      auditFloorDays: values.AGENTWS_AUDIT_RETENTION_FLOOR_DAYS as number,
+    },
     memories: {
       writesPerMinute: values.AGENTWS_MEMORY_WRITES_PER_MINUTE as number,
       quota: values.AGENTWS_MEMORY_QUOTA as number,

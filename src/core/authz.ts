@@ -49,3 +49,13 @@ export function hasPermission(p: RbacPermissions, permission: PermissionName): b
   const [group, member] = permission.split('.') as [keyof RbacPermissions, string];
   return (p[group] as Record<string, unknown>)[member] === true;
 }
+
+/**
+ * For changes no permission guards (a person's own sessions and plans: delete, cancel, answer a tool
+ * request): a personal access token makes them only with the scope that names them. Other callers pass.
+ */
+export function requireTokenScope(ctx: Ctx, scope: 'sessions' | 'memories' | 'admin'): void {
+  if (ctx.actor.kind === 'user' && ctx.actor.token && !ctx.actor.token.scopes.includes(scope)) {
+    throw new ForbiddenError(`this token lacks the ${scope} scope`, { code: 'token_scope', details: { scope, field: 'scopes' } });
+  }
+}

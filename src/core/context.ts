@@ -13,8 +13,13 @@ export interface UserActor {
   roles: string[];
   /** Union of those roles' permission documents. */
   permissions: RbacPermissions;
-  /** How the caller proved who they are; `agent`: the user's agent runtime acting for them. */
-  via: 'token' | 'api-key' | 'demo' | 'gateway' | 'agent';
+  /**
+   * How the caller proved who they are; `agent`: the user's agent runtime acting for them; `pat`: a
+   * personal access token (its scopes below, its permissions already narrowed to them).
+   */
+  via: 'token' | 'api-key' | 'demo' | 'gateway' | 'agent' | 'pat';
+  /** A personal access token's scopes and id (via `pat` only). */
+  token?: { id: string; scopes: ReadonlyArray<'read' | 'sessions' | 'memories' | 'admin'> };
   /** The user's profile as loaded while authenticating (saves /auth/me a second query). */
   profile?: { handle: string; email: string; displayName: string };
 }

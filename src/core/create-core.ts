@@ -7,6 +7,9 @@ import { createAuditRepo } from './audit/audit.repo.js';
 import { createAuditService } from './audit/audit.service.js';
 import { createAuthRepo } from './auth/auth.repo.js';
 import { createAuthService } from './auth/auth.service.js';
+import { createPersonalTokensRepo } from './tokens/personal-tokens.repo.js';
+import { createPersonalTokensService } from './tokens/personal-tokens.service.js';
+import { createGroupSync } from './auth/group-sync.js';
 import { createOidcClient } from './auth/oidc-client.js';
 import { createTokenService } from './auth/tokens.js';
 import type { EventBus } from './events.js';
@@ -62,6 +65,8 @@ import { createGitHostsService } from './connectors/git-hosts.service.js';
 import { createMcpServersRepo } from './connectors/mcp-servers.repo.js';
 import { createMcpServersService } from './connectors/mcp-servers.service.js';
 import { createTeamsService } from './teams/teams.service.js';
+import { createScimRepo } from './scim/scim.repo.js';
+import { createScimService } from './scim/scim.service.js';
 import { createEmbeddingClient } from './embeddings/embedding-client.js';
 import { createEmbeddersRepo } from './embeddings/embedders.repo.js';
 import { createEmbeddersService } from './embeddings/embedders.service.js';
@@ -75,6 +80,8 @@ import { createSkillsRepo } from './skills/skills.repo.js';
 import { createSkillsService, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skills/skills.service.js';
 import { createBackupRepo } from './backup/backup.repo.js';
 import { createBackupService } from './backup/backup.service.js';
+import { createPrivacyService } from './privacy/privacy.service.js';
+import { createRetentionService, RETENTION_CRON, RETENTION_JOB } from './retention/retention.service.js';
 import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
 
 export interface CoreDeps {
@@ -94,10 +101,11 @@ export function createCore(deps: CoreDeps) {
   const audit = createAuditService({ repo: createAuditRepo(), bus, db });
   const usersRepo = createUsersRepo();
   const tenantsRepo = createTenantsRepo();
-  const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, audit, queue, workspaceRoot: join(config.dataDir, 'workspaces') });
+  const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, teams: createTeamsRepo(), audit, queue, workspaceRoot: join(config.dataDir, 'workspaces') });
   const rbac = createRbacService({ db, tenants: tenantsRepo, users: usersRepo, audit, bus, clock });
   const usage = createUsageService({ db, clock });
   const { oidc } = config.auth;
+  const personalTokens = createPersonalTokensService({ db, repo: createPersonalTokensRepo(), users: usersRepo, tenantsRepo, rbac, audit, clock });
   const auth = createAuthService({
     db,
     repo: createAuthRepo(),
@@ -108,6 +116,7 @@ export function createCore(deps: CoreDeps) {
     tenants,
     rbac,
     audit,
+    groupSync: createGroupSync({ users: usersRepo, teams: createTeamsRepo(), tenantsRepo, audit }),
     oidc:
       oidc.issuerUrl && oidc.clientId
         ? createOidcClient({ issuerUrl: oidc.issuerUrl, clientId: oidc.clientId, clientSecret: oidc.clientSecret, redirectUri: `${config.server.publicUrl}/v1/auth/callback` })
@@ -124,6 +133,7 @@ export function createCore(deps: CoreDeps) {
       apiKey: config.secrets.apiKey,
     },
     clock,
+    personalTokens,
   });
   const users = createUsersService({ db, repo: usersRepo, audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
 
@@ -442,6 +452,11 @@ export function createCore(deps: CoreDeps) {
 
   // Teams (memories are made above, with the agent's egress).
   const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
+  // SCIM provisioning of users and teams by the tenant's identity provider (issue 29).
+  const scim = createScimService({
+    db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), tenantsRepo, audit,
+    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, clock,
+  });
 
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
@@ -464,13 +479,37 @@ export function createCore(deps: CoreDeps) {
   const metrics = createMetricsService({ db, queue, pool, maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
+  // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.
+  const privacy = createPrivacyService({
+    db, users: usersRepo, tenants: tenantsRepo, teams: createTeamsRepo(), sessions: sessionsRepo, memories: createMemoriesRepo(), skills: createSkillsRepo(),
+    gitConnections: gitConnectionsRepo, spending: createSpendingRepo(), auditRepo: createAuditRepo(), audit,
+    transcriptOf: (s) => sessions.transcriptOf(s), stopRuntime: (owner) => pool.stopAnywhere(owner), revokeSignIns: auth.revokeUser,
+    operator: () => auth.operator(), pseudonymKey: config.secrets.encryptionKey, dataDir: config.dataDir, clock,
+  });
+
+  // Retention (issue 29): the tenants' periods, enforced daily by the job below.
+  const retention = createRetentionService({
+    db,
+    tenants: tenantsRepo,
+    sessionsRepo,
+    sessions,
+    skills: createSkillsRepo(),
+    spending: createSpendingRepo(),
+    auditRepo: createAuditRepo(),
+    audit,
+    clock,
+    auditFloorDays: config.retention.auditFloorDays,
+  });
+  jobHandlers[RETENTION_JOB] = (ctx) => retention.runAll(ctx);
 
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
+  schedules[RETENTION_JOB] = RETENTION_CRON;
 
   return {
-    db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, rbac, users, usage, spending, tenants, system,
-    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers,
+    db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
+    retention,
+    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the
@@ -487,6 +526,8 @@ export function createCore(deps: CoreDeps) {
       // Following the session streams first: what hosting finds (turns lost with a serve that died) is
       // told to this serve's stream clients too.
       await streams.start();
+      // Other processes (`aws user erase`) ask the serve to stop a person's runtime, here or on its runner.
+      await pool.followStops();
       // With the local runner off, this serve hosts no runtime: agents run on runner hosts only.
       if (config.runtime.localRunner) {
         await pool.host(probe.ok ? undefined : { problem: probe.problem!, hint: probe.hint });

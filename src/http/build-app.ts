@@ -24,6 +24,7 @@ import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { connectorsGitRoutes } from './routes/v1/connectors-git.routes.js';
 import { memoriesRoutes } from './routes/v1/memories.routes.js';
 import { teamsRoutes } from './routes/v1/teams.routes.js';
+import { tokensRoutes } from './routes/v1/tokens.routes.js';
 import { embedderRoutes } from './routes/v1/embedder.routes.js';
 import { jobsRoutes } from './routes/v1/jobs.routes.js';
 import { orchestrateRoutes } from './routes/v1/orchestrate.routes.js';
@@ -31,6 +32,9 @@ import { skillsRoutes } from './routes/v1/skills.routes.js';
 import { runnersRoutes } from './routes/v1/runners.routes.js';
 import { setupRoutes } from './routes/v1/setup.routes.js';
 import { mcpConnectorsRoutes } from './routes/v1/mcp-connectors.routes.js';
+import { retentionRoutes } from './routes/v1/retention.routes.js';
+import { privacyRoutes } from './routes/v1/privacy.routes.js';
+import { scimAdminRoutes, scimRoutes } from './routes/scim.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
 import { RUNNER_PATHS } from '../core/runtime/host/runner-protocol.js';
@@ -112,7 +116,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       servers: [{ url: config.server.publicUrl }],
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT or service API key' },
+          bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT, personal access token (agentws_pat_…) or service API key' },
         },
       },
       security: [{ bearer: [] }],
@@ -140,6 +144,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(sessionsRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });
+      await v1.register(tokensRoutes, { core });
       await v1.register(memoriesRoutes, { core });
       await v1.register(embedderRoutes, { core });
       await v1.register(jobsRoutes, { core });
@@ -148,10 +153,15 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(runnersRoutes, { core });
       await v1.register(connectorsGitRoutes, { core });
       await v1.register(mcpConnectorsRoutes, { core });
+      await v1.register(retentionRoutes, { core });
+      await v1.register(privacyRoutes, { core });
+      await v1.register(scimAdminRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },
     { prefix: '/v1' },
   );
+  // SCIM provisioning (RFC 7644) for identity providers: its own bearer (the tenant's SCIM token), media type and errors.
+  await app.register(scimRoutes, { core, prefix: '/scim/v2' });
   return app;
 }
 

@@ -13,6 +13,8 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
     ['skills', 'Skills'],
     // Everyone's: a person's own accounts at the git hosts, which their agents then act as.
     ['connections', 'Connections'],
+    // Everyone's: tokens for the person's own scripts.
+    ['tokens', 'API tokens'],
     // Only when the user's permissions open at least one admin tab.
     ...(adminTabs(me.permissions).length ? ([['admin', 'Admin']] as Array<[string, string]>) : []),
   ];

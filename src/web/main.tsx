@@ -10,6 +10,7 @@ import { PlansScreen } from './screens/plans';
 import { SkillsScreen } from './screens/skills';
 import { SessionsScreen } from './screens/sessions';
 import { SignInScreen, type AuthStatus } from './screens/sign-in';
+import { TokensScreen } from './screens/tokens';
 import type { Me } from './types';
 
 /** The route is the URL's hash (#/sessions, #/sessions/<id>, #/admin/audit): no server routes to keep in step. */
@@ -77,8 +78,9 @@ function App() {
       {screen === 'memories' ? <MemoriesScreen me={me} /> : null}
       {screen === 'skills' ? <SkillsScreen me={me} skillId={id} key={id ?? 'list'} /> : null}
       {screen === 'connections' ? <ConnectionsScreen /> : null}
+      {screen === 'tokens' ? <TokensScreen /> : null}
       {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} /> : null}
-      {!['sessions', 'plans', 'memories', 'skills', 'connections', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
+      {!['sessions', 'plans', 'memories', 'skills', 'connections', 'tokens', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
     </Shell>
   );
 }

@@ -25,6 +25,11 @@ export interface TestOidcUser {
   /** Entra-style directory (tenant) id claim. */
   tid?: string;
   groups?: string[];
+  /**
+   * Entra's group overage instead of `groups`: `_claim_names: { groups: 'src1' }` and `_claim_sources:
+   * { src1: { endpoint } }` (the Graph URL), plus `hasgroups` when given.
+   */
+  groupOverage?: { endpoint: string; hasgroups?: boolean };
 }
 
 export interface TestOidcProvider {
@@ -136,13 +141,18 @@ export async function startOidcProvider(options: StartOidcProviderOptions): Prom
             ...(user.preferred_username !== undefined && { preferred_username: user.preferred_username }),
             ...(user.tid !== undefined && { tid: user.tid }),
             ...(user.groups !== undefined && { groups: user.groups }),
+            ...(user.groupOverage && {
+              _claim_names: { groups: 'src1' },
+              _claim_sources: { src1: { endpoint: user.groupOverage.endpoint } },
+              ...(user.groupOverage.hasgroups !== undefined && { hasgroups: user.groupOverage.hasgroups }),
+            }),
           }),
         };
       },
       claims: {
         openid: ['sub'],
         email: ['email', 'email_verified'],
-        profile: ['name', 'preferred_username', 'tid', 'groups'],
+        profile: ['name', 'preferred_username', 'tid', 'groups', 'hasgroups'],
       },
       // Put the scope-granted claims into the ID token itself (as Entra does), not only into userinfo.
       conformIdTokenClaims: false,

@@ -9,6 +9,7 @@ import { startFakeLlm, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.
 import { readSseFrames } from '../fixtures/sse-frames.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from './app.js';
 import type { TestEnv } from './test-env.js';
+import type { Clock } from '../../src/lib/clock.js';
 
 export interface RuntimeApp {
   t: TestApp;
@@ -25,9 +26,9 @@ export interface RuntimeApp {
  * With `runner: true` the control plane runs no runtime (AGENTWS_LOCAL_RUNNER=off) and a runner host
  * dials it (in this process, with a data dir of its own: runner-remote.test.ts) and runs them all.
  */
-export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean; env?: TestEnv } = {}): Promise<RuntimeApp> {
+export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean; env?: TestEnv; clock?: Clock } = {}): Promise<RuntimeApp> {
   const llm = await startFakeLlm();
-  const t = await startTestApp({ env: options.env, vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars, ...(options.runner ? { AGENTWS_LOCAL_RUNNER: 'off' } : {}) } });
+  const t = await startTestApp({ env: options.env, clock: options.clock, vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars, ...(options.runner ? { AGENTWS_LOCAL_RUNNER: 'off' } : {}) } });
   await t.opened.core.startRuntime();
   const runner = options.runner ? await startRunnerFor(t) : undefined;
   const worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });

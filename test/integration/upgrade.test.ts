@@ -37,10 +37,12 @@ describe(`upgrading a database of an earlier release (${DB_MODE})`, { timeout: 1
     });
     expect((await migrator.pending())[0]).toBe('0017_memory_screening');
 
-    // What that release held: a tenant and its owner (seeded as then: these tables have not changed since),
-    // a member, a session, memories (one quarantined, one released, as the audit log recorded them), a skill.
-    const seeded = await opened.core.tenants.seedTenant(systemCtx(silentLogger), { name: 'Acme', slug: 'acme', ownerEmail: 'owner@acme.example' });
-    const tenantId = seeded.tenant.id;
+    // What that release held: a tenant with its roles (made as then: tenants and roles have not changed
+    // since), its owner (in SQL: users gained columns since), a member, a session, memories (one
+    // quarantined, one released, as the audit log recorded them), a skill.
+    const tenantId = (await opened.core.tenants.provisionForSignIn(systemCtx(silentLogger), { externalTenantId: 'acme-idp', name: 'Acme' })).tenant.id;
+    const owner = (await db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, 'owner', 'owner@acme.example', 'Owner') returning id`, [tenantId])).rows[0].id;
+    await db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'owner'`, [tenantId, owner]);
     const member = (await db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, 'mia', 'mia@acme.example', 'Mia') returning id`, [tenantId])).rows[0].id;
     await db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'member'`, [tenantId, member]);
     const session = (await db.query<{ id: string }>(`insert into agent_sessions (tenant_id, owner_id, title, directory) values ($1, $2, 'Quarterly report', '/workspace') returning id`, [tenantId, member])).rows[0].id;

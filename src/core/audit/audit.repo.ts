@@ -93,6 +93,55 @@ export function createAuditRepo() {
       );
       return rows[0];
     },
+    /**
+     * Entries that may be about a person, oldest first, with their details: recorded as theirs, acted by
+     * them, or naming their id anywhere, or their email or handle in the details (the caller's scrubbing
+     * rules decide which really do: privacy-fns.ts scrubAuditEntry).
+     */
+    async aboutPerson(q: Queryable, tenantId: string, p: { id: string; email: string; handle: string }): Promise<Array<AuditEntry & { details: Record<string, unknown> }>> {
+      const { rows } = await q.query<AuditEntry & { details: Record<string, unknown> }>(
+        `select ${ENTRY_COLS}, details from audit_log
+          where tenant_id = $1
+            and (user_id::text = $2::text or actor = 'user:' || $2::text or strpos(target, $2::text) > 0 or strpos(details::text, $2::text) > 0
+                 or strpos(lower(target), lower($3::text)) > 0 or strpos(lower(details::text), lower($3::text)) > 0 or strpos(lower(details::text), lower('"' || $4::text || '"')) > 0)
+          order by ts, seq`,
+        [tenantId, p.id, p.email, p.handle],
+      );
+      return rows;
+    },
+    /**
+     * Rewrites the person-naming columns of entries (an erasure's pseudonymisation), in the caller's
+     * transaction: the only update audit_log lets through (migrations/0028_person_data.sql).
+     */
+    async rewritePerson(tx: Queryable, rows: Array<{ id: string; userId: string | null; actor: string; target: string; details: Record<string, unknown> }>): Promise<void> {
+      if (!rows.length) return;
+      await tx.query(`select set_config('agentws.audit_erasure', 'on', true)`);
+      for (const r of rows) {
+        await tx.query(`update audit_log set user_id = $2, actor = $3, target = $4, details = $5 where id = $1`, [r.id, r.userId, r.actor, r.target, r.details]);
+      }
+      await tx.query(`select set_config('agentws.audit_erasure', '', true)`);
+    },
+
+
+    /** How many of the tenant's entries were written before `before` (retention's dry run). */
+    async countBefore(q: Queryable, tenantId: string, before: Date): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(`select count(*)::int as n from audit_log where tenant_id = $1 and ts < $2`, [tenantId, before]);
+      return rows[0].n;
+    },
+    /**
+     * Removes up to `limit` of the tenant's oldest entries written before `before` (retention), in the
+     * caller's transaction, which declares the removal first: the only delete audit_log lets through
+     * (migrations/0027_retention.sql). How many went.
+     */
+    async removeBefore(tx: Queryable, tenantId: string, before: Date, limit: number): Promise<number> {
+      await tx.query(`select set_config('agentws.audit_retention_tenant', $1, true), set_config('agentws.audit_retention_before', $2, true)`, [tenantId, before.toISOString()]);
+      const { rowCount } = await tx.query(
+        `delete from audit_log where id in (select id from audit_log where tenant_id = $1 and ts < $2 order by ts, seq limit $3)`,
+        [tenantId, before, limit],
+      );
+      await tx.query(`select set_config('agentws.audit_retention_tenant', '', true), set_config('agentws.audit_retention_before', '', true)`);
+      return rowCount ?? 0;
+    },
   };
 }
 

@@ -6,6 +6,8 @@ export interface CallerRow extends Pick<UserRow, 'id' | 'tenantId' | 'handle' | 
   tenantExists: boolean;
   /** Null when the token names no sign-in; else whether that sign-in is this user's, unrevoked and unexpired. */
   signInValid: boolean | null;
+  /** The user was deactivated (SCIM `active: false`): no credential of theirs authenticates. */
+  deactivated?: boolean;
 }
 
 export interface SignInRow {
@@ -64,6 +66,16 @@ export function createAuthRepo() {
       return rowCount === 1;
     },
 
+    /** Ends every open sign-in of a user (deactivation, removal). */
+    async revokeUserSignIns(q: Queryable, s: { tenantId: string; userId: string; reason: string; now: Date }): Promise<void> {
+      await q.query(`update auth_sign_ins set revoked_at = $3, revoked_reason = $4 where tenant_id = $1 and user_id = $2 and revoked_at is null`, [
+        s.tenantId,
+        s.userId,
+        s.now,
+        s.reason,
+      ]);
+    },
+
     /**
      * The caller of an authenticated request, in one statement run on every request (a prepared
      * statement on PostgreSQL): the user with its tenant, and the state of the token's sign-in.
@@ -72,6 +84,7 @@ export function createAuthRepo() {
       const { rows } = await db.hot<CallerRow>(
         'auth.caller',
         `select t.id is not null as "tenantExists", u.id, u.tenant_id as "tenantId", u.handle, u.email, u.display_name as "displayName",
+                u.deactivated_at is not null as deactivated,
                 case when $3::uuid is null then null
                      else exists (select 1 from auth_sign_ins s where s.id = $3::uuid and s.user_id = u.id and s.revoked_at is null and s.expires_at > $4) end as "signInValid"
            from (select $2::uuid as tid) k

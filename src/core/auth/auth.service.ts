@@ -11,7 +11,11 @@ import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
 import type { UsersRepo, UserRow } from '../users/users.repo.js';
 import type { AuthRepo, CallerRow } from './auth.repo.js';
+import type { GroupSync } from './group-sync.js';
 import type { OidcClient } from './oidc-client.js';
+import type { PersonalTokensService } from '../tokens/personal-tokens.service.js';
+import { isPersonalToken, isSafeMethod, maskPermissions, refusesMethod } from '../tokens/token-fns.js';
+import { silentLogger } from '../logger.js';
 import { InvalidTokenError, REFRESH_TTL_S, REFRESHED_TTL_S, type TokenClaims, type TokenService } from './tokens.js';
 
 const LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -71,6 +75,10 @@ export const tenantNotProvisioned = () =>
     exactBody: true,
   });
 
+/** A deactivated user (SCIM `active: false`) presenting any credential, or signing in. */
+const userDeactivated = () =>
+  new UnauthenticatedError('this account is deactivated', { code: 'user_deactivated', hint: "Your organisation's identity provider deactivated it; ask your administrator." });
+
 /** SPEC.md refresh rule 2: exactly `{ "error": "invalid token" }`. */
 const invalidToken = () => new UnauthenticatedError('invalid token', { code: 'invalid token', exactBody: true });
 
@@ -93,8 +101,12 @@ export function createAuthService(deps: {
   rbac: RbacService;
   audit: AuditService;
   oidc: OidcClient | null;
+  /** The tenant's opt-in group mapping at sign-in (roles and teams from the ID token's groups). */
+  groupSync: GroupSync;
   settings: AuthSettings;
   clock: Clock;
+  /** Personal access tokens (issue 29): a Bearer starting `agentws_pat_` is looked up here. */
+  personalTokens?: PersonalTokensService;
 }) {
   const { db, repo, bus, tokens, users, tenantsRepo, tenants, rbac, audit, oidc, settings, clock } = deps;
   const publicOrigin = new URL(settings.publicUrl).origin;
@@ -270,6 +282,9 @@ export function createAuthService(deps: {
         provisioned = made.created;
       }
       const tenantId = tenant.id;
+      // SPEC.md: sign-in does not apply groupRoleMapping, unless the tenant opts in (signIn.applyGroupMapping).
+      const tenantSettings = tenant.settings;
+      const mapsGroups = deps.groupSync.enabled(tenantSettings);
 
       const result = await db.transaction(async (tx) => {
         const email = identity.email ?? `${identity.subject}@users.invalid`;
@@ -288,6 +303,10 @@ export function createAuthService(deps: {
           }
           if (byEmail) user = byEmail;
         }
+        if (user?.deactivatedAt) {
+          await audit.record(tx, { ...ctx, tenantId }, { action: 'auth.sign_in_denied', target: `user:${user.id}`, details: { reason: 'user_deactivated' } });
+          return null;
+        }
         if (user) {
           user = await users.updateProfile(tx, user.id, { email, displayName, externalSubject: identity.subject });
         } else {
@@ -300,10 +319,15 @@ export function createAuthService(deps: {
           });
           created = true;
           // The first user of a tenant created by this sign-in owns it; everyone else starts with the default role.
+          // With the group mapping on, the groups decide (the default role only when they give none: below).
           const roleName = provisioned ? 'owner' : settings.defaultRole;
-          const role = await tenantsRepo.findRoleByName(tx, tenantId, roleName);
+          const role = provisioned || !mapsGroups ? await tenantsRepo.findRoleByName(tx, tenantId, roleName) : undefined;
           if (role) await users.assignRole(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: 'system:sign-in' });
-          else ctx.log.warn({ role: roleName, tenantId }, 'default role does not exist in the tenant: new user has no role');
+          else if (role === null) ctx.log.warn({ role: roleName, tenantId }, 'default role does not exist in the tenant: new user has no role');
+        }
+        if (mapsGroups) {
+          const sync = { ...ctx, tenantId, actor: { kind: 'system' as const, name: 'idp-groups' } };
+          await deps.groupSync.apply(tx, sync, { tenantId, settings: tenantSettings, userId: user.id, claims: identity.claims, defaultRole: settings.defaultRole });
         }
         const roles = await users.roleNames(tx, user.id);
         const actor: UserActor = { kind: 'user', userId: user.id, tenantId, roles, permissions: await rbac.resolvePermissions(tenantId, roles, tx), via: 'token' };
@@ -311,6 +335,8 @@ export function createAuthService(deps: {
         await audit.record(tx, { ...ctx, tenantId, actor }, { action: 'auth.sign_in', target: `user:${user.id}`, details: { newUser: created, roles, signInId: issued.signInId } });
         return { ...issued, user, roles, created };
       });
+      // 403 rather than 401: the identity provider did authenticate them; this service refuses the account.
+      if (!result) throw new ForbiddenError('this account is deactivated', { code: 'user_deactivated', hint: "Your organisation's identity provider deactivated it; ask your administrator." });
       return { ...result, redirectTo: pending.redirectTo ?? `${settings.publicUrl}/` };
     },
 
@@ -382,10 +408,12 @@ export function createAuthService(deps: {
      * Who is calling: a Bearer JWT first, then the service API key (constant-time), then the access-token
      * cookie; without any credential, the operator in demo mode, else null (anonymous).
      */
-    async authenticate(input: { bearer?: string; cookie?: string }): Promise<UserActor | null> {
+    async authenticate(input: { bearer?: string; cookie?: string; method?: string; requestId?: string }): Promise<UserActor | null> {
       void ensureRevocations();
       const token = input.bearer ?? input.cookie;
       if (!token) return settings.allowAnonymous ? operatorActor('demo') : null;
+      // Routed by its prefix: a personal access token is never tried as a JWT (nor a JWT looked up here).
+      if (input.bearer && isPersonalToken(input.bearer)) return personalTokenActor(input.bearer, input);
       let claims;
       try {
         claims = await tokens.verify(token, ['access']);
@@ -434,6 +462,8 @@ export function createAuthService(deps: {
 
     /** Ends every sign-in of a user inside the transaction that removes or disables them (tokens stop at commit). */
     async revokeUser(tx: Tx, input: { tenantId: string; userId: string }): Promise<void> {
+      // Recorded as ended too, so a deactivated user's old refresh tokens stay dead after reactivation.
+      await repo.revokeUserSignIns(tx, { ...input, reason: 'user revoked', now: clock.now() });
       await bus.publish(AUTH_REVOKED, { userId: input.userId }, tx);
       tx.afterCommit(() => forget({ userId: input.userId }));
     },
@@ -451,6 +481,37 @@ export function createAuthService(deps: {
       return a.profile ? of(a.profile) : loadUser(a.tenantId, a.userId).then(of);
     },
   };
+
+  /**
+   * The caller of a personal access token, checked on every request (never remembered between
+   * requests, so a revocation holds at once in every process): by its hash, unrevoked and unexpired,
+   * its user loaded as every credential's is (a deactivated or removed user fails here), and its
+   * permissions the user's roles NOW kept only where its scopes reach (a demotion narrows it at once).
+   */
+  async function personalTokenActor(value: string, input: { method?: string; requestId?: string }): Promise<UserActor> {
+    const row = deps.personalTokens ? await deps.personalTokens.find(value) : null;
+    if (!row || row.revokedAt || row.expiresAt <= clock.now()) throw invalidToken();
+    const user = await loadUser(row.tenantId, row.userId);
+    if (refusesMethod(row.scopes, input.method)) {
+      throw new ForbiddenError(`this token has only the read scope: ${input.method} requests need the sessions, memories or admin scope`, {
+        code: 'token_scope',
+        details: { scope: 'read', field: 'scopes' },
+      });
+    }
+    const permissions = maskPermissions(await rbac.resolvePermissions(user.tenantId, row.roles), row.scopes, isSafeMethod(input.method));
+    const actor: UserActor = {
+      kind: 'user',
+      userId: user.id,
+      tenantId: user.tenantId,
+      roles: row.roles,
+      permissions,
+      via: 'pat',
+      token: { id: row.id, scopes: row.scopes },
+      profile: { handle: user.handle, email: user.email, displayName: user.displayName },
+    };
+    await deps.personalTokens!.noteUse({ tenantId: user.tenantId, actor, requestId: input.requestId ?? crypto.randomUUID(), log: silentLogger, channel: 'web' }, row);
+    return actor;
+  }
 
   function tokenActor(user: Caller, roles: string[], permissions: UserActor['permissions']): UserActor {
     return { kind: 'user', userId: user.id, tenantId: user.tenantId, roles, permissions, via: 'token', profile: { handle: user.handle, email: user.email, displayName: user.displayName } };
@@ -480,6 +541,8 @@ export function createAuthService(deps: {
   function checkCaller(row: CallerRow): Caller {
     if (!row?.tenantExists) throw tenantNotProvisioned();
     if (!row.id) throw new NotFoundError('user not found', { code: 'user not found' });
+    // Checked here, where every credential's user is loaded, so no way of authenticating skips it.
+    if (row.deactivated) throw userDeactivated();
     return { id: row.id, tenantId: row.tenantId, handle: row.handle, email: row.email, displayName: row.displayName };
   }
 }

@@ -15,7 +15,7 @@ import { MANIFEST_PATH, type BackupManifest } from './backup-fns.js';
  * directory, every entry checked against the manifest before anything is restored from it.
  */
 
-export interface ArchiveWriter {
+export interface ArchiveWriter<M extends object = Omit<BackupManifest, 'entries'>> {
   /** A regular file, read once (hashed as it is written); a file that shrinks while read is padded, and said so. */
   addFile(name: string, path: string): Promise<{ changed: boolean }>;
   addSymlink(name: string, target: string): Promise<void>;
@@ -23,11 +23,12 @@ export interface ArchiveWriter {
   addBuffer(name: string, data: Buffer): Promise<void>;
   readonly entries: BackupManifest['entries'];
   /** Adds the manifest (with `entries` filled in) and closes the archive. */
-  finish(manifest: Omit<BackupManifest, 'entries'>): Promise<void>;
+  finish(manifest: M): Promise<void>;
   abort(): Promise<void>;
 }
 
-export async function createArchiveWriter(file: string): Promise<ArchiveWriter> {
+/** `M`: the manifest's shape (a backup's by default; a person's data export has its own, privacy-fns.ts). */
+export async function createArchiveWriter<M extends object = Omit<BackupManifest, 'entries'>>(file: string): Promise<ArchiveWriter<M>> {
   const partial = `${file}.partial`;
   const pack = tar.pack();
   const out = createWriteStream(partial, { mode: 0o600 });

@@ -79,6 +79,24 @@ export function createGitConnectionsRepo() {
       return new Map(rows.map((r) => [r.hostId, r.n]));
     },
 
+    /** A person's connections with their host's name and address, for their data export: never the sealed tokens. */
+    async accountsOfUser(q: Queryable, tenantId: string, userId: string): Promise<Array<{ host: string; baseUrl: string; account: string; scopes: string; expiresAt: Date | null; createdAt: Date; updatedAt: Date }>> {
+      return (
+        await q.query<{ host: string; baseUrl: string; account: string; scopes: string; expiresAt: Date | null; createdAt: Date; updatedAt: Date }>(
+          `select h.name as host, h.base_url as "baseUrl", c.account, c.scopes, c.expires_at as "expiresAt", c.created_at as "createdAt", c.updated_at as "updatedAt"
+             from git_connections c join git_hosts h on h.id = c.host_id and h.tenant_id = c.tenant_id
+            where c.tenant_id = $1 and c.user_id = $2 order by h.name`,
+          [tenantId, userId],
+        )
+      ).rows;
+    },
+    /** Removes every connection of a person and their authorizations under way (their erasure); how many connections went. */
+    async removeOfUser(q: Queryable, tenantId: string, userId: string): Promise<number> {
+      await q.query(`delete from git_oauth_states where tenant_id = $1 and user_id = $2`, [tenantId, userId]);
+      const { rowCount } = await q.query(`delete from git_connections where tenant_id = $1 and user_id = $2`, [tenantId, userId]);
+      return rowCount ?? 0;
+    },
+
     async insertState(q: Queryable, stateHash: string, s: GitOAuthStateRow): Promise<void> {
       // Old, unused authorizations go as new ones start: nothing else needs to sweep the table.
       await q.query(`delete from git_oauth_states where expires_at < now()`);

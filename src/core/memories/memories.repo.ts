@@ -331,6 +331,22 @@ export function createMemoriesRepo() {
       );
       return rows[0]?.id ?? null;
     },
+    /** Every memory a person wrote, newest first (their data export). */
+    async ofAuthor(q: Queryable, tenantId: string, userId: string): Promise<MemoryRow[]> {
+      const { rows } = await q.query<MemoryRow>(`select ${COLS} from memories m join users u on u.id = m.user_id where m.tenant_id = $1 and m.user_id = $2 order by m.created_at desc, m.id`, [tenantId, userId]);
+      return rows;
+    },
+    /** Removes a person's memories of these visibilities (their erasure); how many went. */
+    async removeOfAuthor(q: Queryable, tenantId: string, userId: string, visibilities: MemoryVisibility[]): Promise<number> {
+      const { rowCount } = await q.query(`delete from memories where tenant_id = $1 and user_id = $2 and visibility = any($3::text[])`, [tenantId, userId, visibilities]);
+      return rowCount ?? 0;
+    },
+    /** Gives a person's remaining memories to another author (an erased person's shared ones, to their placeholder); how many. */
+    async reassignAuthor(q: Queryable, tenantId: string, from: string, to: string): Promise<number> {
+      const { rowCount } = await q.query(`update memories set user_id = $3, updated_at = now() where tenant_id = $1 and user_id = $2`, [tenantId, from, to]);
+      return rowCount ?? 0;
+    },
+
   };
 }
 

@@ -2,7 +2,7 @@ import type { Database, Queryable, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission, tenantOf } from '../authz.js';
+import { requirePermission, requireTokenScope, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, ValidationError } from '../errors.js';
 import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
@@ -598,6 +598,7 @@ export function createOrchestratorService(deps: {
      * ("cancelled"). The owner or the operator; a completed plan is 409, a failed one is left as it is.
      */
     async cancel(ctx: Ctx, planId: string) {
+      requireTokenScope(ctx, 'sessions');
       const plan = await visiblePlan(ctx, planId);
       if (plan.status === 'completed') throw new ConflictError('the plan has completed: there is nothing to cancel');
       if (plan.status === 'failed') return get(ctx, planId);

@@ -154,6 +154,17 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/abort`);
       if (r.status !== 200 && r.status !== 404) throw fail('abort the session', r);
     },
+
+    /**
+     * Removes a session from the runtime's own store (opencode deletes its messages, parts and child
+     * sessions with it). False when the runtime did not know it (removed before, or never stored).
+     */
+    async deleteSession(sessionId: string): Promise<boolean> {
+      const r = await call('DELETE', `/session/${encodeURIComponent(sessionId)}`, { timeoutMs: 30_000 });
+      if (r.status === 404) return false;
+      if (r.status !== 200 && r.status !== 204) throw fail('delete the session', r);
+      return true;
+    },
   };
 }
 

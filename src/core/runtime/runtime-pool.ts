@@ -23,6 +23,11 @@ export const RUNTIME_BUSY_CHANNEL = 'runtime.busy';
  * and thaws it if it is frozen. Until then the request waits in the runtime's socket, a few ms.
  */
 export const RUNTIME_USED_CHANNEL = 'runtime.used';
+/**
+ * Stop a user's runtime ({ userId }): a process that hosts none (the CLI erasing a person) asks this
+ * machine's serve, which stops it here or on its runner.
+ */
+export const RUNTIME_STOP_CHANNEL = 'runtime.stop';
 /** How long a process that hosts no runtime waits for this machine's serve to start one it asked for. */
 const WANT_TIMEOUT_MS = 40_000;
 
@@ -62,6 +67,7 @@ export function createRuntimePool(
   const remoteRunning = new Map<string, Set<string>>();
   const listeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
   let unsubscribe: Array<() => Promise<void>> = [];
+  let followingStops = false;
   /** Per user: when this process last told the host it uses their runtime (RUNTIME_USED_CHANNEL). */
   const toldUsed = new Map<string, number>();
   const usedEveryMs = Math.min(5000, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : 5000);
@@ -125,6 +131,10 @@ export function createRuntimePool(
     const runnerId = await placed(owner);
     if (runnerId) return deps.remote!.acquire(runnerId, owner, opts.onStarting);
     return host.hosting ? host.acquire(owner, opts.onStarting) : acquireElsewhere(owner, opts.onStarting);
+  }
+
+  async function stopUser(userId: string): Promise<void> {
+    if (!(await host.stopUser(userId))) await deps.remote?.stopUser(userId);
   }
 
   async function runningHandle(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
@@ -255,14 +265,44 @@ export function createRuntimePool(
     },
 
     /** Stops one user's runtime (their removal, or an operator's request), wherever it runs. */
-    async stopUser(userId: string): Promise<void> {
-      if (!(await host.stopUser(userId))) await deps.remote?.stopUser(userId);
+    stopUser,
+
+    /**
+     * Takes other processes' requests to stop a user's runtime (RUNTIME_STOP_CHANNEL): a serve does, also
+     * one hosting no runtime itself (its runners' runtimes are reached through it). Once per process.
+     */
+    async followStops(): Promise<void> {
+      if (followingStops) return;
+      followingStops = true;
+      unsubscribe.push(
+        await deps.bus.subscribe(RUNTIME_STOP_CHANNEL, (p) => {
+          const userId = (p as { userId?: unknown })?.userId;
+          if (typeof userId === 'string') void stopUser(userId).catch((err) => deps.log.error({ err: (err as Error).message, userId }, 'could not stop a runtime another process asked to stop'));
+        }),
+      );
+    },
+
+    /**
+     * Stops the user's runtime wherever it runs, also from a process that hosts none (asking this
+     * machine's serve over the bus): true once it no longer runs, false if it still did after `waitMs`.
+     */
+    async stopAnywhere(owner: RuntimeOwner, waitMs = 15_000): Promise<boolean> {
+      await stopUser(owner.userId);
+      if (!(await runningHandle(owner))) return true;
+      await deps.bus.publish(RUNTIME_STOP_CHANNEL, { userId: owner.userId });
+      const deadline = Date.now() + waitMs;
+      while (Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 150));
+        if (!(await runningHandle(owner))) return true;
+      }
+      return false;
     },
 
     /** Stops every runtime this process hosts (shutdown). */
     async stop(): Promise<void> {
       for (const off of unsubscribe) await off().catch(() => {});
       unsubscribe = [];
+      followingStops = false;
       await host.stop();
     },
   };

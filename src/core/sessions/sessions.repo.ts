@@ -353,6 +353,73 @@ export function createSessionsRepo() {
       const { rows } = await q.query(`insert into runtime_event_ledger (key) values ($1) on conflict do nothing returning key`, [key]);
       return rows.length > 0;
     },
+    /** Every session a person owns, deleted ones still held too, oldest first (their data export and erasure). */
+    async ofOwner(q: Queryable, tenantId: string, userId: string): Promise<Array<SessionRow & { deletedAt: Date | null }>> {
+      const { rows } = await q.query<SessionRow & { deletedAt: Date | null }>(
+        `select ${SESSION}, s.deleted_at as "deletedAt" from agent_sessions s where s.tenant_id = $1 and s.owner_id = $2 order by s.created_at, s.id`,
+        [tenantId, userId],
+      );
+      return rows;
+    },
+
+
+    /**
+     * Sessions (top-level: a plan's child sessions go with their parent) whose last activity (their own
+     * update, their last turn) is before `before`, with no turn in flight in them or their children,
+     * least recently active first; deleted ones too (their rows and transcript are still held). Retention.
+     */
+    async inactiveSince(q: Queryable, tenantId: string, before: Date, limit: number): Promise<SessionRow[]> {
+      const { rows } = await q.query<SessionRow>(
+        `select ${SESSION} from agent_sessions s
+          where s.tenant_id = $1 and s.parent_id is null and s.updated_at < $2
+            and not exists (select 1 from agent_turns t join agent_sessions f on f.id = t.session_id
+                             where t.tenant_id = $1 and (f.id = s.id or f.parent_id = s.id)
+                               and (t.status in ('queued', 'sending', 'sent') or coalesce(t.sent_at, t.created_at) >= $2))
+          order by s.updated_at, s.id limit $3`,
+        [tenantId, before, limit],
+      );
+      return rows;
+    },
+    /** How many sessions inactiveSince would find, all of them (a dry run's count). */
+    async countInactiveSince(q: Queryable, tenantId: string, before: Date): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(
+        `select count(*)::int as n from agent_sessions s
+          where s.tenant_id = $1 and s.parent_id is null and s.updated_at < $2
+            and not exists (select 1 from agent_turns t join agent_sessions f on f.id = t.session_id
+                             where t.tenant_id = $1 and (f.id = s.id or f.parent_id = s.id)
+                               and (t.status in ('queued', 'sending', 'sent') or coalesce(t.sent_at, t.created_at) >= $2))`,
+        [tenantId, before],
+      );
+      return rows[0].n;
+    },
+    /** The session, deleted or not, with its children's runtime session ids (what a purge removes upstream). */
+    async withChildren(q: Queryable, tenantId: string, id: string): Promise<{ session: SessionRow & { deletedAt: Date | null }; childUpstreamIds: string[] } | null> {
+      const { rows } = await q.query<SessionRow & { deletedAt: Date | null }>(`select ${SESSION}, s.deleted_at as "deletedAt" from agent_sessions s where s.id = $1 and s.tenant_id = $2`, [id, tenantId]);
+      if (!rows[0]) return null;
+      const kids = await q.query<{ upstreamId: string }>(`select upstream_id as "upstreamId" from agent_sessions where tenant_id = $1 and parent_id = $2 and upstream_id is not null`, [tenantId, id]);
+      return { session: rows[0], childUpstreamIds: kids.rows.map((r) => r.upstreamId) };
+    },
+    /** Whether a turn of the session or of its children is queued, being sent or running. */
+    async turnInFlight(q: Queryable, tenantId: string, id: string): Promise<boolean> {
+      const { rows } = await q.query(
+        `select 1 from agent_turns t join agent_sessions f on f.id = t.session_id
+          where t.tenant_id = $1 and (f.id = $2 or f.parent_id = $2) and t.status in ('queued', 'sending', 'sent') limit 1`,
+        [tenantId, id],
+      );
+      return rows.length > 0;
+    },
+    /**
+     * Removes the session's rows for good (its turns, permission requests, child sessions, trajectories and
+     * plans go with it by their foreign keys), under a row lock and only while no turn is in flight. False
+     * when it was gone already or a turn started meanwhile.
+     */
+    async purgeRows(tx: Queryable, tenantId: string, id: string): Promise<boolean> {
+      const { rows: locked } = await tx.query(`select id from agent_sessions where id = $1 and tenant_id = $2 for update`, [id, tenantId]);
+      if (!locked.length || (await this.turnInFlight(tx, tenantId, id))) return false;
+      await tx.query(`delete from agent_sessions where tenant_id = $1 and parent_id = $2`, [tenantId, id]);
+      const { rowCount } = await tx.query(`delete from agent_sessions where id = $1 and tenant_id = $2`, [id, tenantId]);
+      return (rowCount ?? 0) > 0;
+    },
   };
 }
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { hasPermission, requirePermission, tenantOf } from '../authz.js';
+import { hasPermission, requirePermission, requireTokenScope, tenantOf } from '../authz.js';
 import type { Ctx, UserActor } from '../context.js';
 import { ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
@@ -103,6 +103,12 @@ export function createSessionsService(deps: {
     return { info: { ...info, sessionID: sessionId }, parts: m.parts.map((p) => ({ ...p, sessionID: sessionId })) };
   };
 
+  async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
+    if (!s.upstreamId) return [];
+    const [messages, lost] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id)]);
+    return withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id);
+  }
+
   return {
     /** SPEC.md sessions rule 1: the caller's sessions (plus demo-mode ones of this browser, until claimed). */
     async list(ctx: Ctx, input: { browserSession?: string }) {
@@ -155,10 +161,14 @@ export function createSessionsService(deps: {
      */
     async messages(ctx: Ctx, input: { id: string; browserSession?: string }) {
       const s = await owned(ctx, input.id, input.browserSession);
-      if (!s.upstreamId) return { messages: [] };
-      const [messages, lost] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id)]);
-      return { messages: withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id) };
+      return { messages: await transcriptOf(s) };
     },
+
+    /**
+     * A session's transcript exactly as `messages` shows it, for a caller that has already decided who may
+     * read it (a person's data export, privacy.service.ts). Starts the owner's runtime if need be.
+     */
+    transcriptOf,
 
     /**
      * Queues an agent turn (SPEC.md rules 3-6): the caller owns the session and may run agents, the
@@ -237,6 +247,7 @@ export function createSessionsService(deps: {
      * session.error, and the answer is 502.
      */
     async replyPermission(ctx: Ctx, input: { id: string; permissionId: string; response: string; browserSession?: string }): Promise<{ ok: true }> {
+      requireTokenScope(ctx, 'sessions');
       const s = await owned(ctx, input.id, input.browserSession);
       if (!['once', 'always', 'reject'].includes(input.response)) throw new ValidationError('response must be once, always or reject');
       const pending = await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, input.permissionId);
@@ -271,6 +282,7 @@ export function createSessionsService(deps: {
 
     /** Removes the session from the owner's index (rule 8); the runtime keeps the transcript. */
     async remove(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<void> {
+      requireTokenScope(ctx, 'sessions');
       const s = await owned(ctx, input.id, input.browserSession);
       await db.transaction(async (tx) => {
         // Concurrent deletes of one session: only the one that marks it deleted goes on; the others are 404.
@@ -281,8 +293,51 @@ export function createSessionsService(deps: {
       await streams.publish(s.id, 'session.deleted', { info: { id: s.id, title: s.title } });
     },
 
+    /**
+     * Removes a session for good, wherever it is held: first from its owner's index exactly as `remove`
+     * does (the same hooks, `session.delete` audit entry and stream event, when it was still listed), then
+     * from the runtime's own store (opencode's session with its messages, and its child sessions'), then
+     * its rows (turns, permission requests, child sessions, trajectories, plans). For the operator, and
+     * for admins who may manage the tenant or its users: retention (retention.service.ts) and a person's
+     * erasure use it. A session with a turn in flight is left alone ('running'); when the runtime cannot
+     * be reached it throws, the session stays out of its owner's index, and a later call finishes it.
+     */
+    async purge(ctx: Ctx, input: { tenantId: string; id: string; reason: string }): Promise<'removed' | 'running' | 'gone'> {
+      if (ctx.actor.kind !== 'system') {
+        const tenantId = tenantOf(ctx);
+        if (ctx.actor.kind !== 'user' || tenantId !== input.tenantId || !(hasPermission(ctx.actor.permissions, 'admin.manage_tenant') || hasPermission(ctx.actor.permissions, 'admin.manage_users'))) {
+          throw new ForbiddenError('missing permission admin.manage_tenant', { details: { permission: 'admin.manage_tenant' } });
+        }
+      }
+      const found = await repo.withChildren(db, input.tenantId, input.id);
+      if (!found) return 'gone';
+      const s = found.session;
+      if (await repo.turnInFlight(db, s.tenantId, s.id)) return 'running';
+      const wasListed = await db.transaction(async (tx) => {
+        if (!(await repo.softDelete(tx, s.tenantId, s.id))) return false;
+        await deps.onDelete?.(tx, s.tenantId, s.id);
+        await audit.record(tx, ctx, { action: 'session.delete', target: `session:${s.id}`, sessionId: s.id, details: { reason: input.reason } });
+        return true;
+      });
+      if (wasListed) await streams.publish(s.id, 'session.deleted', { info: { id: s.id, title: s.title } });
+      const upstream = [...found.childUpstreamIds, ...(s.upstreamId ? [s.upstreamId] : [])];
+      let runtimeRemoved = 0;
+      if (upstream.length) {
+        const client = await clientOf(s);
+        const busy = new Set(await client.busySessions());
+        if (upstream.some((u) => busy.has(u))) return 'running';
+        for (const u of upstream) if (await client.deleteSession(u)) runtimeRemoved++;
+      }
+      return db.transaction(async (tx) => {
+        if (!(await repo.purgeRows(tx, s.tenantId, s.id))) return (await repo.byId(tx, s.tenantId, s.id)) ? 'running' : 'gone';
+        await audit.record(tx, ctx, { action: 'session.purge', target: `session:${s.id}`, sessionId: s.id, details: { reason: input.reason, runtimeSessions: runtimeRemoved } });
+        return 'removed';
+      });
+    },
+
     /** Takes over a demo-mode session this browser created before signing in (rule 1). */
     async claim(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ sessionId: string; claimed: boolean }> {
+      requireTokenScope(ctx, 'sessions');
       const actor = userOf(ctx);
       const s = await owned(ctx, input.id, input.browserSession);
       if (s.ownerId === actor.userId) return { sessionId: s.id, claimed: false };

@@ -373,6 +373,52 @@ export function createSkillsRepo() {
     async lockTenant(q: Queryable, tenantId: string): Promise<void> {
       await q.query(`select pg_advisory_xact_lock(hashtextextended('skills:' || $1::text, 0))`, [tenantId]);
     },
+    /** Every trajectory of a person's turns, oldest first (their data export). */
+    async trajectoriesOfUser(q: Queryable, tenantId: string, userId: string): Promise<TrajectoryRow[]> {
+      const { rows } = await q.query<TrajectoryRow>(`select ${TRAJECTORY} from trajectories t where t.tenant_id = $1 and t.user_id = $2 order by t.created_at, t.id`, [tenantId, userId]);
+      return rows;
+    },
+    /** The skill versions learnt from any of these trajectories (a person's skills, for their export). */
+    async versionsFromTrajectories(q: Queryable, tenantId: string, ids: string[]): Promise<Array<{ skillId: string; name: string; version: number; status: string; description: string; content: string; createdAt: Date; sourceTrajectories: string[] }>> {
+      if (!ids.length) return [];
+      const { rows } = await q.query<{ skillId: string; name: string; version: number; status: string; description: string; content: string; createdAt: Date; sourceTrajectories: string[] }>(
+        `select v.skill_id as "skillId", s.name, v.version, v.status, v.description, v.content, v.created_at as "createdAt",
+                array(select x::text from unnest(v.source_trajectories) x where x = any($2::uuid[])) as "sourceTrajectories"
+           from skill_versions v join skills s on s.id = v.skill_id and s.tenant_id = v.tenant_id
+          where v.tenant_id = $1 and v.source_trajectories && $2::uuid[] order by s.name, v.version`,
+        [tenantId, ids],
+      );
+      return rows;
+    },
+    /** Removes a person's trajectories (their erasure; the skills learnt from them stay); how many went. */
+    async removeTrajectoriesOfUser(q: Queryable, tenantId: string, userId: string): Promise<number> {
+      const { rowCount } = await q.query(`delete from trajectories where tenant_id = $1 and user_id = $2`, [tenantId, userId]);
+      return rowCount ?? 0;
+    },
+    /** Replaces a reviewer (their audit form, `user:<id>`) with a pseudonym on the versions they reviewed (their erasure). */
+    async pseudonymiseReviewer(q: Queryable, tenantId: string, actor: string, pseudonym: string): Promise<number> {
+      const { rowCount } = await q.query(`update skill_versions set reviewed_by = $3 where tenant_id = $1 and reviewed_by = $2`, [tenantId, actor, pseudonym]);
+      return rowCount ?? 0;
+    },
+
+
+    /** How many of the tenant's trajectories were recorded before `before` (retention's dry run). */
+    async countTrajectoriesBefore(q: Queryable, tenantId: string, before: Date): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(`select count(*)::int as n from trajectories where tenant_id = $1 and created_at < $2`, [tenantId, before]);
+      return rows[0].n;
+    },
+    /**
+     * Removes up to `limit` of the tenant's trajectories recorded before `before`, oldest first (retention;
+     * the skills learnt from them stay). One a proposal job holds right now waits for the next run. How many went.
+     */
+    async removeTrajectoriesBefore(q: Queryable, tenantId: string, before: Date, limit: number): Promise<number> {
+      const { rowCount } = await q.query(
+        `delete from trajectories where id in (select id from trajectories where tenant_id = $1 and created_at < $2
+            and (proposal_job is null or skill_id is not null) order by created_at limit $3)`,
+        [tenantId, before, limit],
+      );
+      return rowCount ?? 0;
+    },
   };
 }
 

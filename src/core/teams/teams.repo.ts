@@ -60,9 +60,32 @@ export function createTeamsRepo() {
       const { rowCount } = await q.query(`delete from teams where tenant_id = $1 and id = $2`, [tenantId, id]);
       return (rowCount ?? 0) > 0;
     },
-    /** True when the user was not a member before. */
-    async addMember(q: Queryable, tenantId: string, teamId: string, userId: string): Promise<boolean> {
-      const { rowCount } = await q.query(`insert into team_members (tenant_id, team_id, user_id) values ($1, $2, $3) on conflict do nothing`, [tenantId, teamId, userId]);
+    /**
+     * True when the user was not a member before. `addedBy` marks a membership the sign-in's group mapping
+     * made ('system:idp-groups'); added without it (by hand), a membership the mapping made is taken over,
+     * so the mapping never takes away a membership someone also added by hand.
+     */
+    async addMember(q: Queryable, tenantId: string, teamId: string, userId: string, addedBy: string | null = null): Promise<boolean> {
+      const { rowCount } = await q.query(
+        `insert into team_members (tenant_id, team_id, user_id, added_by) values ($1, $2, $3, $4)
+         on conflict (team_id, user_id) do update set added_by = null
+          where team_members.added_by = 'system:idp-groups' and excluded.added_by is null`,
+        [tenantId, teamId, userId, addedBy],
+      );
+      return (rowCount ?? 0) > 0;
+    },
+    /** A user's teams with who added them (null: by hand or by SCIM). */
+    async membershipsOf(q: Queryable, tenantId: string, userId: string): Promise<Array<{ teamId: string; name: string; addedBy: string | null }>> {
+      const { rows } = await q.query<{ teamId: string; name: string; addedBy: string | null }>(
+        `select t.id as "teamId", t.name, tm.added_by as "addedBy" from team_members tm join teams t on t.id = tm.team_id and t.tenant_id = tm.tenant_id
+          where tm.tenant_id = $1 and tm.user_id = $2 order by t.name`,
+        [tenantId, userId],
+      );
+      return rows;
+    },
+    /** Removes a membership only if `addedBy` made it. */
+    async removeMemberAddedBy(q: Queryable, tenantId: string, teamId: string, userId: string, addedBy: string): Promise<boolean> {
+      const { rowCount } = await q.query(`delete from team_members where tenant_id = $1 and team_id = $2 and user_id = $3 and added_by = $4`, [tenantId, teamId, userId, addedBy]);
       return (rowCount ?? 0) > 0;
     },
     /** The names of the teams a user is a member of (the git gateway's access rules name teams). */

@@ -96,6 +96,23 @@ export function createTenantsRepo() {
       const { rows } = await q.query<RoleRow>(`select ${ROLE_COLS} from roles where tenant_id = $1 and name = $2`, [tenantId, name]);
       return rows[0] ?? null;
     },
+
+    /**
+     * Sets one top-level key of the tenant's settings in one statement, so a concurrent change of another
+     * key is not lost (retention's periods, settings.retention).
+     */
+    async setSetting(q: Queryable, id: string, key: string, value: unknown): Promise<TenantRow> {
+      const { rows } = await q.query<TenantRow>(
+        `update tenants set settings = jsonb_set(coalesce(settings, '{}'::jsonb), array[$2::text], $3::jsonb, true), updated_at = now() where id = $1 returning ${TENANT_COLS}`,
+        [id, key, JSON.stringify(value)],
+      );
+      return rows[0];
+    },
+    /** Tenants whose settings hold retention periods (the daily job's round). */
+    async withRetention(q: Queryable): Promise<TenantRow[]> {
+      const { rows } = await q.query<TenantRow>(`select ${TENANT_COLS} from tenants where settings ? 'retention' order by created_at, id`);
+      return rows;
+    },
   };
 }
 

@@ -1,4 +1,5 @@
 import { normaliseHost, normaliseListEntry } from '../runtime/host/egress-policy.js';
+import { TOKEN_MAX_DAYS_LIMIT } from '../tokens/token-fns.js';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
@@ -13,6 +14,8 @@ import type { UsersRepo, UserRow } from '../users/users.repo.js';
 import { parseSeedTenantInput, type SeedTenantInput } from './tenants.schemas.js';
 import { MIN_USERS_MAX } from '../skills/skill-fns.js';
 import type { TenantRow, TenantsRepo } from './tenants.repo.js';
+import type { TeamsRepo } from '../teams/teams.repo.js';
+import { parsePrivacySettings, type PrivacySettings } from '../privacy/privacy-fns.js';
 
 export const PROVISION_WORKSPACE_JOB = 'tenant-provision-workspace';
 
@@ -49,6 +52,15 @@ export interface MemorySettings {
   agentSavesNeedRelease?: boolean;
 }
 
+/**
+ * Tenant settings `signIn`: `applyGroupMapping`, each sign-in sets the roles and teams the person's
+ * identity-provider groups map to (groupRoleMapping, groupTeamMapping). Off by default: SPEC.md's sign-in
+ * does not apply the mapping.
+ */
+export interface SignInSettings {
+  applyGroupMapping?: boolean;
+}
+
 export interface SeedTenantResult {
   tenant: TenantRow;
   owner: UserRow;
@@ -59,6 +71,8 @@ export function createTenantsService(deps: {
   db: Database;
   repo: TenantsRepo;
   users: UsersRepo;
+  /** Group mapping at sign-in names teams: they must exist when it is saved. */
+  teams: TeamsRepo;
   audit: AuditService;
   queue: JobQueue;
   /** Root of per-tenant workspace directories (the agents' sandboxes). */
@@ -165,13 +179,15 @@ export function createTenantsService(deps: {
 
     /**
      * Updates tenant settings (admin.manage_tenant): `groupRoleMapping`, identity-provider group object id
-     * -> role name, stored and returned (sign-in does not apply it, SPEC.md "Tenant settings"); `egress`,
+     * -> role name, stored and returned (sign-in applies it only when signIn.applyGroupMapping is on, below); `egress`,
      * the domains, addresses and ranges the tenant's agents may (allow: only these) or may not (deny)
      * reach and the ports they may use besides 80 and 443 (keys left out keep their value); `skills`, the
      * people whose work a learnt skill needs (minUsers) and the hosts a skill may name unflagged; `memory`,
-     * whether every memory an agent saves waits for its person's release (agentSavesNeedRelease).
+     * whether every memory an agent saves waits for its person's release (agentSavesNeedRelease);
+     * `signIn.applyGroupMapping`, whether each sign-in applies groupRoleMapping and `groupTeamMapping`
+     * (group -> team name; the teams must exist) from the ID token's groups (default false, as SPEC.md).
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; groupTeamMapping?: Record<string, string>; signIn?: SignInSettings; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings; privacy?: PrivacySettings; tokens?: { maxDays?: number } } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const mapping = input.settings?.groupRoleMapping;
       const egress = input.settings?.egress;
@@ -196,8 +212,18 @@ export function createTenantsService(deps: {
         : undefined;
       const skillRules = input.settings?.skills ? skillSettings(input.settings.skills) : undefined;
       const memory = input.settings?.memory;
+      const privacy = input.settings?.privacy !== undefined ? parsePrivacySettings(input.settings.privacy) : undefined;
       if (memory?.agentSavesNeedRelease !== undefined && typeof memory.agentSavesNeedRelease !== 'boolean') {
         throw new ValidationError('settings.memory.agentSavesNeedRelease: true or false', { details: { field: 'settings.memory.agentSavesNeedRelease' } });
+      }
+      const teamMapping = input.settings?.groupTeamMapping;
+      const signIn = input.settings?.signIn;
+      const tokenRules = input.settings?.tokens;
+      if (tokenRules?.maxDays !== undefined && !(Number.isInteger(tokenRules.maxDays) && tokenRules.maxDays >= 1 && tokenRules.maxDays <= TOKEN_MAX_DAYS_LIMIT)) {
+        throw new ValidationError(`settings.tokens.maxDays: an integer from 1 to ${TOKEN_MAX_DAYS_LIMIT}`, { details: { field: 'settings.tokens.maxDays' } });
+      }
+      if (signIn?.applyGroupMapping !== undefined && typeof signIn.applyGroupMapping !== 'boolean') {
+        throw new ValidationError('settings.signIn.applyGroupMapping: true or false', { details: { field: 'settings.signIn.applyGroupMapping' } });
       }
       return db.transaction(async (tx) => {
         const tenant = await repo.findById(tx, tenantId);
@@ -211,12 +237,30 @@ export function createTenantsService(deps: {
           }
           settings.groupRoleMapping = mapping;
         }
+        if (teamMapping !== undefined) {
+          const canonical: Record<string, string> = {};
+          const unknown: string[] = [];
+          for (const [group, name] of Object.entries(teamMapping)) {
+            const team = await deps.teams.findByName(tx, tenantId, name.trim());
+            if (team) canonical[group] = team.name;
+            else unknown.push(`${group} -> ${name}`);
+          }
+          if (unknown.length) {
+            throw new ValidationError(`settings.groupTeamMapping names unknown teams: ${unknown.join(', ')}`, { details: { field: 'settings.groupTeamMapping' }, hint: 'Create them first (`npx aws team create <name>`).' });
+          }
+          settings.groupTeamMapping = canonical;
+        }
+        // Read at each sign-in (auth.service.ts completeLogin); keys left out keep their value.
+        if (signIn?.applyGroupMapping !== undefined) settings.signIn = { ...(settings.signIn as SignInSettings | undefined), applyGroupMapping: signIn.applyGroupMapping };
         // The egress proxy reads them on every connection: a change applies to running agents at once.
         if (egressRules) settings.egress = { allow: [], deny: [], ports: [], ...(settings.egress as object | undefined), ...egressRules };
         // Read by the learning loop at each detection and proposal; keys left out keep their value.
         if (skillRules) settings.skills = { ...(settings.skills as SkillSettings | undefined), ...skillRules };
         // Read by every agent save (memories.service.ts saveFromAgent); keys left out keep their value.
         if (memory?.agentSavesNeedRelease !== undefined) settings.memory = { ...(settings.memory as MemorySettings | undefined), agentSavesNeedRelease: memory.agentSavesNeedRelease };
+        if (privacy) settings.privacy = { ...(settings.privacy as PrivacySettings | undefined), ...privacy };
+        // Read when a personal access token is created (personal-tokens.service.ts); existing tokens keep their expiry.
+        if (tokenRules?.maxDays !== undefined) settings.tokens = { ...(settings.tokens as object | undefined), maxDays: tokenRules.maxDays };
         const updated = await repo.updateSettings(tx, tenantId, settings);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
         return updated;

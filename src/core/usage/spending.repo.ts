@@ -60,6 +60,50 @@ export function createSpendingRepo() {
       );
       return rows[0] ?? null;
     },
+    /** A person's usage records, oldest first (their data export). */
+    async usageOfUser(q: Queryable, tenantId: string, userId: string): Promise<Array<Record<string, unknown>>> {
+      const { rows } = await q.query<Record<string, unknown>>(
+        `select id, session_id as "sessionId", model, provider, tokens_input as "tokensInput", tokens_output as "tokensOutput", tokens_reasoning as "tokensReasoning",
+                tokens_cache_read as "tokensCacheRead", tokens_cache_write as "tokensCacheWrite", cost_usd::float8 as "costUsd", channel, created_at as "createdAt"
+           from usage_records where tenant_id = $1 and user_id = $2 order by created_at, id`,
+        [tenantId, userId],
+      );
+      return rows.map((r) => ({ ...r, tokensInput: Number(r.tokensInput), tokensOutput: Number(r.tokensOutput), tokensReasoning: Number(r.tokensReasoning), tokensCacheRead: Number(r.tokensCacheRead), tokensCacheWrite: Number(r.tokensCacheWrite) }));
+    },
+    /**
+     * Moves a person's usage (records and monthly totals) to a pseudonymous id and drops their calls in
+     * flight (their erasure: the organisation keeps its spend record, no longer naming them); how many
+     * records moved.
+     */
+    async pseudonymiseUser(q: Queryable, tenantId: string, userId: string, pseudoId: string): Promise<number> {
+      const { rowCount } = await q.query(`update usage_records set user_id = $3 where tenant_id = $1 and user_id = $2`, [tenantId, userId, pseudoId]);
+      await q.query(
+        `insert into usage_monthly (tenant_id, user_id, month, cost_usd) select tenant_id, $3, month, cost_usd from usage_monthly where tenant_id = $1 and user_id = $2
+         on conflict (tenant_id, user_id, month) do update set cost_usd = usage_monthly.cost_usd + excluded.cost_usd`,
+        [tenantId, userId, pseudoId],
+      );
+      await q.query(`delete from usage_monthly where tenant_id = $1 and user_id = $2`, [tenantId, userId]);
+      await q.query(`delete from model_call_holds where tenant_id = $1 and user_id = $2`, [tenantId, userId]);
+      return rowCount ?? 0;
+    },
+
+
+    /** How many of the tenant's usage records were written before `before` (retention's dry run). */
+    async countUsageBefore(q: Queryable, tenantId: string, before: Date): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(`select count(*)::int as n from usage_records where tenant_id = $1 and created_at < $2`, [tenantId, before]);
+      return rows[0].n;
+    },
+    /**
+     * Removes up to `limit` of the tenant's usage records written before `before`, oldest first (retention).
+     * The monthly totals (usage_monthly) stay: cost limits read them, and they name no session or model.
+     */
+    async removeUsageBefore(q: Queryable, tenantId: string, before: Date, limit: number): Promise<number> {
+      const { rowCount } = await q.query(
+        `delete from usage_records where id in (select id from usage_records where tenant_id = $1 and created_at < $2 order by created_at limit $3)`,
+        [tenantId, before, limit],
+      );
+      return rowCount ?? 0;
+    },
   };
 }
 

@@ -10,9 +10,17 @@ export interface UserRow {
   /** The identity provider's subject once the user has signed in; null for users made by the CLI. */
   externalSubject: string | null;
   createdAt: Date;
+  /** When SCIM deactivated the user (null: active); a deactivated user cannot authenticate. */
+  deactivatedAt: Date | null;
+  /** The identity provider's SCIM externalId (not the OIDC subject); null unless provisioned by SCIM. */
+  scimExternalId: string | null;
+  /** Created or taken over by the tenant's identity provider through SCIM. */
+  scimManaged: boolean;
+  givenName: string;
+  familyName: string;
 }
 
-const USER_COLS = `id, tenant_id as "tenantId", handle, email, display_name as "displayName", external_subject as "externalSubject", created_at as "createdAt"`;
+const USER_COLS = `id, tenant_id as "tenantId", handle, email, display_name as "displayName", external_subject as "externalSubject", created_at as "createdAt", deactivated_at as "deactivatedAt", scim_external_id as "scimExternalId", scim_managed as "scimManaged", given_name as "givenName", family_name as "familyName"`;
 
 export function createUsersRepo() {
   return {
@@ -64,10 +72,16 @@ export function createUsersRepo() {
       const { rowCount } = await q.query(`select 1 from users where tenant_id = $1 and handle = $2`, [tenantId, handle]);
       return rowCount === 1;
     },
-    /** Assigns a role unless already assigned; returns whether the assignment is new. */
+    /**
+     * Assigns a role unless already assigned; returns whether the assignment is new. Assigning by any other
+     * means a role the sign-in's group mapping gave ('system:idp-groups') takes it over (and counts as
+     * new), so the mapping never takes away a role someone also assigned by hand.
+     */
     async assignRole(q: Queryable, a: { tenantId: string; userId: string; roleId: string; assignedBy: string }): Promise<boolean> {
       const { rowCount } = await q.query(
-        `insert into user_roles (tenant_id, user_id, role_id, assigned_by) values ($1, $2, $3, $4) on conflict do nothing`,
+        `insert into user_roles (tenant_id, user_id, role_id, assigned_by) values ($1, $2, $3, $4)
+         on conflict (user_id, role_id) do update set assigned_by = excluded.assigned_by
+          where user_roles.assigned_by = 'system:idp-groups' and excluded.assigned_by <> 'system:idp-groups'`,
         [a.tenantId, a.userId, a.roleId, a.assignedBy],
       );
       return rowCount === 1;
@@ -106,6 +120,21 @@ export function createUsersRepo() {
         [tenantId, limit],
       );
       return rows;
+    },
+    /** A user's roles with who assigned each (the group mapping at sign-in removes only its own). */
+    async rolesWithSource(q: Queryable, tenantId: string, userId: string): Promise<Array<{ roleId: string; name: string; isSystem: boolean; assignedBy: string }>> {
+      const { rows } = await q.query<{ roleId: string; name: string; isSystem: boolean; assignedBy: string }>(
+        `select r.id as "roleId", r.name, r.is_system as "isSystem", ur.assigned_by as "assignedBy"
+           from user_roles ur join roles r on r.id = ur.role_id and r.tenant_id = ur.tenant_id
+          where ur.tenant_id = $1 and ur.user_id = $2 order by r.name`,
+        [tenantId, userId],
+      );
+      return rows;
+    },
+    /** Removes a role assignment only if `assignedBy` made it (false otherwise, or when there was none). */
+    async unassignRoleFrom(q: Queryable, a: { tenantId: string; userId: string; roleId: string; assignedBy: string }): Promise<boolean> {
+      const { rowCount } = await q.query(`delete from user_roles where tenant_id = $1 and user_id = $2 and role_id = $3 and assigned_by = $4`, [a.tenantId, a.userId, a.roleId, a.assignedBy]);
+      return rowCount === 1;
     },
     async roleNames(q: Queryable, userId: string): Promise<string[]> {
       const { rows } = await q.query<{ name: string }>(

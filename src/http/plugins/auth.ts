@@ -43,7 +43,8 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) 
       req.actor = known;
       return done();
     }
-    auth.authenticate(input).then((actor) => {
+    // The method decides what a personal access token may do (a `read` token: GET and HEAD only).
+    auth.authenticate({ ...input, method: req.method, requestId: req.id }).then((actor) => {
       req.actor = actor;
       done(!actor && (req.routeOptions.config.auth ?? 'required') === 'required' ? required() : undefined);
     }, done);

@@ -220,11 +220,26 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     {
       schema: {
         tags: ['admin'],
-        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping (stored, not applied at sign-in), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value), skills (the people a learnt skill needs, the hosts it may name unflagged) and memory (agentSavesNeedRelease: every memory an agent saves waits for its person\'s release)',
+        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping and groupTeamMapping (applied at each sign-in only when signIn.applyGroupMapping is true), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value), skills (the people a learnt skill needs, the hosts it may name unflagged) and memory (agentSavesNeedRelease: every memory an agent saves waits for its person\'s release)',
         body: Type.Object({
           settings: Type.Object(
             {
               groupRoleMapping: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 200 }), Type.String({ minLength: 1, maxLength: 63 }))),
+              groupTeamMapping: Type.Optional(
+                Type.Record(Type.String({ minLength: 1, maxLength: 200 }), Type.String({ minLength: 1, maxLength: 100 }), {
+                  description: 'Identity-provider group id or name -> team name (the team must exist); applied at sign-in only with signIn.applyGroupMapping',
+                }),
+              ),
+              signIn: Type.Optional(
+                Type.Object(
+                  {
+                    applyGroupMapping: Type.Optional(
+                      Type.Boolean({ description: "Each sign-in applies groupRoleMapping and groupTeamMapping from the ID token's groups claim (default false: SPEC.md's sign-in does not apply them)" }),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
               egress: Type.Optional(
                 Type.Object(
                   {
@@ -248,11 +263,31 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
                   { additionalProperties: false },
                 ),
               ),
+              tokens: Type.Optional(
+                Type.Object(
+                  {
+                    maxDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, description: 'The longest lifetime a new personal access token may have, in days (default 90)' })),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
               memory: Type.Optional(
                 Type.Object(
                   {
                     agentSavesNeedRelease: Type.Optional(
                       Type.Boolean({ description: 'Every memory an agent saves is quarantined until its person releases it, whatever it says (default false: only those that read like instructions)' }),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+              privacy: Type.Optional(
+                Type.Object(
+                  {
+                    sharedMemoriesOnErase: Type.Optional(
+                      Type.Union([Type.Literal('remove'), Type.Literal('keep-anonymous')], {
+                        description: "What erasing a person does with their team and org memories: remove them (default), or keep them for the others under a pseudonymous placeholder author",
+                      }),
                     ),
                   },
                   { additionalProperties: false },

@@ -1,0 +1,162 @@
+import { createHmac } from 'node:crypto';
+import { ValidationError } from '../errors.js';
+
+/**
+ * The rules of a person's data on request (issue 29 item 5), pure: the pseudonym an erased person is
+ * kept under, how an audit entry is scrubbed of them, the tenant's policy for their shared memories,
+ * and what the export archive holds (its README section lists the same files).
+ */
+
+/** Who is being exported or erased, as the scrubbing rules need them. */
+export interface Person {
+  id: string;
+  email: string;
+  handle: string;
+  displayName: string;
+}
+
+/**
+ * The stable pseudonym of an erased person: `erased:<12 hex>`, an HMAC of the tenant and user id under
+ * the appliance's encryption key. Stable (every entry about them carries the same one, so the audit log
+ * still tells one person's actions together) but not recomputable from a user id someone kept
+ * elsewhere without the appliance's key.
+ */
+export function pseudonymOf(key: string, tenantId: string, userId: string): string {
+  return `erased:${digest(key, tenantId, userId).slice(0, 12)}`;
+}
+
+/**
+ * The same person as a uuid (for uuid columns: usage records and monthly totals), so the organisation's
+ * spend record still adds their usage up as one unnamed person. Shaped as an RFC 9562 version-8 uuid.
+ */
+export function pseudonymousUuid(key: string, tenantId: string, userId: string): string {
+  const h = digest(key, tenantId, userId).slice(0, 32).split('');
+  h[12] = '8';
+  h[16] = ((parseInt(h[16], 16) & 0x3) | 0x8).toString(16);
+  const s = h.join('');
+  return `${s.slice(0, 8)}-${s.slice(8, 12)}-${s.slice(12, 16)}-${s.slice(16, 20)}-${s.slice(20, 32)}`;
+}
+
+function digest(key: string, tenantId: string, userId: string): string {
+  return createHmac('sha256', key).update(`person-erasure\0${tenantId}\0${userId}`).digest('hex');
+}
+
+/** The part of an audit entry that can name a person. */
+export interface AuditPersonFields {
+  userId: string | null;
+  actor: string;
+  target: string;
+  details: Record<string, unknown>;
+}
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * An audit entry with the person replaced by their pseudonym: `user_id` cleared (a uuid column cannot hold
+ * the pseudonym; `actor` carries it), `actor`/`target` `user:<id>` -> the pseudonym, their id and email
+ * (case-insensitive) replaced wherever they occur in a string, and strings that are exactly their handle
+ * or display name replaced (only exact values: a short handle such as `al` inside other words is not
+ * them). Object keys are scrubbed alike (maps keyed by user id). `changed` says whether anything was.
+ */
+export function scrubAuditEntry(e: AuditPersonFields, p: Person, pseudonym: string): AuditPersonFields & { changed: boolean } {
+  const patterns = [p.id, p.email].filter((s) => s.length > 0).map((s) => new RegExp(escape(s), 'gi'));
+  const exact = new Set([p.handle, p.displayName, p.email].filter((s) => s.trim().length > 0).map((s) => s.toLowerCase()));
+  const scrub = (s: string): string => {
+    if (s === `user:${p.id}`) return pseudonym;
+    if (exact.has(s.toLowerCase())) return pseudonym;
+    let out = s;
+    for (const re of patterns) out = out.replace(re, pseudonym);
+    return out;
+  };
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'string') return scrub(v);
+    if (Array.isArray(v)) return v.map(walk);
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [scrub(k), walk(x)]));
+    return v;
+  };
+  const out = {
+    userId: e.userId === p.id ? null : e.userId,
+    actor: scrub(e.actor),
+    target: scrub(e.target),
+    details: walk(e.details) as Record<string, unknown>,
+  };
+  const changed = out.userId !== e.userId || out.actor !== e.actor || out.target !== e.target || JSON.stringify(out.details) !== JSON.stringify(e.details);
+  return { ...out, changed };
+}
+
+/**
+ * What happens to the erased person's memories shared with their team or organisation (tenant setting
+ * `privacy.sharedMemoriesOnErase`): `remove` (the default: erasure erases what they wrote) or
+ * `keep-anonymous` (kept for the others, authored by a pseudonymous placeholder user). Private memories
+ * are removed either way.
+ */
+export const SHARED_MEMORY_POLICIES = ['remove', 'keep-anonymous'] as const;
+export type SharedMemoryPolicy = (typeof SHARED_MEMORY_POLICIES)[number];
+export const DEFAULT_SHARED_MEMORY_POLICY: SharedMemoryPolicy = 'remove';
+
+export interface PrivacySettings {
+  sharedMemoriesOnErase?: SharedMemoryPolicy;
+}
+
+/** `settings.privacy` as an update sends it, checked (400 naming the field). */
+export function parsePrivacySettings(input: unknown): PrivacySettings {
+  if (!input || typeof input !== 'object' || Array.isArray(input)) throw new ValidationError('settings.privacy: an object', { details: { field: 'settings.privacy' } });
+  const out: PrivacySettings = {};
+  const policy = (input as Record<string, unknown>).sharedMemoriesOnErase;
+  if (policy !== undefined) {
+    if (!SHARED_MEMORY_POLICIES.includes(policy as SharedMemoryPolicy)) {
+      throw new ValidationError(`settings.privacy.sharedMemoriesOnErase: one of ${SHARED_MEMORY_POLICIES.join(', ')}`, { details: { field: 'settings.privacy.sharedMemoriesOnErase' } });
+    }
+    out.sharedMemoriesOnErase = policy as SharedMemoryPolicy;
+  }
+  return out;
+}
+
+/** The policy a tenant's stored settings name (the default when unset or unknown). */
+export function sharedMemoryPolicy(settings: Record<string, unknown>): SharedMemoryPolicy {
+  const p = (settings.privacy as PrivacySettings | undefined)?.sharedMemoriesOnErase;
+  return p && SHARED_MEMORY_POLICIES.includes(p) ? p : DEFAULT_SHARED_MEMORY_POLICY;
+}
+
+/** The placeholder user who keeps an erased person's shared memories under `keep-anonymous`. */
+export function placeholderUser(pseudonym: string): { handle: string; email: string; displayName: string } {
+  const tag = pseudonym.slice('erased:'.length);
+  return { handle: `erased-${tag}`, email: `erased-${tag}@erased.invalid`, displayName: `Erased person (${pseudonym})` };
+}
+
+/** The export archive's format; a reader checks it. */
+export const EXPORT_FORMAT = 1;
+
+/**
+ * Every file of the export archive and what it holds (manifest.json repeats these with counts; the
+ * README's "A person's data" section lists the same). Session transcripts are one file per session.
+ */
+export const EXPORT_FILES = {
+  'profile.json': 'The person: id, handle, email, display name, identity-provider subject, created; their tenant.',
+  'roles.json': 'Their role names.',
+  'teams.json': 'The teams they are a member of.',
+  'sessions.json': 'Their agent sessions (also deleted ones still held): title, template, model, channel, times.',
+  'sessions/<id>.json': "One session's transcript, as GET /v1/sessions/:id/messages shows it.",
+  'memories.json': 'Memories they wrote, private and shared, with visibility and status.',
+  'trajectories.json': 'Their recorded turns (request, answer, abstract tool sequence, outcome) that learned skills are built from.',
+  'skills.json': "Skills learnt from their trajectories: each version whose sources include theirs, with its text.",
+  'git-connections.json': 'Their connected git accounts: host, account name, scopes, when (never tokens).',
+  'usage.json': 'Their model usage records: model, tokens, cost, time.',
+  'audit.json': 'Audit entries about them: as the actor, as the user recorded, or naming them as the target.',
+} as const;
+
+export type ExportCounts = Record<keyof typeof EXPORT_FILES, number>;
+
+/** The manifest of an export archive (the archive writer adds each entry's size and sha256). */
+export function exportManifest(input: { createdAt: Date; appVersion: string; tenant: { id: string; slug: string }; userId: string; counts: ExportCounts; warnings: string[] }) {
+  return {
+    format: EXPORT_FORMAT,
+    kind: 'agentws-person-export',
+    createdAt: input.createdAt.toISOString(),
+    appVersion: input.appVersion,
+    tenant: input.tenant,
+    userId: input.userId,
+    files: Object.fromEntries(Object.entries(EXPORT_FILES).map(([name, description]) => [name, { description, count: input.counts[name as keyof ExportCounts] }])),
+    warnings: input.warnings,
+  };
+}

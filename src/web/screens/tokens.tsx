@@ -1,0 +1,139 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, explain } from '../api';
+import { changer, ErrorNote, when } from '../components';
+
+type Scope = 'read' | 'sessions' | 'memories' | 'admin';
+
+interface PersonalToken {
+  id: string;
+  name: string;
+  prefix: string;
+  scopes: Scope[];
+  expiresAt: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  status: 'active' | 'expired' | 'revoked';
+}
+
+const SCOPE_TEXT: Record<Scope, string> = {
+  read: 'Read: GET requests only, everything you can read',
+  sessions: 'Sessions: start sessions, send prompts, run plans',
+  memories: 'Memories: write and delete memories',
+  admin: 'Admin: what your roles let you administer',
+};
+
+/**
+ * A person's API tokens (issue 29): for scripts and cron, acting as them with at most what they hold.
+ * The value is shown once, right after creation; afterwards only its first characters.
+ */
+export function TokensScreen() {
+  const [tokens, setTokens] = useState<PersonalToken[] | null>(null);
+  const [maxDays, setMaxDays] = useState(90);
+  const [held, setHeld] = useState<Array<{ scope: Scope; held: boolean }>>([]);
+  const [error, setError] = useState<string | null>(null);
+  const [name, setName] = useState('');
+  const [scopes, setScopes] = useState<Scope[]>(['read']);
+  const [days, setDays] = useState(30);
+  const [created, setCreated] = useState<{ name: string; value: string } | null>(null);
+  const [copied, setCopied] = useState(false);
+
+  const load = () =>
+    api<{ tokens: PersonalToken[]; maxDays: number; scopes: Array<{ scope: Scope; held: boolean }> }>('GET', '/me/tokens').then(
+      (r) => {
+        setTokens(r.tokens);
+        setMaxDays(r.maxDays);
+        setHeld(r.scopes);
+        setDays((d) => Math.min(d, r.maxDays));
+      },
+      (err) => setError(explain(err)),
+    );
+  useEffect(() => void load(), []);
+  const run = changer(load, setError);
+
+  const create = (e: Event) => {
+    e.preventDefault();
+    setCopied(false);
+    void run(async () => {
+      const r = await api<{ token: PersonalToken; value: string }>('POST', '/me/tokens', { name: name.trim(), scopes, expiresInDays: days });
+      setCreated({ name: r.token.name, value: r.value });
+      setName('');
+    });
+  };
+  const toggle = (scope: Scope, on: boolean) => setScopes((s) => (on ? [...s, scope] : s.filter((x) => x !== scope)));
+  const copy = async () => {
+    if (!created) return;
+    await navigator.clipboard.writeText(created.value).then(() => setCopied(true), () => setError('Could not copy: select the token and copy it yourself.'));
+  };
+  const revoke = (t: PersonalToken) => {
+    if (!confirm(`Revoke "${t.name}"? Scripts using it stop working at once.`)) return;
+    void run(() => api('DELETE', `/me/tokens/${t.id}`));
+  };
+
+  return (
+    <section class="tokens">
+      <h1>API tokens</h1>
+      <p class="hint">
+        A token lets a script call the API as you, with at most what your roles allow now (if your roles change, so does the token) and only within its scopes. Tokens
+        expire after at most {maxDays} days.
+      </p>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      {created ? (
+        <div class="notice" role="status" data-testid="new-token">
+          <p>
+            Your new token <strong>{created.name}</strong>. Copy it now: it is not shown again.
+          </p>
+          <code class="secret" data-testid="token-value">
+            {created.value}
+          </code>{' '}
+          <button type="button" onClick={() => void copy()}>
+            {copied ? 'Copied' : 'Copy'}
+          </button>{' '}
+          <button type="button" onClick={() => setCreated(null)}>
+            Done
+          </button>
+        </div>
+      ) : null}
+      <form class="card" onSubmit={create} aria-label="New token">
+        <label>
+          Name <input value={name} required maxLength={100} placeholder="nightly report" onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        </label>
+        <fieldset>
+          <legend>Scopes</legend>
+          {held
+            .filter((h) => h.held)
+            .map((h) => (
+              <label key={h.scope}>
+                <input type="checkbox" name={h.scope} checked={scopes.includes(h.scope)} onChange={(e) => toggle(h.scope, (e.target as HTMLInputElement).checked)} /> {SCOPE_TEXT[h.scope]}
+              </label>
+            ))}
+        </fieldset>
+        <label>
+          Expires in (days, at most {maxDays}){' '}
+          <input type="number" name="days" min={1} max={maxDays} value={days} required onInput={(e) => setDays(Number((e.target as HTMLInputElement).value))} />
+        </label>
+        <button type="submit" class="primary" disabled={!name.trim() || !scopes.length}>
+          Create token
+        </button>
+      </form>
+      {tokens?.length === 0 ? <p class="empty">No tokens yet.</p> : null}
+      <ul class="list" aria-label="Tokens">
+        {tokens?.map((t) => (
+          <li key={t.id} data-testid="token">
+            <span class="grow">
+              <strong>{t.name}</strong> <small class="tag">{t.status}</small> <code>{t.prefix}…</code>
+              <br />
+              <small>
+                {[t.scopes.join(', '), `created ${when(t.createdAt)}`, t.lastUsedAt ? `last used ${when(t.lastUsedAt)}` : 'never used', `${t.status === 'expired' ? 'expired' : 'expires'} ${when(t.expiresAt)}`].join(' · ')}
+              </small>
+            </span>
+            {t.status === 'active' ? (
+              <button type="button" class="danger" onClick={() => revoke(t)}>
+                Revoke
+              </button>
+            ) : null}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}

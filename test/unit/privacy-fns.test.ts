@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import {
+  DEFAULT_SHARED_MEMORY_POLICY,
+  EXPORT_FILES,
+  exportManifest,
+  parsePrivacySettings,
+  placeholderUser,
+  pseudonymOf,
+  pseudonymousUuid,
+  scrubAuditEntry,
+  sharedMemoryPolicy,
+  type ExportCounts,
+} from '../../src/core/privacy/privacy-fns.js';
+import { ValidationError } from '../../src/core/errors.js';
+
+const ann = { id: '0b6f3c5e-9a44-4f0e-8d0e-2f1a7c9b1e01', email: 'Ann.Lee@Acme.example', handle: 'ann', displayName: 'Ann Lee' };
+const bob = '7d1e2c3b-4a5f-4e6d-9c8b-1a2b3c4d5e6f';
+
+describe('pseudonyms of an erased person', () => {
+  it('are stable for one person, differ between people, tenants and keys, and do not show the id', () => {
+    const p = pseudonymOf('key-1', 't1', ann.id);
+    expect(p).toMatch(/^erased:[0-9a-f]{12}$/);
+    expect(pseudonymOf('key-1', 't1', ann.id)).toBe(p);
+    expect(pseudonymOf('key-1', 't1', bob)).not.toBe(p);
+    expect(pseudonymOf('key-1', 't2', ann.id)).not.toBe(p);
+    expect(pseudonymOf('key-2', 't1', ann.id)).not.toBe(p);
+    expect(p).not.toContain(ann.id.slice(0, 8));
+  });
+
+  it('have a uuid form (for usage rows) that is a valid, stable version-8 uuid', () => {
+    const u = pseudonymousUuid('key-1', 't1', ann.id);
+    expect(u).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(pseudonymousUuid('key-1', 't1', ann.id)).toBe(u);
+    expect(u).not.toBe(ann.id);
+  });
+
+  it('name a placeholder author no identity provider can vouch for', () => {
+    const p = placeholderUser('erased:0123456789ab');
+    expect(p.handle).toBe('erased-0123456789ab');
+    expect(p.email).toBe('erased-0123456789ab@erased.invalid');
+    expect(p.displayName).toContain('erased:0123456789ab');
+  });
+});
+
+describe('scrubbing an audit entry of a person', () => {
+  const P = 'erased:abcdefabcdef';
+
+  it('replaces them as the actor and the user recorded', () => {
+    const r = scrubAuditEntry({ userId: ann.id, actor: `user:${ann.id}`, target: 'session:s1', details: { requestId: 'r1' } }, ann, P);
+    expect(r).toMatchObject({ userId: null, actor: P, target: 'session:s1', details: { requestId: 'r1' }, changed: true });
+  });
+
+  it('replaces them as the target, and their id, email (any case), handle and name inside details, keys too', () => {
+    const r = scrubAuditEntry(
+      {
+        userId: bob,
+        actor: `user:${bob}`,
+        target: `user:${ann.id}`,
+        details: { email: 'ann.lee@acme.example', handle: 'ANN', name: 'Ann Lee', note: `moved from ${ann.id} by ann.lee@ACME.example`, list: ['ann', { [ann.id]: true }], n: 3 },
+      },
+      ann,
+      P,
+    );
+    expect(r.userId).toBe(bob);
+    expect(r.actor).toBe(`user:${bob}`);
+    expect(r.target).toBe(P);
+    expect(r.details).toEqual({ email: P, handle: P, name: P, note: `moved from ${P} by ${P}`, list: [P, { [P]: true }], n: 3 });
+    expect(JSON.stringify(r).toLowerCase()).not.toContain('ann');
+  });
+
+  it('leaves words that only contain the handle, and entries about someone else, as they were', () => {
+    const e = { userId: bob, actor: `user:${bob}`, target: `user:${bob}`, details: { email: 'bob@acme.example', note: 'planning the annual review' } };
+    const r = scrubAuditEntry(e, ann, P);
+    expect(r.changed).toBe(false);
+    expect(r.details).toEqual(e.details);
+  });
+});
+
+describe('the tenant policy for shared memories', () => {
+  it('defaults to remove, and reads what is stored', () => {
+    expect(DEFAULT_SHARED_MEMORY_POLICY).toBe('remove');
+    expect(sharedMemoryPolicy({})).toBe('remove');
+    expect(sharedMemoryPolicy({ privacy: { sharedMemoriesOnErase: 'keep-anonymous' } })).toBe('keep-anonymous');
+    expect(sharedMemoryPolicy({ privacy: { sharedMemoriesOnErase: 'bogus' } })).toBe('remove');
+  });
+
+  it('accepts only known values, naming the field', () => {
+    expect(parsePrivacySettings({ sharedMemoriesOnErase: 'keep-anonymous' })).toEqual({ sharedMemoriesOnErase: 'keep-anonymous' });
+    expect(parsePrivacySettings({})).toEqual({});
+    try {
+      parsePrivacySettings({ sharedMemoriesOnErase: 'keep' });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ValidationError);
+      expect((err as ValidationError).details).toMatchObject({ field: 'settings.privacy.sharedMemoriesOnErase' });
+    }
+    expect(() => parsePrivacySettings('remove')).toThrow(ValidationError);
+  });
+});
+
+describe('the export manifest', () => {
+  it('lists every file with what it is and its count', () => {
+    const counts = Object.fromEntries(Object.keys(EXPORT_FILES).map((k, i) => [k, i])) as ExportCounts;
+    const m = exportManifest({ createdAt: new Date('2026-01-02T03:04:05Z'), appVersion: '1.2.3', tenant: { id: 't', slug: 'acme' }, userId: ann.id, counts, warnings: ['w'] });
+    expect(m).toMatchObject({ format: 1, kind: 'agentws-person-export', createdAt: '2026-01-02T03:04:05.000Z', userId: ann.id, warnings: ['w'] });
+    expect(Object.keys(m.files)).toEqual(Object.keys(EXPORT_FILES));
+    expect(m.files['memories.json']).toEqual({ description: EXPORT_FILES['memories.json'], count: counts['memories.json'] });
+  });
+});
