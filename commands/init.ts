@@ -7,7 +7,7 @@ import { colors, info, printJson } from '../src/cli/output.js';
 import { runTasks } from '../src/cli/progress.js';
 import { demoModeProblems, loadConfig, parseConfigValues, readConfigFile, resolveConfigPath } from '../src/config/load-config.js';
 import type { Config } from '../src/config/config.schema.js';
-import { ConflictError, ValidationError } from '../src/core/errors.js';
+import { ConflictError, ValidationError } from '../src/kernel/errors.js';
 import type { SeedTenantResult } from '../src/core/tenants/tenants.service.js';
 import { isLoopback } from '../src/lib/loopback.js';
 import { slugify } from '../src/lib/slug.js';

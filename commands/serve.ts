@@ -5,7 +5,7 @@ import { untilSignal } from '../src/cli/signals.js';
 import { buildApp } from '../src/http/build-app.js';
 import { startWorker, type Worker } from '../src/jobs/worker.js';
 import { demoModeProblems } from '../src/config/load-config.js';
-import { ConfigError } from '../src/core/errors.js';
+import { ConfigError } from '../src/kernel/errors.js';
 import { createLogger } from '../src/lib/logger.js';
 import { isLoopback } from '../src/lib/loopback.js';
 

@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../src/cli/base-command.js';
 import { openCore } from '../src/cli/open-core.js';
 import { untilSignal } from '../src/cli/signals.js';
-import { ValidationError } from '../src/core/errors.js';
+import { ValidationError } from '../src/kernel/errors.js';
 import { startWorker } from '../src/jobs/worker.js';
 import { createLogger } from '../src/lib/logger.js';
 

@@ -4,7 +4,7 @@ import { colors, csv } from '../../src/cli/output.js';
 import { untilSignal } from '../../src/cli/signals.js';
 import type { AuditEntry } from '../../src/core/audit/audit.repo.js';
 import { AUDIT_CHANNEL, AUDIT_LIMIT_MAX } from '../../src/core/audit/audit.service.js';
-import type { Ctx } from '../../src/core/context.js';
+import type { Ctx } from '../../src/kernel/context.js';
 
 const COLUMNS = ['id', 'ts', 'tenantId', 'userId', 'actor', 'action', 'target', 'sessionId', 'channel', 'durationMs'];
 // Safety net while following: events can be missed across a reconnect, and the embedded database

@@ -3,7 +3,7 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import { ago, gatewayFlag, resolveGateway, who } from '../../src/cli/gateway-input.js';
 import { info } from '../../src/cli/output.js';
 import { canPrompt } from '../../src/cli/secret-input.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 
 export default class PairApprove extends BaseCommand<typeof PairApprove> {
   static override summary = 'Approve a pending pairing code: its chat user is paired and can talk to the agent.';

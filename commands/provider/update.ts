@@ -2,7 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
 import { checkAgainst, keyFlags, MODEL_FLAG_TEXT, parseModelSpec, resolveApiKey } from '../../src/cli/provider-input.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 import { ProviderPatch } from '../../src/core/runtime/runtime.schemas.js';
 
 export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 import { describePeriod, parsePeriod, RETENTION_KINDS, type RetentionKind } from '../../src/core/retention/retention-fns.js';
 
 const period = (what: string) => Flags.string({ summary: `How long ${what} are kept: 90d, 12w, 2y, or keep (forever).` });

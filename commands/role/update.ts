@@ -1,7 +1,7 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 
 /** A limit flag: a number of USD, or `none` to lift the limit. */
 function usdFlag(value: string | undefined, flag: string): number | null | undefined {

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { untilSignal } from '../../src/cli/signals.js';
-import { ConfigError } from '../../src/core/errors.js';
+import { ConfigError } from '../../src/kernel/errors.js';
 import { runtimeCapacity } from '../../src/core/runtime/host/runtime-capacity.js';
 import { readHostMemory } from '../../src/lib/host-memory.js';
 import { createLogger } from '../../src/lib/logger.js';

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { runProbesForCli } from '../../src/cli/probe-report.js';
-import { ConfigError } from '../../src/core/errors.js';
+import { ConfigError } from '../../src/kernel/errors.js';
 import { readRunnerSettings } from '../../src/runner/runner-settings.js';
 
 export default class RunnerProbe extends BaseCommand<typeof RunnerProbe> {

@@ -2,7 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { clip, info } from '../../src/cli/output.js';
 import { canPrompt } from '../../src/cli/secret-input.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 
 export default class SkillPromote extends BaseCommand<typeof SkillPromote> {
   static override summary = 'Promote the version of a learned skill that waits for review: every runtime of its tenant loads it from its next turn.';

@@ -1,7 +1,7 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { ConflictError } from '../../src/core/errors.js';
+import { ConflictError } from '../../src/kernel/errors.js';
 
 export default class SkillReject extends BaseCommand<typeof SkillReject> {
   static override summary = 'Reject the version of a learned skill that waits for review: the promoted version stays.';

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info, table } from '../../src/cli/output.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 
 /** `GROUP=NAME` flags into a mapping (split at the first `=`: group ids and names hold none). */
 function pairs(flag: string, list: string[] | undefined): Record<string, string> | undefined {

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 import { TOKEN_SCOPES } from '../../src/core/tokens/token-fns.js';
 import { parseDuration } from '../../src/lib/duration.js';
 

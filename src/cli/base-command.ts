@@ -1,10 +1,10 @@
 import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
 import type { Config } from '../config/config.schema.js';
 import { loadConfig } from '../config/load-config.js';
-import { systemCtx, type Ctx } from '../core/context.js';
+import { systemCtx, type Ctx } from '../kernel/context.js';
 import type { Core } from '../core/create-core.js';
-import { ConfigError, isAppError, ValidationError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
+import { ConfigError, isAppError, ValidationError } from '../kernel/errors.js';
+import type { Logger } from '../kernel/logger.js';
 import { createLogger } from '../lib/logger.js';
 import { openCore, type OpenedCore } from './open-core.js';
 import { colors, info, printJson } from './output.js';

@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
-import type { Ctx } from '../core/context.js';
+import type { Ctx } from '../kernel/context.js';
 import type { Core } from '../core/create-core.js';
-import { NotFoundError, ValidationError } from '../core/errors.js';
+import { NotFoundError, ValidationError } from '../kernel/errors.js';
 import type { PublicGateway } from '../core/gateways/gateways.service.js';
 import { resolveSecret, type SecretKind } from './secret-input.js';
 

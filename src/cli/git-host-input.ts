@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Flags } from '@oclif/core';
-import { ValidationError } from '../core/errors.js';
+import { ValidationError } from '../kernel/errors.js';
 import type { GitAccessRule } from '../core/connectors/git-fns.js';
 import type { GitHostInput, PublicGitHost } from '../core/connectors/git-hosts.service.js';
 import type { UserConnections } from '../core/connectors/git-oauth-fns.js';

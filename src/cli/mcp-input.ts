@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import type { McpAccessEntry } from '../core/connectors/mcp-fns.js';
-import { ValidationError } from '../core/errors.js';
+import { ValidationError } from '../kernel/errors.js';
 import { resolveSecret } from './secret-input.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { PgBoss } from 'pg-boss';
 import type { Config } from '../config/config.schema.js';
 import { createCore, type Core } from '../core/create-core.js';
-import type { Logger } from '../core/logger.js';
+import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../lib/clock.js';
 import type { Database } from '../db/database.js';
 import { createEventBus } from '../db/event-bus.js';

@@ -1,4 +1,4 @@
-import { UnavailableError } from '../core/errors.js';
+import { UnavailableError } from '../kernel/errors.js';
 import { runContainmentProbes, type ContainmentOptions, type ProbeResult } from '../core/runtime/host/containment-probes.js';
 import { colors, info } from './output.js';
 

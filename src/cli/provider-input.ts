@@ -1,7 +1,7 @@
 import { Flags } from '@oclif/core';
 import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
-import { ValidationError } from '../core/errors.js';
+import { ValidationError } from '../kernel/errors.js';
 import type { ProviderModel } from '../core/runtime/runtime.schemas.js';
 import { resolveSecret } from './secret-input.js';
 

@@ -1,4 +1,4 @@
-import { ValidationError } from '../core/errors.js';
+import { ValidationError } from '../kernel/errors.js';
 import { colors } from './output.js';
 
 /** Whether prompts may be shown: both ends of the conversation are a terminal. */

@@ -1,10 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parseEnv } from 'node:util';
-import { ConfigError, type ConfigProblem } from '../core/errors.js';
-import { parsePorts, parsePrivateAllow } from '../core/runtime/host/egress-policy.js';
-import { ASKABLE_TOOL_NAMES, permissionOfTool } from '../core/runtime/runtime-tools.js';
+import { ConfigError, type ConfigProblem } from '../kernel/errors.js';
 import { deepFreeze } from '../lib/freeze.js';
+import { parsePorts, parsePrivateAllow } from '../lib/net-lists.js';
 import { isLoopback } from '../lib/loopback.js';
 import { CONFIG_VARS, type Config, type ConfigVarName, type VarSpec } from './config.schema.js';
 
@@ -133,11 +132,8 @@ export function parseConfigValues(input: {
   if (relayUrl && !/^https?:\/\/[^/@\s]+(\/.*)?$/.test(relayUrl)) problems.push({ variable: 'AGENTWS_RELAY_URL', message: `not an http(s) URL: "${relayUrl}"` });
   const egressPorts = parsePorts(str('AGENTWS_EGRESS_PORTS'));
   if (egressPorts.invalid.length) problems.push({ variable: 'AGENTWS_EGRESS_PORTS', message: `not a port (1-65535): ${egressPorts.invalid.join(', ')}` });
+  // Which names a runtime's tools ask under is the runtime's fact: the runtime service checks them when it is made.
   const askTools = str('AGENTWS_RUNTIME_ASK_TOOLS').split(',').map((x) => x.trim()).filter(Boolean);
-  for (const t of askTools) {
-    // A name no tool asks under would silently never ask: refuse it.
-    if (!permissionOfTool(t)) problems.push({ variable: 'AGENTWS_RUNTIME_ASK_TOOLS', message: `"${t}" is not a runtime tool that can ask (one of ${ASKABLE_TOOL_NAMES.join(', ')})` });
-  }
 
   const redirectOrigins: string[] = [];
   for (const item of str('AGENTWS_AUTH_REDIRECT_ORIGINS').split(',').map((x) => x.trim()).filter(Boolean)) {

@@ -12,9 +12,9 @@ import { createPersonalTokensService } from './tokens/personal-tokens.service.js
 import { createGroupSync } from './auth/group-sync.js';
 import { createOidcClient } from './auth/oidc-client.js';
 import { createTokenService } from './auth/tokens.js';
-import type { EventBus } from './events.js';
+import type { EventBus } from '../kernel/events.js';
 import type { JobHandlers, JobQueue, JobQueueStats } from './jobs/job-queue.js';
-import type { Logger } from './logger.js';
+import type { Logger } from '../kernel/logger.js';
 import { createRbacService } from './rbac/rbac.service.js';
 import { createSystemService } from './system/system.service.js';
 import { createTenantsRepo } from './tenants/tenants.repo.js';

@@ -1,7 +1,7 @@
 import { mkdirSync, openSync, closeSync, writeSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import net from 'node:net';
-import { UnavailableError } from '../core/errors.js';
+import { UnavailableError } from '../kernel/errors.js';
 import { isProcessAlive } from '../lib/process-state.js';
 
 /**

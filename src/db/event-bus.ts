@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { assertChannel, type EventBus, type EventHandler } from '../core/events.js';
-import type { Logger } from '../core/logger.js';
+import { assertChannel, type EventBus, type EventHandler } from '../kernel/events.js';
+import type { Logger } from '../kernel/logger.js';
 import type { Database, Tx } from './database.js';
 
 /** Embedded mode: every part runs in one process, so an EventEmitter is the whole bus. */

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RerunBehavior, Umzug } from 'umzug';
 import { packageRoot } from '../lib/package-root.js';
-import { UnavailableError, ValidationError } from '../core/errors.js';
+import { UnavailableError, ValidationError } from '../kernel/errors.js';
 import type { Database } from './database.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { Config } from '../config/config.schema.js';
-import { UnavailableError } from '../core/errors.js';
+import { UnavailableError } from '../kernel/errors.js';
 import { createDatabase, type Database } from './database.js';
 import { acquireEmbedded, EMBEDDED_PORT } from './embedded-host.js';
 

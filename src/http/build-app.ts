@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyReply } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
 import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
-import { RateLimitedError } from '../core/errors.js';
+import { RateLimitedError } from '../kernel/errors.js';
 import { AccessLog, lazyChildLogger } from './access-log.js';
 import { drainUnreadBody } from './early-response.js';
 import { hostCheck } from './host-check.js';
@@ -42,8 +42,9 @@ import { validatorCompilerFactory } from './validation.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** The app type every route plugin receives: TypeBox schemas give typed params, query and body. */
-export type App = FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, TypeBoxTypeProvider>;
+import type { App } from './app-type.js';
+
+export type { App };
 
 export interface BuildAppOptions {
   logger?: PinoLogger;

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { isAppError } from '../core/errors.js';
+import { isAppError } from '../kernel/errors.js';
 import { drainUnreadBody } from './early-response.js';
 
 /**

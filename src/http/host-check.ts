@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { MisdirectedRequestError } from '../core/errors.js';
+import { MisdirectedRequestError } from '../kernel/errors.js';
 
 /** Loopback names a browser on this machine uses for the service. */
 const LOOPBACK_NAMES = new Set(['localhost', '127.0.0.1', '[::1]']);

@@ -4,10 +4,10 @@ import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHo
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Config } from '../config/config.schema.js';
 import type { Core } from '../core/create-core.js';
-import { UnauthenticatedError } from '../core/errors.js';
+import { UnauthenticatedError } from '../kernel/errors.js';
 import { QUEUE_STATES } from '../core/jobs/job-queue.js';
 import { safeEqual } from '../lib/secrets.js';
-import type { App } from './build-app.js';
+import type { App } from './app-type.js';
 import { errorResponses } from './schemas.js';
 
 /** The route label of a request no route matched (404s, malformed paths): keeps the label set bounded. */

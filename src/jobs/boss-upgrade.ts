@@ -1,6 +1,6 @@
 import type { Database, Queryable, Tx } from '../db/database.js';
-import { ConflictError } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
+import { ConflictError } from '../kernel/errors.js';
+import type { Logger } from '../kernel/logger.js';
 import { QUEUE_DEFAULTS } from './boss.js';
 
 /**

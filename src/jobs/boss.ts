@@ -1,8 +1,8 @@
 import { PgBoss, type DatabaseOptions, type Db, type Queue } from 'pg-boss';
 import type { Database, Queryable } from '../db/database.js';
-import type { EventBus } from '../core/events.js';
+import type { EventBus } from '../kernel/events.js';
 import { JobAlreadyQueuedError, JOBS_ENQUEUED, QUEUE_STATES, type JobQueue, type JobQueueStats, type QueueStats } from '../core/jobs/job-queue.js';
-import type { Logger } from '../core/logger.js';
+import type { Logger } from '../kernel/logger.js';
 
 export interface BossOptions {
   /** Run pg-boss supervision (expiry of jobs whose worker died, deletion of old jobs). Only worker processes do. */

@@ -1,8 +1,8 @@
 import type { Job, PgBoss } from 'pg-boss';
-import { systemCtx } from '../core/context.js';
+import { systemCtx } from '../kernel/context.js';
 import type { Core } from '../core/create-core.js';
 import { JOBS_ENQUEUED } from '../core/jobs/job-queue.js';
-import type { Logger } from '../core/logger.js';
+import type { Logger } from '../kernel/logger.js';
 
 /**
  * How often an idle worker polls anyway. Enqueued jobs wake workers through the event bus, so this only

@@ -1,6 +1,6 @@
 import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
-import { ValidationError } from '../core/errors.js';
+import { ValidationError } from '../kernel/errors.js';
 import { withTimeout } from './with-timeout.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { ConfigProblem } from '../core/errors.js';
+import type { ConfigProblem } from '../kernel/errors.js';
 
 /**
  * A runner host's settings: from its environment and flags only (never the control plane's config file,

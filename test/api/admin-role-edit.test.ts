@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 

@@ -1,4 +1,4 @@
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
+import { systemCtx } from '../../src/kernel/context.js';
 import { BACKFILL_RETRY_LIMIT, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { startWorker } from '../../src/jobs/worker.js';
 import { fakeEmbedding, startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';

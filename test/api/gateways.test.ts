@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { openSse } from '../helpers/runtime.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { DB_MODE } from '../helpers/test-env.js';
 

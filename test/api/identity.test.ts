@@ -1,4 +1,4 @@
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJwt } from 'jose';
 import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { EMBED_MEMORY_JOB } from '../../src/core/memories/memories.service.js';
 import { ensureQueues } from '../../src/jobs/boss.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';

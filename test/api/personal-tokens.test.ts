@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { buildApp, type App } from '../../src/http/build-app.js';
 import { api, freePort, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { browserSignIn, startOidcProvider, type TestOidcProvider } from '../helpers/oidc-provider.js';
 import { DB_MODE } from '../helpers/test-env.js';

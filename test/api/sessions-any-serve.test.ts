@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import type { RuntimeEvent } from '../../src/core/runtime/runtime-events.js';
 import { ascendingId } from '../../src/core/runtime/runtime-ids.js';
 import { buildApp, type App } from '../../src/http/build-app.js';

@@ -1,7 +1,7 @@
 import { openCore } from '../../src/cli/open-core.js';
 import { parseConfigValues } from '../../src/config/load-config.js';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { randomSecret } from '../../src/lib/secrets.js';
 import { median, percentile, report, scratchDatabase } from './bench-utils.js';
 

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createGitGateway } from '../../src/core/connectors/git-gateway.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createGitServer } from '../fixtures/git-server.js';
 import { median, report } from './bench-utils.js';
 

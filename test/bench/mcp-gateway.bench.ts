@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createMcpGateway } from '../../src/core/connectors/mcp-gateway.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createEgressProxy } from '../../src/core/runtime/host/egress-proxy.js';
 import type { RuntimeIdentity } from '../../src/core/runtime/host/runtime-host.js';
 import { median, percentile, report, spawnUntil } from './bench-utils.js';

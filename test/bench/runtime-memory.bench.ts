@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { ChildProcess } from 'node:child_process';
 import { GATEWAY_HOST } from '../../src/core/runtime/host/egress-proxy.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeLauncher, type LaunchedRuntime } from '../../src/core/runtime/host/runtime-launcher.js';
 import { requestRuntime, type RuntimeEndpoint } from '../../src/core/runtime/host/runtime-transport.js';
 import { median, pinned, report, spawnUntil } from './bench-utils.js';

@@ -1,7 +1,7 @@
 import { SignJWT } from 'jose';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { buildApp, type App } from '../../src/http/build-app.js';
 import type { Clock } from '../../src/lib/clock.js';
 import type { Logger as PinoLogger } from 'pino';

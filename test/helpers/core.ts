@@ -1,5 +1,5 @@
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createTestEnv, type TestEnv } from './test-env.js';
 
 /** A test installation with the core opened in this process (migrated unless told otherwise). */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEventBus } from '../../src/db/event-bus.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';
 

@@ -11,7 +11,7 @@ import { createLlmGateway, type GatewayCaller, type GatewayDeps, type GatewayTur
 import { estimateInputTokens } from '../../src/core/llm-gateway/model-call-fns.js';
 import { available, fitCall, type CallPrice } from '../../src/core/usage/spending-fns.js';
 import type { HoldResult } from '../../src/core/usage/spending.service.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMcpGateway } from '../../src/core/connectors/mcp-gateway.js';
 import type { McpServerGrant } from '../../src/core/connectors/mcp-servers.service.js';
 import type { AuditInput } from '../../src/core/audit/audit.service.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createEgressProxy } from '../../src/core/runtime/host/egress-proxy.js';
 import type { RuntimeIdentity } from '../../src/core/runtime/host/runtime-host.js';
 import { startTestMcpServer, type TestMcpServer } from '../fixtures/mcp-server.js';

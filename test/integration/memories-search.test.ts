@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Ctx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import type { Ctx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createMemoriesRepo, type Viewer } from '../../src/core/memories/memories.repo.js';
 import { createMemoriesService, EMBED_MEMORY_JOB, type EmbedQuery, type MemoriesService } from '../../src/core/memories/memories.service.js';
 import { ensureQueues } from '../../src/jobs/boss.js';
-import { systemRolePermissions, type SystemRoleName } from '../../src/core/rbac/permissions.js';
-import { systemCtx } from '../../src/core/context.js';
+import { systemRolePermissions, type SystemRoleName } from '../../src/kernel/permissions.js';
+import { systemCtx } from '../../src/kernel/context.js';
 import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';
 

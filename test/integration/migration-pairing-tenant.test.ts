@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createMigrator, readMigrations } from '../../src/db/migrator.js';
 import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';

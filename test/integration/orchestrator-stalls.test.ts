@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createOrchestratorRepo } from '../../src/core/orchestrator/orchestrator.repo.js';
 import { createOrchestratorService, ORCHESTRATE_STEP_JOB, type OrchestratorService } from '../../src/core/orchestrator/orchestrator.service.js';
 import { SUBTASK_STALL_MS, SUBTASK_WALL_MS } from '../../src/core/orchestrator/plan-fns.js';
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import type { RuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import { createSessionsRepo } from '../../src/core/sessions/sessions.repo.js';
 import { AGENT_TURN_JOB } from '../../src/core/sessions/turn-runner.js';

@@ -4,7 +4,7 @@ import PgBoss10 from 'pg-boss-10';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import type { Core } from '../../src/core/create-core.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { PROVISION_WORKSPACE_JOB } from '../../src/core/tenants/tenants.service.js';
 import { openDatabase } from '../../src/db/open-database.js';
 import type { Database } from '../../src/db/database.js';

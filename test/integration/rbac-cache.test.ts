@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
 
 /**

@@ -1,8 +1,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/core/logger.js';
-import { systemCtx, type Ctx } from '../../src/core/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
+import { systemCtx, type Ctx } from '../../src/kernel/context.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**

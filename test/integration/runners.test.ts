@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { systemCtx, type Ctx } from '../../src/core/context.js';
-import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../../src/core/errors.js';
-import { silentLogger } from '../../src/core/logger.js';
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemCtx, type Ctx } from '../../src/kernel/context.js';
+import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../../src/kernel/errors.js';
+import { silentLogger } from '../../src/kernel/logger.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import { RUNNER_REVOKED_CHANNEL } from '../../src/core/runners/runner-fleet.js';
 import { runnerTokenHash } from '../../src/core/runners/runner-fns.js';
 import type { RunnerInfo } from '../../src/core/runtime/host/runner-protocol.js';

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
 import { createRuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
+import { systemCtx } from '../../src/kernel/context.js';
 import { vectorLiteral } from '../../src/core/embeddings/model-key.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { lexicalSignature, toolGrams } from '../../src/core/skills/skill-fns.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/core/context.js';
-import { ConflictError, ForbiddenError, ValidationError } from '../../src/core/errors.js';
-import { silentLogger } from '../../src/core/logger.js';
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemCtx } from '../../src/kernel/context.js';
+import { ConflictError, ForbiddenError, ValidationError } from '../../src/kernel/errors.js';
+import { silentLogger } from '../../src/kernel/logger.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import { PROVISION_WORKSPACE_JOB } from '../../src/core/tenants/tenants.service.js';
 import { startWorker } from '../../src/jobs/worker.js';
 import { openTestCore } from '../helpers/core.js';

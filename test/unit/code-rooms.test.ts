@@ -3,13 +3,17 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The boundary between what runs next to the agents and what decides (issue 26, item 7): a runner host
- * runs `src/runner/` over `src/core/runtime/host/` and nothing else of the appliance, so neither may
- * import the control plane (services, repos, the database, the gateway, keys): a machine that runs agent
- * code must not even load it. The kernel they may use: errors, the logger type, and `src/lib`.
+ * The rooms of the house and what may import what. The floor: `src/kernel` (errors, events, logger,
+ * context, authz, the permissions document), under `src/lib`, under the configuration and the database;
+ * none of them imports the core (issue 30). The boundary between what runs next to the agents and what
+ * decides (issue 26, item 7): a runner host runs `src/runner/` over `src/core/runtime/host/` and nothing
+ * else of the appliance, so neither may import the control plane (services, repos, the database, the
+ * gateway, keys): a machine that runs agent code must not even load it. Of the kernel they use errors
+ * and the logger type, and `src/lib`. And no circle anywhere in `src`.
  */
 const root = resolve(import.meta.dirname, '../..');
-const KERNEL = ['src/core/errors.ts', 'src/core/logger.ts'];
+/** What the runtime host and the runner may use of the floor (besides src/lib). */
+const HOST_KERNEL = ['src/kernel/errors.ts', 'src/kernel/logger.ts'];
 
 function filesUnder(dir: string): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
@@ -27,7 +31,8 @@ function outside(room: string, allowed: (target: string) => boolean): string[] {
 }
 
 const isNode = (t: string) => t.startsWith('node:');
-const isKernel = (t: string) => KERNEL.includes(t) || t.startsWith('src/lib/');
+const isKernel = (t: string) => HOST_KERNEL.includes(t) || t.startsWith('src/lib/');
+const inRoom = (room: string) => (t: string) => t.startsWith(`${room}/`);
 
 describe('code rooms', () => {
   it('the runtime host (src/core/runtime/host) imports only itself, node and the kernel', () => {
@@ -38,11 +43,32 @@ describe('code rooms', () => {
     expect(outside('src/runner', (t) => isNode(t) || isKernel(t) || t.startsWith('src/runner/') || t.startsWith('src/core/runtime/host/'))).toEqual([]);
   });
 
-  it('the kernel imports nothing of the rooms above it', () => {
-    // url-guard's errors are the kernel's own; pino is the logger's.
-    const kernelFiles = [...KERNEL, ...filesUnder('src/lib')];
-    const above = kernelFiles.flatMap((f) => importsOf(f).filter((t) => !isNode(t) && !isKernel(t) && t !== 'pino').map((t) => `${f} imports ${t}`));
-    expect(above).toEqual([]);
+  it('the kernel imports only itself; src/lib only the kernel and itself (pino is the logger\'s)', () => {
+    expect(outside('src/kernel', (t) => isNode(t) || inRoom('src/kernel')(t))).toEqual([]);
+    expect(outside('src/lib', (t) => isNode(t) || t === 'pino' || inRoom('src/kernel')(t) || inRoom('src/lib')(t))).toEqual([]);
+  });
+
+  it('the database and the configuration import nothing of the core', () => {
+    for (const room of ['src/db', 'src/config', 'src/lib', 'src/kernel']) expect(outside(room, (t) => !inRoom('src/core')(t))).toEqual([]);
+  });
+
+  it('no file of src imports itself back through others (no circle)', () => {
+    const files = filesUnder('src').filter((f) => !f.startsWith('src/web/'));
+    const edges = new Map(files.map((f) => [f, importsOf(f).filter((t) => t.startsWith('src/'))]));
+    // Depth-first search for a back edge; the path to it is the circle.
+    const state = new Map<string, 'open' | 'done'>();
+    const circles: string[] = [];
+    const visit = (f: string, path: string[]) => {
+      state.set(f, 'open');
+      for (const t of edges.get(f) ?? []) {
+        if (state.get(t) === 'open') circles.push([...path.slice(path.indexOf(t)), f, t].join(' -> '));
+        else if (!state.has(t)) visit(t, [...path, f]);
+      }
+      state.set(f, 'done');
+    };
+    for (const f of files) if (!state.has(f)) visit(f, []);
+    expect(circles).toEqual([]);
+    expect(edges.get('src/http/build-app.ts')!.length).toBeGreaterThan(10);
   });
 
   it('sees the imports it checks (a room that imported nothing would pass by accident)', () => {

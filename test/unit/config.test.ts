@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
 import { CONFIG_VARS } from '../../src/config/config.schema.js';
-import { ConfigError } from '../../src/core/errors.js';
+import { ConfigError } from '../../src/kernel/errors.js';
 import { readFileSync } from 'node:fs';
 
 const SECRETS = {

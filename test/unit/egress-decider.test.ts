@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneForbidden, createEgressDecider } from '../../src/core/runtime/host/egress-decider.js';
 import { parsePrivateAllow, type EgressRules } from '../../src/core/runtime/host/egress-policy.js';
 import { createEgressProxy, type ProxyListener } from '../../src/core/runtime/host/egress-proxy.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { connectThrough } from '../helpers/proxy-client.js';
 
 const none: EgressRules = { allow: [], deny: [] };

@@ -9,7 +9,7 @@ import { createGitServer } from '../fixtures/git-server.js';
 import type { AuditInput } from '../../src/core/audit/audit.service.js';
 import { createGitGateway } from '../../src/core/connectors/git-gateway.js';
 import type { GitAgentView } from '../../src/core/connectors/git-hosts.service.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 
 /**
  * The git gateway alone, with the host's git (no sandbox, no database): git's own http-backend behind a

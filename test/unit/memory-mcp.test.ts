@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ConflictError, ForbiddenError, ValidationError } from '../../src/core/errors.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { ConflictError, ForbiddenError, ValidationError } from '../../src/kernel/errors.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_PROTOCOL_VERSIONS, negotiateVersion, RPC, type MemoryToolPort } from '../../src/core/memories/memory-mcp.js';
 import { locateToolCall } from '../../src/core/runtime/runtime-tool-calls.js';
 import { mcpToolName } from '../../src/core/runtime/runtime-tools.js';
 import { memoryBlock, memoryLine, memoryPart, promptText, withheldTools } from '../../src/core/sessions/prompt-parts.js';
-import { emptyPermissions } from '../../src/core/rbac/permissions.js';
+import { emptyPermissions } from '../../src/kernel/permissions.js';
 
 /** The memory MCP server's JSON-RPC handling, the injected block's escaping, and provenance lookup. */
 function fakeTools(overrides: Partial<MemoryToolPort> = {}) {

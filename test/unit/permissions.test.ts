@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { emptyPermissions, grantsBeyond, systemRolePermissions, toolAllowed, unionPermissions } from '../../src/core/rbac/permissions.js';
+import { emptyPermissions, grantsBeyond, systemRolePermissions, toolAllowed, unionPermissions } from '../../src/kernel/permissions.js';
 
 const T = true;
 const F = false;

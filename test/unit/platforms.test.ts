@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { UpstreamError } from '../../src/core/errors.js';
+import { UpstreamError } from '../../src/kernel/errors.js';
 import { createPlatforms, type ChatPlatform } from '../../src/core/gateways/platforms.js';
 import { botChatHeaders, botChatUpdate, signTeamChat, startFakeChatPlatform, teamChatActivity, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 

@@ -11,7 +11,7 @@ import {
   sharedMemoryPolicy,
   type ExportCounts,
 } from '../../src/core/privacy/privacy-fns.js';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 
 const ann = { id: '0b6f3c5e-9a44-4f0e-8d0e-2f1a7c9b1e01', email: 'Ann.Lee@Acme.example', handle: 'ann', displayName: 'Ann Lee' };
 const bob = '7d1e2c3b-4a5f-4e6d-9c8b-1a2b3c4d5e6f';

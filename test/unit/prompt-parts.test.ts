@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PayloadTooLargeError, ValidationError } from '../../src/core/errors.js';
-import { emptyPermissions, systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { PayloadTooLargeError, ValidationError } from '../../src/kernel/errors.js';
+import { emptyPermissions, systemRolePermissions } from '../../src/kernel/permissions.js';
 import { buildParts, checkAgentName, MAX_TEXT, memoryBlock, memoryLine, percentDecoded, RUNTIME_TOOLS, withheldTools, type PromptInput } from '../../src/core/sessions/prompt-parts.js';
 
 const LIMITS = { maxFiles: 2, maxFileBytes: 16 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 import { changedPeriods, cutoffs, effectivePeriods, fullBatch, keepEverything, parsePeriod, storedPeriods } from '../../src/core/retention/retention-fns.js';
 
 const fieldOf = (f: () => unknown) => {

@@ -2,7 +2,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { managedConfigDir, runtimeRoot, writeManagedConfig } from '../../src/core/runtime/host/managed-config.js';
 import { createRuntimeLauncher, preparePluginDir, runtimeEnv } from '../../src/core/runtime/host/runtime-launcher.js';
 import { bwrapArgs, OPENCODE_DIRS, type SandboxSpec } from '../../src/core/runtime/host/sandbox.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { ConfigError } from '../../src/core/errors.js';
+import { ConfigError } from '../../src/kernel/errors.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from '../../src/core/runtime/runtime-tools.js';
+import { createRuntimeService } from '../../src/core/runtime/runtime.service.js';
 
 const SECRETS = { AGENTWS_JWT_SECRET: 'j'.repeat(43), AGENTWS_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url') };
 
@@ -18,9 +19,12 @@ describe('tools that can ask (opencode 1.18.33)', () => {
 
   it('AGENTWS_RUNTIME_ASK_TOOLS refuses a name that would never ask, naming the ones that do', () => {
     expect(loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_ASK_TOOLS: 'bash, write,webfetch' } }).runtime.askTools).toEqual(['bash', 'write', 'webfetch']);
+    // The configuration reads the list; the runtime service, which knows the runtime's tools, refuses it
+    // as it is made (at start-up), as a configuration problem naming the variable.
+    const { askTools } = loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_ASK_TOOLS: 'bash,list,web-fetch' } }).runtime;
     let problems: Array<{ variable: string; message: string }> = [];
     try {
-      loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_ASK_TOOLS: 'bash,list,web-fetch' } });
+      createRuntimeService({ askTools } as unknown as Parameters<typeof createRuntimeService>[0]);
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
       problems = (err as ConfigError).problems;

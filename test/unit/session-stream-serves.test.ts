@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { EventBus, EventHandler } from '../../src/core/events.js';
-import { silentLogger } from '../../src/core/logger.js';
+import type { EventBus, EventHandler } from '../../src/kernel/events.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { ascendingId } from '../../src/core/runtime/runtime-ids.js';
 import type { RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { createSessionStreams, idAgeMs, SESSION_EVENTS_CHANNEL, type Subscriber } from '../../src/core/sessions/session-stream.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { systemRolePermissions } from '../../src/core/rbac/permissions.js';
+import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import { hashToken, maskPermissions, maxDaysOf, newPersonalToken, refusesMethod, scopesBeyond } from '../../src/core/tokens/token-fns.js';
 
 describe('personal token rules', () => {

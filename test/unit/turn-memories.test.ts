@@ -5,12 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
-import { silentLogger } from '../../src/core/logger.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import type { MemoriesService } from '../../src/core/memories/memories.service.js';
-import { emptyPermissions } from '../../src/core/rbac/permissions.js';
+import { emptyPermissions } from '../../src/kernel/permissions.js';
 import { createTurnRunner, TURN_MEMORIES } from '../../src/core/sessions/turn-runner.js';
 import type { JobQueue } from '../../src/core/jobs/job-queue.js';
-import { systemCtx } from '../../src/core/context.js';
+import { systemCtx } from '../../src/kernel/context.js';
 
 /**
  * The turn runner's memory injection with a stand-in runtime (a loopback HTTP server recording the

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { ValidationError } from '../../src/core/errors.js';
+import { ValidationError } from '../../src/kernel/errors.js';
 import { addressMatches, checkWebhookUrl, embeddedIPv4, isPublicAddress } from '../../src/lib/url-guard.js';
 
 // A fake DNS: the tests never touch the network, and each name stands for one way to sneak inward.

@@ -2,7 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../../src/cli/base-command.js';
 import { credentialInput, describeAccess, describeCredential, gitCredentialFlags, gitHostFlags, parseAccess, resolveGitToken } from '../../../src/cli/git-host-input.js';
 import { info } from '../../../src/cli/output.js';
-import { ValidationError } from '../../../src/core/errors.js';
+import { ValidationError } from '../../../src/kernel/errors.js';
 
 export default class ConnectorGitAdd extends BaseCommand<typeof ConnectorGitAdd> {
   static override summary = 'Register a git host (any smart-HTTP git server) whose repositories agents reach through the git gateway.';

@@ -4,7 +4,7 @@ import { ALLOW_FLAG_TEXT, accessText, parseAllow, resolveConnectorSecret, secret
 import { info } from '../../../src/cli/output.js';
 import { MCP_AUTH_KINDS } from '../../../src/core/connectors/mcp-fns.js';
 import type { McpServerPatch } from '../../../src/core/connectors/mcp-servers.schemas.js';
-import { ValidationError } from '../../../src/core/errors.js';
+import { ValidationError } from '../../../src/kernel/errors.js';
 
 export default class ConnectorMcpUpdate extends BaseCommand<typeof ConnectorMcpUpdate> {
   static override summary = 'Change an MCP server: its URL, token, who may use which tools, enabled.';

@@ -1,9 +1,9 @@
 import type { Queryable, Tx } from '../../db/database.js';
-import { actorString, type Ctx } from '../context.js';
-import type { EventBus } from '../events.js';
+import { actorString, type Ctx } from '../../kernel/context.js';
+import type { EventBus } from '../../kernel/events.js';
 import { isUuid } from '../../lib/ids.js';
-import { requirePermission } from '../authz.js';
-import { ValidationError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import { ValidationError } from '../../kernel/errors.js';
 import type { AuditEntry, AuditRepo } from './audit.repo.js';
 
 export const AUDIT_LIMIT_DEFAULT = 50;

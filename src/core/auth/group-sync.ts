@@ -1,6 +1,6 @@
 import type { Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
-import type { Ctx } from '../context.js';
+import type { Ctx } from '../../kernel/context.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';

@@ -1,6 +1,6 @@
 import type * as Oidc from 'openid-client';
 import { isLoopback } from '../../lib/loopback.js';
-import { UpstreamError, ValidationError } from '../errors.js';
+import { UpstreamError, ValidationError } from '../../kernel/errors.js';
 
 export interface OidcSettings {
   issuerUrl: string;

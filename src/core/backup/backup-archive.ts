@@ -5,7 +5,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import tar from 'tar-stream';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../../kernel/errors.js';
 import { MANIFEST_PATH, type BackupManifest } from './backup-fns.js';
 
 /**

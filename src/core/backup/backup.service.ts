@@ -9,9 +9,9 @@ import type { Migrator } from '../../db/migrator.js';
 import { readMigrations } from '../../db/migrator.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import type { Ctx } from '../context.js';
-import { ConfigError, ConflictError, ForbiddenError, ValidationError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConfigError, ConflictError, ForbiddenError, ValidationError } from '../../kernel/errors.js';
+import type { Logger } from '../../kernel/logger.js';
 import { createArchiveWriter, extractArchive, moveInto } from './backup-archive.js';
 import {
   BACKUP_FORMAT,

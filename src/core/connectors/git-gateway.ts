@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AuditInput } from '../audit/audit.service.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../kernel/logger.js';
 import type { RuntimeIdentity } from '../runtime/host/runtime-host.js';
 import { canReach, checkPush, defaultRefOf, describeUpdates, GIT_GATEWAY_PREFIX, parseGitRequest, parseReceivePackCommands, refusePushResponse, type GitRequest, type RefUpdate } from './git-fns.js';
 import type { GitAgentView, GitHostsService } from './git-hosts.service.js';

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AuditInput } from '../audit/audit.service.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../kernel/logger.js';
 import { GATEWAY_HOST } from '../runtime/host/agent-endpoints.js';
 import type { RuntimeIdentity, RuntimeOwner } from '../runtime/host/runtime-host.js';
 import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';

@@ -1,10 +1,10 @@
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import type { Ctx } from '../context.js';
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { requirePermission } from '../../kernel/authz.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
+import type { Logger } from '../../kernel/logger.js';
 import { accessProblems, checkAuthHeader, checkServerUrl, grantFor, MCP_CONNECTOR_PATH_PREFIX, secretProblems, serverNameProblems, type McpAccessEntry, type McpAuthKind, type McpToolGrant } from './mcp-fns.js';
 import type { McpServerRow, McpServersRepo } from './mcp-servers.repo.js';
 import type { McpServerInput, McpServerPatch } from './mcp-servers.schemas.js';

@@ -1,8 +1,8 @@
 import type { Database, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import { actorString, type Ctx } from '../context.js';
-import { ValidationError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import { actorString, type Ctx } from '../../kernel/context.js';
+import { ValidationError } from '../../kernel/errors.js';
 import { publicJob, type PublicJob } from '../jobs/jobs.service.js';
 import type { TenantJobRow } from '../jobs/jobs.repo.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';

@@ -1,13 +1,13 @@
 import type { Database, Tx } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
-import type { Ctx } from '../context.js';
-import { ConflictError, UpstreamError, ValidationError } from '../errors.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConflictError, UpstreamError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { JobKind } from '../jobs/jobs.service.js';
 import type { JobsRepo } from '../jobs/jobs.repo.js';
 import { modelPrice } from '../llm-gateway/provider-endpoint.js';
 import { callCost } from '../llm-gateway/usage-tap.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../kernel/logger.js';
 import type { ProviderRow, RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SpendingService } from '../usage/spending.service.js';
 import type { UsageService } from '../usage/usage.service.js';

@@ -1,6 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { cleanString } from '../../lib/clean-string.js';
-import { UpstreamError } from '../errors.js';
+import { UpstreamError } from '../../kernel/errors.js';
 
 /**
  * Adapters for the two chat platforms a gateway can front. Each knows how to register our webhook, send a

@@ -1,5 +1,5 @@
 import type { Tx } from '../../db/database.js';
-import type { Ctx } from '../context.js';
+import type { Ctx } from '../../kernel/context.js';
 
 export interface SendOptions {
   tx?: Tx;

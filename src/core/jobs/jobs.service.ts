@@ -1,9 +1,9 @@
 import type { Database, Queryable, Tx } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import { actorString, type Ctx } from '../context.js';
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import { actorString, type Ctx } from '../../kernel/context.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue, SendOptions } from './job-queue.js';
 import { JOB_STATUSES, type JobsRepo, type JobStatus, type TenantJobRow } from './jobs.repo.js';
 

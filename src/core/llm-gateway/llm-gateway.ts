@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Clock } from '../../lib/clock.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../kernel/logger.js';
 import type { AppliedState, ProviderRow } from '../runtime/runtime.repo.js';
 import type { CallPrice } from '../usage/spending-fns.js';
 import type { HoldResult, SpendingTurn } from '../usage/spending.service.js';

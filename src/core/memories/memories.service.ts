@@ -2,14 +2,14 @@ import type { Database, Queryable, Tx } from '../../db/database.js';
 import { isCleanString } from '../../lib/clean-string.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { hasPermission, requireUser, type PermissionName } from '../authz.js';
-import type { Ctx, UserActor } from '../context.js';
+import { hasPermission, requireUser, type PermissionName } from '../../kernel/authz.js';
+import type { Ctx, UserActor } from '../../kernel/context.js';
 import { EMBED_MEMORY_JOB } from '../embeddings/embeddings.service.js';
 import { vectorLiteral } from '../embeddings/model-key.js';
-import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnprocessableError, ValidationError } from '../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnprocessableError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
-import type { Logger } from '../logger.js';
-import type { RbacPermissions } from '../rbac/permissions.js';
+import type { Logger } from '../../kernel/logger.js';
+import type { RbacPermissions } from '../../kernel/permissions.js';
 import type { MemoriesRepo, MemoryFilter, MemoryRow, Viewer } from './memories.repo.js';
 import {
   candidateCount,

@@ -1,5 +1,5 @@
-import { AppError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { AppError } from '../../kernel/errors.js';
+import type { Logger } from '../../kernel/logger.js';
 import { MEMORY_CONTENT_MAX, MEMORY_KINDS, MEMORY_QUERY_MAX } from './memory-fns.js';
 
 /**

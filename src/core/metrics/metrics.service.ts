@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { JobQueueStats, QueueStats } from '../jobs/job-queue.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../kernel/logger.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { createMetricsRepo, type MetricsRepo } from './metrics.repo.js';
 import { createTail } from './tail.js';

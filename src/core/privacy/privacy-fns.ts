@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../../kernel/errors.js';
 
 /**
  * The rules of a person's data on request (issue 29 item 5), pure: the pseudonym an erased person is

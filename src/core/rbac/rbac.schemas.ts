@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { ValidationError } from '../errors.js';
-import { emptyPermissions, type RbacPermissions } from './permissions.js';
+import { ValidationError } from '../../kernel/errors.js';
+import { emptyPermissions, type RbacPermissions } from '../../kernel/permissions.js';
 
 const Names = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 500 });
 const NamesOrAll = Type.Union([Names, Type.Literal('*')]);

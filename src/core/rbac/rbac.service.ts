@@ -2,13 +2,13 @@ import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import { deepFreeze } from '../../lib/freeze.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import { actorString, type Ctx } from '../context.js';
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../errors.js';
-import type { EventBus } from '../events.js';
+import { requirePermission } from '../../kernel/authz.js';
+import { actorString, type Ctx } from '../../kernel/context.js';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../kernel/errors.js';
+import type { EventBus } from '../../kernel/events.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
-import { grantsBeyond, unionPermissions, type RbacPermissions } from './permissions.js';
+import { grantsBeyond, unionPermissions, type RbacPermissions } from '../../kernel/permissions.js';
 import { completePermissions, ROLE_NAME } from './rbac.schemas.js';
 
 /** Published (after commit) whenever a tenant's roles change, so every process drops its cached documents. */

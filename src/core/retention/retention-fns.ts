@@ -1,4 +1,4 @@
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../../kernel/errors.js';
 
 /**
  * The rules of retention (issue 29 item 4), pure: what a tenant's periods are, which are allowed, and the

@@ -1,11 +1,11 @@
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { hasPermission } from '../authz.js';
-import { actorString, systemCtx as makeSystemCtx, type Ctx } from '../context.js';
-import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../errors.js';
-import type { EventBus } from '../events.js';
-import type { Logger } from '../logger.js';
+import { hasPermission } from '../../kernel/authz.js';
+import { actorString, systemCtx as makeSystemCtx, type Ctx } from '../../kernel/context.js';
+import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, UnavailableError, ValidationError } from '../../kernel/errors.js';
+import type { EventBus } from '../../kernel/events.js';
+import type { Logger } from '../../kernel/logger.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { RUNNER_REVOKED_CHANNEL } from './runner-fleet.js';
 import {

@@ -1,4 +1,4 @@
-import { UpstreamError } from '../errors.js';
+import { UpstreamError } from '../../kernel/errors.js';
 import { MANAGED_CONFIG_ROUTE } from './host/managed-config.js';
 import { requestRuntime, runtimeUnavailable, type RuntimeHandle } from './host/runtime-transport.js';
 

@@ -1,4 +1,4 @@
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../kernel/logger.js';
 import { openRuntimeStream, type RuntimeEndpoint } from './host/runtime-transport.js';
 
 /** One event of the runtime, as it arrives on `/global/event`. */

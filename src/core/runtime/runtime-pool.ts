@@ -1,5 +1,5 @@
-import type { EventBus } from '../events.js';
-import type { Logger } from '../logger.js';
+import type { EventBus } from '../../kernel/events.js';
+import type { Logger } from '../../kernel/logger.js';
 import { createRuntimeClient, type RuntimeClient } from './runtime-client.js';
 import { locateToolCall, type ToolCallOrigin } from './runtime-tool-calls.js';
 import { createRuntimeHost, RuntimeBusyError, type HostRecords, type RuntimeOwner } from './host/runtime-host.js';

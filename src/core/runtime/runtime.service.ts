@@ -1,13 +1,13 @@
-import type { EventBus } from '../events.js';
+import type { EventBus } from '../../kernel/events.js';
 import { createHash } from 'node:crypto';
 import { basename } from 'node:path';
 import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { hasPermission, requirePermission, tenantOf } from '../authz.js';
-import { actorString, type Ctx } from '../context.js';
-import { AppError, ConflictError, NotFoundError, ValidationError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { hasPermission, requirePermission, tenantOf } from '../../kernel/authz.js';
+import { actorString, type Ctx } from '../../kernel/context.js';
+import { AppError, ConfigError, ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
+import type { Logger } from '../../kernel/logger.js';
 import { ChatCallError, createChatClient } from '../llm-gateway/chat-client.js';
 import { testFailure, testSuccess, type ProviderTestOutcome } from '../llm-gateway/provider-test-fns.js';
 import { GATEWAY_HOST, MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from './host/agent-endpoints.js';
@@ -19,7 +19,7 @@ import { MANAGED_GITCONFIG_KEY, managedConfigDir, runtimeRoot, writeManagedConfi
 import { sandboxGitConfig } from '../connectors/git-fns.js';
 import { MCP_CONNECTOR_PATH_PREFIX } from '../connectors/mcp-fns.js';
 import { handleOfRow } from './runtime-records.js';
-import { permissionOfTool } from './runtime-tools.js';
+import { ASKABLE_TOOL_NAMES, permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
 import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
 import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
@@ -96,6 +96,11 @@ export function createRuntimeService(deps: {
   /** The tenant's MCP connectors the user's roles may use (names): listed in the runtime, at the gateway host. */
   mcpServers?: (tenantId: string, userId: string) => Promise<string[]>;
 }) {
+  // A name no tool asks under would silently never ask: refused at start-up, as a configuration problem.
+  const unknownAsks = deps.askTools.filter((t) => !permissionOfTool(t));
+  if (unknownAsks.length) {
+    throw new ConfigError(unknownAsks.map((t) => ({ variable: 'AGENTWS_RUNTIME_ASK_TOOLS', message: `"${t}" is not a runtime tool that can ask (one of ${ASKABLE_TOOL_NAMES.join(', ')})` })));
+  }
   const { db, repo, audit, box } = deps;
   // The provider test calls the provider with the code every service-side model call uses (the same
   // base URL, key header and error reading as the LLM gateway: provider-endpoint.ts, post-json.ts).

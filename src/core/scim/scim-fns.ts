@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../../kernel/errors.js';
 
 /**
  * The rules of SCIM 2.0 provisioning (RFC 7643 schemas, RFC 7644 protocol), pure: tokens, filters, PATCH

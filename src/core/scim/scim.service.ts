@@ -1,9 +1,9 @@
 import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import type { Ctx } from '../context.js';
-import { ConflictError, NotFoundError, UnauthenticatedError, ValidationError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConflictError, NotFoundError, UnauthenticatedError, ValidationError } from '../../kernel/errors.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';

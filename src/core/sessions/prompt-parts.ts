@@ -1,6 +1,6 @@
-import { PayloadTooLargeError, ValidationError } from '../errors.js';
-import { hasPermission } from '../authz.js';
-import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
+import { PayloadTooLargeError, ValidationError } from '../../kernel/errors.js';
+import { hasPermission } from '../../kernel/authz.js';
+import { toolAllowed, type RbacPermissions } from '../../kernel/permissions.js';
 import { MEMORY_MCP_SERVER } from '../memories/memory-mcp.js';
 import { normaliseMemoryText } from '../memories/memory-fns.js';
 import { ascendingId } from '../runtime/runtime-ids.js';

@@ -1,6 +1,6 @@
 import type { Database, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
-import type { Ctx } from '../context.js';
+import type { Ctx } from '../../kernel/context.js';
 import type { SessionsRepo } from './sessions.repo.js';
 
 /** The job that records the facts the session stream sees on the runtime's stream (enqueued by session-stream.ts). */

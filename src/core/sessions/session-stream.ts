@@ -1,8 +1,8 @@
 import type { Database } from '../../db/database.js';
-import type { EventBus } from '../events.js';
+import type { EventBus } from '../../kernel/events.js';
 import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
-import type { Logger } from '../logger.js';
-import { toolAllowed, type RbacPermissions } from '../rbac/permissions.js';
+import type { Logger } from '../../kernel/logger.js';
+import { toolAllowed, type RbacPermissions } from '../../kernel/permissions.js';
 import type { RuntimeHandle } from '../runtime/host/runtime-transport.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';

@@ -2,9 +2,9 @@ import type { Database } from '../../db/database.js';
 import { isCleanString } from '../../lib/clean-string.js';
 import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import type { Ctx } from '../context.js';
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import type { TeamRow, TeamsRepo } from './teams.repo.js';
 

@@ -1,8 +1,8 @@
 import type { Database, Queryable } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission, tenantOf } from '../authz.js';
-import type { Ctx } from '../context.js';
-import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { requirePermission, tenantOf } from '../../kernel/authz.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 
 /** Session templates: a system prompt and an optional model override, chosen by slug at session creation. */
 export interface TemplateRow {

@@ -1,6 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
-import type { RbacPermissions } from '../rbac/permissions.js';
+import type { RbacPermissions } from '../../kernel/permissions.js';
 
 export interface TenantRow {
   id: string;

@@ -1,9 +1,9 @@
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission, tenantOf } from '../authz.js';
-import { actorString, type Ctx, type UserActor } from '../context.js';
-import { ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../errors.js';
+import { requirePermission, tenantOf } from '../../kernel/authz.js';
+import { actorString, type Ctx, type UserActor } from '../../kernel/context.js';
+import { ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../../kernel/errors.js';
 import type { RbacService } from '../rbac/rbac.service.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { RbacPermissions } from '../rbac/permissions.js';
+import type { RbacPermissions } from '../../kernel/permissions.js';
 
 /**
  * Personal access tokens' pure rules: their format, their scopes and what the scopes leave of a person's

@@ -1,6 +1,6 @@
 import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
-import type { RbacPermissions } from '../rbac/permissions.js';
+import type { RbacPermissions } from '../../kernel/permissions.js';
 import { available, fitCall, type CallPrice } from './spending-fns.js';
 import type { SpendingRepo } from './spending.repo.js';
 import type { UsageRecordInput, UsageService } from './usage.service.js';

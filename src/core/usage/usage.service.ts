@@ -1,9 +1,9 @@
 import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import { parseDuration } from '../../lib/duration.js';
-import { requirePermission } from '../authz.js';
-import type { Ctx } from '../context.js';
-import { ValidationError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ValidationError } from '../../kernel/errors.js';
 
 export interface UsageRecordInput {
   tenantId: string;

@@ -1,8 +1,8 @@
 import type { Database, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { requirePermission } from '../authz.js';
-import type { Ctx } from '../context.js';
-import { ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
+import { requirePermission } from '../../kernel/authz.js';
+import type { Ctx } from '../../kernel/context.js';
+import { ConflictError, ForbiddenError, NotFoundError } from '../../kernel/errors.js';
 import type { UsersRepo } from './users.repo.js';
 
 export function createUsersService(deps: {

@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import type { Ctx, UserActor } from '../../core/context.js';
+import type { Ctx, UserActor } from '../../kernel/context.js';
 import type { Core } from '../../core/create-core.js';
-import { ForbiddenError, UnauthenticatedError } from '../../core/errors.js';
+import { ForbiddenError, UnauthenticatedError } from '../../kernel/errors.js';
 import { ACCESS_COOKIE, readCookie } from '../cookies.js';
 import { csrfRefusal, ownOrigins, type Credential } from '../csrf.js';
 

@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import type { Ctx } from '../../core/context.js';
+import type { Ctx } from '../../kernel/context.js';
 import type { Core } from '../../core/create-core.js';
-import { isAppError } from '../../core/errors.js';
+import { isAppError } from '../../kernel/errors.js';
 import { SCIM, scimErrorBody } from '../../core/scim/scim-fns.js';
-import type { App } from '../build-app.js';
+import type { App } from '../app-type.js';
 import { drainUnreadBody } from '../early-response.js';
 import { ctxOf } from '../plugins/auth.js';
 import { DateTime, errorResponses } from '../schemas.js';

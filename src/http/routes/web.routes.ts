@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { Type } from '@sinclair/typebox';
-import { NotFoundError } from '../../core/errors.js';
-import type { App } from '../build-app.js';
+import { NotFoundError } from '../../kernel/errors.js';
+import type { App } from '../app-type.js';
 
 /**
  * The browser dashboard (issue 16) at `/`, from the files `npm run build` writes to dist/web (sources in

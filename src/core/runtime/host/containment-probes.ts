@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { controlPlaneForbidden, createEgressDecider } from './egress-decider.js';
 import { parsePrivateAllow } from './egress-policy.js';
 import { createEgressProxy } from './egress-proxy.js';
-import { silentLogger } from '../../logger.js';
+import { silentLogger } from '../../../kernel/logger.js';
 import { opencodeBinary } from './opencode-process.js';
 import { INNER_PROXY_PORT, probeSandbox, SANDBOX_PATHS, sandboxEtcFiles, sandboxPath, spawnSandbox, type SandboxProbe, type SandboxSpec } from './sandbox.js';
 

@@ -1,7 +1,7 @@
 import { unlinkSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net, { type Socket } from 'node:net';
-import type { Logger } from '../../logger.js';
+import type { Logger } from '../../../kernel/logger.js';
 import { GATEWAY_HOST } from './agent-endpoints.js';
 import type { EgressDecision } from './egress-policy.js';
 

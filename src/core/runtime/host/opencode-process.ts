@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { UnavailableError } from '../../errors.js';
+import { UnavailableError } from '../../../kernel/errors.js';
 
 /**
  * The agent runtime's binary: `opencode` (opencode-ai 1.18.33) from the npm package for this platform,

@@ -1,7 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
-import type { Logger } from '../../logger.js';
+import type { Logger } from '../../../kernel/logger.js';
 import type { TunnelRequest, TunnelResponse } from './runtime-transport.js';
 import { RUNNER_HEADERS, RUNNER_PATHS, sameText } from './runner-protocol.js';
 

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isProcessAlive, processDescendants } from '../../../lib/process-state.js';
-import type { Logger } from '../../logger.js';
+import type { Logger } from '../../../kernel/logger.js';
 
 /**
  * Freezes idle runtimes with the kernel's cgroup freezer, and thaws them when they are wanted. A frozen

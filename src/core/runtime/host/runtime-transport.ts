@@ -1,6 +1,6 @@
 import http, { type IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
-import { UnavailableError } from '../../errors.js';
+import { UnavailableError } from '../../../kernel/errors.js';
 
 /**
  * How the service speaks HTTP to a runtime: over the Unix socket bound into its sandbox (the sandbox has

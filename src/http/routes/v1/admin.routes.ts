@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import { AUDIT_LIMIT_DEFAULT, AUDIT_LIMIT_MAX } from '../../../core/audit/audit.service.js';
 import type { Core } from '../../../core/create-core.js';
-import type { RbacPermissions } from '../../../core/rbac/permissions.js';
+import type { RbacPermissions } from '../../../kernel/permissions.js';
 import { PartialPermissions } from '../../../core/rbac/rbac.schemas.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { ACCESS_TTL_S, REFRESH_TTL_S } from '../../../core/auth/tokens.js';
-import type { RbacPermissions } from '../../../core/rbac/permissions.js';
+import type { RbacPermissions } from '../../../kernel/permissions.js';
 import { PartialPermissions } from '../../../core/rbac/rbac.schemas.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ACCESS_COOKIE, readCookie, REFRESH_COOKIE, serializeCookie } from '../../cookies.js';
 import { csrfCheck, ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';

@@ -1,7 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { GIT_OAUTH_CALLBACK_PATH } from '../../../core/connectors/git-connections.service.js';
 import type { Core } from '../../../core/create-core.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { MAX_EMBEDDING_DIMENSIONS } from '../../../core/embeddings/model-key.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 import { Job } from './jobs.routes.js';

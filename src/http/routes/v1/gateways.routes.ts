@@ -2,9 +2,9 @@ import type { ServerResponse } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Core } from '../../../core/create-core.js';
-import { UnauthenticatedError } from '../../../core/errors.js';
+import { UnauthenticatedError } from '../../../kernel/errors.js';
 import { GATEWAY_EVENTS_CHANNEL, type GatewayEvent } from '../../../core/gateways/pairing.service.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { JOBS_LIMIT_DEFAULT, JOBS_LIMIT_MAX } from '../../../core/jobs/jobs.service.js';
 import { JOB_STATUSES } from '../../../core/jobs/jobs.repo.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { McpServer, McpServerInput, McpServerPatch } from '../../../core/connectors/mcp-servers.schemas.js';
 import type { Core } from '../../../core/create-core.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
 

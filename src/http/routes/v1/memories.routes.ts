@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { MEMORY_CONTENT_MAX, MEMORY_KINDS, MEMORY_LIMIT_DEFAULT, MEMORY_LIMIT_MAX, MEMORY_QUERY_MAX, MEMORY_VISIBILITIES } from '../../../core/memories/memory-fns.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

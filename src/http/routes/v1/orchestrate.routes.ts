@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { MAX_SUBTASKS_DEFAULT, MAX_SUBTASKS_LIMIT, PLAN_STATUSES, SUBTASK_STATUSES, TASK_DESCRIPTION_MAX } from '../../../core/orchestrator/plan-fns.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { ProviderInput, ProviderModel, ProviderPatch } from '../../../core/runtime/runtime.schemas.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import { PROVIDER_TEST_MAX_TOKENS, PROVIDER_TEST_TIMEOUT_MS } from '../../../core/runtime/runtime.service.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
 

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { preValidationHookHandler } from 'fastify';
 import type { Core } from '../../../core/create-core.js';
 import { SKILL_STATUSES, VERSION_STATUSES } from '../../../core/skills/skill-fns.js';
-import type { App } from '../../build-app.js';
+import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 

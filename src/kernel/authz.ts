@@ -1,6 +1,6 @@
 import type { Ctx, UserActor } from './context.js';
 import { ForbiddenError, UnauthenticatedError, ValidationError } from './errors.js';
-import type { RbacPermissions } from './rbac/permissions.js';
+import type { RbacPermissions } from './permissions.js';
 
 /** For operations only the appliance's operator may run (CLI, worker): cross-tenant administration. */
 export function requireSystem(ctx: Ctx, what: string): void {

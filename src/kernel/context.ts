@@ -1,5 +1,5 @@
 import type { Logger } from './logger.js';
-import type { RbacPermissions } from './rbac/permissions.js';
+import type { RbacPermissions } from './permissions.js';
 
 /**
  * Who is acting. Users act within their tenant with the permissions of their roles; the system actor is

@@ -1,4 +1,11 @@
-import type { Tx } from '../db/database.js';
+/**
+ * What publishing inside a transaction needs of it (the database's Tx has this shape): delivery after it
+ * commits, or a NOTIFY in it. Declared here so the kernel needs nothing of the database room.
+ */
+export interface EventTx {
+  afterCommit(fn: () => void): void;
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
 
 /**
  * Publish/subscribe between the parts of the appliance, possibly in different processes. Implementations:
@@ -16,7 +23,7 @@ export interface EventBus {
    */
   readonly shared: boolean;
   /** With a transaction, the event is delivered only if and when it commits. */
-  publish(channel: string, payload: unknown, tx?: Tx): Promise<void>;
+  publish(channel: string, payload: unknown, tx?: EventTx): Promise<void>;
   /** Resolves once the subscription is active; returns the function that ends it. */
   subscribe(channel: string, handler: EventHandler): Promise<() => Promise<void>>;
   close(): Promise<void>;
