@@ -8,6 +8,7 @@ import type { RuntimePool } from '../runtime/runtime-pool.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { openRuntimeEventStream, type RuntimeEvent, type RuntimeEventStream } from '../runtime/runtime-events.js';
 import { clientProperties, mapRuntimeEvent, type SessionDomainEvent } from '../runtime/event-mapper.js';
+import { sseComment, sseFrame } from '../../lib/sse-frame.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 import { ANALYTICS_JOB } from './session-analytics.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
@@ -167,7 +168,7 @@ export function createSessionStreams(deps: {
   /** Sends an event to a session's subscribers and keeps it for replay. */
   function deliver(sessionId: string, event: StreamEvent): void {
     const s = state(sessionId);
-    const frame = `id: ${event.id}\ndata: ${JSON.stringify(event)}\n\n`;
+    const frame = sseFrame({ id: event.id, data: event });
     s.buffer.push({ id: event.id, frame });
     s.bufferBytes += frame.length;
     while (s.buffer.length > REPLAY_EVENTS || (s.bufferBytes > REPLAY_BYTES && s.buffer.length > 1)) s.bufferBytes -= s.buffer.shift()!.frame.length;
@@ -422,7 +423,7 @@ export function createSessionStreams(deps: {
         }
       });
       heartbeat = setInterval(() => {
-        for (const s of sessions.values()) for (const sub of s.subscribers) sub.out.write(': ping\n\n');
+        for (const s of sessions.values()) for (const sub of s.subscribers) sub.out.write(sseComment('ping'));
       }, HEARTBEAT_MS);
       heartbeat.unref();
       sweeper = setInterval(sweep, 60_000);

@@ -5,6 +5,8 @@ import type { Core } from '../../../core/create-core.js';
 import { UnauthenticatedError } from '../../../kernel/errors.js';
 import { GATEWAY_EVENTS_CHANNEL, type GatewayEvent } from '../../../core/gateways/pairing.service.js';
 import type { App } from '../../app-type.js';
+import { sseComment, sseFrame } from '../../../lib/sse-frame.js';
+import { openEventStream } from '../../sse.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 
@@ -175,14 +177,11 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
     async (req, reply) => {
       const c = ctxOf(req);
       const { id: gatewayId, tenantId } = await gateways.load(c, req.params.id);
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-      res.socket?.setNoDelay(true);
-      res.write('retry: 2000\n: connected\n\n');
+      let closed = () => {};
+      const res = openEventStream(reply, () => closed());
       streams.add(res);
       let seq = 0;
-      const emit = (event: string, data: unknown) => res.write(`event: ${event}\nid: ${Date.now()}-${++seq}\ndata: ${JSON.stringify(data)}\n\n`);
+      const emit = (event: string, data: unknown) => res.write(sseFrame({ event, id: `${Date.now()}-${++seq}`, data }));
       const announced = new Set<string>();
       const approved = (codeId: string, userId: string) => {
         if (announced.has(codeId) || res.writableEnded) return;
@@ -203,7 +202,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         }
       };
       const timer = setInterval(poll, GATEWAY_POLL_MS);
-      const heartbeat = setInterval(() => res.write(': ping\n\n'), 15_000);
+      const heartbeat = setInterval(() => res.write(sseComment('ping')), 15_000);
       const unsubscribe = await bus.subscribe(GATEWAY_EVENTS_CHANNEL, (payload) => {
         const e = payload as GatewayEvent;
         if (e?.gatewayId !== gatewayId || res.writableEnded) return;
@@ -211,12 +210,13 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         else void poll();
       });
       void poll();
-      res.on('close', () => {
+      closed = () => {
         clearInterval(timer);
         clearInterval(heartbeat);
         streams.delete(res);
         void unsubscribe();
-      });
+      };
+      if (res.destroyed) closed();
     },
   );
 

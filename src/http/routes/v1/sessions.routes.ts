@@ -5,6 +5,7 @@ import type { Core } from '../../../core/create-core.js';
 import { PayloadTooLargeError, ValidationError } from '../../../kernel/errors.js';
 import type { PromptFile, PromptInput } from '../../../core/sessions/sessions.service.js';
 import type { App } from '../../app-type.js';
+import { openEventStream } from '../../sse.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 import { isCleanString } from '../../../lib/clean-string.js';
@@ -173,18 +174,9 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     async (req, reply) => {
       const { sessionId } = await sessions.openStream(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) });
       const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? req.query.lastEventId;
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        // nginx and similar proxies buffer responses unless told not to.
-        'x-accel-buffering': 'no',
-      });
-      res.write('retry: 2000\n: connected\n\n');
-      res.socket?.setNoDelay(true);
-      const unsubscribe = streams.subscribe(
+      let unsubscribe = () => {};
+      const res = openEventStream(reply, () => unsubscribe());
+      unsubscribe = streams.subscribe(
         sessionId,
         {
           write: (frame) => {
@@ -195,7 +187,6 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         },
         lastEventId,
       );
-      res.on('close', unsubscribe);
     },
   );
 
