@@ -21,6 +21,7 @@ import {
   type ClassifiedRequest,
 } from './mcp-fns.js';
 import type { McpServerGrant } from './mcp-servers.service.js';
+import { createPromiseCache } from '../../lib/promise-cache.js';
 
 /** One JSON-RPC message from the agent: a tool call's arguments, not a file upload. */
 export const MCP_CONNECTOR_MAX_BODY_BYTES = 1024 * 1024;
@@ -62,17 +63,8 @@ export function createMcpGateway(deps: {
 }) {
   const { log } = deps;
   const inFlight = new Map<string, number>();
-  const grants = new Map<string, { at: number; value: Promise<McpServerGrant | null> }>();
-  const grantOf = (owner: RuntimeOwner, name: string) => {
-    const key = `${owner.tenantId}:${owner.userId}:${name}`;
-    const hit = grants.get(key);
-    if (hit && Date.now() - hit.at < GRANT_CACHE_MS) return hit.value;
-    const value = deps.grantOf(owner.tenantId, owner.userId, name);
-    grants.set(key, { at: Date.now(), value });
-    value.catch(() => grants.delete(key));
-    if (grants.size > 10_000) grants.clear();
-    return value;
-  };
+  const grants = createPromiseCache<McpServerGrant | null>({ ttlMs: GRANT_CACHE_MS });
+  const grantOf = (owner: RuntimeOwner, name: string) => grants.get(`${owner.tenantId}:${owner.userId}:${name}`, () => deps.grantOf(owner.tenantId, owner.userId, name));
 
   const send = (res: ServerResponse, status: number, body?: unknown, headers: Record<string, string> = {}) => {
     if (res.headersSent) return void res.destroy();

@@ -25,6 +25,7 @@ import { createGitGateway } from '../connectors/git-gateway.js';
 import type { GitHostsService } from '../connectors/git-hosts.service.js';
 import { createMcpGateway } from '../connectors/mcp-gateway.js';
 import type { McpServersService } from '../connectors/mcp-servers.service.js';
+import { createPromiseCache } from '../../lib/promise-cache.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
 const CACHE_MS = 2000;
@@ -80,16 +81,8 @@ export function createAgentEgress(deps: {
 }) {
   const { db, log, clock } = deps;
   const decider = createEgressDecider({ privateAllow: parsePrivateAllow(deps.privateAllow).entries, ports: deps.egressPorts });
-  const cache = new Map<string, { at: number; value: Promise<unknown> }>();
-  const cached = <T>(key: string, load: () => Promise<T>): Promise<T> => {
-    const hit = cache.get(key);
-    if (hit && Date.now() - hit.at < CACHE_MS) return hit.value as Promise<T>;
-    const value = load();
-    cache.set(key, { at: Date.now(), value });
-    value.catch(() => cache.delete(key));
-    if (cache.size > 10_000) cache.clear();
-    return value;
-  };
+  const cache = createPromiseCache<unknown>({ ttlMs: CACHE_MS });
+  const cached = <T>(key: string, load: () => Promise<T>): Promise<T> => cache.get(key, load) as Promise<T>;
   const audited = new Map<string, number>();
   const systemCtx = (tenantId: string): Ctx => ({ tenantId, actor: { kind: 'system', name: 'agent-egress' }, channel: 'agent', log, requestId: 'agent-egress' });
   const auditOnce = (key: string, tenantId: string, entry: Parameters<AuditService['record']>[2]) => {

@@ -12,6 +12,7 @@ import { SANDBOX_PATHS } from '../runtime/host/sandbox.js';
 import { setTunnelDialer, type RuntimeHandle } from '../runtime/host/runtime-transport.js';
 import { createRunnerLinks, type RunnerNotice } from '../runtime/host/runner-links.js';
 import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type RunnerInfo } from '../runtime/host/runner-protocol.js';
+import { createPromiseCache } from '../../lib/promise-cache.js';
 
 /**
  * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'
@@ -105,8 +106,8 @@ export interface RunnerFleetDeps {
 export function createRunnerFleet(deps: RunnerFleetDeps) {
   const { registry, log } = deps;
   let relayUrl: string | null = null;
-  const auth = new Map<string, { at: number; value: Promise<{ id: string } | null> }>();
-  const placements = new Map<string, { at: number; value: Promise<Placement & { kind: 'local' | 'remote' }> }>();
+  const auth = createPromiseCache<{ id: string } | null>({ ttlMs: AUTH_CACHE_MS });
+  const placements = createPromiseCache<Placement & { kind: 'local' | 'remote' }>({ ttlMs: PLACEMENT_CACHE_MS, max: 50_000 });
   let anyRemote: { at: number; value: Promise<boolean> } | null = null;
   const heartbeats = new Map<string, NodeJS.Timeout>();
   let offRevoked: (() => Promise<void>) | null = null;
@@ -139,15 +140,12 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
     const name = req.headers[RUNNER_HEADERS.runner];
     if (typeof token !== 'string' || typeof name !== 'string') return null;
     const key = `${createHash('sha256').update(token).digest('hex')}:${name}`;
-    const hit = auth.get(key);
-    if (hit && Date.now() - hit.at < AUTH_CACHE_MS) return hit.value;
-    const value = registry.authenticate(token).then(
-      (t) => registry.runnerOf(t.tokenId, name),
-      () => null,
+    return auth.get(key, () =>
+      registry.authenticate(token).then(
+        (t) => registry.runnerOf(t.tokenId, name),
+        () => null,
+      ),
     );
-    auth.set(key, { at: Date.now(), value });
-    if (auth.size > 10_000) auth.clear();
-    return value;
   }
 
   /** The user and lease a runner request acts for, if the runner holds that lease now. */
@@ -287,27 +285,21 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       return { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: r.authorization }, directory: r.directory || SANDBOX_PATHS.workspace };
     },
     setRunning(userId, sessionId, running) {
-      const p = placements.get(userId);
+      const p = placements.peek(userId);
       if (!p) return;
-      void p.value
+      void p
         .then((x) => (x.kind === 'remote' ? links.call(x.runnerId, 'POST', '/running', { userId, sessionId, running }, 10_000) : null))
         .catch((err) => log.debug({ err: (err as Error).message }, 'could not tell a runner a turn is running'));
     },
     async stopUser(userId) {
-      const p = placements.get(userId);
-      const x = p ? await p.value.catch(() => null) : null;
+      const p = placements.peek(userId);
+      const x = p ? await p.catch(() => null) : null;
       if (x?.kind === 'remote') await links.call(x.runnerId, 'POST', '/stop', { userId }, 30_000).catch(() => {});
     },
   };
 
   function placementOf(owner: RuntimeOwner) {
-    const hit = placements.get(owner.userId);
-    if (hit && Date.now() - hit.at < PLACEMENT_CACHE_MS) return hit.value;
-    const value = registry.place(owner);
-    placements.set(owner.userId, { at: Date.now(), value });
-    value.catch(() => placements.delete(owner.userId));
-    if (placements.size > 50_000) placements.clear();
-    return value;
+    return placements.get(owner.userId, () => registry.place(owner));
   }
 
   return {

@@ -12,6 +12,7 @@ import { sseComment, sseFrame } from '../../lib/sse-frame.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 import { ANALYTICS_JOB } from './session-analytics.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import { createPromiseCache } from '../../lib/promise-cache.js';
 
 /**
  * The session stream of SPEC.md "Events": one upstream connection to each live runtime's event stream
@@ -123,7 +124,7 @@ export function createSessionStreams(deps: {
   const sessions = new Map<string, SessionState>();
   // Runtime session id -> our session; refreshed now and then (a session's owner changes when claimed).
   const byUpstream = new Map<string, { at: number; ref: SessionRef }>();
-  const perms = new Map<string, { at: number; p: Promise<RbacPermissions> }>();
+  const perms = createPromiseCache<RbacPermissions>({ ttlMs: 5000 });
   // One upstream connection per live runtime (per user), opened when the pool says it is ready.
   const upstreams = new Map<string, { owner: RuntimeOwner; stream: RuntimeEventStream; handle: RuntimeHandle }>();
   let offPool: (() => void) | null = null;
@@ -146,13 +147,7 @@ export function createSessionStreams(deps: {
   };
 
   const permissionsOf = (ref: SessionRef): Promise<RbacPermissions> => {
-    const key = `${ref.tenantId}:${ref.ownerId}`;
-    const hit = perms.get(key);
-    if (hit && Date.now() - hit.at < 5000) return hit.p;
-    const p = deps.permissionsOf(ref.tenantId, ref.ownerId);
-    perms.set(key, { at: Date.now(), p });
-    p.catch(() => perms.delete(key));
-    return p;
+    return perms.get(`${ref.tenantId}:${ref.ownerId}`, () => deps.permissionsOf(ref.tenantId, ref.ownerId));
   };
 
   async function resolve(upstreamId: string): Promise<SessionRef | null> {

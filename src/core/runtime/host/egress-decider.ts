@@ -2,6 +2,7 @@ import { lookup } from 'node:dns/promises';
 import { networkInterfaces } from 'node:os';
 import { addressMatches, resolveAddresses, systemResolve } from '../../../lib/url-guard.js';
 import { decideEgress, deniedNames, type EgressDecision, type EgressRules, type PrivateAllowEntry } from './egress-policy.js';
+import { createPromiseCache } from '../../../lib/promise-cache.js';
 
 /**
  * How long the host's interface addresses are reused: an address added later (DHCP, a cloud's secondary
@@ -53,16 +54,9 @@ export function createEgressDecider(deps: {
     return addresses;
   }
 
-  const lookups = new Map<string, { at: number; addresses: Promise<string[]> }>();
-  function addressesOf(name: string): Promise<string[]> {
-    const hit = lookups.get(name);
-    if (hit && now() - hit.at < DENIED_LOOKUP_MS) return hit.addresses;
-    if (lookups.size >= MAX_CACHED_NAMES) lookups.clear();
-    // resolveAddresses never rejects: a name that does not resolve has no address to deny.
-    const addresses = resolveAddresses(name, resolve);
-    lookups.set(name, { at: now(), addresses });
-    return addresses;
-  }
+  // resolveAddresses never rejects: a name that does not resolve has no address to deny.
+  const lookups = createPromiseCache<string[]>({ ttlMs: DENIED_LOOKUP_MS, max: MAX_CACHED_NAMES, now });
+  const addressesOf = (name: string): Promise<string[]> => lookups.get(name, () => resolveAddresses(name, resolve));
 
   return {
     hostAddresses,
