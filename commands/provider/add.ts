@@ -53,7 +53,7 @@ export default class ProviderAdd extends BaseCommand<typeof ProviderAdd> {
     if (apiKey) input.apiKey = apiKey;
     checkAgainst(ProviderInput, input);
 
-    const provider = await core.runtime.addProvider(ctx, input);
+    const provider = await core.providers.add(ctx, input);
     this.output({ provider }, () => {
       info(`added provider ${provider.name} (${provider.kind}${provider.baseUrl ? ` at ${provider.baseUrl}` : ''}), models: ${provider.models.map((m) => m.id).join(', ')}`);
       info(`API key: ${provider.hasApiKey ? 'stored sealed' : 'none'}; ${provider.enabled ? 'enabled' : 'disabled'}`);

@@ -10,7 +10,7 @@ export default class ProviderList extends BaseCommand<typeof ProviderList> {
 
   async run(): Promise<void> {
     const core = await this.core();
-    const providers = await core.runtime.listProviders(await this.tenantCtx(this.flags.tenant));
+    const providers = await core.providers.list(await this.tenantCtx(this.flags.tenant));
     this.output({ providers }, () => {
       if (!providers.length) return info('no providers yet: add one with `npx aws provider add`');
       const rows = providers.map((p) => ({

@@ -18,7 +18,7 @@ export default class ProviderRemove extends BaseCommand<typeof ProviderRemove> {
     const ctx = await this.tenantCtx(this.flags.tenant);
     const name = this.args.name;
     await this.confirmOrExit(`Remove provider ${name} and its API key?`, { yes: this.flags.yes });
-    await core.runtime.removeProvider(ctx, name);
+    await core.providers.remove(ctx, name);
     this.output({ removed: name }, () => info(`removed provider ${name}; the runtime drops it at the next \`npx aws runtime apply\``));
   }
 }

@@ -16,7 +16,7 @@ export default class ProviderTest extends BaseCommand<typeof ProviderTest> {
   async run(): Promise<void> {
     const core = await this.core();
     const ctx = await this.tenantCtx(this.flags.tenant);
-    const r = await core.runtime.testProvider(ctx, this.args.name, { model: this.flags.model });
+    const r = await core.providers.test(ctx, this.args.name, { model: this.flags.model });
     this.output(r, () =>
       info(
         r.ok

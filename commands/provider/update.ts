@@ -47,7 +47,7 @@ export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {
     if (f['no-api-key']) patch.apiKey = null;
     checkAgainst(ProviderPatch, patch);
 
-    const provider = await core.runtime.updateProvider(ctx, this.args.name, patch);
+    const provider = await core.providers.update(ctx, this.args.name, patch);
     const changed = [...Object.keys(patch).filter((k) => k !== 'apiKey'), ...(apiKey ? ['apiKey (rotated)'] : f['no-api-key'] ? ['apiKey (removed)'] : [])];
     this.output({ provider, changed }, () => {
       info(`updated provider ${provider.name} (changed: ${changed.join(', ')})`);

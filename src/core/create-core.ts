@@ -20,9 +20,12 @@ import { createSystemService } from './system/system.service.js';
 import { createTenantsRepo } from './tenants/tenants.repo.js';
 import { createTenantsService, PROVISION_WORKSPACE_JOB } from './tenants/tenants.service.js';
 import { createUsageService } from './usage/usage.service.js';
+import { createUsageRepo } from './usage/usage.repo.js';
 import { createSpendingRepo } from './usage/spending.repo.js';
 import { createSpendingService } from './usage/spending.service.js';
 import { createUsersRepo } from './users/users.repo.js';
+import { createRoleAssignmentsRepo } from './rbac/role-assignments.repo.js';
+import { createRolesRepo } from './rbac/roles.repo.js';
 import { createUsersService } from './users/users.service.js';
 import { createSecretBox } from '../lib/secret-box.js';
 import { createAgentEgress } from './egress/agent-egress.js';
@@ -43,12 +46,16 @@ import { runnerOfRow, runnerSocket } from './runtime/runtime-records.js';
 import { SANDBOX_PATHS } from './runtime/host/sandbox.js';
 import { createDbRuntimeRecords } from './runtime/runtime-records.js';
 import { createRuntimeService } from './runtime/runtime.service.js';
+import { createProvidersRepo } from './providers/providers.repo.js';
+import { createProvidersService } from './providers/providers.service.js';
+import { createTurnEvents } from './sessions/turn-events.js';
 import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
 import { createTemplatesService } from './templates/templates.service.js';
+import { createTemplatesRepo } from './templates/templates.repo.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
 import { createGatewayAccess, createGatewaysService } from './gateways/gateways.service.js';
 import { createPairingRepo } from './gateways/pairing.repo.js';
@@ -76,6 +83,7 @@ import { createJobsService } from './jobs/jobs.service.js';
 import { createMetricsService } from './metrics/metrics.service.js';
 import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
 import { createChatClient } from './llm-gateway/chat-client.js';
+import { createSkillFiles } from './skills/skill-files.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
 import { createSkillsService, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skills/skills.service.js';
 import { createBackupRepo } from './backup/backup.repo.js';
@@ -83,6 +91,7 @@ import { createBackupService } from './backup/backup.service.js';
 import { createPrivacyService } from './privacy/privacy.service.js';
 import { createRetentionService, RETENTION_CRON, RETENTION_JOB } from './retention/retention.service.js';
 import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
+import { createPromiseCache } from '../lib/promise-cache.js';
 
 export interface CoreDeps {
   db: Database;
@@ -101,11 +110,13 @@ export function createCore(deps: CoreDeps) {
   const audit = createAuditService({ repo: createAuditRepo(), bus, db });
   const usersRepo = createUsersRepo();
   const tenantsRepo = createTenantsRepo();
-  const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, teams: createTeamsRepo(), audit, queue, workspaceRoot: join(config.dataDir, 'workspaces') });
-  const rbac = createRbacService({ db, tenants: tenantsRepo, users: usersRepo, audit, bus, clock });
-  const usage = createUsageService({ db, clock });
+  const rolesRepo = createRolesRepo();
+  const assignments = createRoleAssignmentsRepo();
+  const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, roles: rolesRepo, assignments, teams: createTeamsRepo(), audit, queue, dataDir: config.dataDir });
+  const rbac = createRbacService({ db, roles: rolesRepo, assignments, users: usersRepo, audit, bus, clock });
+  const usage = createUsageService({ db, repo: createUsageRepo(), clock });
   const { oidc } = config.auth;
-  const personalTokens = createPersonalTokensService({ db, repo: createPersonalTokensRepo(), users: usersRepo, tenantsRepo, rbac, audit, clock });
+  const personalTokens = createPersonalTokensService({ db, repo: createPersonalTokensRepo(), users: usersRepo, assignments, tenantsRepo, rbac, audit, clock });
   const auth = createAuthService({
     db,
     repo: createAuthRepo(),
@@ -113,10 +124,12 @@ export function createCore(deps: CoreDeps) {
     tokens: createTokenService({ secret: config.secrets.jwtSecret, issuer: config.server.publicUrl, clock }),
     users: usersRepo,
     tenantsRepo,
+    roles: rolesRepo,
+    assignments,
     tenants,
     rbac,
     audit,
-    groupSync: createGroupSync({ users: usersRepo, teams: createTeamsRepo(), tenantsRepo, audit }),
+    groupSync: createGroupSync({ roles: rolesRepo, assignments, teams: createTeamsRepo(), audit }),
     oidc:
       oidc.issuerUrl && oidc.clientId
         ? createOidcClient({ issuerUrl: oidc.issuerUrl, clientId: oidc.clientId, clientSecret: oidc.clientSecret, redirectUri: `${config.server.publicUrl}/v1/auth/callback` })
@@ -135,7 +148,7 @@ export function createCore(deps: CoreDeps) {
     clock,
     personalTokens,
   });
-  const users = createUsersService({ db, repo: usersRepo, audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
+  const users = createUsersService({ db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
 
 
   // The agent runtime (opencode) and what runs on it.
@@ -153,6 +166,7 @@ export function createCore(deps: CoreDeps) {
     connections: gitConnectionsRepo,
     credentials: gitCredentials,
     users: usersRepo,
+    assignments,
     teams: createTeamsRepo(),
     audit,
     box,
@@ -167,16 +181,22 @@ export function createCore(deps: CoreDeps) {
     repo: createMcpServersRepo(),
     audit,
     box,
-    rolesOf: (userId) => usersRepo.roleNames(db, userId),
+    rolesOf: (userId) => assignments.roleNames(db, userId),
     changed: (tenantId) => void runtime.refreshIdle(tenantId).catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not refresh runtimes after an MCP connector change')),
     log: deps.log.child({ part: 'mcp-servers' }),
   });
   const runtimeRepo = createRuntimeRepo();
+  const providersRepo = createProvidersRepo();
+  const providers = createProvidersService({ db, repo: providersRepo, audit, box });
   // How many runtimes this host holds: set, or what its memory holds (runtime-capacity.ts).
   const capacity = config.runtime.max ?? runtimeCapacity(readHostMemory());
+  // The promoted skills as files (made before the runtime, which configures every runtime with them).
+  const skillsRepo = createSkillsRepo();
+  const skillFiles = createSkillFiles({ db, repo: skillsRepo, clock, log: deps.log.child({ part: 'skills' }), tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId) });
   const runtime = createRuntimeService({
     db,
     repo: runtimeRepo,
+    providers: providersRepo,
     audit,
     box,
     credentialKey: config.secrets.encryptionKey,
@@ -186,18 +206,19 @@ export function createCore(deps: CoreDeps) {
     askTools: config.runtime.askTools,
     log: deps.log,
     bus,
-    // Learned skills are made below; the configuration is only computed once runtimes run.
-    skills: (tenantId) => skills.runtimeSkills(tenantId),
-    managers: (tenantId) => usersRepo.providerManagers(db, tenantId, 5),
+    skills: (tenantId) => skillFiles.materialise(tenantId),
+    managers: (tenantId) => assignments.providerManagers(db, tenantId, 5),
     gitHosts: (tenantId) => gitHosts.sandboxHosts(tenantId),
     mcpServers: (tenantId, userId) => mcpServers.serversFor(tenantId, userId),
   });
-  const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await usersRepo.roleNames(db, userId));
+  const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await assignments.roleNames(db, userId));
   // Every model call held against its caller's cost limits before it runs, recorded when it ends.
   const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock });
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
-  const memories = createMemoriesService({ db, repo: createMemoriesRepo(), audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });
+  const memoriesRepo = createMemoriesRepo();
+  const embeddersRepo = createEmbeddersRepo();
+  const memories = createMemoriesService({ db, repo: memoriesRepo, embedders: embeddersRepo, audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });
   const sessionsRepo = createSessionsRepo();
   const egress = createAgentEgress({
     db,
@@ -207,6 +228,7 @@ export function createCore(deps: CoreDeps) {
     // The pool is made below; model calls only arrive once it runs a runtime.
     runningSessions: (userId) => pool.runningSessions(userId),
     runtimeRepo,
+    providers: providersRepo,
     sessionsRepo,
     tenantsRepo,
     permissionsOf,
@@ -232,7 +254,7 @@ export function createCore(deps: CoreDeps) {
   /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
   let localRunnerId: string | null = null;
   const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-  const credentialCache = new Map<string, { at: number; value: Promise<string | null> }>();
+  const credentialCache = createPromiseCache<string | null>({ ttlMs: 5000, max: 50_000 });
   const fleet = createRunnerFleet({
     registry: runners,
     localRunner: config.runtime.localRunner,
@@ -257,12 +279,9 @@ export function createCore(deps: CoreDeps) {
     // The credential of the runtime the runner says it relays for: derived from the runtime's recorded
     // API password, as for a local runtime (a few seconds' cache: one query per model call otherwise).
     credentialOf: (owner) => {
-      const hit = credentialCache.get(owner.userId);
-      if (hit && Date.now() - hit.at < 5000) return hit.value;
-      const value = runtimeRepo.runtimeOf(db, owner.userId).then((row) => (row && row.tenantId === owner.tenantId && runnerOfRow(row) ? gatewayCredential(config.secrets.encryptionKey, box.open(row.passwordSealed)) : null));
-      credentialCache.set(owner.userId, { at: Date.now(), value });
-      if (credentialCache.size > 50_000) credentialCache.clear();
-      return value;
+      return credentialCache.get(owner.userId, () =>
+        runtimeRepo.runtimeOf(db, owner.userId).then((row) => (row && row.tenantId === owner.tenantId && runnerOfRow(row) ? gatewayCredential(config.secrets.encryptionKey, box.open(row.passwordSealed)) : null)),
+      );
     },
     egressRules: (tenantId) => egress.forRunners.rules(tenantId),
     refused: (owner, target) => egress.forRunners.refused(owner, target),
@@ -312,14 +331,15 @@ export function createCore(deps: CoreDeps) {
       return { sandbox, available: true, ...(sandbox === 'off' ? { warning: 'agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off): single-user trials only' } : {}) };
     },
   });
-  const templates = createTemplatesService({ db, audit, checkModel: runtime.checkModel });
+  const templatesRepo = createTemplatesRepo();
+  const templates = createTemplatesService({ db, repo: templatesRepo, audit, checkModel: runtime.checkModel });
   // Learned skills: trajectories of finished turns, proposals written by the tenant's model, promotion.
   const skills = createSkillsService({
     db,
-    repo: createSkillsRepo(),
+    repo: skillsRepo,
     sessionsRepo,
     tenantsRepo,
-    runtimeRepo,
+    providers: providersRepo,
     runtime,
     pool,
     // Embeddings are made below; only called by jobs.
@@ -330,8 +350,11 @@ export function createCore(deps: CoreDeps) {
     queue,
     clock,
     log: deps.log.child({ part: 'skills' }),
-    tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId),
+    files: skillFiles,
   });
+  // What happens to turns and sessions (turn-events.ts): the sessions capability tells, the plan runner,
+  // learned skills and the chat gateways follow (their listeners are below, once they are made).
+  const turnEvents = createTurnEvents(deps.log.child({ part: 'turn-events' }));
   const streams = createSessionStreams({
     db,
     bus,
@@ -340,16 +363,7 @@ export function createCore(deps: CoreDeps) {
     pool,
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
-    // A chat user's turn ended: send the answer back through their gateway (once, see the job).
-    onChatTurnEnd: (tenantId, sessionId, eventId) =>
-      void queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply')),
-    // A turn ended: a plan waiting for it moves on (its step job); the turn is recorded as a trajectory.
-    onTurnEnd: (session, eventId) => {
-      void sessionsRepo.endTurns(db, session.tenantId, session.id).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not record a turn\'s end'));
-      void orchestrator.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step'));
-      void skills.turnEnded(session, eventId).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a trajectory'));
-    },
-    onChildEvent: (tenantId, sessionId) => orchestrator.touch(tenantId, sessionId),
+    events: turnEvents,
   });
   const turns = createTurnRunner({
     db,
@@ -360,17 +374,10 @@ export function createCore(deps: CoreDeps) {
     streams,
     permissionsOf,
     memories,
-    unwanted: (s, turnId) => orchestrator.turnUnwanted(s, turnId),
-    onTurnFailed: (s, turnId) => {
-      void orchestrator.turnEnded(s, `failed:${turnId}`).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a plan step'));
-      // A chat user's turn ended with no answer (given up, or lost with its runtime): they are told (once, see the job).
-      if (s.channel !== 'web' && !s.parentId) {
-        void queue.send(GATEWAY_REPLY_JOB, { tenantId: s.tenantId, sessionId: s.id, turnId }, { singletonKey: `reply:turn:${turnId}` }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not queue a chat reply'));
-      }
-    },
+    events: turnEvents,
     log: deps.log,
   });
-  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, skillLoaded: (tx, load) => skills.skillLoaded(tx, load) });
+  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, events: turnEvents });
   // Orchestration: plans of subtasks run as turns in child sessions of the user's session.
   const orchestrator = createOrchestratorService({
     db,
@@ -389,6 +396,7 @@ export function createCore(deps: CoreDeps) {
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
+    templates: templatesRepo,
     monthSpent: spending.monthSpent,
     audit,
     queue,
@@ -397,11 +405,27 @@ export function createCore(deps: CoreDeps) {
     streams,
     clock,
     ensureWorkspace: turns.ensureWorkspace,
-    workspaceRoot: join(config.dataDir, 'workspaces'),
+    dataDir: config.dataDir,
     limits: config.prompts,
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
-    onDelete: (tx, tenantId, sessionId) => skills.sessionDeleted(tx, tenantId, sessionId),
+    events: turnEvents,
   });
+  // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
+  // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
+  // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
+  turnEvents.on('turn.ended', ({ session }) => sessionsRepo.endTurns(db, session.tenantId, session.id));
+  turnEvents.on('turn.ended', ({ session, eventId }) => orchestrator.turnEnded(session, eventId));
+  turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
+  turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
+  turnEvents.on('turn.failed', ({ session, turnId }) => orchestrator.turnEnded(session, `failed:${turnId}`));
+  turnEvents.on('turn.failed', ({ session: s, turnId }) =>
+    s.channel !== 'web' && !s.parentId ? queue.send(GATEWAY_REPLY_JOB, { tenantId: s.tenantId, sessionId: s.id, turnId }, { singletonKey: `reply:turn:${turnId}` }) : undefined,
+  );
+  turnEvents.on('session.plan_activity', ({ tenantId, sessionId }) => orchestrator.touch(tenantId, sessionId));
+  turnEvents.veto((s, turnId) => orchestrator.turnUnwanted(s, turnId));
+  // In the cause's transaction: a deleted session's recent turns are discounted, a loaded skill counted.
+  turnEvents.on('session.deleting', ({ tx, tenantId, sessionId }) => skills.sessionDeleted(tx, tenantId, sessionId));
+  turnEvents.on('skill.loaded', ({ tx, ...load }) => skills.skillLoaded(tx, load));
 
   /** Queues the worker serves, each a thin adapter over one service method. */
   // Messaging gateways and pairing.
@@ -409,7 +433,7 @@ export function createCore(deps: CoreDeps) {
   const gatewayAccess = createGatewayAccess(!config.secrets.apiKey);
   const gatewaysRepo = createGatewaysRepo();
   let pairing: PairingService | null = null;
-  const gateways = createGatewaysService({ db, repo: gatewaysRepo, users: usersRepo, tenants: tenantsRepo, audit, box, platforms, access: gatewayAccess, onChange: (id) => pairing?.forget(id) });
+  const gateways = createGatewaysService({ db, repo: gatewaysRepo, users: usersRepo, roles: rolesRepo, assignments, audit, box, platforms, access: gatewayAccess, onChange: (id) => pairing?.forget(id) });
   pairing = createPairingService({
     db,
     repo: createPairingRepo(),
@@ -427,20 +451,20 @@ export function createCore(deps: CoreDeps) {
     access: gatewayAccess,
     loadGateway: gateways.load,
     actorOf: async (tenantId, userId) => {
-      const roles = await usersRepo.roleNames(db, userId);
+      const roles = await assignments.roleNames(db, userId);
       return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
     },
   });
   const pairingService = pairing;
 
   // Embeddings of memories, and the jobs the API starts (today: the embedding backfill).
-  const embeddersRepo = createEmbeddersRepo();
   const jobsRepo = createJobsRepo();
   const jobs = createJobsService({ db, repo: jobsRepo, queue, audit, kinds: { [EMBED_MEMORIES_JOB]: embedMemoriesKind(embeddersRepo) } });
   const embeddings = createEmbeddingsService({
     db,
     repo: embeddersRepo,
-    runtimeRepo,
+    memories: memoriesRepo,
+    providers: providersRepo,
     jobsRepo,
     usage,
     spending,
@@ -448,13 +472,13 @@ export function createCore(deps: CoreDeps) {
     queue,
     log: deps.log.child({ part: 'embeddings' }),
   });
-  const embedders = createEmbeddersService({ db, repo: embeddersRepo, runtimeRepo, audit, embeddings, enqueueJob: jobs.enqueue });
+  const embedders = createEmbeddersService({ db, repo: embeddersRepo, memories: memoriesRepo, providers: providersRepo, audit, embeddings, enqueueJob: jobs.enqueue });
 
   // Teams (memories are made above, with the agent's egress).
   const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
   // SCIM provisioning of users and teams by the tenant's identity provider (issue 29).
   const scim = createScimService({
-    db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), tenantsRepo, audit,
+    db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), roles: rolesRepo, assignments, audit,
     revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, clock,
   });
 
@@ -481,7 +505,7 @@ export function createCore(deps: CoreDeps) {
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
   // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.
   const privacy = createPrivacyService({
-    db, users: usersRepo, tenants: tenantsRepo, teams: createTeamsRepo(), sessions: sessionsRepo, memories: createMemoriesRepo(), skills: createSkillsRepo(),
+    db, users: usersRepo, tenants: tenantsRepo, assignments, gateways: gatewaysRepo, teams: createTeamsRepo(), sessions: sessionsRepo, memories: createMemoriesRepo(), skills: createSkillsRepo(),
     gitConnections: gitConnectionsRepo, spending: createSpendingRepo(), auditRepo: createAuditRepo(), audit,
     transcriptOf: (s) => sessions.transcriptOf(s), stopRuntime: (owner) => pool.stopAnywhere(owner), revokeSignIns: auth.revokeUser,
     operator: () => auth.operator(), pseudonymKey: config.secrets.encryptionKey, dataDir: config.dataDir, clock,
@@ -509,7 +533,7 @@ export function createCore(deps: CoreDeps) {
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
     retention,
-    runtime, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the

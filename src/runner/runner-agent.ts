@@ -18,6 +18,7 @@ import { createRuntimeLauncher } from '../core/runtime/host/runtime-launcher.js'
 import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/host/managed-config.js';
 import { createRuntimeHost, tenantSharedDir, type HostRecords, type PoolStatus, type RuntimeIdentity, type RuntimeOwner } from '../core/runtime/host/runtime-host.js';
 import { randomSecret } from '../lib/secrets.js';
+import { workspacePath } from '../lib/data-paths.js';
 
 /**
  * A runner host (`aws runner`): hosts the sandboxed runtimes of the users the control plane places on
@@ -291,7 +292,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   function userPaths(tenantId: string, userId: string): string[] | null {
     const id = /^[A-Za-z0-9-]{1,64}$/;
     if (!id.test(tenantId) || !id.test(userId)) return null;
-    return [join('workspaces', tenantId, userId), join('runtimes', userId, 'home')];
+    return [workspacePath({ tenantId, userId }), join('runtimes', userId, 'home')];
   }
 
   function exportUser(tenantId: string, userId: string, res: Http2ServerResponse) {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { regularFilesUnder } from '../helpers/files.js';
 import { managedConfigDir, runtimeRoot } from '../../src/core/runtime/host/managed-config.js';
-import { workspaceDir } from '../../src/core/runtime/host/runtime-host.js';
+import { workspaceDir } from '../../src/lib/data-paths.js';
 import type { FakeStep } from '../fixtures/fake-llm.js';
 import { startTestMcpServer, type TestMcpServer } from '../fixtures/mcp-server.js';
 import { api } from '../helpers/app.js';

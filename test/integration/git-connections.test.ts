@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { runtimeRoot } from '../../src/core/runtime/host/managed-config.js';
-import { workspaceDir } from '../../src/core/runtime/host/runtime-host.js';
+import { workspaceDir } from '../../src/lib/data-paths.js';
 import { ACCESS_COOKIE } from '../../src/http/cookies.js';
 import { createGitServer } from '../fixtures/git-server.js';
 import { startGitHostApi } from '../fixtures/git-host-api.js';

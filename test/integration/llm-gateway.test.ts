@@ -12,7 +12,7 @@ import { estimateInputTokens } from '../../src/core/llm-gateway/model-call-fns.j
 import { available, fitCall, type CallPrice } from '../../src/core/usage/spending-fns.js';
 import type { HoldResult } from '../../src/core/usage/spending.service.js';
 import { silentLogger } from '../../src/kernel/logger.js';
-import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
+import type { ProviderRow } from '../../src/core/providers/providers.repo.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { connectThrough } from '../helpers/proxy-client.js';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Ctx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
+import { createEmbeddersRepo } from '../../src/core/embeddings/embedders.repo.js';
 import { createMemoriesRepo, type Viewer } from '../../src/core/memories/memories.repo.js';
 import { createMemoriesService, EMBED_MEMORY_JOB, type EmbedQuery, type MemoriesService } from '../../src/core/memories/memories.service.js';
 import { ensureQueues } from '../../src/jobs/boss.js';
@@ -57,7 +58,7 @@ describe(`memory search and recall (${DB_MODE})`, () => {
     const provider = (await db.query<{ id: string }>(`insert into providers (tenant_id, name, kind, base_url) values ($1, 'emb', 'openai-compatible', 'http://127.0.0.1:9/v1') returning id`, [tenantId])).rows[0].id;
     await db.query(`insert into memory_embedders (tenant_id, provider_id, model, dimensions, model_key, updated_by) values ($1, $2, 'toy-embedder', 3, $3, 'test')`, [tenantId, provider, KEY]);
     const permissionsOf = (t: string, u: string) => core.rbac.resolvePermissions(t, [u === users.vic ? 'viewer' : 'member']);
-    const base = { db, repo: createMemoriesRepo(), audit: core.audit, queue: core.queue, log: silentLogger, permissionsOf };
+    const base = { db, repo: createMemoriesRepo(), embedders: createEmbeddersRepo(), audit: core.audit, queue: core.queue, log: silentLogger, permissionsOf };
     hybrid = createMemoriesService({ ...base, embedQuery });
     plain = createMemoriesService(base);
   });

@@ -1,6 +1,4 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemCtx } from '../../src/kernel/context.js';
-import { silentLogger } from '../../src/kernel/logger.js';
 import { createMigrator, readMigrations } from '../../src/db/migrator.js';
 import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -16,7 +14,7 @@ describe(`migration 0006_pairing_tenant on existing pairing data (${DB_MODE})`, 
   it('backfills tenant_id from the gateway, then requires it', async () => {
     const t = await openTestCore({ migrate: false });
     cleanup = t.close;
-    const { db, tenants } = t.opened.core;
+    const { db } = t.opened.core;
     const before = readMigrations().filter((m) => m.name < '0006');
     expect(before.length).toBeGreaterThanOrEqual(4);
     await createMigrator(db, before).up();
@@ -24,7 +22,9 @@ describe(`migration 0006_pairing_tenant on existing pairing data (${DB_MODE})`, 
     // Two tenants, each with a gateway, a pending and a used code, and a paired user: the schema before 0006.
     const made: Array<{ tenantId: string; gatewayId: string }> = [];
     for (const slug of ['acme', 'beta']) {
-      const { tenant, owner } = await tenants.seedTenant(systemCtx(silentLogger), { name: slug, slug, ownerEmail: `owner@${slug}.example` });
+      // In SQL, as that schema had them (today's services write columns it did not have yet).
+      const tenant = (await db.query<{ id: string }>(`insert into tenants (name, slug) values ($1, $1) returning id`, [slug])).rows[0];
+      const owner = (await db.query<{ id: string }>(`insert into users (tenant_id, handle, email) values ($1, 'owner', $2) returning id`, [tenant.id, `owner@${slug}.example`])).rows[0];
       const { rows } = await db.query<{ id: string }>(
         `insert into gateways (tenant_id, kind, bot_username, bot_id, bot_token_sealed, service_user_id) values ($1, 'bot_chat', $2, '1', 'v1.x', $3) returning id`,
         [tenant.id, `${slug}_bot`, owner.id],

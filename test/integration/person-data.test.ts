@@ -8,7 +8,7 @@ import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { EXPORT_FILES, pseudonymOf, pseudonymousUuid } from '../../src/core/privacy/privacy-fns.js';
 import { runtimeRoot } from '../../src/core/runtime/host/managed-config.js';
-import { workspaceDir } from '../../src/core/runtime/host/runtime-host.js';
+import { workspaceDir } from '../../src/lib/data-paths.js';
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';

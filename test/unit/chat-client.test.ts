@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatCallError, createChatClient, MAX_CHAT_RESPONSE_BYTES, type ChatRequest } from '../../src/core/llm-gateway/chat-client.js';
-import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
+import type { ProviderRow } from '../../src/core/providers/providers.repo.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { json, startScriptedServer, type ScriptedServer } from '../fixtures/scripted-server.js';
 

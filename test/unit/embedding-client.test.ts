@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEmbeddingClient, EmbeddingCallError, MAX_INPUT_CHARS } from '../../src/core/embeddings/embedding-client.js';
-import type { ProviderRow } from '../../src/core/runtime/runtime.repo.js';
+import type { ProviderRow } from '../../src/core/providers/providers.repo.js';
 import { json, startScriptedServer, type ScriptedServer } from '../fixtures/scripted-server.js';
 
 /** The embeddings call against a loopback server scripted per test: what is sent, and every way an answer can be wrong. */

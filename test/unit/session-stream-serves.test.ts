@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EventBus, EventHandler } from '../../src/kernel/events.js';
 import { silentLogger } from '../../src/kernel/logger.js';
+import { createTurnEvents } from '../../src/core/sessions/turn-events.js';
 import { ascendingId } from '../../src/core/runtime/runtime-ids.js';
 import type { RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { createSessionStreams, idAgeMs, SESSION_EVENTS_CHANNEL, type Subscriber } from '../../src/core/sessions/session-stream.js';
@@ -78,6 +79,7 @@ function serve(bus: EventBus) {
     bus,
     queue: { send: async () => 'job' } as never,
     repo,
+    events: createTurnEvents(silentLogger),
     pool,
     log: silentLogger,
     permissionsOf: async () => ({}) as never,

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { silentLogger } from '../../src/kernel/logger.js';
+import { createTurnEvents } from '../../src/core/sessions/turn-events.js';
 import type { MemoriesService } from '../../src/core/memories/memories.service.js';
 import { emptyPermissions } from '../../src/kernel/permissions.js';
 import { createTurnRunner, TURN_MEMORIES } from '../../src/core/sessions/turn-runner.js';
@@ -49,6 +50,7 @@ describe('turn runner: memories at the start of a turn', () => {
     const turn = { id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null, status: 'sending' as const, attempts: 1, previousStatus: 'queued' as const };
     const r = createTurnRunner({
       db: {} as Database,
+      events: createTurnEvents(silentLogger),
       repo: {
         beginAttempt: async () => turn,
         byId: async () => ({ id: 's1', tenantId: 'ten', ownerId: 'u1', title: 't', upstreamId: 'ses_1', directory: join(dir, 'ws'), systemPrompt: null, model: null }) as never,

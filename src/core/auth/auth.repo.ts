@@ -1,4 +1,5 @@
 import type { Database, Queryable } from '../../db/database.js';
+import { roleNamesSql } from '../rbac/role-assignments.repo.js';
 import type { UserRow } from '../users/users.repo.js';
 
 /** A user as authentication needs it: with whether its tenant exists and whether the token's sign-in holds. */
@@ -109,7 +110,7 @@ export function createAuthRepo() {
                        else t.slug = lower($2) or t.id::text = lower($2) end
          )
          select u.id, u.tenant_id as "tenantId", u.handle, u.email, u.display_name as "displayName",
-                coalesce((select array_agg(r.name order by r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = u.id), '{}') as roles
+                ${roleNamesSql('u.id')} as roles
            from users u join op_tenant o on o.id = u.tenant_id
           where lower(u.email) = lower($1)`,
         [email, tenantRef],

@@ -2,8 +2,8 @@ import type { Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { Ctx } from '../../kernel/context.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
-import type { TenantsRepo } from '../tenants/tenants.repo.js';
-import type { UsersRepo } from '../users/users.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
+import type { RolesRepo } from '../rbac/roles.repo.js';
 import { GROUP_SYNC_SOURCE, groupMappingSettings, planGroupSync, readGroupsClaim } from './group-sync-fns.js';
 
 export interface GroupSyncResult {
@@ -19,8 +19,8 @@ export interface GroupSyncResult {
  * Applies the tenant's group mapping to a person at sign-in, inside the sign-in's transaction (so its
  * audit entries commit with it). Only called when the tenant has turned the mapping on.
  */
-export function createGroupSync(deps: { users: UsersRepo; teams: TeamsRepo; tenantsRepo: TenantsRepo; audit: AuditService }) {
-  const { users, teams, tenantsRepo, audit } = deps;
+export function createGroupSync(deps: { roles: RolesRepo; assignments: RoleAssignmentsRepo; teams: TeamsRepo; audit: AuditService }) {
+  const { roles: rolesRepo, assignments, teams, audit } = deps;
 
   return {
     /** Whether a tenant's settings turn the mapping on (`signIn.applyGroupMapping`, default false: SPEC.md). */
@@ -38,7 +38,7 @@ export function createGroupSync(deps: { users: UsersRepo; teams: TeamsRepo; tena
       const { tenantId, userId } = input;
       const mapping = groupMappingSettings(input.settings);
       const claim = readGroupsClaim(input.claims);
-      const heldRoles = await users.rolesWithSource(tx, tenantId, userId);
+      const heldRoles = await assignments.rolesWithSource(tx, tenantId, userId);
       const heldTeams = await teams.membershipsOf(tx, tenantId, userId);
       const plan = planGroupSync({
         groups: claim.kind === 'groups' ? claim.groups : null,
@@ -50,21 +50,21 @@ export function createGroupSync(deps: { users: UsersRepo; teams: TeamsRepo; tena
 
       const result: GroupSyncResult = { rolesAdded: [], rolesRemoved: [], teamsAdded: [], teamsRemoved: [], kept: [] };
       const missing: string[] = [];
-      const roles = new Map((await tenantsRepo.listRoles(tx, tenantId)).map((r) => [r.name, r]));
+      const roles = new Map((await rolesRepo.list(tx, tenantId)).map((r) => [r.name, r]));
       for (const name of plan.addRoles) {
         const role = roles.get(name);
         // Deleted since the mapping was saved: the sign-in goes on without it (and says so in the audit).
         if (!role) missing.push(`role:${name}`);
-        else if (await users.assignRole(tx, { tenantId, userId, roleId: role.id, assignedBy: GROUP_SYNC_SOURCE })) result.rolesAdded.push(name);
+        else if (await assignments.assign(tx, { tenantId, userId, roleId: role.id, assignedBy: GROUP_SYNC_SOURCE })) result.rolesAdded.push(name);
       }
       for (const name of plan.removeRoles) {
         const held = heldRoles.find((r) => r.name === name)!;
         // The owner-count lock of user removal and role revocation: the tenant never loses its last owner.
-        if (held.isSystem && name === 'owner' && (await users.lockAndCountOwners(tx, tenantId)) <= 1) {
+        if (held.isSystem && name === 'owner' && (await assignments.lockAndCountOwners(tx, tenantId)) <= 1) {
           result.kept.push(name);
           continue;
         }
-        if (await users.unassignRoleFrom(tx, { tenantId, userId, roleId: held.roleId, assignedBy: GROUP_SYNC_SOURCE })) result.rolesRemoved.push(name);
+        if (await assignments.unassignFrom(tx, { tenantId, userId, roleId: held.roleId, assignedBy: GROUP_SYNC_SOURCE })) result.rolesRemoved.push(name);
       }
       for (const name of plan.addTeams) {
         const team = await teams.findByName(tx, tenantId, name);

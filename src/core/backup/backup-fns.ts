@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { keyIdOf } from '../../lib/secret-box.js';
+import { WORKSPACES_DIR } from '../../lib/data-paths.js';
 
 /**
  * The rules of a backup, pure: what goes in, what a manifest says, and whether an archive can be restored
@@ -32,7 +33,7 @@ export const TRANSIENT_TABLES: readonly string[] = ['agent_runtimes', 'runtime_h
 export function keepPath(rel: string): boolean {
   const parts = rel.split('/');
   const [top] = parts;
-  if (top === 'workspaces' || top === 'tenants') return true;
+  if (top === WORKSPACES_DIR || top === 'tenants') return true;
   if (top !== 'runtimes') return false;
   // runtimes/<userId>/home/...
   if (parts.length >= 2 && parts[1] === 'plugin') return false;

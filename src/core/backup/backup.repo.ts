@@ -94,8 +94,10 @@ export function createBackupRepo() {
       await tx.query(`select setval($1::regclass, $2::bigint, true)`, [`public.${ident(name)}`, lastValue]);
     },
 
-    /** Whether the database holds anything of an installation (a tenant, a user, an audit entry). */
+    /** Whether the database holds anything of an installation (a tenant, a user, an audit entry); false before its migrations. */
     async holdsData(q: Queryable): Promise<boolean> {
+      const { rows: has } = await q.query<{ t: string | null }>(`select to_regclass('public.tenants')::text as t`);
+      if (!has[0].t) return false;
       const { rows } = await q.query<{ any: boolean }>(
         `select exists (select 1 from tenants) or exists (select 1 from users) or exists (select 1 from audit_log) as any`,
       );

@@ -28,9 +28,10 @@ import {
   type BackupManifest,
 } from './backup-fns.js';
 import type { BackupRepo } from './backup.repo.js';
+import { WORKSPACES_DIR } from '../../lib/data-paths.js';
 
 /** The data dir's parts a backup holds (keepPath says which of their files). */
-const DATA_TOPS = ['workspaces', 'runtimes', 'tenants'] as const;
+const DATA_TOPS = [WORKSPACES_DIR, 'runtimes', 'tenants'] as const;
 const LOAD_BATCH = 500;
 
 export interface BackupProgress {
@@ -202,8 +203,7 @@ export function createBackupService(deps: {
           throw new ConflictError(`the data dir already holds ${top} (${dir})`, { hint: 'Restore onto a new data dir (AGENTWS_DATA_DIR) and an empty database: a restore never merges into an installation in use.' });
         }
       }
-      const { rows: has } = await db.query<{ t: string | null }>(`select to_regclass('public.tenants')::text as t`);
-      if (has[0].t && (await repo.holdsData(db))) {
+      if (await repo.holdsData(db)) {
         throw new ConflictError('the database already holds an installation (tenants, users or audit entries)', { hint: 'Restore into an empty database: create a new one and point DATABASE_URL at it (or use a new data dir with the embedded database).' });
       }
 

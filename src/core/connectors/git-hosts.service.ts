@@ -7,6 +7,7 @@ import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
 import { checkAccessRules, GIT_HOST_NAME_RE, normaliseBaseUrl, validRefName, type GitAccessRule } from './git-fns.js';
 import type { GitConnectionsRepo } from './git-connections.repo.js';
 import type { GitCredentials } from './git-credentials.js';
@@ -79,6 +80,7 @@ export function createGitHostsService(deps: {
   connections: GitConnectionsRepo;
   credentials: GitCredentials;
   users: UsersRepo;
+  assignments: RoleAssignmentsRepo;
   teams: TeamsRepo;
   audit: AuditService;
   box: SecretBox;
@@ -305,7 +307,7 @@ export function createGitHostsService(deps: {
       if (!GIT_HOST_NAME_RE.test(name)) return null;
       const host = await repo.findByName(db, owner.tenantId, name);
       if (!host) return null;
-      const [user, roles, teams] = await Promise.all([deps.users.findById(db, owner.tenantId, owner.userId), deps.users.roleNames(db, owner.userId), deps.teams.namesOf(db, owner.tenantId, owner.userId)]);
+      const [user, roles, teams] = await Promise.all([deps.users.findById(db, owner.tenantId, owner.userId), deps.assignments.roleNames(db, owner.userId), deps.teams.namesOf(db, owner.tenantId, owner.userId)]);
       if (!user) return null;
       const credential = await deps.credentials.forAgent(host, owner.userId);
       if ('refused' in credential) return { host, refused: credential.refused };

@@ -14,6 +14,7 @@ import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_M
 import type { RuntimeIdentity, RuntimeOwner } from '../runtime/host/runtime-host.js';
 import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
+import type { ProvidersRepo } from '../providers/providers.repo.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
@@ -52,6 +53,7 @@ export function createAgentEgress(deps: {
   /** The runtime sessions of the user with a turn running now (the runtime's own status events). */
   runningSessions: (userId: string) => ReadonlySet<string>;
   runtimeRepo: RuntimeRepo;
+  providers: Pick<ProvidersRepo, 'list'>;
   sessionsRepo: SessionsRepo;
   tenantsRepo: TenantsRepo;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
@@ -136,7 +138,7 @@ export function createAgentEgress(deps: {
   const gateway = createLlmGateway({
     // Read for every call (not cached): a key rotated or a base URL moved applies to the very next call.
     providers: async (tenantId) => {
-      const [providers, settings] = await Promise.all([deps.runtimeRepo.listProviders(db, tenantId), deps.runtimeRepo.settings(db, tenantId)]);
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), deps.runtimeRepo.settings(db, tenantId)]);
       return { applied: settings?.applied ?? null, providers };
     },
     openKey: (sealed) => deps.box.open(sealed),

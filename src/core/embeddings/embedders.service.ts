@@ -5,9 +5,10 @@ import { actorString, type Ctx } from '../../kernel/context.js';
 import { ValidationError } from '../../kernel/errors.js';
 import { publicJob, type PublicJob } from '../jobs/jobs.service.js';
 import type { TenantJobRow } from '../jobs/jobs.repo.js';
-import type { RuntimeRepo } from '../runtime/runtime.repo.js';
+import type { ProvidersRepo } from '../providers/providers.repo.js';
 import { EmbeddingCallError, hasEmbeddings } from './embedding-client.js';
 import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
+import type { MemoriesRepo } from '../memories/memories.repo.js';
 import { EMBED_MEMORIES_JOB, type EmbeddingsService } from './embeddings.service.js';
 import { MAX_EMBEDDING_DIMENSIONS, modelKeyOf } from './model-key.js';
 
@@ -36,13 +37,14 @@ export type PublicEmbedder = ReturnType<typeof publicEmbedder>;
 export function createEmbeddersService(deps: {
   db: Database;
   repo: EmbeddersRepo;
-  runtimeRepo: RuntimeRepo;
+  memories: Pick<MemoriesRepo, 'countEmbedded' | 'countPending'>;
+  providers: Pick<ProvidersRepo, 'find'>;
   audit: AuditService;
   embeddings: Pick<EmbeddingsService, 'probe'>;
   /** The jobs API's enqueue (row, queue job and audit in the caller's transaction). */
   enqueueJob(tx: Tx, ctx: Ctx, tenantId: string, kind: string, payload: Record<string, unknown>, options?: { concurrent?: boolean }): Promise<TenantJobRow>;
 }) {
-  const { db, repo, audit } = deps;
+  const { db, repo, memories, audit } = deps;
 
   return {
     /** The embedder (null when none) and how many memories have a vector of its model. */
@@ -50,7 +52,7 @@ export function createEmbeddersService(deps: {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const e = await repo.get(db, tenantId);
       if (!e) return { embedder: null };
-      const [embedded, pending] = await Promise.all([repo.countEmbedded(db, tenantId, e.modelKey), repo.countPending(db, tenantId, e.modelKey)]);
+      const [embedded, pending] = await Promise.all([memories.countEmbedded(db, tenantId, e.modelKey), memories.countPending(db, tenantId, e.modelKey)]);
       return { embedder: publicEmbedder(e), memories: { embedded, pending } };
     },
 
@@ -68,7 +70,7 @@ export function createEmbeddersService(deps: {
       if (input.dimensions !== undefined && (!Number.isInteger(input.dimensions) || input.dimensions < 1 || input.dimensions > MAX_EMBEDDING_DIMENSIONS)) {
         throw new ValidationError(`dimensions: must be a whole number from 1 to ${MAX_EMBEDDING_DIMENSIONS}`, { details: { field: 'dimensions' } });
       }
-      const provider = await deps.runtimeRepo.findProvider(db, tenantId, input.provider);
+      const provider = await deps.providers.find(db, tenantId, input.provider);
       if (!provider) {
         throw new ValidationError(`provider: this workspace has no provider "${input.provider}"`, { details: { field: 'provider' }, hint: 'List providers with `npx aws provider list`; register the embeddings server with `npx aws provider add`.' });
       }
@@ -99,7 +101,7 @@ export function createEmbeddersService(deps: {
       return db.transaction(async (tx) => {
         const previous = await repo.lockedKey(tx, tenantId);
         await repo.upsert(tx, { tenantId, providerId: provider.id, model: input.model, dimensions, modelKey, updatedBy: actorString(ctx.actor) });
-        const pending = await repo.countPending(tx, tenantId, modelKey);
+        const pending = await memories.countPending(tx, tenantId, modelKey);
         // A change of model makes every stored vector useless to search: re-embed them all. The first
         // embedder does not start spending on its own: memories written before it wait for a backfill
         // someone starts (`aws memory backfill`), as SPEC.md says.

@@ -1,7 +1,7 @@
 import { postJson, providerMessage, type PostJsonAnswer } from '../llm-gateway/post-json.js';
 import { isModelPath, providerAuthHeaders, providerBaseUrl } from '../llm-gateway/provider-endpoint.js';
 import { createUsageTap, type CallUsage } from '../llm-gateway/usage-tap.js';
-import type { ProviderRow } from '../runtime/runtime.repo.js';
+import type { ProviderRow } from '../providers/providers.repo.js';
 
 /**
  * One call to a provider's OpenAI-compatible `POST {baseUrl}/embeddings` (OpenAI, Azure OpenAI's v1 API,

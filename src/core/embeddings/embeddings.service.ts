@@ -8,11 +8,12 @@ import type { JobsRepo } from '../jobs/jobs.repo.js';
 import { modelPrice } from '../llm-gateway/provider-endpoint.js';
 import { callCost } from '../llm-gateway/usage-tap.js';
 import type { Logger } from '../../kernel/logger.js';
-import type { ProviderRow, RuntimeRepo } from '../runtime/runtime.repo.js';
+import type { ProviderRow, ProvidersRepo } from '../providers/providers.repo.js';
 import type { SpendingService } from '../usage/spending.service.js';
 import type { UsageService } from '../usage/usage.service.js';
 import { EmbeddingCallError, type EmbeddingClient } from './embedding-client.js';
 import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
+import type { MemoriesRepo } from '../memories/memories.repo.js';
 
 /** Queue of the job embedding one memory after it is written: data EmbedMemoryData. */
 export const EMBED_MEMORY_JOB = 'embed-memory';
@@ -81,7 +82,9 @@ const userOfActor = (actor: string): string | null => (actor.startsWith('user:')
 export function createEmbeddingsService(deps: {
   db: Database;
   repo: EmbeddersRepo;
-  runtimeRepo: RuntimeRepo;
+  /** The memories' vectors (what lacks one, storing them). */
+  memories: MemoriesRepo;
+  providers: Pick<ProvidersRepo, 'find'>;
   jobsRepo: JobsRepo;
   usage: UsageService;
   /** What a user may still spend this month: a search embedding is not made for a user who has spent it. */
@@ -90,14 +93,14 @@ export function createEmbeddingsService(deps: {
   queue: JobQueue;
   log: Logger;
 }) {
-  const { db, repo, runtimeRepo, jobsRepo, client, log } = deps;
+  const { db, repo, memories, providers, jobsRepo, client, log } = deps;
   const queryCache = new Map<string, number[]>();
 
   /** The tenant's embedder and its provider; null without one. */
   async function current(tenantId: string): Promise<{ embedder: EmbedderRow; provider: ProviderRow } | null> {
     const embedder = await repo.get(db, tenantId);
     if (!embedder) return null;
-    const provider = await runtimeRepo.findProvider(db, tenantId, embedder.provider);
+    const provider = await providers.find(db, tenantId, embedder.provider);
     return provider ? { embedder, provider } : null;
   }
 
@@ -215,10 +218,10 @@ export function createEmbeddingsService(deps: {
       if (!isUuid(data?.tenantId) || !isUuid(data?.memoryId)) throw new ValidationError('embed-memory: tenantId and memoryId must be UUIDs');
       const c = await current(data.tenantId);
       if (!c || !c.provider.enabled) return;
-      const memory = await repo.toEmbed(db, data.tenantId, data.memoryId, c.embedder.modelKey);
+      const memory = await memories.toEmbed(db, data.tenantId, data.memoryId, c.embedder.modelKey);
       if (!memory) return;
       const [vector] = await call(data.tenantId, c.provider, c.embedder.model, [memory.content], { dimensions: c.embedder.dimensions, userId: memory.userId });
-      const stored = await repo.store(db, data.tenantId, c.embedder.modelKey, [{ id: memory.id, vector }]);
+      const stored = await memories.store(db, data.tenantId, c.embedder.modelKey, [{ id: memory.id, vector }]);
       ctx.log.debug({ memoryId: memory.id, stored }, 'memory embedded');
     },
 
@@ -249,7 +252,7 @@ export function createEmbeddingsService(deps: {
       let progress: BackfillResult;
       if (prev?.modelKey) progress = prev;
       else {
-        const pending = await repo.countPending(db, tenantId, key);
+        const pending = await memories.countPending(db, tenantId, key);
         progress = { modelKey: key, total: Math.min(limit, pending), embedded: 0, remaining: pending, batches: 0 };
         await jobsRepo.progress(db, tenantId, jobId, progress);
       }
@@ -258,7 +261,7 @@ export function createEmbeddingsService(deps: {
       const { model, dimensions } = c.embedder;
       /** The next batch and its vectors, asked while the previous batch is stored (`skip`: its ids). */
       const fetchBatch = async (size: number, skip: string[]) => {
-        const batch = size > 0 ? await repo.pending(db, tenantId, key, size, skip) : [];
+        const batch = size > 0 ? await memories.pending(db, tenantId, key, size, skip) : [];
         return { batch, vectors: batch.length ? await call(tenantId, provider, model, batch.map((m) => m.content), { dimensions, userId: by }) : [] };
       };
       try {
@@ -273,7 +276,7 @@ export function createEmbeddingsService(deps: {
           // Awaited on the next turn; until then (or if this run ends first) not an unhandled rejection.
           ahead.catch(() => {});
           const next = await db.transaction(async (tx) => {
-            const stored = await repo.store(tx, tenantId, key, batch.map((m, i) => ({ id: m.id, vector: vectors[i] })));
+            const stored = await memories.store(tx, tenantId, key, batch.map((m, i) => ({ id: m.id, vector: vectors[i] })));
             const p = { ...progress, embedded: progress.embedded + stored, remaining: Math.max(0, progress.remaining - stored), batches: progress.batches + 1 };
             await jobsRepo.progress(tx, tenantId, jobId, p);
             return p;
@@ -290,7 +293,7 @@ export function createEmbeddingsService(deps: {
           }
           if (c.embedder.modelKey !== key) return finish('completed', superseded(progress));
         }
-        progress = { ...progress, remaining: await repo.countPending(db, tenantId, key) };
+        progress = { ...progress, remaining: await memories.countPending(db, tenantId, key) };
         await finish('completed', progress);
         ctx.log.info({ tenantId, jobId, embedded: progress.embedded, remaining: progress.remaining }, 'backfill finished');
       } catch (err) {

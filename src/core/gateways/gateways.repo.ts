@@ -49,6 +49,11 @@ export function createGatewaysRepo() {
       );
       return rows[0] ?? null;
     },
+    /** Ids of the gateways whose service user this is (they act as it for paired chat users). */
+    async servedBy(q: Queryable, tenantId: string, userId: string): Promise<string[]> {
+      const { rows } = await q.query<{ id: string }>(`select id from gateways where tenant_id = $1 and service_user_id = $2`, [tenantId, userId]);
+      return rows.map((r) => r.id);
+    },
     /** False when there was no such gateway (deleted meanwhile). */
     async remove(q: Queryable, tenantId: string, id: string): Promise<boolean> {
       const { rowCount } = await q.query(`delete from gateways where id = $1 and tenant_id = $2`, [id, tenantId]);

@@ -6,7 +6,8 @@ import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission, tenantOf } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { NotFoundError, ValidationError } from '../../kernel/errors.js';
-import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
+import type { RolesRepo } from '../rbac/roles.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import type { GatewayRow, GatewaysRepo } from './gateways.repo.js';
 import { GATEWAY_KINDS, type ChatPlatform, type GatewayKind } from './platforms.js';
@@ -29,7 +30,8 @@ export function createGatewaysService(deps: {
   db: Database;
   repo: GatewaysRepo;
   users: UsersRepo;
-  tenants: TenantsRepo;
+  roles: RolesRepo;
+  assignments: RoleAssignmentsRepo;
   audit: AuditService;
   box: SecretBox;
   platforms: Record<GatewayKind, ChatPlatform>;
@@ -83,8 +85,8 @@ export function createGatewaysService(deps: {
           email: `gateway-${id}@gateways.agentws.invalid`,
           displayName: `${kind} @${input.botUsername}`,
         });
-        const member = await deps.tenants.findRoleByName(tx, tenantId, 'member');
-        if (member) await deps.users.assignRole(tx, { tenantId, userId: user.id, roleId: member.id, assignedBy: 'system:gateways' });
+        const member = await deps.roles.findByName(tx, tenantId, 'member');
+        if (member) await deps.assignments.assign(tx, { tenantId, userId: user.id, roleId: member.id, assignedBy: 'system:gateways' });
         const g = await repo.insert(tx, { tenantId, kind, botUsername: input.botUsername, botId: input.botId, botTokenSealed: box.seal(input.botToken), serviceUserId: user.id });
         await audit.record(tx, { ...ctx, tenantId }, { action: 'gateway.create', target: `gateway:${g.id}`, details: { kind, botUsername: g.botUsername, botId: g.botId, serviceUserId: user.id } });
         return publicGateway(g);

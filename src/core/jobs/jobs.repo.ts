@@ -33,6 +33,10 @@ export function createJobsRepo() {
       ]);
       return rows[0];
     },
+    /** The id of a job of this kind queued or running in the tenant; null when none. */
+    async activeOfKind(q: Queryable, tenantId: string, kind: string): Promise<string | null> {
+      return (await q.query<{ id: string }>(`select id from tenant_jobs where tenant_id = $1 and kind = $2 and status in ('queued', 'running') limit 1`, [tenantId, kind])).rows[0]?.id ?? null;
+    },
     async find(q: Queryable, tenantId: string, id: string): Promise<TenantJobRow | null> {
       return (await q.query<TenantJobRow>(`select ${JOB} from tenant_jobs where tenant_id = $1 and id = $2`, [tenantId, id])).rows[0] ?? null;
     },

@@ -66,11 +66,11 @@ export function createJobsService(deps: { db: Database; repo: JobsRepo; queue: J
     const k = kindOf(kind);
     const parsed = k.parse(payload);
     if (k.exclusive && !options.concurrent) {
-      const { rows } = await tx.query<{ id: string }>(`select id from tenant_jobs where tenant_id = $1 and kind = $2 and status in ('queued', 'running') limit 1`, [tenantId, kind]);
-      if (rows[0]) {
-        throw new ConflictError(`a ${kind} job is already queued or running (${rows[0].id})`, {
-          details: { jobId: rows[0].id },
-          hint: `Follow it with GET /v1/jobs/${rows[0].id}, and start another when it has finished.`,
+      const active = await repo.activeOfKind(tx, tenantId, kind);
+      if (active) {
+        throw new ConflictError(`a ${kind} job is already queued or running (${active})`, {
+          details: { jobId: active },
+          hint: `Follow it with GET /v1/jobs/${active}, and start another when it has finished.`,
         });
       }
     }

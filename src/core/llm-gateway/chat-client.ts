@@ -1,4 +1,4 @@
-import type { ProviderRow } from '../runtime/runtime.repo.js';
+import type { ProviderRow } from '../providers/providers.repo.js';
 import { postJson, providerMessage, type PostJsonAnswer } from './post-json.js';
 import { providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
 

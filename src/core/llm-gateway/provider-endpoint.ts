@@ -1,4 +1,4 @@
-import type { ProviderRow } from '../runtime/runtime.repo.js';
+import type { ProviderRow } from '../providers/providers.repo.js';
 import type { ProviderKind } from '../runtime/runtime.schemas.js';
 
 /**

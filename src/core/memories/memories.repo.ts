@@ -3,6 +3,13 @@ import { isUuid } from '../../lib/ids.js';
 import { queryBits, vectorExpression, vectorLiteral } from '../embeddings/model-key.js';
 import { RRF_K, shortlistSize, type MemoryKind, type MemorySource, type MemoryStatus, type MemoryVisibility } from './memory-fns.js';
 
+/** A memory still lacking a vector of the current model. */
+export interface MemoryToEmbed {
+  id: string;
+  userId: string;
+  content: string;
+}
+
 export interface MemoryRow {
   id: string;
   tenantId: string;
@@ -303,21 +310,6 @@ export function createMemoriesRepo() {
       return (rowCount ?? 0) > 0;
     },
 
-    /** How many of the tenant's memories hold a vector of `modelKey` (an index-only count of their codes). */
-    async embeddedCount(q: Queryable, tenantId: string, modelKey: string): Promise<number> {
-      const { rows } = await q.query<{ n: number }>(
-        `select count(*)::int as n from memories where tenant_id = $1 and embedding_model = $2 and embedding_bits is not null`,
-        [tenantId, modelKey],
-      );
-      return rows[0].n;
-    },
-
-    /** Whether the tenant has an embedder: then every new memory gets an embedding job. */
-    async hasEmbedder(q: Queryable, tenantId: string): Promise<boolean> {
-      const { rowCount } = await q.query(`select 1 from memory_embedders where tenant_id = $1`, [tenantId]);
-      return (rowCount ?? 0) > 0;
-    },
-
     /**
      * The id of one of this user's agent sessions, named by our id or by the runtime's (`ses_…`, what
      * the runtime itself knows); null when it is not theirs. Provenance must point at the user's own session.
@@ -347,6 +339,59 @@ export function createMemoriesRepo() {
       return rowCount ?? 0;
     },
 
+    /**
+     * Up to `limit` of the tenant's memories lacking a vector of `modelKey`, oldest first: those with
+     * none first (the partial index memories_unembedded_idx finds them), then those of another model.
+     * `skip`: ids already being embedded (the batch in flight), left out.
+     */
+    async pending(q: Queryable, tenantId: string, modelKey: string, limit: number, skip: string[] = []): Promise<MemoryToEmbed[]> {
+      const cols = `id, user_id as "userId", content`;
+      const missing = (
+        await q.query<MemoryToEmbed>(`select ${cols} from memories where tenant_id = $1 and embedding is null and id <> all($3::uuid[]) order by created_at, id limit $2`, [
+          tenantId,
+          limit,
+          skip,
+        ])
+      ).rows;
+      if (missing.length >= limit) return missing;
+      const other = await q.query<MemoryToEmbed>(
+        `select ${cols} from memories where tenant_id = $1 and embedding is not null and embedding_model is distinct from $2 and id <> all($4::uuid[]) order by created_at, id limit $3`,
+        [tenantId, modelKey, limit - missing.length, skip],
+      );
+      return [...missing, ...other.rows];
+    },
+    /** How many of the tenant's memories lack a vector of `modelKey`. */
+    async countPending(q: Queryable, tenantId: string, modelKey: string): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(`select count(*)::int as n from memories where tenant_id = $1 and embedding_model is distinct from $2`, [tenantId, modelKey]);
+      return rows[0].n;
+    },
+    async countEmbedded(q: Queryable, tenantId: string, modelKey: string): Promise<number> {
+      const { rows } = await q.query<{ n: number }>(`select count(*)::int as n from memories where tenant_id = $1 and embedding_model = $2`, [tenantId, modelKey]);
+      return rows[0].n;
+    },
+    /** One memory, if it still lacks a vector of `modelKey`. */
+    async toEmbed(q: Queryable, tenantId: string, memoryId: string, modelKey: string): Promise<MemoryToEmbed | null> {
+      const { rows } = await q.query<MemoryToEmbed>(
+        `select id, user_id as "userId", content from memories where tenant_id = $1 and id = $2 and embedding_model is distinct from $3`,
+        [tenantId, memoryId, modelKey],
+      );
+      return rows[0] ?? null;
+    },
+    /**
+     * Stores vectors of `modelKey`, only into rows that still lack one: a batch written twice (a retried
+     * job, an embed-memory job racing the backfill) changes nothing the second time. Returns how many
+     * rows it wrote.
+     */
+    async store(q: Queryable, tenantId: string, modelKey: string, items: Array<{ id: string; vector: number[] }>): Promise<number> {
+      if (!items.length) return 0;
+      const { rowCount } = await q.query(
+        `update memories m set embedding = v.e::vector, embedding_model = $2, embedded_at = now()
+           from unnest($3::uuid[], $4::text[]) as v(id, e)
+          where m.id = v.id and m.tenant_id = $1 and m.embedding_model is distinct from $2`,
+        [tenantId, modelKey, items.map((i) => i.id), items.map((i) => vectorLiteral(i.vector))],
+      );
+      return rowCount ?? 0;
+    },
   };
 }
 

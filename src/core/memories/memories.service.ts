@@ -10,6 +10,7 @@ import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, Unproce
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RbacPermissions } from '../../kernel/permissions.js';
+import type { EmbeddersRepo } from '../embeddings/embedders.repo.js';
 import type { MemoriesRepo, MemoryFilter, MemoryRow, Viewer } from './memories.repo.js';
 import {
   candidateCount,
@@ -111,6 +112,8 @@ export interface ListInput {
 export function createMemoriesService(deps: {
   db: Database;
   repo: MemoriesRepo;
+  /** Whether the tenant has an embedder: then every new memory gets an embedding job. */
+  embedders: Pick<EmbeddersRepo, 'exists'>;
   audit: AuditService;
   queue: JobQueue;
   log: Logger;
@@ -210,7 +213,7 @@ export function createMemoriesService(deps: {
 
   /** Queues the new memory's embedding in its own transaction, when the tenant has an embedder. */
   async function queueEmbedding(tx: Tx, m: MemoryRow): Promise<void> {
-    if (!(await repo.hasEmbedder(tx, m.tenantId))) return;
+    if (!(await deps.embedders.exists(tx, m.tenantId))) return;
     await deps.queue.send(EMBED_MEMORY_JOB, { tenantId: m.tenantId, memoryId: m.id }, { tx, singletonKey: `embed-memory:${m.id}` });
   }
 

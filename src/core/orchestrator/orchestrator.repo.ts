@@ -144,15 +144,6 @@ export function createOrchestratorRepo() {
       return rows[0] ?? null;
     },
 
-    /** A turn's runtime message id and how its sending went. */
-    async turn(q: Queryable, tenantId: string, turnId: string): Promise<{ messageId: string; status: string; error: string | null } | null> {
-      const { rows } = await q.query<{ messageId: string; status: string; error: string | null }>(
-        `select message_id as "messageId", status, error from agent_turns where id = $1 and tenant_id = $2`,
-        [turnId, tenantId],
-      );
-      return rows[0] ?? null;
-    },
-
     /** The plan a child session belongs to. */
     async planOfSession(q: Queryable, tenantId: string, sessionId: string): Promise<string | null> {
       const { rows } = await q.query<{ planId: string | null }>(`select plan_id as "planId" from agent_sessions where id = $1 and tenant_id = $2`, [sessionId, tenantId]);

@@ -14,9 +14,12 @@ import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
 import type { SkillsRepo } from '../skills/skills.repo.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
+import type { GatewaysRepo } from '../gateways/gateways.repo.js';
 import type { SpendingRepo } from '../usage/spending.repo.js';
 import type { UserRow, UsersRepo } from '../users/users.repo.js';
 import { createArchiveWriter } from '../backup/backup-archive.js';
+import { workspaceDir } from '../../lib/data-paths.js';
 import {
   EXPORT_FILES,
   exportManifest,
@@ -39,6 +42,8 @@ export function createPrivacyService(deps: {
   db: Database;
   users: UsersRepo;
   tenants: TenantsRepo;
+  assignments: RoleAssignmentsRepo;
+  gateways: Pick<GatewaysRepo, 'servedBy'>;
   teams: TeamsRepo;
   sessions: SessionsRepo;
   memories: MemoriesRepo;
@@ -73,7 +78,7 @@ export function createPrivacyService(deps: {
     return user;
   }
 
-  const workspaceOf = (u: UserRow) => join(deps.dataDir, 'workspaces', u.tenantId, u.id);
+  const workspaceOf = (u: UserRow) => workspaceDir(deps.dataDir, { tenantId: u.tenantId, userId: u.id });
   const runtimeRootOf = (u: UserRow) => join(deps.dataDir, 'runtimes', u.id);
 
   return {
@@ -90,7 +95,7 @@ export function createPrivacyService(deps: {
       const tenant = (await deps.tenants.findById(db, user.tenantId))!;
       const tenantId = user.tenantId;
       const [roles, teams, sessions, memories, trajectories, gitConnections, usage, audit] = await Promise.all([
-        deps.users.roleNames(db, user.id),
+        deps.assignments.roleNames(db, user.id),
         deps.teams.namesOf(db, tenantId, user.id),
         deps.sessions.ofOwner(db, tenantId, user.id),
         deps.memories.ofAuthor(db, tenantId, user.id),
@@ -185,12 +190,12 @@ export function createPrivacyService(deps: {
         if (ctx.actor.kind === 'user' && ctx.actor.userId === user.id) throw new ConflictError('you cannot erase yourself', { hint: 'Ask another administrator.' });
         const operator = await deps.operator();
         if (operator?.userId === user.id) throw new ConflictError(`${user.email} is the operator user (AGENTWS_OPERATOR_EMAIL): demo mode and the service API key act as them`, { hint: 'Configure another operator first.' });
-        const gateways = await deps.users.gatewaysServedBy(tx, tenantId, user.id);
+        const gateways = await deps.gateways.servedBy(tx, tenantId, user.id);
         if (gateways.length) throw new ConflictError(`this is the service user of gateway ${gateways.join(', ')}`, { hint: 'Delete the gateway instead (`npx aws gateway delete`).' });
-        const roles = await deps.users.roleNames(tx, user.id);
+        const roles = await deps.assignments.roleNames(tx, user.id);
         if (roles.includes('owner')) {
           if (ctx.actor.kind === 'user' && !ctx.actor.roles.includes('owner')) throw new ForbiddenError('only an owner may erase an owner', { details: { permission: 'owner' } });
-          const owners = lock ? await deps.users.lockAndCountOwners(tx, tenantId) : (await deps.users.list(tx, tenantId)).filter((u) => u.roles.includes('owner')).length;
+          const owners = lock ? await deps.assignments.lockAndCountOwners(tx, tenantId) : (await deps.users.list(tx, tenantId)).filter((u) => u.roles.includes('owner')).length;
           if (owners <= 1) throw new ConflictError("cannot erase the tenant's last owner", { hint: 'Make someone else owner first.' });
         }
         return roles;

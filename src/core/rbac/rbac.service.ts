@@ -6,17 +6,18 @@ import { requirePermission } from '../../kernel/authz.js';
 import { actorString, type Ctx } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { EventBus } from '../../kernel/events.js';
-import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import { grantsBeyond, unionPermissions, type RbacPermissions } from '../../kernel/permissions.js';
 import { completePermissions, ROLE_NAME } from './rbac.schemas.js';
+import type { RoleAssignmentsRepo } from './role-assignments.repo.js';
+import type { RolesRepo } from './roles.repo.js';
 
 /** Published (after commit) whenever a tenant's roles change, so every process drops its cached documents. */
 export const RBAC_CHANGED = 'rbac.changed';
 const CACHE_TTL_MS = 30_000;
 
-export function createRbacService(deps: { db: Database; tenants: TenantsRepo; users: UsersRepo; audit: AuditService; bus: EventBus; clock: Clock }) {
-  const { db, tenants, users, audit, bus, clock } = deps;
+export function createRbacService(deps: { db: Database; roles: RolesRepo; assignments: RoleAssignmentsRepo; users: UsersRepo; audit: AuditService; bus: EventBus; clock: Clock }) {
+  const { db, roles, assignments, users, audit, bus, clock } = deps;
   // Role documents per tenant, kept briefly: resolving permissions is on every authenticated request.
   // Changes invalidate through the bus; the TTL bounds staleness if an event is missed.
   const cache = new Map<string, { at: number; docs: Map<string, RbacPermissions>; unions: Map<string, RbacPermissions> }>();
@@ -36,7 +37,7 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
     void ensureSubscribed();
     const hit = cache.get(tenantId);
     if (hit && clock.now().getTime() - hit.at < CACHE_TTL_MS) return hit;
-    const rows = await tenants.listRoles(q, tenantId);
+    const rows = await roles.list(q, tenantId);
     const entry = { at: clock.now().getTime(), docs: new Map(rows.map((r) => [r.name, r.permissions])), unions: new Map<string, RbacPermissions>() };
     cache.set(tenantId, entry);
     return entry;
@@ -97,13 +98,7 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
     /** All roles of the caller's tenant with their documents and member counts (admin.manage_roles). */
     async listRoles(ctx: Ctx) {
       const tenantId = requirePermission(ctx, 'admin.manage_roles');
-      const { rows } = await db.query<{ id: string; name: string; description: string; permissions: RbacPermissions; isSystem: boolean; members: number; createdAt: Date }>(
-        `select r.id, r.name, r.description, r.permissions, r.is_system as "isSystem", r.created_at as "createdAt",
-                (select count(*)::int from user_roles ur where ur.role_id = r.id) as members
-           from roles r where r.tenant_id = $1 order by r.is_system desc, r.created_at, r.name`,
-        [tenantId],
-      );
-      return rows;
+      return roles.listWithMembers(db, tenantId);
     },
 
     /** Creates a custom role from a partial permission document (admin.manage_roles). */
@@ -114,9 +109,9 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
       const permissions = completePermissions(input.permissions ?? {});
       checkGrant(ctx, permissions, `create the role "${name}"`);
       return db.transaction(async (tx) => {
-        const created = await tenants.insertRoleIfAbsent(tx, tenantId, { name, description: input.description?.trim() ?? '', permissions, isSystem: false });
+        const created = await roles.insertIfAbsent(tx, tenantId, { name, description: input.description?.trim() ?? '', permissions, isSystem: false });
         if (!created) throw new ConflictError(`a role named "${name}" already exists`);
-        const role = (await tenants.findRoleByName(tx, tenantId, name))!;
+        const role = (await roles.findByName(tx, tenantId, name))!;
         await audit.record(tx, { ...ctx, tenantId }, { action: 'role.create', target: `role:${role.id}`, details: { name, permissions } });
         await changed(tx, tenantId);
         return role;
@@ -148,7 +143,7 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         }
         checkGrant(ctx, permissions, `change the role "${role.name}"`);
         const description = input.description !== undefined ? input.description.trim() : role.description;
-        const updated = (await tenants.updateRole(tx, tenantId, role.id, { description, permissions }))!;
+        const updated = (await roles.update(tx, tenantId, role.id, { description, permissions }))!;
         await audit.record(tx, { ...ctx, tenantId }, { action: 'role.update', target: `role:${role.id}`, details: { name: role.name, before: role.permissions, permissions } });
         await changed(tx, tenantId);
         return updated;
@@ -164,12 +159,12 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         const role = await findRole(tx, tenantId, input);
         checkOwnerRole(ctx, role, 'grant');
         checkGrant(ctx, role.permissions, `assign the role "${role.name}"`);
-        const assigned = await users.assignRole(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: actorString(ctx.actor) });
+        const assigned = await assignments.assign(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: actorString(ctx.actor) });
         if (assigned) {
           await audit.record(tx, { ...ctx, tenantId }, { action: 'role.assign', target: `user:${user.id}`, details: { role: role.name, roleId: role.id } });
           await changed(tx, tenantId);
         }
-        return { user, role: { id: role.id, name: role.name }, assigned, roles: await users.roleNames(tx, user.id) };
+        return { user, role: { id: role.id, name: role.name }, assigned, roles: await assignments.roleNames(tx, user.id) };
       });
     },
 
@@ -183,24 +178,21 @@ export function createRbacService(deps: { db: Database; tenants: TenantsRepo; us
         checkOwnerRole(ctx, role, 'revoke');
         if (role.isSystem && role.name === 'owner') {
           // Serialise concurrent revocations of owners in this tenant before counting them.
-          await tx.query(`select 1 from roles where id = $1 for update`, [role.id]);
-          const { rows } = await tx.query<{ n: number }>(`select count(*)::int as n from user_roles where role_id = $1`, [role.id]);
-          if (rows[0].n <= 1) throw new ConflictError('cannot remove the owner role from the tenant\'s last owner', { hint: 'Assign the owner role to someone else first.' });
+          if ((await assignments.lockAndCountOwners(tx, tenantId)) <= 1) throw new ConflictError('cannot remove the owner role from the tenant\'s last owner', { hint: 'Assign the owner role to someone else first.' });
         }
-        const { rowCount } = await tx.query(`delete from user_roles where user_id = $1 and role_id = $2`, [user.id, role.id]);
-        if (!rowCount) throw new NotFoundError(`user does not have the role "${role.name}"`);
+        if (!(await assignments.unassign(tx, { tenantId, userId: user.id, roleId: role.id }))) throw new NotFoundError(`user does not have the role "${role.name}"`);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'role.revoke', target: `user:${user.id}`, details: { role: role.name, roleId: role.id } });
         await changed(tx, tenantId);
-        return { user, role: { id: role.id, name: role.name }, roles: await users.roleNames(tx, user.id) };
+        return { user, role: { id: role.id, name: role.name }, roles: await assignments.roleNames(tx, user.id) };
       });
     },
   };
 
   async function findRole(q: Database | Parameters<AuditService['record']>[0], tenantId: string, input: { roleId?: string; roleName?: string }) {
     const role = input.roleId
-      ? (await tenants.listRoles(q, tenantId)).find((r) => r.id === input.roleId)
+      ? (await roles.list(q, tenantId)).find((r) => r.id === input.roleId)
       : input.roleName
-        ? await tenants.findRoleByName(q, tenantId, input.roleName)
+        ? await roles.findByName(q, tenantId, input.roleName)
         : null;
     if (!role) throw new NotFoundError('role not found');
     return role;

@@ -4,7 +4,8 @@ import { isProcessAlive } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
 import { type RuntimeRecords } from './runtime-pool.js';
-import { workspaceDir, type RuntimeOwner } from './host/runtime-host.js';
+import { workspaceDir } from '../../lib/data-paths.js';
+import type { RuntimeOwner } from './host/runtime-host.js';
 import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
 

@@ -1,18 +1,4 @@
 import type { Queryable } from '../../db/database.js';
-import type { ProviderKind, ProviderModel } from './runtime.schemas.js';
-
-export interface ProviderRow {
-  id: string;
-  tenantId: string;
-  name: string;
-  kind: ProviderKind;
-  baseUrl: string | null;
-  apiKeySealed: string | null;
-  models: ProviderModel[];
-  enabled: boolean;
-  createdAt: Date;
-  updatedAt: Date;
-}
 
 export interface AppliedState {
   defaultModel: string;
@@ -47,8 +33,6 @@ export interface RuntimeRow {
 const RUNTIME = `user_id as "userId", tenant_id as "tenantId", host_pid as "hostPid", pid, socket_path as "socketPath", password_sealed as "passwordSealed",
   sandboxed, config_fingerprint as "configFingerprint", started_at as "startedAt", last_used_at as "lastUsedAt"`;
 
-const PROVIDER = `id, tenant_id as "tenantId", name, kind, base_url as "baseUrl", api_key_sealed as "apiKeySealed", models, enabled,
-  created_at as "createdAt", updated_at as "updatedAt"`;
 const SETTINGS = `tenant_id as "tenantId", default_model as "defaultModel", applied, applied_at as "appliedAt", applied_by as "appliedBy", updated_at as "updatedAt"`;
 
 /** What a hosting process last reported about its runtimes (runtime_hosts). */
@@ -75,31 +59,6 @@ const HOST = `hostname, host_pid as "hostPid", capacity, resident, frozen, start
 
 export function createRuntimeRepo() {
   return {
-    async listProviders(q: Queryable, tenantId: string): Promise<ProviderRow[]> {
-      return (await q.query<ProviderRow>(`select ${PROVIDER} from providers where tenant_id = $1 order by name`, [tenantId])).rows;
-    },
-    async findProvider(q: Queryable, tenantId: string, name: string): Promise<ProviderRow | null> {
-      return (await q.query<ProviderRow>(`select ${PROVIDER} from providers where tenant_id = $1 and name = $2`, [tenantId, name])).rows[0] ?? null;
-    },
-    async insertProvider(q: Queryable, p: Omit<ProviderRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<ProviderRow> {
-      const { rows } = await q.query<ProviderRow>(
-        `insert into providers (tenant_id, name, kind, base_url, api_key_sealed, models, enabled) values ($1, $2, $3, $4, $5, $6, $7)
-         on conflict (tenant_id, name) do nothing returning ${PROVIDER}`,
-        [p.tenantId, p.name, p.kind, p.baseUrl, p.apiKeySealed, JSON.stringify(p.models), p.enabled],
-      );
-      return rows[0] ?? null!;
-    },
-    /** Null when the provider is gone (removed meanwhile). */
-    async updateProvider(q: Queryable, tenantId: string, id: string, p: Pick<ProviderRow, 'baseUrl' | 'apiKeySealed' | 'models' | 'enabled'>): Promise<ProviderRow | null> {
-      const { rows } = await q.query<ProviderRow>(
-        `update providers set base_url = $3, api_key_sealed = $4, models = $5, enabled = $6, updated_at = now() where id = $1 and tenant_id = $2 returning ${PROVIDER}`,
-        [id, tenantId, p.baseUrl, p.apiKeySealed, JSON.stringify(p.models), p.enabled],
-      );
-      return rows[0] ?? null;
-    },
-    async deleteProvider(q: Queryable, tenantId: string, id: string): Promise<void> {
-      await q.query(`delete from providers where id = $1 and tenant_id = $2`, [id, tenantId]);
-    },
     async settings(q: Queryable, tenantId: string): Promise<RuntimeSettingsRow | null> {
       return (await q.query<RuntimeSettingsRow>(`select ${SETTINGS} from runtime_settings where tenant_id = $1`, [tenantId])).rows[0] ?? null;
     },

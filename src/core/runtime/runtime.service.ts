@@ -6,10 +6,8 @@ import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, requirePermission, tenantOf } from '../../kernel/authz.js';
 import { actorString, type Ctx } from '../../kernel/context.js';
-import { AppError, ConfigError, ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
+import { AppError, ConfigError, ValidationError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
-import { ChatCallError, createChatClient } from '../llm-gateway/chat-client.js';
-import { testFailure, testSuccess, type ProviderTestOutcome } from '../llm-gateway/provider-test-fns.js';
 import { GATEWAY_HOST, MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from './host/agent-endpoints.js';
 import { createRuntimeClient } from './runtime-client.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
@@ -21,8 +19,10 @@ import { MCP_CONNECTOR_PATH_PREFIX } from '../connectors/mcp-fns.js';
 import { handleOfRow } from './runtime-records.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
-import type { AppliedState, ProviderRow, RuntimeRepo } from './runtime.repo.js';
-import { MODEL_REF, PROVIDER_NAME, type ProviderInput, type ProviderKind, type ProviderPatch } from './runtime.schemas.js';
+import type { AppliedState, RuntimeRepo } from './runtime.repo.js';
+import { MODEL_REF, type ProviderKind } from './runtime.schemas.js';
+import { checkModelRef, publicProvider } from '../providers/providers-fns.js';
+import type { ProviderRow, ProvidersRepo } from '../providers/providers.repo.js';
 
 /** SPEC.md sessions rule 6: prompting fails closed until a runtime with a provider and model is applied. */
 export class RuntimeNotReadyError extends AppError {
@@ -35,23 +35,6 @@ export class RuntimeNotReadyError extends AppError {
       hint: 'An admin registers a provider, picks a default model and applies it: in the dashboard (Admin, Models and runtime), or `npx aws provider add`, then `npx aws runtime apply --default-model <provider>/<model>`.',
     });
   }
-}
-
-/** The provider test: one short question, a handful of tokens back, a short wait. */
-export const PROVIDER_TEST_PROMPT = 'Reply with the single word: ok';
-export const PROVIDER_TEST_MAX_TOKENS = 16;
-export const PROVIDER_TEST_TIMEOUT_MS = 15_000;
-
-/** Where the built-in kinds send requests when no base URL is given (their SDKs' defaults). */
-const DEFAULT_ORIGIN: Record<ProviderKind, string | null> = {
-  'openai-compatible': null,
-  openai: 'https://api.openai.com',
-  anthropic: 'https://api.anthropic.com',
-};
-
-/** The origin a provider's requests (and its key) go to. */
-export function providerOrigin(kind: ProviderKind, baseUrl: string | null): string | null {
-  return baseUrl ? new URL(baseUrl).origin : DEFAULT_ORIGIN[kind];
 }
 
 const NPM: Record<ProviderKind, string> = {
@@ -73,6 +56,8 @@ export interface ResolvedModel {
 export function createRuntimeService(deps: {
   db: Database;
   repo: RuntimeRepo;
+  /** The tenant's model providers: what the runtime's configuration and the default model are made of. */
+  providers: Pick<ProvidersRepo, 'list'>;
   audit: AuditService;
   box: SecretBox;
   /** Key the runtimes' gateway credentials are derived with (see gatewayCredential). */
@@ -102,44 +87,8 @@ export function createRuntimeService(deps: {
     throw new ConfigError(unknownAsks.map((t) => ({ variable: 'AGENTWS_RUNTIME_ASK_TOOLS', message: `"${t}" is not a runtime tool that can ask (one of ${ASKABLE_TOOL_NAMES.join(', ')})` })));
   }
   const { db, repo, audit, box } = deps;
-  // The provider test calls the provider with the code every service-side model call uses (the same
-  // base URL, key header and error reading as the LLM gateway: provider-endpoint.ts, post-json.ts).
-  const chat = createChatClient({ openKey: (sealed) => box.open(sealed) });
   /** A runtime found by its row may be frozen: its host thaws it (the request waits in its socket meanwhile). */
   const wake = (row: RuntimeOwner) => deps.bus.publish(RUNTIME_USED_CHANNEL, { userId: row.userId });
-
-  const publicProvider = (p: ProviderRow) => ({
-    name: p.name,
-    kind: p.kind,
-    baseUrl: p.baseUrl,
-    models: p.models,
-    enabled: p.enabled,
-    hasApiKey: Boolean(p.apiKeySealed),
-    createdAt: p.createdAt,
-    updatedAt: p.updatedAt,
-  });
-
-  function checkBaseUrl(kind: ProviderKind, baseUrl: string | null | undefined): string | null {
-    if (!baseUrl) {
-      if (kind === 'openai-compatible') throw new ValidationError('baseUrl is required for an openai-compatible provider');
-      return null;
-    }
-    let u: URL;
-    try {
-      u = new URL(baseUrl);
-    } catch {
-      throw new ValidationError('baseUrl must be an absolute http(s) URL');
-    }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ValidationError('baseUrl must be an http(s) URL');
-    if (u.username || u.password) throw new ValidationError('baseUrl must not carry credentials: pass the key as apiKey');
-    return u.href.replace(/\/+$/, '');
-  }
-
-  function checkModels(models: ProviderInput['models']) {
-    const ids = models.map((m) => m.id);
-    const dup = ids.find((id, i) => ids.indexOf(id) !== i);
-    if (dup) throw new ValidationError(`model "${dup}" is listed twice`);
-  }
 
   /**
    * The runtime's config entry for one provider: pointed at the LLM gateway (reached through the
@@ -166,7 +115,7 @@ export function createRuntimeService(deps: {
   /** What one user's runtime should run: their tenant's applied, enabled providers, our permission rules. */
   async function desiredConfig(tenantId: string, credential: string, userId?: string) {
     const [providers, settings, skills] = await Promise.all([
-      repo.listProviders(db, tenantId),
+      deps.providers.list(db, tenantId),
       repo.settings(db, tenantId),
       deps.skills ? deps.skills(tenantId) : { dir: null, allow: [], deny: [] },
     ]);
@@ -268,22 +217,6 @@ export function createRuntimeService(deps: {
     return true;
   }
 
-  async function loadProvider(tenantId: string, name: string): Promise<ProviderRow> {
-    const p = await repo.findProvider(db, tenantId, name);
-    if (!p) throw new NotFoundError(`provider "${name}" not found`, { hint: 'List providers with `npx aws provider list`.' });
-    return p;
-  }
-
-  /** Checks a model reference against the tenant's providers (existing, enabled, listing the model). */
-  function checkModelRef(ref: string, providers: ProviderRow[]): { provider: ProviderRow; modelId: string } {
-    const m = MODEL_REF.exec(ref);
-    if (!m) throw new ValidationError(`model must be "<provider>/<model id>", got "${ref}"`);
-    const provider = providers.find((p) => p.name === m[1]);
-    if (!provider) throw new ValidationError(`model ${ref}: no provider "${m[1]}"`);
-    if (!provider.models.some((x) => x.id === m[2])) throw new ValidationError(`model ${ref}: provider "${m[1]}" lists no model "${m[2]}"`, { details: { models: provider.models.map((x) => x.id) } });
-    return { provider, modelId: m[2] };
-  }
-
   return {
     /** Writes the tenant's configuration into a user's runtime that just (re)started. */
     configureStarted: async (owner: RuntimeOwner, handle: RuntimeHandle, pid: number): Promise<void> => void (await configure(owner, handle, pid, true)),
@@ -316,82 +249,6 @@ export function createRuntimeService(deps: {
       return refreshed;
     },
 
-    /** The tenant's providers (admin.manage_providers). API keys are never returned. */
-    async listProviders(ctx: Ctx) {
-      const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      return (await repo.listProviders(db, tenantId)).map(publicProvider);
-    },
-
-    /** Registers a provider; its key is sealed before it is stored. Takes effect at the next apply. */
-    async addProvider(ctx: Ctx, input: ProviderInput) {
-      const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      if (!PROVIDER_NAME.test(input.name)) throw new ValidationError('name must be lower-case letters, digits and dashes (at most 40)');
-      checkModels(input.models);
-      const baseUrl = checkBaseUrl(input.kind, input.baseUrl);
-      if (input.kind !== 'openai-compatible' && !input.apiKey) throw new ValidationError(`an ${input.kind} provider needs an apiKey`);
-      return db.transaction(async (tx) => {
-        const row = await repo.insertProvider(tx, {
-          tenantId,
-          name: input.name,
-          kind: input.kind,
-          baseUrl,
-          apiKeySealed: input.apiKey ? box.seal(input.apiKey) : null,
-          models: input.models,
-          enabled: input.enabled ?? true,
-        });
-        if (!row) throw new ConflictError(`provider "${input.name}" already exists`, { hint: 'Change it instead (`npx aws provider update`, PATCH /v1/admin/providers/:name), or remove it first.' });
-        await audit.record(tx, ctx, { action: 'provider.create', target: `provider:${input.name}`, details: { kind: input.kind, baseUrl, models: input.models.map((m) => m.id), apiKey: input.apiKey ? 'set' : 'none' } });
-        return publicProvider(row);
-      });
-    },
-
-    /**
-     * Changes a provider (key rotation or removal, models, base URL, enabled). Takes effect at the next
-     * apply. A stored key never follows the base URL to another origin on its own: such a change must
-     * bring the key for the new host or drop the stored one (`apiKey: null`); a new path on the same
-     * origin keeps it.
-     */
-    async updateProvider(ctx: Ctx, name: string, patch: ProviderPatch) {
-      const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      const p = await loadProvider(tenantId, name);
-      if (patch.models) checkModels(patch.models);
-      const baseUrl = patch.baseUrl !== undefined ? checkBaseUrl(p.kind, patch.baseUrl) : p.baseUrl;
-      const from = providerOrigin(p.kind, p.baseUrl);
-      const to = providerOrigin(p.kind, baseUrl);
-      if (from !== to && p.apiKeySealed && patch.apiKey === undefined) {
-        throw new ValidationError(`apiKey: the base URL moves to another origin (${from ?? 'none'} -> ${to ?? 'none'}), and the stored key must not be sent there without your say`, {
-          details: { field: 'apiKey', from, to },
-          hint: 'Send the key for the new host with the change (apiKey; CLI: --api-key-stdin), or drop the stored key (apiKey: null; CLI: --no-api-key).',
-        });
-      }
-      if (patch.apiKey === null && p.kind !== 'openai-compatible') {
-        throw new ValidationError(`apiKey: an ${p.kind} provider needs a key; send a new one instead of removing it`, { details: { field: 'apiKey' } });
-      }
-      const apiKey = patch.apiKey === null ? 'removed' : patch.apiKey ? 'rotated' : 'unchanged';
-      return db.transaction(async (tx) => {
-        const row = await repo.updateProvider(tx, tenantId, p.id, {
-          baseUrl,
-          apiKeySealed: patch.apiKey === null ? null : patch.apiKey ? box.seal(patch.apiKey) : p.apiKeySealed,
-          models: patch.models ?? p.models,
-          enabled: patch.enabled ?? p.enabled,
-        });
-        if (!row) throw new NotFoundError(`provider "${name}" not found`);
-        const changed = Object.keys(patch).filter((k) => k !== 'apiKey');
-        await audit.record(tx, ctx, { action: 'provider.update', target: `provider:${name}`, details: { changed, apiKey, ...(from !== to ? { origin: { from, to } } : {}) } });
-        return publicProvider(row);
-      });
-    },
-
-    /** Removes a provider. If it served the default model, prompting fails closed until the next apply. */
-    async removeProvider(ctx: Ctx, name: string): Promise<void> {
-      const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      const p = await loadProvider(tenantId, name);
-      await db.transaction(async (tx) => {
-        await repo.deleteProvider(tx, tenantId, p.id);
-        await audit.record(tx, ctx, { action: 'provider.delete', target: `provider:${name}`, details: {} });
-      });
-    },
-
     /**
      * Applies the tenant's providers and default model (admin.manage_providers): checks them, records
      * them as applied (audited), then brings the runtime to the recorded state. The record comes first,
@@ -402,7 +259,7 @@ export function createRuntimeService(deps: {
      */
     async apply(ctx: Ctx, input: { defaultModel?: string }) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      const providers = await repo.listProviders(db, tenantId);
+      const providers = await deps.providers.list(db, tenantId);
       const settings = await repo.settings(db, tenantId);
       const defaultModel = input.defaultModel ?? settings?.defaultModel ?? null;
       if (!defaultModel) throw new ValidationError('choose a default model first', { hint: 'Name it as "<provider>/<model id>": `npx aws runtime apply --default-model <provider>/<model>`, or defaultModel in the request.' });
@@ -427,7 +284,7 @@ export function createRuntimeService(deps: {
     /** Chooses the tenant's default model ("<provider>/<model id>"); it reaches the runtime at the next apply. */
     async setDefaultModel(ctx: Ctx, model: string) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      checkModelRef(model, await repo.listProviders(db, tenantId));
+      checkModelRef(model, await deps.providers.list(db, tenantId));
       await db.transaction(async (tx) => {
         await repo.setDefaultModel(tx, tenantId, model);
         await audit.record(tx, ctx, { action: 'runtime.model_set', target: `tenant:${tenantId}`, details: { defaultModel: model } });
@@ -437,7 +294,7 @@ export function createRuntimeService(deps: {
     /** What the runtime runs for this tenant and whether prompts can start (admin.manage_providers). */
     async status(ctx: Ctx) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
       const [live, hosts] = await Promise.all([repo.runtimesOfTenant(db, tenantId), repo.liveHosts(db, HOST_REPORT_FRESH_MS)]);
       const runtime = {
@@ -478,7 +335,7 @@ export function createRuntimeService(deps: {
      * Throws runtime_not_ready unless it belongs to an applied, enabled provider.
      */
     async resolveModel(tenantId: string, override?: string | null): Promise<ResolvedModel> {
-      const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
       if (!readiness.ready) throw new RuntimeNotReadyError(readiness.detail);
       const ref = override || settings!.applied!.defaultModel;
@@ -492,38 +349,7 @@ export function createRuntimeService(deps: {
 
     /** Validates a model reference against the tenant's providers (used for template overrides). */
     async checkModel(tenantId: string, ref: string): Promise<void> {
-      checkModelRef(ref, await repo.listProviders(db, tenantId));
-    },
-
-    /**
-     * One tiny chat call to a provider with its stored key (admin.manage_providers), enabled or not and
-     * applied or not: `ok` with the latency, or the provider's own refusal (its HTTP status and message;
-     * status null when it could not be reached or did not answer within PROVIDER_TEST_TIMEOUT_MS). The
-     * key never appears in what is returned (the chat client cuts it out of refusals; the reply too).
-     * Audited (`provider.test`): it spends a few tokens on the tenant's key. Not counted in usage.
-     */
-    async testProvider(ctx: Ctx, name: string, input: { model?: string } = {}) {
-      const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      const p = await loadProvider(tenantId, name);
-      const model = input.model ?? p.models[0]?.id;
-      if (!model || !p.models.some((m) => m.id === model)) {
-        throw new ValidationError(`model: provider "${name}" lists no model "${model ?? ''}"`, { details: { field: 'model', models: p.models.map((m) => m.id) } });
-      }
-      const key = p.apiKeySealed ? box.open(p.apiKeySealed) : '';
-      const started = performance.now();
-      let outcome: ProviderTestOutcome;
-      try {
-        const answer = await chat.complete(p, model, { messages: [{ role: 'user', content: PROVIDER_TEST_PROMPT }], maxTokens: PROVIDER_TEST_MAX_TOKENS, timeoutMs: PROVIDER_TEST_TIMEOUT_MS });
-        outcome = testSuccess(answer.text, key);
-      } catch (err) {
-        if (!(err instanceof ChatCallError)) throw err;
-        outcome = testFailure(err.message, err.status, key);
-      }
-      const latencyMs = Math.round(performance.now() - started);
-      await db.transaction((tx) =>
-        audit.record(tx, ctx, { action: 'provider.test', target: `provider:${name}`, details: { model, ok: outcome.ok, latencyMs, ...(outcome.ok ? {} : { status: outcome.status }) } }),
-      );
-      return { provider: name, model, latencyMs, ...outcome };
+      checkModelRef(ref, await deps.providers.list(db, tenantId));
     },
 
     /**
@@ -533,7 +359,7 @@ export function createRuntimeService(deps: {
      */
     async setup(ctx: Ctx) {
       const tenantId = tenantOf(ctx);
-      const [providers, settings] = await Promise.all([repo.listProviders(db, tenantId), repo.settings(db, tenantId)]);
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
       const canSetUp = ctx.actor.kind === 'system' || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'admin.manage_providers'));
       return {

@@ -5,7 +5,8 @@ import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, UnauthenticatedError, ValidationError } from '../../kernel/errors.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
-import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
+import type { RolesRepo } from '../rbac/roles.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import type { UsersService } from '../users/users.service.js';
 import {
@@ -61,7 +62,8 @@ export function createScimService(deps: {
   users: UsersRepo;
   usersService: UsersService;
   teams: TeamsRepo;
-  tenantsRepo: TenantsRepo;
+  roles: RolesRepo;
+  assignments: RoleAssignmentsRepo;
   audit: AuditService;
   /** auth.revokeUser: ends a user's sign-ins in the transaction that deactivates them. */
   revokeUser: (tx: Tx, input: { tenantId: string; userId: string }) => Promise<void>;
@@ -240,8 +242,8 @@ export function createScimService(deps: {
           if (isUniqueViolation(err)) throw uniqueness(`a user with userName ${state.userName} already exists`);
           throw err;
         }
-        const role = await deps.tenantsRepo.findRoleByName(tx, tenantId, deps.defaultRole);
-        if (role) await deps.users.assignRole(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: 'system:scim' });
+        const role = await deps.roles.findByName(tx, tenantId, deps.defaultRole);
+        if (role) await deps.assignments.assign(tx, { tenantId, userId: user.id, roleId: role.id, assignedBy: 'system:scim' });
         else ctx.log.warn({ role: deps.defaultRole, tenantId }, 'default role does not exist in the tenant: new user has no role');
         const fresh = (await repo.findUser(tx, tenantId, user.id))!;
         await writeUser(tx, ctx, tenantId, fresh, state, true);

@@ -2,6 +2,7 @@ import type { Database, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { Ctx } from '../../kernel/context.js';
 import type { SessionsRepo } from './sessions.repo.js';
+import type { TurnEvents } from './turn-events.js';
 
 /** The job that records the facts the session stream sees on the runtime's stream (enqueued by session-stream.ts). */
 export const ANALYTICS_JOB = 'agent-analytics';
@@ -20,8 +21,8 @@ export function createSessionAnalytics(deps: {
   db: Database;
   repo: Pick<SessionsRepo, 'claimLedgerKey'>;
   audit: Pick<AuditService, 'record'>;
-  /** The agent loaded a skill (the runtime's `skill` tool completed): counted for the skill (learned skills). */
-  skillLoaded?: (tx: Tx, load: { tenantId: string; sessionId: string; name: string; callId: string }) => Promise<void>;
+  /** Told, in the recording transaction, that the agent loaded a skill (learned skills count it). */
+  events: Pick<TurnEvents, 'within'>;
 }) {
   const { db, repo, audit } = deps;
   return {
@@ -37,7 +38,7 @@ export function createSessionAnalytics(deps: {
           case 'tool':
             await audit.record(tx, actx, { action: 'tool.execute', target: data.tool, sessionId: data.sessionId, userId: data.userId, durationMs: data.durationMs, details: { callId: data.callId, status: data.status, ...(data.title ? { title: data.title } : {}) } });
             if (data.tool === 'skill' && data.status === 'completed' && typeof data.skill === 'string') {
-              await deps.skillLoaded?.(tx, { tenantId: data.tenantId, sessionId: data.sessionId, name: data.skill, callId: String(data.callId) });
+              await deps.events.within('skill.loaded', { tx, tenantId: data.tenantId, sessionId: data.sessionId, name: data.skill, callId: String(data.callId) });
             }
             break;
           case 'denied':

@@ -12,6 +12,7 @@ import { sseComment, sseFrame } from '../../lib/sse-frame.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 import { ANALYTICS_JOB } from './session-analytics.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import type { TurnEvents } from './turn-events.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 
 /**
@@ -113,12 +114,8 @@ export function createSessionStreams(deps: {
   pool: RuntimePool;
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
-  /** Called at the end of every turn of a session that came from a chat channel (not `web`). */
-  onChatTurnEnd?: (tenantId: string, sessionId: string, eventId: string) => void;
-  /** Called at the end of every turn (the orchestrator moves plans on). */
-  onTurnEnd?: (session: { id: string; tenantId: string; planId: string | null }, eventId: string) => void;
-  /** Called for every event of a plan's child session (the orchestrator notes its activity). */
-  onChildEvent?: (tenantId: string, sessionId: string) => void;
+  /** Where turns' ends and plan sessions' activity are told (turn-events.ts). */
+  events: Pick<TurnEvents, 'emit'>;
 }) {
   const { db, repo, pool, log } = deps;
   const sessions = new Map<string, SessionState>();
@@ -295,7 +292,7 @@ export function createSessionStreams(deps: {
     }
     const s = state(ref.id);
     s.ref = ref;
-    if (ref.planId) deps.onChildEvent?.(ref.tenantId, ref.id);
+    if (ref.planId) deps.events.emit('session.plan_activity', { tenantId: ref.tenantId, sessionId: ref.id });
 
     switch (ev.kind) {
       // Usage and cost limits are the LLM gateway's: it sees every model call and the provider's own
@@ -343,8 +340,8 @@ export function createSessionStreams(deps: {
       emit(ref.parentId, { id, type: ev.type, properties: { ...clientProperties(ev, ref.parentId), askedIn: { sessionId: ref.id, planId: ref.planId } } });
     }
     if (ev.kind === 'turnIdle') {
-      if (ref.channel !== 'web' && !ref.parentId) deps.onChatTurnEnd?.(ref.tenantId, ref.id, id);
-      deps.onTurnEnd?.({ id: ref.id, tenantId: ref.tenantId, planId: ref.planId }, id);
+      if (ref.channel !== 'web' && !ref.parentId) deps.events.emit('turn.chat_ended', { tenantId: ref.tenantId, sessionId: ref.id, eventId: id });
+      deps.events.emit('turn.ended', { session: { id: ref.id, tenantId: ref.tenantId, planId: ref.planId }, eventId: id });
     }
   }
 

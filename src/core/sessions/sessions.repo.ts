@@ -157,6 +157,15 @@ export function createSessionsRepo() {
       return rows[0].id;
     },
 
+    /** A turn's runtime message id and how its sending went. */
+    async turn(q: Queryable, tenantId: string, turnId: string): Promise<{ messageId: string; status: string; error: string | null } | null> {
+      const { rows } = await q.query<{ messageId: string; status: string; error: string | null }>(
+        `select message_id as "messageId", status, error from agent_turns where id = $1 and tenant_id = $2`,
+        [turnId, tenantId],
+      );
+      return rows[0] ?? null;
+    },
+
     /**
      * Marks an attempt at sending a turn; returns the turn as it was before, with the attempt counted.
      * By the turn's id alone: the agent-turn job carries only that id, and this is where its tenant is read.

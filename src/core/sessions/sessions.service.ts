@@ -1,24 +1,27 @@
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
-import { hasPermission, requirePermission, requireTokenScope, tenantOf } from '../../kernel/authz.js';
+import { hasPermission, requirePermission, requireTokenScope, requireUser, tenantOf } from '../../kernel/authz.js';
 import type { Ctx, UserActor } from '../../kernel/context.js';
-import { ForbiddenError, NotFoundError, RateLimitedError, UnauthenticatedError, UpstreamError, ValidationError } from '../../kernel/errors.js';
+import { ForbiddenError, NotFoundError, RateLimitedError, UpstreamError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
-import { findTemplate, mayUseTemplate } from '../templates/templates.service.js';
+import type { TemplatesRepo } from '../templates/templates.repo.js';
+import { mayUseTemplate } from '../templates/templates.service.js';
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
 import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
-import { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S, TURN_LOST } from './turn-runner.js';
+import { answerText, queueTurn } from './session-turns.js';
+import { TURN_LOST } from './turn-runner.js';
+import { workspaceDir } from '../../lib/data-paths.js';
+import type { TurnEvents } from './turn-events.js';
 
 // Names other modules import from here; the rules and jobs they name live beside this file.
 export type { PromptFile, PromptInput } from './prompt-parts.js';
-export { AGENT_TURN_JOB } from './turn-runner.js';
+export { AGENT_TURN_JOB } from './session-turns.js';
 export { ANALYTICS_JOB, type AnalyticsData } from './session-analytics.js';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -26,6 +29,7 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 export function createSessionsService(deps: {
   db: Database;
   repo: SessionsRepo;
+  templates: TemplatesRepo;
   /** USD the user recorded this calendar month (the monthly cost limit's measure). */
   monthSpent: (tenantId: string, userId: string) => Promise<number>;
   audit: AuditService;
@@ -36,11 +40,12 @@ export function createSessionsService(deps: {
   clock: Clock;
   /** Makes the owner's workspace directory (the turn runner's, so both agree on what one is). */
   ensureWorkspace: (dir: string) => Promise<void>;
-  workspaceRoot: string;
+  /** The data dir: each owner's workspace is in it (src/lib/data-paths.ts). */
+  dataDir: string;
   limits: { maxFiles: number; maxFileBytes: number };
   demo: { allowAnonymous: boolean; operator: () => Promise<{ tenantId: string; userId: string } | null> };
-  /** In the deletion's transaction: what else forgets the session (learned skills discount its recent turns). */
-  onDelete?: (tx: Tx, tenantId: string, sessionId: string) => Promise<void>;
+  /** Told, in the deletion's transaction, that a session goes (learned skills discount its recent turns). */
+  events: Pick<TurnEvents, 'within'>;
 }) {
   const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
@@ -51,12 +56,7 @@ export function createSessionsService(deps: {
    */
   const warm = (tenantId: string, userId: string) => void pool.prestart({ tenantId, userId }).catch(() => {});
 
-  function userOf(ctx: Ctx): UserActor {
-    if (ctx.actor.kind !== 'user') {
-      throw ctx.actor.kind === 'anonymous' ? new UnauthenticatedError() : new ForbiddenError('sessions belong to users: the operator acts on them through the API');
-    }
-    return ctx.actor;
-  }
+  const userOf = (ctx: Ctx): UserActor => requireUser(ctx, 'sessions');
 
   /** The operator user, when demo mode is on and the operator belongs to this tenant (demo mode acts as them). */
   async function operatorId(tenantId: string): Promise<string | null> {
@@ -124,14 +124,14 @@ export function createSessionsService(deps: {
       if (!title) throw new ValidationError('title must not be empty');
       let snapshot: { systemPrompt: string; model: string | null } | null = null;
       if (input.templateSlug) {
-        const t = await findTemplate(db, tenantId, input.templateSlug);
+        const t = await deps.templates.find(db, tenantId, input.templateSlug);
         if (!t) throw new NotFoundError(`template "${input.templateSlug}" not found`);
         if (!mayUseTemplate(actor.permissions.agents.use_templates, t.slug)) {
           throw new ForbiddenError(`missing permission agents.use_templates for template "${t.slug}"`, { details: { permission: 'agents.use_templates', template: t.slug } });
         }
         snapshot = { systemPrompt: t.systemPrompt, model: t.model };
       }
-      const directory = join(deps.workspaceRoot, tenantId, actor.userId);
+      const directory = workspaceDir(deps.dataDir, { tenantId, userId: actor.userId });
       await ensureWorkspace(directory);
       // A new session is about to get its first prompt: have the runtime up (or thawed) by then, where
       // prompts can run at all.
@@ -183,7 +183,7 @@ export function createSessionsService(deps: {
       await checkCost(actor);
       if (s.templateSlug && !s.snapshotAt) {
         // Sessions created before snapshots existed take one now, while the template still exists (rule 5).
-        const t = await findTemplate(db, tenantId, s.templateSlug);
+        const t = await deps.templates.find(db, tenantId, s.templateSlug);
         if (t) {
           await repo.snapshot(db, tenantId, s.id, { systemPrompt: t.systemPrompt, model: t.model });
           s = { ...s, systemPrompt: t.systemPrompt, model: t.model, snapshotAt: clock.now() };
@@ -192,9 +192,7 @@ export function createSessionsService(deps: {
       await runtime.resolveModel(tenantId, s.model);
       return db.transaction(async (tx) => {
         const messageId = ascendingId('msg');
-        const turnId = await repo.insertTurn(tx, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts });
-        await repo.touch(tx, tenantId, s.id);
-        const jobId = await queue.send(AGENT_TURN_JOB, { turnId }, { tx, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S });
+        const { turnId, jobId } = await queueTurn(tx, { repo, queue }, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
           target: `session:${s.id}`,
@@ -214,7 +212,7 @@ export function createSessionsService(deps: {
       const tenantId = requirePermission(ctx, 'agents.create');
       const actor = userOf(ctx);
       await runtime.resolveModel(tenantId);
-      await ensureWorkspace(join(deps.workspaceRoot, tenantId, actor.userId));
+      await ensureWorkspace(workspaceDir(deps.dataDir, { tenantId, userId: actor.userId }));
       warm(tenantId, actor.userId);
       return { preparing: true };
     },
@@ -287,7 +285,7 @@ export function createSessionsService(deps: {
       await db.transaction(async (tx) => {
         // Concurrent deletes of one session: only the one that marks it deleted goes on; the others are 404.
         if (!(await repo.softDelete(tx, s.tenantId, s.id))) throw new NotFoundError('session not found');
-        await deps.onDelete?.(tx, s.tenantId, s.id);
+        await deps.events.within('session.deleting', { tx, tenantId: s.tenantId, sessionId: s.id });
         await audit.record(tx, ctx, { action: 'session.delete', target: `session:${s.id}`, sessionId: s.id, details: {} });
       });
       await streams.publish(s.id, 'session.deleted', { info: { id: s.id, title: s.title } });
@@ -315,7 +313,7 @@ export function createSessionsService(deps: {
       if (await repo.turnInFlight(db, s.tenantId, s.id)) return 'running';
       const wasListed = await db.transaction(async (tx) => {
         if (!(await repo.softDelete(tx, s.tenantId, s.id))) return false;
-        await deps.onDelete?.(tx, s.tenantId, s.id);
+        await deps.events.within('session.deleting', { tx, tenantId: s.tenantId, sessionId: s.id });
         await audit.record(tx, ctx, { action: 'session.delete', target: `session:${s.id}`, sessionId: s.id, details: { reason: input.reason } });
         return true;
       });
@@ -344,7 +342,7 @@ export function createSessionsService(deps: {
       await db.transaction(async (tx) => {
         // The transcript lives in the previous owner's runtime, which the new owner's agent must not reach:
         // the session continues in the new owner's runtime and workspace, from a fresh runtime session.
-        await repo.claim(tx, s.tenantId, s.id, actor.userId, join(deps.workspaceRoot, s.tenantId, actor.userId));
+        await repo.claim(tx, s.tenantId, s.id, actor.userId, workspaceDir(deps.dataDir, { tenantId: s.tenantId, userId: actor.userId }));
         await audit.record(tx, ctx, { action: 'session.claim', target: `session:${s.id}`, sessionId: s.id, details: { from: s.ownerId } });
       });
       return { sessionId: s.id, claimed: true };
@@ -358,8 +356,7 @@ export function createSessionsService(deps: {
       const messages = await (await clientOf(s)).messages(s.upstreamId);
       const last = [...messages].reverse().find((m) => m.info.role === 'assistant' && m.info.time.completed);
       if (!last) return null;
-      const text = last.parts.filter((p) => p.type === 'text' && !p.synthetic).map((p) => String(p.text ?? '')).join('\n').trim();
-      return { messageId: last.info.id, text };
+      return { messageId: last.info.id, text: answerText(last) };
     },
   };
 }

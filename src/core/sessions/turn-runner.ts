@@ -18,17 +18,12 @@ import type { MemoriesService } from '../memories/memories.service.js';
 import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import { sendTurnJob, TURN_ATTEMPTS } from './session-turns.js';
+import type { TurnEvents } from './turn-events.js';
 
-export const AGENT_TURN_JOB = 'agent-turn';
-/** How often a turn is attempted before it is given up (and reported on the session's stream). */
-export const TURN_ATTEMPTS = 4;
-/**
- * A turn job still active after this long is taken to have lost its worker and is retried. It must
- * exceed the longest a live attempt can take (a cold start of the user's runtime, at most 30 s to
- * listen and 30 s to answer; then runtime calls of at most 10 s each, four of them), or a slow attempt
- * and its retry could both send.
- */
-export const TURN_EXPIRE_S = 120;
+// Where the turn job's name and limits were first defined; they live with the other pieces of a turn now.
+export { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S } from './session-turns.js';
+
 /** A turn waiting for a free runtime tries again after this long. */
 const WAIT_FOR_RUNTIME_S = 3;
 /** What a turn's recalled memories may take: at most this many, about this many tokens. */
@@ -57,13 +52,11 @@ export function createTurnRunner(deps: {
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Absent: turns go without memories. */
   memories?: Pick<MemoriesService, 'recallForTurn'>;
-  /** Whether a queued turn of a plan's session should still be sent (orchestrator): a reason not to, or null. */
-  unwanted?: (s: SessionRow, turnId: string) => Promise<string | null>;
   /**
-   * Called when a turn is given up (failed for good) or lost with its runtime: a plan waiting for its end
-   * moves on, a chat user is told.
+   * Where a turn given up (failed for good) or lost with its runtime is told (a plan waiting for its end
+   * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
    */
-  onTurnFailed?: (s: SessionRow, turnId: string) => void;
+  events: Pick<TurnEvents, 'emit' | 'unwanted'>;
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
@@ -124,7 +117,7 @@ export function createTurnRunner(deps: {
     await streams.publish(t.sessionId, 'session.error', { error: { name: 'TurnLost', code: TURN_LOST, message } }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not report a lost turn'));
     await streams.publish(t.sessionId, 'session.status', { status: { type: 'idle' } }).catch(() => {});
     const s = await repo.byId(db, t.tenantId, t.sessionId).catch(() => null);
-    if (s) deps.onTurnFailed?.(s, t.id);
+    if (s) deps.events.emit('turn.failed', { session: s, turnId: t.id });
   }
 
   /**
@@ -191,9 +184,9 @@ export function createTurnRunner(deps: {
       const fail = async (message: string) => {
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
         await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
-        deps.onTurnFailed?.(s, turn.id);
+        deps.events.emit('turn.failed', { session: s, turnId: turn.id });
       };
-      const unwanted = deps.unwanted ? await deps.unwanted(s, turn.id) : null;
+      const unwanted = await deps.events.unwanted(s, turn.id);
       if (unwanted) {
         ctx.log.info({ turnId: turn.id, sessionId: s.id }, `turn not sent: ${unwanted}`);
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
@@ -218,7 +211,7 @@ export function createTurnRunner(deps: {
         } catch (err) {
           if (!(err instanceof RuntimeBusyError)) throw err;
           const waited = await repo.waitTurn(db, turn.tenantId, turn.id);
-          await deps.queue.send(AGENT_TURN_JOB, { turnId: turn.id }, { retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S, startAfterSeconds: WAIT_FOR_RUNTIME_S });
+          await sendTurnJob(deps.queue, turn.id, { startAfterSeconds: WAIT_FOR_RUNTIME_S });
           const starting = (err.details as { why?: string } | undefined)?.why === 'starting';
           if (!waited) await streams.publish(s.id, 'runtime.waiting', { message: starting ? `${err.message}; your turn goes as soon as it is up.` : `${err.message}: your turn waits in the queue and starts when one frees up.` });
           return;

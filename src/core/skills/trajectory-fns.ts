@@ -1,4 +1,5 @@
 import type { RuntimeMessage } from '../runtime/runtime-client.js';
+import { answerText } from '../sessions/session-turns.js';
 import { abstractToolCall, lexicalSignature, toolGrams } from './skill-fns.js';
 
 /**
@@ -31,12 +32,6 @@ export interface TurnReading {
 
 const cut = (s: string) => (s.length > TRAJECTORY_TEXT_MAX ? `${s.slice(0, TRAJECTORY_TEXT_MAX)}…` : s);
 
-const textOf = (m: RuntimeMessage) =>
-  m.parts
-    .filter((p) => p.type === 'text' && !p.synthetic)
-    .map((p) => String(p.text ?? ''))
-    .join('\n')
-    .trim();
 
 /**
  * Reads the turn started by user message `messageId` (the last one when null) out of a session's
@@ -60,10 +55,10 @@ export function readTurn(messages: RuntimeMessage[], messageId: string | null, w
   const failed = answers.find((a) => a.info.error);
   const err = failed?.info.error as { name?: string; data?: { message?: string } } | undefined;
   const last = answers.at(-1);
-  const request = cut(textOf(user));
+  const request = cut(answerText(user));
   return {
     request,
-    answer: cut(last ? textOf(last) || answers.map(textOf).filter(Boolean).join('\n\n') : ''),
+    answer: cut(last ? answerText(last) || answers.map(answerText).filter(Boolean).join('\n\n') : ''),
     tools,
     toolGrams: toolGrams(tools),
     words: lexicalSignature(request),

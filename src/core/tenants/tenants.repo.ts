@@ -1,6 +1,5 @@
 import type { Queryable } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
-import type { RbacPermissions } from '../../kernel/permissions.js';
 
 export interface TenantRow {
   id: string;
@@ -12,18 +11,7 @@ export interface TenantRow {
   updatedAt: Date;
 }
 
-export interface RoleRow {
-  id: string;
-  tenantId: string;
-  name: string;
-  description: string;
-  permissions: RbacPermissions;
-  isSystem: boolean;
-  createdAt: Date;
-}
-
 const TENANT_COLS = `id, slug, name, external_tenant_id as "externalTenantId", settings, created_at as "createdAt", updated_at as "updatedAt"`;
-const ROLE_COLS = `id, tenant_id as "tenantId", name, description, permissions, is_system as "isSystem", created_at as "createdAt"`;
 
 export function createTenantsRepo() {
   return {
@@ -62,18 +50,9 @@ export function createTenantsRepo() {
       if (rows[0]) return { tenant: rows[0], created: true };
       return { tenant: (await this.findBySlug(q, t.slug))!, created: false };
     },
-    /** Inserts the role unless one of that name exists in the tenant; returns whether it was new. */
-    async insertRoleIfAbsent(
-      q: Queryable,
-      tenantId: string,
-      r: { name: string; description: string; permissions: RbacPermissions; isSystem: boolean },
-    ): Promise<boolean> {
-      const { rowCount } = await q.query(
-        `insert into roles (tenant_id, name, description, permissions, is_system) values ($1, $2, $3, $4, $5)
-         on conflict (tenant_id, name) do nothing`,
-        [tenantId, r.name, r.description, JSON.stringify(r.permissions), r.isSystem],
-      );
-      return rowCount === 1;
+    /** Serialises, until the transaction ends, whatever else creates a tenant for this external id. */
+    async lockExternalId(tx: Queryable, externalId: string): Promise<void> {
+      await tx.query(`select pg_advisory_xact_lock(hashtext($1))`, [externalId]);
     },
     async setExternalId(q: Queryable, id: string, externalId: string | null): Promise<void> {
       await q.query(`update tenants set external_tenant_id = $2, updated_at = now() where id = $1`, [id, externalId]);
@@ -82,21 +61,6 @@ export function createTenantsRepo() {
       const { rows } = await q.query<TenantRow>(`update tenants set settings = $2, updated_at = now() where id = $1 returning ${TENANT_COLS}`, [id, settings]);
       return rows[0];
     },
-    async listRoles(q: Queryable, tenantId: string): Promise<RoleRow[]> {
-      const { rows } = await q.query<RoleRow>(`select ${ROLE_COLS} from roles where tenant_id = $1 order by is_system desc, created_at, name`, [tenantId]);
-      return rows;
-    },
-    /** Replaces a role's description and permission document; null when the role is not the tenant's. */
-    async updateRole(q: Queryable, tenantId: string, id: string, r: { description: string; permissions: RbacPermissions }): Promise<RoleRow | null> {
-      if (!isUuid(id)) return null;
-      const { rows } = await q.query<RoleRow>(`update roles set description = $3, permissions = $4, updated_at = now() where tenant_id = $1 and id = $2 returning ${ROLE_COLS}`, [tenantId, id, r.description, JSON.stringify(r.permissions)]);
-      return rows[0] ?? null;
-    },
-    async findRoleByName(q: Queryable, tenantId: string, name: string): Promise<RoleRow | null> {
-      const { rows } = await q.query<RoleRow>(`select ${ROLE_COLS} from roles where tenant_id = $1 and name = $2`, [tenantId, name]);
-      return rows[0] ?? null;
-    },
-
     /**
      * Sets one top-level key of the tenant's settings in one statement, so a concurrent change of another
      * key is not lost (retention's periods, settings.retention).

@@ -1,7 +1,6 @@
 import { normaliseHost, normaliseListEntry } from '../runtime/host/egress-policy.js';
 import { TOKEN_MAX_DAYS_LIMIT } from '../tokens/token-fns.js';
 import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { Database, Tx } from '../../db/database.js';
 import { slugify } from '../../lib/slug.js';
 import type { AuditService } from '../audit/audit.service.js';
@@ -11,11 +10,14 @@ import { ConflictError, NotFoundError, ValidationError } from '../../kernel/erro
 import type { JobQueue } from '../jobs/job-queue.js';
 import { SYSTEM_ROLE_DESCRIPTIONS, SYSTEM_ROLE_NAMES, systemRolePermissions } from '../../kernel/permissions.js';
 import type { UsersRepo, UserRow } from '../users/users.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
+import type { RolesRepo } from '../rbac/roles.repo.js';
 import { parseSeedTenantInput, type SeedTenantInput } from './tenants.schemas.js';
 import { MIN_USERS_MAX } from '../skills/skill-fns.js';
 import type { TenantRow, TenantsRepo } from './tenants.repo.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import { parsePrivacySettings, type PrivacySettings } from '../privacy/privacy-fns.js';
+import { tenantWorkspacesDir } from '../../lib/data-paths.js';
 
 export const PROVISION_WORKSPACE_JOB = 'tenant-provision-workspace';
 
@@ -71,21 +73,23 @@ export function createTenantsService(deps: {
   db: Database;
   repo: TenantsRepo;
   users: UsersRepo;
+  roles: RolesRepo;
+  assignments: RoleAssignmentsRepo;
   /** Group mapping at sign-in names teams: they must exist when it is saved. */
   teams: TeamsRepo;
   audit: AuditService;
   queue: JobQueue;
-  /** Root of per-tenant workspace directories (the agents' sandboxes). */
-  workspaceRoot: string;
+  /** The data dir, holding the tenants' workspace directories (the agents' sandboxes). */
+  dataDir: string;
 }) {
-  const { db, repo, users, audit, queue } = deps;
+  const { db, repo, users, roles, assignments, audit, queue } = deps;
 
   /** Inserts the tenant (unless its slug exists) and any missing system role; audits and enqueues its set-up. */
   async function createWithRoles(tx: Tx, ctx: Ctx, input: { slug: string; name: string; externalTenantId?: string | null }) {
     const { tenant, created } = await repo.insertIfAbsent(tx, input);
     const newRoles: string[] = [];
     for (const name of SYSTEM_ROLE_NAMES) {
-      const inserted = await repo.insertRoleIfAbsent(tx, tenant.id, {
+      const inserted = await roles.insertIfAbsent(tx, tenant.id, {
         name,
         description: SYSTEM_ROLE_DESCRIPTIONS[name],
         permissions: systemRolePermissions(name),
@@ -137,8 +141,8 @@ export function createTenantsService(deps: {
             displayName: input.ownerDisplayName,
           });
         }
-        const ownerRole = (await repo.findRoleByName(tx, tenant.id, 'owner'))!;
-        const assigned = await users.assignRole(tx, { tenantId: tenant.id, userId: owner.id, roleId: ownerRole.id, assignedBy: actorString(ctx.actor) });
+        const ownerRole = (await roles.findByName(tx, tenant.id, 'owner'))!;
+        const assigned = await assignments.assign(tx, { tenantId: tenant.id, userId: owner.id, roleId: ownerRole.id, assignedBy: actorString(ctx.actor) });
 
         if (ownerCreated) {
           await audit.record(tx, tctx, { action: 'user.create', target: `user:${owner.id}`, details: { email: owner.email, handle: owner.handle } });
@@ -159,7 +163,7 @@ export function createTenantsService(deps: {
       const base = slugify(input.name) || 'tenant';
       return db.transaction(async (tx) => {
         // Two first sign-ins from one organisation at once: the unique external id lets only one win.
-        await tx.query(`select pg_advisory_xact_lock(hashtext($1))`, [input.externalTenantId]);
+        await repo.lockExternalId(tx, input.externalTenantId);
         const existing = await repo.findByExternalId(tx, input.externalTenantId);
         if (existing) return { tenant: existing, created: false };
         let slug = base;
@@ -230,8 +234,8 @@ export function createTenantsService(deps: {
         if (!tenant) throw new NotFoundError('tenant not found');
         const settings = { ...tenant.settings };
         if (mapping !== undefined) {
-          const roles = new Set((await repo.listRoles(tx, tenantId)).map((r) => r.name));
-          const unknown = Object.entries(mapping).filter(([, role]) => !roles.has(role));
+          const names = new Set((await roles.list(tx, tenantId)).map((r) => r.name));
+          const unknown = Object.entries(mapping).filter(([, role]) => !names.has(role));
           if (unknown.length) {
             throw new ValidationError(`groupRoleMapping names unknown roles: ${unknown.map(([g, r]) => `${g} -> ${r}`).join(', ')}`);
           }
@@ -286,7 +290,7 @@ export function createTenantsService(deps: {
       requireSystem(ctx, 'provisioning workspaces');
       const tenant = await repo.findById(db, input.tenantId);
       if (!tenant) throw new NotFoundError(`tenant ${input.tenantId} not found`);
-      const dir = join(deps.workspaceRoot, tenant.id);
+      const dir = tenantWorkspacesDir(deps.dataDir, tenant.id);
       await mkdir(dir, { recursive: true, mode: 0o700 });
       ctx.log.info({ tenantId: tenant.id, dir }, 'tenant workspace ready');
       return dir;

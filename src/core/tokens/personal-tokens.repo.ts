@@ -1,4 +1,5 @@
 import type { Database, Queryable } from '../../db/database.js';
+import { roleNamesSql } from '../rbac/role-assignments.repo.js';
 import { isUuid } from '../../lib/ids.js';
 import type { TokenScope } from './token-fns.js';
 
@@ -80,7 +81,7 @@ export function createPersonalTokensRepo() {
       const { rows } = await db.hot<TokenAuthRow>(
         'pat.auth',
         `select p.id, p.tenant_id as "tenantId", p.user_id as "userId", p.scopes, p.expires_at as "expiresAt", p.revoked_at as "revokedAt",
-                coalesce((select array_agg(r.name order by r.name) from user_roles ur join roles r on r.id = ur.role_id where ur.user_id = p.user_id), '{}') as roles
+                ${roleNamesSql('p.user_id')} as roles
            from personal_tokens p where p.token_hash = $1`,
         [hash],
       );

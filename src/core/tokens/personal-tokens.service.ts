@@ -6,6 +6,7 @@ import { actorString, type Ctx, type UserActor } from '../../kernel/context.js';
 import { ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../../kernel/errors.js';
 import type { RbacService } from '../rbac/rbac.service.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import type { PersonalTokenRow, PersonalTokensRepo, TokenAuthRow } from './personal-tokens.repo.js';
 import { hashToken, hourOf, maxDaysOf, newPersonalToken, scopesBeyond, TOKEN_NAME_MAX, TOKEN_SCOPES, type TokenScope } from './token-fns.js';
@@ -21,8 +22,8 @@ export interface CreatedToken {
   value: string;
 }
 
-export function createPersonalTokensService(deps: { db: Database; repo: PersonalTokensRepo; users: UsersRepo; tenantsRepo: TenantsRepo; rbac: RbacService; audit: AuditService; clock: Clock }) {
-  const { db, repo, users, tenantsRepo, rbac, audit, clock } = deps;
+export function createPersonalTokensService(deps: { db: Database; repo: PersonalTokensRepo; users: UsersRepo; assignments: RoleAssignmentsRepo; tenantsRepo: TenantsRepo; rbac: RbacService; audit: AuditService; clock: Clock }) {
+  const { db, repo, users, assignments, tenantsRepo, rbac, audit, clock } = deps;
   // Requests per token since this process last wrote its use.
   const pending = new Map<string, { requests: number; firstAt: number; writtenAt: number }>();
 
@@ -82,7 +83,7 @@ export function createPersonalTokensService(deps: { db: Database; repo: Personal
       if (!user) throw new NotFoundError('user not found');
       const scopes = checkInput(input, await maxDays(tenantId));
       // What the person holds now, from their roles in the database (a signed-in token's roles may be older).
-      const held = await rbac.resolvePermissions(tenantId, await users.roleNames(db, user.id));
+      const held = await rbac.resolvePermissions(tenantId, await assignments.roleNames(db, user.id));
       const beyond = scopesBeyond(held, scopes);
       if (beyond.length) {
         throw new ForbiddenError(`scopes: ${user.handle} does not hold ${beyond.join(', ')}`, { code: 'scope_not_held', details: { field: 'scopes', scopes: beyond } });

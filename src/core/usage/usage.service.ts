@@ -4,6 +4,7 @@ import { parseDuration } from '../../lib/duration.js';
 import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ValidationError } from '../../kernel/errors.js';
+import type { UsageRepo } from './usage.repo.js';
 
 export interface UsageRecordInput {
   tenantId: string;
@@ -28,17 +29,14 @@ export interface UsageDigest {
   byUser: Record<string, { tokens: number; cost: number }>;
 }
 
-/** A call's tokens: input, output, reasoning, cache reads and writes (summed per group, as text). */
-const TOKENS_SUM = 'sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens';
-
 /** Sums of decimal costs in floating point: rounded to the cent's ten-thousandth for stable output. */
 const roundUsd = (n: number) => Math.round(n * 1e6) / 1e6;
 
 /** Longest window a digest may cover. */
 const MAX_WINDOW_MS = 366 * 86_400_000;
 
-export function createUsageService(deps: { db: Database; clock: Clock }) {
-  const { db, clock } = deps;
+export function createUsageService(deps: { db: Database; repo: UsageRepo; clock: Clock }) {
+  const { db, repo, clock } = deps;
 
   /** The window `since` names, ending now (400 when it is not a duration, or longer than 366 days). */
   function windowOf(input: { since?: string }): { since: string; from: Date; to: Date } {
@@ -58,17 +56,7 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
      * the two never disagree; a record already written (same message id) adds nothing.
      */
     async record(q: Queryable, r: UsageRecordInput): Promise<void> {
-      await q.query(
-        `with rec as (
-           insert into usage_records (tenant_id, user_id, session_id, model, provider, tokens_input, tokens_output, tokens_reasoning,
-                                      tokens_cache_read, tokens_cache_write, cost_usd, channel, created_at, message_id, estimated)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) on conflict do nothing
-           returning tenant_id, user_id, created_at, cost_usd)
-         insert into usage_monthly (tenant_id, user_id, month, cost_usd)
-         select tenant_id, user_id, date_trunc('month', created_at at time zone 'UTC')::date, cost_usd from rec where user_id is not null
-         on conflict (tenant_id, user_id, month) do update set cost_usd = usage_monthly.cost_usd + excluded.cost_usd`,
-        [r.tenantId, r.userId, r.sessionId, r.model, r.provider, r.tokens.input, r.tokens.output, r.tokens.reasoning, r.tokens.cacheRead, r.tokens.cacheWrite, r.costUsd, r.channel, r.at ?? clock.now(), r.messageId ?? null, r.estimated ?? false],
-      );
+      await repo.record(q, { ...r, messageId: r.messageId ?? null, at: r.at ?? clock.now(), estimated: r.estimated ?? false });
     },
 
     /**
@@ -79,14 +67,7 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
     async digest(ctx: Ctx, input: { since?: string }): Promise<UsageDigest & { since: string; from: Date; to: Date }> {
       const tenantId = requirePermission(ctx, 'admin.view_audit_log');
       const { since, from, to } = windowOf(input);
-      const { rows } = await db.query<{ model: string; userId: string | null; tokens: string; cost: string }>(
-        `select model, user_id as "userId",
-                ${TOKENS_SUM},
-                sum(cost_usd)::text as cost
-           from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
-          group by model, user_id`,
-        [tenantId, from, to],
-      );
+      const rows = await repo.sums(db, tenantId, from, to);
       const digest: UsageDigest = { totalTokens: 0, totalCostUsd: 0, byModel: {}, byUser: {} };
       for (const r of rows) {
         const tokens = Number(r.tokens);
@@ -115,14 +96,7 @@ export function createUsageService(deps: { db: Database; clock: Clock }) {
       const tenantId = requirePermission(ctx, 'admin.view_audit_log');
       const { since, from, to } = windowOf(input);
       const bucket = to.getTime() - from.getTime() <= 48 * 3_600_000 ? 'hour' : 'day';
-      const { rows } = await db.query<{ at: Date; model: string; userId: string | null; tokens: string; cost: string }>(
-        `select date_trunc('${bucket}', created_at, 'UTC') as at, model, user_id as "userId",
-                ${TOKENS_SUM},
-                sum(cost_usd)::text as cost
-           from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
-          group by 1, model, user_id order by 1, model, user_id`,
-        [tenantId, from, to],
-      );
+      const rows = await repo.sumsOver(db, tenantId, from, to, bucket);
       const points = rows.map((r) => ({ at: r.at, model: r.model, userId: r.userId, tokens: Number(r.tokens), cost: roundUsd(Number(r.cost)) }));
       return { since, from, to, bucket, points };
     },

@@ -3,18 +3,23 @@ import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../kernel/errors.js';
+import type { GatewaysRepo } from '../gateways/gateways.repo.js';
+import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
 import type { UsersRepo } from './users.repo.js';
 
 export function createUsersService(deps: {
   db: Database;
   repo: UsersRepo;
+  assignments: RoleAssignmentsRepo;
+  /** A gateway's service user is not removed while the gateway acts as it. */
+  gateways: Pick<GatewaysRepo, 'servedBy'>;
   audit: AuditService;
   /** Ends every sign-in of a user in the removing transaction (auth.revokeUser). */
   revokeSignIns: (tx: Tx, input: { tenantId: string; userId: string }) => Promise<void>;
   /** The operator user, whom demo mode and the service API key act as. */
   operator: () => Promise<{ tenantId: string; userId: string } | null>;
 }) {
-  const { db, repo, audit } = deps;
+  const { db, repo, assignments, audit } = deps;
   return {
     /** Every user of the caller's tenant with their role names (admin.manage_users). */
     async listUsers(ctx: Ctx) {
@@ -47,15 +52,15 @@ export function createUsersService(deps: {
             hint: 'Configure another operator first.',
           });
         }
-        const gateways = await repo.gatewaysServedBy(tx, tenantId, user.id);
+        const gateways = await deps.gateways.servedBy(tx, tenantId, user.id);
         if (gateways.length) {
           throw new ConflictError(`this is the service user of gateway ${gateways.join(', ')}`, { hint: 'Delete the gateway instead (`npx aws gateway delete`); its service user goes with it.' });
         }
-        const roles = await repo.roleNames(tx, user.id);
+        const roles = await assignments.roleNames(tx, user.id);
         if (roles.includes('owner')) {
           if (ctx.actor.kind === 'user' && !ctx.actor.roles.includes('owner')) throw new ForbiddenError('only an owner may remove an owner', { details: { permission: 'owner' } });
           // Serialise removals and revocations of owners before counting them (as role revocation does).
-          if ((await repo.lockAndCountOwners(tx, tenantId)) <= 1) throw new ConflictError("cannot remove the tenant's last owner", { hint: 'Make someone else owner first.' });
+          if ((await assignments.lockAndCountOwners(tx, tenantId)) <= 1) throw new ConflictError("cannot remove the tenant's last owner", { hint: 'Make someone else owner first.' });
         }
         await deps.revokeSignIns(tx, { tenantId, userId: user.id });
         await repo.remove(tx, tenantId, user.id);

@@ -1,5 +1,6 @@
-import { useState } from 'preact/hooks';
-import { api } from '../api';
+import type { ComponentChildren } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, explain } from '../api';
 import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 
@@ -136,6 +137,82 @@ export function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promis
         </button>
       </div>
       <ErrorNote error={refusal.general} onClose={refusal.clear} />
+    </div>
+  );
+}
+
+interface Code {
+  code: string;
+  externalUserName: string;
+  externalUserId: string;
+  expiresAt: string;
+}
+
+/** The tenant's chat gateways, each with its controls and its pending pairing codes. */
+export function GatewaysTab() {
+  const [gateways, setGateways] = useState<GatewayInfo[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<{ gateways: GatewayInfo[] }>('GET', '/gateways').then((r) => setGateways(r.gateways), (err) => setError(explain(err)));
+  useEffect(() => {
+    void load();
+  }, []);
+  return (
+    <div>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      <NewGateway onCreated={load} />
+      {gateways?.length === 0 ? <p class="empty">No gateways yet: chat users reach agents through one.</p> : null}
+      {gateways?.map((g) => (
+        <GatewayCodes key={g.id} g={g} onError={setError}>
+          <GatewayControls g={g} onChanged={load} />
+        </GatewayCodes>
+      ))}
+    </div>
+  );
+}
+
+/** A gateway's pending pairing codes, live: its event stream says when to look again. */
+function GatewayCodes(props: { g: GatewayInfo; onError: (e: string) => void; children?: ComponentChildren }) {
+  const { g } = props;
+  const [codes, setCodes] = useState<Code[]>([]);
+  const load = () => api<{ codes: Code[] }>('GET', `/gateways/${g.id}/pairing-codes`).then((r) => setCodes(r.codes), (err) => props.onError(explain(err)));
+  useEffect(() => {
+    void load();
+    const source = new EventSource(`/v1/gateways/${g.id}/events`, { withCredentials: true });
+    const again = () => void load();
+    source.addEventListener('pairing.code_created', again);
+    source.addEventListener('pairing.code_approved', again);
+    source.onopen = again;
+    return () => source.close();
+  }, [g.id]);
+  const act = async (c: Code, approve: boolean) => {
+    try {
+      await api(approve ? 'POST' : 'DELETE', `/gateways/${g.id}/pairing-codes/${encodeURIComponent(c.code)}${approve ? '/approve' : ''}`);
+      setCodes((list) => list.filter((x) => x.code !== c.code));
+    } catch (err) {
+      props.onError(explain(err));
+      void load();
+    }
+  };
+  return (
+    <div class="gateway">
+      <h2>
+        {g.botUsername} <small>{g.kind}</small> {g.enabled ? null : <span class="badge failed">disabled</span>}
+      </h2>
+      {props.children}
+      {codes.length === 0 ? <p class="empty">No pending pairing codes.</p> : null}
+      <ul class="list" aria-label={`Pending codes of ${g.botUsername}`}>
+        {codes.map((c) => (
+          <li key={c.code} data-testid="pairing-code">
+            <code>{c.code}</code> {c.externalUserName || c.externalUserId} <small>until {when(c.expiresAt)}</small>
+            <button type="button" class="primary" onClick={() => act(c, true)}>
+              Approve
+            </button>
+            <button type="button" class="danger" onClick={() => act(c, false)}>
+              Deny
+            </button>
+          </li>
+        ))}
+      </ul>
     </div>
   );
 }

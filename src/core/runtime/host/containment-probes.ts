@@ -11,6 +11,7 @@ import { createEgressProxy } from './egress-proxy.js';
 import { silentLogger } from '../../../kernel/logger.js';
 import { opencodeBinary } from './opencode-process.js';
 import { INNER_PROXY_PORT, probeSandbox, SANDBOX_PATHS, sandboxEtcFiles, sandboxPath, spawnSandbox, type SandboxProbe, type SandboxSpec } from './sandbox.js';
+import { workspaceDir } from '../../../lib/data-paths.js';
 
 /**
  * The containment probes: what a hostile agent would try from inside its sandbox, as data, and a runner
@@ -496,8 +497,8 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
     // The planted world: a data dir laid out like the real one, with the sandbox's user as one of its users.
     const dataDir = join(root, 'data');
     const fakeConfig = join(dataDir, 'config.env');
-    const workspace = join(dataDir, 'workspaces', 'tenant-a', 'user-a');
-    const otherUserWorkspace = join(dataDir, 'workspaces', 'tenant-a', 'user-b');
+    const workspace = workspaceDir(dataDir, { tenantId: 'tenant-a', userId: 'user-a' });
+    const otherUserWorkspace = workspaceDir(dataDir, { tenantId: 'tenant-a', userId: 'user-b' });
     const otherTenantDir = join(dataDir, 'tenants', 'tenant-b');
     const runtimeDir = join(dataDir, 'runtimes', 'user-a');
     const dirs = { workspace, home: join(runtimeDir, 'home'), tmp: join(runtimeDir, 'tmp'), tenant: join(dataDir, 'tenants', 'tenant-a'), run: join(root, 'run'), etc: join(root, 'etc'), plugin: join(root, 'plugin'), managed: join(runtimeDir, 'managed') };

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
+import { workspaceDir } from '../../../lib/data-paths.js';
 import { readHostMemory, type HostMemory } from '../../../lib/host-memory.js';
 import { processDescendants, processesAnonKb } from '../../../lib/process-state.js';
 import { AppError, UnavailableError } from '../../../kernel/errors.js';
@@ -75,7 +76,6 @@ export interface RuntimeIdentity extends RuntimeOwner {
   credential: string;
 }
 
-export const workspaceDir = (dataDir: string, o: RuntimeOwner) => join(dataDir, 'workspaces', o.tenantId, o.userId);
 /** The tenant's shared files on the host: mounted read-only at /srv/tenant in every sandbox of the tenant. */
 export const tenantSharedDir = (dataDir: string, tenantId: string) => join(dataDir, 'tenants', tenantId, 'shared');
 

@@ -73,17 +73,17 @@ const TemplatePatch = Type.Partial(Type.Omit(TemplateInput, ['slug']), { additio
  * admin.manage_templates, and GET /v1/templates lists those the caller may use.
  */
 export async function runtimeRoutes(app: App, opts: { core: Core }): Promise<void> {
-  const { runtime, templates } = opts.core;
+  const { runtime, providers, templates } = opts.core;
   const errs = (...s: number[]) => errorResponses(400, 401, 403, ...s);
 
   app.get('/admin/providers', { schema: { tags: ['runtime'], summary: 'Model providers of the tenant (keys never returned)', response: { 200: Type.Object({ providers: Type.Array(Provider) }), ...errs() } } }, async (req) => ({
-    providers: await runtime.listProviders(ctxOf(req)),
+    providers: await providers.list(ctxOf(req)),
   }));
 
   app.post(
     '/admin/providers',
     { schema: { tags: ['runtime'], summary: 'Register a provider; takes effect at the next apply', body: ProviderInput, response: { 201: Type.Object({ provider: Provider }), ...errs(409) } } },
-    async (req, reply) => reply.status(201).send({ provider: await runtime.addProvider(ctxOf(req), req.body) }),
+    async (req, reply) => reply.status(201).send({ provider: await providers.add(ctxOf(req), req.body) }),
   );
 
   app.patch(
@@ -97,14 +97,14 @@ export async function runtimeRoutes(app: App, opts: { core: Core }): Promise<voi
         response: { 200: Type.Object({ provider: Provider }), ...errs(404) },
       },
     },
-    async (req) => ({ provider: await runtime.updateProvider(ctxOf(req), req.params.name, req.body) }),
+    async (req) => ({ provider: await providers.update(ctxOf(req), req.params.name, req.body) }),
   );
 
   app.delete(
     '/admin/providers/:name',
     { schema: { tags: ['runtime'], summary: 'Remove a provider', params: Type.Object({ name: Type.String({ maxLength: 40 }) }), response: { 204: Type.Null(), ...errs(404) } } },
     async (req, reply) => {
-      await runtime.removeProvider(ctxOf(req), req.params.name);
+      await providers.remove(ctxOf(req), req.params.name);
       return reply.status(204).send(null);
     },
   );

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
-import { PROVIDER_TEST_MAX_TOKENS, PROVIDER_TEST_TIMEOUT_MS } from '../../../core/runtime/runtime.service.js';
+import { PROVIDER_TEST_MAX_TOKENS, PROVIDER_TEST_TIMEOUT_MS } from '../../../core/providers/providers.service.js';
 import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
@@ -32,7 +32,7 @@ const Setup = Type.Object({
  * workspace's setup state the sessions screen shows any member until it can prompt.
  */
 export async function setupRoutes(app: App, opts: { core: Core }): Promise<void> {
-  const { runtime } = opts.core;
+  const { runtime, providers } = opts.core;
 
   app.post(
     '/admin/providers/:name/test',
@@ -46,7 +46,7 @@ export async function setupRoutes(app: App, opts: { core: Core }): Promise<void>
         response: { 200: ProviderTest, ...errorResponses(400, 401, 403, 404) },
       },
     },
-    async (req) => runtime.testProvider(ctxOf(req), req.params.name, { model: req.body?.model }),
+    async (req) => providers.test(ctxOf(req), req.params.name, { model: req.body?.model }),
   );
 
   app.get(

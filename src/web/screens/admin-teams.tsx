@@ -1,0 +1,78 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, explain } from '../api';
+import { changer, ErrorNote } from '../components';
+import type { User } from './admin-users';
+
+interface Team {
+  id: string;
+  name: string;
+  members: Array<{ userId: string; handle: string; displayName: string }>;
+}
+
+/** Teams decide who sees `team` memories: create, delete, add and remove members. */
+export function TeamsTab() {
+  const [teams, setTeams] = useState<Team[] | null>(null);
+  const [users, setUsers] = useState<User[]>([]);
+  const [name, setName] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const load = () => api<{ teams: Team[] }>('GET', '/admin/teams').then((r) => setTeams(r.teams), (err) => setError(explain(err)));
+  useEffect(() => {
+    void load();
+    void api<{ users: User[] }>('GET', '/admin/users').then((r) => setUsers(r.users), () => {});
+  }, []);
+  const run = changer(load, setError);
+  return (
+    <div>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      <form
+        class="row"
+        aria-label="New team"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (name.trim()) void run(() => api('POST', '/admin/teams', { name: name.trim() }).then(() => setName('')));
+        }}
+      >
+        <label>
+          Team name <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <button type="submit" class="primary">
+          Create team
+        </button>
+      </form>
+      {teams?.length === 0 ? <p class="empty">No teams yet. Team memories are seen by people who share a team.</p> : null}
+      {teams?.map((t) => (
+        <div class="gateway" key={t.id}>
+          <h2>
+            {t.name}{' '}
+            <button type="button" class="link danger" onClick={() => confirm(`Delete the team ${t.name}?`) && run(() => api('DELETE', `/admin/teams/${t.id}`))}>
+              Delete
+            </button>
+          </h2>
+          {t.members.map((m) => (
+            <span class="chip">
+              {m.displayName || m.handle}
+              <button type="button" class="link" aria-label={`Remove ${m.handle}`} onClick={() => run(() => api('DELETE', `/admin/teams/${t.id}/members/${m.userId}`))}>
+                ×
+              </button>
+            </span>
+          ))}
+          <select
+            aria-label={`Add a member to ${t.name}`}
+            onChange={(e) => {
+              const v = e.currentTarget.value;
+              e.currentTarget.value = '';
+              if (v) void run(() => api('POST', `/admin/teams/${t.id}/members`, { userId: v }));
+            }}
+          >
+            <option value="">Add member…</option>
+            {users
+              .filter((u) => !t.members.some((m) => m.userId === u.id))
+              .map((u) => (
+                <option value={u.id}>{u.displayName || u.handle}</option>
+              ))}
+          </select>
+        </div>
+      ))}
+    </div>
+  );
+}
