@@ -1,26 +1,38 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { dropOldKept, keptSince, pgliteMigratedTemplate, pgliteTemplate, postgresTemplate } from './helpers/db-templates.js';
 
 /**
  * Runs once before all suites:
  * - finds a PostgreSQL with pgvector for the suites (AGENTWS_TEST_DATABASE_URL, or whatever
  *   `install.sh --with-postgres` sets up, installing PostgreSQL and building pgvector when missing);
  * - prepares an initialised PGlite data directory the embedded suites copy instead of running initdb
- *   each time (a few seconds each on two cores).
+ *   each time (a few seconds each on two cores);
+ * - prepares the migrated templates (a PostgreSQL database, a PGlite data directory) that createTestEnv
+ *   copies for suites wanting a migrated installation, instead of migrating each one (test/helpers/db-templates.ts);
+ * - drops what failed suites of earlier runs kept more than a day ago, and at the end of the run names
+ *   what this run's failed suites kept for inspection.
  */
 const ROOT = new URL('..', import.meta.url).pathname;
-export const PGLITE_TEMPLATE = join(ROOT, 'node_modules', '.cache', 'agentws-test', 'pglite-template');
 
 export default async function setup(project: TestProject) {
   if (!existsSync(join(ROOT, 'dist', 'commands'))) {
     throw new Error('dist/ is missing: run `npm run build` (npm test does it for you)');
   }
+  const startedAt = Date.now();
   const url = await findPostgres();
+  await dropOldKept(url);
   project.provide('adminDatabaseUrl', url);
   project.provide('pgliteTemplate', await pgliteTemplate());
+  project.provide('postgresMigratedTemplate', await postgresTemplate(url));
+  project.provide('pgliteMigratedTemplate', await pgliteMigratedTemplate());
+  return () => {
+    const kept = keptSince(startedAt);
+    if (kept.length) process.stderr.write(`\nkept for inspection (failed suites; dropped after a day by a later run):\n${kept.map((k) => `  ${k.db ? `database ${k.db}, ` : ''}${k.dir}\n`).join('')}`);
+  };
 }
 
 async function canUse(url: string): Promise<boolean> {
@@ -54,21 +66,11 @@ async function findPostgres(): Promise<string> {
   return url;
 }
 
-async function pgliteTemplate(): Promise<string> {
-  if (existsSync(join(PGLITE_TEMPLATE, 'PG_VERSION'))) return PGLITE_TEMPLATE;
-  rmSync(PGLITE_TEMPLATE, { recursive: true, force: true });
-  mkdirSync(PGLITE_TEMPLATE, { recursive: true });
-  const { PGlite } = await import('@electric-sql/pglite');
-  const { vector } = await import('@electric-sql/pglite-pgvector');
-  const db = await PGlite.create({ dataDir: PGLITE_TEMPLATE, extensions: { vector } });
-  await db.query('select 1');
-  await db.close();
-  return PGLITE_TEMPLATE;
-}
-
 declare module 'vitest' {
   export interface ProvidedContext {
     adminDatabaseUrl: string;
     pgliteTemplate: string;
+    postgresMigratedTemplate: string;
+    pgliteMigratedTemplate: string;
   }
 }

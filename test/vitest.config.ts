@@ -1,15 +1,83 @@
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
-// Test suites that touch a database run twice: once on PostgreSQL, once on the embedded PGlite mode
-// (TEST_DB_MODE tells the helpers which). Pure unit tests run once.
 const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'test/cli/**/*.test.ts'];
+
+// The database matrix only where the database matters. A suite runs on both PostgreSQL and the embedded
+// PGlite mode when what it checks depends on the backend: migrations and upgrades, the job queue
+// (pg-boss, jobs written in their cause's transaction) and the event bus, backup/restore, retention and
+// erasure, concurrency and locking, vector search, or cases of its own for the embedded mode
+// (`runIf(DB_MODE === 'embedded')`). Every other suite under test/integration, test/api and
+// test/cli checks HTTP, CLI or service behaviour that reads the same on either backend: it runs once, on
+// PostgreSQL (CI has it, and each embedded start-up costs more). Add a suite here when it starts to
+// depend on the backend. TEST_DB_MODE tells the helpers which backend a project runs on.
+const bothModes = [
+  'test/integration/backup.test.ts',
+  'test/integration/database.test.ts',
+  'test/integration/event-bus.test.ts',
+  'test/integration/memories-search.test.ts',
+  'test/integration/migration-pairing-tenant.test.ts',
+  'test/integration/migrations.test.ts',
+  'test/integration/person-data.test.ts',
+  'test/integration/pgboss-upgrade.test.ts',
+  'test/integration/retention.test.ts',
+  'test/integration/runners.test.ts',
+  'test/integration/skills-learning.test.ts',
+  'test/integration/spending.test.ts',
+  'test/integration/tenants.test.ts',
+  'test/integration/upgrade.test.ts',
+  'test/integration/worker.test.ts',
+  'test/api/admin.test.ts',
+  'test/api/embedders.test.ts',
+  'test/api/jobs.test.ts',
+  'test/api/memories.test.ts',
+  'test/api/sessions-any-serve.test.ts',
+  'test/api/sessions-delete-race.test.ts',
+  'test/cli/cli.test.ts',
+  'test/cli/gateway-cli.test.ts',
+  'test/cli/memory-cli.test.ts',
+  'test/cli/person-data-cli.test.ts',
+  'test/cli/runtime-cli.test.ts',
+  'test/cli/serve.test.ts',
+];
+// Suites that check the embedded mode only (their describe runs if DB_MODE === 'embedded').
+const embeddedOnly = [
+  'test/integration/runtime-density.test.ts',
+  'test/integration/runtime-pool.test.ts',
+  'test/cli/init-interactive.test.ts',
+  'test/cli/runtime-probe.test.ts',
+];
+// Suites that start real opencode runtimes in sandboxes (startRuntimeApp): their own project, on
+// PostgreSQL, so they can be run alone and scheduled apart. Those also in bothModes run on embedded too.
+const runtimeSuites = [
+  'test/api/mcp-connectors-agent.test.ts',
+  'test/api/memories-agent.test.ts',
+  'test/api/model-spending.test.ts',
+  'test/api/orchestrate.test.ts',
+  'test/api/provider-base-url.test.ts',
+  'test/api/sessions-permissions.test.ts',
+  'test/api/sessions-tools.test.ts',
+  'test/api/sessions-turn.test.ts',
+  'test/api/skills.test.ts',
+  'test/integration/backup.test.ts',
+  'test/integration/gateway-loop.test.ts',
+  'test/integration/git-connections.test.ts',
+  'test/integration/git-gateway.test.ts',
+  'test/integration/person-data.test.ts',
+  'test/integration/retention.test.ts',
+  'test/integration/runner-remote.test.ts',
+  'test/integration/runtime-idle.test.ts',
+  'test/integration/sessions-resilience.test.ts',
+  'test/integration/turn-lost.test.ts',
+];
 
 export default defineConfig({
   // Paths below are relative to the repository root, not to this file's folder.
   root: fileURLToPath(new URL('..', import.meta.url)),
   test: {
     globalSetup: ['test/global-setup.ts'],
+    // Tracks whether a file has failed, so its databases are kept for inspection (test/helpers/suite-outcome.ts).
+    setupFiles: ['test/setup-file.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
@@ -17,8 +85,9 @@ export default defineConfig({
     maxWorkers: 2,
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
-      { extends: true, test: { name: 'postgres', include: dbSuites, env: { TEST_DB_MODE: 'postgres' } } },
-      { extends: true, test: { name: 'embedded', include: dbSuites, env: { TEST_DB_MODE: 'embedded' } } },
+      { extends: true, test: { name: 'postgres', include: dbSuites, exclude: [...configDefaults.exclude, ...embeddedOnly, ...runtimeSuites], env: { TEST_DB_MODE: 'postgres' } } },
+      { extends: true, test: { name: 'embedded', include: [...bothModes, ...embeddedOnly], env: { TEST_DB_MODE: 'embedded' } } },
+      { extends: true, test: { name: 'runtime', include: runtimeSuites, env: { TEST_DB_MODE: 'postgres' } } },
       // Containment (issue 12): real sandboxes and real runtimes. The probes need no database; the
       // model-driven suite runs on PostgreSQL (what the database is plays no part in what it checks).
       { extends: true, test: { name: 'security', include: ['test/security/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },

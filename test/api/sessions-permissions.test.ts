@@ -30,8 +30,13 @@ async function permissionTurn(
   const replies: number[] = [];
   const answered = new Set<string>();
   const deadline = Date.now() + 60_000;
+  const unanswered = (e: SseEvent) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id);
   for (;;) {
-    const open = sse.events.filter((e) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id));
+    // The next request to answer, or the turn's end.
+    await sse.until((e) => unanswered(e) || e.data.type === 'session.idle', Math.max(0, deadline - Date.now())).catch((err: Error) => {
+      throw new Error(`turn did not end: ${err.message}`);
+    });
+    const open = sse.events.filter(unanswered);
     for (const e of open) {
       const p = e.data.properties;
       answered.add(p.id);
@@ -40,11 +45,10 @@ async function permissionTurn(
       replies.push(r.status);
     }
     if (sse.events.some((e) => e.data.type === 'session.idle')) break;
-    if (Date.now() > deadline) throw new Error(`turn did not end; events: ${sse.events.map((e) => e.data.type).join(', ')}`);
-    await new Promise((r) => setTimeout(r, 50));
   }
-  // The runtime may still settle a part or two after the turn ends.
-  await new Promise((r) => setTimeout(r, 300));
+  // The runtime may still settle a tool part or two after the turn ends: wait (a little) for every tool
+  // call to reach its last state; the assertions on `tools` say what is wrong when one does not.
+  await expect.poll(() => toolStates(sse.events).every((s) => /:(completed|error)$/.test(s)), { timeout: 5_000, interval: 50 }).toBe(true).catch(() => {});
   await sse.close();
   return { sessionId, dir, asked, replies, events: sse.events, tools: toolStates(sse.events) };
 }

@@ -105,7 +105,7 @@ describe.runIf(DB_MODE === 'postgres')('sessions: tool permissions, tools policy
     await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'count', agent: 'build' } });
     await first.until((e) => e.data.type === 'session.idle');
     // The runtime may still send an update or two after the turn ends; let the stream settle.
-    await new Promise((res) => setTimeout(res, 1500));
+    await first.quiet();
     await first.close();
     const all = first.events;
     const cut = Math.floor(all.length / 2);

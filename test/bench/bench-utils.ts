@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
+import { createScratchDatabase, defaultAdminUrl, dropScratchDatabase, scratchName } from '../helpers/db-templates.js';
 
 export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -76,28 +76,13 @@ function canPin(): boolean {
   return pinChecked;
 }
 
-export function adminUrl(): string {
-  return process.env.AGENTWS_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-}
+export const adminUrl = defaultAdminUrl;
 
-/** A fresh PostgreSQL database for a benchmark; dropped by the returned function. */
+/** A fresh (empty) PostgreSQL database for a benchmark, made as the tests make theirs; dropped by the returned function. */
 export async function scratchDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `${prefix}_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: adminUrl() });
-  await admin.connect();
-  await admin.query(`create database ${name}`);
-  await admin.end();
-  const u = new URL(adminUrl());
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: adminUrl() });
-      await c.connect();
-      await c.query(`drop database if exists ${name} with (force)`);
-      await c.end();
-    },
-  };
+  const name = scratchName(prefix);
+  const url = await createScratchDatabase(adminUrl(), name);
+  return { url, drop: () => dropScratchDatabase(adminUrl(), name) };
 }
 
 export interface BenchServe {

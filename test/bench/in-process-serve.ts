@@ -1,58 +1,43 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { SignJWT } from 'jose';
-import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
-import { parseConfigValues } from '../../src/config/load-config.js';
+import type { OpenedCore } from '../../src/cli/open-core.js';
+import type { Config } from '../../src/config/config.schema.js';
 import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
-import { createLogger } from '../../src/lib/logger.js';
-import { buildApp } from '../../src/http/build-app.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
-import { randomSecret } from '../../src/lib/secrets.js';
+import { createLogger } from '../../src/lib/logger.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
-import { freePort, readSseFrames } from '../fixtures/sse-frames.js';
-import { scratchDatabase } from './bench-utils.js';
+import { signToken, startTestApp } from '../helpers/app.js';
+import { openSse, type SseEvent } from '../helpers/runtime.js';
 
 /**
- * `aws serve` with its worker in the benchmark's own process (PostgreSQL in a scratch database, the
- * user's real sandboxed runtime, the scripted model on loopback), an owner's token, and small clients
- * of its API and event streams: what the agent benchmarks (orchestrator, skills) measure against.
+ * `aws serve` with its worker in the benchmark's own process (the tests' startTestApp: PostgreSQL in a
+ * copy of the migrated template, the user's real sandboxed runtime, the scripted model on loopback), an
+ * owner's token, and small clients of its API and event streams: what the agent benchmarks
+ * (orchestrator, skills, ...) measure against.
  */
 export interface Stream {
-  events: Array<{ at: number; data: any }>;
-  until(pred: (d: any) => boolean, timeoutMs?: number): Promise<{ at: number; data: any }>;
+  events: SseEvent[];
+  until(pred: (d: any) => boolean, timeoutMs?: number): Promise<SseEvent>;
   close(): void;
 }
 
-/** An SSE client of a session's stream, noting when each event arrived. */
+/** The tests' SSE client (openSse) on a session's stream; `until` answers the first matching event, with when it arrived. */
 export async function openStream(url: string, token: string): Promise<Stream> {
-  const ac = new AbortController();
-  const res = await fetch(url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` }, signal: ac.signal });
-  if (res.status !== 200) throw new Error(`stream: ${res.status}`);
-  const events: Stream['events'] = [];
-  void readSseFrames(res.body as unknown as AsyncIterable<Uint8Array>, (f) => {
-    if (f.data !== null) events.push({ at: performance.now(), data: JSON.parse(f.data) });
-  });
+  const sse = await openSse(url, { authorization: `Bearer ${token}` });
+  if (sse.status !== 200) throw new Error(`stream: ${sse.status}`);
+  const first = (pred: (d: any) => boolean) => sse.events.find((e) => pred(e.data))!;
   return {
-    events,
+    events: sse.events,
     async until(pred, timeoutMs = 120_000) {
-      const start = performance.now();
-      for (;;) {
-        const hit = events.find((e) => pred(e.data));
-        if (hit) return hit;
-        if (performance.now() - start > timeoutMs) throw new Error(`no matching event in ${timeoutMs} ms: ${events.map((e) => e.data.type).join(', ')}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await sse.until((e) => pred(e.data), timeoutMs);
+      return first(pred);
     },
-    close: () => ac.abort(),
+    close: () => void sse.close(),
   };
 }
 
 export interface Setup {
   opened: OpenedCore;
-  config: ReturnType<typeof parseConfigValues>;
+  config: Config;
   worker: Worker;
   url: string;
   token: string;
@@ -64,51 +49,17 @@ export interface Setup {
   close(): Promise<void>;
 }
 
-export async function setUp(prefix: string, vars: Record<string, string> = {}): Promise<Setup> {
-  const db = await scratchDatabase(`agentws_bench_${prefix}`);
-  const dir = mkdtempSync(join(tmpdir(), 'aws-bo-'));
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const jwtSecret = randomSecret(32);
-  const config = parseConfigValues({
-    fileValues: {
-      DATABASE_URL: db.url,
-      AGENTWS_JWT_SECRET: jwtSecret,
-      AGENTWS_ENCRYPTION_KEY: randomSecret(32),
-      AGENTWS_DATA_DIR: join(dir, 'data'),
-      AGENTWS_PUBLIC_URL: url,
-      AGENTWS_HOST: '127.0.0.1',
-      AGENTWS_PORT: String(port),
-      ...vars,
-    },
-    configFile: null,
-    env: {},
-    cwd: dir,
-  });
+export async function setUp(_name: string, vars: Record<string, string> = {}): Promise<Setup> {
   const llm = await startFakeLlm();
   // AGENTWS_BENCH_LOG=<level>: the service's log on stderr, to see what a slow figure spent its time on.
   const log = process.env.AGENTWS_BENCH_LOG ? createLogger(process.env.AGENTWS_BENCH_LOG, 2) : silentLogger;
-  const opened = await openCore(config, log, { supervise: true });
-  await opened.core.migrator.up();
-  const app = await buildApp(opened.core, config);
-  await app.listen({ host: '127.0.0.1', port });
+  const t = await startTestApp({ mode: 'postgres', vars, coreLogger: log, supervise: true });
+  const { opened, url } = t;
   await opened.core.startRuntime();
   const worker = await startWorker(opened.core, opened.boss, log, { concurrency: 4 });
-  const { core } = opened;
-  const seeded = await core.tenants.seedTenant(systemCtx(silentLogger), { name: 'bench', slug: 'bench', ownerEmail: 'owner@bench.example' });
+  const seeded = await opened.core.tenants.seedTenant(systemCtx(silentLogger), { name: 'bench', slug: 'bench', ownerEmail: 'owner@bench.example' });
   const ownerId = seeded.owner.id;
-  const tokenFor = async (userId: string, roles: string[]) => {
-    const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ tid: seeded.tenant.id, roles, typ: 'access' })
-      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-      .setSubject(userId)
-      .setIssuer(url)
-      .setAudience('agentws')
-      .setIssuedAt(now)
-      .setExpirationTime(now + 3600)
-      .setJti(crypto.randomUUID())
-      .sign(new TextEncoder().encode(jwtSecret));
-  };
+  const tokenFor = (userId: string, roles: string[]) => signToken(t, { sub: userId, tid: seeded.tenant.id, roles, expS: Math.floor(Date.now() / 1000) + 3600 });
   const token = await tokenFor(ownerId, ['owner']);
   const call = (method: string, path: string, body?: unknown) =>
     fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined }).then(async (r) => ({
@@ -121,7 +72,7 @@ export async function setUp(prefix: string, vars: Record<string, string> = {}): 
   if (apply.status !== 200) throw new Error(`apply: ${JSON.stringify(apply.json)}`);
   return {
     opened,
-    config,
+    config: t.env.config(),
     worker,
     url,
     token,
@@ -132,11 +83,8 @@ export async function setUp(prefix: string, vars: Record<string, string> = {}): 
     async close() {
       await worker.stop(2000).catch(() => {});
       await opened.core.stopRuntime().catch(() => {});
-      await app.close();
-      await opened.close();
+      await t.close();
       await llm.close();
-      await db.drop().catch(() => {});
-      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -259,7 +259,7 @@ async function seedWorkspace(o: OpenedCore, slug: string, llm: FakeLlm, users = 
   for (const p of people) for (const t of p.teams) await o.db.query(`insert into team_members (tenant_id, team_id, user_id) values ($1, $2, $3)`, [tenantId, teamIds[t], p.id]);
 
   const ownerCtx = await userCtx(o, tenantId, seeded.owner.id, 'owner');
-  await o.core.runtime.addProvider(ownerCtx, { name: 'emb', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, models: [{ id: MODEL }] });
+  await o.core.providers.add(ownerCtx, { name: 'emb', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, models: [{ id: MODEL }] });
   const set = await o.core.embedders.set(ownerCtx, { provider: 'emb', model: MODEL, dimensions: DIMS });
   return { tenantId, people, modelKey: set.embedder.modelKey, ownerCtx };
 }

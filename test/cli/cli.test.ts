@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, cleanEnv, runCli } from '../helpers/cli.js';
+import { BIN, cleanEnv, runCli, runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 /** Parses stdout as exactly one JSON document (fails if anything else is printed there). */
@@ -10,7 +10,7 @@ function oneJson<T = any>(stdout: string): T {
   return JSON.parse(stdout) as T;
 }
 
-describe(`CLI as subprocesses (${DB_MODE})`, () => {
+describe(`CLI (${DB_MODE})`, () => {
   let env: TestEnv;
   let configPath: string;
   const dbFlags = () => (env.databaseUrl ? ['--database-url', env.databaseUrl] : []);
@@ -45,13 +45,13 @@ describe(`CLI as subprocesses (${DB_MODE})`, () => {
 
   it('refuses to overwrite the config without --force, and --force keeps secrets and data', async () => {
     const before = readFileSync(configPath, 'utf8');
-    const again = await runCli(['init', '--yes', '--config', configPath, '--data-dir', env.dataDir, ...dbFlags()]);
+    const again = await runCommand(['init', '--yes', '--config', configPath, '--data-dir', env.dataDir, ...dbFlags()]);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already exists/);
     expect(again.stderr).toMatch(/--force/);
     expect(readFileSync(configPath, 'utf8')).toBe(before);
 
-    const forced = await runCli(['init', '--yes', '--force', '--json', '--config', configPath, '--data-dir', env.dataDir, '--owner-email', 'ops@example.com', '--tenant-name', 'Ops', ...dbFlags()]);
+    const forced = await runCommand(['init', '--yes', '--force', '--json', '--config', configPath, '--data-dir', env.dataDir, '--owner-email', 'ops@example.com', '--tenant-name', 'Ops', ...dbFlags()]);
     expect(forced.code).toBe(0);
     const doc = oneJson(forced.stdout);
     expect(doc.tenant.created).toBe(false);
@@ -62,38 +62,38 @@ describe(`CLI as subprocesses (${DB_MODE})`, () => {
 
   it('never prompts without a TTY, even without --yes', async () => {
     const other = join(env.dir, 'noprompt', 'config.env');
-    const r = await runCli(['init', '--config', other, '--data-dir', join(env.dir, 'noprompt-data'), '--json', '--no-demo', ...(env.databaseUrl ? ['--database-url', env.databaseUrl] : [])], { timeoutMs: 60_000 });
+    const r = await runCommand(['init', '--config', other, '--data-dir', join(env.dir, 'noprompt-data'), '--json', '--no-demo', ...(env.databaseUrl ? ['--database-url', env.databaseUrl] : [])], { timeoutMs: 60_000 });
     expect(r.code).toBe(0);
     expect(oneJson(r.stdout).demoMode).toBe(false);
   });
 
   it('migrate: --status reports, a second run applies nothing', async () => {
-    const status = await runCli(['migrate', '--status', '--json', '--config', configPath]);
+    const status = await runCommand(['migrate', '--status', '--json', '--config', configPath]);
     expect(status.code).toBe(0);
     const doc = oneJson(status.stdout);
     expect(doc.pending).toBe(0);
     expect(doc.migrations.every((m: { appliedAt: string | null }) => typeof m.appliedAt === 'string')).toBe(true);
 
-    const again = await runCli(['migrate', '--json', '--config', configPath]);
+    const again = await runCommand(['migrate', '--json', '--config', configPath]);
     expect(again.code).toBe(0);
     expect(oneJson(again.stdout)).toEqual({ applied: [], pending: [] });
 
-    const human = await runCli(['migrate', '--status', '--config', configPath]);
+    const human = await runCommand(['migrate', '--status', '--config', configPath]);
     expect(human.stdout).toMatch(/^MIGRATION\s+APPLIED/m);
     expect(human.stderr).toMatch(/schema is current/);
   });
 
   it('tenant seed --json is idempotent; tenant list shows it', async () => {
     const args = ['tenant', 'seed', '--json', '--config', configPath, '--name', 'ACME Corp', '--owner-email', 'alice@acme.example'];
-    const first = await runCli(args);
+    const first = await runCommand(args);
     expect(first.code).toBe(0);
     const a = oneJson(first.stdout);
     expect(a.created).toEqual({ tenant: true, owner: true, roles: ['owner', 'admin', 'member', 'viewer'] });
-    const second = oneJson((await runCli(args)).stdout);
+    const second = oneJson((await runCommand(args)).stdout);
     expect(second.tenant.id).toBe(a.tenant.id);
     expect(second.created).toEqual({ tenant: false, owner: false, roles: [] });
 
-    const list = oneJson((await runCli(['tenant', 'list', '--json', '--config', configPath])).stdout);
+    const list = oneJson((await runCommand(['tenant', 'list', '--json', '--config', configPath])).stdout);
     // On PostgreSQL the no-prompt init above shares this database and adds its own "default" tenant.
     expect(list.tenants.map((t: { slug: string }) => t.slug)).toEqual(expect.arrayContaining(['acme-corp', 'ops']));
   });
@@ -108,11 +108,11 @@ describe(`CLI as subprocesses (${DB_MODE})`, () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/--bogus/);
 
-    const badValue = await runCli(['tenant', 'seed', '--config', configPath, '--name', 'Y', '--owner-email', 'not-an-email']);
+    const badValue = await runCommand(['tenant', 'seed', '--config', configPath, '--name', 'Y', '--owner-email', 'not-an-email']);
     expect(badValue.code).toBe(1);
     expect(badValue.stderr).toMatch(/not an email address/);
 
-    const json = await runCli(['tenant', 'seed', '--json', '--config', configPath, '--name', 'Y', '--owner-email', 'not-an-email']);
+    const json = await runCommand(['tenant', 'seed', '--json', '--config', configPath, '--name', 'Y', '--owner-email', 'not-an-email']);
     expect(json.code).toBe(1);
     expect(oneJson(json.stdout)).toMatchObject({ error: 'validation_failed' });
   });
@@ -120,27 +120,27 @@ describe(`CLI as subprocesses (${DB_MODE})`, () => {
   it('a bad config names every problem and exits 1', async () => {
     const bad = join(env.dir, 'bad.env');
     writeFileSync(bad, 'AGENTWS_PORT=eighty\nAGENTWS_LOG_LEVEL=loud\n');
-    const r = await runCli(['migrate', '--config', bad]);
+    const r = await runCommand(['migrate', '--config', bad]);
     expect(r.code).toBe(1);
     for (const v of ['AGENTWS_PORT', 'AGENTWS_LOG_LEVEL', 'AGENTWS_JWT_SECRET', 'AGENTWS_ENCRYPTION_KEY']) expect(r.stderr).toContain(v);
   });
 
   it('config show masks secrets unless asked', async () => {
     const secret = /^AGENTWS_API_KEY=(\S+)$/m.exec(readFileSync(configPath, 'utf8'))![1];
-    const masked = await runCli(['config', 'show', '--config', configPath]);
+    const masked = await runCommand(['config', 'show', '--config', configPath]);
     expect(masked.code).toBe(0);
     expect(masked.stdout).toMatch(/AGENTWS_API_KEY\s+\S+…\(43 chars\)\s+file/);
     expect(masked.stdout).not.toContain(secret);
-    const shown = oneJson((await runCli(['config', 'show', '--json', '--show-secrets', '--config', configPath])).stdout);
+    const shown = oneJson((await runCommand(['config', 'show', '--json', '--show-secrets', '--config', configPath])).stdout);
     expect(shown.variables.AGENTWS_API_KEY).toEqual({ value: secret, source: 'file' });
     expect(shown.variables.AGENTWS_PORT).toEqual({ value: '8080', source: 'file' });
   });
 
   it('--help lists every command with a summary, and each command has examples', async () => {
-    const root = await runCli(['--help']);
+    const root = await runCommand(['--help']);
     for (const cmd of ['init', 'migrate', 'serve', 'worker', 'tenant seed', 'tenant list', 'config show']) {
       expect(root.stdout).toMatch(new RegExp(`^\\s+${cmd}\\s+\\S`, 'm'));
-      const help = await runCli([...cmd.split(' '), '--help']);
+      const help = await runCommand([...cmd.split(' '), '--help']);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain('EXAMPLES');
     }

@@ -5,16 +5,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGitConnectionsRepo } from '../../src/core/connectors/git-connections.repo.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 const TOKEN = 'ghp_stdin-token-0123456789SECRET';
 const ROTATED = 'ghp_rotated-token-XYZ987';
 
-/** `aws connector git add|list|update|remove` as real subprocesses: the token piped in, stored sealed, never printed. */
+/** `aws connector git add|list|update|remove` run in-process (the built CLI): the token piped in, stored sealed, never printed. */
 describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
   let t: TestApp;
-  const run = (args: string[], input?: string) => runCli([...args, '--tenant', 'acme'], { env: t.env, input });
+  const run = (args: string[], input?: string) => runCommand([...args, '--tenant', 'acme'], { env: t.env, input });
   const sealed = async () => (await t.opened.db.query<{ s: string }>(`select secret_sealed as s from git_hosts where name = 'github'`)).rows[0]?.s;
   const open = (s: string) => createSecretBox([t.env.vars.AGENTWS_ENCRYPTION_KEY]).open(s);
 

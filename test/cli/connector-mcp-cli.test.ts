@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * `aws connector mcp add|list|update|remove` as real subprocesses (the built CLI), audited as the
+ * `aws connector mcp add|list|update|remove` (the built CLI, run in-process: test/helpers/cli.ts), audited as the
  * operator; the token piped in and never printed. PostgreSQL only: the database plays no part.
  */
 describe.runIf(DB_MODE === 'postgres')('connector mcp commands', { timeout: 120_000 }, () => {
   let t: TestApp;
   const TOKEN = `tok-${Math.random().toString(36).slice(2)}`;
-  const run = (args: string[], input?: string) => runCli(['connector', 'mcp', ...args, '--tenant', 'acme'], { env: t.env, input });
+  const run = (args: string[], input?: string) => runCommand(['connector', 'mcp', ...args, '--tenant', 'acme'], { env: t.env, input });
 
   beforeAll(async () => {
     t = await startTestApp();

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 /** Local demo mode stays on one machine: serve, init and the config refuse it elsewhere (issue 11, finding 1). */
@@ -29,7 +29,7 @@ describe(`demo mode only on loopback, without an identity provider (${DB_MODE})`
   });
 
   it('a config with demo mode and AGENTWS_HOST=0.0.0.0 does not load', async () => {
-    const r = await runCli(['config', 'show'], { env, extraEnv: { AGENTWS_HOST: '0.0.0.0' } });
+    const r = await runCommand(['config', 'show'], { env, extraEnv: { AGENTWS_HOST: '0.0.0.0' } });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/AGENTWS_ALLOW_ANONYMOUS: demo mode .* only on a loopback address/);
   });
@@ -37,7 +37,7 @@ describe(`demo mode only on loopback, without an identity provider (${DB_MODE})`
   it('init --demo with a non-loopback host or an identity provider is refused before anything is written', async () => {
     const configPath = join(env.dir, 'refused', 'config.env');
     for (const flags of [['--host', '0.0.0.0'], ['--entra-tenant-id', 'abc', '--oidc-client-id', 'cid']]) {
-      const r = await runCli(['init', '--yes', '--demo', '--config', configPath, '--data-dir', join(env.dir, 'refused-data'), ...flags, ...dbFlags()]);
+      const r = await runCommand(['init', '--yes', '--demo', '--config', configPath, '--data-dir', join(env.dir, 'refused-data'), ...flags, ...dbFlags()]);
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toMatch(/demo mode/);
       expect(r.stderr).toMatch(/--no-demo/);
@@ -47,7 +47,7 @@ describe(`demo mode only on loopback, without an identity provider (${DB_MODE})`
 
   it('init --yes --host 0.0.0.0 leaves demo mode off, and writes a config that loads', async () => {
     const configPath = join(env.dir, 'public', 'config.env');
-    const r = await runCli(['init', '--yes', '--json', '--host', '0.0.0.0', '--config', configPath, '--data-dir', join(env.dir, 'public-data'), ...dbFlags()], { timeoutMs: 90_000 });
+    const r = await runCommand(['init', '--yes', '--json', '--host', '0.0.0.0', '--config', configPath, '--data-dir', join(env.dir, 'public-data'), ...dbFlags()], { timeoutMs: 90_000 });
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout).demoMode).toBe(false);
     expect(readFileSync(configPath, 'utf8')).toMatch(/^AGENTWS_ALLOW_ANONYMOUS=false$/m);

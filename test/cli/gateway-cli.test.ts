@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecretBox } from '../../src/lib/secret-box.js';
 import { botChatHeaders, botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { HAS_SCRIPT, runCli, runInTerminal } from '../helpers/cli.js';
+import { HAS_SCRIPT, runCommand, runInTerminal } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 const TOKEN = '123456:AAH-stdin-token-0123456789SECRET';
@@ -15,14 +15,14 @@ const GATEWAY_KEYS = ['botId', 'botUsername', 'createdAt', 'enabled', 'id', 'kin
 // util-linux's `script` provides the terminal (Debian ships it in an essential package).
 
 /**
- * The gateway, webhook and pair commands as real subprocesses. The app runs in this process (on the
+ * The gateway, webhook and pair commands run in-process (the built CLI). The app runs in this process (on the
  * same database, which it also hosts in embedded mode), so chat messages can arrive at its webhook
  * route while the commands act on what they leave behind; the chat platform is the loopback fake.
  */
-describe(`gateway, webhook and pair commands as subprocesses (${DB_MODE})`, { timeout: 180_000 }, () => {
+describe(`gateway, webhook and pair commands (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;
   let platform: FakeChatPlatform;
-  const run = (args: string[], input?: string) => runCli([...args, '--tenant', 'acme'], { env: t.env, input });
+  const run = (args: string[], input?: string) => runCommand([...args, '--tenant', 'acme'], { env: t.env, input });
   const sealed = async (id: string) => (await t.opened.db.query<{ token: string; secret: string | null }>(`select bot_token_sealed as token, webhook_secret_sealed as secret from gateways where id = $1`, [id])).rows[0];
   const open = (s: string) => createSecretBox([t.env.vars.AGENTWS_ENCRYPTION_KEY]).open(s);
   let gatewayId = '';
@@ -77,7 +77,7 @@ describe(`gateway, webhook and pair commands as subprocesses (${DB_MODE})`, { ti
     const human = await run(['gateway', 'list']);
     expect(human.stdout.split('\n')[0]).toMatch(/^ID\s+KIND\s+BOT\s+WEBHOOK\s+ENABLED\s+CREATED$/);
     expect(human.stdout).toMatch(new RegExp(`^${gatewayId}\\s+bot_chat\\s+@acme_bot\\s+-\\s+yes\\s+\\d{4}-`, 'm'));
-    expect(JSON.parse((await runCli(['gateway', 'list', '--tenant', 'beta', '--json'], { env: t.env })).stdout)).toEqual({ gateways: [] });
+    expect(JSON.parse((await runCommand(['gateway', 'list', '--tenant', 'beta', '--json'], { env: t.env })).stdout)).toEqual({ gateways: [] });
   });
 
   it('enable, disable and rotate-token by bot username; ambiguous and unknown names; delete', async () => {

@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, seedTenant, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * `aws scim token create|list|revoke` and `aws retention show|set|run` as real subprocesses: what an
+ * `aws scim token create|list|revoke` and `aws retention show|set|run` run in-process (the built CLI): what an
  * operator setting up provisioning and a retention policy from a terminal sees (issue 29).
  */
 describe(`SCIM token and retention commands (${DB_MODE})`, { timeout: 120_000 }, () => {
   let t: TestApp;
-  const run = (args: string[]) => runCli([...args, '--tenant', 'acme'], { env: t.env });
+  const run = (args: string[]) => runCommand([...args, '--tenant', 'acme'], { env: t.env });
 
   beforeAll(async () => {
     t = await startTestApp();

@@ -3,13 +3,13 @@ import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 const SLOW = { timeout: 180_000 };
 
 /**
- * `aws embedder set|show|clear` and `aws memory backfill` as subprocesses, with a worker running in this
+ * `aws embedder set|show|clear` and `aws memory backfill` run in-process (the built CLI), with a worker running in this
  * process (as `aws worker` or `aws serve` would) and the scripted embeddings server on loopback.
  */
 describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
@@ -17,7 +17,7 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
   let llm: FakeLlm;
   let opened: OpenedCore;
   let worker: Worker | undefined;
-  const run = (args: string[]) => runCli([...args, '--tenant', 'acme'], { env });
+  const run = (args: string[]) => runCommand([...args, '--tenant', 'acme'], { env });
   const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => (await opened.db.query<T>(text, params)).rows;
 
   beforeAll(async () => {
@@ -27,9 +27,9 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
     // database it hosts it for the commands (as `aws serve` would): opening it a second time in one
     // process would start a second host on the same directory.
     opened = await openCore(env.config(), silentLogger);
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCommand(['migrate'], { env })).code).toBe(0);
     for (const [name, email] of [['acme', 'alice@acme.example'], ['beta', 'bob@beta.example']]) {
-      expect((await runCli(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
+      expect((await runCommand(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
     }
     const add = await run(['provider', 'add', 'emb', '--kind', 'openai-compatible', '--base-url', `${llm.url}/v1`, '--model', 'fake-embed-32', '--json']);
     expect(add.code, add.stderr).toBe(0);
@@ -64,7 +64,7 @@ describe(`embedder and memory backfill commands (${DB_MODE})`, SLOW, () => {
     expect(JSON.parse((await run(['embedder', 'clear', '--json'])).stdout)).toEqual({ cleared: true });
     expect(JSON.parse((await run(['embedder', 'show', '--json'])).stdout)).toEqual({ embedder: null });
     // The other tenant never had one.
-    expect(JSON.parse((await runCli(['embedder', 'show', '--tenant', 'beta', '--json'], { env })).stdout)).toEqual({ embedder: null });
+    expect(JSON.parse((await runCommand(['embedder', 'show', '--tenant', 'beta', '--json'], { env })).stdout)).toEqual({ embedder: null });
   });
 
   it('memory backfill follows the job to the end (plain progress lines without a terminal), exits 1 when it fails', async () => {

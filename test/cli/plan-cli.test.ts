@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * `aws plan list|show|cancel` as real subprocesses, acting as the operator (system:cli). Plans are
+ * `aws plan list|show|cancel` run in-process (the built CLI), acting as the operator (system:cli). Plans are
  * inserted with SQL (making one for real needs an agent runtime); their sessions have no runtime
  * session, so cancelling has nothing to stop in a runtime.
  */
 describe(`plan commands (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;
-  const run = (args: string[]) => runCli(args, { env: t.env });
+  const run = (args: string[]) => runCommand(args, { env: t.env });
   const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => (await t.opened.db.query<T>(text, params)).rows;
   let acme: Awaited<ReturnType<typeof seedTenant>>;
   let beta: Awaited<ReturnType<typeof seedTenant>>;

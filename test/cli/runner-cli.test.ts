@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { openDatabase } from '../../src/db/open-database.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 // Commands against the embedded database reach it through the socket of the process hosting it (here the
@@ -9,16 +9,16 @@ import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 const SLOW = { timeout: 180_000 };
 
 /**
- * The runner commands (issue 26) as real subprocesses: tokens (shown once, listed without themselves,
+ * The runner commands (issue 26) run in-process (the built CLI): tokens (shown once, listed without themselves,
  * revoked), and runners listed, drained, resumed and removed. A runner is registered by writing its row,
  * as the control plane does when `aws runner` connects (the channel is tested in runner-remote.test.ts).
  */
-describe(`runner commands as subprocesses (${DB_MODE})`, SLOW, () => {
+describe(`runner commands (${DB_MODE})`, SLOW, () => {
   let env: TestEnv;
   let db: Database;
   let token = '';
   let tokenId = '';
-  const run = (args: string[]) => runCli(args, { env });
+  const run = (args: string[]) => runCommand(args, { env });
 
   beforeAll(async () => {
     env = await createTestEnv();
@@ -31,11 +31,11 @@ describe(`runner commands as subprocesses (${DB_MODE})`, SLOW, () => {
   });
 
   it('runner probe takes the runner\'s own settings: a missing control URL or a control-plane secret is named, and nothing runs', async () => {
-    const none = await runCli(['runner', 'probe'], { extraEnv: { AGENTWS_RUNNER_TOKEN: `agwr_${'a'.repeat(43)}` } });
+    const none = await runCommand(['runner', 'probe'], { extraEnv: { AGENTWS_RUNNER_TOKEN: `agwr_${'a'.repeat(43)}` } });
     expect(none.code).not.toBe(0);
     expect(none.stderr).toMatch(/AGENTWS_CONTROL_URL/);
     expect(none.stdout).not.toMatch(/contained|probes passed/);
-    const secret = await runCli(['runner', 'probe'], { extraEnv: { AGENTWS_CONTROL_URL: 'http://127.0.0.1:9', AGENTWS_RUNNER_TOKEN: `agwr_${'a'.repeat(43)}`, AGENTWS_JWT_SECRET: 'x'.repeat(40) } });
+    const secret = await runCommand(['runner', 'probe'], { extraEnv: { AGENTWS_CONTROL_URL: 'http://127.0.0.1:9', AGENTWS_RUNNER_TOKEN: `agwr_${'a'.repeat(43)}`, AGENTWS_JWT_SECRET: 'x'.repeat(40) } });
     expect(secret.code).not.toBe(0);
     expect(secret.stderr).toMatch(/AGENTWS_JWT_SECRET/);
   });

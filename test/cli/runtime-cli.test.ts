@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/open-database.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
-import { HAS_SCRIPT, runCli, runInTerminal } from '../helpers/cli.js';
+import { HAS_SCRIPT, runCli, runCommand, runInTerminal } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 const KEY = 'sk-test-0123456789abcdefSECRET';
@@ -23,16 +23,16 @@ async function sql<T extends Record<string, unknown>>(env: TestEnv, text: string
 // lifetime costs seconds, and the self-hosting path is covered by cli.test.ts).
 const SLOW = { timeout: 180_000 };
 
-describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () => {
+describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
   let env: TestEnv;
   let host: Awaited<ReturnType<typeof openDatabase>> | undefined;
-  const run = (args: string[], input?: string) => runCli([...args, '--tenant', 'acme'], { env, input });
+  const run = (args: string[], input?: string) => runCommand([...args, '--tenant', 'acme'], { env, input });
   beforeAll(async () => {
     env = await createTestEnv();
     if (DB_MODE === 'embedded') host = await openDatabase(env.config());
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCommand(['migrate'], { env })).code).toBe(0);
     for (const [name, email] of [['acme', 'alice@acme.example'], ['beta', 'bob@beta.example']]) {
-      expect((await runCli(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
+      expect((await runCommand(['tenant', 'seed', '--name', name, '--owner-email', email], { env })).code).toBe(0);
     }
   });
   afterAll(async () => {
@@ -54,7 +54,8 @@ describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () 
   });
 
   it('provider add reads the key from stdin and stores it sealed, never in the clear', async () => {
-    const r = await run(['provider', 'add', 'openai', '--kind', 'openai', '--model', 'gpt-4.1-mini:1047576:32768:0.4:1.6', '--model', 'gpt-4.1', '--api-key-stdin', '--json'], `${KEY}\n`);
+    // A subprocess with a real pipe on stdin (the other piped secrets run in-process: test/helpers/cli.ts).
+    const r = await runCli(['provider', 'add', 'openai', '--kind', 'openai', '--model', 'gpt-4.1-mini:1047576:32768:0.4:1.6', '--model', 'gpt-4.1', '--api-key-stdin', '--json', '--tenant', 'acme'], { env, input: `${KEY}\n` });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toMatch(/Warning/);
     expect(r.stdout + r.stderr).not.toContain(KEY);
@@ -95,7 +96,7 @@ describe(`provider and runtime commands as subprocesses (${DB_MODE})`, SLOW, () 
     expect(human.stdout).toMatch(/^openai\s+openai\s+\(default\)\s+gpt-4\.1-mini,gpt-4\.1\s+yes\s+set$/m);
 
     // Another tenant sees none of them.
-    const beta = await runCli(['provider', 'list', '--tenant', 'beta', '--json'], { env });
+    const beta = await runCommand(['provider', 'list', '--tenant', 'beta', '--json'], { env });
     expect(JSON.parse(beta.stdout)).toEqual({ providers: [] });
   });
 
@@ -249,8 +250,8 @@ describe.runIf(DB_MODE === 'embedded' && HAS_SCRIPT)('provider commands in a ter
   let env: TestEnv;
   beforeAll(async () => {
     env = await createTestEnv();
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
-    expect((await runCli(['tenant', 'seed', '--name', 'acme', '--owner-email', 'alice@acme.example'], { env })).code).toBe(0);
+    expect((await runCommand(['migrate'], { env })).code).toBe(0);
+    expect((await runCommand(['tenant', 'seed', '--name', 'acme', '--owner-email', 'alice@acme.example'], { env })).code).toBe(0);
   });
   afterAll(() => env?.cleanup());
 

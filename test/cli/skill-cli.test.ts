@@ -3,17 +3,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tenantSharedDir } from '../../src/core/runtime/host/runtime-host.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { HAS_SCRIPT, runCli, runInTerminal } from '../helpers/cli.js';
+import { HAS_SCRIPT, runCommand, runInTerminal } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * `aws skill list|show|promote|deprecate` as real subprocesses, acting as the operator (system:cli).
+ * `aws skill list|show|promote|deprecate` run in-process (the built CLI), acting as the operator (system:cli).
  * Skills and their source trajectories are inserted with SQL (learning them for real needs an agent
  * runtime: test/api/skills.test.ts); promotion writes the files every sandbox of the tenant reads.
  */
 describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;
-  const run = (args: string[]) => runCli(args, { env: t.env });
+  const run = (args: string[]) => runCommand(args, { env: t.env });
   const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => (await t.opened.db.query<T>(text, params)).rows;
   let acme: Awaited<ReturnType<typeof seedTenant>>;
   let beta: Awaited<ReturnType<typeof seedTenant>>;

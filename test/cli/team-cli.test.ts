@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
-/** `aws team create|list|add|remove|delete` as real subprocesses, audited as the operator (system:cli). */
+/** `aws team create|list|add|remove|delete` run in-process (the built CLI), audited as the operator (system:cli). */
 describe(`team commands (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;
-  const run = (args: string[]) => runCli([...args, '--tenant', 'acme'], { env: t.env });
+  const run = (args: string[]) => runCommand([...args, '--tenant', 'acme'], { env: t.env });
 
   beforeAll(async () => {
     t = await startTestApp();

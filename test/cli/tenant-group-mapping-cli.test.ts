@@ -1,17 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
-/** `aws tenant group-mapping` as a real subprocess: shows, sets and switches the sign-in group mapping. */
+/** `aws tenant group-mapping` run in-process (the built CLI): shows, sets and switches the sign-in group mapping. */
 describe(`tenant group-mapping (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;
-  const run = (args: string[]) => runCli(['tenant', 'group-mapping', ...args, '--tenant', 'acme'], { env: t.env });
+  const run = (args: string[]) => runCommand(['tenant', 'group-mapping', ...args, '--tenant', 'acme'], { env: t.env });
 
   beforeAll(async () => {
     t = await startTestApp();
     await seedTenant(t, 'acme');
-    expect((await runCli(['team', 'create', 'Platform', '--tenant', 'acme'], { env: t.env })).code).toBe(0);
+    expect((await runCommand(['team', 'create', 'Platform', '--tenant', 'acme'], { env: t.env })).code).toBe(0);
   });
   afterAll(async () => {
     await t?.close();

@@ -1,17 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, freePort, seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli, startServe, type ServeProcess } from '../helpers/cli.js';
+import { runCommand, startServe, type ServeProcess } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * `aws token create|list|revoke` as real subprocesses: the operator creating a person's token (audited as
+ * `aws token create|list|revoke` run in-process (the built CLI): the operator creating a person's token (audited as
  * system:cli), and on PostgreSQL a revocation holding at once in a separate `aws serve` process.
  */
 describe(`token commands (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;
   let serve: ServeProcess | null = null;
   let acme: { tenantId: string; ids: Record<string, string> };
-  const run = (args: string[]) => runCli([...args, '--tenant', 'acme'], { env: t.env });
+  const run = (args: string[]) => runCommand([...args, '--tenant', 'acme'], { env: t.env });
 
   beforeAll(async () => {
     t = await startTestApp();
@@ -54,7 +54,7 @@ describe(`token commands (${DB_MODE})`, { timeout: 180_000 }, () => {
     expect(list.stdout).not.toContain(value);
     const table = await run(['token', 'list']);
     expect(table.stdout).toMatch(/mel\s+ci\s+agentws_pat_\S+\s+read,sessions\s+active/);
-    expect((await runCli(['token', 'list', '--tenant', 'beta', '--json'], { env: t.env })).stdout).toContain('"tokens": []');
+    expect((await runCommand(['token', 'list', '--tenant', 'beta', '--json'], { env: t.env })).stdout).toContain('"tokens": []');
 
     if (serve) {
       const onServe = () => fetch(`${serve!.url}/v1/sessions`, { headers: { authorization: `Bearer ${value}` } });

@@ -1,13 +1,13 @@
 import { SignJWT } from 'jose';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { systemCtx } from '../../src/kernel/context.js';
-import { silentLogger } from '../../src/kernel/logger.js';
+import { silentLogger, type Logger } from '../../src/kernel/logger.js';
 import { buildApp, type App } from '../../src/http/build-app.js';
 import type { Clock } from '../../src/lib/clock.js';
 import type { Logger as PinoLogger } from 'pino';
 import { createLogger } from '../../src/lib/logger.js';
 import { freePort } from '../fixtures/sse-frames.js';
-import { createTestEnv, type TestEnv } from './test-env.js';
+import { createTestEnv, type DbMode, type TestEnv } from './test-env.js';
 
 export { freePort };
 
@@ -24,16 +24,31 @@ export interface TestApp {
  * `before` runs once the port is known (e.g. to start an identity provider that must know our URL).
  * `logger` gives the app a logger (e.g. one writing to a buffer, see captureLogs); default: none.
  */
-export async function startTestApp(options: { vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>); clock?: Clock; logger?: PinoLogger; env?: TestEnv } = {}): Promise<TestApp> {
+export async function startTestApp(
+  options: {
+    vars?: Record<string, string> | ((url: string) => Promise<Record<string, string>> | Record<string, string>);
+    clock?: Clock;
+    logger?: PinoLogger;
+    env?: TestEnv;
+    /** The database mode of a new installation (default: the project's, DB_MODE). */
+    mode?: DbMode;
+    /** The core's own logger (default: silent) and its supervision of runtimes, as serve has (the benchmarks). */
+    coreLogger?: Logger;
+    supervise?: boolean;
+  } = {},
+): Promise<TestApp> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extra = typeof options.vars === 'function' ? await options.vars(url) : options.vars ?? {};
   const vars = { AGENTWS_PUBLIC_URL: url, AGENTWS_PORT: String(port), ...extra };
   // An existing installation (a restored backup): the app on its data dir and database.
   if (options.env) options.env.writeConfig(vars);
-  const env = options.env ?? (await createTestEnv({ vars }));
+  const env = options.env ?? (await createTestEnv({ vars, mode: options.mode, migrated: true }));
   const config = env.config();
-  const opened = await openCore(config, silentLogger, { clock: options.clock });
+  const opened = await openCore(config, options.coreLogger ?? silentLogger, { clock: options.clock, supervise: options.supervise }).catch((err) => {
+    if (!options.env) env.keep();
+    throw err;
+  });
   await opened.core.migrator.up();
   const app = await buildApp(opened.core, config, { logger: options.logger });
   await app.listen({ host: '127.0.0.1', port });

@@ -1,6 +1,32 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs, { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { format } from 'node:util';
 import type { TestEnv } from './test-env.js';
+
+/*
+ * Two ways to run `aws <args>` in a test:
+ *
+ * - runCommand (most CLI tests): the command runs inside the test process, through oclif's own `run` on
+ *   the built dist/ commands, with the environment, working directory, stdin, argv and no-TTY streams a
+ *   subprocess would have, its stdout and stderr captured and its exit code taken from oclif's exit
+ *   errors. It skips what every subprocess pays again and again (node, oclif and the modules' start-up).
+ *   Commands run one at a time (process.env, cwd, argv and the streams are the process's; whatever
+ *   else the test process prints meanwhile lands in the result too), and the pool must be `forks`
+ *   (process.chdir is refused in worker threads).
+ * - runCli, startServe, runInTerminal (subprocesses, kept where the separate process is the point):
+ *   - serve and worker (serve.test.ts, token-cli, demo-mode's refusals): they run until a signal, install
+ *     signal handlers and may call process.exit; runCommand refuses them, and `audit tail --follow`
+ *     (admin-cli: streams until SIGTERM) and a bare `aws runner`;
+ *   - cli.test.ts: `init --yes` on a fresh install (hosting the embedded database itself), usage errors
+ *     and their exit code, `--help` with the compile cache, an old Node, and the worker's refusal of the
+ *     embedded database: bin/run.js's own start-up is only exercised here;
+ *   - runtime-cli.test.ts: a key piped on a real stdin (`provider add --api-key-stdin`; the other piped
+ *     secrets use runCommand's `input`);
+ *   - prompts in a pseudo-terminal (runInTerminal: init-interactive, gateway, runtime and skill tests);
+ *   - suites outside test/cli (integration, security, api) that start a second process on purpose.
+ */
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
 export const BIN = join(ROOT, 'bin', 'run.js');
@@ -36,6 +62,156 @@ export function runCli(args: string[], options: { env?: TestEnv; extraEnv?: Reco
   child.stdin?.on('error', () => {});
   child.stdin?.end(options.input);
   return collect(child, started, options.timeoutMs ?? 60_000);
+}
+
+/** Runs one in-process command at a time: process.env, cwd, argv and the standard streams are process-wide. */
+let queue: Promise<unknown> = Promise.resolve();
+
+/**
+ * Runs `aws <args>` inside the test process, as runCli would run it in a subprocess (same options, same
+ * result). The command opens and closes its own core, as the binary does (BaseCommand's finally).
+ */
+export function runCommand(args: string[], options: { env?: TestEnv; extraEnv?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number; input?: string } = {}): Promise<CliResult> {
+  // These run until a signal and may end the process themselves (process.exit): never in the test's.
+  const longRunning = !args.includes('--help') && (['serve', 'worker'].includes(args[0]) || (args[0] === 'runner' && (args[1] === undefined || args[1].startsWith('-'))) || (args[0] === 'audit' && args.includes('--follow')));
+  if (longRunning) return Promise.reject(new Error(`\`aws ${args.join(' ')}\` runs until a signal: use runCli or startServe`));
+  const run = queue.then(() => runInProcess(args, options));
+  queue = run.catch(() => {});
+  return run;
+}
+
+async function runInProcess(args: string[], options: { env?: TestEnv; extraEnv?: Record<string, string | undefined>; cwd?: string; timeoutMs?: number; input?: string }): Promise<CliResult> {
+  const started = Date.now();
+  const { run } = await import('@oclif/core');
+  const { handle, Exit } = await import('@oclif/core/handle');
+
+  let stdout = '';
+  let stderr = '';
+  const sink = (fd: number, chunk: unknown) => {
+    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8');
+    if (fd === 1) stdout += text;
+    else stderr += text;
+  };
+  const env = cleanEnv({ ...(options.env ? { AGENTWS_CONFIG: options.env.configPath } : {}), ...options.extraEnv });
+  const saved = {
+    env: { ...process.env },
+    cwd: process.cwd(),
+    argv: process.argv,
+    exitCode: process.exitCode,
+    out: process.stdout.write,
+    err: process.stderr.write,
+    writeSync: fs.writeSync,
+    console: { log: console.log, info: console.info, warn: console.warn, error: console.error, debug: console.debug },
+    stdin: Object.getOwnPropertyDescriptor(process, 'stdin')!,
+    tty: [process.stdout.isTTY, process.stderr.isTTY],
+    exit: Exit.exit,
+  };
+  const lock = borrowEmbeddedLock(options.env, options.extraEnv);
+  let code: number | null = 0;
+  try {
+    // The variables a subprocess would get, and only those (the runner's own VITEST_* stay: vitest reads them).
+    for (const k of Object.keys(process.env)) if (!k.startsWith('VITEST')) delete process.env[k];
+    Object.assign(process.env, env);
+    process.chdir(options.cwd ?? options.env?.dir ?? ROOT);
+    process.argv = [process.execPath, BIN, ...args];
+    process.exitCode = undefined;
+    process.stdout.write = ((chunk: unknown, ...rest: unknown[]) => (sink(1, chunk), callbackOf(rest)?.(), true)) as typeof process.stdout.write;
+    process.stderr.write = ((chunk: unknown, ...rest: unknown[]) => (sink(2, chunk), callbackOf(rest)?.(), true)) as typeof process.stderr.write;
+    // The CLI's logger writes synchronously to fd 2 (pino.destination), past process.stderr.
+    fs.writeSync = ((fd: number, data: unknown, ...rest: unknown[]) => {
+      if (fd !== 1 && fd !== 2) return (saved.writeSync as (...a: unknown[]) => number)(fd, data, ...rest);
+      sink(fd, data);
+      return typeof data === 'string' ? Buffer.byteLength(data) : (data as Uint8Array).byteLength;
+    }) as typeof fs.writeSync;
+    // oclif's ux and error handler print with console (which vitest redirects to its reporter).
+    console.log = console.info = console.debug = (...a: unknown[]) => sink(1, format(...a) + '\n');
+    console.warn = console.error = (...a: unknown[]) => sink(2, format(...a) + '\n');
+    // stdin: closed (runCli's 'ignore'), or a pipe that delivers `input` and then ends; never a terminal.
+    const stdin = Readable.from(options.input === undefined ? [] : [Buffer.from(options.input)]) as Readable & { isTTY?: boolean };
+    stdin.isTTY = false;
+    Object.defineProperty(process, 'stdin', { value: stdin, configurable: true, enumerable: true });
+    setTty(false, false);
+    // The binary ends in oclif's error handler, which prints and calls process.exit: take its code instead.
+    Exit.exit = ((n = 0) => {
+      code = n;
+    }) as typeof Exit.exit;
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        reject(new Error(`command timed out after ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+      }, timeoutMs);
+    });
+    try {
+      // A fresh oclif Config each time (a few ms from the manifest): root help leaves a reused one unable
+      // to find spaced command ids ("Command tenant:seed not found").
+      await Promise.race([run(args, { root: ROOT }), timeout]);
+      code = typeof process.exitCode === 'number' ? process.exitCode : 0;
+    } catch (err) {
+      if (timedOut) throw err;
+      await handle(err instanceof Error ? err : new Error(String(err)));
+    } finally {
+      clearTimeout(timer);
+    }
+  } finally {
+    lock?.restore();
+    Exit.exit = saved.exit;
+    Object.defineProperty(process, 'stdin', saved.stdin);
+    setTty(saved.tty[0], saved.tty[1]);
+    console.log = saved.console.log;
+    console.info = saved.console.info;
+    console.warn = saved.console.warn;
+    console.error = saved.console.error;
+    console.debug = saved.console.debug;
+    fs.writeSync = saved.writeSync;
+    process.stdout.write = saved.out;
+    process.stderr.write = saved.err;
+    process.exitCode = saved.exitCode;
+    process.argv = saved.argv;
+    process.chdir(saved.cwd);
+    for (const k of Object.keys(process.env)) delete process.env[k];
+    Object.assign(process.env, saved.env);
+  }
+  return { code, stdout, stderr, ms: Date.now() - started };
+}
+
+const callbackOf = (rest: unknown[]) => rest.find((r): r is () => void => typeof r === 'function');
+
+function setTty(out: boolean | undefined, err: boolean | undefined): void {
+  (process.stdout as { isTTY?: boolean }).isTTY = out;
+  (process.stderr as { isTTY?: boolean }).isTTY = err;
+}
+
+/**
+ * A subprocess finds the embedded database hosted by the test process (a suite's openDatabase, or the
+ * test app) through the lock file naming the test process, and connects to its socket. The same command
+ * in the test process would read its own pid there, take the lock for a dead host's and open PGlite a
+ * second time. So, for the command's duration, the lock names the test runner's parent process (alive,
+ * hence "another host"): the command connects to the socket exactly as the subprocess would.
+ */
+function borrowEmbeddedLock(env: TestEnv | undefined, extraEnv: Record<string, string | undefined> | undefined): { restore(): void } | null {
+  const dataDir = extraEnv?.AGENTWS_DATA_DIR ?? env?.vars.AGENTWS_DATA_DIR;
+  if (!dataDir) return null;
+  const lock = join(dataDir, 'run', 'embedded.lock');
+  let owner: string;
+  try {
+    owner = readFileSync(lock, 'utf8').trim();
+  } catch {
+    return null;
+  }
+  if (owner !== String(process.pid)) return null;
+  writeFileSync(lock, String(process.ppid));
+  return {
+    restore() {
+      try {
+        if (readFileSync(lock, 'utf8').trim() === String(process.ppid)) writeFileSync(lock, owner);
+      } catch {
+        // the host was released meanwhile
+      }
+    },
+  };
 }
 
 function collect(child: ChildProcess, started: number, timeoutMs: number): Promise<CliResult> {

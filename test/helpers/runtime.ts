@@ -130,6 +130,8 @@ export async function seedPeople(t: TestApp, slug: string) {
 export interface SseEvent {
   id?: string;
   data: any;
+  /** When it arrived (performance.now()): what the benchmarks measure latencies from. */
+  at: number;
 }
 
 /** A real SSE client: collects the messages of a stream (with their ids) until closed. */
@@ -138,18 +140,29 @@ export async function openSse(url: string, headers: Record<string, string> = {})
   const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: ac.signal });
   if (res.status !== 200) {
     const body = await res.text();
-    return { status: res.status, body, headers: res.headers, events: [] as SseEvent[], comments: [] as string[], ended: true, until: async () => [] as SseEvent[], close: async () => {} };
+    return { status: res.status, body, headers: res.headers, events: [] as SseEvent[], comments: [] as string[], ended: true, until: async () => [] as SseEvent[], quiet: async () => {}, close: async () => {} };
   }
   const events: SseEvent[] = [];
   const comments: string[] = [];
   let ended = false;
+  // until() sleeps until the next frame (or the end) rather than on a timer.
+  let waiters: Array<() => void> = [];
+  let lastArrival = Date.now();
+  const wake = () => {
+    lastArrival = Date.now();
+    const w = waiters;
+    waiters = [];
+    for (const f of w) f();
+  };
   const done = (async () => {
     if (!res.body) return;
     await readSseFrames(res.body as unknown as AsyncIterable<Uint8Array>, (f) => {
       comments.push(...f.comments);
-      if (f.data !== null) events.push({ id: f.id, data: JSON.parse(f.data) });
+      if (f.data !== null) events.push({ id: f.id, data: JSON.parse(f.data), at: performance.now() });
+      wake();
     });
     ended = true;
+    wake();
   })();
   return {
     status: res.status,
@@ -161,13 +174,29 @@ export async function openSse(url: string, headers: Record<string, string> = {})
     },
     /** Resolves with the events once one matches (rejects after timeoutMs). */
     async until(pred: (e: SseEvent) => boolean, timeoutMs = 45_000): Promise<SseEvent[]> {
-      const start = Date.now();
+      const deadline = Date.now() + timeoutMs;
       while (!events.some(pred)) {
-        if (Date.now() - start > timeoutMs) throw new Error(`no matching event in ${timeoutMs} ms; got: ${events.map((e) => e.data.type).join(', ')}`);
+        const left = deadline - Date.now();
+        if (left < 0) throw new Error(`no matching event in ${timeoutMs} ms; got: ${events.map((e) => e.data.type).join(', ')}`);
         if (ended) throw new Error(`stream ended; got: ${events.map((e) => e.data.type).join(', ')}`);
-        await new Promise((r) => setTimeout(r, 25));
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          // Also now and then: a predicate may read more than the events.
+          timer = setTimeout(r, Math.min(left + 1, 250));
+        });
+        clearTimeout(timer);
       }
       return events;
+    },
+    /** Resolves once no event has come for quietMs (or after timeoutMs): what a runtime sends after a turn's end has arrived. */
+    async quiet(quietMs = 500, timeoutMs = 10_000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const wait = Math.min(lastArrival + quietMs, deadline) - Date.now();
+        if (wait <= 0 || ended) return;
+        await new Promise((r) => setTimeout(r, wait));
+      }
     },
     close() {
       ac.abort();

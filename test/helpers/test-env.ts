@@ -1,12 +1,13 @@
 import { cpSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
-import { inject } from 'vitest';
+import { inject, type ProvidedContext } from 'vitest';
 import type { Config } from '../../src/config/config.schema.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { processHome } from '../../src/lib/process-state.js';
 import { randomSecret } from '../../src/lib/secrets.js';
+import { createScratchDatabase, defaultAdminUrl, dropScratchDatabase, pgliteMigratedTemplate, pgliteTemplate, postgresTemplate, recordKept, scratchName } from './db-templates.js';
+import { suiteHasFailed } from './suite-outcome.js';
 
 export type DbMode = 'postgres' | 'embedded';
 /** Which backend this project of the suite runs on (see vitest.config.ts). */
@@ -24,13 +25,21 @@ export interface TestEnv {
   /** Rewrites the config file with extra or changed variables. */
   writeConfig(extra?: Record<string, string>): void;
   cleanup(): Promise<void>;
+  /** Keeps it for inspection (as cleanup() does when the suite has failed): for a set-up that threw before a cleanup could be arranged. */
+  keep(): void;
 }
 
 /**
  * A fresh, isolated installation for one test: a temp directory with a config file, and either a new
  * PostgreSQL database or a new embedded data directory (copied from an initialised template).
+ * `migrated: true` makes it a copy of the migrated template global setup prepared (what startTestApp and
+ * openTestCore want: copying is much faster than migrating); without it the database is empty, as the
+ * suites about migrating, upgrading and `aws migrate` need. `initialiseEmbedded: false` leaves the
+ * embedded data directory out altogether (for `aws init` and the like).
+ * When the suite has failed by the time cleanup() runs, the installation is kept for inspection (its
+ * name is printed at the end of the run; a later run drops it after a day).
  */
-export async function createTestEnv(options: { mode?: DbMode; vars?: Record<string, string>; initialiseEmbedded?: boolean } = {}): Promise<TestEnv> {
+export async function createTestEnv(options: { mode?: DbMode; vars?: Record<string, string>; initialiseEmbedded?: boolean; migrated?: boolean } = {}): Promise<TestEnv> {
   const mode = options.mode ?? DB_MODE;
   // Short path: the embedded database's Unix socket lives under it (108-byte limit).
   const dir = mkdtempSync(join(tmpdir(), 'aws-t-'));
@@ -38,14 +47,11 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
   let databaseUrl: string | null = null;
   let dbName: string | null = null;
   if (mode === 'embedded') {
-    if (options.initialiseEmbedded !== false) cpSync(inject('pgliteTemplate'), join(dataDir, 'pglite'), { recursive: true });
+    const template = await provided(options.migrated ? 'pgliteMigratedTemplate' : 'pgliteTemplate');
+    if (options.initialiseEmbedded !== false) cpSync(template, join(dataDir, 'pglite'), { recursive: true });
   } else {
-    const admin = inject('adminDatabaseUrl');
-    dbName = `agentws_t_${randomSecret(6).toLowerCase().replace(/[^a-z0-9]/g, 'x')}`;
-    await withAdmin(admin, (c) => c.query(`create database ${dbName}`));
-    const u = new URL(admin);
-    u.pathname = `/${dbName}`;
-    databaseUrl = u.toString();
+    dbName = scratchName('agentws_t');
+    databaseUrl = await createScratchDatabase(await provided('adminDatabaseUrl'), dbName, options.migrated ? await provided('postgresMigratedTemplate') : undefined);
   }
   const configPath = join(dir, 'config.env');
   const vars: Record<string, string> = {
@@ -75,14 +81,35 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
       // A test that failed half-way may leave a process of this installation running (a managed runtime
       // whose serve was killed): stop it before its directory goes.
       killProcessesUnder(dir);
-      if (dbName) {
-        await withAdmin(inject('adminDatabaseUrl'), (c) => c.query(`drop database if exists ${dbName} with (force)`)).catch(() => {});
-      }
+      if (suiteHasFailed()) return env.keep();
+      if (dbName) await dropScratchDatabase(await provided('adminDatabaseUrl'), dbName).catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
+    keep: () => recordKept({ db: dbName, dir }),
   };
   env.writeConfig();
   return env;
+}
+
+/**
+ * What global setup provides (test/global-setup.ts); outside vitest (the benchmarks, test/bench) the same
+ * values worked out here: the templates are made, or found from an earlier run, the same way.
+ */
+async function provided<K extends keyof ProvidedContext>(key: K): Promise<ProvidedContext[K]> {
+  let value: ProvidedContext[K] | undefined;
+  try {
+    value = inject(key);
+  } catch {
+    // not inside a vitest worker
+  }
+  if (value !== undefined) return value;
+  const fallback: { [k in keyof ProvidedContext]: () => Promise<ProvidedContext[k]> } = {
+    adminDatabaseUrl: async () => defaultAdminUrl(),
+    pgliteTemplate,
+    pgliteMigratedTemplate,
+    postgresMigratedTemplate: () => postgresTemplate(defaultAdminUrl()),
+  };
+  return (fallback[key] as () => Promise<ProvidedContext[K]>)();
 }
 
 /** SIGKILLs every process (but this one) whose HOME or working directory lies under `dir`, a test env's own temp directory. */
@@ -104,13 +131,3 @@ export function killProcessesUnder(dir: string): number[] {
 }
 
 const isUnder = (path: string, dir: string) => path === dir || path.startsWith(dir + '/');
-
-async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}

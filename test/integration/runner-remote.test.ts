@@ -48,6 +48,7 @@ describe('runner hosts: a runtime on a runner', () => {
   it('a revoked runner token ends the channel and is refused when the runner dials again', async () => {
     await r.t.opened.core.runners.revokeToken(ctx(), r.runner!.tokenId);
     await expect.poll(() => r.runner!.agent.connected, { timeout: 15_000 }).toBe(false);
+    // On purpose a fixed time: that it stays away (does not dial again successfully) is what is checked.
     await new Promise((res) => setTimeout(res, 1500));
     expect(r.runner!.agent.connected).toBe(false);
   }, 30_000);

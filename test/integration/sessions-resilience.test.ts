@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { renameSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ORCHESTRATE_STEP_JOB } from '../../src/core/orchestrator/orchestrator.service.js';
 import { AGENT_TURN_JOB } from '../../src/core/sessions/turn-runner.js';
 import { processStatFields } from '../../src/lib/process-state.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
@@ -156,9 +157,11 @@ describe.runIf(DB_MODE === 'postgres')('sessions: crashes, restarts and several 
     // queues the plan's step; nobody runs it until a worker is back.
     await worker.stop('SIGKILL');
     await sse.until((e) => e.data.type === 'session.idle' || (e.data.type === 'orchestration.subtask.updated' && e.data.properties.status === 'completed'), 30_000).catch(() => {});
-    await new Promise((r) => setTimeout(r, 5000));
-    worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
     const planId = sse.events.find((e) => e.data.type === 'orchestration.plan.created')!.data.properties.planId;
+    // The step serve queued when the subtask's turn ended waits in the queue, no worker to take it.
+    const queuedStep = async () => (await t.opened.db.query(`select 1 from pgboss.job where name = $1 and data->>'planId' = $2 and data->>'reason' = 'turn-ended' and state = 'created'`, [ORCHESTRATE_STEP_JOB, planId])).rowCount;
+    await expect.poll(queuedStep, { timeout: 30_000, interval: 200 }).toBeGreaterThan(0);
+    worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
     await sse.until((e) => e.data.type === 'orchestration.plan.updated' && e.data.properties.planId === planId && e.data.properties.status === 'completed', 120_000);
     const got = (await api(t, 'GET', `/v1/orchestrate/${planId}`, { token: people.tokens.member })).json;
     expect(got.subtasks.map((s: any) => [s.status, s.attempt, s.result])).toEqual([

@@ -74,6 +74,7 @@ describe('a turn lost with its runtime', () => {
     r.llm.script([{ text: 'back again' }]);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'again', agent: 'build' } })).status).toBe(202);
     await sse.until((e) => e.data.type === 'session.idle' && deltas(sse.events).includes('back again'), 60_000);
+    // A fixed time on purpose: what is checked is that no second report follows.
     await new Promise((res) => setTimeout(res, 500));
     expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(1);
     await expect
@@ -98,6 +99,7 @@ describe('a turn lost with its runtime', () => {
     await new Promise((res) => setTimeout(res, 6500)); // unused long enough to count as idle
     await r.t.opened.core.pool.stopUser(people.ids.mia);
     await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 5000 }).toBe('done');
+    // A fixed time on purpose: what is checked is that no report follows.
     await new Promise((res) => setTimeout(res, 300));
     expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(0);
     await sse.close();
@@ -213,6 +215,7 @@ describe.runIf(DB_MODE === 'postgres')('a turn lost with the serve that hosted i
     expect((await call(second.url, 'POST', `/v1/sessions/${sessionId}/prompt`, { text: 'answer again', agent: 'build' })).status).toBe(202);
     await fresh.until((e) => e.data.type === 'session.idle' && deltas(fresh.events).includes('answer to again'), 60_000);
     await expect.poll(() => turns(sessionId), { timeout: 5000 }).toEqual(['lost', 'done', 'done']);
+    // A fixed time on purpose: what is checked is that no second report follows.
     await new Promise((res) => setTimeout(res, 500));
     // Reported once: each client saw it at most once (the fresh one only if it connected before the report).
     expect(resumed.events.filter((e) => e.data.type === 'session.error')).toHaveLength(1);
