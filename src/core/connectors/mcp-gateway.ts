@@ -22,6 +22,7 @@ import {
 } from './mcp-fns.js';
 import type { McpServerGrant } from './mcp-servers.service.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
+import { sendJson } from '../../lib/send-json.js';
 
 /** One JSON-RPC message from the agent: a tool call's arguments, not a file upload. */
 export const MCP_CONNECTOR_MAX_BODY_BYTES = 1024 * 1024;
@@ -66,13 +67,6 @@ export function createMcpGateway(deps: {
   const grants = createPromiseCache<McpServerGrant | null>({ ttlMs: GRANT_CACHE_MS });
   const grantOf = (owner: RuntimeOwner, name: string) => grants.get(`${owner.tenantId}:${owner.userId}:${name}`, () => deps.grantOf(owner.tenantId, owner.userId, name));
 
-  const send = (res: ServerResponse, status: number, body?: unknown, headers: Record<string, string> = {}) => {
-    if (res.headersSent) return void res.destroy();
-    if (body === undefined) return void res.writeHead(status, headers).end();
-    const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
-    res.end(text);
-  };
   const rpcError = (id: string | number | null, code: number, message: string) => ({ jsonrpc: '2.0', id, error: { code, message: `agentws: ${message}` } });
 
   /** The audit entry of one tool call, once it ended (the session is looked up meanwhile). */
@@ -106,22 +100,22 @@ export function createMcpGateway(deps: {
     const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !identity.credential || !sameSecret(given, identity.credential)) {
       req.resume();
-      return send(res, 401, rpcError(null, RPC.invalidRequest, "this credential is not the runtime's"));
+      return sendJson(res, 401, rpcError(null, RPC.invalidRequest, "this credential is not the runtime's"));
     }
     const origin = req.headers.origin;
     if (origin !== undefined && origin !== `http://${GATEWAY_HOST}`) {
       req.resume();
-      return send(res, 403, rpcError(null, RPC.invalidRequest, 'cross-origin requests are refused'));
+      return sendJson(res, 403, rpcError(null, RPC.invalidRequest, 'cross-origin requests are refused'));
     }
     // No server-to-client stream (GET): through the gateway a server answers requests, it does not call the agent.
     if (req.method !== 'POST' && req.method !== 'DELETE') {
       req.resume();
-      return send(res, 405, rpcError(null, RPC.invalidRequest, 'POST JSON-RPC messages here'), { allow: 'POST, DELETE' });
+      return sendJson(res, 405, rpcError(null, RPC.invalidRequest, 'POST JSON-RPC messages here'), { allow: 'POST, DELETE' });
     }
     const grant = await grantOf(identity, name);
     if (!grant) {
       req.resume();
-      return send(res, 403, rpcError(null, RPC.invalidRequest, `the MCP server "${name}" is not available to you (your roles do not include it, or it is not registered)`));
+      return sendJson(res, 403, rpcError(null, RPC.invalidRequest, `the MCP server "${name}" is not available to you (your roles do not include it, or it is not registered)`));
     }
     if (req.method === 'DELETE') {
       req.resume();
@@ -131,20 +125,20 @@ export function createMcpGateway(deps: {
     let size = 0;
     for await (const c of req) {
       size += (c as Buffer).length;
-      if (size > MCP_CONNECTOR_MAX_BODY_BYTES) return send(res, 413, rpcError(null, RPC.invalidRequest, `a message is at most ${MCP_CONNECTOR_MAX_BODY_BYTES} bytes`), { connection: 'close' });
+      if (size > MCP_CONNECTOR_MAX_BODY_BYTES) return sendJson(res, 413, rpcError(null, RPC.invalidRequest, `a message is at most ${MCP_CONNECTOR_MAX_BODY_BYTES} bytes`), { connection: 'close' });
       chunks.push(c as Buffer);
     }
     let message: unknown;
     try {
       message = JSON.parse(Buffer.concat(chunks).toString('utf8'));
     } catch {
-      return send(res, 400, rpcError(null, RPC.parseError, 'the body is not JSON'));
+      return sendJson(res, 400, rpcError(null, RPC.parseError, 'the body is not JSON'));
     }
     const request = classifyRequest(message);
-    if (request.kind === 'invalid') return send(res, 400, rpcError(null, RPC.invalidRequest, request.problem));
+    if (request.kind === 'invalid') return sendJson(res, 400, rpcError(null, RPC.invalidRequest, request.problem));
     if (request.kind === 'tool_call' && !toolGranted(grant.tools, request.tool)) {
       refusedCall(identity, name, request.tool, 'tool not allowed');
-      return send(res, 200, rpcError(request.id, RPC.invalidParams, `the tool "${request.tool}" of the MCP server "${name}" is not allowed for your roles`));
+      return sendJson(res, 200, rpcError(request.id, RPC.invalidParams, `the tool "${request.tool}" of the MCP server "${name}" is not allowed for your roles`));
     }
     // Re-serialised: the server reads exactly the document the gateway checked (a duplicate key, say,
     // cannot name one tool to the gateway and another to a server whose parser keeps the first).
@@ -186,7 +180,7 @@ export function createMcpGateway(deps: {
       const up = client.request(target, { method: req.method, headers, timeout: IDLE_TIMEOUT_MS });
       const fail = (status: number, message: string) => {
         end(message);
-        send(res, status, rpcError('id' in request ? request.id : null, RPC.internal, message));
+        sendJson(res, status, rpcError('id' in request ? request.id : null, RPC.internal, message));
         resolve();
       };
       res.on('close', () => {
@@ -227,7 +221,7 @@ export function createMcpGateway(deps: {
         if (type === 'application/json') return screenJson(answer, status, back);
         answer.resume();
         if (!type && (status === 202 || status === 204 || Number(answer.headers['content-length'] ?? 0) === 0)) {
-          send(res, status, undefined, back);
+          sendJson(res, status, undefined, back);
           end();
           return resolve();
         }
@@ -301,7 +295,7 @@ export function createMcpGateway(deps: {
           const screened = screenAnswer(m, request, grant.tools);
           note(screened);
           if (screened === null) return fail(502, `the MCP server "${grant.name}" answered something other than a response`);
-          send(res, status, screened, back);
+          sendJson(res, status, screened, back);
           end();
           resolve();
         });
@@ -320,18 +314,18 @@ export function createMcpGateway(deps: {
       const name = connectorNameOfPath(url.pathname);
       if (!name) {
         req.resume();
-        return send(res, 404, rpcError(null, RPC.invalidRequest, 'no such MCP connector: the path is /mcp/connectors/<name>'));
+        return sendJson(res, 404, rpcError(null, RPC.invalidRequest, 'no such MCP connector: the path is /mcp/connectors/<name>'));
       }
       const n = inFlight.get(identity.userId) ?? 0;
       if (n >= MAX_IN_FLIGHT_PER_USER) {
         req.resume();
-        return send(res, 429, rpcError(null, RPC.invalidRequest, `at most ${MAX_IN_FLIGHT_PER_USER} MCP connector requests at once`));
+        return sendJson(res, 429, rpcError(null, RPC.invalidRequest, `at most ${MAX_IN_FLIGHT_PER_USER} MCP connector requests at once`));
       }
       inFlight.set(identity.userId, n + 1);
       serve(identity, name, req, res)
         .catch((err) => {
           log.error({ err: (err as Error).message, server: name }, 'MCP connector gateway failed');
-          send(res, 500, rpcError(null, RPC.internal, 'the connector gateway failed'));
+          sendJson(res, 500, rpcError(null, RPC.internal, 'the connector gateway failed'));
         })
         .finally(() => {
           const left = (inFlight.get(identity.userId) ?? 1) - 1;

@@ -27,6 +27,7 @@ import type { GitHostsService } from '../connectors/git-hosts.service.js';
 import { createMcpGateway } from '../connectors/mcp-gateway.js';
 import type { McpServersService } from '../connectors/mcp-servers.service.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
+import { sendJson } from '../../lib/send-json.js';
 
 /** How long a tenant's egress rules are reused (a change reaches running agents within this). */
 const CACHE_MS = 2000;
@@ -209,13 +210,6 @@ export function createAgentEgress(deps: {
     };
   };
 
-  const send = (res: ServerResponse, status: number, body?: unknown, headers: Record<string, string> = {}) => {
-    if (res.headersSent) return void res.destroy();
-    if (body === undefined) return void res.writeHead(status, headers).end();
-    const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers });
-    res.end(text);
-  };
   const rpcError = (code: number, message: string) => ({ jsonrpc: '2.0', id: null, error: { code, message: `agentws: ${message}` } });
 
   /**
@@ -227,39 +221,39 @@ export function createAgentEgress(deps: {
     const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !identity.credential || !sameSecret(given, identity.credential)) {
       req.resume();
-      return send(res, 401, rpcError(RPC.invalidRequest, "this credential is not the runtime's"));
+      return sendJson(res, 401, rpcError(RPC.invalidRequest, "this credential is not the runtime's"));
     }
     // Browsers are the DNS-rebinding risk the spec's Origin rule is about; a runtime sends none, or ours.
     const origin = req.headers.origin;
     if (origin !== undefined && origin !== `http://${GATEWAY_HOST}`) {
       req.resume();
-      return send(res, 403, rpcError(RPC.invalidRequest, 'cross-origin requests are refused'));
+      return sendJson(res, 403, rpcError(RPC.invalidRequest, 'cross-origin requests are refused'));
     }
     // No server-to-client stream (GET) and no protocol sessions to end (DELETE): POST only, as the spec allows.
     if (req.method !== 'POST') {
       req.resume();
-      return send(res, 405, rpcError(RPC.invalidRequest, 'POST JSON-RPC messages here'), { allow: 'POST' });
+      return sendJson(res, 405, rpcError(RPC.invalidRequest, 'POST JSON-RPC messages here'), { allow: 'POST' });
     }
     if (!acceptableVersionHeader(req.headers['mcp-protocol-version'])) {
       req.resume();
-      return send(res, 400, rpcError(RPC.invalidRequest, `unsupported MCP-Protocol-Version ${String(req.headers['mcp-protocol-version'])}`));
+      return sendJson(res, 400, rpcError(RPC.invalidRequest, `unsupported MCP-Protocol-Version ${String(req.headers['mcp-protocol-version'])}`));
     }
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const c of req) {
       size += (c as Buffer).length;
-      if (size > MCP_MAX_BODY_BYTES) return send(res, 413, rpcError(RPC.invalidRequest, `a message is at most ${MCP_MAX_BODY_BYTES} bytes`), { connection: 'close' });
+      if (size > MCP_MAX_BODY_BYTES) return sendJson(res, 413, rpcError(RPC.invalidRequest, `a message is at most ${MCP_MAX_BODY_BYTES} bytes`), { connection: 'close' });
       chunks.push(c as Buffer);
     }
     let message: unknown;
     try {
       message = JSON.parse(Buffer.concat(chunks).toString('utf8'));
     } catch {
-      return send(res, 400, rpcError(RPC.parseError, 'the body is not JSON'));
+      return sendJson(res, 400, rpcError(RPC.parseError, 'the body is not JSON'));
     }
     const answer: McpAnswer = await handleMcpMessage(message, memoryTools(identity), log);
-    if (answer.status === 202) return send(res, 202);
-    return send(res, answer.status, answer.body);
+    if (answer.status === 202) return sendJson(res, 202);
+    return sendJson(res, answer.status, answer.body);
   }
 
   const gitGateway = deps.gitHosts
@@ -294,7 +288,7 @@ export function createAgentEgress(deps: {
     if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
     serveMemoryMcp(identity, req, res).catch((err) => {
       log.error({ err: (err as Error).message }, 'memory MCP server failed');
-      send(res, 500, rpcError(RPC.internal, 'the memory server failed'));
+      sendJson(res, 500, rpcError(RPC.internal, 'the memory server failed'));
     });
   };
   const refused = (identity: RuntimeOwner, target: { host: string; port: number; reason: string }) =>

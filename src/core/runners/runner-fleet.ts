@@ -13,6 +13,7 @@ import { setTunnelDialer, type RuntimeHandle } from '../runtime/host/runtime-tra
 import { createRunnerLinks, type RunnerNotice } from '../runtime/host/runner-links.js';
 import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type RunnerInfo } from '../runtime/host/runner-protocol.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
+import { sendJson } from '../../lib/send-json.js';
 
 /**
  * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'
@@ -158,13 +159,6 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
     return held ? { tenantId: held.tenantId, userId } : null;
   }
 
-  const send = (res: ServerResponse, status: number, body?: unknown) => {
-    if (res.headersSent) return void res.destroy();
-    if (body === undefined) return void res.writeHead(status).end();
-    const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) });
-    res.end(text);
-  };
   const readJson = async (req: IncomingMessage): Promise<any> => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -397,41 +391,41 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
         const runner = await runnerOfRequest(req);
         if (!runner) {
           req.resume();
-          return send(res, 401, { error: 'unauthorized', message: 'unknown or revoked runner token' });
+          return sendJson(res, 401, { error: 'unauthorized', message: 'unknown or revoked runner token' });
         }
         const owner = await leaseOf(runner.id, req);
         if (!owner) {
           req.resume();
-          return send(res, 403, { error: 'not_placed', message: 'this runner does not hold that user\'s lease' });
+          return sendJson(res, 403, { error: 'not_placed', message: 'this runner does not hold that user\'s lease' });
         }
         // The rules of the tenant of a user placed on this runner, and only those.
-        if (url.pathname === RUNNER_PATHS.egress && req.method === 'GET') return send(res, 200, await deps.egressRules(owner.tenantId));
+        if (url.pathname === RUNNER_PATHS.egress && req.method === 'GET') return sendJson(res, 200, await deps.egressRules(owner.tenantId));
         if (url.pathname.startsWith(`${RUNNER_PATHS.gateway}/`)) {
           const credential = await deps.credentialOf(owner);
           if (!credential) {
             req.resume();
-            return send(res, 401, { error: { message: 'agentws: the runtime is not recorded as running' } });
+            return sendJson(res, 401, { error: { message: 'agentws: the runtime is not recorded as running' } });
           }
           return deps.gateway({ ...owner, credential }, req, res, new URL(url.pathname.slice(RUNNER_PATHS.gateway.length) + url.search, 'http://gateway'));
         }
-        if (req.method !== 'POST') return send(res, 404, { error: 'not_found' });
+        if (req.method !== 'POST') return sendJson(res, 404, { error: 'not_found' });
         const body = await readJson(req);
         if (url.pathname === RUNNER_PATHS.started) {
           await deps.started(owner, runner.id, { pid: Number(body.pid), authorization: String(body.authorization) });
-          return send(res, 204);
+          return sendJson(res, 204);
         }
         if (url.pathname === RUNNER_PATHS.stopped) {
           await deps.stopped(owner, runner.id, Number(body.pid), { why: typeof body.why === 'string' ? body.why.slice(0, 200) : null, idle: body.idle === true });
-          return send(res, 204);
+          return sendJson(res, 204);
         }
         if (url.pathname === RUNNER_PATHS.refused) {
           deps.refused(owner, { host: String(body.host), port: Number(body.port), reason: String(body.reason) });
-          return send(res, 204);
+          return sendJson(res, 204);
         }
-        return send(res, 404, { error: 'not_found' });
+        return sendJson(res, 404, { error: 'not_found' });
       })().catch((err) => {
         log.error({ err: (err as Error).message, path: url.pathname }, 'a runner request failed');
-        send(res, err instanceof AppError ? err.status : 500, { error: 'runner_request_failed', message: (err as Error).message });
+        sendJson(res, err instanceof AppError ? err.status : 500, { error: 'runner_request_failed', message: (err as Error).message });
       });
     },
 
