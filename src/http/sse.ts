@@ -9,9 +9,10 @@ const RETRY_MS = 2000;
  * Turns a route's reply into an event stream (the one place its headers and opening are written): the
  * reply is taken over from fastify, the headers say no caching and no proxy buffering (nginx and
  * similar buffer responses unless told not to), the client is told its retry delay, and frames go out
- * without Nagle's delay. `onClose` runs once the client is gone.
+ * without Nagle's delay. `onClose(fn)` runs fn once the client is gone, at once if it already went while
+ * the route was still subscribing (so nothing it set up is left behind).
  */
-export function openEventStream(reply: FastifyReply, onClose: () => void): ServerResponse {
+export function openEventStream(reply: FastifyReply): { res: ServerResponse; onClose: (fn: () => void) => void } {
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
@@ -22,6 +23,5 @@ export function openEventStream(reply: FastifyReply, onClose: () => void): Serve
   });
   res.write(`retry: ${RETRY_MS}\n${sseComment('connected')}`);
   res.socket?.setNoDelay(true);
-  res.on('close', onClose);
-  return res;
+  return { res, onClose: (fn) => (res.destroyed ? fn() : void res.once('close', fn)) };
 }

@@ -177,8 +177,7 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
     async (req, reply) => {
       const c = ctxOf(req);
       const { id: gatewayId, tenantId } = await gateways.load(c, req.params.id);
-      let closed = () => {};
-      const res = openEventStream(reply, () => closed());
+      const { res, onClose } = openEventStream(reply);
       streams.add(res);
       let seq = 0;
       const emit = (event: string, data: unknown) => res.write(sseFrame({ event, id: `${Date.now()}-${++seq}`, data }));
@@ -210,13 +209,12 @@ export async function gatewaysRoutes(app: App, opts: { core: Core }): Promise<vo
         else void poll();
       });
       void poll();
-      closed = () => {
+      onClose(() => {
         clearInterval(timer);
         clearInterval(heartbeat);
         streams.delete(res);
         void unsubscribe();
-      };
-      if (res.destroyed) closed();
+      });
     },
   );
 

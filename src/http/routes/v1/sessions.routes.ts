@@ -174,9 +174,8 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     async (req, reply) => {
       const { sessionId } = await sessions.openStream(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) });
       const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? req.query.lastEventId;
-      let unsubscribe = () => {};
-      const res = openEventStream(reply, () => unsubscribe());
-      unsubscribe = streams.subscribe(
+      const { res, onClose } = openEventStream(reply);
+      const unsubscribe = streams.subscribe(
         sessionId,
         {
           write: (frame) => {
@@ -187,6 +186,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         },
         lastEventId,
       );
+      onClose(unsubscribe);
     },
   );
 
