@@ -18,7 +18,13 @@ async function permissionTurn(
   t: TestApp,
   llm: FakeLlm,
   token: string,
-  o: { steps: FakeStep[]; decide: (permission: string) => Reply; prepare?: (dir: string) => void },
+  o: {
+    steps: FakeStep[];
+    decide: (permission: string) => Reply;
+    prepare?: (dir: string) => void;
+    /** Leave this request unanswered for now (`asked`: what was answered so far); asked again as more arrive. */
+    hold?: (permission: string, asked: string[]) => boolean;
+  },
 ) {
   const sessionId = (await api(t, 'POST', '/v1/sessions', { token, body: { title: 'permissions' } })).json.sessionId as string;
   const dir = (await t.opened.db.query(`select directory from agent_sessions where id = $1`, [sessionId])).rows[0].directory as string;
@@ -30,19 +36,39 @@ async function permissionTurn(
   const replies: number[] = [];
   const answered = new Set<string>();
   const deadline = Date.now() + 60_000;
-  const unanswered = (e: SseEvent) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id);
+  const seen = new Set<string>();
+  const held = new Set<string>();
+  // A request the runtime itself settled (a rejection ends the session's other open requests) is not open.
+  const settled = () => new Set(sse.events.filter((e) => e.data.type === 'permission.replied').map((e) => e.data.properties.requestID as string));
+  const unanswered = (e: SseEvent) => e.data.type === 'permission.asked' && !answered.has(e.data.properties.id) && !settled().has(e.data.properties.id);
+  const unseen = (e: SseEvent) => unanswered(e) && !seen.has(e.data.properties.id);
   for (;;) {
-    // The next request to answer, or the turn's end.
-    await sse.until((e) => unanswered(e) || e.data.type === 'session.idle', Math.max(0, deadline - Date.now())).catch((err: Error) => {
+    // The next new request, or the turn's end.
+    await sse.until((e) => unseen(e) || e.data.type === 'session.idle', Math.max(0, deadline - Date.now())).catch((err: Error) => {
       throw new Error(`turn did not end: ${err.message}`);
     });
-    const open = sse.events.filter(unanswered);
-    for (const e of open) {
-      const p = e.data.properties;
-      answered.add(p.id);
-      asked.push(p.permission);
-      const r = await api(t, 'POST', `/v1/sessions/${sessionId}/permissions/${p.id}`, { token, body: { response: o.decide(p.permission) } });
-      replies.push(r.status);
+    // Answer what is open, held requests last and only once `hold` lets them go (answering one may free another).
+    for (let progress = true; progress; ) {
+      progress = false;
+      for (const e of sse.events.filter(unanswered)) {
+        const p = e.data.properties;
+        seen.add(p.id);
+        if (o.hold?.(p.permission, asked)) {
+          held.add(p.id);
+          continue;
+        }
+        if (held.has(p.id)) {
+          // Released by an answer just given: the runtime may have settled it with that answer (a rejection
+          // ends the session's other requests); its `permission.replied` follows the reply within moments.
+          await sse.until((e) => e.data.type === 'permission.replied' && e.data.properties.requestID === p.id, 1_000).catch(() => []);
+          if (settled().has(p.id)) continue;
+        }
+        answered.add(p.id);
+        asked.push(p.permission);
+        const r = await api(t, 'POST', `/v1/sessions/${sessionId}/permissions/${p.id}`, { token, body: { response: o.decide(p.permission) } });
+        replies.push(r.status);
+        progress = true;
+      }
     }
     if (sse.events.some((e) => e.data.type === 'session.idle')) break;
   }
@@ -186,7 +212,14 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
     expect(once.asked).toContain('doom_loop');
     expect(once.replies.every((s) => s === 200)).toBe(true);
     expect(once.tools).toEqual(['glob:completed', 'glob:completed', 'glob:completed']);
-    const rejected = await turn({ steps: repeat(), decide: (p) => (p === 'doom_loop' ? 'reject' : 'once') });
+    // The third call's own `glob` request and the runtime's `doom_loop` request are asked at about the same
+    // time, in either order; a person sees both and rejects the loop. Answering the third `glob` first
+    // would let that call finish before the rejection lands, so it is held until `doom_loop` is answered.
+    const rejected = await turn({
+      steps: repeat(),
+      decide: (p) => (p === 'doom_loop' ? 'reject' : 'once'),
+      hold: (p, asked) => p === 'glob' && asked.filter((a) => a === 'glob').length >= 2 && !asked.includes('doom_loop'),
+    });
     expect(rejected.asked).toContain('doom_loop');
     expect(rejected.replies.every((s) => s === 200)).toBe(true);
     // The repeated call is stopped (the turn still ends: we got session.idle).
