@@ -1,5 +1,5 @@
 import { mkdirSync, openSync, closeSync, writeSync, readFileSync, rmSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import net from 'node:net';
 import { UnavailableError } from '../kernel/errors.js';
 import { isProcessAlive } from '../lib/process-state.js';
@@ -35,7 +35,67 @@ export function embeddedPaths(dataDir: string) {
   };
 }
 
+/**
+ * Hosts this process already runs, by PGlite directory. PGlite must be opened once per directory: a
+ * second acquire in the same process (an in-process admin command beside a running app, two cores in
+ * one test) shares the host and its socket instead of opening the files again, and the host stops with
+ * its last release. (The lock file names this process, which `acquire` below would otherwise read as a
+ * host that died and take over: a second PGlite on the same files, and seconds of start-up each time.)
+ */
+const hostedHere = new Map<string, { host: Promise<EmbeddedHandle>; refs: number }>();
+/** A host of this process still closing: the next acquire of its directory waits for it. */
+const closingHere = new Map<string, Promise<void>>();
+
 export async function acquireEmbedded(dataDir: string): Promise<EmbeddedHandle> {
+  const key = resolve(embeddedPaths(dataDir).dbDir);
+  let entry = hostedHere.get(key);
+  if (!entry) {
+    const closing = closingHere.get(key);
+    const started = closing ? closing.catch(() => {}).then(() => acquire(dataDir)) : acquire(dataDir);
+    entry = { host: started, refs: 0 };
+    hostedHere.set(key, entry);
+    const mine = entry;
+    started.then(
+      (h) => {
+        // Another process hosts it: nothing is shared in this one (each connects on its own).
+        if (!h.hosted && hostedHere.get(key) === mine) hostedHere.delete(key);
+      },
+      () => {
+        if (hostedHere.get(key) === mine) hostedHere.delete(key);
+      },
+    );
+  }
+  const shared = entry;
+  shared.refs++;
+  let handle: EmbeddedHandle;
+  try {
+    handle = await shared.host;
+  } catch (err) {
+    shared.refs--;
+    throw err;
+  }
+  if (!handle.hosted) return handle;
+  let released = false;
+  return {
+    socketDir: handle.socketDir,
+    hosted: true,
+    async release() {
+      if (released) return;
+      released = true;
+      if (--shared.refs > 0) return;
+      if (hostedHere.get(key) === shared) hostedHere.delete(key);
+      const closing = handle.release();
+      closingHere.set(key, closing);
+      try {
+        await closing;
+      } finally {
+        if (closingHere.get(key) === closing) closingHere.delete(key);
+      }
+    },
+  };
+}
+
+async function acquire(dataDir: string): Promise<EmbeddedHandle> {
   const paths = embeddedPaths(dataDir);
   mkdirSync(paths.runDir, { recursive: true, mode: 0o700 });
   for (let attempt = 0; attempt < 3; attempt++) {

@@ -8,7 +8,7 @@ const KEY = 'sk-test-0123456789abcdefSECRET';
 const ROTATED = 'sk-test-rotated-XYZ987';
 const FLAG_KEY = 'sk-flag-key-visible-in-history';
 
-/** Runs one query on the env's database and closes it again (embedded: so the next command can host it). */
+/** Runs one query on the env's database, on a connection of its own (embedded: through the suite's host). */
 async function sql<T extends Record<string, unknown>>(env: TestEnv, text: string, params: unknown[] = []): Promise<T[]> {
   const db = await openDatabase(env.config());
   try {

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PoolInsideTransactionError } from '../../src/db/database.js';
+import { openDatabase } from '../../src/db/open-database.js';
 import { acquireEmbedded, embeddedPaths } from '../../src/db/embedded-host.js';
 import { openTestCore } from '../helpers/core.js';
 import { createTestEnv, DB_MODE } from '../helpers/test-env.js';
@@ -47,6 +48,36 @@ describe(`database (${DB_MODE})`, () => {
 });
 
 describe.runIf(DB_MODE === 'embedded')('embedded database lock', () => {
+  it('a second open in the same process shares its host (one PGlite on the files), which stops with the last close', async () => {
+    const env = await createTestEnv();
+    try {
+      const paths = embeddedPaths(env.dataDir);
+      const first = await openDatabase(env.config());
+      const socket = statSync(paths.socket).ino;
+      await first.query('create table shared_probe (v int)');
+      // As an in-process admin command beside a running app: it must not open the files a second time
+      // (which also replaced the socket and took the lock from its own process).
+      const second = await openDatabase(env.config());
+      expect(statSync(paths.socket).ino).toBe(socket);
+      await second.query('insert into shared_probe values (7)');
+      await first.close();
+      expect((await second.query<{ v: number }>('select v from shared_probe')).rows).toEqual([{ v: 7 }]);
+      expect(readFileSync(paths.lock, 'utf8')).toBe(String(process.pid));
+      await second.close();
+      expect(existsSync(paths.socket)).toBe(false);
+      expect(existsSync(paths.lock)).toBe(false);
+      // And it opens again afterwards, with what was written.
+      const again = await openDatabase(env.config());
+      try {
+        expect((await again.query<{ v: number }>('select v from shared_probe')).rows).toEqual([{ v: 7 }]);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await env.cleanup();
+    }
+  });
+
   it('takes over the lock of a host that died, whether its pid is gone or left a zombie nobody reaps', async () => {
     const env = await createTestEnv();
     const zombie = await makeZombie();
