@@ -19,6 +19,7 @@ export function adminTabs(p: Permissions): Array<[string, string]> {
     ['templates', 'Templates', a.manage_templates],
     ['roles', 'Custom roles', a.manage_roles],
     ['limits', 'Cost limits', a.manage_roles],
+    ['sign-in', 'Sign-in', a.manage_tenant],
     ['egress', 'Egress', a.manage_tenant],
   ];
   return all.filter(([, , allowed]) => allowed).map(([id, label]) => [id, label]);

@@ -117,6 +117,7 @@ describe(`admin API (${DB_MODE})`, () => {
     const unknown = await api(t, 'PATCH', '/v1/admin/tenant', { token: tok.owner, body: { settings: { groupRoleMapping: { g: 'wizard' } } } });
     expect(unknown.status).toBe(400);
     expect(unknown.json.message).toMatch(/wizard/);
+    expect(unknown.json.details.field).toBe('settings.groupRoleMapping');
     expect((await t.opened.db.query(`select settings from tenants where id = $1`, [beta.tenantId])).rows[0].settings).toEqual({});
   });
 

@@ -219,6 +219,55 @@ describe('the dashboard setup screens in Chromium', () => {
     expect((await audited('tenant.update')).length).toBe(1);
   });
 
+  it('sign-in: a team that does not exist is refused next to its mapping, a line without "=" in the form; the saved mapping and its switch stay after a reload', async () => {
+    const settings = async () => (await api(t, 'GET', '/v1/admin/tenant', { token: ownerToken })).json.tenant.settings;
+    const before = await settings();
+    const updates = (await audited('tenant.update')).length;
+    const page = await open('owner', 'sign-in');
+    const form = page.getByRole('form', { name: 'Sign-in group mapping' });
+    const teams = form.locator('textarea[name=groupTeamMapping]');
+    const teamError = page.locator('#sign-in-teams-error');
+    await teams.fill('engineering = Nosuch');
+    await form.getByRole('button', { name: 'Save sign-in settings' }).click();
+    await teamError.waitFor();
+    expect(await teamError.innerText()).toContain('settings.groupTeamMapping names unknown teams: engineering -> Nosuch');
+    expect(await settings()).toEqual(before);
+
+    // A role that does not exist: refused under its own mapping.
+    const roleError = page.locator('#sign-in-roles-error');
+    await teams.fill('');
+    await form.locator('textarea[name=groupRoleMapping]').fill('engineering = wizard');
+    await form.getByRole('button', { name: 'Save sign-in settings' }).click();
+    await roleError.waitFor();
+    expect(await roleError.innerText()).toContain('settings.groupRoleMapping names unknown roles: engineering -> wizard');
+    expect(await settings()).toEqual(before);
+    await form.locator('textarea[name=groupRoleMapping]').fill('');
+
+    // No "=": the form refuses the line itself, without asking the API.
+    await teams.fill('engineering = Nosuch\nops');
+    await form.getByRole('button', { name: 'Save sign-in settings' }).click();
+    await expect.poll(() => teamError.innerText()).toBe('line 2: "ops" is not "group = team"');
+
+    expect((await api(t, 'POST', '/v1/admin/teams', { token: ownerToken, body: { name: 'Platform' } })).status).toBe(201);
+    await form.locator('textarea[name=groupRoleMapping]').fill('engineering = member\n\n  ops-admins = admin  ');
+    await teams.fill('engineering = platform'); // stored as the team is named
+    await form.locator('input[name=applyGroupMapping]').check();
+    await form.getByRole('button', { name: 'Save sign-in settings' }).click();
+    await page.getByText('Saved: the next sign-in follows it.').waitFor();
+    expect(await teamError.count()).toBe(0);
+
+    await page.reload();
+    expect((await page.locator('textarea[name=groupRoleMapping]').inputValue()).split('\n')).toEqual(['engineering = member', 'ops-admins = admin']);
+    expect(await page.locator('textarea[name=groupTeamMapping]').inputValue()).toBe('engineering = Platform');
+    expect(await page.locator('input[name=applyGroupMapping]').isChecked()).toBe(true);
+    await shoot(page, '42-admin-sign-in');
+    const saved = await settings();
+    expect(saved.groupRoleMapping).toEqual({ engineering: 'member', 'ops-admins': 'admin' });
+    expect(saved.groupTeamMapping).toEqual({ engineering: 'Platform' });
+    expect(saved.signIn).toEqual({ applyGroupMapping: true });
+    expect((await audited('tenant.update')).length).toBe(updates + 1);
+  });
+
   it('gateways: created, its token rotated and never shown, its webhook registered (a bad URL refused), disabled and enabled', async () => {
     const page = await open('owner', 'gateways');
     await page.getByRole('button', { name: 'New gateway' }).click();

@@ -237,7 +237,9 @@ export function createTenantsService(deps: {
           const names = new Set((await roles.list(tx, tenantId)).map((r) => r.name));
           const unknown = Object.entries(mapping).filter(([, role]) => !names.has(role));
           if (unknown.length) {
-            throw new ValidationError(`groupRoleMapping names unknown roles: ${unknown.map(([g, r]) => `${g} -> ${r}`).join(', ')}`);
+            throw new ValidationError(`settings.groupRoleMapping names unknown roles: ${unknown.map(([g, r]) => `${g} -> ${r}`).join(', ')}`, {
+              details: { field: 'settings.groupRoleMapping' },
+            });
           }
           settings.groupRoleMapping = mapping;
         }
