@@ -79,6 +79,11 @@ export default defineConfig({
     setupFiles: ['test/setup-file.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // expect.poll waits for something a user would wait for (a page's first render, a job's end). Vitest's
+    // default gives up after 1 s, which a loaded 2-core CI machine overran: the dashboard's sign-in link
+    // once took longer to render, and every test after it in the file failed with it. 10 s still fails
+    // fast next to the 60 s a test may take.
+    expect: { poll: { timeout: 10_000 } },
     pool: 'forks',
     // Test files share their worker's process and module graph instead of each re-importing the app's
     // modules (the import cost ~1.5 s a file under load, ~15 % of a database project's time). Measured

@@ -82,7 +82,7 @@ describe('the web dashboard in Chromium', () => {
 
   it('signs in through the identity provider and lands on the sessions screen', async () => {
     await page.goto(`${t.url}/`);
-    await expect.poll(() => page.getByRole('link', { name: 'Sign in with your organisation' }).count()).toBe(1);
+    await page.getByRole('link', { name: 'Sign in with your organisation' }).waitFor();
     await shoot(page, '01-sign-in');
     await signIn();
     await page.getByRole('heading', { name: 'Sessions' }).waitFor();
