@@ -275,6 +275,10 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       await svc().drain(ctx, 'r1');
       expect(await svc().place(users[0])).toMatchObject({ runnerId: r1.id, fence: p0.fence, moved: false });
       expect(await svc().place(users[1])).toMatchObject({ runnerId: r2.id });
+      // Where the drain would take them, asked before their files are copied: the placement does not move.
+      expect(await svc().moveTarget(users[0], r1.id)).toEqual({ runnerId: r2.id, storage: 'local' });
+      expect(await svc().holds(r1.id, users[0].userId, p0.fence)).toEqual({ tenantId: users[0].tenantId });
+      expect(await svc().moveTarget(users[0], r2.id)).toBeNull();
       const moved = await svc().move(users[0], r1.id);
       expect(moved).toMatchObject({ runnerId: r2.id, moved: true, reason: 'draining', previousRunnerId: r1.id });
       expect(moved!.fence).toBeGreaterThan(p0.fence);
@@ -285,6 +289,7 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       await svc().drain(ctx, 'r2');
       const p2 = await svc().place(users[2]).catch((e) => e);
       expect(p2).toBeInstanceOf(UnavailableError);
+      expect(await svc().moveTarget(users[1], r2.id)).toBeNull();
       expect(await svc().move(users[1], r2.id)).toBeNull();
       expect(await svc().current(users[1].userId)).toMatchObject({ runnerId: r2.id });
       // Moved to a named runner.

@@ -61,8 +61,10 @@ export interface RunnerRegistry {
   heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }): Promise<{ state: string; sharedStorage: boolean }>;
   /** Runners whose heartbeat stopped, newly marked lost (each returned to exactly one caller). */
   markLost(): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>>;
-  /** Places the user on another runner than `from` (a drain); null: none has room. */
-  move(owner: RuntimeOwner, from: string): Promise<(Placement & { storage: 'local' | 'shared' }) | null>;
+  /** Where a drain would move the user off `from` now, without moving them; null: no other runner has room. */
+  moveTarget(owner: RuntimeOwner, from: string): Promise<{ runnerId: string; storage: 'local' | 'shared' } | null>;
+  /** Places the user on `to`, off `from` (a drain), under a new fence; null: `to` has no room now, or they left `from`. */
+  move(owner: RuntimeOwner, from: string, to: string): Promise<(Placement & { storage: 'local' | 'shared' }) | null>;
   disconnected(runnerId: string, serveId: string): Promise<void>;
   /** Places the user (sticky while the runner is healthy), returning the runner and the lease's fence. */
   place(owner: RuntimeOwner): Promise<Placement & { kind: 'local' | 'remote' }>;
@@ -207,8 +209,11 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   /**
    * One pass of a drain: every user placed on the runner whose runtime is not running a turn (and was not
    * used in the last few seconds) moves to another runner: their runtime stops here, their files are
-   * copied when storage is local, and their placement moves (a new fence: the old runner no longer holds
-   * them). Users with a turn running are moved by a later pass, once it ends.
+   * copied when storage is local, and only then does their placement move (a new fence: the old runner no
+   * longer holds them). Moving it first would send a prompt arriving during the copy to a runner without
+   * their files, and a copy that failed would leave them placed where their files are not, with no later
+   * pass to copy them (the user is no longer on this runner). Users with a turn running are moved by a
+   * later pass, once it ends.
    */
   async function drainStep(runnerId: string, placed: Array<{ userId: string; fence: number }>, s: SyncAnswer, sharedHere: boolean): Promise<void> {
     const live = new Map(s.users.map((u) => [u.userId, u]));
@@ -220,7 +225,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       const who = { tenantId: owner.tenantId, userId: p.userId };
       try {
         if (u) await links.call(runnerId, 'POST', '/stop', { userId: p.userId }, 30_000);
-        const to = await registry.move(who, runnerId);
+        const to = await registry.moveTarget(who, runnerId);
         if (!to) {
           log.warn({ userId: p.userId }, 'drain: no other runner has room for this user now');
           continue;
@@ -233,6 +238,10 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
           const imported = await links.request(to.runnerId, { method: 'POST', path: `/import${q}`, headers: { 'content-type': 'application/x-tar' }, bodyStream: files });
           imported.resume();
           if (imported.statusCode !== 200) throw new Error(`import answered ${imported.statusCode}`);
+        }
+        if (!(await registry.move(who, runnerId, to.runnerId))) {
+          log.warn({ userId: p.userId }, 'drain: the runner chosen for this user has no room any more (retried at the next pass)');
+          continue;
         }
         placements.delete(p.userId);
         log.info({ userId: p.userId, to: to.runnerId }, 'drain: user moved to another runner');

@@ -1,4 +1,4 @@
-import type { Database } from '../../db/database.js';
+import type { Database, Queryable } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission } from '../../kernel/authz.js';
@@ -107,6 +107,17 @@ export function createRunnersService(deps: RunnersDeps) {
     return r;
   }
 
+  /** The runner a new placement would go to now (the least loaded healthy one with room); null: none. */
+  async function choose(q: Queryable, now: Date, o: { exclude?: string[]; needShared?: boolean }) {
+    const runners = await repo.listRunners(q);
+    return chooseRunner(
+      // A serve's local runner has no heartbeat: while active it is as healthy as the serve that asks.
+      runners.map((r) => (r.kind === 'local' ? { ...r, heartbeatAt: r.state === 'active' ? now : r.heartbeatAt } : r)),
+      now,
+      { exclude: o.exclude, placed: new Map(runners.map((r) => [r.id, r.recent])), needShared: o.needShared },
+    );
+  }
+
   /**
    * Places the user in one transaction, serialised per user: kept where they are while that runner may
    * keep them (sticky), else on the least loaded runner with room under a new fence. `force` moves them off
@@ -121,13 +132,7 @@ export function createRunnersService(deps: RunnersDeps) {
       if (!o.force && verdict.keep && current && held) return { ...current, runnerName: held.name, kind: held.kind, moved: false };
       // A new runner is chosen: one choice at a time, on figures read under the lock.
       await repo.lockChoice(tx);
-      const runners = await repo.listRunners(tx);
-      const to = chooseRunner(
-        // A serve's local runner has no heartbeat: while active it is as healthy as the serve that asks.
-        runners.map((r) => (r.kind === 'local' ? { ...r, heartbeatAt: r.state === 'active' ? now : r.heartbeatAt } : r)),
-        now,
-        { exclude: [...(o.exclude ?? []), ...(o.force && current ? [current.runnerId] : [])], placed: new Map(runners.map((r) => [r.id, r.recent])), needShared: o.needShared },
-      );
+      const to = await choose(tx, now, { exclude: [...(o.exclude ?? []), ...(o.force && current ? [current.runnerId] : [])], needShared: o.needShared });
       if (!to) {
         throw new UnavailableError('no runner host has room for this agent now', {
           code: 'runner_unavailable',
@@ -344,6 +349,17 @@ export function createRunnersService(deps: RunnersDeps) {
      * (runner_unavailable) when none has room.
      */
     place: (owner: RuntimeOwner, opts: { needShared?: boolean } = {}): Promise<Placed> => place(owner, { needShared: opts.needShared }),
+
+    /**
+     * Where a drain would move the user off `from` now, without moving them (their files are copied there
+     * first); null when no other runner has room or they are no longer on `from`.
+     */
+    async moveTarget(owner: RuntimeOwner, from: string): Promise<{ runnerId: string; storage: 'local' | 'shared' } | null> {
+      const current = await repo.placement(db, owner.userId);
+      if (!current || current.runnerId !== from) return null;
+      const to = await choose(db, await repo.now(db), { exclude: [from] });
+      return to ? { runnerId: to.id, storage: to.sharedStorage ? 'shared' : 'local' } : null;
+    },
 
     /** Moves the user off `from` (a drain) to `to` if given, else the least loaded other runner; null when none has room or they are no longer on `from`. */
     async move(owner: RuntimeOwner, from: string, to?: string): Promise<Placed | null> {
