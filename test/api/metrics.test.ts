@@ -251,7 +251,7 @@ describe(`metrics (${DB_MODE})`, { timeout: 120_000 }, () => {
 
     abort.abort();
     await reader.cancel().catch(() => {});
-    await expect.poll(async () => promValue(await scrape(), 'agentws_sse_streams_open', { route }), { timeout: 5000 }).toBe(0);
+    await expect.poll(async () => promValue(await scrape(), 'agentws_sse_streams_open', { route }), { timeout: 10_000 }).toBe(0);
     const closed = await scrape();
     expect(requests(closed, route, 200)).toBe(0);
     expect(requests(closed, route, 401)).toBe(1);

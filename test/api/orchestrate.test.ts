@@ -312,7 +312,7 @@ describe('orchestration: plans of subtasks in child sessions', () => {
         ['failed', 'cancelled'],
         ['failed', 'not started: the plan was cancelled'],
       ]);
-      await expect.poll(async () => (await client.busySessions()).includes(child.upstreamId), { timeout: 5_000, interval: 100 }).toBe(false);
+      await expect.poll(async () => (await client.busySessions()).includes(child.upstreamId), { timeout: 10_000, interval: 100 }).toBe(false);
       expect(Date.now() - started).toBeLessThan(5_000);
       await sse.until(ended(planId), 10_000);
       await sse.close();

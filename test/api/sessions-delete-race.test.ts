@@ -39,7 +39,7 @@ describe(`sessions: concurrent deletes and creates (${DB_MODE})`, () => {
     const audit = await t.opened.db.query(`select id from audit_log where action = 'session.delete' and session_id = $1`, [sessionId]);
     expect(audit.rows).toHaveLength(1);
     // Events arrive after commit (through LISTEN/NOTIFY on PostgreSQL): wait, then count.
-    await expect.poll(() => published.filter((e) => e.sessionId === sessionId && e.type === 'session.deleted').length, { timeout: 5000 }).toBe(1);
+    await expect.poll(() => published.filter((e) => e.sessionId === sessionId && e.type === 'session.deleted').length, { timeout: 10_000 }).toBe(1);
     await new Promise((r) => setTimeout(r, 500));
     expect(published.filter((e) => e.sessionId === sessionId && e.type === 'session.deleted')).toHaveLength(1);
   });

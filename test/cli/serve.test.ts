@@ -138,7 +138,7 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
       await expect.poll(() => existsSync(dir), { timeout: 15_000, interval: 100 }).toBe(true);
       // Exactly one worker took the job (other queues' jobs, e.g. scheduled ones, may run meanwhile).
       const done = /"queue":"tenant-provision-workspace"[^\n]*"msg":"job completed"/g;
-      await expect.poll(() => workers.map((w) => (w.logs().match(done) ?? []).length).reduce((a, b) => a + b), { timeout: 5000 }).toBe(1);
+      await expect.poll(() => workers.map((w) => (w.logs().match(done) ?? []).length).reduce((a, b) => a + b), { timeout: 10_000 }).toBe(1);
     } finally {
       for (const w of workers) {
         const { code, ms } = await w.stop('SIGTERM');

@@ -21,7 +21,7 @@ describe(`event bus (${DB_MODE})`, () => {
       await new Promise((r) => setTimeout(r, 100));
       expect(got).toEqual([]); // not before commit
     });
-    await expect.poll(() => got, { timeout: 3000 }).toEqual([{ n: 1 }]);
+    await expect.poll(() => got, { timeout: 10_000 }).toEqual([{ n: 1 }]);
 
     await db
       .transaction(async (tx) => {
@@ -30,7 +30,7 @@ describe(`event bus (${DB_MODE})`, () => {
       })
       .catch(() => {});
     await bus.publish('test.events', { n: 3 });
-    await expect.poll(() => got, { timeout: 3000 }).toEqual([{ n: 1 }, { n: 3 }]);
+    await expect.poll(() => got, { timeout: 10_000 }).toEqual([{ n: 1 }, { n: 3 }]);
 
     await off();
     await bus.publish('test.events', { n: 4 });
@@ -45,7 +45,7 @@ describe(`event bus (${DB_MODE})`, () => {
       const got: unknown[] = [];
       await other.subscribe('test.cross', (p) => got.push(p));
       await bus.publish('test.cross', { hello: 'world' });
-      await expect.poll(() => got, { timeout: 3000 }).toEqual([{ hello: 'world' }]);
+      await expect.poll(() => got, { timeout: 10_000 }).toEqual([{ hello: 'world' }]);
     } finally {
       await other.close();
     }
@@ -73,7 +73,7 @@ describe(`event bus (${DB_MODE})`, () => {
         })
         .catch(() => {});
       await bus.publish('test.large', { n: 6 });
-      await expect.poll(() => got.length, { timeout: 3000 }).toBe(5);
+      await expect.poll(() => got.length, { timeout: 10_000 }).toBe(5);
       expect(got.map((g) => g.n)).toEqual([1, 2, 3, 4, 6]);
       expect(got[1].text).toBe(big);
       expect(got[3].text).toBe(big);

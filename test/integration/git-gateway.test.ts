@@ -129,7 +129,7 @@ describe.runIf(DB_MODE === 'postgres')(`git gateway: private repositories withou
     // The gateway said no: the git server never heard of it.
     expect(seen.length).toBe(before);
     const denied = async () => (await r.t.opened.db.query<{ user_id: string }>(`select user_id from audit_log where tenant_id = $1 and action = 'git.denied'`, [acme.tenantId])).rows.map((d) => d.user_id);
-    await expect.poll(denied, { timeout: 5000 }).toContain(acme.ids.owner);
+    await expect.poll(denied, { timeout: 10_000 }).toContain(acme.ids.owner);
   });
 
   it('is managed by admins over the API, and never shows the token', async () => {

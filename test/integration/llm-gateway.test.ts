@@ -509,7 +509,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
         req.on('error', () => resolve());
         req.end(JSON.stringify(body));
       });
-      await expect.poll(() => records.length, { timeout: 2000 }).toBe(1);
+      await expect.poll(() => records.length, { timeout: 10_000 }).toBe(1);
       expect(records[0]).toMatchObject({ estimated: true, usage: { output: 500 } });
       expect(records[0].usage.input).toBeGreaterThanOrEqual(5);
     } finally {

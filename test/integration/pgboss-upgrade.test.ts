@@ -124,7 +124,7 @@ describe(`job queue upgrade from pg-boss 10 (${DB_MODE})`, () => {
       await expect.poll(() => [...ran].sort((a, b) => a - b), { timeout: 60_000, interval: 250 }).toEqual([1, 2, 3, 20, 40]);
       // And a job enqueued now, in a transaction, runs too.
       await db.transaction((tx) => opened!.core.queue.send(PROBE, { n: 50 }, { tx }));
-      await expect.poll(() => ran.includes(50), { timeout: 5_000, interval: 100 }).toBe(true);
+      await expect.poll(() => ran.includes(50), { timeout: 10_000, interval: 100 }).toBe(true);
     } finally {
       await worker.stop(2000);
     }

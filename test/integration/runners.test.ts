@@ -100,7 +100,7 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
         await svc().place(users[0]);
         const revoked = await svc().revokeToken(ctx, 'tok-r1');
         expect(revoked).toMatchObject({ id: r1.tokenId, name: 'tok-r1', already: false, runners: ['r1'] });
-        await expect.poll(() => seen, { timeout: 5000 }).toEqual([{ tokenId: r1.tokenId }]);
+        await expect.poll(() => seen, { timeout: 10_000 }).toEqual([{ tokenId: r1.tokenId }]);
         await expect(svc().authenticate(r1.token)).rejects.toBeInstanceOf(UnauthenticatedError);
         expect(await svc().runnerOf(r1.tokenId, 'r1')).toBeNull();
         const list = await svc().list(ctx);

@@ -151,7 +151,7 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
     const before = searches(first);
     // Asked twice while it starts (the dashboard opens, then a session is created): still prepared, once.
     await Promise.all([pool.prestart(first), pool.prestart(first)]);
-    await expect.poll(() => searches(first), { timeout: 5000 }).toBe(before + 1);
+    await expect.poll(() => searches(first), { timeout: 10_000 }).toBe(before + 1);
 
     // A turn asks for the runtime while it starts: the turn builds what it needs, nothing beside it.
     await new Promise((r) => setTimeout(r, 600));

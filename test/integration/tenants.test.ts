@@ -99,7 +99,7 @@ describe(`tenants (${DB_MODE})`, () => {
       const deadline = Date.now() + 15_000;
       while (!existsSync(dir) && Date.now() < deadline) await new Promise((res) => setTimeout(res, 100));
       expect(existsSync(dir)).toBe(true);
-      await expect.poll(async () => (await jobsFor(r.tenant.id))[0]?.state, { timeout: 5000 }).toBe('completed');
+      await expect.poll(async () => (await jobsFor(r.tenant.id))[0]?.state, { timeout: 10_000 }).toBe('completed');
     } finally {
       await worker.stop(2000);
     }

@@ -78,7 +78,7 @@ describe('a turn lost with its runtime', () => {
     await new Promise((res) => setTimeout(res, 500));
     expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(1);
     await expect
-      .poll(async () => (await r.t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1 order by created_at`, [sessionId])).rows.map((t) => t.status), { timeout: 5000 })
+      .poll(async () => (await r.t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1 order by created_at`, [sessionId])).rows.map((t) => t.status), { timeout: 10_000 })
       .toEqual(['lost', 'done']);
     const after = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Message[];
     expect(answersTo(after, 'wait a minute').at(-1)!.info.error?.name).toBe('TurnLost');
@@ -94,11 +94,11 @@ describe('a turn lost with its runtime', () => {
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'quick', agent: 'build' } })).status).toBe(202);
     await sse.until((e) => e.data.type === 'session.idle', 60_000);
     // As if its end had been missed (an event stream cut at that moment).
-    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 5000 }).toBe('done');
+    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 10_000 }).toBe('done');
     await r.t.opened.db.query(`update agent_turns set status = 'sent' where session_id = $1`, [sessionId]);
     await new Promise((res) => setTimeout(res, 6500)); // unused long enough to count as idle
     await r.t.opened.core.pool.stopUser(people.ids.mia);
-    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 5000 }).toBe('done');
+    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 10_000 }).toBe('done');
     // A fixed time on purpose: what is checked is that no report follows.
     await new Promise((res) => setTimeout(res, 300));
     expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(0);
@@ -204,7 +204,7 @@ describe.runIf(DB_MODE === 'postgres')('a turn lost with the serve that hosted i
 
     // The queued prompt runs on a new runtime of the new serve, and is answered.
     await fresh.until((e) => e.data.type === 'session.idle' && deltas(fresh.events).includes('answer to meanwhile'), 120_000);
-    await expect.poll(() => turns(sessionId), { timeout: 5000 }).toEqual(['lost', 'done']);
+    await expect.poll(() => turns(sessionId), { timeout: 10_000 }).toEqual(['lost', 'done']);
 
     // Read after the restart: the cut answer carries the error; the answer that followed does not.
     const messages = (await call(second.url, 'GET', `/v1/sessions/${sessionId}/messages`)).json.messages as Message[];
@@ -214,7 +214,7 @@ describe.runIf(DB_MODE === 'postgres')('a turn lost with the serve that hosted i
     // And the session goes on.
     expect((await call(second.url, 'POST', `/v1/sessions/${sessionId}/prompt`, { text: 'answer again', agent: 'build' })).status).toBe(202);
     await fresh.until((e) => e.data.type === 'session.idle' && deltas(fresh.events).includes('answer to again'), 60_000);
-    await expect.poll(() => turns(sessionId), { timeout: 5000 }).toEqual(['lost', 'done', 'done']);
+    await expect.poll(() => turns(sessionId), { timeout: 10_000 }).toEqual(['lost', 'done', 'done']);
     // A fixed time on purpose: what is checked is that no second report follows.
     await new Promise((res) => setTimeout(res, 500));
     // Reported once: each client saw it at most once (the fresh one only if it connected before the report).

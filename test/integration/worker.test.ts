@@ -37,13 +37,13 @@ describe(`worker (${DB_MODE})`, () => {
       // Let the pollers' first fetch find nothing, so that they sleep on their backstop poll.
       await sleep(1000);
       for (let i = 0; i < 3; i++) await t.opened.core.queue.send(name, { i });
-      await expect.poll(() => started.length, { timeout: 3000, interval: 50 }).toBe(3);
+      await expect.poll(() => started.length, { timeout: 10_000, interval: 50 }).toBe(3);
       // With every poller busy, a fourth job waits for one to finish, then runs at once.
       await t.opened.core.queue.send(name, { i: 3 });
       await sleep(300);
       expect(started).toHaveLength(3);
       open();
-      await expect.poll(() => done.sort(), { timeout: 3000, interval: 50 }).toEqual([0, 1, 2, 3]);
+      await expect.poll(() => done.sort(), { timeout: 10_000, interval: 50 }).toEqual([0, 1, 2, 3]);
     } finally {
       open();
       await worker.stop(2000);
