@@ -33,7 +33,7 @@ import { probeSandbox } from './runtime/host/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/host/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/host/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
-import { createRuntimePool, type RuntimeRecords } from './runtime/runtime-pool.js';
+import { createRuntimePool, runnerToolCallOrigin, type RuntimeRecords } from './runtime/runtime-pool.js';
 import { gatewayCredential, tenantSharedDir, type RuntimeOwner } from './runtime/host/runtime-host.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { randomUUID } from 'node:crypto';
@@ -225,16 +225,12 @@ export function createCore(deps: CoreDeps) {
     box,
     audit,
     spending,
-    // The pool is made below; model calls only arrive once it runs a runtime.
-    runningSessions: (userId) => pool.runningSessions(userId),
     runtimeRepo,
     providers: providersRepo,
     sessionsRepo,
     tenantsRepo,
     permissionsOf,
     memories,
-    // The pool is made below; a tool call only arrives once it runs a runtime.
-    toolCallOrigin: (owner, call) => pool.toolCallOrigin(owner, call),
     privateAllow: config.runtime.egressPrivateAllow,
     egressPorts: config.runtime.egressPorts,
     // The orchestrator is made below; model calls only come once runtimes run.
@@ -255,6 +251,17 @@ export function createCore(deps: CoreDeps) {
   let localRunnerId: string | null = null;
   const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const credentialCache = createPromiseCache<string | null>({ ttlMs: 5000, max: 50_000 });
+  // This serve's own runtimes, as a runner: its host reports are its runner's heartbeats (placement
+  // counts them like any runner's).
+  const localRunnerRecords = (records: RuntimeRecords): RuntimeRecords => ({
+    ...records,
+    async report(host, status) {
+      await records.report(host, status);
+      if (localRunnerId) await runners.heartbeat(localRunnerId, { resident: status.resident, busy: status.busy, capacity: status.capacity });
+    },
+  });
+  // The rows of agent_runtimes: what this process's host writes, and how runtimes elsewhere are found.
+  const runtimeRecords = localRunnerRecords(createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o) }));
   const fleet = createRunnerFleet({
     registry: runners,
     localRunner: config.runtime.localRunner,
@@ -273,9 +280,9 @@ export function createCore(deps: CoreDeps) {
       await runtimeRepo.forgetRunnerRuntime(db, owner.userId, runnerSocket(runnerId), pid >= 0 ? pid : null);
       await runtimeLost(owner, o?.why ? `on its runner host, ${o.why}` : 'it stopped on its runner host', { idle: o?.idle ?? false });
     },
-    changed: (owner, handle) => pool.remoteChanged(owner, handle),
     runningOn: async (owner, runnerId) => (await runtimeRepo.runtimeOf(db, owner.userId))?.socketPath === runnerSocket(runnerId),
     gateway: (identity, req, res, url) => egress.forRunners.gateway(identity, req, res, url),
+    toolCallOrigin: (owner, call) => runnerToolCallOrigin(runtimeRecords, owner, call),
     // The credential of the runtime the runner says it relays for: derived from the runtime's recorded
     // API password, as for a local runtime (a few seconds' cache: one query per model call otherwise).
     credentialOf: (owner) => {
@@ -295,20 +302,11 @@ export function createCore(deps: CoreDeps) {
       () => {},
       (err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns of a lost runtime'),
     );
-  // This serve's own runtimes, as a runner: its host reports are its runner's heartbeats (placement
-  // counts them like any runner's).
-  const localRunnerRecords = (records: RuntimeRecords): RuntimeRecords => ({
-    ...records,
-    async report(host, status) {
-      await records.report(host, status);
-      if (localRunnerId) await runners.heartbeat(localRunnerId, { resident: status.resident, busy: status.busy, capacity: status.capacity });
-    },
-  });
   let launcher: RuntimeLauncher | null = null;
   const pool = createRuntimePool({
     placement: (owner) => fleet.placement(owner),
     remote: fleet.remote,
-    records: localRunnerRecords(createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o) })),
+    records: runtimeRecords,
     bus,
     log: deps.log.child({ part: 'runtime' }),
     dataDir: config.dataDir,

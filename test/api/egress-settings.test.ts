@@ -5,6 +5,7 @@ import type { ProxyListener } from '../../src/core/runtime/host/egress-proxy.js'
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 import { connectThrough } from '../helpers/proxy-client.js';
+import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
 
 /**
  * The tenant's egress settings through `PATCH /v1/admin/tenant`, as the agents' proxy applies them (the
@@ -36,7 +37,7 @@ describe(`egress settings, applied by the agents' proxy (${DB_MODE})`, () => {
     acme = await seedTenant(t, 'acme', [{ handle: 'ada', roles: ['admin'] }, { handle: 'mel', roles: ['member'] }]);
     owner = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
     admin = await signToken(t, { sub: acme.ids.ada, tid: acme.tenantId, roles: ['admin'] });
-    listener = await t.opened.core.egress.listen({ tenantId: acme.tenantId, userId: acme.ids.mel, credential: 'agws_test-credential' }, { port: 0 });
+    listener = await t.opened.core.egress.listen({ tenantId: acme.tenantId, userId: acme.ids.mel, credential: 'agws_test-credential', self: UNKNOWN_SELF }, { port: 0 });
   });
   afterAll(async () => {
     await listener?.close();

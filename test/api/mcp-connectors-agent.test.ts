@@ -10,6 +10,7 @@ import { startTestMcpServer, type TestMcpServer } from '../fixtures/mcp-server.j
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
+import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
 
 /**
  * MCP connectors end to end (issue 28, item 3): a real MCP server built with the official SDK on
@@ -33,7 +34,7 @@ describe.runIf(DB_MODE === 'postgres')('MCP connectors: an agent uses a real MCP
   /** One JSON-RPC message to a connector through a proxy listener of `userId`'s (as their runtime would send it). */
   async function viaGateway(userId: string, message: unknown, o: { server?: string; auth?: string } = {}) {
     const credential = 'agws_test-credential';
-    const listener = await r.t.opened.core.egress.listen({ tenantId: acme.tenantId, userId, credential }, { port: 0 });
+    const listener = await r.t.opened.core.egress.listen({ tenantId: acme.tenantId, userId, credential, self: UNKNOWN_SELF }, { port: 0 });
     try {
       return await new Promise<{ status: number; json: any; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
         const u = new URL(listener.address);
@@ -123,7 +124,7 @@ describe.runIf(DB_MODE === 'postgres')('MCP connectors: an agent uses a real MCP
     expect((await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, { server: 'tracker%2F..%2Fmemory' })).status).toBe(404);
     // The refusal's audit entry is written beside the answer, not before it.
     const refused = async () => (await r.t.opened.db.query(`select details from audit_log where tenant_id = $1 and action = 'mcp.tool_call' and details->>'outcome' = 'refused'`, [acme.tenantId])).rows.map((x) => x.details.tool);
-    await expect.poll(refused, { timeout: 5000 }).toEqual(['wipe']);
+    await expect.poll(refused, { timeout: 10_000 }).toEqual(['wipe']);
   });
 
   it('a role without the server has none of it: not in its runtime, refused at the gateway', async () => {

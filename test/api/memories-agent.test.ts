@@ -5,6 +5,7 @@ import { createSecretBox } from '../../src/lib/secret-box.js';
 import { type FakeStep } from '../fixtures/fake-llm.js';
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
 
 /**
  * Memory the agent can use (issue 13, item 6), on the real sandboxed runtime with the scripted model:
@@ -97,7 +98,7 @@ describe('memories: the agent\'s tools and injection, through a real runtime', {
 
   it('the memory server speaks MCP over POST only, bounds its input, and refuses a save no running turn made', async () => {
     // A listener of the real egress (real memories service and database), as the member's runtime would get.
-    const listener = await r.t.opened.core.egress.listen({ tenantId: acme.tenantId, userId: acme.ids.mia, credential: 'agws_test-credential' }, { port: 0 });
+    const listener = await r.t.opened.core.egress.listen({ tenantId: acme.tenantId, userId: acme.ids.mia, credential: 'agws_test-credential', self: UNKNOWN_SELF }, { port: 0 });
     const send = (method: string, body: string | Buffer | null, headers: Record<string, string> = {}) =>
       new Promise<{ status: number; json: any }>((resolve, reject) => {
         const u = new URL(listener.address);

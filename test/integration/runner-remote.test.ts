@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { systemCtx, type Ctx } from '../../src/kernel/context.js';
+import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
@@ -43,6 +44,15 @@ describe('runner hosts: a runtime on a runner', () => {
     // The runner is listed with what it holds.
     const list = await r.t.opened.core.runners.list(ctx());
     expect(list).toEqual([expect.objectContaining({ name: 'r1', kind: 'remote', state: 'active', healthy: true, users: 1, capacity: 4, labels: { zone: 'test' } })]);
+  }, 120_000);
+
+  it('a memory the agent on a runner saves names the session and message that made the call, as the runtime there tells it', async () => {
+    const content = 'Mia reviews pull requests before lunch, never after';
+    const turn = await agentTurn(r, people.tokens.member, [{ toolCall: { name: 'memory_save', arguments: { kind: 'preference', content } } }, { text: 'saved' }], { text: 'remember how I review' });
+    expect(turn.tools.map((p) => p.state?.status), turn.output).toEqual(['completed']);
+    const list = await api(r.t, 'GET', '/v1/memories', { token: people.tokens.member });
+    const assistant = turn.messages.find((m) => m.info.role === 'assistant' && m.parts.some((p) => p.type === 'tool' && p.tool === 'memory_save'));
+    expect(list.json.memories.find((m: any) => m.content === content)).toMatchObject({ source: 'agent', author: { id: people.ids.mia }, sessionId: turn.sessionId, messageId: assistant!.info.id });
   }, 120_000);
 
   it('a revoked runner token ends the channel and is refused when the runner dials again', async () => {

@@ -4,8 +4,7 @@ import https from 'node:https';
 import type { AuditInput } from '../audit/audit.service.js';
 import type { Logger } from '../../kernel/logger.js';
 import { GATEWAY_HOST } from '../runtime/host/agent-endpoints.js';
-import type { RuntimeIdentity, RuntimeOwner } from '../runtime/host/runtime-host.js';
-import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
+import type { RuntimeIdentity, RuntimeOwner, RuntimeSelf } from '../runtime/host/runtime-host.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import {
   classifyRequest,
@@ -48,12 +47,14 @@ const RPC = { parseError: -32700, invalidRequest: -32600, invalidParams: -32602,
  * notifications come back (no server-made requests), tools/list is cut to the granted tools, and only
  * the answer's type and session id headers are returned.
  */
+/**
+ * Who calls: the runtime's identity, and its self-view where the gateway host has one (the control plane's
+ * always does): with one turn running, a tool call is that turn's; with several, the runtime is asked.
+ */
+type McpCaller = RuntimeIdentity & { self?: RuntimeSelf };
+
 export function createMcpGateway(deps: {
   grantOf: (tenantId: string, userId: string, name: string) => Promise<McpServerGrant | null>;
-  /** The runtime sessions of the user with a turn running now: with one, a tool call is that turn's. */
-  runningSessions?: (userId: string) => ReadonlySet<string>;
-  /** Which session of the user's runtime a tool call came from (runtime-pool.ts), when several turns run. */
-  toolCallOrigin?: (owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
   /** The service's id of a runtime session of this user, or null. */
   sessionOf?: (owner: RuntimeOwner, upstreamSessionId: string) => Promise<string | null>;
   /** Writes one audit entry for the user's agent (its own transaction). */
@@ -70,7 +71,7 @@ export function createMcpGateway(deps: {
   const rpcError = (id: string | number | null, code: number, message: string) => ({ jsonrpc: '2.0', id, error: { code, message: `agentws: ${message}` } });
 
   /** The audit entry of one tool call, once it ended (the session is looked up meanwhile). */
-  function auditCall(identity: RuntimeIdentity, server: string, tool: string, origin: Promise<string | null>, outcome: { ok: boolean; error?: string } | null, durationMs: number) {
+  function auditCall(identity: McpCaller, server: string, tool: string, origin: Promise<string | null>, outcome: { ok: boolean; error?: string } | null, durationMs: number) {
     const owner = { tenantId: identity.tenantId, userId: identity.userId };
     void origin
       .catch(() => null)
@@ -88,7 +89,7 @@ export function createMcpGateway(deps: {
       );
   }
 
-  const refusedCall = (identity: RuntimeIdentity, server: string, tool: string, reason: string) =>
+  const refusedCall = (identity: McpCaller, server: string, tool: string, reason: string) =>
     deps.auditOnce(`mcp:${identity.userId}:${server}:${tool}`, identity.tenantId, {
       action: 'mcp.tool_call',
       target: `mcp:${server}`,
@@ -96,7 +97,7 @@ export function createMcpGateway(deps: {
       details: { server, tool, outcome: 'refused', reason },
     });
 
-  async function serve(identity: RuntimeIdentity, name: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function serve(identity: McpCaller, name: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !identity.credential || !sameSecret(given, identity.credential)) {
       req.resume();
@@ -145,21 +146,20 @@ export function createMcpGateway(deps: {
     return forward(identity, grant, req, res, Buffer.from(JSON.stringify(message)), request);
   }
 
-  function forward(identity: RuntimeIdentity, grant: McpServerGrant, req: IncomingMessage, res: ServerResponse, body: Buffer | null, request: ClassifiedRequest): Promise<void> {
+  function forward(identity: McpCaller, grant: McpServerGrant, req: IncomingMessage, res: ServerResponse, body: Buffer | null, request: ClassifiedRequest): Promise<void> {
     const started = performance.now();
     const call = request.kind === 'tool_call' ? request : null;
     // The turn making the call: the user's only running turn (known at once, no wait on the answer),
     // else the runtime's running tool part with these arguments, looked for while the tool runs.
-    const running = call && deps.runningSessions ? [...deps.runningSessions(identity.userId)] : [];
-    const origin: Promise<string | null> = !call
+    const self = identity.self;
+    const running = call && self ? [...self.runningSessions()] : [];
+    const origin: Promise<string | null> = !call || !self
       ? Promise.resolve(null)
       : running.length === 1
         ? Promise.resolve(running[0])
-        : deps.toolCallOrigin
-          ? deps
-              .toolCallOrigin(identity, { tool: mcpToolName(grant.name, call.tool), input: Object.fromEntries(Object.entries(call.args).filter(([, v]) => v === null || typeof v !== 'object')) })
-              .then((o) => o?.upstreamSessionId ?? null)
-          : Promise.resolve(null);
+        : self
+            .toolCallOrigin({ tool: mcpToolName(grant.name, call.tool), input: Object.fromEntries(Object.entries(call.args).filter(([, v]) => v === null || typeof v !== 'object')) })
+            .then((o) => o?.upstreamSessionId ?? null);
     let outcome: { ok: boolean; error?: string } | null = null;
     const note = (m: unknown) => {
       if (call && outcome === null && (m as { id?: unknown })?.id === call.id) outcome = toolCallOutcome(m);
@@ -310,7 +310,7 @@ export function createMcpGateway(deps: {
     /** Whether a gateway-host path is the connectors' (the caller hands such requests to `handle`). */
     owns: (pathname: string) => pathname.startsWith(MCP_CONNECTOR_PATH_PREFIX),
     /** Serves one request of a runtime on the gateway host. */
-    handle(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL): void {
+    handle(identity: McpCaller, req: IncomingMessage, res: ServerResponse, url: URL): void {
       const name = connectorNameOfPath(url.pathname);
       if (!name) {
         req.resume();

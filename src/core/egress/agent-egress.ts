@@ -11,8 +11,7 @@ import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
 import type { RbacPermissions } from '../../kernel/permissions.js';
 import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
-import type { RuntimeIdentity, RuntimeOwner } from '../runtime/host/runtime-host.js';
-import type { ToolCallOrigin } from '../runtime/runtime-tool-calls.js';
+import { UNKNOWN_SELF, type AgentIdentity, type RuntimeOwner, type RuntimeSelf } from '../runtime/host/runtime-host.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { ProvidersRepo } from '../providers/providers.repo.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
@@ -51,8 +50,6 @@ export function createAgentEgress(deps: {
   audit: AuditService;
   /** Cost limits: what a model call may hold before it runs, and its record when it ends. */
   spending: Pick<SpendingService, 'hold' | 'settle' | 'release' | 'latestTurn'>;
-  /** The runtime sessions of the user with a turn running now (the runtime's own status events). */
-  runningSessions: (userId: string) => ReadonlySet<string>;
   runtimeRepo: RuntimeRepo;
   providers: Pick<ProvidersRepo, 'list'>;
   sessionsRepo: SessionsRepo;
@@ -60,8 +57,6 @@ export function createAgentEgress(deps: {
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** What the memory tools (MCP on the gateway host) do, always for the runtime's own user. */
   memories: Pick<MemoriesService, 'searchForAgent' | 'saveFromAgent'>;
-  /** Which session and message of the user's runtime a tool call came from (runtime-pool.ts). */
-  toolCallOrigin: (owner: MemoryOwner, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
   privateAllow: string;
   /** Ports open to every tenant's agents besides 80 and 443 (AGENTWS_EGRESS_PORTS). */
   egressPorts: readonly number[];
@@ -110,14 +105,15 @@ export function createAgentEgress(deps: {
 
   /**
    * The turn a model call counts against. The runtime names the session in `x-session-id`, but the agent
-   * can call the gateway itself with any header or none: the name is believed only for a session of the
-   * user with a turn running now; any other call counts against the user's latest turn (a process the
-   * agent left running after its turn spends that turn's budget, not a fresh one).
+   * can call the gateway itself with any header or none: the name is believed only for a session in which
+   * the caller's runtime runs a turn now (its own status events); any other call counts against the
+   * user's latest turn (a process the agent left running after its turn spends that turn's budget, not a
+   * fresh one).
    */
-  async function turnOf(caller: { tenantId: string; userId: string }, named: string | null): Promise<SpendingTurn | null> {
+  async function turnOf(caller: RuntimeOwner, named: string | null, self: RuntimeSelf = UNKNOWN_SELF): Promise<SpendingTurn | null> {
     const { tenantId, userId } = caller;
     let s: SessionRow | null = null;
-    if (named && deps.runningSessions(userId).has(named)) {
+    if (named && self.runningSessions().has(named)) {
       const found = await deps.sessionsRepo.byUpstreamId(db, named);
       if (found && found.tenantId === tenantId && found.ownerId === userId) s = found;
     }
@@ -136,14 +132,14 @@ export function createAgentEgress(deps: {
     };
   }
 
-  const gateway = createLlmGateway({
+  const gateway = createLlmGateway<AgentIdentity>({
     // Read for every call (not cached): a key rotated or a base URL moved applies to the very next call.
     providers: async (tenantId) => {
       const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), deps.runtimeRepo.settings(db, tenantId)]);
       return { applied: settings?.applied ?? null, providers };
     },
     openKey: (sealed) => deps.box.open(sealed),
-    turnOf,
+    turnOf: (caller, named) => turnOf(caller, named, caller.self),
     hold: (caller, turn, price) => deps.spending.hold(caller, turn, price),
     release: (caller, holdId) => deps.spending.release(caller.tenantId, holdId),
     settle: async (holdId, { caller, turn, provider, model, usage, costUsd, callId, estimated }) => {
@@ -192,7 +188,7 @@ export function createAgentEgress(deps: {
   const tooManyCalls = (tool: keyof typeof MEMORY_CALLS_PER_MINUTE) => new RateLimitedError(`too many memory ${tool} calls: at most ${MEMORY_CALLS_PER_MINUTE[tool]} a minute`);
 
   /** The memory tools bound to the runtime's user: nothing the agent sends can name another owner. */
-  const memoryTools = (identity: RuntimeIdentity): MemoryToolPort => {
+  const memoryTools = (identity: AgentIdentity): MemoryToolPort => {
     const owner: MemoryOwner = { tenantId: identity.tenantId, userId: identity.userId };
     return {
       async search(input) {
@@ -202,7 +198,7 @@ export function createAgentEgress(deps: {
       async save(input) {
         if (!withinRate(owner.userId, 'save')) throw tooManyCalls('save');
         // Provenance: the turn making the call, as the runtime itself shows it (see runtime-tool-calls.ts).
-        const origin = await deps.toolCallOrigin(owner, { tool: mcpToolName(MEMORY_MCP_SERVER, 'save'), input: { kind: input.kind, content: input.content } });
+        const origin = await identity.self.toolCallOrigin({ tool: mcpToolName(MEMORY_MCP_SERVER, 'save'), input: { kind: input.kind, content: input.content } });
         // A save no running turn made (a background process after the turn ended, say) has no provenance.
         if (!origin) throw new ConflictError('memories can only be saved during a running turn of your session (this call could not be matched to one)');
         return deps.memories.saveFromAgent(owner, { ...input, sessionId: origin.upstreamSessionId, messageId: origin.messageId });
@@ -217,7 +213,7 @@ export function createAgentEgress(deps: {
    * proxy listener the request arrived on (the identity), and the request must also carry that runtime's
    * own credential, as model calls do: a credential of another runtime, or none, is refused.
    */
-  async function serveMemoryMcp(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function serveMemoryMcp(identity: AgentIdentity, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const given = /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !identity.credential || !sameSecret(given, identity.credential)) {
       req.resume();
@@ -268,8 +264,6 @@ export function createAgentEgress(deps: {
   const mcpGateway = deps.mcpServers
     ? createMcpGateway({
         grantOf: (tenantId, userId, name) => deps.mcpServers!.grantOf(tenantId, userId, name),
-        runningSessions: deps.runningSessions,
-        toolCallOrigin: deps.toolCallOrigin,
         // A runtime session of this very user (the runtime reports its own ids; ours are in the audit log).
         sessionOf: async (owner, upstream) => {
           const s = await deps.sessionsRepo.byUpstreamId(db, upstream);
@@ -282,7 +276,7 @@ export function createAgentEgress(deps: {
     : null;
 
   /** The gateway host: model calls, the memory tools at MEMORY_MCP_PATH, the git gateway at /git/, MCP connectors at /mcp/connectors/. */
-  const gatewayHost = (identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
+  const gatewayHost = (identity: AgentIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
     if (gitGateway?.owns(url)) return gitGateway.handle(identity, req, res, url);
     if (mcpGateway?.owns(url.pathname)) return mcpGateway.handle(identity, req, res, url);
     if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
@@ -299,7 +293,7 @@ export function createAgentEgress(deps: {
       details: { reason: target.reason },
     });
 
-  const proxy = createEgressProxy<RuntimeIdentity>({
+  const proxy = createEgressProxy<AgentIdentity>({
     decide: async (identity, host, port) => decider.decide(host, port, await tenantRules(identity.tenantId)),
     gateway: gatewayHost,
     refused,

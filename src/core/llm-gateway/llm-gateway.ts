@@ -46,8 +46,8 @@ const MAX_REQUEST_BYTES = 64 * 1024 * 1024;
 export type GatewayTurn = SpendingTurn;
 
 /** A call's usage as recorded: the provider's report, or the gateway's estimate when it gave none. */
-export interface SettledCall {
-  caller: GatewayCaller;
+export interface SettledCall<C extends GatewayCaller = GatewayCaller> {
+  caller: C;
   turn: GatewayTurn | null;
   provider: string;
   model: string;
@@ -58,7 +58,8 @@ export interface SettledCall {
   estimated: boolean;
 }
 
-export interface GatewayDeps {
+/** The deps of a gateway whose callers are C (the control plane's carry their runtime's self-view). */
+export interface GatewayDeps<C extends GatewayCaller = GatewayCaller> {
   /** The tenant's providers and what was applied (cached briefly by the caller). */
   providers(tenantId: string): Promise<{ applied: AppliedState | null; providers: ProviderRow[] }>;
   openKey(sealed: string): string;
@@ -66,15 +67,15 @@ export interface GatewayDeps {
    * The turn a call counts against: the session the call names (`x-session-id`, the runtime's say-so)
    * only when a turn of the caller runs in it, else the caller's latest turn; null when they have none.
    */
-  turnOf(caller: GatewayCaller, namedSession: string | null): Promise<GatewayTurn | null>;
+  turnOf(caller: C, namedSession: string | null): Promise<GatewayTurn | null>;
   /** Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it). */
-  hold(caller: GatewayCaller, turn: GatewayTurn | null, price: CallPrice): Promise<HoldResult>;
+  hold(caller: C, turn: GatewayTurn | null, price: CallPrice): Promise<HoldResult>;
   /** Records a call that reached a provider, and drops its hold. */
-  settle(holdId: string | null, call: SettledCall): Promise<void>;
+  settle(holdId: string | null, call: SettledCall<C>): Promise<void>;
   /** Drops the hold of a call that cost nothing (the provider refused it, or it never reached the provider). */
-  release(caller: GatewayCaller, holdId: string | null): Promise<void>;
+  release(caller: C, holdId: string | null): Promise<void>;
   /** A call refused for a cost limit (audited once per turn or month by the caller). */
-  limitReached(call: { caller: GatewayCaller; turn: GatewayTurn | null; limit: 'monthly' | 'per_request'; limitUsd: number; spentUsd: number }): void;
+  limitReached(call: { caller: C; turn: GatewayTurn | null; limit: 'monthly' | 'per_request'; limitUsd: number; spentUsd: number }): void;
   /** The largest request body accepted, in bytes (MAX_REQUEST_BYTES unless given). */
   maxRequestBytes?: number;
   /** How long and how much of an answer is still read after the client hung up (DRAIN unless given). */
@@ -109,7 +110,7 @@ function answer(res: ServerResponse, status: number, type: string, message: stri
   res.end(body);
 }
 
-export function createLlmGateway(deps: GatewayDeps) {
+export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: GatewayDeps<C>) {
   const { log } = deps;
   const maxBytes = deps.maxRequestBytes ?? MAX_REQUEST_BYTES;
 
@@ -137,7 +138,7 @@ export function createLlmGateway(deps: GatewayDeps) {
     return `this call could cost up to ${usd(r.needUsd)}, more than the ${usd(left)} your monthly cost limit ($${r.limitUsd}) leaves`;
   }
 
-  async function handle(caller: GatewayCaller, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  async function handle(caller: C, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const m = /^\/p\/([a-z0-9][a-z0-9-]{0,39})(\/.*)$/.exec(url.pathname);
     const given = (req.headers['x-api-key'] as string | undefined) ?? /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !sameSecret(given, caller.credential)) {
@@ -311,7 +312,7 @@ export function createLlmGateway(deps: GatewayDeps) {
 
   return {
     /** Handles one request for the gateway host from a runtime (identified by its proxy listener). */
-    handle(caller: GatewayCaller, req: IncomingMessage, res: ServerResponse, url: URL): void {
+    handle(caller: C, req: IncomingMessage, res: ServerResponse, url: URL): void {
       handle(caller, req, res, url).catch((err) => {
         log.error({ err: (err as Error).message }, 'LLM gateway failed');
         answer(res, 500, 'api_error', 'the gateway failed');

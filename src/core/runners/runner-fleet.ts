@@ -7,7 +7,7 @@ import type { EventBus } from '../../kernel/events.js';
 import { AppError, UnavailableError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
 import { type RemoteRuntimes } from '../runtime/runtime-pool.js';
-import { RuntimeBusyError, type RuntimeIdentity, type RuntimeOwner } from '../runtime/host/runtime-host.js';
+import { RuntimeBusyError, type AgentIdentity, type RuntimeOwner, type RuntimeSelf, type ToolCallOrigin } from '../runtime/host/runtime-host.js';
 import { SANDBOX_PATHS } from '../runtime/host/sandbox.js';
 import { setTunnelDialer, type RuntimeHandle } from '../runtime/host/runtime-transport.js';
 import { createRunnerLinks, type RunnerNotice } from '../runtime/host/runner-links.js';
@@ -26,6 +26,7 @@ import { sendJson } from '../../lib/send-json.js';
  */
 const HEARTBEAT_MS = 5000;
 const AUTH_CACHE_MS = 5000;
+const NONE_RUNNING: ReadonlySet<string> = new Set();
 const PLACEMENT_CACHE_MS = 3000;
 /** A drain moves a user whose runtime has done nothing for this long (not one about to take a prompt). */
 const DRAIN_QUIET_MS = 5000;
@@ -90,12 +91,12 @@ export interface RunnerFleetDeps {
   /** Records a runtime a runner started (agent_runtimes) and writes its configuration through the channel. */
   started(owner: RuntimeOwner, runnerId: string, runtime: { pid: number; authorization: string }): Promise<void>;
   stopped(owner: RuntimeOwner, runnerId: string, pid: number, o?: { why: string | null; idle: boolean }): Promise<void>;
-  /** The pool: a runtime on a runner this process holds is ready or gone (session streams follow it). */
-  changed(owner: RuntimeOwner, handle: RuntimeHandle | null): void;
   /** Whether the user's runtime is recorded as running on this runner. */
   runningOn(owner: RuntimeOwner, runnerId: string): Promise<boolean>;
   /** The gateway host (model calls, memory tools), as the proxy on this host would call it. */
-  gateway(identity: RuntimeIdentity, req: IncomingMessage, res: ServerResponse, url: URL): void;
+  gateway(identity: AgentIdentity, req: IncomingMessage, res: ServerResponse, url: URL): void;
+  /** Which session and message of the user's runtime on a runner a tool call came from (runtime-pool.ts). */
+  toolCallOrigin(owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }): Promise<ToolCallOrigin | null>;
   /** The runtime's gateway credential, derived as for local runtimes from its API authorization. */
   credentialOf(owner: RuntimeOwner): Promise<string | null>;
   egressRules(tenantId: string): Promise<{ rules: unknown; privateAllow: string; ports: number[] }>;
@@ -118,6 +119,24 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   /** The token each runner connected here used (a revocation cuts its channels). */
   const tokenOf = new Map<string, string>();
   let lostSweeper: NodeJS.Timeout | null = null;
+  /** Who follows runtimes on runners whose channel this process holds becoming ready or going (the pool: session streams follow them). */
+  const changeListeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
+  const changed = (owner: RuntimeOwner, handle: RuntimeHandle | null) => {
+    for (const l of changeListeners) {
+      try {
+        l(owner, handle);
+      } catch (err) {
+        log.error({ err: (err as Error).message }, 'runner runtime listener failed');
+      }
+    }
+  };
+  /** Runtime sessions with a turn running, of users whose runtime is on a runner (what this process was told: remote.setRunning). */
+  const running = new Map<string, Set<string>>();
+  /** What the gateway host may ask of the user's runtime on a runner (runtime-host.ts RuntimeSelf). */
+  const selfOf = (owner: RuntimeOwner): RuntimeSelf => ({
+    runningSessions: () => running.get(owner.userId) ?? NONE_RUNNING,
+    toolCallOrigin: (call) => deps.toolCallOrigin(owner, call),
+  });
 
   const links = createRunnerLinks({
     log,
@@ -125,8 +144,11 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
     relayUrlOf: (id) => registry.relayUrlOf(id),
     onNotice: (runnerId, n: RunnerNotice) => {
       const owner = { tenantId: n.tenantId, userId: n.userId };
-      if (n.type === 'ready') deps.changed(owner, { endpoint: { tunnel: { runnerId, userId: n.userId }, authorization: n.authorization }, directory: n.directory || SANDBOX_PATHS.workspace });
-      else deps.changed(owner, null);
+      if (n.type === 'ready') changed(owner, { endpoint: { tunnel: { runnerId, userId: n.userId }, authorization: n.authorization }, directory: n.directory || SANDBOX_PATHS.workspace });
+      else {
+        running.delete(n.userId);
+        changed(owner, null);
+      }
     },
     onClosed: (runnerId, link) => {
       clearInterval(heartbeats.get(runnerId));
@@ -287,12 +309,21 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       }
       return { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: r.authorization }, directory: r.directory || SANDBOX_PATHS.workspace };
     },
-    setRunning(userId, sessionId, running) {
+    setRunning(userId, sessionId, isRunning) {
+      const set = running.get(userId) ?? new Set<string>();
+      if (isRunning) set.add(sessionId);
+      else set.delete(sessionId);
+      if (set.size) running.set(userId, set);
+      else running.delete(userId);
       const p = placements.peek(userId);
       if (!p) return;
       void p
-        .then((x) => (x.kind === 'remote' ? links.call(x.runnerId, 'POST', '/running', { userId, sessionId, running }, 10_000) : null))
+        .then((x) => (x.kind === 'remote' ? links.call(x.runnerId, 'POST', '/running', { userId, sessionId, running: isRunning }, 10_000) : null))
         .catch((err) => log.debug({ err: (err as Error).message }, 'could not tell a runner a turn is running'));
+    },
+    onChange(listener) {
+      changeListeners.add(listener);
+      return () => void changeListeners.delete(listener);
     },
     async stopUser(userId) {
       const p = placements.peek(userId);
@@ -415,7 +446,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
             req.resume();
             return sendJson(res, 401, { error: { message: 'agentws: the runtime is not recorded as running' } });
           }
-          return deps.gateway({ ...owner, credential }, req, res, new URL(url.pathname.slice(RUNNER_PATHS.gateway.length) + url.search, 'http://gateway'));
+          return deps.gateway({ ...owner, credential, self: selfOf(owner) }, req, res, new URL(url.pathname.slice(RUNNER_PATHS.gateway.length) + url.search, 'http://gateway'));
         }
         if (req.method !== 'POST') return sendJson(res, 404, { error: 'not_found' });
         const body = await readJson(req);

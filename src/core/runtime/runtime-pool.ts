@@ -31,13 +31,13 @@ export const RUNTIME_STOP_CHANNEL = 'runtime.stop';
 /** How long a process that hosts no runtime waits for this machine's serve to start one it asked for. */
 const WANT_TIMEOUT_MS = 40_000;
 
-const NONE_RUNNING: ReadonlySet<string> = new Set();
-
 /** Runtimes on runner hosts, as the control plane reaches them (runners/runner-fleet.ts). */
 export interface RemoteRuntimes {
   acquire(runnerId: string, owner: RuntimeOwner, onStarting?: () => void): Promise<RuntimeHandle>;
   setRunning(userId: string, upstreamSessionId: string, running: boolean): void;
   stopUser(userId: string): Promise<void>;
+  /** Follows runtimes on runners whose channel this process holds becoming ready (with where) or going (null). */
+  onChange(listener: (owner: RuntimeOwner, handle: RuntimeHandle | null) => void): () => void;
 }
 
 /** What the local host writes down (HostRecords), and how the processes that do not host a runtime find it. */
@@ -47,6 +47,16 @@ export interface RuntimeRecords extends HostRecords {
 }
 
 type HostDeps = Parameters<typeof createRuntimeHost>[0];
+
+/**
+ * The session and message a tool call from the user's runtime on a runner came from, asked of that
+ * runtime through its recorded tunnel (the runner fleet's RuntimeSelf; runtime-tool-calls.ts). Null when
+ * it runs on no runner now, or the runtime cannot tell.
+ */
+export async function runnerToolCallOrigin(records: Pick<RuntimeRecords, 'elsewhere'>, owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }): Promise<ToolCallOrigin | null> {
+  const handle = await records.elsewhere(owner);
+  return handle?.endpoint.tunnel ? locateToolCall(createRuntimeClient(handle), call) : null;
+}
 
 export function createRuntimePool(
   deps: Omit<HostDeps, 'records' | 'prepare'> & {
@@ -62,9 +72,11 @@ export function createRuntimePool(
   },
 ) {
   const { records } = deps;
-  const host = createRuntimeHost({ ...deps, prepare: (handle) => createRuntimeClient(handle).warmUp() });
-  /** Runtime sessions with a turn running, of users whose runtime is on a runner (from the events this process follows). */
-  const remoteRunning = new Map<string, Set<string>>();
+  const host = createRuntimeHost({
+    ...deps,
+    prepare: (handle) => createRuntimeClient(handle).warmUp(),
+    locate: (handle, call) => locateToolCall(createRuntimeClient(handle), call),
+  });
   const listeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
   let unsubscribe: Array<() => Promise<void>> = [];
   let followingStops = false;
@@ -82,6 +94,8 @@ export function createRuntimePool(
     }
   };
   host.onChange(notify);
+  // Runtimes on runners whose channel this process holds: followed the same way (session streams).
+  deps.remote?.onChange(notify);
 
   /** The handle of the user's runtime where another process hosts it and it runs; null otherwise. */
   async function runningElsewhere(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
@@ -182,21 +196,6 @@ export function createRuntimePool(
     /** Where the user's runtime answers if it runs (here, elsewhere on the host, or on a runner); never starts one. */
     runningHandle,
 
-    /**
-     * The session and message of the user's runtime that a tool call reaching the service came from
-     * (runtime-tool-calls.ts). Only for a runtime this process hosts or reaches on a runner (the one
-     * whose proxy listener the call arrived on); null when it is not here or the runtime cannot tell.
-     */
-    async toolCallOrigin(owner: RuntimeOwner, call: { tool: string; input: Record<string, unknown> }): Promise<ToolCallOrigin | null> {
-      if (host.holds(owner.userId)) {
-        const handle = await host.running(owner);
-        return handle ? locateToolCall(createRuntimeClient(handle), call) : null;
-      }
-      // On a runner: the call came through the runner's proxy listener of this user (the gateway checked its lease).
-      const handle = deps.remote ? await runningElsewhere(owner) : null;
-      return handle?.endpoint.tunnel ? locateToolCall(createRuntimeClient(handle), call) : null;
-    },
-
     /** Why agents cannot run in this process's host, if they cannot. */
     get refusal() {
       return host.refusal;
@@ -209,23 +208,7 @@ export function createRuntimePool(
     setRunning(userId: string, upstreamSessionId: string, running: boolean): void {
       if (host.setRunning(userId, upstreamSessionId, running) || !deps.remote) return;
       // A runtime on a runner: the runner must know too (a running turn keeps its runtime there).
-      const set = remoteRunning.get(userId) ?? new Set<string>();
-      if (running) set.add(upstreamSessionId);
-      else set.delete(upstreamSessionId);
-      if (set.size) remoteRunning.set(userId, set);
-      else remoteRunning.delete(userId);
       deps.remote.setRunning(userId, upstreamSessionId, running);
-    },
-
-    /** The runtime sessions of the user with a turn running now (empty when no runtime of theirs is followed here). */
-    runningSessions(userId: string): ReadonlySet<string> {
-      return host.runningSessions(userId) ?? remoteRunning.get(userId) ?? NONE_RUNNING;
-    },
-
-    /** A runtime on a runner whose channel this process holds is ready, or stopped (runner-fleet.ts). */
-    remoteChanged(owner: RuntimeOwner, handle: RuntimeHandle | null): void {
-      if (!handle) remoteRunning.delete(owner.userId);
-      notify(owner, handle);
     },
 
     /** Called when a user's runtime is ready (with where) and when it stops or restarts (null). */

@@ -1,21 +1,16 @@
 import type { RuntimeClient, RuntimeMessage } from './runtime-client.js';
+import type { ToolCallOrigin } from './host/runtime-host.js';
 
-/**
- * Which session and message of a user's runtime a tool call that reached the service belongs to.
- * opencode (1.18) calls a remote MCP server with the same static headers for every session, so the call
- * itself does not say; the runtime does: while the tool runs, its part sits in the assistant message in
- * state `pending`/`running` with the arguments the model gave. We look for that part among the sessions
- * the runtime reports busy. The answer is the runtime's own ids (`ses_…`, `msg_…`): callers map the
- * session to ours and check that it belongs to the runtime's user.
+export type { ToolCallOrigin };
+
+/*
+ * Which session and message of a user's runtime a tool call that reached the service belongs to
+ * (ToolCallOrigin). opencode (1.18) calls a remote MCP server with the same static headers for every
+ * session, so the call itself does not say; the runtime does: while the tool runs, its part sits in the
+ * assistant message in state `pending`/`running` with the arguments the model gave. We look for that part
+ * among the sessions the runtime reports busy. The answer is the runtime's own ids (`ses_…`, `msg_…`):
+ * callers map the session to ours and check that it belongs to the runtime's user.
  */
-export interface ToolCallOrigin {
-  /** The runtime's session id (`ses_…`). */
-  upstreamSessionId: string;
-  /** The runtime's id of the assistant message making the call. */
-  messageId: string;
-  /** `exact`: the tool part with these arguments was found; `session`: the only busy session's latest message. */
-  match: 'exact' | 'session';
-}
 
 const sameInput = (a: unknown, want: Record<string, unknown>): boolean => {
   if (!a || typeof a !== 'object') return false;

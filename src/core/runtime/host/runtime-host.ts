@@ -76,6 +76,34 @@ export interface RuntimeIdentity extends RuntimeOwner {
   credential: string;
 }
 
+/** The session and message of a runtime a tool call came from (found by runtime-tool-calls.ts). */
+export interface ToolCallOrigin {
+  /** The runtime's session id (`ses_…`). */
+  upstreamSessionId: string;
+  /** The runtime's id of the assistant message making the call. */
+  messageId: string;
+  /** `exact`: the tool part with these arguments was found; `session`: the only busy session's latest message. */
+  match: 'exact' | 'session';
+}
+
+/**
+ * What the gateway host may ask of the one runtime a request came from (bound to it by where the request
+ * arrived: its proxy listener here, its runner's channel for a runner's runtime): which of its sessions run
+ * a turn now (the runtime's own status events), and which session and message a tool call came from.
+ */
+export interface RuntimeSelf {
+  runningSessions(): ReadonlySet<string>;
+  toolCallOrigin(call: { tool: string; input: Record<string, unknown> }): Promise<ToolCallOrigin | null>;
+}
+
+/** A runtime's identity with its self-view, as the control plane's gateway host receives it. */
+export interface AgentIdentity extends RuntimeIdentity {
+  self: RuntimeSelf;
+}
+
+/** The self-view of a runtime the gateway cannot ask (it is not running where the request came from). */
+export const UNKNOWN_SELF: RuntimeSelf = { runningSessions: () => NONE_RUNNING, toolCallOrigin: async () => null };
+
 /** The tenant's shared files on the host: mounted read-only at /srv/tenant in every sandbox of the tenant. */
 export const tenantSharedDir = (dataDir: string, tenantId: string) => join(dataDir, 'tenants', tenantId, 'shared');
 
@@ -174,8 +202,8 @@ export function createRuntimeHost(deps: {
   /** Key the gateway credential is derived with. */
   credentialKey: string;
   launcher: () => RuntimeLauncher;
-  /** Opens the runtime's egress proxy listener (the runtime's only way out). */
-  listen: (identity: RuntimeIdentity, at: { path: string } | { port: number }) => Promise<ProxyListener>;
+  /** Opens the runtime's egress proxy listener (the runtime's only way out), for this runtime's identity and self-view. */
+  listen: (identity: AgentIdentity, at: { path: string } | { port: number }) => Promise<ProxyListener>;
   /** Writes the tenant's configuration into a (re)started runtime before anything else uses it. */
   configure: (owner: RuntimeOwner, handle: RuntimeHandle, pid: number) => Promise<void>;
   /** How recently used a runtime is spared from eviction (tests shorten it). */
@@ -192,6 +220,8 @@ export function createRuntimeHost(deps: {
   openFreezer?: () => Freezer | null;
   /** Prepares a runtime an early start brought up (runtime-client's warmUp): it runs while the person types. */
   prepare?: (handle: RuntimeHandle) => Promise<void>;
+  /** Finds a tool call in the runtime (runtime-tool-calls.ts); without it a runtime cannot tell a call's origin. */
+  locate?: (handle: RuntimeHandle, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
 }) {
   const { records, log } = deps;
   const entries = new Map<string, Entry>();
@@ -235,13 +265,32 @@ export function createRuntimeHost(deps: {
     }
   }
 
+  /** What this entry's runtime tells its own gateway requests (it is asked while the entry is this host's). */
+  function selfOf(e: Entry): RuntimeSelf {
+    return {
+      runningSessions: () => e.running,
+      async toolCallOrigin(call) {
+        if (entries.get(e.owner.userId) !== e || !deps.locate) return null;
+        const handle = await runningHandle(e.owner);
+        return handle ? deps.locate(handle, call) : null;
+      },
+    };
+  }
+
+  async function runningHandle(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
+    const e = entries.get(owner.userId);
+    if (!e || e.owner.tenantId !== owner.tenantId) return null;
+    if (e.handle) await thaw(e);
+    return e.handle;
+  }
+
   async function launchNow(e: Entry): Promise<RuntimeHandle> {
     const launcher = deps.launcher();
     const t0 = performance.now();
-    let identity: RuntimeIdentity | null = null;
+    let identity: AgentIdentity | null = null;
     const launched = await launcher.launch(dirsOf(e.owner), async (at) => {
       // The credential is only known once the password is: the listener takes the identity by reference.
-      identity = { ...e.owner, credential: '' };
+      identity = { ...e.owner, credential: '', self: selfOf(e) };
       e.listener = await deps.listen(identity, at);
       const m = /:(\d+)$/.exec(e.listener.address);
       return { port: m ? Number(m[1]) : undefined };
@@ -547,12 +596,7 @@ export function createRuntimeHost(deps: {
     },
 
     /** Where the user's runtime answers if it runs here (thawed first); null if it does not. Never starts one. */
-    async running(owner: RuntimeOwner): Promise<RuntimeHandle | null> {
-      const e = entries.get(owner.userId);
-      if (!e || e.owner.tenantId !== owner.tenantId) return null;
-      if (e.handle) await thaw(e);
-      return e.handle;
-    },
+    running: runningHandle,
 
     /** Something happened in the runtime (an event, a call): it is not idle (and not frozen). */
     touch,
@@ -565,11 +609,6 @@ export function createRuntimeHost(deps: {
       if (running) e.running.add(upstreamSessionId);
       else e.running.delete(upstreamSessionId);
       return true;
-    },
-
-    /** The runtime sessions of the user with a turn running now (undefined: no runtime of theirs here). */
-    runningSessions(userId: string): ReadonlySet<string> | undefined {
-      return entries.get(userId)?.running;
     },
 
     /** Called when a user's runtime here is ready (with where) and when it stops or restarts (null). */
