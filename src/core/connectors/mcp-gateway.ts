@@ -37,6 +37,12 @@ const GRANT_CACHE_MS = 2000;
 const RPC = { parseError: -32700, invalidRequest: -32600, invalidParams: -32602, internal: -32603 } as const;
 
 /**
+ * Who calls: the runtime's identity, and its self-view where the gateway host has one (the control plane's
+ * always does): with one turn running, a tool call is that turn's; with several, the runtime is asked.
+ */
+type McpCaller = RuntimeIdentity & { self?: RuntimeSelf };
+
+/**
  * The MCP connectors on the gateway host (issue 28): `POST /mcp/connectors/<name>` from a runtime is
  * checked and forwarded to the tenant's real server with the server's credential added. The agent is
  * treated as hostile: it must present its runtime's own credential; its roles must grant the server
@@ -47,12 +53,6 @@ const RPC = { parseError: -32700, invalidRequest: -32600, invalidParams: -32602,
  * notifications come back (no server-made requests), tools/list is cut to the granted tools, and only
  * the answer's type and session id headers are returned.
  */
-/**
- * Who calls: the runtime's identity, and its self-view where the gateway host has one (the control plane's
- * always does): with one turn running, a tool call is that turn's; with several, the runtime is asked.
- */
-type McpCaller = RuntimeIdentity & { self?: RuntimeSelf };
-
 export function createMcpGateway(deps: {
   grantOf: (tenantId: string, userId: string, name: string) => Promise<McpServerGrant | null>;
   /** The service's id of a runtime session of this user, or null. */
