@@ -12,6 +12,7 @@ import { SANDBOX_PATHS } from '../runtime/host/sandbox.js';
 import { setTunnelDialer, type RuntimeHandle } from '../runtime/host/runtime-transport.js';
 import { createRunnerLinks, type RunnerNotice } from '../runtime/host/runner-links.js';
 import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type RunnerInfo } from '../runtime/host/runner-protocol.js';
+import { createListeners } from '../../lib/listeners.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { sendJson } from '../../lib/send-json.js';
 
@@ -120,16 +121,8 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   const tokenOf = new Map<string, string>();
   let lostSweeper: NodeJS.Timeout | null = null;
   /** Who follows runtimes on runners whose channel this process holds becoming ready or going (the pool: session streams follow them). */
-  const changeListeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
-  const changed = (owner: RuntimeOwner, handle: RuntimeHandle | null) => {
-    for (const l of changeListeners) {
-      try {
-        l(owner, handle);
-      } catch (err) {
-        log.error({ err: (err as Error).message }, 'runner runtime listener failed');
-      }
-    }
-  };
+  const changes = createListeners<[owner: RuntimeOwner, handle: RuntimeHandle | null]>((err) => log.error({ err: err.message }, 'runner runtime listener failed'));
+  const changed = changes.notify;
   /** Runtime sessions with a turn running, of users whose runtime is on a runner (what this process was told: remote.setRunning). */
   const running = new Map<string, Set<string>>();
   /** What the gateway host may ask of the user's runtime on a runner (runtime-host.ts RuntimeSelf). */
@@ -321,10 +314,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
         .then((x) => (x.kind === 'remote' ? links.call(x.runnerId, 'POST', '/running', { userId, sessionId, running: isRunning }, 10_000) : null))
         .catch((err) => log.debug({ err: (err as Error).message }, 'could not tell a runner a turn is running'));
     },
-    onChange(listener) {
-      changeListeners.add(listener);
-      return () => void changeListeners.delete(listener);
-    },
+    onChange: (listener) => changes.add(listener),
     async stopUser(userId) {
       const p = placements.peek(userId);
       const x = p ? await p.catch(() => null) : null;

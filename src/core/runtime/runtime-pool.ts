@@ -1,5 +1,6 @@
 import type { EventBus } from '../../kernel/events.js';
 import type { Logger } from '../../kernel/logger.js';
+import { createListeners } from '../../lib/listeners.js';
 import { createRuntimeClient, type RuntimeClient } from './runtime-client.js';
 import { locateToolCall, type ToolCallOrigin } from './runtime-tool-calls.js';
 import { createRuntimeHost, RuntimeBusyError, type HostRecords, type RuntimeOwner } from './host/runtime-host.js';
@@ -77,22 +78,14 @@ export function createRuntimePool(
     prepare: (handle) => createRuntimeClient(handle).warmUp(),
     locate: (handle, call) => locateToolCall(createRuntimeClient(handle), call),
   });
-  const listeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
+  const changes = createListeners<[owner: RuntimeOwner, handle: RuntimeHandle | null]>((err) => deps.log.error({ err: err.message }, 'runtime listener failed'));
+  const notify = changes.notify;
   let unsubscribe: Array<() => Promise<void>> = [];
   let followingStops = false;
   /** Per user: when this process last told the host it uses their runtime (RUNTIME_USED_CHANNEL). */
   const toldUsed = new Map<string, number>();
   const usedEveryMs = Math.min(5000, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : 5000);
 
-  const notify = (owner: RuntimeOwner, handle: RuntimeHandle | null) => {
-    for (const l of listeners) {
-      try {
-        l(owner, handle);
-      } catch (err) {
-        deps.log.error({ err: (err as Error).message }, 'runtime listener failed');
-      }
-    }
-  };
   host.onChange(notify);
   // Runtimes on runners whose channel this process holds: followed the same way (session streams).
   deps.remote?.onChange(notify);
@@ -212,10 +205,7 @@ export function createRuntimePool(
     },
 
     /** Called when a user's runtime is ready (with where) and when it stops or restarts (null). */
-    onChange(listener: (owner: RuntimeOwner, handle: RuntimeHandle | null) => void): () => void {
-      listeners.add(listener);
-      return () => void listeners.delete(listener);
-    },
+    onChange: changes.add,
 
     /** The runtimes this process hosts. */
     live: () => host.live(),

@@ -3,6 +3,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { workspaceDir } from '../../../lib/data-paths.js';
 import { readHostMemory, type HostMemory } from '../../../lib/host-memory.js';
+import { createListeners } from '../../../lib/listeners.js';
 import { processDescendants, processesAnonKb } from '../../../lib/process-state.js';
 import { AppError, UnavailableError } from '../../../kernel/errors.js';
 import type { Logger } from '../../../kernel/logger.js';
@@ -225,7 +226,8 @@ export function createRuntimeHost(deps: {
 }) {
   const { records, log } = deps;
   const entries = new Map<string, Entry>();
-  const listeners = new Set<(owner: RuntimeOwner, handle: RuntimeHandle | null) => void>();
+  const changes = createListeners<[owner: RuntimeOwner, handle: RuntimeHandle | null]>((err) => log.error({ err: err.message }, 'runtime listener failed'));
+  const notify = changes.notify;
   let hosting = false;
   /** Why agents cannot run on this host (no sandbox possible): every acquire fails with it. */
   let refusal: { problem: string; hint?: string } | null = null;
@@ -242,15 +244,6 @@ export function createRuntimeHost(deps: {
     tenant: tenantSharedDir(deps.dataDir, o.tenantId),
   });
 
-  const notify = (owner: RuntimeOwner, handle: RuntimeHandle | null) => {
-    for (const l of listeners) {
-      try {
-        l(owner, handle);
-      } catch (err) {
-        log.error({ err: (err as Error).message }, 'runtime listener failed');
-      }
-    }
-  };
 
   /** Starts the runtime once a start place is free (turns first; see start-gate.ts). */
   async function launch(e: Entry): Promise<RuntimeHandle> {
@@ -612,10 +605,7 @@ export function createRuntimeHost(deps: {
     },
 
     /** Called when a user's runtime here is ready (with where) and when it stops or restarts (null). */
-    onChange(listener: (owner: RuntimeOwner, handle: RuntimeHandle | null) => void): () => void {
-      listeners.add(listener);
-      return () => void listeners.delete(listener);
-    },
+    onChange: changes.add,
 
     /** The runtimes this host holds. */
     live() {
