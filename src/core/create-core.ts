@@ -150,7 +150,6 @@ export function createCore(deps: CoreDeps) {
   });
   const users = createUsersService({ db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
 
-
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
   // The tenants' git hosts (issue 28): the runtimes' git config names them, the git gateway serves them.

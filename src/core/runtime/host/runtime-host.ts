@@ -244,7 +244,6 @@ export function createRuntimeHost(deps: {
     tenant: tenantSharedDir(deps.dataDir, o.tenantId),
   });
 
-
   /** Starts the runtime once a start place is free (turns first; see start-gate.ts). */
   async function launch(e: Entry): Promise<RuntimeHandle> {
     const release = await gate.enter(() => e.wanted);
