@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { totalmem } from 'node:os';
 
 /** The memory this process's host can give, in bytes: all of it, and what can be had without swapping. */
@@ -33,12 +33,16 @@ function cgroupLimit(): { limit: number; used: number } | null {
   const v2Path = own.split('\n').find((l) => l.startsWith('0::'))?.slice(3);
   const v2Mount = mounts.find(([, t]) => t?.startsWith('cgroup2 '))?.[0].split(' ')[4];
   if (v2Path !== undefined && v2Mount) {
-    const dir = join(v2Mount, v2Path);
-    const max = read(join(dir, 'memory.max'))?.trim();
-    const current = Number(read(join(dir, 'memory.current')) ?? NaN);
-    if (max && max !== 'max' && Number.isFinite(current)) {
-      const inactive = Number(/^inactive_file (\d+)/m.exec(read(join(dir, 'memory.stat')) ?? '')?.[1] ?? 0);
-      return { limit: Number(max), used: current - inactive };
+    // The nearest group with a limit, from this process's own up: a service that moved itself into a leaf
+    // of its cgroup (runtime-cgroups.ts, so that its runtimes get limits beside it) is held by its parent's.
+    for (let dir = join(v2Mount, v2Path); dir.startsWith(v2Mount) && dir.length >= v2Mount.length; dir = dirname(dir)) {
+      const max = read(join(dir, 'memory.max'))?.trim();
+      const current = Number(read(join(dir, 'memory.current')) ?? NaN);
+      if (max && max !== 'max' && Number.isFinite(current)) {
+        const inactive = Number(/^inactive_file (\d+)/m.exec(read(join(dir, 'memory.stat')) ?? '')?.[1] ?? 0);
+        return { limit: Number(max), used: current - inactive };
+      }
+      if (dir === v2Mount) break;
     }
   }
   const v1Line = own.split('\n').find((l) => l.split(':')[1]?.split(',').includes('memory'));

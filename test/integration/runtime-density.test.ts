@@ -4,7 +4,7 @@ import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
 import { createRuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';
-import { openFreezer } from '../../src/core/runtime/host/runtime-freezer.js';
+import { openRuntimeCgroups } from '../../src/core/runtime/host/runtime-cgroups.js';
 import { createRuntimePool, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { RuntimeBusyError, type RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
 import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
@@ -72,7 +72,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
   });
 
   it('freezes a runtime idle for the freeze time: its processes get no CPU at all, and it keeps its memory', async () => {
-    expect(openFreezer(silentLogger)?.kind, 'a cgroup freezer is writable here (root)').toMatch(/^cgroup[12]$/);
+    expect(openRuntimeCgroups(silentLogger, { want: { freezer: true }, total: { memoryBytes: null, pids: null } }).mechanisms().freezer, 'a cgroup freezer is writable here (root)').toMatch(/^cgroup[12]$/);
     const h = await pool.acquire(a);
     expect(await healthy(h)).toBe(true);
     await expect.poll(() => stateOf(a), { timeout: 10_000, interval: 100 }).toBe('frozen');

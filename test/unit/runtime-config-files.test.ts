@@ -23,7 +23,7 @@ const spec: SandboxSpec = {
   home: '/data/runtimes/u/home',
   tenant: '/data/tenants/t/shared',
   run: '/data/runtimes/u/run',
-  tmp: '/data/runtimes/u/tmp',
+  tmpBytes: 1024 ** 3,
   etcDir: '/data/runtimes/u/etc',
   opencode: '/srv/opencode',
   nodeBinDir: null,
@@ -59,7 +59,27 @@ describe('sandbox: opencode configuration directories', () => {
   it('binds the managed configuration directory read-only at /etc/opencode, before the root turns read-only', () => {
     const managed = mountAt(args, '--ro-bind', spec.managedConfig, '/etc/opencode');
     expect(managed).toBeGreaterThan(-1);
-    expect(managed).toBeLessThan(args.indexOf('--remount-ro'));
+    // The root's remount (the last one: /dev's and /var's come before the binds).
+    const rootReadOnly = args.findIndex((a, i) => a === '--remount-ro' && args[i + 1] === '/');
+    expect(rootReadOnly).toBeGreaterThan(-1);
+    expect(managed).toBeLessThan(rootReadOnly);
+  });
+});
+
+describe('sandbox: every place the agent can write is bounded', () => {
+  const args = bwrapArgs({ ...spec, tmpBytes: 64 * 1024 ** 2 }, { exists: () => true, symlink: () => null });
+  const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x));
+
+  it('/tmp is a tmpfs of the given size (in the runtime\'s memory, not on the host\'s disk), not a host directory', () => {
+    expect(at('--size', String(64 * 1024 ** 2), '--perms', '1777', '--tmpfs', '/tmp')).toBeGreaterThan(-1);
+    expect(args.filter((a, i) => args[i - 1]?.endsWith('bind') && a.endsWith('/tmp'))).toEqual([]);
+  });
+  it('/dev/shm is a small tmpfs of its own, /dev and /var are read-only, /var/tmp leads to /tmp', () => {
+    const shm = at('--tmpfs', '/dev/shm');
+    expect(args.slice(shm - 4, shm)).toEqual(['--size', String(64 * 1024 ** 2), '--perms', '1777']);
+    expect(at('--remount-ro', '/dev')).toBeGreaterThan(shm);
+    expect(at('--symlink', '../tmp', '/var/tmp')).toBeGreaterThan(at('--tmpfs', '/var'));
+    expect(at('--remount-ro', '/var')).toBeGreaterThan(at('--symlink', '../tmp', '/var/tmp'));
   });
 });
 

@@ -213,6 +213,9 @@ export function createRuntimePool(
     /** Capacity, what is resident and in which state, and the memory it holds (for this hosting process). */
     status: () => host.status(),
 
+    /** Which limits hold the runtimes this process hosts, and why not the others. */
+    limits: () => host.limits(),
+
     /**
      * Becomes this machine's runtime host (serve): forgets rows of runtimes no process runs any more, takes
      * other processes' start requests. With `refuse`, it hosts no runtime: every request for one fails

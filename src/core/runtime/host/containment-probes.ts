@@ -84,6 +84,8 @@ const REACHED = 'AGENTWS-REACHED';
 const OK = 'AGENTWS-OK';
 const SH_REACHED = 'AGENTWS-"REACHED"';
 const SH_OK = 'AGENTWS-"OK"';
+/** The probes' sandboxes get a small /tmp, so filling it is quick. */
+const PROBE_TMP_BYTES = 32 * 1024 * 1024;
 const PY_REACHED = '"AGENTWS-"+"REACHED"';
 
 const reached = (r: ProbeRun) => (r.out.includes(REACHED) ? `got through: ${excerpt(r.out)}` : null);
@@ -292,6 +294,16 @@ export const CONTAINMENT_PROBES: ContainmentProbe[] = [
     judge: reached,
   },
   {
+    id: 'scratch-unbounded',
+    kind: 'contain',
+    tries: 'write past the size of /tmp, and into /dev, /var and past /dev/shm (RAM the host would lose)',
+    script: () =>
+      `head -c ${PROBE_TMP_BYTES + 8 * 1024 * 1024} /dev/zero > /tmp/fill 2>/dev/null && echo ${SH_REACHED} /tmp; rm -f /tmp/fill; ` +
+      `head -c ${96 * 1024 * 1024} /dev/zero > /dev/shm/fill 2>/dev/null && echo ${SH_REACHED} /dev/shm; rm -f /dev/shm/fill; ` +
+      `for p in /dev/probe /var/probe /var/lib/probe; do (mkdir -p "$(dirname "$p")" && echo x >> "$p") 2>/dev/null && echo ${SH_REACHED} "$p"; done; echo checked`,
+    judge: reached,
+  },
+  {
     id: 'opencode-config',
     kind: 'contain',
     tries: 'plant opencode configuration (~/.config/opencode, ~/.opencode, /etc/opencode), or move ~/.config aside to make a writable one',
@@ -432,7 +444,13 @@ for target in ["127.0.0.1:5432", "127.0.0.1:${t.secretPort}", "localhost:${t.sec
 
   // --- legitimate work, in the same kind of sandbox ---
   { id: 'legit-workspace-files', kind: 'legit', tries: 'write and read a file in /workspace', script: () => `mkdir -p /workspace/src && echo 'hello from the agent' > /workspace/src/hello.txt && cat /workspace/src/hello.txt && echo ${SH_OK}`, judge: (r) => worked(r, /hello from the agent/) },
-  { id: 'legit-tmp-home', kind: 'legit', tries: 'write to /tmp and the runtime\'s home', script: () => `echo a > /tmp/a && echo b > /home/agent/b && cat /tmp/a /home/agent/b && echo ${SH_OK}`, judge: (r) => worked(r) },
+  {
+    id: 'legit-tmp-home',
+    kind: 'legit',
+    tries: 'write to /tmp, /var/tmp, /dev/shm and the runtime\'s home',
+    script: () => `echo a > /tmp/a && echo b > /home/agent/b && echo c > /var/tmp/c && echo d > /dev/shm/d && cat /tmp/a /home/agent/b /tmp/c /dev/shm/d && echo ${SH_OK}`,
+    judge: (r) => worked(r),
+  },
   {
     id: 'legit-git',
     kind: 'legit',
@@ -563,7 +581,7 @@ export async function runContainmentProbes(options: ContainmentOptions = {}): Pr
       home: dirs.home,
       tenant: dirs.tenant,
       run: dirs.run,
-      tmp: dirs.tmp,
+      tmpBytes: PROBE_TMP_BYTES,
       etcDir: dirs.etc,
       opencode: opencodeBinary(),
       nodeBinDir,

@@ -25,6 +25,7 @@ export const RUNNER_PATHS = {
   gateway: '/runner/v1/gateway',
   started: '/runner/v1/runtimes/started',
   stopped: '/runner/v1/runtimes/stopped',
+  limit: '/runner/v1/runtimes/limit',
   egress: '/runner/v1/egress',
   refused: '/runner/v1/egress/refused',
   relay: '/runner/relay/',

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { workspaceDir } from '../../../lib/data-paths.js';
@@ -8,7 +9,9 @@ import { processDescendants, processesAnonKb } from '../../../lib/process-state.
 import { AppError, UnavailableError } from '../../../kernel/errors.js';
 import type { Logger } from '../../../kernel/logger.js';
 import { pressureVictims, roomForOneMore } from './runtime-capacity.js';
-import { freezerUnavailable, openFreezer, type Freezer, type RuntimeGroup } from './runtime-freezer.js';
+import { openRuntimeCgroups, type CgroupKind, type CgroupMechanisms, type CgroupUsage, type RuntimeCgroup, type RuntimeCgroups } from './runtime-cgroups.js';
+import { diskSpace, measureDisk, type DiskSpace } from './runtime-disk.js';
+import { diskFloorBytes, growing, inodeFloor, limitStopWhy, overQuota, pidsVerdict, runtimesMemoryTotal, runtimesPidsTotal, scanDue, type LimitNotice } from './runtime-limits-fns.js';
 import type { LaunchedRuntime, RuntimeLauncher } from './runtime-launcher.js';
 import { runtimeUnavailable, type RuntimeHandle } from './runtime-transport.js';
 import { createStartGate } from './start-gate.js';
@@ -17,7 +20,7 @@ import { createStartGate } from './start-gate.js';
  * The runtimes this machine hosts: one per user (the unit of isolation: their sessions, their workspace,
  * their process), in `aws serve` (its local runner) or in `aws runner`. A runtime starts on demand, is
  * frozen after `freezeAfterMs` without use (no CPU at all; thawed in milliseconds by the next request,
- * runtime-freezer.ts), stops after `idleMs`, restarts with back-off when it crashes, and at most `max` run
+ * runtime-cgroups.ts), stops after `idleMs`, restarts with back-off when it crashes, and at most `max` run
  * at once (by default what the host's memory holds, runtime-capacity.ts): to start one more, the least
  * recently used runtime with no turn running is stopped; when every runtime is busy, the caller is told to
  * wait (RuntimeBusyError) and its turn waits in the queue. When the host runs short of memory, idle
@@ -105,6 +108,15 @@ export interface AgentIdentity extends RuntimeIdentity {
 /** The self-view of a runtime the gateway cannot ask (it is not running where the request came from). */
 export const UNKNOWN_SELF: RuntimeSelf = { runningSessions: () => NONE_RUNNING, toolCallOrigin: async () => null };
 
+const readInt = (file: string, dflt: number): number => {
+  try {
+    const n = Number(readFileSync(file, 'utf8').trim());
+    return Number.isFinite(n) && n > 0 ? n : dflt;
+  } catch {
+    return dflt;
+  }
+};
+
 /** The tenant's shared files on the host: mounted read-only at /srv/tenant in every sandbox of the tenant. */
 export const tenantSharedDir = (dataDir: string, tenantId: string) => join(dataDir, 'tenants', tenantId, 'shared');
 
@@ -117,6 +129,12 @@ export const HOST_REPORT_FRESH_MS = 3 * REPORT_MS;
 /** How often a runtime's memory is read (/proc/<pid>/status of each of its processes). */
 const MEMORY_READ_MS = 30_000;
 const MAX_BACKOFF_MS = 30_000;
+/** How often the OOM counters of runtimes with a turn running are read (one small file each). */
+const LIMIT_WATCH_MS = 1_000;
+/** How often the data directory's free space is read (statfs: cheap) and due workspaces are measured. */
+const DISK_WATCH_MS = 2_000;
+/** Measures of people who no longer run here are kept (for status and the report) this long. */
+const USAGE_KEEP_MS = 24 * 3600_000;
 /**
  * How long a turn waits while its runtime's start is queued behind others before it goes back to the job
  * queue: with the start (at most 30 s to listen, 30 s to answer) and the turn's runtime calls, an attempt
@@ -151,11 +169,55 @@ interface Entry {
   prepared: boolean;
   /** It has a start place (start-gate.ts) and is starting, no longer queued for one. */
   launching: boolean;
-  /** Its cgroup (null: no freezer on this host, or its processes could not be moved there). */
-  group: RuntimeGroup | null;
+  /** Its cgroups, which its processes are born in (null: none can be written on this host). */
+  group: RuntimeCgroup | null;
+  /** The group's counters as last seen: OOM kills and refused forks already told of. */
+  oomSeen: number;
+  pidsRefusedSeen: number;
+  /** Forks were refused at the last sweep (a second sweep in a row stops the runtime: pidsVerdict). */
+  pidsHit: boolean;
+  /** The person's workspace quota as last given (bytes; null: none). */
+  quotaBytes: number | null;
+  /** Its files' last measure: bytes (null: never measured), when, how long it took, the filesystem's free bytes then. */
+  disk: { bytes: number | null; at: number; ms: number; freeAt: number };
   /** Private memory of its processes when last read (bytes), and when. */
   memoryBytes: number;
   memoryReadAt: number;
+}
+
+/** Which limits hold the runtimes of this host, and why one does not (for status, /readyz and the report). */
+export interface LimitsStatus {
+  memory: CgroupKind | null;
+  /** Each runtime's memory limit (bytes), when one is set. */
+  memoryMaxBytes: number | null;
+  processes: CgroupKind | null;
+  processesMax: number | null;
+  /** Equal CPU weights per runtime, and the runtimes' parent below the service. */
+  cpu: CgroupKind | null;
+  /** The sandbox's /tmp: a tmpfs of this size, in the runtime's memory (bytes). */
+  tmpBytes: number | null;
+  /** The workspace quota: measured by the host (the kernel enforces none; see the README), or off. */
+  disk: 'measured' | null;
+  /** Why a limit is missing here: `memory`, `processes`, `cpu`, `disk`. */
+  unavailable: Record<string, string>;
+}
+
+/** One person's runtime (or, for disk, workspace) against its limits, as the host last read them. */
+export interface RuntimeUsage {
+  tenantId: string;
+  userId: string;
+  /** Whether their runtime runs here now (memory and processes are only read while it does). */
+  running: boolean;
+  memoryBytes: number | null;
+  memoryMaxBytes: number | null;
+  pids: number | null;
+  pidsMax: number | null;
+  diskBytes: number | null;
+  diskQuotaBytes: number | null;
+  diskMeasuredAt: number | null;
+  /** Processes the kernel ended at the memory limit, and forks refused at the process limit, since the runtime started. */
+  oomKills: number;
+  pidsRefused: number;
 }
 
 /** What the host holds now (runtime status, /metrics, runtime_hosts). */
@@ -168,8 +230,12 @@ export interface PoolStatus {
   busy: number;
   runtimesMemoryBytes: number;
   memory: HostMemory;
-  freezer: Freezer['kind'] | null;
+  freezer: CgroupKind | null;
   freezerUnavailable: string | null;
+  limits: LimitsStatus;
+  /** The data directory's filesystem (workspaces, homes, the embedded database), when it could be read. */
+  disk: DiskSpace | null;
+  usage: RuntimeUsage[];
 }
 
 /**
@@ -191,6 +257,8 @@ export interface HostRecords {
   report(hostname: string, status: PoolStatus): Promise<void>;
   /** This process stops hosting. */
   hostStopped(hostname: string): Promise<void>;
+  /** A runtime met one of its limits (the person is told on the stream of any turn they have running). */
+  limit?(owner: RuntimeOwner, notice: LimitNotice): Promise<void>;
 }
 
 export function createRuntimeHost(deps: {
@@ -217,8 +285,17 @@ export function createRuntimeHost(deps: {
   queuedWaitMs?: number;
   /** The host's memory now (tests pass their own to simulate pressure). */
   memory?: () => HostMemory;
-  /** The cgroup freezer (tests may pass null); by default the host's, opened when the pool starts hosting. */
-  openFreezer?: () => Freezer | null;
+  /** The runtimes' cgroups (tests may pass their own, or null); by default the host's, opened when the pool starts hosting. */
+  openCgroups?: () => RuntimeCgroups | null;
+  /**
+   * What bounds each runtime (AGENTWS_RUNTIME_MEMORY_MAX, _PIDS_MAX; null: that limit off) and the size of
+   * its /tmp (AGENTWS_RUNTIME_TMP_SIZE, which the launcher applies; here for status).
+   */
+  limits?: { memoryMaxBytes: number | null; pidsMax: number | null; tmpBytes?: number | null };
+  /** A person's workspace quota (bytes; null: none), asked at each start and acquire. Without it there is no quota. */
+  quotaOf?: (owner: RuntimeOwner) => Promise<number | null> | number | null;
+  /** Measures a person's files (bytes; tests pass their own). */
+  measureDisk?: (paths: readonly string[]) => Promise<number | null>;
   /** Prepares a runtime an early start brought up (runtime-client's warmUp): it runs while the person types. */
   prepare?: (handle: RuntimeHandle) => Promise<void>;
   /** Finds a tool call in the runtime (runtime-tool-calls.ts); without it a runtime cannot tell a call's origin. */
@@ -232,7 +309,19 @@ export function createRuntimeHost(deps: {
   /** Why agents cannot run on this host (no sandbox possible): every acquire fails with it. */
   let refusal: { problem: string; hint?: string } | null = null;
   let sweeper: NodeJS.Timeout | null = null;
-  let freezer: Freezer | null = null;
+  let diskWatcher: NodeJS.Timeout | null = null;
+  let limitWatcher: NodeJS.Timeout | null = null;
+  let cgroups: RuntimeCgroups | null = null;
+  /** Why cgroups are not there at all (when openCgroups gave none). */
+  let cgroupsMissing: string | null = null;
+  /** Each person's latest figures (kept a while after their runtime stopped: their files stay). */
+  const usage = new Map<string, RuntimeUsage>();
+  /** The data directory's filesystem when last read. */
+  let space: DiskSpace | null = null;
+  /** Free bytes when the host last froze and measured everyone for a short disk (not again until it drops further). */
+  let shortHandledAt: number | null = null;
+  let diskBusy = false;
+  const measure = deps.measureDisk ?? ((paths: readonly string[]) => measureDisk(paths));
   const memory = deps.memory ?? readHostMemory;
   const host = hostname();
   let lastReport = { at: 0, key: '' };
@@ -280,13 +369,29 @@ export function createRuntimeHost(deps: {
     const launcher = deps.launcher();
     const t0 = performance.now();
     let identity: AgentIdentity | null = null;
-    const launched = await launcher.launch(dirsOf(e.owner), async (at) => {
-      // The credential is only known once the password is: the listener takes the identity by reference.
-      identity = { ...e.owner, credential: '', self: selfOf(e) };
-      e.listener = await deps.listen(identity, at);
-      const m = /:(\d+)$/.exec(e.listener.address);
-      return { port: m ? Number(m[1]) : undefined };
-    });
+    e.quotaBytes = (await deps.quotaOf?.(e.owner)) ?? null;
+    // Made before the runtime: its first process joins it before it runs anything (limitsPrefix).
+    const group = newGroup(e.owner);
+    let launched: LaunchedRuntime;
+    try {
+      launched = await launcher.launch(
+        dirsOf(e.owner),
+        async (at) => {
+          // The credential is only known once the password is: the listener takes the identity by reference.
+          identity = { ...e.owner, credential: '', self: selfOf(e) };
+          e.listener = await deps.listen(identity, at);
+          const m = /:(\d+)$/.exec(e.listener.address);
+          return { port: m ? Number(m[1]) : undefined };
+        },
+        // No single file larger than the whole quota: the kernel refuses that write (EFBIG) at once, where
+        // the measured quota would see it seconds later.
+        { procs: group?.procs ?? [], fileSizeBytes: e.quotaBytes },
+      );
+    } catch (err) {
+      group?.kill();
+      group?.remove();
+      throw err;
+    }
     const handle: RuntimeHandle = { endpoint: launched.endpoint, directory: launched.directory };
     identity!.credential = gatewayCredential(deps.credentialKey, launched.endpoint.authorization);
     try {
@@ -297,28 +402,108 @@ export function createRuntimeHost(deps: {
       log.info({ userId: e.owner.userId, startMs: Math.round(t1 - t0), configureMs: Math.round(performance.now() - t1) }, 'agent runtime configured');
     } catch (err) {
       await launched.stop();
+      group?.kill();
+      group?.remove();
       await e.listener?.close();
       e.listener = null;
       throw err;
     }
     e.launched = launched;
     e.handle = handle;
-    e.group = groupFor(e.owner.userId, launched.pid);
+    e.group = group;
+    // Counters of a group this user had before in this process are not news.
+    const seen = group?.usage();
+    e.oomSeen = seen?.oomKills ?? 0;
+    e.pidsRefusedSeen = seen?.pidsRefused ?? 0;
+    e.pidsHit = false;
     e.memoryReadAt = 0;
     void launched.exited.then((x) => onExit(e, launched, x));
     notify(e.owner, handle);
+    // What its files take, before its first turn writes anything (a quota lowered since its last run).
+    if (e.quotaBytes !== null) void measureEntry(e).catch(() => {});
     return handle;
+  }
+
+  /** The runtime's cgroups with its limits set; null where the host has none. Fails the start when they cannot be made. */
+  function newGroup(owner: RuntimeOwner): RuntimeCgroup | null {
+    if (!cgroups) return null;
+    try {
+      return cgroups.group(owner.userId, { memoryMaxBytes: deps.limits?.memoryMaxBytes ?? null, pidsMax: deps.limits?.pidsMax ?? null });
+    } catch (err) {
+      throw new UnavailableError(`the agent's runtime cannot be given its limits: ${(err as Error).message}`, {
+        code: 'runtime_unavailable',
+        hint: 'A runtime never runs outside its limits. The service\'s cgroup must stay writable (root, or systemd Delegate=yes); `aws runtime status` shows which limits hold here.',
+      });
+    }
+  }
+
+  /** A limit met: the person is told (through the records), the report written at once. */
+  function tell(e: Entry, notice: LimitNotice): void {
+    log.warn({ userId: e.owner.userId, notice }, 'an agent runtime met one of its limits');
+    // Written now, not at the next sweep: the control plane refuses turns by what the report says.
+    lastReport.key = '';
+    void report(memory()).catch(() => {});
+    void records.limit?.(e.owner, notice).catch((err) => log.warn({ err: (err as Error).message }, 'could not tell of a runtime\'s limit'));
+  }
+
+  /**
+   * Measures the runtime's files; past the quota and still growing, the runtime is stopped and the person
+   * told. A runtime started past it (a quota lowered, or to read a transcript: turns are refused by the
+   * control plane meanwhile) runs on until it writes more.
+   */
+  async function measureEntry(e: Entry, now: DiskSpace | null = space ?? diskSpace(deps.dataDir)): Promise<void> {
+    const before = e.disk.bytes;
+    const d = dirsOf(e.owner);
+    // The quota as it is now (an admin may have changed it since the runtime started).
+    if (deps.quotaOf) e.quotaBytes = (await deps.quotaOf(e.owner)) ?? null;
+    const t0 = Date.now();
+    const bytes = await measure([d.workspace, join(d.root, 'home'), join(d.root, 'run')]);
+    e.disk = { bytes, at: Date.now(), ms: Date.now() - t0, freeAt: now?.freeBytes ?? 0 };
+    record(e);
+    if (!overQuota(bytes, e.quotaBytes) || !growing(before, bytes) || !e.handle || e.stopping || entries.get(e.owner.userId) !== e) return;
+    const notice: LimitNotice = { kind: 'disk', usedBytes: bytes!, quotaBytes: e.quotaBytes!, stopped: true };
+    tell(e, notice);
+    await stopEntry(e, limitStopWhy(notice), { limit: true });
+  }
+
+  /** The person's figures, as status and the report give them. */
+  function record(e: Entry, u: CgroupUsage | null = null): void {
+    const prev = usage.get(e.owner.userId);
+    const running = !!e.launched;
+    usage.set(e.owner.userId, {
+      tenantId: e.owner.tenantId,
+      userId: e.owner.userId,
+      running,
+      memoryBytes: running ? (u?.memoryBytes ?? prev?.memoryBytes ?? null) : null,
+      memoryMaxBytes: u?.memoryMaxBytes ?? prev?.memoryMaxBytes ?? (e.group ? (deps.limits?.memoryMaxBytes ?? null) : null),
+      pids: running ? (u?.pids ?? prev?.pids ?? null) : null,
+      pidsMax: u?.pidsMax ?? prev?.pidsMax ?? null,
+      diskBytes: e.disk.bytes ?? prev?.diskBytes ?? null,
+      diskQuotaBytes: e.quotaBytes,
+      diskMeasuredAt: e.disk.bytes !== null ? e.disk.at : (prev?.diskMeasuredAt ?? null),
+      oomKills: u ? u.oomKills : (prev?.oomKills ?? 0),
+      pidsRefused: u ? u.pidsRefused : (prev?.pidsRefused ?? 0),
+    });
   }
 
   function onExit(e: Entry, launched: LaunchedRuntime, x: { code: number | null; signal: NodeJS.Signals | null; stderr: string }) {
     if (e.launched !== launched) return;
+    // The OOM killer ended it (or the process it needed) when its group's counter moved since the last sweep.
+    const u = e.group?.usage();
+    const oom = !e.stopping && !!u && u.oomKills > e.oomSeen;
     e.launched = null;
     e.handle = null;
     e.running.clear();
+    e.group?.kill();
     e.group?.remove();
     e.group = null;
+    if (u) record(e, u);
     // A stop on purpose is recorded by stopEntry (with why, and whether it was idle); this is a crash.
-    if (!e.stopping) void records.stopped(e.owner, launched.pid).catch(() => {});
+    if (oom) {
+      const notice: LimitNotice = { kind: 'memory', limitBytes: deps.limits?.memoryMaxBytes ?? null, ended: 'runtime' };
+      tell(e, notice);
+      void records.stopped(e.owner, launched.pid, { why: limitStopWhy(notice), idle: false }).catch(() => {});
+    } else if (!e.stopping) void records.stopped(e.owner, launched.pid).catch(() => {});
     void e.listener?.close();
     e.listener = null;
     notify(e.owner, null);
@@ -344,7 +529,8 @@ export function createRuntimeHost(deps: {
     );
   }
 
-  async function stopEntry(e: Entry, why: string): Promise<void> {
+  /** Stops a runtime; `limit`: for a limit it met, so whatever it was doing was cut (never "idle"). */
+  async function stopEntry(e: Entry, why: string, o: { limit?: boolean } = {}): Promise<void> {
     e.stopping = true;
     entries.delete(e.owner.userId);
     const launched = e.launched;
@@ -356,8 +542,12 @@ export function createRuntimeHost(deps: {
       const group = e.group;
       await group?.thaw();
       await l.stop();
+      // Whatever the agent left in its group (a process that outlived the sandbox's pid 1 a moment) goes too.
+      group?.kill();
       group?.remove();
-      await records.stopped(e.owner, l.pid, { why, idle: e.running.size === 0 && Date.now() - e.lastUsed > 5000 }).catch(() => {});
+      e.group = null;
+      record(e);
+      await records.stopped(e.owner, l.pid, { why, idle: !o.limit && e.running.size === 0 && Date.now() - e.lastUsed > 5000 }).catch(() => {});
     }
     await e.listener?.close().catch(() => {});
     e.listener = null;
@@ -365,20 +555,6 @@ export function createRuntimeHost(deps: {
       e.handle = null;
       notify(e.owner, null);
     }
-  }
-
-  /** The runtime's cgroup, its processes moved in (null: no freezer, or they could not be moved). */
-  function groupFor(userId: string, pid: number): RuntimeGroup | null {
-    if (!freezer) return null;
-    try {
-      const group = freezer.group(userId);
-      if (group.adopt(pid)) return group;
-      group.remove();
-      log.warn({ userId }, 'could not move the runtime into its cgroup: it will not be frozen while idle');
-    } catch (err) {
-      log.warn({ userId, err: (err as Error).message }, 'could not create the runtime\'s cgroup: it will not be frozen while idle');
-    }
-    return null;
   }
 
   /** Lets a frozen runtime run again (before anything is asked of it). */
@@ -432,7 +608,7 @@ export function createRuntimeHost(deps: {
       return waitStart(e, ahead);
     }
     onStarting?.();
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, memoryBytes: 0, memoryReadAt: 0 };
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0 };
     entries.set(owner.userId, entry);
     const starting = launch(entry);
     entry.starting = starting;
@@ -475,13 +651,79 @@ export function createRuntimeHost(deps: {
     return starting;
   }
 
+  /**
+   * What the kernel says of each awake runtime's limits since the last sweep: a process the OOM killer
+   * ended (the runtime itself survived: the tool reports it killed, the person is told), forks refused at
+   * the process limit (told; refused again at the next sweep, the runtime is stopped: pidsVerdict).
+   */
+  function watchLimits(e: Entry, oomOnly = false): void {
+    if (!e.group || e.group.frozen || !e.handle || e.stopping) return;
+    const u = e.group.usage();
+    record(e, u);
+    if (u.oomKills > e.oomSeen) {
+      e.oomSeen = u.oomKills;
+      tell(e, { kind: 'memory', limitBytes: u.memoryMaxBytes, ended: 'process' });
+    }
+    // The process limit's verdict takes two sweeps (5 s apart): a second's look would stop a build.
+    if (oomOnly) return;
+    const verdict = pidsVerdict({ refusedBefore: e.pidsRefusedSeen, refusedNow: u.pidsRefused, hitLastSweep: e.pidsHit });
+    e.pidsRefusedSeen = u.pidsRefused;
+    e.pidsHit = verdict !== 'ok';
+    if (verdict === 'ok') return;
+    const notice: LimitNotice = { kind: 'processes', limit: u.pidsMax, stopped: verdict === 'stop' };
+    tell(e, notice);
+    if (verdict === 'stop') void stopEntry(e, limitStopWhy(notice), { limit: true });
+  }
+
+  /**
+   * The workspace quota, measured (the kernel enforces none here: README, "Workspace quota"): every few
+   * seconds the data directory's free space is read, and each awake runtime's files are measured when due
+   * (scanDue); one past its quota is stopped. When the filesystem runs short (diskFloorBytes), every awake
+   * runtime is frozen at once (no process of any agent writes another byte), measured, and the ones past
+   * their quota stopped; the others thawed. The database and the others' files keep what is left.
+   */
+  async function watchDisk(): Promise<void> {
+    if (diskBusy || !deps.quotaOf) return;
+    diskBusy = true;
+    try {
+      space = diskSpace(deps.dataDir);
+      if (!space) return;
+      const now = Date.now();
+      const awake = [...entries.values()].filter((e) => e.launched && e.handle && !e.stopping && !e.group?.frozen);
+      const short = space.freeBytes < diskFloorBytes(space.totalBytes) || space.freeInodes < inodeFloor(space.totalInodes);
+      if (!short) shortHandledAt = null;
+      else if (shortHandledAt === null || shortHandledAt - space.freeBytes >= 256 * 2 ** 20) {
+        shortHandledAt = space.freeBytes;
+        log.error({ freeBytes: space.freeBytes, freeInodes: space.freeInodes, awake: awake.length }, 'the data directory\'s filesystem is short of space: freezing every awake runtime to measure them');
+        const frozenHere: Entry[] = [];
+        for (const e of awake) {
+          if (!e.group?.canFreeze) continue;
+          await e.group.freeze();
+          frozenHere.push(e);
+        }
+        for (const e of awake) await measureEntry(e, space).catch(() => {});
+        for (const e of frozenHere) if (entries.get(e.owner.userId) === e && !e.stopping && e.group) await e.group.thaw();
+        if (!awake.some((e) => overQuota(e.disk.bytes, e.quotaBytes))) log.error('the data directory\'s filesystem is short of space and no runtime is past its quota: add space, or lower the quotas (AGENTWS_WORKSPACE_QUOTA, the tenants\' settings.workspace.quotaMb)');
+        return;
+      }
+      for (const e of awake) {
+        if (!scanDue({ now, lastAt: e.disk.at, lastMs: e.disk.ms, freeAtLast: e.disk.freeAt, freeNow: space.freeBytes, quotaBytes: e.quotaBytes ?? Number.MAX_SAFE_INTEGER })) continue;
+        await measureEntry(e, space).catch((err) => log.warn({ userId: e.owner.userId, err: (err as Error).message }, 'could not measure a workspace'));
+      }
+    } finally {
+      diskBusy = false;
+    }
+  }
+
   /** Idle runtimes stopped, frozen; under memory pressure the least recently used idle ones stopped; the report written. */
   function sweep() {
     const now = Date.now();
+    for (const e of [...entries.values()]) watchLimits(e);
+    for (const [userId, u] of usage) if (!u.running && !entries.has(userId) && now - (u.diskMeasuredAt ?? 0) > USAGE_KEEP_MS) usage.delete(userId);
     for (const e of [...entries.values()]) {
       if (!e.handle || e.running.size > 0 || e.stopping) continue;
       if (now - e.lastUsed > deps.idleMs) void stopEntry(e, 'idle');
-      else if (e.group && !e.group.frozen && deps.freezeAfterMs > 0 && now - e.lastUsed > deps.freezeAfterMs) {
+      else if (e.group?.canFreeze && !e.group.frozen && deps.freezeAfterMs > 0 && now - e.lastUsed > deps.freezeAfterMs) {
         void e.group.freeze().then(() => log.debug({ userId: e.owner.userId }, 'agent runtime frozen while idle'));
       }
     }
@@ -518,8 +760,35 @@ export function createRuntimeHost(deps: {
       busy: all.filter((e) => e.running.size > 0).length,
       runtimesMemoryBytes,
       memory: mem,
-      freezer: freezer?.kind ?? null,
-      freezerUnavailable: freezer ? null : (deps.freezeAfterMs > 0 ? freezerUnavailable : 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)'),
+      freezer: cgroups?.mechanisms().freezer ?? null,
+      freezerUnavailable: cgroups?.mechanisms().freezer ? null : (cgroups?.mechanisms().unavailable.freezer ?? cgroupsMissing ?? 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)'),
+      limits: limitsStatus(),
+      disk: space,
+      usage: [...usage.values()],
+    };
+  }
+
+  /** Which limits hold here, and why not the others. */
+  function limitsStatus(): LimitsStatus {
+    const m: CgroupMechanisms | null = cgroups?.mechanisms() ?? null;
+    const missing = cgroupsMissing ?? 'this process hosts no runtime';
+    const unavailable: Record<string, string> = {};
+    const why = (c: 'memory' | 'pids' | 'cpu') => (m ? m.unavailable[c] : missing);
+    if (!m?.memory) unavailable.memory = why('memory') ?? 'unavailable';
+    if (!m?.pids) unavailable.processes = why('pids') ?? 'unavailable';
+    if (!m?.cpu) unavailable.cpu = why('cpu') ?? 'unavailable';
+    unavailable.disk = deps.quotaOf
+      ? 'measured, not enforced by the kernel: writes past the quota succeed until the next measure (seconds; sooner when the disk runs short), then the runtime is stopped and new turns are refused'
+      : 'no workspace quota (AGENTWS_WORKSPACE_QUOTA=off)';
+    return {
+      memory: m?.memory ?? null,
+      memoryMaxBytes: m?.memory ? (deps.limits?.memoryMaxBytes ?? null) : null,
+      processes: m?.pids ?? null,
+      processesMax: m?.pids ? (deps.limits?.pidsMax ?? null) : null,
+      cpu: m?.cpu ?? null,
+      tmpBytes: deps.sandboxed ? (deps.limits?.tmpBytes ?? null) : null,
+      disk: deps.quotaOf ? 'measured' : null,
+      unavailable,
     };
   }
 
@@ -620,6 +889,9 @@ export function createRuntimeHost(deps: {
     /** Capacity, what is resident and in which state, and the memory it holds. */
     status,
 
+    /** Which limits hold the runtimes here, and why not the others (cheap: no figures read). */
+    limits: limitsStatus,
+
     /**
      * Starts hosting: forgets records of runtimes no host runs any more, sweeps idle runtimes. With
      * `refuse`, it hosts no runtime: every request for one fails with that reason (fail closed).
@@ -629,7 +901,34 @@ export function createRuntimeHost(deps: {
       hosting = true;
       refusal = refuse ?? null;
       await records.hostStarting(host);
-      if (!refuse && deps.freezeAfterMs > 0) freezer = (deps.openFreezer ?? (() => openFreezer(log)))();
+      if (!refuse) {
+        const mem = memory();
+        const open =
+          deps.openCgroups ??
+          (() =>
+            openRuntimeCgroups(log, {
+              want: { freezer: deps.freezeAfterMs > 0, memory: !!deps.limits?.memoryMaxBytes, pids: !!deps.limits?.pidsMax, cpu: true },
+              offWhy: { freezer: 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)', memory: 'turned off (AGENTWS_RUNTIME_MEMORY_MAX=off)', pids: 'turned off (AGENTWS_RUNTIME_PIDS_MAX=off)' },
+              total: { memoryBytes: runtimesMemoryTotal(mem.totalBytes), pids: runtimesPidsTotal(readInt('/proc/sys/kernel/pid_max', 32768), readInt('/proc/sys/kernel/threads-max', 32768)) },
+            }));
+        try {
+          cgroups = open();
+          if (!cgroups) cgroupsMissing = 'no cgroups (turned off)';
+        } catch (err) {
+          cgroupsMissing = `cannot open cgroups: ${(err as Error).message}`;
+          log.warn({ err: cgroupsMissing }, 'runtimes run without cgroup limits');
+        }
+        // A killed tool is told while its turn runs: busy runtimes' OOM counters are read every second.
+        limitWatcher = setInterval(() => {
+          for (const e of entries.values()) if (e.running.size > 0) watchLimits(e, true);
+        }, LIMIT_WATCH_MS);
+        limitWatcher.unref();
+        if (deps.quotaOf) {
+          diskWatcher = setInterval(() => void watchDisk().catch((err) => log.warn({ err: (err as Error).message }, 'the disk watch failed')), DISK_WATCH_MS);
+          diskWatcher.unref();
+          space = diskSpace(deps.dataDir);
+        }
+      } else cgroupsMissing = refuse.problem;
       const every = Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS));
       sweeper = setInterval(sweep, every);
       sweeper.unref();
@@ -648,10 +947,14 @@ export function createRuntimeHost(deps: {
     async stop(): Promise<void> {
       if (sweeper) clearInterval(sweeper);
       sweeper = null;
+      if (diskWatcher) clearInterval(diskWatcher);
+      diskWatcher = null;
+      if (limitWatcher) clearInterval(limitWatcher);
+      limitWatcher = null;
       await Promise.all([...entries.values()].map((e) => stopEntry(e, 'shutdown')));
       if (hosting) await records.hostStopped(host).catch(() => {});
-      freezer?.close();
-      freezer = null;
+      cgroups?.close();
+      cgroups = null;
       hosting = false;
     },
   };

@@ -32,6 +32,8 @@ const START_TIMEOUT_MS = 30_000;
 /** The RAM a runtime's JavaScript engine is told of: the host's, at most 8 GiB (see runtimeEnv). */
 const JS_RAM_BYTES = Math.min(totalmem(), 8 * 1024 ** 3);
 const LISTENING = /opencode server listening on (http:\/\/\S+)/;
+/** The sandbox's /tmp when the launcher is not told (AGENTWS_RUNTIME_TMP_SIZE's default). */
+export const DEFAULT_TMP_BYTES = 1024 ** 3;
 
 export interface RuntimeDirs {
   /** The user's workspace (read-write inside, at /workspace). */
@@ -40,6 +42,46 @@ export interface RuntimeDirs {
   root: string;
   /** The tenant's shared directory (read-only inside, at /srv/tenant). */
   tenant: string;
+}
+
+/**
+ * What holds one runtime besides its sandbox: the cgroups its processes are born in and the largest file
+ * they may write (both from runtime-limits.ts).
+ */
+export interface LaunchLimits {
+  /** `cgroup.procs` files the runtime's first process joins before anything runs (runtime-cgroups.ts). */
+  procs: readonly string[];
+  /** RLIMIT_FSIZE of every process of the runtime (bytes); null: none. */
+  fileSizeBytes: number | null;
+}
+
+/**
+ * How badly the kernel's OOM killer wants a runtime's processes when the whole host (or the service's
+ * cgroup, in a container) runs out of memory: well before the service's and PostgreSQL's (0). Raising it
+ * needs no privilege; every process the agent starts inherits it.
+ */
+export const RUNTIME_OOM_SCORE_ADJ = 500;
+
+/**
+ * The argv that runs before the sandbox (or the unsandboxed runtime): a shell that writes its own pid into
+ * the runtime's cgroups, raises its OOM score, and execs the rest (prlimit for the file size, nice, bwrap),
+ * so the runtime's first process is in its groups before it runs anything and every process after it is
+ * born there; a fork bomb has nothing to escape through. It keeps its pid through every exec. Fails (exit
+ * 125, the reason on stderr) when a group cannot be joined: a runtime never runs outside its limits.
+ */
+export function limitsPrefix(limits: LaunchLimits | null, prlimit = which('prlimit')): string[] {
+  if (!limits) return [];
+  const script = [
+    'while [ "$1" != -- ]; do',
+    '  echo $$ > "$1" || { echo "agentws: cannot join the runtime\'s cgroup $1" >&2; exit 125; }',
+    '  shift',
+    'done',
+    'shift',
+    `echo ${RUNTIME_OOM_SCORE_ADJ} > /proc/$$/oom_score_adj 2>/dev/null`,
+    'exec "$@"',
+  ].join('\n');
+  const fsize = limits.fileSizeBytes && prlimit ? [prlimit, `--fsize=${Math.floor(limits.fileSizeBytes)}`, '--'] : [];
+  return ['/bin/sh', '-c', script, 'agentws-limits', ...limits.procs, '--', ...fsize];
 }
 
 export interface LaunchedRuntime {
@@ -166,7 +208,15 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
   };
 }
 
-export function createRuntimeLauncher(options: { dataDir: string; sandbox: boolean; nice: number; log: Logger; binary?: string }) {
+export function createRuntimeLauncher(options: {
+  dataDir: string;
+  sandbox: boolean;
+  nice: number;
+  log: Logger;
+  binary?: string;
+  /** Size of the sandbox's /tmp (a tmpfs), bytes (AGENTWS_RUNTIME_TMP_SIZE). */
+  tmpBytes?: number;
+}) {
   const { log } = options;
 
   /** Directories of a runtime, created private to the service user. */
@@ -185,7 +235,7 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
    * Starts the runtime. `proxy` is called with where the egress proxy must listen before the runtime
    * starts (it is the runtime's only way out, so it must be there first).
    */
-  async function launch(dirs: RuntimeDirs, proxy: (at: { path: string } | { port: number }) => Promise<{ port?: number }>): Promise<LaunchedRuntime> {
+  async function launch(dirs: RuntimeDirs, proxy: (at: { path: string } | { port: number }) => Promise<{ port?: number }>, limits: LaunchLimits | null = null): Promise<LaunchedRuntime> {
     const d = prepare(dirs);
     const password = randomSecret(24);
     const binary = options.binary ?? opencodeBinary();
@@ -200,7 +250,7 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
         home: d.home,
         tenant: dirs.tenant,
         run: d.run,
-        tmp: d.tmp,
+        tmpBytes: options.tmpBytes ?? DEFAULT_TMP_BYTES,
         etcDir: d.etc,
         opencode: binary,
         nodeBinDir,
@@ -213,13 +263,13 @@ export function createRuntimeLauncher(options: { dataDir: string; sandbox: boole
       if (!bwrap) throw new UnavailableError('bubblewrap (bwrap) is not installed: agents cannot run contained', { code: 'sandbox_unavailable', hint: 'Install it (`sudo apt-get install bubblewrap socat ripgrep`; `./install.sh` does it).' });
       // Options reach bwrap on a pipe and its environment is empty: the sandbox's pid 1 (a bwrap) shows
       // the agent neither the host's paths nor the service's environment in /proc/1.
-      proc = spawnSandbox(bwrap, spec, ['ignore', 'pipe', 'pipe'], undefined, nicePrefix(options.nice));
+      proc = spawnSandbox(bwrap, spec, ['ignore', 'pipe', 'pipe'], undefined, [...limitsPrefix(limits), ...nicePrefix(options.nice)]);
       // Filled in once the sandbox exists (see innerPid).
       endpoint = { socketPath: '', authorization: basic(password) };
       directory = SANDBOX_PATHS.workspace;
     } else {
       const { port } = await proxy({ port: 0 });
-      const argv = [...nicePrefix(options.nice), binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
+      const argv = [...limitsPrefix(limits), ...nicePrefix(options.nice), binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
       const env = runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp, managed: d.managed });
       // Filled in from the line it prints.
       endpoint = { url: '', authorization: basic(password) };

@@ -18,7 +18,8 @@ import type { Writable } from 'node:stream';
  *                       (the runtime's only way out: the host-side egress proxy, see egress-proxy.ts)
  *   /usr, /bin, /lib... the system, read-only; a short list of /etc files (certificates, loader cache)
  *   /opt/agentws        the opencode binary and Node.js, read-only
- *   /tmp                the runtime's own scratch directory (read-write, on disk)
+ *   /tmp                scratch space (read-write): a tmpfs of a bounded size, its pages charged to the
+ *                       runtime's memory cgroup; /var/tmp leads there, /dev/shm is a small one of its own
  *
  * and nothing else: not the data dir, the config file, the database, other users' workspaces, the
  * service's home, /proc of other processes, the host's network (only loopback inside its own namespace),
@@ -43,6 +44,8 @@ export const INNER_API_PORT = 4096;
 export const INNER_PROXY_PORT = 3128;
 /** The unprivileged user the agent runs as inside. */
 export const SANDBOX_UID = 1000;
+/** /dev/shm: POSIX shared memory and semaphores (Python's multiprocessing, Chromium) need little. */
+export const SHM_BYTES = 64 * 1024 * 1024;
 
 /** System paths bound read-only when they exist: the usr-merged tree and what programs need of /etc. */
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -73,7 +76,12 @@ export interface SandboxSpec {
   home: string;
   tenant: string;
   run: string;
-  tmp: string;
+  /**
+   * The size of /tmp (bytes): a tmpfs, so what the agent writes there is bounded by it and counted in the
+   * runtime's memory (the kernel charges a tmpfs page to the cgroup of the process that wrote it), never
+   * on the host's disk.
+   */
+  tmpBytes: number;
   /** Synthetic /etc/passwd, /etc/group and /etc/hosts for the sandbox user (host files, bound read-only). */
   etcDir: string;
   /** The opencode binary (host path), bound at /opt/agentws/bin/opencode. */
@@ -145,8 +153,14 @@ export function bwrapArgs(spec: SandboxSpec, fs: HostFs = hostFs): string[] {
   }
   for (const entry of ETC_ENTRIES) if (fs.exists(entry)) a.push('--ro-bind', entry, entry);
   for (const file of ['passwd', 'group', 'hosts']) a.push('--ro-bind', join(spec.etcDir, file), `/etc/${file}`);
-  a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/var', '--dir', '/var/tmp');
-  a.push('--bind', spec.tmp, SANDBOX_PATHS.tmp);
+  a.push('--proc', '/proc', '--dev', '/dev');
+  // Every place the agent can write is either counted against its disk quota (workspace, home, run) or a
+  // bounded tmpfs counted in its memory. bwrap's /dev and a bare --tmpfs are writable tmpfs of half the
+  // host's RAM: /dev/shm gets a small one of its own and /dev turns read-only (its device nodes are
+  // mounts of their own: /dev/null still takes writes); /var holds only a link to /tmp.
+  a.push('--size', String(SHM_BYTES), '--perms', '1777', '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
+  a.push('--tmpfs', '/var', '--symlink', '../tmp', '/var/tmp', '--remount-ro', '/var');
+  a.push('--size', String(spec.tmpBytes), '--perms', '1777', '--tmpfs', SANDBOX_PATHS.tmp);
   a.push('--bind', spec.home, SANDBOX_PATHS.home);
   // opencode reads configuration (keys, and agents, commands, plugins, skills from folders) from its
   // global directory and ~/.opencode, and writes there when asked to: the agent, which runs as the same
