@@ -6,6 +6,7 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import { untilSignal } from '../../src/cli/signals.js';
 import { ConfigError } from '../../src/kernel/errors.js';
 import { runtimeCapacity } from '../../src/core/runtime/host/runtime-capacity.js';
+import { runtimeMemoryDefault } from '../../src/core/runtime/host/runtime-limits-fns.js';
 import { readHostMemory } from '../../src/lib/host-memory.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { createRunnerAgent } from '../../src/runner/runner-agent.js';
@@ -38,7 +39,8 @@ export default class Runner extends BaseCommand<typeof Runner> {
     if (!settings.ok) throw new ConfigError(settings.problems, { hint: 'See `aws runner --help` and the README\'s "Scaling out".' });
     const s = settings.value;
     const log = createLogger(s.logLevel, 1);
-    const capacity = s.max ?? runtimeCapacity(readHostMemory());
+    const hostMemory = readHostMemory();
+    const capacity = s.max ?? runtimeCapacity(hostMemory);
     const agent = createRunnerAgent({
       controlUrl: s.controlUrl,
       token: s.token,
@@ -48,6 +50,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
       nice: s.nice,
       idleMs: s.idleMs,
       freezeAfterMs: s.freezeAfterMs,
+      limits: { memoryMaxBytes: s.memoryMax === 'auto' ? runtimeMemoryDefault(hostMemory.totalBytes) : s.memoryMax, pidsMax: s.pidsMax, tmpBytes: s.tmpBytes },
       log,
     });
     const signal = untilSignal(() => process.exit(1));

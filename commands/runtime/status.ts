@@ -1,9 +1,10 @@
 import { probeSandbox } from '../../src/core/runtime/host/sandbox.js';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { colors } from '../../src/cli/output.js';
+import { formatSize } from '../../src/lib/size.js';
 
 export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
-  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, and the host\'s runtimes (capacity, resident, frozen, memory).';
+  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, the hosts\' runtimes (capacity, resident, frozen, memory), the limits that hold them, and who is near a limit.';
   static override description =
     'Exits 0 whether or not the workspace is ready (check "ready" in --json); it fails only when the status cannot be read. Not ready means prompts fail with runtime_not_ready until an admin applies a provider and a default model. "pendingChanges" means providers or the default model changed since the last apply.';
   static override examples = ['<%= config.bin %> runtime status', '<%= config.bin %> runtime status --tenant acme --json'];
@@ -38,9 +39,42 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
             (h) =>
               `${h.hostname} (serve pid ${h.pid}): ${h.resident} of ${h.capacity} resident (${h.frozen} frozen, ${h.starting} starting, ${h.busy} with a turn), ` +
               `${gb(h.runtimesMemoryBytes)} held by runtimes, ${gb(h.memoryAvailableBytes)} of ${gb(h.memoryTotalBytes)} available; ` +
-              (h.freezer ? `idle runtimes frozen (${h.freezer})` : c.yellow('idle runtimes cannot be frozen here (no writable cgroup)')),
+              (h.freezer ? `idle runtimes frozen (${h.freezer})` : c.yellow('idle runtimes cannot be frozen here (no writable cgroup)')) +
+              limitsLine(h.limits, h.diskFreeBytes, h.diskTotalBytes),
           )
         : [c.dim('no `aws serve` hosts runtimes now (none reported in the last 90 s)')];
+      /** What holds each runtime on a host, and, in yellow, what does not and why. */
+      function limitsLine(l: (typeof s.runtime.hosts)[number]['limits'], free: number | null, total: number | null): string {
+        if (!l) return '';
+        const held = [
+          l.memory ? `memory ${size(l.memoryMaxBytes)} each (${l.memory})` : null,
+          l.processes ? `${l.processesMax ?? '?'} processes each (${l.processes})` : null,
+          l.cpu ? `equal CPU shares (${l.cpu})` : null,
+          l.tmpBytes ? `/tmp ${size(l.tmpBytes)} in memory` : null,
+          l.disk ? 'workspace quota measured' : null,
+        ].filter(Boolean);
+        const missing = Object.entries(l.unavailable ?? {}).filter(([k]) => k !== 'disk' || !l.disk).map(([k, why]) => `${k}: ${why}`);
+        return `\n${' '.repeat(17)}limits: ${held.join(', ') || 'none'}` +
+          (missing.length ? `\n${' '.repeat(17)}${c.yellow(`not held: ${missing.join('; ')}`)}` : '') +
+          (l.disk && l.unavailable?.disk ? `\n${' '.repeat(17)}${c.yellow(`disk quota: ${l.unavailable.disk}`)}` : '') +
+          (free !== null && total ? `\n${' '.repeat(17)}data disk: ${size(free)} free of ${size(total)}` : '');
+      }
+      const size = (n: number | null | undefined) => (n === null || n === undefined ? '?' : formatSize(n));
+      const near = s.runtime.people.filter((p) => p.near.length || p.overQuota);
+      const people = near.length
+        ? near.map(
+            (p) =>
+              `${p.handle}: ` +
+              [
+                p.running && p.memoryBytes !== null ? `memory ${size(p.memoryBytes)} of ${size(p.memoryMaxBytes)}` : null,
+                p.running && p.pids !== null ? `${p.pids} of ${p.pidsMax ?? '?'} processes` : null,
+                p.diskBytes !== null ? `disk ${size(p.diskBytes)} of ${size(p.diskQuotaBytes)}` : null,
+              ]
+                .filter(Boolean)
+                .join(', ') +
+              (p.overQuota ? c.red(' PAST THE QUOTA: new turns refused') : c.yellow(` near: ${p.near.join(', ')}`)),
+          )
+        : [c.dim(`no one of this workspace is near a limit${s.runtime.workspaceQuotaBytes !== null ? ` (quota ${size(s.runtime.workspaceQuotaBytes)} each)` : ''}`)];
       const providers = s.providers.map((p) => `${p.name} (${p.kind}, ${p.enabled ? 'enabled' : 'disabled'}, key ${p.hasApiKey ? 'set' : 'none'})`).join(', ') || '(none)';
       const rows: Array<[string, string]> = [
         ['default model', s.defaultModel ?? '(none)'],
@@ -49,6 +83,7 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
         ['sandbox', sandbox],
         ['runtimes', rt],
         ...hosts.map((h, i): [string, string] => [i === 0 ? 'host' : '', h]),
+        ...people.map((p, i): [string, string] => [i === 0 ? 'near a limit' : '', p]),
         ['providers', providers],
       ];
       out.push('', ...rows.map(([k, v]) => `${k.padEnd(16)} ${v}`));

@@ -61,6 +61,11 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_RUNTIME_FREEZE_SECONDS', kind: 'int', default: '10', min: 0, max: 86400, doc: 'A user\'s runtime that has done nothing for this long is frozen (the kernel\'s cgroup freezer: it keeps its memory and connections but uses no CPU at all) and thawed in a few milliseconds by the next request to it. 0: never frozen. Needs a writable cgroup (root, or a delegated cgroup); without one runtimes stay awake and `aws runtime status` says why.' },
   { name: 'AGENTWS_EGRESS_PRIVATE_ALLOW', kind: 'string', default: '', doc: 'Comma-separated private hosts agents may reach through the egress proxy despite the public-address rule: host:port, host, or a CIDR (10.1.2.0/24, with :port optional), e.g. an internal package mirror. Empty: agents reach public addresses only. An entry naming a port also opens that port for that host (see AGENTWS_EGRESS_PORTS); one without a port is reached on the open ports only.' },
   { name: 'AGENTWS_EGRESS_PORTS', kind: 'string', default: '', doc: 'Comma-separated ports agents may connect to through the egress proxy besides 80 and 443, for every tenant (e.g. 22,587). A tenant adds its own with settings.egress.ports. Empty: 80 and 443 only.' },
+  { name: 'AGENTWS_RUNTIME_MEMORY_MAX', kind: 'string', default: 'auto', doc: 'Memory one user\'s runtime may use, everything it runs and its /tmp included (a cgroup limit: past it the kernel ends the largest process of that runtime only; if that is the runtime itself, its turn ends with an error and it restarts). auto: a quarter of what runtimes may use together (the host\'s memory less the reserve of AGENTWS_RUNTIME_MAX), between 1 and 4 GiB: 4 GiB on this 24 GB VM. A size (e.g. 6GiB, at least 512MiB), or off. All runtimes together never take more than the host\'s memory less that reserve. Needs a writable cgroup (root, or systemd Delegate=yes); `aws runtime status` says whether it holds.' },
+  { name: 'AGENTWS_RUNTIME_PIDS_MAX', kind: 'string', default: '1024', doc: 'Processes and threads one user\'s runtime may have at once (cgroup pids.max; at least 64): builds, test runners and browsers fit, a fork bomb stops there. A runtime that keeps every one busy for two checks in a row (5 s apart) is stopped and its turn ends with an error. off: no limit. All runtimes together never take more than half the host\'s pids.' },
+  { name: 'AGENTWS_RUNTIME_TMP_SIZE', kind: 'string', default: '1GiB', doc: 'Size of /tmp inside each sandbox (a tmpfs: counted in the runtime\'s memory, never on the host\'s disk; /var/tmp leads there), at least 16MiB.' },
+  { name: 'AGENTWS_WORKSPACE_QUOTA', kind: 'string', default: '10GiB', doc: 'Disk one person\'s files may take: their workspace, their runtime\'s home and run directory (a size, at least 100MiB; or off). A tenant sets its own with settings.workspace.quotaMb (PATCH /v1/admin/tenant, `aws tenant quota`). Measured by the host, not enforced by the kernel: past it the runtime is stopped, the person told, and their new turns refused until they are under it again (README, "Workspace quota").' },
+  { name: 'AGENTWS_WORKSPACE_QUOTA_MAX', kind: 'string', default: '100GiB', doc: 'The largest workspace quota a tenant may set for its people (settings.workspace.quotaMb); a larger one is refused with 400.' },
   { name: 'AGENTWS_RUNTIME_NICE', kind: 'int', default: '10', min: 0, max: 19, doc: 'CPU niceness of the managed runtime and of every tool it runs (builds, tests): the API, its event streams and the worker keep their CPU share while agents work. 0: same priority as serve.' },
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. One of bash, edit (write, patch, multiedit and apply_patch ask as edit), read, glob, grep, task, skill, todowrite, webfetch, websearch, lsp, external_directory (use outside the workspace, denied unless listed), doom_loop. Empty: allowed tools run without asking (the runtime still asks before reading .env files and when the model repeats one call three times).' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
@@ -138,6 +143,16 @@ export interface Config {
     readonly askTools: readonly string[];
     /** Niceness the managed runtime (and what it runs) is started with. */
     readonly nice: number;
+    /** Each runtime's memory limit: bytes, auto (from the host's memory: runtime-limits-fns.ts), or null (off). */
+    readonly memoryMax: number | 'auto' | null;
+    /** Each runtime's process limit (pids.max); null: off. */
+    readonly pidsMax: number | null;
+    /** Size of the sandbox's /tmp (a tmpfs), bytes. */
+    readonly tmpBytes: number;
+    /** A person's workspace quota when their tenant sets none (bytes); null: none. */
+    readonly workspaceQuotaBytes: number | null;
+    /** The largest quota a tenant may set (bytes). */
+    readonly workspaceQuotaMaxBytes: number;
     /** Whether serve hosts runtimes itself (its local runner). */
     readonly localRunner: boolean;
     /** Where other control-plane processes reach this serve's runner channels; null: loopback at its port. */

@@ -5,6 +5,7 @@ import { ConfigError, type ConfigProblem } from '../kernel/errors.js';
 import { deepFreeze } from '../lib/freeze.js';
 import { parsePorts, parsePrivateAllow } from '../lib/net-lists.js';
 import { isLoopback } from '../lib/loopback.js';
+import { parseSizeSetting } from '../lib/size.js';
 import { CONFIG_VARS, type Config, type ConfigVarName, type VarSpec } from './config.schema.js';
 
 /** Where the config file lives when neither --config nor AGENTWS_CONFIG says otherwise. */
@@ -128,6 +129,23 @@ export function parseConfigValues(input: {
   if (runtimeMax !== null && !(runtimeMax >= 1 && runtimeMax <= 500)) {
     problems.push({ variable: 'AGENTWS_RUNTIME_MAX', message: `must be auto or a whole number from 1 to 500, got "${str('AGENTWS_RUNTIME_MAX')}"` });
   }
+  // Limits of each runtime and the workspace quota: sizes people write (4GiB, 512MiB), auto or off.
+  const sizeSetting = <T extends number | 'auto' | null>(name: ConfigVarName, dflt: T, o: Parameters<typeof parseSizeSetting>[1]): T => {
+    const text = str(name).trim();
+    if (!text) return dflt;
+    const r = parseSizeSetting(text, o);
+    if (r.ok) return r.value as T;
+    problems.push({ variable: name, message: r.message });
+    return dflt;
+  };
+  const memoryMax = sizeSetting<number | 'auto' | null>('AGENTWS_RUNTIME_MEMORY_MAX', 'auto', { auto: true, off: true, min: 512 * 1024 ** 2 });
+  const tmpBytes = sizeSetting<number>('AGENTWS_RUNTIME_TMP_SIZE', 1024 ** 3, { min: 16 * 1024 ** 2 });
+  const workspaceQuotaBytes = sizeSetting<number | null>('AGENTWS_WORKSPACE_QUOTA', 10 * 1024 ** 3, { off: true, min: 100 * 1024 ** 2 });
+  const workspaceQuotaMaxBytes = sizeSetting<number>('AGENTWS_WORKSPACE_QUOTA_MAX', 100 * 1024 ** 3, { min: 100 * 1024 ** 2 });
+  if (workspaceQuotaBytes !== null && workspaceQuotaBytes > workspaceQuotaMaxBytes) problems.push({ variable: 'AGENTWS_WORKSPACE_QUOTA_MAX', message: `must not be under AGENTWS_WORKSPACE_QUOTA (the default a tenant may always keep)` });
+  const pidsText = str('AGENTWS_RUNTIME_PIDS_MAX').trim().toLowerCase() || '1024';
+  const pidsMax = pidsText === 'off' ? null : /^\d+$/.test(pidsText) ? Number(pidsText) : NaN;
+  if (pidsMax !== null && !(pidsMax >= 64 && pidsMax <= 4_194_304)) problems.push({ variable: 'AGENTWS_RUNTIME_PIDS_MAX', message: `must be a whole number from 64 to 4194304, or off, got "${str('AGENTWS_RUNTIME_PIDS_MAX')}"` });
   const relayUrl = str('AGENTWS_RELAY_URL');
   if (relayUrl && !/^https?:\/\/[^/@\s]+(\/.*)?$/.test(relayUrl)) problems.push({ variable: 'AGENTWS_RELAY_URL', message: `not an http(s) URL: "${relayUrl}"` });
   const egressPorts = parsePorts(str('AGENTWS_EGRESS_PORTS'));
@@ -212,6 +230,11 @@ export function parseConfigValues(input: {
       egressPorts: egressPorts.ports,
       askTools,
       nice: values.AGENTWS_RUNTIME_NICE as number,
+      memoryMax,
+      pidsMax: pidsMax !== null && Number.isFinite(pidsMax) ? pidsMax : pidsMax === null ? null : 1024,
+      tmpBytes,
+      workspaceQuotaBytes,
+      workspaceQuotaMaxBytes,
       localRunner: values.AGENTWS_LOCAL_RUNNER === 'on',
       relayUrl: str('AGENTWS_RELAY_URL').replace(/\/+$/, '') || null,
     },

@@ -34,6 +34,7 @@ import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/host/runt
 import { runtimeCapacity } from './runtime/host/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
 import { createRuntimePool, runnerToolCallOrigin, type RuntimeRecords } from './runtime/runtime-pool.js';
+import { createRuntimeLimits, type RunnerLimitsReport } from './runtime/runtime-limits.js';
 import { gatewayCredential, tenantSharedDir, type RuntimeOwner } from './runtime/host/runtime-host.js';
 import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { randomUUID } from 'node:crypto';
@@ -112,7 +113,7 @@ export function createCore(deps: CoreDeps) {
   const tenantsRepo = createTenantsRepo();
   const rolesRepo = createRolesRepo();
   const assignments = createRoleAssignmentsRepo();
-  const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, roles: rolesRepo, assignments, teams: createTeamsRepo(), audit, queue, dataDir: config.dataDir });
+  const tenants = createTenantsService({ db, repo: tenantsRepo, users: usersRepo, roles: rolesRepo, assignments, teams: createTeamsRepo(), audit, queue, dataDir: config.dataDir, workspaceQuotaMaxBytes: config.runtime.workspaceQuotaMaxBytes });
   const rbac = createRbacService({ db, roles: rolesRepo, assignments, users: usersRepo, audit, bus, clock });
   const usage = createUsageService({ db, repo: createUsageRepo(), clock });
   const { oidc } = config.auth;
@@ -188,11 +189,15 @@ export function createCore(deps: CoreDeps) {
   const providersRepo = createProvidersRepo();
   const providers = createProvidersService({ db, repo: providersRepo, audit, box });
   // How many runtimes this host holds: set, or what its memory holds (runtime-capacity.ts).
-  const capacity = config.runtime.max ?? runtimeCapacity(readHostMemory());
+  const hostMemory = readHostMemory();
+  const capacity = config.runtime.max ?? runtimeCapacity(hostMemory);
+  // What bounds each runtime (memory, processes, /tmp) and each person's workspace quota (issue 37).
+  const runtimeLimits = createRuntimeLimits({ db, repo: runtimeRepo, tenants: tenantsRepo, config: config.runtime, hostMemoryBytes: hostMemory.totalBytes });
   // The promoted skills as files (made before the runtime, which configures every runtime with them).
   const skillsRepo = createSkillsRepo();
   const skillFiles = createSkillFiles({ db, repo: skillsRepo, clock, log: deps.log.child({ part: 'skills' }), tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId) });
   const runtime = createRuntimeService({
+    quotaOf: runtimeLimits.quotaOf,
     db,
     repo: runtimeRepo,
     providers: providersRepo,
@@ -260,7 +265,9 @@ export function createCore(deps: CoreDeps) {
     },
   });
   // The rows of agent_runtimes: what this process's host writes, and how runtimes elsewhere are found.
-  const runtimeRecords = localRunnerRecords(createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o) }));
+  const runtimeRecords = localRunnerRecords(
+    createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o), limit: (owner, notice) => void turns.limitReached(owner, notice).catch(() => {}) }),
+  );
   const fleet = createRunnerFleet({
     registry: runners,
     localRunner: config.runtime.localRunner,
@@ -294,6 +301,9 @@ export function createCore(deps: CoreDeps) {
     tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId),
     // Turns are made below; a runner is only declared lost once the core runs.
     runtimeLost: async (owner, reason) => void (await turns.runtimeLost(owner, reason)),
+    quotaOf: runtimeLimits.quotaOf,
+    limit: async (owner, notice) => void (await turns.limitReached(owner, notice)),
+    limitsReport: (runner, placed, answer) => runtimeLimits.runnerReport(runner, placed, answer as RunnerLimitsReport),
   });
   // A runtime gone with turns in flight: they end with a clear error (turns are made below).
   const runtimeLost = (owner: RuntimeOwner, reason: string, o?: { idle?: boolean }): Promise<void> =>
@@ -314,7 +324,9 @@ export function createCore(deps: CoreDeps) {
     freezeAfterMs: config.runtime.freezeAfterMs,
     sandboxed: config.runtime.sandbox,
     credentialKey: config.secrets.encryptionKey,
-    launcher: () => (launcher ??= createRuntimeLauncher({ dataDir: config.dataDir, sandbox: config.runtime.sandbox, nice: config.runtime.nice, log: deps.log.child({ part: 'runtime' }) })),
+    launcher: () => (launcher ??= createRuntimeLauncher({ dataDir: config.dataDir, sandbox: config.runtime.sandbox, nice: config.runtime.nice, tmpBytes: config.runtime.tmpBytes, log: deps.log.child({ part: 'runtime' }) })),
+    limits: runtimeLimits.host,
+    quotaOf: runtimeLimits.quotaOf,
     listen: (identity, at) => egress.listen(identity, at),
     configure: (owner, handle, pid) => runtime.configureStarted(owner, handle, pid),
   });
@@ -325,7 +337,9 @@ export function createCore(deps: CoreDeps) {
       const sandbox = config.runtime.sandbox ? ('on' as const) : ('off' as const);
       const refusal = pool.refusal;
       if (refusal) return { sandbox, available: false, problem: `${refusal.problem}. ${refusal.hint ?? ''}`.trim() };
-      return { sandbox, available: true, ...(sandbox === 'off' ? { warning: 'agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off): single-user trials only' } : {}) };
+      const l = pool.hosting ? pool.limits() : null;
+      const limits = l ? { memory: l.memory, processes: l.processes, cpu: l.cpu, disk: l.disk, unavailable: l.unavailable } : undefined;
+      return { sandbox, available: true, ...(sandbox === 'off' ? { warning: 'agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off): single-user trials only' } : {}), ...(limits ? { limits } : {}) };
     },
   });
   const templatesRepo = createTemplatesRepo();
@@ -372,6 +386,7 @@ export function createCore(deps: CoreDeps) {
     permissionsOf,
     memories,
     events: turnEvents,
+    quota: runtimeLimits,
     log: deps.log,
   });
   const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, events: turnEvents });
@@ -497,7 +512,7 @@ export function createCore(deps: CoreDeps) {
     [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
   };
   // What /metrics reports beyond the HTTP layer's own counters.
-  const metrics = createMetricsService({ db, queue, pool, maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
+  const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
   // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.

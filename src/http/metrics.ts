@@ -56,6 +56,18 @@ export function registerMetrics(app: App, core: Core, config: Config): Registry 
   const runtimesBusy = new Gauge({ ...reg, name: 'agentws_runtimes_busy', help: 'Runtimes of this process with a turn running' });
   const runtimesMax = new Gauge({ ...reg, name: 'agentws_runtimes_max', help: 'Most runtimes this process holds at once (AGENTWS_RUNTIME_MAX; by default from the host\'s memory)' });
   const agentsAvailable = new Gauge({ ...reg, name: 'agentws_agents_available', help: '1 when this process hosts agent runtimes and can start them; 0 when it hosts none or cannot start one (no sandbox; see /readyz)' });
+  // The runtimes' limits (issue 37): which hold here, and each person against theirs (every host, from the database).
+  const limitHeld = new Gauge({ ...reg, name: 'agentws_runtime_limit_held', help: '1 when the limit holds the runtimes this process hosts, by limit (memory, processes, cpu, disk) and mechanism (cgroup2, cgroup1, measured); 0 with mechanism "none" when it does not (see /readyz for why)', labelNames: ['limit', 'mechanism'] });
+  const dataDisk = new Gauge({ ...reg, name: 'agentws_data_disk_bytes', help: 'The data directory\'s filesystem (workspaces, runtime homes, the embedded database) on this process\'s host, by kind: total, free', labelNames: ['kind'] });
+  const personLabels = ['tenant', 'user', 'host'];
+  const personMemory = new Gauge({ ...reg, name: 'agentws_runtime_memory_bytes', help: 'Memory of a person\'s running runtime (its cgroup, less what the kernel can drop at once), every host, as last reported', labelNames: personLabels });
+  const personMemoryMax = new Gauge({ ...reg, name: 'agentws_runtime_memory_limit_bytes', help: 'A person\'s runtime\'s memory limit', labelNames: personLabels });
+  const personPids = new Gauge({ ...reg, name: 'agentws_runtime_processes', help: 'Processes and threads of a person\'s running runtime', labelNames: personLabels });
+  const personPidsMax = new Gauge({ ...reg, name: 'agentws_runtime_processes_limit', help: 'A person\'s runtime\'s process limit', labelNames: personLabels });
+  const personDisk = new Gauge({ ...reg, name: 'agentws_workspace_disk_bytes', help: 'What a person\'s files take (workspace, runtime home and run directory), as last measured', labelNames: personLabels });
+  const personQuota = new Gauge({ ...reg, name: 'agentws_workspace_quota_bytes', help: 'A person\'s workspace quota', labelNames: personLabels });
+  const personOom = new Gauge({ ...reg, name: 'agentws_runtime_oom_kills', help: 'Processes of a person\'s runtime the kernel ended at its memory limit since it started', labelNames: personLabels });
+  const personForks = new Gauge({ ...reg, name: 'agentws_runtime_forks_refused', help: 'Forks of a person\'s runtime refused at its process limit since it started', labelNames: personLabels });
   const modelCalls = new Counter({ ...reg, name: 'agentws_model_calls_total', help: 'Model calls recorded (usage records, from every process) since this process started, by provider, model and channel', labelNames: ['provider', 'model', 'channel'] });
   const modelTokens = new Counter({ ...reg, name: 'agentws_model_tokens_total', help: 'Tokens of the model calls recorded since this process started, by provider, model, channel and type', labelNames: ['provider', 'model', 'channel', 'type'] });
   const modelCost = new Counter({ ...reg, name: 'agentws_model_cost_usd_total', help: 'Cost in USD of the model calls recorded since this process started, by provider, model and channel', labelNames: ['provider', 'model', 'channel'] });
@@ -128,6 +140,29 @@ export function registerMetrics(app: App, core: Core, config: Config): Registry 
     runtimesBusy.set(s.runtimes.busy);
     runtimesMax.set(s.runtimes.max);
     agentsAvailable.set(s.runtimes.available ? 1 : 0);
+
+    limitHeld.reset();
+    const m = s.limits.mechanisms;
+    if (m) {
+      for (const [limit, mechanism] of [['memory', m.memory], ['processes', m.processes], ['cpu', m.cpu], ['disk', m.disk]] as const) limitHeld.set({ limit, mechanism: mechanism ?? 'none' }, mechanism ? 1 : 0);
+    }
+    dataDisk.reset();
+    if (s.limits.dataDisk) {
+      dataDisk.set({ kind: 'total' }, s.limits.dataDisk.totalBytes);
+      dataDisk.set({ kind: 'free' }, s.limits.dataDisk.freeBytes);
+    }
+    for (const g of [personMemory, personMemoryMax, personPids, personPidsMax, personDisk, personQuota, personOom, personForks]) g.reset();
+    for (const p of s.limits.people) {
+      const labels = { tenant: p.tenantId, user: p.userId, host: p.host };
+      if (p.running && p.memoryBytes !== null) personMemory.set(labels, p.memoryBytes);
+      if (p.running && p.pids !== null) personPids.set(labels, p.pids);
+      if (p.memoryMaxBytes !== null) personMemoryMax.set(labels, p.memoryMaxBytes);
+      if (p.pidsMax !== null) personPidsMax.set(labels, p.pidsMax);
+      if (p.diskBytes !== null) personDisk.set(labels, p.diskBytes);
+      if (p.diskQuotaBytes !== null) personQuota.set(labels, p.diskQuotaBytes);
+      personOom.set(labels, p.oomKills);
+      personForks.set(labels, p.pidsRefused);
+    }
 
     // The core keeps the totals (counted once each, see tail.ts); a counter is set by reset and add.
     for (const m of [modelCalls, modelTokens, modelCost, approvals]) m.reset();

@@ -37,6 +37,8 @@ export interface RunnerOptions {
   nice: number;
   idleMs: number;
   freezeAfterMs: number;
+  /** What bounds each runtime (memory, processes: null = off) and its /tmp's size; the quota comes with each start. */
+  limits?: { memoryMaxBytes: number | null; pidsMax: number | null; tmpBytes: number };
   log: Logger;
 }
 
@@ -72,6 +74,8 @@ export function createRunnerAgent(o: RunnerOptions) {
   let fenceTimer: NodeJS.Timeout | null = null;
   /** Runtimes being configured by the control plane (through this channel) before the host hands them out. */
   const configuring = new Map<string, RuntimeHandle>();
+  /** Each user's workspace quota as the control plane last sent it (with a start: their tenant's setting). */
+  const quotas = new Map<string, number | null>();
 
   const tokenHeaders = (owner?: RuntimeOwner): Record<string, string> => {
     const h: Record<string, string> = { [RUNNER_HEADERS.token]: o.token, [RUNNER_HEADERS.runner]: o.info.name };
@@ -184,6 +188,10 @@ export function createRunnerAgent(o: RunnerOptions) {
       lastStatus = s;
     },
     hostStopped: async () => {},
+    // A limit met: the control plane tells the person (on the stream of a turn they have running).
+    limit: async (owner, notice) => {
+      await callControl('POST', RUNNER_PATHS.limit, notice, owner).catch((err) => log.warn({ err: (err as Error).message }, 'could not tell the control plane of a runtime\'s limit'));
+    },
   };
 
   const runtimes = createRuntimeHost({
@@ -196,7 +204,9 @@ export function createRunnerAgent(o: RunnerOptions) {
     sandboxed: o.sandbox,
     // Gateway credentials are the control plane's to derive and check: nothing here depends on this key.
     credentialKey: randomSecret(32),
-    launcher: () => createRuntimeLauncher({ dataDir: o.dataDir, sandbox: o.sandbox, nice: o.nice, log: log.child({ part: 'runtime' }) }),
+    launcher: () => createRuntimeLauncher({ dataDir: o.dataDir, sandbox: o.sandbox, nice: o.nice, tmpBytes: o.limits?.tmpBytes, log: log.child({ part: 'runtime' }) }),
+    limits: o.limits,
+    quotaOf: (owner) => quotas.get(owner.userId) ?? null,
     listen: (identity, at) => proxy.listen(identity, at),
     // The control plane records the runtime and writes its configuration (through this channel) before
     // the runtime is handed out.
@@ -364,6 +374,8 @@ export function createRunnerAgent(o: RunnerOptions) {
         case '/acquire': {
           const owner = { tenantId: String(body.tenantId), userId: String(body.userId) };
           leases.set(owner.userId, { tenantId: owner.tenantId, fence: Number(body.fence) });
+          const quota = Number(body.diskQuotaBytes);
+          quotas.set(owner.userId, Number.isFinite(quota) && quota > 0 ? quota : null);
           if (Array.isArray(body.files)) writeShared(owner.tenantId, body.files);
           const handle = await runtimes.acquire(owner);
           const pid = runtimes.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
@@ -400,7 +412,10 @@ export function createRunnerAgent(o: RunnerOptions) {
           const s = runtimes.status();
           lastStatus = s;
           const users = runtimes.live().map((l) => ({ userId: l.userId, state: l.state, running: l.running, idleMs: l.idleMs }));
-          return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users });
+          // Each user's figures against their limits, and which limits hold here: the control plane keeps
+          // them for status (for users it has placed here only).
+          const usage = s.usage.map(({ tenantId: _t, ...u }) => u);
+          return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users, usage, limits: { ...s.limits, freezer: s.freezer, freezerUnavailable: s.freezerUnavailable }, disk: s.disk });
         }
         default:
           return json(res, 404, { error: 'not_found', message: `POST ${p}` });

@@ -1,4 +1,5 @@
 import type { ConfigProblem } from '../kernel/errors.js';
+import { parseSizeSetting } from '../lib/size.js';
 
 /**
  * A runner host's settings: from its environment and flags only (never the control plane's config file,
@@ -18,6 +19,12 @@ export interface RunnerSettings {
   idleMs: number;
   freezeAfterMs: number;
   nice: number;
+  /** Each runtime's memory limit: bytes, auto (from the host's memory), or null (off). */
+  memoryMax: number | 'auto' | null;
+  /** Each runtime's process limit; null: off. */
+  pidsMax: number | null;
+  /** Size of each sandbox's /tmp (a tmpfs), bytes. */
+  tmpBytes: number;
   logLevel: string;
 }
 
@@ -93,6 +100,18 @@ export function readRunnerSettings(
     }
     return n;
   };
+  // The limits of each runtime, as serve reads them (config.schema.ts). The workspace quota is the
+  // tenant's: the control plane sends it with each start.
+  const size = <T extends number | 'auto' | null>(k: string, dflt: T, opts: Parameters<typeof parseSizeSetting>[1]): T => {
+    const v = get(k);
+    if (!v) return dflt;
+    const r = parseSizeSetting(v, opts);
+    if (r.ok) return r.value as T;
+    problems.push({ variable: k, message: r.message });
+    return dflt;
+  };
+  const pidsText = get('AGENTWS_RUNTIME_PIDS_MAX').toLowerCase();
+  const pidsMax = pidsText === 'off' ? null : int('AGENTWS_RUNTIME_PIDS_MAX', 1024, 64, 4_194_304);
   const maxText = get('AGENTWS_RUNTIME_MAX').toLowerCase() || 'auto';
   const max = maxText === 'auto' ? null : int('AGENTWS_RUNTIME_MAX', 10, 1, 500);
   const value: RunnerSettings = {
@@ -108,6 +127,9 @@ export function readRunnerSettings(
     idleMs: int('AGENTWS_RUNTIME_IDLE_MINUTES', 240, 1, 10080) * 60_000,
     freezeAfterMs: int('AGENTWS_RUNTIME_FREEZE_SECONDS', 10, 0, 86400) * 1000,
     nice: int('AGENTWS_RUNTIME_NICE', 10, 0, 19),
+    memoryMax: size<number | 'auto' | null>('AGENTWS_RUNTIME_MEMORY_MAX', 'auto', { auto: true, off: true, min: 512 * 1024 ** 2 }),
+    pidsMax,
+    tmpBytes: size<number>('AGENTWS_RUNTIME_TMP_SIZE', 1024 ** 3, { min: 16 * 1024 ** 2 }),
     logLevel: get('AGENTWS_LOG_LEVEL') || 'info',
   };
   if (!value.sandbox) problems.push({ variable: 'AGENTWS_RUNTIME_SANDBOX', message: 'must be on for a runner: a runner exists to run agents contained' });

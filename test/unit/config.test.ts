@@ -143,6 +143,20 @@ describe('loadConfig', () => {
     expect(problems.map((p) => p.variable)).toEqual(['AGENTWS_MEMORY_WRITES_PER_MINUTE', 'AGENTWS_MEMORY_QUOTA']);
   });
 
+  it('runtime limits and the workspace quota: sizes as people write them, auto and off, bounded; the quota never over its ceiling', () => {
+    const GiB = 1024 ** 3;
+    expect(loadConfig({ env: { ...SECRETS } }).runtime).toMatchObject({ memoryMax: 'auto', pidsMax: 1024, tmpBytes: GiB, workspaceQuotaBytes: 10 * GiB, workspaceQuotaMaxBytes: 100 * GiB });
+    const set = loadConfig({
+      env: { ...SECRETS, AGENTWS_RUNTIME_MEMORY_MAX: '6GiB', AGENTWS_RUNTIME_PIDS_MAX: 'off', AGENTWS_RUNTIME_TMP_SIZE: '256M', AGENTWS_WORKSPACE_QUOTA: 'off', AGENTWS_WORKSPACE_QUOTA_MAX: '1T' },
+    }).runtime;
+    expect(set).toMatchObject({ memoryMax: 6 * GiB, pidsMax: null, tmpBytes: 256 * 1024 ** 2, workspaceQuotaBytes: null, workspaceQuotaMaxBytes: 1024 * GiB });
+    const problems = problemsOf(() =>
+      loadConfig({ env: { ...SECRETS, AGENTWS_RUNTIME_MEMORY_MAX: '100MiB', AGENTWS_RUNTIME_PIDS_MAX: '10', AGENTWS_RUNTIME_TMP_SIZE: 'big', AGENTWS_WORKSPACE_QUOTA: '20GiB', AGENTWS_WORKSPACE_QUOTA_MAX: '10GiB' } }),
+    );
+    expect(problems.map((p) => p.variable).sort()).toEqual(['AGENTWS_RUNTIME_MEMORY_MAX', 'AGENTWS_RUNTIME_PIDS_MAX', 'AGENTWS_RUNTIME_TMP_SIZE', 'AGENTWS_WORKSPACE_QUOTA_MAX']);
+    expect(problems.find((p) => p.variable === 'AGENTWS_RUNTIME_MEMORY_MAX')?.message).toMatch(/from 512 MiB .*or auto, off, got "100MiB"/);
+  });
+
   it('never echoes a malformed URL (it may hold a password)', () => {
     const problems = problemsOf(() => loadConfig({ env: { ...SECRETS, DATABASE_URL: 'postgres://user:s3cret@' } }));
     expect(JSON.stringify(problems)).not.toContain('s3cret');

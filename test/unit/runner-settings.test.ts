@@ -14,6 +14,16 @@ describe('runner settings', () => {
     expect(r.value).toMatchObject({ controlUrl: 'https://agents.example.com', token: TOKEN, name: 'runner-1', labels: { zone: 'a', gpu: 'no' }, sandbox: true, sharedStorage: false, max: null, idleMs: 240 * 60_000, freezeAfterMs: 10_000 });
   });
 
+  it('the limits of each runtime, as serve reads them (the quota comes from the control plane)', () => {
+    const base = { AGENTWS_CONTROL_URL: 'http://10.0.0.1:8080', AGENTWS_RUNNER_TOKEN: TOKEN };
+    const d = readRunnerSettings(base, {}, host);
+    expect(d.ok && { memoryMax: d.value.memoryMax, pidsMax: d.value.pidsMax, tmpBytes: d.value.tmpBytes }).toEqual({ memoryMax: 'auto', pidsMax: 1024, tmpBytes: 1024 ** 3 });
+    const s = readRunnerSettings({ ...base, AGENTWS_RUNTIME_MEMORY_MAX: '2GiB', AGENTWS_RUNTIME_PIDS_MAX: 'off', AGENTWS_RUNTIME_TMP_SIZE: '128MiB' }, {}, host);
+    expect(s.ok && { memoryMax: s.value.memoryMax, pidsMax: s.value.pidsMax, tmpBytes: s.value.tmpBytes }).toEqual({ memoryMax: 2 * 1024 ** 3, pidsMax: null, tmpBytes: 128 * 1024 ** 2 });
+    const bad = readRunnerSettings({ ...base, AGENTWS_RUNTIME_MEMORY_MAX: 'lots', AGENTWS_RUNTIME_PIDS_MAX: '5' }, {}, host);
+    expect(!bad.ok && bad.problems.map((p) => p.variable).sort()).toEqual(['AGENTWS_RUNTIME_MEMORY_MAX', 'AGENTWS_RUNTIME_PIDS_MAX']);
+  });
+
   it('takes the token from a file, and flags over the environment', () => {
     const r = readRunnerSettings({ AGENTWS_CONTROL_URL: 'http://10.0.0.1:8080', AGENTWS_RUNNER_TOKEN_FILE: '/etc/agentws/token', AGENTWS_RUNNER_NAME: 'env-name' }, { name: 'flag-name', dataDir: 'd' }, host);
     expect(r.ok && r.value.token).toBe(TOKEN);

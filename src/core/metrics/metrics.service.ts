@@ -3,9 +3,13 @@ import type { Clock } from '../../lib/clock.js';
 import type { JobQueueStats, QueueStats } from '../jobs/job-queue.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
+import type { LimitsStatus } from '../runtime/host/runtime-host.js';
+import type { RuntimeUsageRow } from '../runtime/runtime.repo.js';
 import { createMetricsRepo, type MetricsRepo } from './metrics.repo.js';
 import { createTail } from './tail.js';
 
+/** People measured within this long are in /metrics (a person whose agent has not run for an hour drops out). */
+const USAGE_WITHIN_MS = 3600_000;
 /** How long a recorded row stays open to late commits (see tail.ts). */
 const TAIL_OVERLAP_MS = 60_000;
 
@@ -39,6 +43,16 @@ export interface MetricsSnapshot {
     hostMemoryAvailableBytes: number;
   };
   pendingPairingCodes: number | null;
+  /**
+   * The runtimes' limits: which hold on this process's host (null: it hosts none), its data directory's
+   * filesystem, and every person any host measured in the last hour, against their limits (from the
+   * database, so runner hosts' people too; memory and processes only while their runtime runs).
+   */
+  limits: {
+    mechanisms: LimitsStatus | null;
+    dataDisk: { totalBytes: number; freeBytes: number } | null;
+    people: Array<Pick<RuntimeUsageRow, 'tenantId' | 'userId' | 'host' | 'running' | 'memoryBytes' | 'memoryMaxBytes' | 'pids' | 'pidsMax' | 'diskBytes' | 'diskQuotaBytes' | 'oomKills' | 'pidsRefused'>>;
+  };
   /** Counters since this process started, from the database: whichever process recorded the rows. */
   modelUsage: ModelUsageTotal[];
   pairingApprovals: Array<{ platform: string; count: number }>;
@@ -55,6 +69,8 @@ export function createMetricsService(deps: {
   repo?: MetricsRepo;
   queue: JobQueueStats;
   pool: Pick<RuntimePool, 'status' | 'hosting' | 'refusal'>;
+  /** People against their limits, as their hosts last reported (runtime.repo.ts recentUsage). */
+  runtimeUsage?: (withinMs: number) => Promise<RuntimeUsageRow[]>;
   maxRuntimes: number;
   clock: Clock;
   log: Logger;
@@ -94,6 +110,9 @@ export function createMetricsService(deps: {
       approvals.set(r.platform, (approvals.get(r.platform) ?? 0) + r.count);
     }
     const pool = deps.pool.status();
+    const usageRows = (await deps.runtimeUsage?.(USAGE_WITHIN_MS).catch(failed('runtime usage'))) ?? [];
+    // A row whose host stopped reporting says nothing of a runtime now.
+    const fresh = (at: Date) => Date.now() - at.getTime() < 3 * 30_000;
     return {
       databaseUp,
       jobs,
@@ -109,6 +128,27 @@ export function createMetricsService(deps: {
         hostMemoryAvailableBytes: pool.memory.availableBytes,
       },
       pendingPairingCodes,
+      limits: {
+        mechanisms: deps.pool.hosting && !deps.pool.refusal ? pool.limits : null,
+        dataDisk: pool.disk ? { totalBytes: pool.disk.totalBytes, freeBytes: pool.disk.freeBytes } : null,
+        people: usageRows.map((u) => {
+          const running = u.running && fresh(u.updatedAt);
+          return {
+            tenantId: u.tenantId,
+            userId: u.userId,
+            host: u.host,
+            running,
+            memoryBytes: running ? u.memoryBytes : null,
+            memoryMaxBytes: u.memoryMaxBytes,
+            pids: running ? u.pids : null,
+            pidsMax: u.pidsMax,
+            diskBytes: u.diskBytes,
+            diskQuotaBytes: u.diskQuotaBytes,
+            oomKills: u.oomKills,
+            pidsRefused: u.pidsRefused,
+          };
+        }),
+      },
       modelUsage: [...usage.values()].map((t) => ({ ...t, tokens: { ...t.tokens } })),
       pairingApprovals: [...approvals].map(([platform, count]) => ({ platform, count })),
     };

@@ -15,6 +15,7 @@ import { controlProof, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, type Runne
 import { createListeners } from '../../lib/listeners.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { sendJson } from '../../lib/send-json.js';
+import { parseLimitNotice, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
 
 /**
  * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'
@@ -106,6 +107,12 @@ export interface RunnerFleetDeps {
   tenantDir(tenantId: string): string;
   /** A runtime's runner was lost: the turn it ran, if any, ends with a clear error (turn-runner.ts). */
   runtimeLost(owner: RuntimeOwner, reason: string): Promise<void>;
+  /** A person's workspace quota (bytes; null: none), sent with each start (runtime-limits.ts). */
+  quotaOf?(owner: RuntimeOwner): Promise<number | null>;
+  /** A runtime on a runner met one of its limits (the runner's notice, for a user it holds). */
+  limit?(owner: RuntimeOwner, notice: LimitNotice): Promise<void>;
+  /** What a runner's sync said of its runtimes' limits and usage (`placed`: the users it holds now). */
+  limitsReport?(runner: { id: string; name: string }, placed: ReadonlySet<string>, answer: unknown): Promise<void>;
 }
 
 export function createRunnerFleet(deps: RunnerFleetDeps) {
@@ -211,10 +218,11 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   }
 
   /** Sends the runner the leases it holds (it stops runtimes it no longer holds) and records its figures. */
-  async function sync(runnerId: string): Promise<void> {
+  async function sync(runnerId: string, name = runnerId): Promise<void> {
     const placed = await registry.placementsOf(runnerId);
     const s = await links.call<SyncAnswer>(runnerId, 'POST', '/sync', { placements: placed }, 10_000);
     const { state, sharedStorage } = await registry.heartbeat(runnerId, { resident: s.resident, busy: s.busy, capacity: s.capacity });
+    await deps.limitsReport?.({ id: runnerId, name }, new Set(placed.map((p) => p.userId)), s).catch((err) => log.warn({ runner: name, err: (err as Error).message }, 'could not record a runner\'s limits'));
     if (state === 'draining' && !draining.has(runnerId)) {
       draining.add(runnerId);
       void drainStep(runnerId, placed, s, sharedStorage).finally(() => draining.delete(runnerId));
@@ -284,8 +292,9 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       // Said only when the runtime is not running there already (a cold start: the stream says why it waits).
       if (!(await deps.runningOn(owner, runnerId))) onStarting?.();
       let r: { pid: number; authorization: string; directory: string };
+      const diskQuotaBytes = (await deps.quotaOf?.(owner)) ?? null;
       try {
-        r = await links.call(runnerId, 'POST', '/acquire', { tenantId: owner.tenantId, userId: owner.userId, fence: p.fence, files: sharedFiles(owner.tenantId) }, 120_000);
+        r = await links.call(runnerId, 'POST', '/acquire', { tenantId: owner.tenantId, userId: owner.userId, fence: p.fence, files: sharedFiles(owner.tenantId), diskQuotaBytes }, 120_000);
       } catch (err) {
         const e = err as Error & { status?: number; code?: string };
         if (e.code === 'runtime_busy') throw new RuntimeBusyError(0, 'capacity');
@@ -404,7 +413,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       links.attach(runner.id, runner.name, socket, head);
       log.info({ runner: runner.name, address: info.address ?? socket.remoteAddress, capacity: info.capacity }, 'runner connected');
       const beat = () =>
-        sync(runner.id).catch((err) => {
+        sync(runner.id, runner.name).catch((err) => {
           if (links.local(runner.id)) log.warn({ runner: runner.name, err: (err as Error).message }, 'runner heartbeat failed');
         });
       void beat();
@@ -446,6 +455,13 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
         }
         if (url.pathname === RUNNER_PATHS.stopped) {
           await deps.stopped(owner, runner.id, Number(body.pid), { why: typeof body.why === 'string' ? body.why.slice(0, 200) : null, idle: body.idle === true });
+          return sendJson(res, 204);
+        }
+        if (url.pathname === RUNNER_PATHS.limit) {
+          // Figures only, checked here; the person's message is written by the control plane.
+          const notice = parseLimitNotice(body);
+          if (!notice) return sendJson(res, 400, { error: 'validation_failed', message: 'not a limit notice' });
+          await deps.limit?.(owner, notice);
           return sendJson(res, 204);
         }
         if (url.pathname === RUNNER_PATHS.refused) {

@@ -6,6 +6,7 @@ import type { RuntimeHandle } from './host/runtime-transport.js';
 import { type RuntimeRecords } from './runtime-pool.js';
 import { workspaceDir } from '../../lib/data-paths.js';
 import type { RuntimeOwner } from './host/runtime-host.js';
+import type { LimitNotice } from './host/runtime-limits-fns.js';
 import type { RuntimeRepo, RuntimeRow } from './runtime.repo.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
 
@@ -38,6 +39,8 @@ export function createDbRuntimeRecords(deps: {
    * was stopped running nothing, so none was cut).
    */
   lost?: (owner: RuntimeOwner, reason: string, o?: { idle?: boolean }) => Promise<void> | void;
+  /** A runtime met one of its limits: the person is told (turn-runner.ts limitReached). */
+  limit?: (owner: RuntimeOwner, notice: LimitNotice) => Promise<void> | void;
 }): RuntimeRecords {
   const { db, repo, box } = deps;
   return {
@@ -90,7 +93,14 @@ export function createDbRuntimeRecords(deps: {
         memoryTotalBytes: s.memory.totalBytes,
         memoryAvailableBytes: s.memory.availableBytes,
         freezer: s.freezer,
+        limits: { ...s.limits, freezer: s.freezer, freezerUnavailable: s.freezerUnavailable },
+        diskTotalBytes: s.disk?.totalBytes ?? null,
+        diskFreeBytes: s.disk?.freeBytes ?? null,
       });
+      await repo.reportUsage(db, hostname, s.usage);
+    },
+    async limit(owner, notice) {
+      await deps.limit?.(owner, notice);
     },
     async hostStopped(hostname) {
       await repo.forgetHosts(db, hostname, [process.pid]);

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import type { LimitsStatus } from './host/runtime-host.js';
 
 export interface AppliedState {
   defaultModel: string;
@@ -49,13 +50,43 @@ export interface RuntimeHostRow {
   memoryAvailableBytes: number;
   /** cgroup2 or cgroup1; null: idle runtimes cannot be frozen here. */
   freezer: string | null;
+  /** Which limits hold on the host and why not the others (runtime-host.ts LimitsStatus); null: reported before they existed. */
+  limits: (LimitsStatus & { freezer?: string | null; freezerUnavailable?: string | null }) | null;
+  /** The data directory's filesystem; null: not read. */
+  diskTotalBytes: number | null;
+  diskFreeBytes: number | null;
   startedAt: Date;
   reportedAt: Date;
 }
 export type RuntimeHostReport = Omit<RuntimeHostRow, 'startedAt' | 'reportedAt'>;
 
 const HOST = `hostname, host_pid as "hostPid", capacity, resident, frozen, starting, busy, runtimes_memory_bytes::float8 as "runtimesMemoryBytes",
-  memory_total_bytes::float8 as "memoryTotalBytes", memory_available_bytes::float8 as "memoryAvailableBytes", freezer, started_at as "startedAt", reported_at as "reportedAt"`;
+  memory_total_bytes::float8 as "memoryTotalBytes", memory_available_bytes::float8 as "memoryAvailableBytes", freezer, limits,
+  disk_total_bytes::float8 as "diskTotalBytes", disk_free_bytes::float8 as "diskFreeBytes", started_at as "startedAt", reported_at as "reportedAt"`;
+
+/** One person's runtime against its limits, as its host last read it (runtime_usage). */
+export interface RuntimeUsageRow {
+  userId: string;
+  tenantId: string;
+  host: string;
+  running: boolean;
+  memoryBytes: number | null;
+  memoryMaxBytes: number | null;
+  pids: number | null;
+  pidsMax: number | null;
+  diskBytes: number | null;
+  diskQuotaBytes: number | null;
+  diskMeasuredAt: Date | null;
+  oomKills: number;
+  pidsRefused: number;
+  updatedAt: Date;
+}
+export type RuntimeUsageReport = Omit<RuntimeUsageRow, 'tenantId' | 'host' | 'updatedAt' | 'diskMeasuredAt'> & { diskMeasuredAt: number | null };
+
+const usageCols = (t: string) =>
+  `${t}.user_id as "userId", ${t}.tenant_id as "tenantId", ${t}.host, ${t}.running, ${t}.memory_bytes::float8 as "memoryBytes", ${t}.memory_max_bytes::float8 as "memoryMaxBytes",
+  ${t}.pids, ${t}.pids_max as "pidsMax", ${t}.disk_bytes::float8 as "diskBytes", ${t}.disk_quota_bytes::float8 as "diskQuotaBytes", ${t}.disk_measured_at as "diskMeasuredAt",
+  ${t}.oom_kills as "oomKills", ${t}.pids_refused as "pidsRefused", ${t}.updated_at as "updatedAt"`;
 
 export function createRuntimeRepo() {
   return {
@@ -111,13 +142,73 @@ export function createRuntimeRepo() {
     /** The host's latest report (one row per hosting process, replaced at each report). */
     async reportHost(q: Queryable, r: RuntimeHostReport): Promise<void> {
       await q.query(
-        `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer, reported_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+        `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer, limits, disk_total_bytes, disk_free_bytes, reported_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
          on conflict (hostname, host_pid) do update set capacity = excluded.capacity, resident = excluded.resident, frozen = excluded.frozen, starting = excluded.starting,
            busy = excluded.busy, runtimes_memory_bytes = excluded.runtimes_memory_bytes, memory_total_bytes = excluded.memory_total_bytes,
-           memory_available_bytes = excluded.memory_available_bytes, freezer = excluded.freezer, reported_at = now()`,
-        [r.hostname, r.hostPid, r.capacity, r.resident, r.frozen, r.starting, r.busy, Math.round(r.runtimesMemoryBytes), Math.round(r.memoryTotalBytes), Math.round(r.memoryAvailableBytes), r.freezer],
+           memory_available_bytes = excluded.memory_available_bytes, freezer = excluded.freezer, limits = excluded.limits,
+           disk_total_bytes = excluded.disk_total_bytes, disk_free_bytes = excluded.disk_free_bytes, reported_at = now()`,
+        [
+          r.hostname, r.hostPid, r.capacity, r.resident, r.frozen, r.starting, r.busy, Math.round(r.runtimesMemoryBytes), Math.round(r.memoryTotalBytes), Math.round(r.memoryAvailableBytes), r.freezer,
+          r.limits ? JSON.stringify(r.limits) : null, r.diskTotalBytes === null ? null : Math.round(r.diskTotalBytes), r.diskFreeBytes === null ? null : Math.round(r.diskFreeBytes),
+        ],
       );
+    },
+    /**
+     * What a host read of its runtimes' usage. The tenant is the user's own (a runner names users only);
+     * `only` (a runner's report): rows of users placed on that runner now, the others dropped.
+     */
+    async reportUsage(q: Queryable, host: string, rows: RuntimeUsageReport[], only?: ReadonlySet<string>): Promise<void> {
+      const mine = only ? rows.filter((r) => only.has(r.userId)) : rows;
+      if (!mine.length) return;
+      const col = <K extends keyof RuntimeUsageReport>(k: K) => mine.map((r) => r[k]);
+      await q.query(
+        `insert into runtime_usage (user_id, tenant_id, host, running, memory_bytes, memory_max_bytes, pids, pids_max, disk_bytes, disk_quota_bytes, disk_measured_at, oom_kills, pids_refused, updated_at)
+         select u.id, u.tenant_id, $1, x.running, x.memory_bytes, x.memory_max_bytes, x.pids, x.pids_max, x.disk_bytes, x.disk_quota_bytes,
+                case when x.disk_measured_at is null then null else to_timestamp(x.disk_measured_at / 1000.0) end, x.oom_kills, x.pids_refused, now()
+           from unnest($2::uuid[], $3::boolean[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], $8::bigint[], $9::bigint[], $10::float8[], $11::int[], $12::int[])
+                as x(user_id, running, memory_bytes, memory_max_bytes, pids, pids_max, disk_bytes, disk_quota_bytes, disk_measured_at, oom_kills, pids_refused)
+           join users u on u.id = x.user_id
+         on conflict (user_id) do update set tenant_id = excluded.tenant_id, host = excluded.host, running = excluded.running,
+           memory_bytes = excluded.memory_bytes, memory_max_bytes = excluded.memory_max_bytes, pids = excluded.pids, pids_max = excluded.pids_max,
+           disk_bytes = coalesce(excluded.disk_bytes, runtime_usage.disk_bytes), disk_quota_bytes = excluded.disk_quota_bytes,
+           disk_measured_at = coalesce(excluded.disk_measured_at, runtime_usage.disk_measured_at),
+           oom_kills = excluded.oom_kills, pids_refused = excluded.pids_refused, updated_at = now()`,
+        [
+          host,
+          col('userId'),
+          col('running'),
+          mine.map((r) => (r.memoryBytes === null ? null : Math.round(r.memoryBytes))),
+          mine.map((r) => (r.memoryMaxBytes === null ? null : Math.round(r.memoryMaxBytes))),
+          col('pids'),
+          col('pidsMax'),
+          mine.map((r) => (r.diskBytes === null ? null : Math.round(r.diskBytes))),
+          mine.map((r) => (r.diskQuotaBytes === null ? null : Math.round(r.diskQuotaBytes))),
+          col('diskMeasuredAt'),
+          col('oomKills'),
+          col('pidsRefused'),
+        ],
+      );
+    },
+    /** A person's runtime against its limits as last read (null: never measured). */
+    async usageOf(q: Queryable, tenantId: string, userId: string): Promise<RuntimeUsageRow | null> {
+      return (await q.query<RuntimeUsageRow>(`select ${usageCols('r')} from runtime_usage r where r.tenant_id = $1 and r.user_id = $2`, [tenantId, userId])).rows[0] ?? null;
+    },
+    /** Every person measured within `withinMs`, every tenant (for /metrics, which only the operator reads). */
+    async recentUsage(q: Queryable, withinMs: number): Promise<RuntimeUsageRow[]> {
+      return (await q.query<RuntimeUsageRow>(`select ${usageCols('r')} from runtime_usage r where r.updated_at > now() - make_interval(secs => $1::float8 / 1000) order by r.tenant_id, r.user_id`, [withinMs])).rows;
+    },
+    /** The tenant's people against their limits (with their handle), nearest to a limit first. */
+    async usageOfTenant(q: Queryable, tenantId: string): Promise<Array<RuntimeUsageRow & { handle: string }>> {
+      return (
+        await q.query<RuntimeUsageRow & { handle: string }>(
+          `select ${usageCols('r')}, u.handle from runtime_usage r join users u on u.id = r.user_id and u.tenant_id = r.tenant_id
+            where r.tenant_id = $1
+            order by greatest(coalesce(r.disk_bytes::float8 / nullif(r.disk_quota_bytes, 0), 0), coalesce(r.memory_bytes::float8 / nullif(r.memory_max_bytes, 0), 0),
+                              coalesce(r.pids::float8 / nullif(r.pids_max, 0), 0)) desc, r.user_id`,
+          [tenantId],
+        )
+      ).rows;
     },
     /** Hosts that reported within `withinMs` (the others' processes are gone or stuck). */
     async liveHosts(q: Queryable, withinMs: number): Promise<RuntimeHostRow[]> {

@@ -13,6 +13,7 @@ import { createRuntimeClient } from './runtime-client.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
 import { RUNTIME_USED_CHANNEL } from './runtime-pool.js';
 import { HOST_REPORT_FRESH_MS, gatewayCredential, type RuntimeOwner } from './host/runtime-host.js';
+import { nearLimits, overQuota } from './host/runtime-limits-fns.js';
 import { MANAGED_GITCONFIG_KEY, managedConfigDir, runtimeRoot, writeManagedConfig } from './host/managed-config.js';
 import { sandboxGitConfig } from '../connectors/git-fns.js';
 import { MCP_CONNECTOR_PATH_PREFIX } from '../connectors/mcp-fns.js';
@@ -80,6 +81,8 @@ export function createRuntimeService(deps: {
   gitHosts?: (tenantId: string) => Promise<Array<{ name: string; baseUrl: string }>>;
   /** The tenant's MCP connectors the user's roles may use (names): listed in the runtime, at the gateway host. */
   mcpServers?: (tenantId: string, userId: string) => Promise<string[]>;
+  /** A person's workspace quota (runtime-limits.ts), for status. */
+  quotaOf?: (owner: RuntimeOwner) => Promise<number | null>;
 }) {
   // A name no tool asks under would silently never ask: refused at start-up, as a configuration problem.
   const unknownAsks = deps.askTools.filter((t) => !permissionOfTool(t));
@@ -296,7 +299,10 @@ export function createRuntimeService(deps: {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
-      const [live, hosts] = await Promise.all([repo.runtimesOfTenant(db, tenantId), repo.liveHosts(db, HOST_REPORT_FRESH_MS)]);
+      const [live, hosts, usage] = await Promise.all([repo.runtimesOfTenant(db, tenantId), repo.liveHosts(db, HOST_REPORT_FRESH_MS), repo.usageOfTenant(db, tenantId)]);
+      // The quota of a person of this tenant (the same for each of them: the tenant's setting or the default).
+      const quota = deps.quotaOf ? await deps.quotaOf({ tenantId, userId: '' }) : null;
+      const fresh = (at: Date) => Date.now() - at.getTime() < HOST_REPORT_FRESH_MS;
       const runtime = {
         sandbox: deps.sandboxed ? ('on' as const) : ('off' as const),
         ...(deps.sandboxed ? {} : { warning: 'AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with the service\'s files and network in reach (single-user trials only)' }),
@@ -315,8 +321,37 @@ export function createRuntimeService(deps: {
           memoryTotalBytes: h.memoryTotalBytes,
           memoryAvailableBytes: h.memoryAvailableBytes,
           freezer: h.freezer,
+          // Which limits hold there, and why not the others.
+          limits: h.limits,
+          diskTotalBytes: h.diskTotalBytes,
+          diskFreeBytes: h.diskFreeBytes,
           reportedAt: h.reportedAt,
         })),
+        workspaceQuotaBytes: quota,
+        // This workspace's people against their limits, nearest first: memory and processes while their
+        // runtime runs (as its host last read them), disk whether it runs or not (their files stay).
+        people: usage.map((u) => {
+          const running = u.running && fresh(u.updatedAt);
+          const row = { ...u, running, diskQuotaBytes: quota ?? u.diskQuotaBytes };
+          return {
+            userId: u.userId,
+            handle: u.handle,
+            host: u.host,
+            running,
+            memoryBytes: running ? u.memoryBytes : null,
+            memoryMaxBytes: u.memoryMaxBytes,
+            pids: running ? u.pids : null,
+            pidsMax: u.pidsMax,
+            diskBytes: u.diskBytes,
+            diskQuotaBytes: row.diskQuotaBytes,
+            diskMeasuredAt: u.diskMeasuredAt,
+            oomKills: u.oomKills,
+            pidsRefused: u.pidsRefused,
+            near: nearLimits(row),
+            overQuota: overQuota(u.diskBytes, row.diskQuotaBytes),
+            updatedAt: u.updatedAt,
+          };
+        }),
       };
       const appliedAt = settings?.appliedAt ?? null;
       return {

@@ -217,6 +217,21 @@ export function createSessionsRepo() {
     },
 
     /**
+     * Sessions of the user with a turn in flight now, or handed over in the last two minutes (a turn whose
+     * tool was killed may have ended just before the host read why): their streams hear what befalls the runtime.
+     */
+    async inFlightSessions(q: Queryable, tenantId: string, userId: string): Promise<string[]> {
+      const { rows } = await q.query<{ id: string }>(
+        `select distinct t.session_id as id from agent_turns t
+          where t.tenant_id = $1
+            and ((t.status = 'sent' and t.sent_at > now() - interval '6 hours') or t.sent_at > now() - interval '2 minutes')
+            and t.session_id in (select id from agent_sessions where tenant_id = $1 and owner_id = $2)`,
+        [tenantId, userId],
+      );
+      return rows.map((r) => r.id);
+    },
+
+    /**
      * The user's turns in flight whose end went unseen, though their runtime stopped idle by its own
      * account (no session running): they had ended. Not news, so nobody is told.
      */

@@ -13,6 +13,7 @@ import type { JobQueue } from '../jobs/job-queue.js';
 import { createRuntimeClient } from '../runtime/runtime-client.js';
 import { type RuntimePool } from '../runtime/runtime-pool.js';
 import { RuntimeBusyError } from '../runtime/host/runtime-host.js';
+import { limitMessage, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
 import type { MemoriesService } from '../memories/memories.service.js';
 import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
@@ -44,7 +45,7 @@ export const lostMessage = (reason: string) =>
 
 export function createTurnRunner(deps: {
   db: Database;
-  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'>;
+  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'> & Partial<Pick<SessionsRepo, 'inFlightSessions'>>;
   runtime: Pick<RuntimeService, 'resolveModel' | 'ensureConfigured'>;
   pool: Pick<RuntimePool, 'acquire'>;
   queue: JobQueue;
@@ -57,6 +58,8 @@ export function createTurnRunner(deps: {
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
    */
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
+  /** Refuses a turn whose person's workspace is past its quota (runtime-limits.ts); absent: no quota. */
+  quota?: { checkTurn(owner: { tenantId: string; userId: string }): Promise<void> };
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
@@ -158,6 +161,18 @@ export function createTurnRunner(deps: {
     },
 
     /**
+     * The user's runtime met one of its limits (memory, processes, disk): every session with a turn of
+     * theirs in flight says so on its stream (`runtime.limit`), across every process (the bus). A runtime
+     * ended for it also ends its turns (runtimeLost, told by the host just after).
+     */
+    async limitReached(owner: { tenantId: string; userId: string }, notice: LimitNotice): Promise<number> {
+      const sessions = (await repo.inFlightSessions?.(db, owner.tenantId, owner.userId)) ?? [];
+      deps.log.warn({ userId: owner.userId, notice, sessions: sessions.length }, 'an agent runtime met one of its limits');
+      for (const id of sessions) await streams.publish(id, 'runtime.limit', { ...notice, message: limitMessage(notice) }).catch(() => {});
+      return sessions.length;
+    },
+
+    /**
      * Turns a serve that is gone left in flight with no runtime anywhere (it died before it could end
      * them, its runtimes with it): lost. Run as a serve starts hosting, after the rows of dead hosts are
      * forgotten.
@@ -181,9 +196,9 @@ export function createTurnRunner(deps: {
       // Handed over already (in flight, ended, or lost with its runtime), or given up: nothing to send.
       if (!turn || ['sent', 'done', 'lost', 'failed'].includes(turn.previousStatus)) return;
       const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
-      const fail = async (message: string) => {
+      const fail = async (message: string, code?: string) => {
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
-        await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message } });
+        await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message, ...(code ? { code } : {}) } });
         deps.events.emit('turn.failed', { session: s, turnId: turn.id });
       };
       const unwanted = await deps.events.unwanted(s, turn.id);
@@ -194,6 +209,8 @@ export function createTurnRunner(deps: {
       }
       try {
         const owner = { tenantId: s.tenantId, userId: s.ownerId };
+        // A workspace past its quota takes no new turn (the quota is measured: writes are not refused).
+        await deps.quota?.checkTurn(owner);
         // Started now so it runs while the runtime is acquired and prepared: off the critical path.
         const memoriesPart = recall(ctx, owner, turn.parts);
         await ensureWorkspace(s.directory);
@@ -266,7 +283,7 @@ export function createTurnRunner(deps: {
       } catch (err) {
         const retryable = !(err instanceof AppError) || err.status >= 500;
         if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;
-        await fail((err as Error).message);
+        await fail((err as Error).message, err instanceof AppError ? err.code : undefined);
       }
     },
   };

@@ -10,7 +10,18 @@ export interface Readiness {
    * Whether agents can run on this host: `sandbox` on or off (off: unsandboxed, single-user trials only),
    * and why not when they cannot (no sandbox can start). Does not make the API unready: it still serves.
    */
-  agents: { sandbox: 'on' | 'off'; available: boolean; problem?: string; warning?: string };
+  agents: {
+    sandbox: 'on' | 'off';
+    available: boolean;
+    problem?: string;
+    warning?: string;
+    /**
+     * Which limits hold each runtime this process hosts (memory, processes, cpu: cgroup2 or cgroup1, or
+     * null; disk: measured or null) and, in `unavailable`, why one does not and what the disk quota does
+     * not cover. Absent when this process hosts no runtime.
+     */
+    limits?: { memory: string | null; processes: string | null; cpu: string | null; disk: string | null; unavailable: Record<string, string> };
+  };
 }
 
 /** Health of the appliance itself, for /readyz and `aws status`-style checks. */

@@ -81,6 +81,8 @@ export function createTenantsService(deps: {
   queue: JobQueue;
   /** The data dir, holding the tenants' workspace directories (the agents' sandboxes). */
   dataDir: string;
+  /** The largest workspace quota a tenant may set (AGENTWS_WORKSPACE_QUOTA_MAX). */
+  workspaceQuotaMaxBytes?: number;
 }) {
   const { db, repo, users, roles, assignments, audit, queue } = deps;
 
@@ -191,8 +193,15 @@ export function createTenantsService(deps: {
      * `signIn.applyGroupMapping`, whether each sign-in applies groupRoleMapping and `groupTeamMapping`
      * (group -> team name; the teams must exist) from the ID token's groups (default false, as SPEC.md).
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; groupTeamMapping?: Record<string, string>; signIn?: SignInSettings; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings; privacy?: PrivacySettings; tokens?: { maxDays?: number } } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; groupTeamMapping?: Record<string, string>; signIn?: SignInSettings; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings; privacy?: PrivacySettings; tokens?: { maxDays?: number }; workspace?: { quotaMb?: number | null } } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
+      const quotaMb = input.settings?.workspace?.quotaMb;
+      if (quotaMb !== undefined && quotaMb !== null) {
+        const maxMb = Math.floor((deps.workspaceQuotaMaxBytes ?? 100 * 1024 ** 3) / 1024 ** 2);
+        if (!Number.isInteger(quotaMb) || quotaMb < 100 || quotaMb > maxMb) {
+          throw new ValidationError(`settings.workspace.quotaMb: a whole number of MiB from 100 to ${maxMb} (the operator's AGENTWS_WORKSPACE_QUOTA_MAX), or null for the default`, { details: { field: 'settings.workspace.quotaMb' } });
+        }
+      }
       const mapping = input.settings?.groupRoleMapping;
       const egress = input.settings?.egress;
       // Addresses and ranges too: a deny list of names alone is stepped around by dialling the address.
@@ -267,6 +276,8 @@ export function createTenantsService(deps: {
         if (privacy) settings.privacy = { ...(settings.privacy as PrivacySettings | undefined), ...privacy };
         // Read when a personal access token is created (personal-tokens.service.ts); existing tokens keep their expiry.
         if (tokenRules?.maxDays !== undefined) settings.tokens = { ...(settings.tokens as object | undefined), maxDays: tokenRules.maxDays };
+        // Read at each runtime start and workspace measure (runtime-limits.ts quotaOf, cached 5 s).
+        if (quotaMb !== undefined) settings.workspace = { ...(settings.workspace as object | undefined), quotaMb };
         const updated = await repo.updateSettings(tx, tenantId, settings);
         await audit.record(tx, { ...ctx, tenantId }, { action: 'tenant.update', target: `tenant:${tenantId}`, details: { settings } });
         return updated;

@@ -12,6 +12,15 @@ const Readiness = Type.Object({
     available: Type.Boolean({ description: 'false: no agent can run on this host (see problem); the API still serves' }),
     problem: Type.Optional(Type.String()),
     warning: Type.Optional(Type.String()),
+    limits: Type.Optional(
+      Type.Object({
+        memory: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1: each runtime has a memory limit; null: none here (see unavailable)' }),
+        processes: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1: each runtime has a process limit' }),
+        cpu: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1: equal CPU shares per runtime, below the service' }),
+        disk: Type.Union([Type.String(), Type.Null()], { description: 'measured: the workspace quota is measured, not enforced by the kernel' }),
+        unavailable: Type.Record(Type.String(), Type.String(), { description: 'Why a limit does not hold here, and what the disk quota does not cover' }),
+      }),
+    ),
   }),
 });
 

@@ -75,6 +75,10 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           case 'runtime.moved':
             setError(e.properties.message ?? 'Your agent now runs on another host.');
             return;
+          // A limit the agent met (memory, processes, its workspace's quota): kept in view, like an error.
+          case 'runtime.limit':
+            setError(e.properties.message ?? 'Your agent met one of its limits.');
+            return;
           case 'runtime.waiting':
             setNotice(e.properties.message ?? 'Waiting for a free runtime…');
             return;

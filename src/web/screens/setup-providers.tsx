@@ -33,7 +33,22 @@ interface RuntimeStatus {
     warning?: string;
     running: number;
     max: number;
-    hosts: Array<{ hostname: string; pid: number; capacity: number; resident: number; frozen: number; starting: number; busy: number; runtimesMemoryBytes: number; memoryTotalBytes: number; memoryAvailableBytes: number; freezer: string | null }>;
+    hosts: Array<{
+      hostname: string;
+      pid: number;
+      capacity: number;
+      resident: number;
+      frozen: number;
+      starting: number;
+      busy: number;
+      runtimesMemoryBytes: number;
+      memoryTotalBytes: number;
+      memoryAvailableBytes: number;
+      freezer: string | null;
+      limits: { memory: string | null; memoryMaxBytes: number | null; processes: string | null; processesMax: number | null; cpu: string | null; disk: string | null; unavailable: Record<string, string> } | null;
+    }>;
+    workspaceQuotaBytes: number | null;
+    people: Array<{ userId: string; handle: string; running: boolean; memoryBytes: number | null; memoryMaxBytes: number | null; pids: number | null; pidsMax: number | null; diskBytes: number | null; diskQuotaBytes: number | null; near: string[]; overQuota: boolean }>;
   };
   providers: Provider[];
 }
@@ -81,8 +96,43 @@ export function ProvidersTab() {
         <p key={`${h.hostname}:${h.pid}`} data-testid="runtime-host">
           Host {h.hostname}: {h.resident} of {h.capacity} runtimes resident ({h.frozen} frozen, {h.starting} starting, {h.busy} with a turn), {gb(h.runtimesMemoryBytes)} held by them,{' '}
           {gb(h.memoryAvailableBytes)} of {gb(h.memoryTotalBytes)} available{h.freezer ? '' : '; idle runtimes cannot be frozen there'}
+          {h.limits ? (
+            <>
+              <br />
+              <small class="hint" data-testid="runtime-limits">
+                Each runtime: {h.limits.memory ? `memory ${h.limits.memoryMaxBytes ? gb(h.limits.memoryMaxBytes) : '?'}` : 'no memory limit'}, {h.limits.processes ? `${h.limits.processesMax} processes` : 'no process limit'},{' '}
+                {h.limits.cpu ? 'an equal CPU share' : 'no CPU share'}; workspace quota {h.limits.disk ?? 'off'}
+              </small>
+              {Object.entries(h.limits.unavailable)
+                .filter(([k]) => k !== 'disk')
+                .map(([k, why]) => (
+                  <span class="warn">
+                    <br />
+                    No {k} limit there: {why}
+                  </span>
+                ))}
+            </>
+          ) : null}
         </p>
       ))}
+      <p class="hint">
+        Workspace quota: {status.runtime.workspaceQuotaBytes === null ? 'none' : `${gb(status.runtime.workspaceQuotaBytes)} a person`} (measured, not enforced by the kernel: past it a person&apos;s agent
+        is stopped and their new turns refused; settings.workspace.quotaMb, or <code>aws tenant quota</code>).
+      </p>
+      {status.runtime.people.some((p) => p.near.length || p.overQuota) ? (
+        <ul aria-label="Near their limits" data-testid="near-limits">
+          {status.runtime.people
+            .filter((p) => p.near.length || p.overQuota)
+            .map((p) => (
+              <li key={p.userId}>
+                {p.handle}: {p.diskBytes !== null ? `disk ${gb(p.diskBytes)}${p.diskQuotaBytes ? ` of ${gb(p.diskQuotaBytes)}` : ''}` : ''}
+                {p.running && p.memoryBytes !== null ? `, memory ${gb(p.memoryBytes)}${p.memoryMaxBytes ? ` of ${gb(p.memoryMaxBytes)}` : ''}` : ''}
+                {p.running && p.pids !== null ? `, ${p.pids} of ${p.pidsMax ?? '?'} processes` : ''}
+                {p.overQuota ? <span class="warn"> past the quota: new turns refused</span> : <span class="warn"> near: {p.near.join(', ')}</span>}
+              </li>
+            ))}
+        </ul>
+      ) : null}
 
       <h2>Default model</h2>
       <div class="row">

@@ -220,7 +220,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
     {
       schema: {
         tags: ['admin'],
-        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping and groupTeamMapping (applied at each sign-in only when signIn.applyGroupMapping is true), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value), skills (the people a learnt skill needs, the hosts it may name unflagged) and memory (agentSavesNeedRelease: every memory an agent saves waits for its person\'s release)',
+        summary: 'Update tenant settings (admin.manage_tenant): groupRoleMapping and groupTeamMapping (applied at each sign-in only when signIn.applyGroupMapping is true), egress (domains, addresses and ranges the agents may or may not reach through the egress proxy, and the ports they may use besides 80 and 443; keys left out keep their value), skills (the people a learnt skill needs, the hosts it may name unflagged), memory (agentSavesNeedRelease: every memory an agent saves waits for its person\'s release) and workspace (quotaMb: the disk each person\'s files may take)',
         body: Type.Object({
           settings: Type.Object(
             {
@@ -287,6 +287,18 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
                     sharedMemoriesOnErase: Type.Optional(
                       Type.Union([Type.Literal('remove'), Type.Literal('keep-anonymous')], {
                         description: "What erasing a person does with their team and org memories: remove them (default), or keep them for the others under a pseudonymous placeholder author",
+                      }),
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+              workspace: Type.Optional(
+                Type.Object(
+                  {
+                    quotaMb: Type.Optional(
+                      Type.Union([Type.Integer({ minimum: 100 }), Type.Null()], {
+                        description: 'Disk each of the tenant\'s people may take (workspace, runtime home), in MiB, at most the operator\'s AGENTWS_WORKSPACE_QUOTA_MAX; null: the operator\'s default (AGENTWS_WORKSPACE_QUOTA). Measured: past it the person\'s agent is stopped and new turns refused until they are under it',
                       }),
                     ),
                   },

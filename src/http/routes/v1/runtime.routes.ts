@@ -17,6 +17,39 @@ const Provider = Type.Object({
 });
 const ModelRef = Type.String({ minLength: 3, maxLength: 250, description: '"<provider name>/<model id>"' });
 const Applied = Type.Object({ defaultModel: Type.String(), providers: Type.Array(Type.String()) });
+const HostLimits = Type.Object(
+  {
+    memory: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1: each runtime has a memory limit; null: none (see unavailable.memory)' }),
+    memoryMaxBytes: Type.Union([Type.Number(), Type.Null()]),
+    processes: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1: each runtime has a process limit (pids.max)' }),
+    processesMax: Type.Union([Type.Number(), Type.Null()]),
+    cpu: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1: equal CPU weights per runtime, the runtimes together below the service' }),
+    tmpBytes: Type.Union([Type.Number(), Type.Null()], { description: 'Size of each sandbox\'s /tmp (a tmpfs, in the runtime\'s memory)' }),
+    disk: Type.Union([Type.String(), Type.Null()], { description: 'measured: the workspace quota is measured by the host (not enforced by the kernel)' }),
+    freezer: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    freezerUnavailable: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    unavailable: Type.Record(Type.String(), Type.String(), { description: 'Why a limit does not hold there (memory, processes, cpu), and what the disk quota does not cover (disk)' }),
+  },
+  { additionalProperties: true },
+);
+const Person = Type.Object({
+  userId: Type.String(),
+  handle: Type.String(),
+  host: Type.String({ description: 'The host that last read it' }),
+  running: Type.Boolean({ description: 'Whether their runtime runs now (memory and processes are read only while it does)' }),
+  memoryBytes: Type.Union([Type.Number(), Type.Null()]),
+  memoryMaxBytes: Type.Union([Type.Number(), Type.Null()]),
+  pids: Type.Union([Type.Integer(), Type.Null()]),
+  pidsMax: Type.Union([Type.Integer(), Type.Null()]),
+  diskBytes: Type.Union([Type.Number(), Type.Null()], { description: 'Their workspace, runtime home and run directory, as last measured' }),
+  diskQuotaBytes: Type.Union([Type.Number(), Type.Null()]),
+  diskMeasuredAt: Type.Union([DateTime, Type.Null()]),
+  oomKills: Type.Integer({ description: 'Processes the kernel ended at the memory limit since their runtime started' }),
+  pidsRefused: Type.Integer({ description: 'Forks refused at the process limit since their runtime started' }),
+  near: Type.Array(Type.String(), { description: 'Limits at 80 % or more: memory, processes, disk' }),
+  overQuota: Type.Boolean({ description: 'Their files are past the quota: new turns are refused until they are under it' }),
+  updatedAt: DateTime,
+});
 const RuntimeStatus = Type.Object({
   ready: Type.Boolean({ description: 'Whether prompts can start (else they get 409 runtime_not_ready)' }),
   detail: Type.Optional(Type.String()),
@@ -41,10 +74,15 @@ const RuntimeStatus = Type.Object({
         memoryTotalBytes: Type.Number({ description: 'The host\'s memory (its cgroup limit inside a container)' }),
         memoryAvailableBytes: Type.Number({ description: 'Memory available on the host without swapping' }),
         freezer: Type.Union([Type.String(), Type.Null()], { description: 'cgroup2 or cgroup1; null: idle runtimes cannot be frozen there' }),
+        limits: Type.Union([HostLimits, Type.Null()], { description: 'Which limits hold the runtimes there, and why not the others; null: reported by a version before limits' }),
+        diskTotalBytes: Type.Union([Type.Number(), Type.Null()], { description: 'The data directory\'s filesystem (workspaces, homes; the embedded database)' }),
+        diskFreeBytes: Type.Union([Type.Number(), Type.Null()]),
         reportedAt: DateTime,
       }),
-      { description: 'The processes hosting agent runtimes, as they last reported (within 90 s); empty when no `aws serve` hosts runtimes' },
+      { description: 'The processes hosting agent runtimes (serves, and runner hosts as `runner <name>` with pid 0), as they last reported (within 90 s)' },
     ),
+    workspaceQuotaBytes: Type.Union([Type.Number(), Type.Null()], { description: 'Each person\'s workspace quota in this workspace (settings.workspace.quotaMb, else AGENTWS_WORKSPACE_QUOTA); null: none' }),
+    people: Type.Array(Person, { description: 'This workspace\'s people whose runtime ran since their host started, against their limits, nearest to one first' }),
   }),
   providers: Type.Array(Provider),
 });

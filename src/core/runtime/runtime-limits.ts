@@ -1,0 +1,147 @@
+import type { Database } from '../../db/database.js';
+import { AppError } from '../../kernel/errors.js';
+import { createPromiseCache } from '../../lib/promise-cache.js';
+import { formatSize } from '../../lib/size.js';
+import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import type { LimitsStatus, PoolStatus, RuntimeOwner, RuntimeUsage } from './host/runtime-host.js';
+import { effectiveQuotaBytes, overQuota, runtimeMemoryDefault } from './host/runtime-limits-fns.js';
+import type { RuntimeRepo } from './runtime.repo.js';
+
+/**
+ * The control plane's side of the runtimes' limits (issue 37): what every host is told to apply (each
+ * runtime's memory and process limits, the size of its /tmp), each person's workspace quota (their
+ * tenant's settings.workspace.quotaMb, else AGENTWS_WORKSPACE_QUOTA), the turns refused while a workspace
+ * is past it, and what runner hosts report of their runtimes (written where status reads it).
+ */
+
+/** A turn refused: the person's files are past their quota (measured by the host that runs their agent). */
+export class WorkspaceQuotaError extends AppError {
+  readonly status = 409;
+  constructor(usedBytes: number, quotaBytes: number) {
+    super(`your workspace uses ${formatSize(usedBytes)}, past its quota of ${formatSize(quotaBytes)}: new turns wait until it is under it`, 'workspace_quota_exceeded', {
+      details: { usedBytes, quotaBytes },
+      hint: 'An admin can raise the quota (settings.workspace.quotaMb: PATCH /v1/admin/tenant, or `npx aws tenant quota`); files deleted from the workspace count at its next measure.',
+    });
+  }
+}
+
+/** A tenant's settings.workspace, as stored. */
+export interface WorkspaceSettings {
+  /** The quota of each of the tenant's people, in MiB (null or absent: the operator's default). */
+  quotaMb?: number | null;
+}
+
+/** What a runner's sync answer says of its runtimes' limits (runner-agent.ts /sync). */
+export interface RunnerLimitsReport {
+  capacity: number;
+  resident: number;
+  frozen?: number;
+  starting?: number;
+  busy: number;
+  runtimesMemoryBytes?: number;
+  memory?: { totalBytes: number; availableBytes: number };
+  limits?: LimitsStatus & { freezer?: string | null; freezerUnavailable?: string | null };
+  disk?: { totalBytes: number; freeBytes: number } | null;
+  usage?: Array<Omit<RuntimeUsage, 'tenantId'>>;
+}
+
+export function createRuntimeLimits(deps: {
+  db: Database;
+  repo: RuntimeRepo;
+  tenants: Pick<TenantsRepo, 'findById'>;
+  config: {
+    memoryMax: number | 'auto' | null;
+    pidsMax: number | null;
+    tmpBytes: number;
+    workspaceQuotaBytes: number | null;
+  };
+  /** The host's memory (bytes): what auto sizes each runtime's memory limit from. */
+  hostMemoryBytes: number;
+}) {
+  const { db, repo } = deps;
+  const quotas = createPromiseCache<number | null>({ ttlMs: 5000, max: 10_000 });
+
+  /** A person's workspace quota (bytes; null: none): their tenant's setting, else the operator's default. */
+  function quotaOf(owner: RuntimeOwner): Promise<number | null> {
+    return quotas.get(owner.tenantId, async () => {
+      const tenant = await deps.tenants.findById(db, owner.tenantId);
+      const workspace = (tenant?.settings?.workspace ?? null) as WorkspaceSettings | null;
+      return effectiveQuotaBytes(workspace?.quotaMb, deps.config.workspaceQuotaBytes);
+    });
+  }
+
+  return {
+    /** What each runtime of a host is held to (runtime-host.ts deps.limits). */
+    host: {
+      memoryMaxBytes: deps.config.memoryMax === 'auto' ? runtimeMemoryDefault(deps.hostMemoryBytes) : deps.config.memoryMax,
+      pidsMax: deps.config.pidsMax,
+      tmpBytes: deps.config.tmpBytes,
+    },
+
+    /** Null when there is no quota at all (AGENTWS_WORKSPACE_QUOTA=off and no tenant setting can apply). */
+    quotaOf,
+
+    /** A tenant's quota setting changed: the next start or measure sees it at once. */
+    forget(tenantId: string): void {
+      quotas.delete(tenantId);
+    },
+
+    /**
+     * Before a turn: refused (WorkspaceQuotaError) while the person's files, as their host last measured
+     * them, are past their quota now. A quota raised since lets the turn through at once; files deleted
+     * count from the next measure (their runtime measures them when it starts and every 30 s awake).
+     */
+    async checkTurn(owner: RuntimeOwner): Promise<void> {
+      const quota = await quotaOf(owner);
+      if (quota === null) return;
+      const row = await repo.usageOf(db, owner.tenantId, owner.userId);
+      if (row && overQuota(row.diskBytes, quota)) throw new WorkspaceQuotaError(row.diskBytes!, quota);
+    },
+
+    /**
+     * What a runner reported of its runtimes at a sync: its host row (`runner <name>`, beside the serves')
+     * and the usage of the users placed on it now (the tenant each is written under is the user's own).
+     */
+    async runnerReport(runner: { name: string }, placed: ReadonlySet<string>, r: RunnerLimitsReport): Promise<void> {
+      const hostname = `runner ${runner.name}`;
+      await repo.reportHost(db, {
+        hostname,
+        hostPid: 0,
+        capacity: r.capacity,
+        resident: r.resident,
+        frozen: r.frozen ?? 0,
+        starting: r.starting ?? 0,
+        busy: r.busy,
+        runtimesMemoryBytes: r.runtimesMemoryBytes ?? 0,
+        memoryTotalBytes: r.memory?.totalBytes ?? 0,
+        memoryAvailableBytes: r.memory?.availableBytes ?? 0,
+        freezer: typeof r.limits?.freezer === 'string' ? r.limits.freezer : null,
+        limits: r.limits && typeof r.limits === 'object' ? { ...r.limits } : null,
+        diskTotalBytes: r.disk?.totalBytes ?? null,
+        diskFreeBytes: r.disk?.freeBytes ?? null,
+      });
+      if (Array.isArray(r.usage)) await repo.reportUsage(db, hostname, r.usage.filter((u) => typeof u?.userId === 'string').map(sanitize), placed);
+    },
+  };
+}
+
+/** A runner's usage row, numbers checked (it is the runner's word: bounded to figures, for status only). */
+function sanitize(u: Omit<RuntimeUsage, 'tenantId'>): Omit<RuntimeUsage, 'tenantId'> {
+  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : null);
+  return {
+    userId: u.userId,
+    running: u.running === true,
+    memoryBytes: n(u.memoryBytes),
+    memoryMaxBytes: n(u.memoryMaxBytes),
+    pids: n(u.pids) === null ? null : Math.min(2 ** 31 - 1, Math.round(n(u.pids)!)),
+    pidsMax: n(u.pidsMax) === null ? null : Math.min(2 ** 31 - 1, Math.round(n(u.pidsMax)!)),
+    diskBytes: n(u.diskBytes),
+    diskQuotaBytes: n(u.diskQuotaBytes),
+    diskMeasuredAt: n(u.diskMeasuredAt),
+    oomKills: Math.min(2 ** 31 - 1, Math.round(n(u.oomKills) ?? 0)),
+    pidsRefused: Math.min(2 ** 31 - 1, Math.round(n(u.pidsRefused) ?? 0)),
+  };
+}
+
+export type RuntimeLimits = ReturnType<typeof createRuntimeLimits>;
+export type { PoolStatus };
