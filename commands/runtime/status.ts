@@ -34,6 +34,7 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
             : `${c.red.bold('UNAVAILABLE')}: ${probe?.problem}. ${probe?.hint ?? ''}`;
       const rt = `${s.runtime.running} running for this workspace (one per user; at most ${s.runtime.max} on the host)`;
       const gb = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GB`;
+      const size = (n: number | null | undefined) => (n === null || n === undefined ? '?' : formatSize(n));
       const hosts = s.runtime.hosts.length
         ? s.runtime.hosts.map(
             (h) =>
@@ -59,7 +60,6 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
           (l.disk && l.unavailable?.disk ? `\n${' '.repeat(17)}${c.yellow(`disk quota: ${l.unavailable.disk}`)}` : '') +
           (free !== null && total ? `\n${' '.repeat(17)}data disk: ${size(free)} free of ${size(total)}` : '');
       }
-      const size = (n: number | null | undefined) => (n === null || n === undefined ? '?' : formatSize(n));
       const near = s.runtime.people.filter((p) => p.near.length || p.overQuota);
       const people = near.length
         ? near.map(

@@ -35,7 +35,7 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
 
     const ready = await fetch(`${serve.url}/readyz`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ ready: true, database: 'ok', migrations: 'current', pending: [], agents: { sandbox: 'on', available: true } });
+    expect(await ready.json()).toEqual({ ready: true, database: 'ok', migrations: 'current', pending: [], agents: { sandbox: 'on', available: true, limits: expect.objectContaining({ disk: 'measured' }) } });
 
     const openapi = (await (await fetch(`${serve.url}/v1/openapi.json`)).json()) as any;
     expect(openapi.openapi).toBe('3.0.3');

@@ -53,7 +53,7 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
       .map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}${JSON.stringify(p.state?.metadata ?? {})}`)
       .join('\n');
     const events = sse.events.map((e) => e.data);
-    return { sessionId: id, ms, events, output, error: events.find((e) => e.type === 'session.error')?.properties?.error, limits: events.filter((e) => e.type === 'runtime.limit').map((e) => e.properties) };
+    return { sessionId: id, token, lastId: sse.events.at(-1)?.id, ms, events, output, error: events.find((e) => e.type === 'session.error')?.properties?.error, limits: events.filter((e) => e.type === 'runtime.limit').map((e) => e.properties) };
   }
 
   /** /readyz every 250 ms while `work` runs: every answer must be 200. */
@@ -92,6 +92,23 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
     expect(victimTurn.output).toContain(`victim-${victim}`);
     expect(victimTurn.events.at(-1)?.type === 'session.idle' || victimTurn.events.some((e) => e.type === 'session.idle')).toBe(true);
     return hostileTurn;
+  }
+
+  /**
+   * The limits a turn's stream told of: those it carried, or, when the host read the kernel's counter a
+   * moment after the turn ended (the notice still goes to that session), those that came after its end
+   * (read back with Last-Event-ID).
+   */
+  async function limitsOf(t: { sessionId: string; token: string; lastId?: string; limits: Array<Record<string, any>> }): Promise<Array<Record<string, any>>> {
+    if (t.limits.length) return t.limits;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${t.sessionId}/events`, { authorization: `Bearer ${t.token}`, ...(t.lastId ? { 'last-event-id': t.lastId } : {}) });
+    try {
+      await sse.until((e) => e.data.type === 'runtime.limit', 15_000);
+    } catch {
+      // none came: the caller's assertion says so
+    }
+    await sse.close();
+    return sse.events.filter((e) => e.data.type === 'runtime.limit').map((e) => e.data.properties);
   }
 
   beforeAll(async () => {
@@ -134,29 +151,30 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
     // The process was killed (exit 137), never reached its print; opencode itself lived and ended the turn.
     expect(hostile.output).toMatch(/exit=137/);
     expect(hostile.output).not.toMatch(/allocated 32/);
-    expect(hostile.limits.map((l) => `${l.kind}:${l.ended}`), JSON.stringify(hostile.events.map((e) => e.type))).toContain('memory:process');
-    expect(hostile.limits[0].message).toMatch(/memory limit of 1\.5 GiB/);
+    const told = await limitsOf(hostile);
+    expect(told.map((l) => `${l.kind}:${l.ended}`), JSON.stringify(hostile.events.map((e) => e.type))).toContain('memory:process');
+    expect(told[0].message).toMatch(/memory limit of 1\.5 GiB/);
     const status = await api(r.t, 'GET', '/v1/admin/runtime', { token: acme.tokens.owner });
     await expect.poll(async () => ((await api(r.t, 'GET', '/v1/admin/runtime', { token: acme.tokens.owner })).json.runtime.people as Array<{ handle: string; oomKills: number }>).find((p) => p.handle === 'mia')?.oomKills ?? 0).toBeGreaterThan(0);
     expect(status.status).toBe(200);
+  });
+
+  it('burning every core: the other turn completes beside it (equal CPU shares), the hostile tool call ends at its timeout', async () => {
+    const hostile = await beside(`run burn 10000: for i in $(seq 16); do timeout 12 sh -c 'while :; do :; done' & done; wait`, 3);
+    // The tool call was cut at its timeout: the model is told, the turn goes on and ends.
+    expect(hostile.output).toMatch(/timeout|terminated|exceed/i);
+    expect(hostile.error).toBeUndefined();
   });
 
   it('forking 5,000 processes: forks stop at the process limit, the runtime is stopped and the hostile turn ends with a clear error; the other turn completes', async () => {
     const hostile = await beside(`run forks 120000: for i in $(seq 5000); do sleep 60 & done 2>&1 | tail -2; wait`, 2);
     expect(hostile.error, JSON.stringify(hostile.events.map((e) => e.type))).toMatchObject({ code: 'turn_lost' });
     expect(hostile.error.message).toMatch(/process limit of 300/);
-    expect(hostile.limits.some((l) => l.kind === 'processes')).toBe(true);
+    expect((await limitsOf(hostile)).some((l) => l.kind === 'processes')).toBe(true);
     // The next turn gets a fresh runtime, its processes gone.
     const after = await turn(acme.tokens.member, 'run count: ps -e | wc -l');
     expect(after.error).toBeUndefined();
     expect(Number(/\d+/.exec(after.output)?.[0] ?? 999)).toBeLessThan(50);
-  });
-
-  it('burning every core: the other turn completes beside it (equal CPU shares), the hostile tool call ends at its timeout', async () => {
-    const hostile = await beside(`run burn 15000: for i in $(seq 16); do timeout 25 sh -c 'while :; do :; done' & done; wait`, 3);
-    // The tool call was cut at its timeout: the model is told, the turn goes on and ends.
-    expect(hostile.output).toMatch(/timeout|terminated|exceed/i);
-    expect(hostile.error).toBeUndefined();
   });
 
   it('writing past the quota: one file stops at the quota (the kernel), many files get the runtime stopped (measured), and the next turns are refused until an admin raises it', async () => {
@@ -168,7 +186,7 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
     expect(hostile.error, JSON.stringify(hostile.events.map((e) => e.type))).toMatchObject({ code: 'turn_lost' });
     expect(hostile.error.message).toMatch(/quota/);
     expect(hostile.output).not.toMatch(/wrote-all/);
-    expect(hostile.limits.some((l) => l.kind === 'disk')).toBe(true);
+    expect((await limitsOf(hostile)).some((l) => l.kind === 'disk')).toBe(true);
     // The next turn is refused: the workspace is past its quota.
     const refused = await turn(acme.tokens.member, 'run after: echo hello');
     expect(refused.error).toMatchObject({ code: 'workspace_quota_exceeded' });

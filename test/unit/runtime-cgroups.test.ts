@@ -68,7 +68,7 @@ describe('runtime cgroups on a hybrid host (v1 memory, pids and cpu; v2 beside t
     // Half a default group's weight: the service's own processes keep priority over all runtimes.
     expect(read(fs, 'cpu,cpuacct', `agentws-runtimes-${PID}`, 'cpu.shares')).toBe('512');
 
-    const g = cg.group('user/1', { memoryMaxBytes: 1.5 * GiB, pidsMax: 300 });
+    const g = cg.group('user/1', { memoryMaxBytes: 1.5 * GiB, pidsMax: 300 })!;
     expect(g.procs).toEqual([
       join(fs, 'unified', `agentws-runtimes-${PID}`, 'user_1', 'cgroup.procs'),
       join(memParent, 'user_1', 'cgroup.procs'),
@@ -95,7 +95,7 @@ describe('runtime cgroups on a hybrid host (v1 memory, pids and cpu; v2 beside t
     const { fs, host } = hybrid();
     const cg = openRuntimeCgroups(silentLogger, { want: { freezer: true, memory: false, pids: true, cpu: true }, offWhy: { memory: 'turned off (AGENTWS_RUNTIME_MEMORY_MAX=off)' }, total, host });
     expect(cg.mechanisms()).toMatchObject({ memory: null, unavailable: { memory: 'turned off (AGENTWS_RUNTIME_MEMORY_MAX=off)' } });
-    expect(cg.group('u', { memoryMaxBytes: null, pidsMax: 300 }).procs.some((p) => p.includes('/memory/'))).toBe(false);
+    expect(cg.group('u', { memoryMaxBytes: null, pidsMax: 300 })!.procs.some((p) => p.includes('/memory/'))).toBe(false);
     expect(() => read(fs, 'memory/process_api/abc', `agentws-runtimes-${PID}`, 'memory.limit_in_bytes')).toThrow();
   });
 });
@@ -124,7 +124,7 @@ describe('runtime cgroups on a unified (v2) host: systemd with Delegate=yes, a c
     // One directory per runtime holds every limit and the freezer.
     mkdirSync(join(parent, 'u'), { recursive: true });
     writeFileSync(join(parent, 'u', 'memory.swap.max'), 'max');
-    const g = cg.group('u', { memoryMaxBytes: GiB, pidsMax: 300 });
+    const g = cg.group('u', { memoryMaxBytes: GiB, pidsMax: 300 })!;
     expect(g.procs).toEqual([join(parent, 'u', 'cgroup.procs')]);
     expect(read(parent, 'u', 'memory.max')).toBe(String(GiB));
     expect(read(parent, 'u', 'memory.swap.max')).toBe('0');
@@ -149,6 +149,8 @@ describe('runtime cgroups where none can be written', () => {
     const none = openRuntimeCgroups(silentLogger, { want: { freezer: true, memory: true, pids: true, cpu: true }, total, host: { mountinfo: '22 1 8:1 / / rw - ext4 /dev/vda rw', selfCgroup: '0::/\n', pid: PID } });
     expect(none.mechanisms()).toMatchObject({ freezer: null, memory: null, pids: null, cpu: null });
     expect(none.mechanisms().unavailable.memory).toMatch(/no cgroup memory controller is mounted/);
+    // No group to be born in: the runtime runs with none (status says why), never with a broken one.
+    expect(none.group('u', { memoryMaxBytes: GiB, pidsMax: 300 })).toBeNull();
     // A cgroup filesystem that cannot take a new group (its mount point is a file here; EACCES or EROFS on a real host).
     const fs = scratch();
     writeFileSync(join(fs, 'memory'), '');

@@ -88,8 +88,8 @@ export interface RuntimeCgroup {
 
 export interface RuntimeCgroups {
   mechanisms(): CgroupMechanisms;
-  /** A new group for one runtime, named for its user, with its limits set. Throws when it cannot be made. */
-  group(name: string, limits: GroupLimits): RuntimeCgroup;
+  /** A new group for one runtime, named for its user, with its limits set; null when no hierarchy can hold one here. Throws when it cannot be made. */
+  group(name: string, limits: GroupLimits): RuntimeCgroup | null;
   /** Removes the service's own parent groups (shutdown, once every runtime stopped). */
   close(): void;
 }
@@ -372,7 +372,8 @@ function createGroups(mechanisms: CgroupMechanisms, chosen: Map<Controller, Hier
   const parents = [...new Set([...chosen.values()].map((h) => h.parent))];
   return {
     mechanisms: () => mechanisms,
-    group(name: string, limits: GroupLimits): RuntimeCgroup {
+    group(name: string, limits: GroupLimits): RuntimeCgroup | null {
+      if (!parents.length) return null;
       const safe = name.replace(/[^A-Za-z0-9_.-]/g, '_');
       const dirOf = (c: Controller) => {
         const h = chosen.get(c);

@@ -294,8 +294,12 @@ export function createRuntimeHost(deps: {
   limits?: { memoryMaxBytes: number | null; pidsMax: number | null; tmpBytes?: number | null };
   /** A person's workspace quota (bytes; null: none), asked at each start and acquire. Without it there is no quota. */
   quotaOf?: (owner: RuntimeOwner) => Promise<number | null> | number | null;
-  /** Measures a person's files (bytes; tests pass their own). */
+  /** Measures a person's files (bytes), and reads the data directory's filesystem (tests pass their own). */
   measureDisk?: (paths: readonly string[]) => Promise<number | null>;
+  diskSpace?: (dir: string) => DiskSpace | null;
+  /** How often the disk is watched, and the host swept (tests shorten them). */
+  diskWatchMs?: number;
+  sweepMs?: number;
   /** Prepares a runtime an early start brought up (runtime-client's warmUp): it runs while the person types. */
   prepare?: (handle: RuntimeHandle) => Promise<void>;
   /** Finds a tool call in the runtime (runtime-tool-calls.ts); without it a runtime cannot tell a call's origin. */
@@ -322,6 +326,7 @@ export function createRuntimeHost(deps: {
   let shortHandledAt: number | null = null;
   let diskBusy = false;
   const measure = deps.measureDisk ?? ((paths: readonly string[]) => measureDisk(paths));
+  const readSpace = deps.diskSpace ?? diskSpace;
   const memory = deps.memory ?? readHostMemory;
   const host = hostname();
   let lastReport = { at: 0, key: '' };
@@ -451,7 +456,7 @@ export function createRuntimeHost(deps: {
    * told. A runtime started past it (a quota lowered, or to read a transcript: turns are refused by the
    * control plane meanwhile) runs on until it writes more.
    */
-  async function measureEntry(e: Entry, now: DiskSpace | null = space ?? diskSpace(deps.dataDir)): Promise<void> {
+  async function measureEntry(e: Entry, now: DiskSpace | null = space ?? readSpace(deps.dataDir)): Promise<void> {
     const before = e.disk.bytes;
     const d = dirsOf(e.owner);
     // The quota as it is now (an admin may have changed it since the runtime started).
@@ -686,7 +691,7 @@ export function createRuntimeHost(deps: {
     if (diskBusy || !deps.quotaOf) return;
     diskBusy = true;
     try {
-      space = diskSpace(deps.dataDir);
+      space = readSpace(deps.dataDir);
       if (!space) return;
       const now = Date.now();
       const awake = [...entries.values()].filter((e) => e.launched && e.handle && !e.stopping && !e.group?.frozen);
@@ -918,18 +923,20 @@ export function createRuntimeHost(deps: {
           cgroupsMissing = `cannot open cgroups: ${(err as Error).message}`;
           log.warn({ err: cgroupsMissing }, 'runtimes run without cgroup limits');
         }
-        // A killed tool is told while its turn runs: busy runtimes' OOM counters are read every second.
+        // A killed tool is told while its turn runs: the OOM counters of runtimes running a turn or used in
+        // the last seconds (a runner hears of a turn's status a moment late) are read every second.
         limitWatcher = setInterval(() => {
-          for (const e of entries.values()) if (e.running.size > 0) watchLimits(e, true);
+          const now = Date.now();
+          for (const e of entries.values()) if (e.running.size > 0 || now - e.lastUsed < 10_000) watchLimits(e, true);
         }, LIMIT_WATCH_MS);
         limitWatcher.unref();
         if (deps.quotaOf) {
-          diskWatcher = setInterval(() => void watchDisk().catch((err) => log.warn({ err: (err as Error).message }, 'the disk watch failed')), DISK_WATCH_MS);
+          diskWatcher = setInterval(() => void watchDisk().catch((err) => log.warn({ err: (err as Error).message }, 'the disk watch failed')), deps.diskWatchMs ?? DISK_WATCH_MS);
           diskWatcher.unref();
-          space = diskSpace(deps.dataDir);
+          space = readSpace(deps.dataDir);
         }
       } else cgroupsMissing = refuse.problem;
-      const every = Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS));
+      const every = deps.sweepMs ?? Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS));
       sweeper = setInterval(sweep, every);
       sweeper.unref();
       void report(memory()).catch(() => {});
