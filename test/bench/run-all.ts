@@ -9,6 +9,7 @@ import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
 import { gatewayApproval, gatewayInbound } from './gateways.bench.js';
 import { gitGatewayBench } from './git-gateway.bench.js';
+import { limitsBench } from './limits.bench.js';
 import { llmGateway } from './llm-gateway.bench.js';
 import { memoryInjection } from './memory-injection.bench.js';
 import { mcpGatewayBench } from './mcp-gateway.bench.js';
@@ -50,6 +51,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   orchestrator: orchestratorBench,
   skills: skillsBench,
   web: webBench,
+  limits: limitsBench,
 };
 
 const wanted = process.argv.slice(2);
