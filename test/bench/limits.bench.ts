@@ -1,6 +1,11 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { silentLogger } from '../../src/kernel/logger.js';
+import { nicePrefix } from '../../src/core/runtime/host/opencode-process.js';
+import { openRuntimeCgroups, type RuntimeCgroup } from '../../src/core/runtime/host/runtime-cgroups.js';
+import { limitsPrefix } from '../../src/core/runtime/host/runtime-launcher.js';
 import type { FakeChatRequest, FakeStep } from '../fixtures/fake-llm.js';
 import { median, report } from './bench-utils.js';
 import { openStream, setUp, type Setup } from './in-process-serve.js';
@@ -73,6 +78,42 @@ const HOSTILE: Array<{ name: string; text: string }> = [
   { name: 'writing past the quota', text: `run fill 120000: for i in $(seq 40); do head -c ${40 * 1024 ** 2} /dev/zero > fill-$i.bin; done` },
 ];
 
+/**
+ * The kernel's part alone: a CPU job (python, ~0.7 s) in one runtime's group, started the way runtimes
+ * are (limitsPrefix, nice), alone and beside 16 busy loops in another runtime's group, and beside the same
+ * loops in its own group (no fairness between people: what one group for everyone would give). Pairs back
+ * to back; null where the cpu controller cannot be written.
+ */
+function kernelFairness(pairs: number): { alone: number[]; beside: number[]; shared: number[] } | null {
+  const cg = openRuntimeCgroups(silentLogger, { want: { cpu: true }, total: { memoryBytes: null, pids: null } });
+  if (!cg.mechanisms().cpu) return null;
+  const hostile = cg.group('bench-hostile', { memoryMaxBytes: null, pidsMax: null }) as RuntimeCgroup;
+  const other = cg.group('bench-other', { memoryMaxBytes: null, pidsMax: null }) as RuntimeCgroup;
+  const job = (g: RuntimeCgroup) => {
+    const argv = [...limitsPrefix({ procs: g.procs, fileSizeBytes: null }), ...nicePrefix(10), '/usr/bin/python3', '-c', 'import time; t = time.time(); sum(i * i for i in range(6_000_000)); print(time.time() - t)'];
+    const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', env: {} });
+    return Number(r.stdout.trim()) * 1000;
+  };
+  const out = { alone: [] as number[], beside: [] as number[], shared: [] as number[] };
+  try {
+    for (let i = 0; i < pairs; i++) {
+      out.alone.push(job(other));
+      const argv = [...limitsPrefix({ procs: hostile.procs, fileSizeBytes: null }), ...nicePrefix(10), '/usr/bin/timeout', '15', '/bin/sh', '-c', 'while :; do :; done'];
+      const burners = Array.from({ length: 16 }, () => spawn(argv[0], argv.slice(1), { stdio: 'ignore', env: {} }));
+      spawnSync('sleep', ['1']);
+      out.beside.push(job(other));
+      out.shared.push(job(hostile));
+      for (const b of burners) b.kill('SIGKILL');
+      hostile.kill();
+      spawnSync('sleep', ['0.5']);
+    }
+  } finally {
+    hostile.kill();
+    for (const g of [hostile, other]) g.remove();
+  }
+  return out;
+}
+
 export async function limitsBench(): Promise<boolean> {
   if (process.getuid?.() !== 0) {
     console.log('\n## limits\n  skipped: needs root (cgroups)');
@@ -129,6 +170,11 @@ export async function limitsBench(): Promise<boolean> {
       rows[`${h.name}: alone`] = `median ${Math.round(median(alone))} ms  (${alone.map(Math.round).join(', ')}; host CPU ${Math.round(cpuAlone * 100)} %)`;
       rows[`${h.name}: beside it`] = `median ${Math.round(median(times))} ms  (${times.map(Math.round).join(', ')}; host CPU ${Math.round(cpu * 100)} %, available memory at least ${minAvailable.toFixed(1)} GiB; the hostile turn: ${[...new Set(ends)].join(', ')})`;
       rows[`${h.name}: ratio`] = `${ratio.toFixed(2)}x alone (median of the pairs: ${times.map((t, i) => (t / alone[i]).toFixed(2)).join(', ')})`;
+    }
+    const k2 = kernelFairness(RUNS);
+    if (k2) {
+      const r2 = median(k2.beside.map((b, i) => b / k2.alone[i]));
+      rows['kernel: a CPU job beside 16 busy loops'] = `${Math.round(median(k2.beside))} ms = ${r2.toFixed(2)}x alone (${Math.round(median(k2.alone))} ms) with the loops in another runtime's group; ${(median(k2.shared) / median(k2.alone)).toFixed(2)}x in the same group (${Math.round(median(k2.shared))} ms)`;
     }
     rows['load average (1 min) before / after'] = `${load0.toFixed(2)} / ${loadavg()[0].toFixed(2)}`;
     ok = report('limits: another person\'s turn beside a hostile agent', rows, { ok: worst <= 1.5, target: 'each within 1.5x its time alone' });

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { workspaceDir } from '../../../lib/data-paths.js';
@@ -327,6 +327,8 @@ export function createRuntimeHost(deps: {
   let diskBusy = false;
   const measure = deps.measureDisk ?? ((paths: readonly string[]) => measureDisk(paths));
   const readSpace = deps.diskSpace ?? diskSpace;
+  /** Where people's files are (their own filesystem, when the operator gave them one), else the data directory. */
+  const spaceDir = () => (existsSync(join(deps.dataDir, 'workspaces')) ? join(deps.dataDir, 'workspaces') : deps.dataDir);
   const memory = deps.memory ?? readHostMemory;
   const host = hostname();
   let lastReport = { at: 0, key: '' };
@@ -456,7 +458,7 @@ export function createRuntimeHost(deps: {
    * told. A runtime started past it (a quota lowered, or to read a transcript: turns are refused by the
    * control plane meanwhile) runs on until it writes more.
    */
-  async function measureEntry(e: Entry, now: DiskSpace | null = space ?? readSpace(deps.dataDir)): Promise<void> {
+  async function measureEntry(e: Entry, now: DiskSpace | null = space ?? readSpace(spaceDir())): Promise<void> {
     const before = e.disk.bytes;
     const d = dirsOf(e.owner);
     // The quota as it is now (an admin may have changed it since the runtime started).
@@ -691,7 +693,7 @@ export function createRuntimeHost(deps: {
     if (diskBusy || !deps.quotaOf) return;
     diskBusy = true;
     try {
-      space = readSpace(deps.dataDir);
+      space = readSpace(spaceDir());
       if (!space) return;
       const now = Date.now();
       const awake = [...entries.values()].filter((e) => e.launched && e.handle && !e.stopping && !e.group?.frozen);
@@ -933,7 +935,7 @@ export function createRuntimeHost(deps: {
         if (deps.quotaOf) {
           diskWatcher = setInterval(() => void watchDisk().catch((err) => log.warn({ err: (err as Error).message }, 'the disk watch failed')), deps.diskWatchMs ?? DISK_WATCH_MS);
           diskWatcher.unref();
-          space = readSpace(deps.dataDir);
+          space = readSpace(spaceDir());
         }
       } else cgroupsMissing = refuse.problem;
       const every = deps.sweepMs ?? Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS));
