@@ -192,7 +192,10 @@ export function createCore(deps: CoreDeps) {
   const hostMemory = readHostMemory();
   const capacity = config.runtime.max ?? runtimeCapacity(hostMemory);
   // What bounds each runtime (memory, processes, /tmp) and each person's workspace quota (issue 37).
-  const runtimeLimits = createRuntimeLimits({ db, repo: runtimeRepo, tenants: tenantsRepo, config: config.runtime, hostMemoryBytes: hostMemory.totalBytes });
+  const runtimeLimits = createRuntimeLimits({
+    db, repo: runtimeRepo, tenants: tenantsRepo, config: config.runtime, hostMemoryBytes: hostMemory.totalBytes, audit, log: deps.log.child({ part: 'runtime' }),
+    tell: (owner, notice) => turns.limitReached(owner, notice),
+  });
   // The promoted skills as files (made before the runtime, which configures every runtime with them).
   const skillsRepo = createSkillsRepo();
   const skillFiles = createSkillFiles({ db, repo: skillsRepo, clock, log: deps.log.child({ part: 'skills' }), tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId) });
@@ -266,7 +269,7 @@ export function createCore(deps: CoreDeps) {
   });
   // The rows of agent_runtimes: what this process's host writes, and how runtimes elsewhere are found.
   const runtimeRecords = localRunnerRecords(
-    createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o), limit: (owner, notice) => void turns.limitReached(owner, notice).catch(() => {}) }),
+    createDbRuntimeRecords({ db, repo: runtimeRepo, box, dataDir: config.dataDir, lost: (owner, reason, o) => runtimeLost(owner, reason, o), limit: (owner, notice) => runtimeLimits.reached(owner, notice).catch(() => {}) }),
   );
   const fleet = createRunnerFleet({
     registry: runners,
@@ -302,7 +305,7 @@ export function createCore(deps: CoreDeps) {
     // Turns are made below; a runner is only declared lost once the core runs.
     runtimeLost: async (owner, reason) => void (await turns.runtimeLost(owner, reason)),
     quotaOf: runtimeLimits.quotaOf,
-    limit: async (owner, notice) => void (await turns.limitReached(owner, notice)),
+    limit: (owner, notice) => runtimeLimits.reached(owner, notice),
     limitsReport: (runner, placed, answer) => runtimeLimits.runnerReport(runner, placed, answer as RunnerLimitsReport),
   });
   // A runtime gone with turns in flight: they end with a clear error (turns are made below).

@@ -154,6 +154,8 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
     const told = await limitsOf(hostile);
     expect(told.map((l) => `${l.kind}:${l.ended}`), JSON.stringify(hostile.events.map((e) => e.type))).toContain('memory:process');
     expect(told[0].message).toMatch(/memory limit of 1\.5 GiB/);
+    // The tenant's admins see it in the audit log.
+    await expect.poll(async () => (await r.t.opened.db.query(`select details from audit_log where action = 'runtime.limit_reached' and user_id = $1`, [acme.ids.mia])).rows.map((x) => x.details.kind)).toContain('memory');
     const status = await api(r.t, 'GET', '/v1/admin/runtime', { token: acme.tokens.owner });
     await expect.poll(async () => ((await api(r.t, 'GET', '/v1/admin/runtime', { token: acme.tokens.owner })).json.runtime.people as Array<{ handle: string; oomKills: number }>).find((p) => p.handle === 'mia')?.oomKills ?? 0).toBeGreaterThan(0);
     expect(status.status).toBe(200);

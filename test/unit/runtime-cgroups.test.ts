@@ -136,6 +136,14 @@ describe('runtime cgroups on a unified (v2) host: systemd with Delegate=yes, a c
     expect(g.usage()).toMatchObject({ memoryBytes: 500 * 1024 ** 2, memoryMaxBytes: GiB, oomKills: 1 });
   });
 
+  it('opened again by a process that moved itself into its leaf: the runtimes\' parent stays beside the leaf', () => {
+    const { own, host } = unified('memory pids');
+    const moved = { ...host, selfCgroup: `0::/system.slice/agentws.service/agentws-service-${PID}\n` };
+    const cg = openRuntimeCgroups(silentLogger, { want: { memory: true, pids: true }, total, host: moved });
+    expect(cg.mechanisms()).toMatchObject({ memory: 'cgroup2', pids: 'cgroup2' });
+    expect(cg.group('u', { memoryMaxBytes: GiB, pidsMax: 300 })!.procs).toEqual([join(own, `agentws-runtimes-${PID}`, 'u', 'cgroup.procs')]);
+  });
+
   it('a controller the service\'s cgroup was not given is missing, and says so; the freezer still works', () => {
     const { host } = unified('cpu');
     const cg = openRuntimeCgroups(silentLogger, { want: { freezer: true, memory: true, pids: true, cpu: true }, total, host });
@@ -171,6 +179,12 @@ describe('limitsPrefix: the runtime\'s first process joins its groups before it 
     expect(r.stdout).toContain(`\n${RUNTIME_OOM_SCORE_ADJ}\n`);
     // dash counts ulimit -f in 512-byte blocks.
     expect(r.stdout.trim().split('\n').at(-1)).toBe(String((150 * 1024 ** 2) / 512));
+  });
+  it('with no group to join (no writable cgroup: the container image), still raises the OOM score and caps file sizes', () => {
+    const argv = [...limitsPrefix({ procs: [], fileSizeBytes: 1024 * 1024 }), '/bin/sh', '-c', 'cat /proc/$$/oom_score_adj; ulimit -f'];
+    const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', env: {} });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual([String(RUNTIME_OOM_SCORE_ADJ), String(2048)]);
   });
   it('refuses to run what follows when a group cannot be joined (exit 125, the reason on stderr)', () => {
     const argv = [...limitsPrefix({ procs: ['/nonexistent/cgroup.procs'], fileSizeBytes: null }), '/bin/echo', 'ran'];

@@ -1,10 +1,13 @@
 import type { Database } from '../../db/database.js';
+import { systemCtx } from '../../kernel/context.js';
+import { silentLogger, type Logger } from '../../kernel/logger.js';
+import type { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../../kernel/errors.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { formatSize } from '../../lib/size.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { LimitsStatus, PoolStatus, RuntimeOwner, RuntimeUsage } from './host/runtime-host.js';
-import { effectiveQuotaBytes, overQuota, runtimeMemoryDefault } from './host/runtime-limits-fns.js';
+import { effectiveQuotaBytes, overQuota, runtimeMemoryDefault, type LimitNotice } from './host/runtime-limits-fns.js';
 import type { RuntimeRepo } from './runtime.repo.js';
 
 /**
@@ -20,7 +23,7 @@ export class WorkspaceQuotaError extends AppError {
   constructor(usedBytes: number, quotaBytes: number) {
     super(`your workspace uses ${formatSize(usedBytes)}, past its quota of ${formatSize(quotaBytes)}: new turns wait until it is under it`, 'workspace_quota_exceeded', {
       details: { usedBytes, quotaBytes },
-      hint: 'An admin can raise the quota (settings.workspace.quotaMb: PATCH /v1/admin/tenant, or `npx aws tenant quota`); files deleted from the workspace count at its next measure.',
+      hint: 'An admin can raise the quota (settings.workspace.quotaMb: PATCH /v1/admin/tenant, or `npx aws tenant quota`); files an operator removes from the workspace count at its next measure (when the agent next starts).',
     });
   }
 }
@@ -57,9 +60,16 @@ export function createRuntimeLimits(deps: {
   };
   /** The host's memory (bytes): what auto sizes each runtime's memory limit from. */
   hostMemoryBytes: number;
+  /** Audits a limit met (its tenant's admins see it), if given. */
+  audit?: Pick<AuditService, 'record'>;
+  /** Tells the person (turn-runner.ts limitReached: the streams of their turns). */
+  tell?: (owner: RuntimeOwner, notice: LimitNotice) => Promise<unknown>;
+  log?: Logger;
 }) {
   const { db, repo } = deps;
   const quotas = createPromiseCache<number | null>({ ttlMs: 5000, max: 10_000 });
+  /** When each person's limit of each kind was last audited. */
+  const audited = new Map<string, number>();
 
   /** A person's workspace quota (bytes; null: none): their tenant's setting, else the operator's default. */
   function quotaOf(owner: RuntimeOwner): Promise<number | null> {
@@ -80,6 +90,25 @@ export function createRuntimeLimits(deps: {
 
     /** Null when there is no quota at all (AGENTWS_WORKSPACE_QUOTA=off and no tenant setting can apply). */
     quotaOf,
+
+    /**
+     * A runtime met one of its limits (its host says so: this serve's own, or a runner's notice for a user
+     * it holds): the person is told on their turn's stream, and it is audited (`runtime.limit_reached`,
+     * at most once a minute per person and kind: a fork bomb meets its limit again and again).
+     */
+    async reached(owner: RuntimeOwner, notice: LimitNotice): Promise<void> {
+      const key = `${owner.userId}:${notice.kind}`;
+      const now = Date.now();
+      if (deps.audit && (audited.get(key) ?? 0) < now - 60_000) {
+        audited.set(key, now);
+        if (audited.size > 10_000) audited.clear();
+        const ctx = systemCtx(deps.log ?? silentLogger, { name: 'runtime-limits', tenantId: owner.tenantId, channel: 'agent' });
+        await db
+          .transaction((tx) => deps.audit!.record(tx, ctx, { action: 'runtime.limit_reached', target: `user:${owner.userId}`, userId: owner.userId, details: { ...notice } }))
+          .catch((err) => deps.log?.error({ err: (err as Error).message }, 'could not audit a runtime limit'));
+      }
+      await deps.tell?.(owner, notice);
+    },
 
     /** A tenant's quota setting changed: the next start or measure sees it at once. */
     forget(tenantId: string): void {

@@ -173,7 +173,11 @@ export function createRuntimeRepo() {
            memory_bytes = excluded.memory_bytes, memory_max_bytes = excluded.memory_max_bytes, pids = excluded.pids, pids_max = excluded.pids_max,
            disk_bytes = coalesce(excluded.disk_bytes, runtime_usage.disk_bytes), disk_quota_bytes = excluded.disk_quota_bytes,
            disk_measured_at = coalesce(excluded.disk_measured_at, runtime_usage.disk_measured_at),
-           oom_kills = excluded.oom_kills, pids_refused = excluded.pids_refused, updated_at = now()`,
+           oom_kills = excluded.oom_kills, pids_refused = excluded.pids_refused, updated_at = now()
+         -- A host the person left (their runtime stopped there) does not overwrite the fresh row of the one
+         -- that runs it now.
+         where runtime_usage.host = excluded.host or excluded.running or not runtime_usage.running
+            or runtime_usage.updated_at < now() - interval '90 seconds'`,
         [
           host,
           col('userId'),

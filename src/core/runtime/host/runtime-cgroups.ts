@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { isProcessAlive } from '../../../lib/process-state.js';
 import type { Logger } from '../../../kernel/logger.js';
 
@@ -251,7 +251,9 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
   // The unified hierarchy first: the freezer is a core feature of every v2 group (kernel >= 5.2), the
   // other controllers only when this group has them.
   const v2 = mounts.find((m) => m.v2);
-  const v2Own = v2 ? ownDir(v2, host.selfCgroup) : null;
+  const own = v2 ? ownDir(v2, host.selfCgroup) : null;
+  // Moved into its leaf by an earlier opening in this process: the runtimes' parent goes beside the leaf.
+  const v2Own = own && basename(own) === `${SERVICE_LEAF_PREFIX}${host.pid}` ? dirname(own) : own;
   if (v2 && v2Own) {
     const available = read(join(v2Own, 'cgroup.controllers')).trim().split(/\s+/);
     const mine = wanted.filter((c) => (c === 'freezer' ? true : available.includes(c)));

@@ -133,8 +133,11 @@ const MAX_BACKOFF_MS = 30_000;
 const LIMIT_WATCH_MS = 1_000;
 /** How often the data directory's free space is read (statfs: cheap) and due workspaces are measured. */
 const DISK_WATCH_MS = 2_000;
-/** Measures of people who no longer run here are kept (for status and the report) this long. */
-const USAGE_KEEP_MS = 24 * 3600_000;
+/**
+ * A person whose runtime no longer runs here is reported this long after their last change (their stop
+ * included), then no more: their row keeps what it last said, and a host they moved to reports them.
+ */
+const USAGE_KEEP_MS = 120_000;
 /**
  * How long a turn waits while its runtime's start is queued behind others before it goes back to the job
  * queue: with the start (at most 30 s to listen, 30 s to answer) and the turn's runtime calls, an attempt
@@ -319,7 +322,7 @@ export function createRuntimeHost(deps: {
   /** Why cgroups are not there at all (when openCgroups gave none). */
   let cgroupsMissing: string | null = null;
   /** Each person's latest figures (kept a while after their runtime stopped: their files stay). */
-  const usage = new Map<string, RuntimeUsage>();
+  const usage = new Map<string, RuntimeUsage & { changedAt: number }>();
   /** The data directory's filesystem when last read. */
   let space: DiskSpace | null = null;
   /** Free bytes when the host last froze and measured everyone for a short disk (not again until it drops further). */
@@ -490,6 +493,7 @@ export function createRuntimeHost(deps: {
       diskMeasuredAt: e.disk.bytes !== null ? e.disk.at : (prev?.diskMeasuredAt ?? null),
       oomKills: u ? u.oomKills : (prev?.oomKills ?? 0),
       pidsRefused: u ? u.pidsRefused : (prev?.pidsRefused ?? 0),
+      changedAt: Date.now(),
     });
   }
 
@@ -726,7 +730,7 @@ export function createRuntimeHost(deps: {
   function sweep() {
     const now = Date.now();
     for (const e of [...entries.values()]) watchLimits(e);
-    for (const [userId, u] of usage) if (!u.running && !entries.has(userId) && now - (u.diskMeasuredAt ?? 0) > USAGE_KEEP_MS) usage.delete(userId);
+    for (const [userId, u] of usage) if (!entries.has(userId) && now - u.changedAt > USAGE_KEEP_MS) usage.delete(userId);
     for (const e of [...entries.values()]) {
       if (!e.handle || e.running.size > 0 || e.stopping) continue;
       if (now - e.lastUsed > deps.idleMs) void stopEntry(e, 'idle');
@@ -771,7 +775,7 @@ export function createRuntimeHost(deps: {
       freezerUnavailable: cgroups?.mechanisms().freezer ? null : (cgroups?.mechanisms().unavailable.freezer ?? cgroupsMissing ?? 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)'),
       limits: limitsStatus(),
       disk: space,
-      usage: [...usage.values()],
+      usage: [...usage.values()].map(({ changedAt: _c, ...u }) => u),
     };
   }
 
