@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { AuditInput } from '../audit/audit.service.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RuntimeIdentity } from '../runtime/host/runtime-host.js';
-import { canReach, checkPush, defaultRefOf, describeUpdates, GIT_GATEWAY_PREFIX, parseGitRequest, parseReceivePackCommands, refusePushResponse, type GitRequest, type RefUpdate } from './git-fns.js';
+import { canReach, checkPush, defaultRefOf, describeUpdates, GIT_GATEWAY_PREFIX, parseGitRequest, parseReceivePackCommands, pushOptionKey, refusedPushOptions, refusePushResponse, type GitRequest, type RefUpdate } from './git-fns.js';
 import type { GitAgentView, GitHostsService } from './git-hosts.service.js';
 
 /** One `git.fetch` audit entry per user and repository in this window (a clone is several requests). */
@@ -168,8 +168,8 @@ export function createGitGateway(deps: {
   }
 
   /** Answers a refused push in git's protocol, after taking in what the client still sends. */
-  function refusePush(req: IncomingMessage, res: ServerResponse, ended: boolean, commands: RefUpdate[], refused: Array<{ ref: string; reason: string }>, capabilities: string[]) {
-    const answer = refusePushResponse(commands, refused, capabilities, refused.map((r) => `${r.ref}: ${r.reason}`).join('; '));
+  function refusePush(req: IncomingMessage, res: ServerResponse, ended: boolean, commands: RefUpdate[], refused: Array<{ ref: string; reason: string }>, capabilities: string[], hint = '') {
+    const answer = refusePushResponse(commands, refused, capabilities, `${refused.map((r) => `${r.ref}: ${r.reason}`).join('; ')}${hint}`);
     const send = () => {
       if (res.headersSent) return;
       res.writeHead(200, { 'content-type': 'application/x-git-receive-pack-result', 'cache-control': 'no-cache', 'content-length': String(answer.length) });
@@ -242,15 +242,28 @@ export function createGitGateway(deps: {
     }
     const defaultBranch = view.host.protectDefault && parse.commands.length ? await defaultRef(view, gr) : null;
     const refused = checkPush(parse.commands, { protectedRefs: view.host.protectedRefs, defaultRef: defaultBranch, branchPrefix: view.host.branchPrefix, handle: view.user.handle });
+    // Push options are the host's instructions (open or merge a request, skip or feed a pipeline): only
+    // those the admin listed pass, and a push carrying another is refused whole, before it is forwarded.
+    const options = parse.options ?? [];
+    const badOptions = refusedPushOptions(options, view.host.pushOptions);
+    if (badOptions.length) {
+      const keys = [...new Set(badOptions.map(pushOptionKey))];
+      const named = keys.slice(0, 5).map((k) => `"${k.slice(0, 100)}"`).join(', ') + (keys.length > 5 ? ` and ${keys.length - 5} more` : '');
+      const reason = `push option${keys.length > 1 ? 's' : ''} ${named} not allowed on ${view.host.name}`;
+      for (const c of parse.commands) if (!refused.some((r) => r.ref === c.ref)) refused.push({ ref: c.ref, reason });
+    }
     const refs = describeUpdates(parse.commands);
+    // Keys only: values (a ci.variable's, say) may be anything the agent chose to carry.
+    const optionKeys = options.length ? { options: options.map((o) => pushOptionKey(o).slice(0, 100)) } : {};
     if (refused.length) {
-      audit(identity, { action: 'git.push_refused', target, details: { host: view.host.name, repository: gr.repo, refs, refused } });
-      return refusePush(req, res, ended, parse.commands, refused, parse.capabilities);
+      audit(identity, { action: 'git.push_refused', target, details: { host: view.host.name, repository: gr.repo, refs, refused, ...optionKeys } });
+      const hint = badOptions.length ? ` (an admin allows push options: aws connector git update ${view.host.name} --push-option <key>)` : '';
+      return refusePush(req, res, ended, parse.commands, refused, parse.capabilities, hint);
     }
     const started = Date.now();
     // No ref updates: git's probe before a large push (it updates nothing), not a push of its own.
     forward(view, gr, req, res, { head, ended }, (status) =>
-      parse.commands.length ? audit(identity, { action: 'git.push', target, details: { host: view.host.name, repository: gr.repo, refs, as, status, durationMs: Date.now() - started } }) : undefined,
+      parse.commands.length ? audit(identity, { action: 'git.push', target, details: { host: view.host.name, repository: gr.repo, refs, ...optionKeys, as, status, durationMs: Date.now() - started } }) : undefined,
     );
   }
 
