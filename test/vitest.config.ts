@@ -15,6 +15,7 @@ const bothModes = [
   'test/integration/backup.test.ts',
   'test/integration/database.test.ts',
   'test/integration/event-bus.test.ts',
+  'test/integration/git-refresh.test.ts',
   'test/integration/memories-search.test.ts',
   'test/integration/migration-pairing-tenant.test.ts',
   'test/integration/migrations.test.ts',

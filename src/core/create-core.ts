@@ -239,6 +239,8 @@ export function createCore(deps: CoreDeps) {
       refused: (tenantId, planId) => orchestrator.refused(tenantId, planId),
     },
     gitHosts,
+    // The session streams are made below; gateways only tell once runtimes run.
+    sessionEvents: (sessionId, type, properties) => streams.publish(sessionId, type, properties),
     mcpServers,
     clock,
     log: deps.log.child({ part: 'egress' }),

@@ -67,8 +67,11 @@ export interface GitAgentView {
   host: GitHostRow;
   /** `Basic ...`: what the gateway sends to the host. Never leaves the control plane. */
   authorization: string;
-  /** Whose identity the host sees: the service credential's, or the person's own account there. */
-  as: { kind: 'service' } | { kind: 'user'; account: string };
+  /**
+   * Whose identity the host sees: the service credential's, or the person's own account there. `fallback`:
+   * why the service's stands in for a connection the person has (its refresh failed; optional mode).
+   */
+  as: { kind: 'service'; fallback?: string } | { kind: 'user'; account: string };
   user: { handle: string; roles: string[]; teams: string[] };
 }
 
@@ -316,7 +319,7 @@ export function createGitHostsService(deps: {
       if (!user) return null;
       const credential = await deps.credentials.forAgent(host, owner.userId);
       if ('refused' in credential) return { host, refused: credential.refused };
-      const as = credential.as === 'user' ? { kind: 'user' as const, account: credential.account } : { kind: 'service' as const };
+      const as = credential.as === 'user' ? { kind: 'user' as const, account: credential.account } : { kind: 'service' as const, ...(credential.fallback ? { fallback: credential.fallback } : {}) };
       return { host, authorization: credential.authorization, as, user: { handle: user.handle, roles, teams } };
     },
   };

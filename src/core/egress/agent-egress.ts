@@ -72,6 +72,8 @@ export function createAgentEgress(deps: {
   };
   /** The tenants' git hosts: the git gateway at /git/ on the gateway host (git-gateway.ts). */
   gitHosts?: Pick<GitHostsService, 'forAgent'>;
+  /** Puts an event on a session's stream: what a gateway tells the person (their git connection fell back, say). */
+  sessionEvents?: (sessionId: string, type: string, properties: Record<string, unknown>) => Promise<void>;
   /** The tenants' MCP connectors: forwarded at /mcp/connectors/<name> on the gateway host (mcp-gateway.ts). */
   mcpServers?: Pick<McpServersService, 'grantOf'>;
   clock: Clock;
@@ -257,6 +259,7 @@ export function createAgentEgress(deps: {
         hosts: deps.gitHosts,
         record: (tenantId, entry) => db.transaction((tx) => deps.audit.record(tx, systemCtx(tenantId), entry)).then(() => undefined),
         sessionOf: (owner) => turnOf(owner, null).then((t) => t?.sessionId ?? null),
+        tell: deps.sessionEvents,
         log: log.child({ part: 'git-gateway' }),
       })
     : null;

@@ -138,6 +138,7 @@ export async function connectorsGitRoutes(app: App, opts: { core: Core }): Promi
     account: Nullable(Type.String({ description: "The account's name at the host" })),
     connectedAt: Nullable(DateTime),
     expiresAt: Nullable(DateTime),
+    problem: Nullable(Type.String({ description: "Why the connection's last refresh failed: its agents use the service credential (optional) or are refused (required) until it works again or you reconnect" })),
   });
   app.get('/me/connections', { schema: { tags, summary: 'Your own accounts at the git hosts that take them', response: { 200: Type.Object({ git: Type.Array(Mine) }), ...errorResponses(401, 403) } } }, async (req) => ({
     git: await gitConnections.mine(ctxOf(req)),
