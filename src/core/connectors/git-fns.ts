@@ -238,7 +238,8 @@ export function checkPush(commands: readonly RefUpdate[], rules: PushRules): Arr
 /**
  * Push options (`git push -o <option>`) are instructions to the host, not data: GitLab's
  * `merge_request.create`, `merge_request.merge_when_pipeline_succeeds`, `ci.skip` and `ci.variable="K=V"`
- * open merge requests, merge them, skip pipelines or set their variables. None passes unless the host's
+ * open merge requests, merge them, skip pipelines or set their variables; Gitea's `repo.private=false`
+ * makes the repository public. None passes unless the host's
  * admin lists it. An entry is an option's key (`ci.skip`: any value, or none), a key prefix ending in `*`
  * (`merge_request.*`), or `key=value` for exactly that option. Keys are compared exactly (a host that
  * ignored case would see fewer options pass, never more).
