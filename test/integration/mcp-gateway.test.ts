@@ -204,6 +204,19 @@ describe.runIf(DB_MODE === 'postgres')('MCP connector gateway: what crosses it',
     expect(audits.filter((a) => a.action === 'mcp.request_refused').map((a) => a.details?.method)).toContain('Tools/Call');
   });
 
+  it('what the agent names is cut short in refusals and the audit log (a name may be a whole message long)', async () => {
+    const long = 'x'.repeat(200_000);
+    const tool = await send('tracker', rpc(50, 'tools/call', { name: long }));
+    expect(tool.json.error.message.length).toBeLessThan(400);
+    const read = await send('tracker', rpc(51, 'resources/read', { uri: `docs://${long}` }));
+    expect(read.json.error.message.length).toBeLessThan(400);
+    const method = await send('tracker', rpc(52, `x/${long}`));
+    expect(method.json.error.message.length).toBeLessThan(400);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(JSON.stringify(audits).length).toBeLessThan(100_000);
+    expect(audits.find((a) => a.action === 'mcp.tool_call' && String(a.details?.tool).startsWith('xxx'))?.details?.tool).toHaveLength(128);
+  });
+
   it('does not trust the server: no redirect followed, a refused token is a 502, only responses and notifications come back', async () => {
     rogueMode = 'redirect';
     const redirected = await send('rogue', rpc(1, 'tools/list'));

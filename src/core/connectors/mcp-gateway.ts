@@ -39,15 +39,23 @@ const RPC = { parseError: -32700, invalidRequest: -32600, methodNotFound: -32601
 /**
  * The audit entry a forwarded request gets once it ended: every tool call, resource read and prompt get
  * (what an agent did with the organisation's server), by what it named; null for the rest (lists, pings).
+ * What it named is cut short: the agent chooses it (up to a whole message), and it goes into the audit
+ * log and into the keys of the refusals remembered for a window.
  */
 function auditedAs(request: ClassifiedRequest): { action: string; noun: string; key: string; details: Record<string, string> } | null {
   switch (request.kind) {
-    case 'tool_call':
-      return { action: 'mcp.tool_call', noun: 'tool', key: request.tool, details: { tool: request.tool } };
-    case 'resource_read':
-      return { action: 'mcp.resource_read', noun: 'resource', key: request.uri, details: { uri: request.uri.slice(0, 500) } };
-    case 'prompt_get':
-      return { action: 'mcp.prompt_get', noun: 'prompt', key: request.prompt, details: { prompt: request.prompt } };
+    case 'tool_call': {
+      const tool = request.tool.slice(0, 128);
+      return { action: 'mcp.tool_call', noun: 'tool', key: tool, details: { tool } };
+    }
+    case 'resource_read': {
+      const uri = request.uri.slice(0, 500);
+      return { action: 'mcp.resource_read', noun: 'resource', key: uri, details: { uri } };
+    }
+    case 'prompt_get': {
+      const prompt = request.prompt.slice(0, 128);
+      return { action: 'mcp.prompt_get', noun: 'prompt', key: prompt, details: { prompt } };
+    }
     default:
       return null;
   }
