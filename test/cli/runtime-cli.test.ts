@@ -87,7 +87,7 @@ describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
     const doc = JSON.parse(json.stdout);
     expect(Object.keys(doc)).toEqual(['providers']);
     expect(doc.providers).toHaveLength(1);
-    expect(Object.keys(doc.providers[0]).sort()).toEqual(['baseUrl', 'createdAt', 'enabled', 'hasApiKey', 'kind', 'models', 'name', 'updatedAt']);
+    expect(Object.keys(doc.providers[0]).sort()).toEqual(['baseUrl', 'createdAt', 'enabled', 'hasApiKey', 'kind', 'models', 'name', 'prices', 'updatedAt']);
     expect(doc.providers[0]).toMatchObject({ name: 'openai', hasApiKey: true, enabled: true });
 
     const human = await run(['provider', 'list']);
