@@ -476,7 +476,7 @@ export function createCore(deps: CoreDeps) {
   // SCIM provisioning of users and teams by the tenant's identity provider (issue 29).
   const scim = createScimService({
     db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), roles: rolesRepo, assignments, audit,
-    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, clock,
+    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, clock,
   });
 
   const jobHandlers: JobHandlers = {

@@ -39,8 +39,10 @@ export function createUsersService(deps: {
      * sessions (the runtime keeps transcripts); every token of theirs stops working at commit, in every
      * process. Nobody removes themselves; only owners remove owners; the tenant keeps an owner; the
      * operator user and gateways' service users stay (the API key, demo mode and the gateways act as them).
+     * `refuseOwner`: a caller that is no owner though not a user either (SCIM's identity provider) may
+     * not remove an owner at all; the reason it is told.
      */
-    async removeUser(ctx: Ctx, input: { userId: string }) {
+    async removeUser(ctx: Ctx, input: { userId: string; refuseOwner?: string }) {
       const tenantId = requirePermission(ctx, 'admin.manage_users');
       const operator = await deps.operator();
       return db.transaction(async (tx) => {
@@ -59,6 +61,8 @@ export function createUsersService(deps: {
         const roles = await assignments.roleNames(tx, user.id);
         if (roles.includes('owner')) {
           if (ctx.actor.kind === 'user' && !ctx.actor.roles.includes('owner')) throw new ForbiddenError('only an owner may remove an owner', { details: { permission: 'owner' } });
+          // A caller that is no owner though not a user either (SCIM's identity provider): its reason.
+          if (input.refuseOwner) throw new ForbiddenError(input.refuseOwner, { code: 'owner_managed_by_owners', details: { permission: 'owner' } });
           // Serialise removals and revocations of owners before counting them (as role revocation does).
           if ((await assignments.lockAndCountOwners(tx, tenantId)) <= 1) throw new ConflictError("cannot remove the tenant's last owner", { hint: 'Make someone else owner first.' });
         }
