@@ -85,7 +85,7 @@ export function createScimService(deps: {
    * A person was deactivated, in this transaction: their queued turns fail here, and once it commits
    * their agent is stopped and their plans cancelled (users/person-stop.ts). Absent: nothing more.
    */
-  deactivated?: (tx: Tx, ctx: Ctx, owner: { tenantId: string; userId: string }) => Promise<void>;
+  deactivated?: (tx: Tx, ctx: Ctx, owner: { tenantId: string; userId: string }) => Promise<{ queuedTurns: number }>;
   clock: Clock;
 }) {
   const { db, repo, audit, clock } = deps;
@@ -140,8 +140,12 @@ export function createScimService(deps: {
     }
     if (!next.active && wasActive) {
       await deps.revokeUser(tx, { tenantId, userId: before.id });
-      await audit.record(tx, { ...ctx, tenantId }, { action: 'user.deactivate', target: `user:${before.id}`, details: { email: next.userName } });
-      if (!created) await deps.deactivated?.(tx, { ...ctx, tenantId }, { tenantId, userId: before.id });
+      const stopped = created ? undefined : await deps.deactivated?.(tx, { ...ctx, tenantId }, { tenantId, userId: before.id });
+      await audit.record(tx, { ...ctx, tenantId }, {
+        action: 'user.deactivate',
+        target: `user:${before.id}`,
+        details: { email: next.userName, ...(stopped ? { queuedTurnsFailed: stopped.queuedTurns } : {}) },
+      });
     } else if (next.active && !wasActive) {
       await audit.record(tx, { ...ctx, tenantId }, { action: 'user.reactivate', target: `user:${before.id}`, details: { email: next.userName } });
     }
