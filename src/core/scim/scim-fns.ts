@@ -79,14 +79,15 @@ export function scimTokenDays(asked: unknown, maxDays: number): number {
  * Why SCIM may not make this change to an owner of the tenant, or null when it may. Owners are managed by
  * owners: the tenant's SCIM token is held by its identity provider (and whoever can read the provider's
  * configuration), so it may not take an owner's access away (deactivate them; deleting is refused apart)
- * nor move it to someone else (change the userName, their sign-in email, which sign-in links the account
- * by). It may keep what only describes them in step (display name, given and family name, externalId),
+ * nor move it to someone else (change the userName: the email a first sign-in links an account by, so an
+ * address the provider controls would sign in as an owner who never signed in yet; afterwards each of the
+ * owner's own sign-ins writes it). It may keep what only describes them in step (display name, given and family name, externalId),
  * and reactivate one (that restores an owner's own access, and grants nobody else anything). A change of
  * case alone is not a rename.
  */
 export function ownerChangeRefusal(before: ScimUserState, next: ScimUserState, who: string): string | null {
   if (next.userName.toLowerCase() !== before.userName.toLowerCase()) {
-    return `${who} is an owner of the tenant: owners are managed by owners, so the identity provider cannot change their userName (their sign-in email). An owner can.`;
+    return `${who} is an owner of the tenant: owners are managed by owners, so the identity provider cannot change their userName (the email their first sign-in is linked by; later their own sign-in keeps it up to date).`;
   }
   if (before.active && !next.active) {
     return `${who} is an owner of the tenant: owners are managed by owners, so the identity provider cannot deactivate them. Another owner can take the owner role away first (\`aws role revoke\`).`;
