@@ -55,6 +55,7 @@ const runtimeSuites = [
   'test/api/model-spending.test.ts',
   'test/api/orchestrate.test.ts',
   'test/api/provider-base-url.test.ts',
+  'test/api/scim-deactivation-agent.test.ts',
   'test/api/sessions-permissions.test.ts',
   'test/api/sessions-tools.test.ts',
   'test/api/sessions-turn.test.ts',

@@ -38,6 +38,8 @@ const run = promisify(execFile);
 
 /** The code of the session.error a turn lost with its runtime ends with. */
 export const TURN_LOST = 'turn_lost';
+/** Why a queued turn of a person deactivated (or removed) before it ran does not run. */
+export const OWNER_INACTIVE = 'Not run: the person this session belongs to was deactivated, so their agent no longer takes turns.';
 /** What a person reads when their turn was lost with its runtime (`reason`: why the runtime went away). */
 export const lostMessage = (reason: string) =>
   `The agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
@@ -57,6 +59,8 @@ export function createTurnRunner(deps: {
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
    */
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
+  /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
+  ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
@@ -192,6 +196,8 @@ export function createTurnRunner(deps: {
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
         return;
       }
+      // Deactivated or removed since the prompt was accepted: no runtime is started in their name (issue 37).
+      if (deps.ownerActive && !(await deps.ownerActive(s.tenantId, s.ownerId))) return fail(OWNER_INACTIVE);
       try {
         const owner = { tenantId: s.tenantId, userId: s.ownerId };
         // Started now so it runs while the runtime is acquired and prepared: off the critical path.

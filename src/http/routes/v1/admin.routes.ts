@@ -276,6 +276,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
                 Type.Object(
                   {
                     maxDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, description: 'The longest lifetime a new personal access token may have, in days (default 90)' })),
+                    scimMaxDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, description: 'The longest lifetime a new or renewed SCIM token may have, in days (default 365)' })),
                   },
                   { additionalProperties: false },
                 ),
