@@ -410,6 +410,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       void beat();
       const timer = setInterval(beat, HEARTBEAT_MS);
       timer.unref();
+      clearInterval(heartbeats.get(runner.id));
       heartbeats.set(runner.id, timer);
     },
 

@@ -122,7 +122,10 @@ export function createRunnerLinks(deps: {
       pinger.unref();
       session.once('close', () => {
         clearInterval(pinger);
-        if (links.get(runnerId) === link) links.delete(runnerId);
+        // A channel replaced by the runner's newer one (it dialled again before this one was seen to close):
+        // the newer one is the runner's now, and what follows a close must not undo it.
+        if (links.get(runnerId) !== link) return;
+        links.delete(runnerId);
         deps.onClosed(runnerId, link);
       });
       void (async () => {
