@@ -207,6 +207,9 @@ export function createTurnRunner(deps: {
               cold = true;
               void streams.publish(s.id, 'runtime.starting', { message: 'Starting your agent…' }).catch(() => {});
             },
+            // A drain moved the person's agent to another runner host with their files: said once.
+            onMoved: () =>
+              void streams.publish(s.id, 'runtime.moved', { workspace: 'moved', message: 'Your agent now runs on another host; your workspace and conversations moved with it.' }).catch(() => {}),
           });
         } catch (err) {
           if (!(err instanceof RuntimeBusyError)) throw err;
@@ -227,9 +230,10 @@ export function createTurnRunner(deps: {
         // A runtime started afresh may not know the session: its user was placed on another runner host
         // after theirs was lost, with the files on that host's own disk. The session goes on there, anew.
         if (cold && s.upstreamId && !(await client.sessionExists(s.upstreamId))) {
-          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, s.upstreamId, await client.createSession({ title: s.title }));
+          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, s.upstreamId, await client.createSession({ title: s.title }), { beforeMessageId: turn.messageId });
           await streams.publish(s.id, 'runtime.moved', {
-            message: 'Your agent now runs on another host, which does not have this conversation\'s earlier turns or workspace files (they stayed on the host that was lost). It continues from here.',
+            workspace: 'fresh',
+            message: 'Your agent now runs on another host, in a fresh workspace: this conversation\'s earlier turns and your files stayed on the host that was lost (an operator can recover them if it comes back). It continues from here.',
           });
         }
         if (turn.attempts > 1 && (await client.messageExists(upstreamId, turn.messageId))) {
