@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { systemCtx, type Ctx } from '../../src/kernel/context.js';
 import { createRunnerAgent, type RunnerAgent } from '../../src/runner/runner-agent.js';
-import { readCopy } from '../../src/runner/user-files.js';
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
@@ -88,7 +87,8 @@ describe('runner hosts: drains and losses never bring back an older copy', () =>
     drainedFence = p.filesFence;
     expect(p.filesFence).toBe(p.fence);
     expect(readFileSync(join(ws(r2.dataDir), 'notes.txt'), 'utf8')).toBe('written on r1\n');
-    expect(readCopy(r2.dataDir, people.ids.mia)).toEqual({ filesFence: p.filesFence, tenantId: people.tenantId });
+    // The copy's marker (beside the runtime's home, outside any sandbox).
+    expect(JSON.parse(readFileSync(join(r2.dataDir, 'runtimes', people.ids.mia, 'copy.json'), 'utf8'))).toEqual({ filesFence: p.filesFence, tenantId: people.tenantId });
 
     const second = await turnSeen('turn two', 'answer two');
     expect(second.moved).toEqual([expect.objectContaining({ workspace: 'moved', message: expect.stringMatching(/moved with it/) })]);
