@@ -37,7 +37,7 @@ describe('runner hosts: drains and losses never bring back an older copy', () =>
       log: silentLogger,
     });
   const placementOf = async () =>
-    (await r.t.opened.db.query<{ name: string; fence: number; filesFence: number }>(`select r.name, p.fence::float8 as fence, p.files_fence::float8 as "filesFence" from runtime_placements p join runners r on r.id = p.runner_id where p.user_id = $1`, [people.ids.mia])).rows[0];
+    (await r.t.opened.db.query<{ name: string; fence: number; filesFence: number }>(`select r.name, p.fence::float8 as fence, (to_jsonb(p)->>'files_fence')::float8 as "filesFence" from runtime_placements p join runners r on r.id = p.runner_id where p.user_id = $1`, [people.ids.mia])).rows[0];
   const stateOf = async (name: string) => (await r.t.opened.core.runners.list(ctx())).find((x) => x.name === name)?.state;
   const ws = (dataDir: string) => join(dataDir, 'workspaces', people.tenantId, people.ids.mia);
   const home = (dataDir: string) => join(dataDir, 'runtimes', people.ids.mia, 'home');
