@@ -111,10 +111,17 @@ describe('runner hosts: drains and losses never bring back an older copy', () =>
     await r.t.opened.db.query(`update runners set heartbeat_at = now() - interval '1 minute' where name = 'r2'`);
     await expect.poll(() => stateOf('r2'), { timeout: 15_000 }).toBe('lost');
 
+    // The dashboard opens for mia first: her runtime is started on r1 before her turn asks for it.
+    const r1Id = (await r.t.opened.db.query<{ id: string }>(`select id from runners where name = 'r1'`)).rows[0].id;
+    expect((await api(r.t, 'POST', '/v1/sessions/prepare', { token: people.tokens.member })).status).toBeLessThan(300);
+    await expect
+      .poll(async () => (await r.t.opened.db.query<{ s: string }>(`select socket_path as s from agent_runtimes where user_id = $1`, [people.ids.mia])).rows[0]?.s, { timeout: 60_000, interval: 300 })
+      .toContain(r1Id);
     const third = await turnSeen('turn three', 'answer three');
     expect((await placementOf()).name).toBe('r1');
     expect(third.moved).toEqual([expect.objectContaining({ workspace: 'fresh', message: expect.stringMatching(/fresh workspace/) })]);
     // The older copy was set aside on r1 (the operator is told), never used: the workspace there is a new one.
+    // (The runtime was up before the turn: the turn found its session missing when it sent the prompt.)
     expect(existsSync(join(ws(r1Dir), 'notes.txt'))).toBe(false);
     const kept = recovered(r1Dir);
     expect(kept).toHaveLength(1);
