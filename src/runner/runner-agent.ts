@@ -58,7 +58,11 @@ const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade',
 interface Lease {
   tenantId: string;
   fence: number;
+  /** When a start last asked for it (a lease outlives its runtime: one stopped idle keeps it here). */
+  at: number;
 }
+/** A lease asked for this recently may have a runtime starting on it: its user's files are not dropped meanwhile. */
+const LEASE_IN_USE_MS = 60_000;
 
 export function createRunnerAgent(o: RunnerOptions) {
   const { log } = o;
@@ -369,7 +373,11 @@ export function createRunnerAgent(o: RunnerOptions) {
    */
   function dropCopy(owner: { tenantId: string; userId: string }, how: 'discard' | 'setAside', why: string): { done: boolean; where?: string | null } | null {
     if (!userPaths(owner)) return { done: false };
-    if (leases.has(owner.userId) || runtimes.live().some((l) => l.userId === owner.userId)) return null;
+    // The control plane asks only for users placed elsewhere: a lease still here is left over (its
+    // runtime stopped idle), unless a start asked for it just now.
+    const lease = leases.get(owner.userId);
+    if ((lease && Date.now() - lease.at < LEASE_IN_USE_MS) || runtimes.live().some((l) => l.userId === owner.userId)) return null;
+    leases.delete(owner.userId);
     if (how === 'discard') return { done: discard(o.dataDir, owner) };
     const where = setAside(o.dataDir, owner, why);
     if (where) log.warn({ userId: owner.userId, tenantId: owner.tenantId, where, why }, 'a copy of a user\'s files that is not their current one was set aside (an operator may recover it)');
@@ -408,7 +416,7 @@ export function createRunnerAgent(o: RunnerOptions) {
           const owner = { tenantId: String(body.tenantId), userId: String(body.userId) };
           if (!userPaths(owner)) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
           const fence = Number(body.fence);
-          leases.set(owner.userId, { tenantId: owner.tenantId, fence });
+          leases.set(owner.userId, { tenantId: owner.tenantId, fence, at: Date.now() });
           if (Array.isArray(body.files)) writeShared(owner.tenantId, body.files);
           // The runtime starts on the user's current copy only: any other copy here is set aside first.
           const setAsideAt = runtimes.live().some((l) => l.userId === owner.userId) ? null : checkCopy(owner, Number(body.filesFence ?? -1));
@@ -471,7 +479,8 @@ export function createRunnerAgent(o: RunnerOptions) {
             copiesFor = channel;
             copiesAt = Date.now();
             // At most COPIES_PER_SYNC a time (an answer is bounded; a shared storage may hold many users' files): the rest at the next ones.
-            const all = listCopies(o.dataDir).filter((c) => !held.has(c.userId) && !leases.has(c.userId)).sort((a, b) => (a.userId < b.userId ? -1 : 1));
+            const running = new Set(runtimes.live().map((l) => l.userId));
+            const all = listCopies(o.dataDir).filter((c) => !held.has(c.userId) && !running.has(c.userId)).sort((a, b) => (a.userId < b.userId ? -1 : 1));
             if (copiesFrom >= all.length) copiesFrom = 0;
             copies = all.slice(copiesFrom, copiesFrom + COPIES_PER_SYNC);
             copiesFrom += COPIES_PER_SYNC;

@@ -78,6 +78,8 @@ describe('runner hosts: drains and losses never bring back an older copy', () =>
     expect((await placementOf()).name).toBe('r1');
     const r1Dir = r.runner!.dataDir;
     writeFileSync(join(ws(r1Dir), 'notes.txt'), 'written on r1\n');
+    // Her runtime stops as an idle one does (the runner keeps her lease): the drain moves her files all the same.
+    await r.runner!.agent.runtimes.stopUser(people.ids.mia);
 
     await r.t.opened.core.runners.drain(ctx(), 'r1');
     await expect.poll(async () => (await placementOf()).name, { timeout: 60_000, interval: 500 }).toBe('r2');

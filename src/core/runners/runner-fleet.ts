@@ -302,7 +302,8 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       if (!owner) continue;
       const who = { tenantId: owner.tenantId, userId: p.userId };
       try {
-        if (u) await links.call(runnerId, 'POST', '/stop', { userId: p.userId }, 30_000);
+        // Also when no runtime runs (it stopped idle): the runner forgets the lease, so its files can go once moved.
+        await links.call(runnerId, 'POST', '/stop', { userId: p.userId }, 30_000);
         const to = await registry.moveTarget(who, runnerId);
         if (!to) {
           log.warn({ userId: p.userId }, 'drain: no other runner has room for this user now');
