@@ -53,7 +53,9 @@ export default class Serve extends BaseCommand<typeof Serve> {
       const address = await app.listen({ host, port: this.flags.port ?? config.server.port });
       // Other control-plane processes reach the runners connected here through this serve (runner-links.ts).
       const port = new URL(address).port;
-      opened.core.fleet.setRelayUrl(config.runtime.relayUrl ?? `http://${isLoopback(host) || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`);
+      // Without AGENTWS_RELAY_URL: the address listened on (an IPv6 one in brackets), or loopback when that is every address.
+      const relayHost = isLoopback(host) || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+      opened.core.fleet.setRelayUrl(config.runtime.relayUrl ?? `http://${relayHost}:${port}`);
       if (config.worker.inServe) {
         worker = await startWorker(opened.core, opened.boss, log, { concurrency: config.worker.concurrency });
       }

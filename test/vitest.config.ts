@@ -67,6 +67,7 @@ const runtimeSuites = [
   'test/integration/person-data.test.ts',
   'test/integration/retention.test.ts',
   'test/integration/runner-remote.test.ts',
+  'test/integration/runner-moves.test.ts',
   'test/integration/runtime-idle.test.ts',
   'test/integration/sessions-resilience.test.ts',
   'test/integration/turn-lost.test.ts',

@@ -115,13 +115,35 @@ export function createSessionsRepo() {
       return rows[0].upstreamId;
     },
 
-    /** The runtime no longer knows the session's upstream one (it moved hosts without it): bind a new one, once. */
-    async rebindUpstream(q: Queryable, tenantId: string, id: string, from: string, to: string): Promise<string> {
+    /**
+     * The runtime no longer knows the session's upstream one (it moved hosts without it): bind a new one,
+     * once. With `beforeMessageId` (the prompt about to go to the new one), the move is recorded for the
+     * transcript (session_moves: where the earlier turns went, and how many), in the same statement.
+     */
+    async rebindUpstream(q: Queryable, tenantId: string, id: string, from: string, to: string, o: { beforeMessageId?: string } = {}): Promise<string> {
       const { rows } = await q.query<{ upstreamId: string }>(
-        `update agent_sessions set upstream_id = case when upstream_id = $3 then $4 else upstream_id end where id = $1 and tenant_id = $2 returning upstream_id as "upstreamId"`,
-        [id, tenantId, from, to],
+        `with moved as (
+           update agent_sessions set upstream_id = $4 where id = $1 and tenant_id = $2 and upstream_id = $3 returning id
+         ), noted as (
+           insert into session_moves (tenant_id, session_id, previous_upstream_id, before_message_id, turns)
+           select $2, moved.id, $3, $5,
+             (select count(*)::int from agent_turns t where t.tenant_id = $2 and t.session_id = $1 and t.status in ('sent', 'done', 'lost')
+                and coalesce(t.sent_at, t.created_at) > coalesce((select max(m.at) from session_moves m where m.tenant_id = $2 and m.session_id = $1), '-infinity'::timestamptz))
+           from moved where $5::text is not null
+         )
+         select coalesce((select $4::text from moved), (select upstream_id from agent_sessions where id = $1 and tenant_id = $2)) as "upstreamId"`,
+        [id, tenantId, from, to, o.beforeMessageId ?? null],
       );
       return rows[0].upstreamId;
+    },
+
+    /** Where the session's runtime session was started anew on another host (oldest first), for its transcript. */
+    async movesOf(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ beforeMessageId: string; turns: number; at: Date }>> {
+      const { rows } = await q.query<{ beforeMessageId: string; turns: number; at: Date }>(
+        `select before_message_id as "beforeMessageId", turns, at from session_moves where tenant_id = $1 and session_id = $2 order by at limit 50`,
+        [tenantId, sessionId],
+      );
+      return rows;
     },
 
     async snapshot(q: Queryable, tenantId: string, id: string, t: { systemPrompt: string; model: string | null }): Promise<void> {

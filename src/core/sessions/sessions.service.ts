@@ -105,8 +105,8 @@ export function createSessionsService(deps: {
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
     if (!s.upstreamId) return [];
-    const [messages, lost] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id)]);
-    return withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id);
+    const [messages, lost, moves] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id)]);
+    return withMoves(withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id), moves, s.id);
   }
 
   return {
@@ -364,6 +364,29 @@ export function createSessionsService(deps: {
 export type SessionsService = ReturnType<typeof createSessionsService>;
 
 type PublicMessage = { info: Record<string, any>; parts: Array<Record<string, any>> };
+
+/**
+ * A transcript with a notice where the session's runtime session was started anew on another runner host
+ * (turn-runner.ts, runtime.moved): the turns before it ran on a host that was lost and are not in this
+ * runtime's transcript. The notice is an assistant message with only an error (as a lost turn's), so it
+ * is shown, never silently missing: just before the first prompt sent to the new runtime session.
+ */
+export function withMoves(messages: PublicMessage[], moves: Array<{ beforeMessageId: string; turns: number; at: Date }>, sessionId: string): PublicMessage[] {
+  if (!moves.length) return messages;
+  const out = [...messages];
+  for (const m of moves) {
+    if (m.turns < 1) continue;
+    const at = out.findIndex((x) => x.info.id >= m.beforeMessageId);
+    const created = m.at.getTime();
+    const earlier = m.turns === 1 ? 'The earlier turn' : `The ${m.turns} earlier turns`;
+    const message = `${earlier} of this conversation ran on a runner host that was lost; ${m.turns === 1 ? 'its messages' : 'their messages'} and your files stayed on that host (an operator can recover them if it comes back). The conversation went on from here on another host, in a fresh workspace.`;
+    out.splice(at < 0 ? out.length : at, 0, {
+      info: { id: `${m.beforeMessageId}_moved`, sessionID: sessionId, role: 'assistant', time: { created, completed: created }, error: { name: 'RuntimeMoved', data: { message, code: 'runtime_moved', turns: m.turns } } },
+      parts: [],
+    });
+  }
+  return out;
+}
 
 /**
  * A transcript with its lost turns marked (SPEC.md Message shape: an assistant message's `error` is

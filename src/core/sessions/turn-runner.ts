@@ -213,6 +213,9 @@ export function createTurnRunner(deps: {
               cold = true;
               void streams.publish(s.id, 'runtime.starting', { message: 'Starting your agent…' }).catch(() => {});
             },
+            // A drain moved the person's agent to another runner host with their files: said once.
+            onMoved: () =>
+              void streams.publish(s.id, 'runtime.moved', { workspace: 'moved', message: 'Your agent now runs on another host; your workspace and conversations moved with it.' }).catch(() => {}),
           });
         } catch (err) {
           if (!(err instanceof RuntimeBusyError)) throw err;
@@ -232,12 +235,14 @@ export function createTurnRunner(deps: {
         let upstreamId = await upstreamOf(s, parent ? await upstreamOf(parent) : undefined);
         // A runtime started afresh may not know the session: its user was placed on another runner host
         // after theirs was lost, with the files on that host's own disk. The session goes on there, anew.
-        if (cold && s.upstreamId && !(await client.sessionExists(s.upstreamId))) {
-          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, s.upstreamId, await client.createSession({ title: s.title }));
+        const startAnew = async (known: string) => {
+          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, known, await client.createSession({ title: s.title }), { beforeMessageId: turn.messageId });
           await streams.publish(s.id, 'runtime.moved', {
-            message: 'Your agent now runs on another host, which does not have this conversation\'s earlier turns or workspace files (they stayed on the host that was lost). It continues from here.',
+            workspace: 'fresh',
+            message: 'Your agent now runs on another host, in a fresh workspace: this conversation\'s earlier turns and your files stayed on the host that was lost (an operator can recover them if it comes back). It continues from here.',
           });
-        }
+        };
+        if (cold && s.upstreamId && !(await client.sessionExists(s.upstreamId))) await startAnew(s.upstreamId);
         if (turn.attempts > 1 && (await client.messageExists(upstreamId, turn.messageId))) {
           ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
           const where = await handedOver(client, upstreamId, turn.messageId);
@@ -257,15 +262,26 @@ export function createTurnRunner(deps: {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
         });
-        await client.promptAsync(upstreamId, {
-          messageID: turn.messageId,
-          parts: injected ? [...turn.parts, injected] : turn.parts,
-          model: { providerID: model.providerID, modelID: model.modelID },
-          ...(turn.agent ? { agent: turn.agent } : {}),
-          ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
-          // A turn can withhold more tools than the owner's policy does, never give one back.
-          tools: { ...withheldTools(perms), ...Object.fromEntries(Object.entries(turn.tools ?? {}).filter(([, on]) => on === false)) },
-        });
+        const prompt = () =>
+          client.promptAsync(upstreamId, {
+            messageID: turn.messageId,
+            parts: injected ? [...turn.parts, injected] : turn.parts,
+            model: { providerID: model.providerID, modelID: model.modelID },
+            ...(turn.agent ? { agent: turn.agent } : {}),
+            ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
+            // A turn can withhold more tools than the owner's policy does, never give one back.
+            tools: { ...withheldTools(perms), ...Object.fromEntries(Object.entries(turn.tools ?? {}).filter(([, on]) => on === false)) },
+          });
+        try {
+          await prompt();
+        } catch (err) {
+          // The same, when the runtime was started before this turn (the dashboard prepared it): it is
+          // found out here, at no cost to the turns that find their session.
+          const known = upstreamId;
+          if (!(err instanceof AppError && (err.details as { status?: number } | undefined)?.status === 404 && s.upstreamId === known && !s.parentId && !(await client.sessionExists(known)))) throw err;
+          await startAnew(known);
+          await prompt();
+        }
         await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
         // The runtime has the turn: it gets its tools ready (longer at its first turn) and calls the model.
         if (cold) await streams.publish(s.id, 'turn.sent', { message: 'Sent to your agent; waiting for the model…' }).catch(() => {});
