@@ -54,6 +54,7 @@ import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
+import { processIdentity, processIdentityState } from '../lib/process-state.js';
 import { createTemplatesService } from './templates/templates.service.js';
 import { createTemplatesRepo } from './templates/templates.repo.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
@@ -101,6 +102,9 @@ export interface CoreDeps {
   config: Config;
   clock?: Clock;
 }
+
+/** How often a serve records the model calls that processes which died left in flight (those it could not see die at its start). */
+const ORPHAN_HOLDS_EVERY_MS = 10 * 60_000;
 
 /** The one composition root: builds every service from its narrow dependencies. */
 export function createCore(deps: CoreDeps) {
@@ -211,8 +215,13 @@ export function createCore(deps: CoreDeps) {
     mcpServers: (tenantId, userId) => mcpServers.serversFor(tenantId, userId),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await assignments.roleNames(db, userId));
+  // This process as what it does is recorded (a turn's send attempt, a model call in flight), so that a
+  // process coming back after it died can tell what it left unfinished.
+  const host = hostname();
+  const self = processIdentity(host);
+  const stateOf = (identity: string | null) => processIdentityState(identity, host);
   // Every model call held against its caller's cost limits before it runs, recorded when it ends.
-  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock });
+  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock, holder: self, holderState: stateOf });
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
   const memoriesRepo = createMemoriesRepo();
@@ -248,6 +257,8 @@ export function createCore(deps: CoreDeps) {
   const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator() });
   /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
   let localRunnerId: string | null = null;
+  /** While this process serves the runtimes (startRuntime): its sweep of the calls dead processes left in flight. */
+  let orphanSweep: NodeJS.Timeout | null = null;
   const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const credentialCache = createPromiseCache<string | null>({ ttlMs: 5000, max: 50_000 });
   // This serve's own runtimes, as a runner: its host reports are its runner's heartbeats (placement
@@ -559,9 +570,24 @@ export function createCore(deps: CoreDeps) {
       }
       // Turns a serve that died left in flight, with no runtime anywhere now: they end, with an error.
       await turns.reconcile().catch((err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns a stopped serve left'));
+      egress.modelCalls.resume();
+      // Model calls a process that died left in flight are recorded at their estimate: now (those of this
+      // host's dead processes; on the embedded database every other process's), and now and then after.
+      const settleOrphans = (o: { everyOther?: boolean } = {}) =>
+        spending.settleOrphans(o).then(
+          (n) => n && deps.log.warn({ calls: n }, 'model calls left in flight by a process that died were recorded at the gateway\'s estimate'),
+          (err) => deps.log.error({ err: (err as Error).message }, 'could not record the model calls a stopped process left in flight'),
+        );
+      await settleOrphans({ everyOther: db.mode === 'embedded' });
+      orphanSweep = setInterval(() => void settleOrphans(), ORPHAN_HOLDS_EVERY_MS);
+      orphanSweep.unref();
     },
-    /** Stops the streams and every runtime this process hosts. */
+    /** Records and aborts the model calls in flight, then stops the streams and every runtime this process hosts. */
     async stopRuntime(): Promise<void> {
+      if (orphanSweep) clearInterval(orphanSweep);
+      orphanSweep = null;
+      const cut = await egress.modelCalls.stop();
+      if (cut) deps.log.warn({ calls: cut }, 'model calls still running at shutdown were aborted and charged the gateway\'s estimate');
       await streams.stop();
       await fleet.stop();
       await pool.stop();
