@@ -68,6 +68,7 @@ const runtimeSuites = [
   'test/integration/runtime-idle.test.ts',
   'test/integration/sessions-resilience.test.ts',
   'test/integration/turn-lost.test.ts',
+  'test/integration/turn-order.test.ts',
 ];
 
 export default defineConfig({

@@ -456,9 +456,12 @@ export function createSessionStreams(deps: {
      */
     ingest,
 
-    /** Puts an event of ours on a session's stream, in every process (through the event bus). */
-    async publish(sessionId: string, type: string, properties: Record<string, unknown>): Promise<void> {
-      await deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event: { id: ascendingId('evt'), type, properties: { ...properties, sessionID: sessionId } } });
+    /**
+     * Puts an event of ours on a session's stream, in every process (through the event bus); `id` when
+     * the caller has chosen it (an event also recorded elsewhere with it, a turn's end).
+     */
+    async publish(sessionId: string, type: string, properties: Record<string, unknown>, id = ascendingId('evt')): Promise<void> {
+      await deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event: { id, type, properties: { ...properties, sessionID: sessionId } } });
     },
 
     get stats() {
