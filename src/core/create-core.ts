@@ -431,7 +431,7 @@ export function createCore(deps: CoreDeps) {
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
-  turnEvents.on('turn.ended', ({ session }) => sessionsRepo.endTurns(db, session.tenantId, session.id));
+  turnEvents.on('turn.ended', ({ session, end }) => sessionsRepo.endTurns(db, session.tenantId, session.id, end));
   turnEvents.on('turn.ended', ({ session, eventId }) => orchestrator.turnEnded(session, eventId));
   turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
@@ -565,6 +565,19 @@ export function createCore(deps: CoreDeps) {
       return { recovered, unstuck };
     },
     /**
+     * A stopping serve lets the turns its own runtimes are running end, for at most `graceMs` (the
+     * session streams go on meanwhile): resolves once none runs, or the time is up. How many still ran.
+     */
+    async drainTurns(graceMs: number): Promise<number> {
+      const deadline = Date.now() + graceMs;
+      let busy = pool.hosting ? pool.status().busy : 0;
+      while (busy > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+        busy = pool.status().busy;
+      }
+      return busy;
+    },
+    /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the
      * reason and the fix; /readyz says so), unless the operator sets AGENTWS_RUNTIME_SANDBOX=off.
@@ -610,7 +623,11 @@ export function createCore(deps: CoreDeps) {
       orphanSweep = setInterval(() => void settleOrphans(), ORPHAN_HOLDS_EVERY_MS);
       orphanSweep.unref();
     },
-    /** Records and aborts the model calls in flight, then stops the streams and every runtime this process hosts. */
+    /**
+     * Stops the runtimes this process hosts and the session streams, in the order that loses nothing: the
+     * model calls in flight are aborted and recorded, the runtimes stopped (turns they still ran are lost,
+     * and that is published), then the streams end once those events reached them.
+     */
     async stopRuntime(): Promise<void> {
       if (orphanSweep) clearInterval(orphanSweep);
       orphanSweep = null;
@@ -618,9 +635,9 @@ export function createCore(deps: CoreDeps) {
       offCuts = null;
       const cut = await egress.modelCalls.stop();
       if (cut) deps.log.warn({ calls: cut }, 'model calls still running at shutdown were aborted and charged the gateway\'s estimate');
-      await streams.stop();
-      await fleet.stop();
       await pool.stop();
+      await fleet.stop();
+      await streams.stop();
       if (localRunnerId) await runners.localStopped(localRunnerId).catch(() => {});
     },
   };
