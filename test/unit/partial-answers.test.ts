@@ -15,11 +15,18 @@ describe('partial answers', () => {
   const textPart = (messageID: string, id: string, text: string) => ev('message.part.updated', { part: { id, sessionID: 'ses_1', messageID, type: 'text', text } });
   const delta = (messageID: string, partID: string, d: string) => ev('message.part.delta', { messageID, partID, field: 'text', delta: d });
 
-  function setUp(everyMs = 20) {
+  function setUp(everyMs = 20, turns = new Set(['msg_u1', 'msg_u9'])) {
     const saved: Array<{ tenantId: string; messageId: string; partial: PartialAnswer }> = [];
     const partials = createPartialAnswers({
       db: {} as never,
-      repo: { savePartial: async (_q, tenantId, messageId, partial) => void saved.push({ tenantId, messageId, partial }) },
+      // Only prompts that are turns of the session are saved (the repo's statement names the session and user).
+      repo: {
+        savePartial: async (_q, t, partial) => {
+          if (!turns.has(t.messageId)) return false;
+          saved.push({ tenantId: t.tenantId, messageId: t.messageId, partial });
+          return true;
+        },
+      },
       log: silentLogger,
       everyMs,
     });
@@ -71,5 +78,23 @@ describe('partial answers', () => {
     await partials.flushAll();
     expect(saved.map((x) => x.messageId)).toEqual(['msg_u1', 'msg_u9']);
     expect(partials.tracked).toBe(0);
+  });
+
+  it('stops following answers to prompts that are no turn of the session (a runtime making them up), and follows few turns of one user at once', async () => {
+    const { partials, saved } = setUp(10_000);
+    partials.seen(ref, assistant('msg_a1', 'msg_made_up'));
+    partials.seen(ref, textPart('msg_a1', 'prt_1', 'noise'));
+    expect(partials.tracked).toBe(1);
+    await partials.flushUser('u1');
+    expect(saved).toEqual([]);
+    expect(partials.tracked).toBe(0);
+    partials.seen(ref, delta('msg_a1', 'prt_1', ' more'));
+    expect(partials.tracked).toBe(0);
+    // Endless invented prompts: a handful followed, no more.
+    for (let i = 0; i < 50; i++) {
+      partials.seen(ref, assistant(`msg_x${i}`, `msg_p${i}`));
+      partials.seen(ref, textPart(`msg_x${i}`, `prt_x${i}`, 'x'));
+    }
+    expect(partials.tracked).toBe(8);
   });
 });

@@ -28,10 +28,16 @@ interface Streaming {
 
 /** Text kept per turn at most (an answer longer than this keeps its beginning). */
 const MAX_CHARS = 200_000;
+/**
+ * Turns followed per user at most: a user's runtime runs a few at once (plans); the agent can drive its
+ * runtime's API and so make up answers to prompts that do not exist, which must not grow this without end.
+ */
+const MAX_TURNS_PER_USER = 8;
 /** Messages and parts remembered at most (a bound against a runtime that invents endless ids). */
 const MAX_TRACKED = 20_000;
 
 export function createPartialAnswers(deps: { db: Database; repo: Pick<SessionsRepo, 'savePartial'>; log: Logger; everyMs?: number }) {
+  const log = deps.log;
   const everyMs = deps.everyMs ?? 1000;
   /** By the turn's prompt (the user message the answer's messages name as parent). */
   const turns = new Map<string, Streaming>();
@@ -39,6 +45,8 @@ export function createPartialAnswers(deps: { db: Database; repo: Pick<SessionsRe
   const parentOf = new Map<string, string>();
   /** Text parts seen (deltas of other parts, reasoning, are not the answer). */
   const textParts = new Set<string>();
+  /** Prompts whose answers are not followed: no turn of the session and user has them. */
+  const ignored = new Set<string>();
 
   function save(key: string, t: Streaming): Promise<void> {
     if (t.timer) clearTimeout(t.timer);
@@ -49,8 +57,15 @@ export function createPartialAnswers(deps: { db: Database; repo: Pick<SessionsRe
     const previous = t.saving ?? Promise.resolve();
     // One save at a time per turn, in order: a slow one is never overtaken by an older copy.
     t.saving = previous
-      .then(() => deps.repo.savePartial(deps.db, t.tenantId, key, copy))
-      .catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not save a streaming answer'));
+      .then(async () => {
+        if (await deps.repo.savePartial(deps.db, { tenantId: t.tenantId, userId: t.userId, sessionId: t.sessionId, messageId: key }, copy)) return;
+        // No such turn of this session and user (a prompt id the runtime made up): not followed any longer.
+        if (t.timer) clearTimeout(t.timer);
+        turns.delete(key);
+        if (ignored.size >= MAX_TRACKED) ignored.clear();
+        ignored.add(key);
+      })
+      .catch((err) => log.warn({ err: (err as Error).message }, 'could not save a streaming answer'));
     return t.saving;
   }
 
@@ -64,13 +79,14 @@ export function createPartialAnswers(deps: { db: Database; repo: Pick<SessionsRe
 
   function streamingOf(ref: { tenantId: string; ownerId: string; id: string }, messageId: string): [string, Streaming] | null {
     const key = parentOf.get(messageId);
-    if (!key) return null;
+    if (!key || ignored.has(key)) return null;
     let t = turns.get(key);
     if (!t) {
-      if (turns.size >= MAX_TRACKED) return null;
+      if (turns.size >= MAX_TRACKED || [...turns.values()].filter((x) => x.userId === ref.ownerId).length >= MAX_TURNS_PER_USER) return null;
       turns.set(key, (t = { tenantId: ref.tenantId, userId: ref.ownerId, sessionId: ref.id, answer: [], chars: 0, dirty: false, timer: null, saving: null }));
     }
-    return [key, t];
+    // Another session's prompt id: not this session's answer.
+    return t.sessionId === ref.id ? [key, t] : null;
   }
 
   function partOf(t: Streaming, messageId: string, partId: string): { id: string; text: string } {

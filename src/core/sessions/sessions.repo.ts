@@ -350,11 +350,17 @@ export function createSessionsRepo() {
 
     /**
      * Saves the text an answer to the turn whose prompt is `messageId` has streamed so far (what the person
-     * saw): kept for a turn lost mid-answer, whose runtime never stored it. Only while the turn is in
-     * flight or lost (an ended turn's answer is the runtime's).
+     * saw): kept for a turn lost mid-answer, whose runtime never stored it. Only a turn of that session
+     * and user (the runtime's events name the prompt; a runtime speaks for its own user's sessions), and
+     * only while it is in flight or lost (an ended turn's answer is the runtime's). False when there is no
+     * such turn.
      */
-    async savePartial(q: Queryable, tenantId: string, messageId: string, partial: PartialAnswer): Promise<void> {
-      await q.query(`update agent_turns set partial = $3 where tenant_id = $1 and message_id = $2 and status in ('sending', 'sent', 'lost')`, [tenantId, messageId, JSON.stringify(partial)]);
+    async savePartial(q: Queryable, t: { tenantId: string; userId: string; sessionId: string; messageId: string }, partial: PartialAnswer): Promise<boolean> {
+      const { rowCount } = await q.query(
+        `update agent_turns set partial = $5 where tenant_id = $1 and user_id = $2 and session_id = $3 and message_id = $4 and status in ('sending', 'sent', 'lost')`,
+        [t.tenantId, t.userId, t.sessionId, t.messageId, JSON.stringify(partial)],
+      );
+      return (rowCount ?? 0) > 0;
     },
 
     /**
