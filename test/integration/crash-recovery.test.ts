@@ -172,8 +172,9 @@ describe(`crashes and restarts of serve lose nothing (${DB_MODE})`, () => {
     const beforeEnd = sse.events.at(-1)!.id!;
     const stopped = await second.stop('SIGTERM');
     expect(stopped.code).toBe(0);
-    // The grace (2 s) and the runtime's stop, not the old 12 s "shutdown took too long".
-    expect(stopped.ms).toBeLessThan(10_000);
+    // The grace (2 s), the runtime's stop and the rest (the old serve hung until it gave up after 12 s, exit 1).
+    expect(stopped.ms).toBeLessThan(20_000);
+    console.log(`[crash-recovery ${DB_MODE}] SIGTERM mid-answer, grace 2 s → exit 0 after ${stopped.ms} ms`);
     await sse.until(() => sse.ended, 5000).catch(() => {});
     // The end reached the stream before it closed.
     const ends = sse.events.filter(lostEvent);
