@@ -27,6 +27,8 @@ import { createUsersRepo } from './users/users.repo.js';
 import { createRoleAssignmentsRepo } from './rbac/role-assignments.repo.js';
 import { createRolesRepo } from './rbac/roles.repo.js';
 import { createUsersService } from './users/users.service.js';
+import { createActiveUsers } from './users/active-users.js';
+import { createPersonStop } from './users/person-stop.js';
 import { createSecretBox } from '../lib/secret-box.js';
 import { createAgentEgress } from './egress/agent-egress.js';
 import { probeSandbox } from './runtime/host/sandbox.js';
@@ -155,7 +157,12 @@ export function createCore(deps: CoreDeps) {
     clock,
     personalTokens,
   });
-  const users = createUsersService({ db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
+  // Whether a runtime's person is still active: the gateways, turns and plans ask (issue 37); a removed
+  // or deactivated person's agent stops (personStop, made below once the pool and plans are).
+  const activeUsers = createActiveUsers({ load: (tenantId, userId) => usersRepo.isActive(db, tenantId, userId), bus, clock, log: deps.log.child({ part: 'active-users' }) });
+  const users = createUsersService({
+    db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator(), removed: (tx, owner) => personStop.removed(tx, owner),
+  });
 
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
@@ -251,7 +258,10 @@ export function createCore(deps: CoreDeps) {
       refused: (tenantId, planId) => orchestrator.refused(tenantId, planId),
     },
     gitHosts,
+    // The session streams are made below; gateways only tell once runtimes run.
+    sessionEvents: (sessionId, type, properties) => streams.publish(sessionId, type, properties),
     mcpServers,
+    ownerActive: activeUsers.check,
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
@@ -393,6 +403,7 @@ export function createCore(deps: CoreDeps) {
     permissionsOf,
     memories,
     events: turnEvents,
+    ownerActive: activeUsers.isActive,
     log: deps.log,
   });
   const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, events: turnEvents });
@@ -408,8 +419,12 @@ export function createCore(deps: CoreDeps) {
     pool,
     streams,
     permissionsOf,
+    ownerActive: activeUsers.isActive,
     clock,
     log: deps.log.child({ part: 'orchestrator' }),
+  });
+  const personStop = createPersonStop({
+    sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
   });
   const sessions = createSessionsService({
     db,
@@ -497,7 +512,7 @@ export function createCore(deps: CoreDeps) {
   // SCIM provisioning of users and teams by the tenant's identity provider (issue 29).
   const scim = createScimService({
     db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), roles: rolesRepo, assignments, audit,
-    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, clock,
+    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, deactivated: personStop.deactivated, clock,
   });
 
   const jobHandlers: JobHandlers = {

@@ -334,8 +334,25 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
 
     await expect.poll(() => records.length).toBe(1);
     expect(records[0]).toMatchObject({ provider: 'claude', model: 'claude-test', turn: null, usage: { input: 1000, cacheRead: 200, output: 250, cacheWrite: 0, reasoning: 0 } });
-    // (1000 input + 200 cache read) at $3/MTok + 250 output at $15/MTok
-    expect(records[0].costUsd).toBeCloseTo((1200 * 3 + 250 * 15) / 1e6, 12);
+    // 1000 input at $3/MTok, 200 read from the cache at a tenth of that (Anthropic's price), 250 output at $15/MTok
+    expect(records[0].costUsd).toBeCloseTo((1000 * 3 + 200 * 0.3 + 250 * 15) / 1e6, 12);
+  });
+
+  it('holds an Anthropic call\'s input at its worst price: a cache write (1.25x input), the one-hour cache (2x) when the call asks for it', async () => {
+    const body = (ttl?: string) =>
+      JSON.stringify({ model: 'claude-test', max_tokens: 100, stream: true, system: [{ type: 'text', text: 'You are terse.', cache_control: { type: 'ephemeral', ...(ttl ? { ttl } : {}) } }], messages: [{ role: 'user', content: 'Hi' }] });
+    const headers = { 'x-api-key': CREDENTIAL, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' };
+    for (const [ttl, perMTok] of [[undefined, 3.75], ['1h', 6]] as const) {
+      const sent = body(ttl);
+      expect((await viaProxy(gw('/p/claude/messages'), { headers, body: sent })).status).toBe(200);
+      const price = held.at(-1)!.price;
+      expect(price.inputUsd).toBeCloseTo((estimateInputTokens(JSON.parse(sent)) * perMTok) / 1e6, 15);
+      expect(price.outputUsdPerToken).toBeCloseTo(15 / 1e6, 15);
+    }
+    // An OpenAI-compatible model's worst input price is its input price.
+    fake.script([{ text: 'ok' }]);
+    expect((await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer(), body: chat('scripted-1') })).status).toBe(200);
+    expect(held.at(-1)!.price.inputUsd).toBeCloseTo((estimateInputTokens(JSON.parse(chat('scripted-1'))) * 2) / 1e6, 15);
   });
 
   it('forwards the first chunk as it arrives, before the provider has finished', async () => {
@@ -514,6 +531,51 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       expect(records[0].usage.input).toBeGreaterThanOrEqual(5);
     } finally {
       await own.close();
+    }
+  });
+
+  it('an Anthropic answer cut off after message_start keeps Anthropic\'s count of its input: cache reads at their price, never the estimate on top', async () => {
+    // message_start (input and cache tokens counted), a first chunk of text, then nothing more for 10 s.
+    const stalling = await startProvider(async (_req, _body, write, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      write(sse('message_start', { type: 'message_start', message: { id: 'msg_s', model: 'claude-test', usage: { input_tokens: 12, output_tokens: 1, cache_read_input_tokens: 40_000, cache_creation_input_tokens: 1000 } } }));
+      write(sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Thinking' } }));
+      await new Promise((r) => setTimeout(r, 10_000));
+      res.end();
+    });
+    const gateway = createLlmGateway({
+      providers: async () => ({ applied: { defaultModel: 'claude/claude-test', providers: ['claude'] }, providers: [{ id: 'c', tenantId: 't1', name: 'claude', kind: 'anthropic', baseUrl: `${stalling.url}/v1`, apiKeySealed: null, models: [{ id: 'claude-test', inputCostPerMTok: 3, outputCostPerMTok: 15 }], enabled: true, createdAt: new Date(), updatedAt: new Date() }] }),
+      openKey: (x) => x,
+      turnOf: async () => null,
+      ...spending,
+      limitReached: () => {},
+      drain: { ms: 200, bytes: 1024 * 1024 },
+      clock: systemClock,
+      log: silentLogger,
+    });
+    const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });
+    const own = await proxy.listen(caller, { path: join(dir, 'stall.sock') });
+    try {
+      // A long prompt: the gateway's estimate of its input is far more than the 12 fresh tokens Anthropic counted.
+      const body = { model: 'claude-test', max_tokens: 500, stream: true, messages: [{ role: 'user', content: 'x'.repeat(120_000) }] };
+      expect(estimateInputTokens(body)).toBeGreaterThan(40_000);
+      await new Promise<void>((resolve) => {
+        const req = http.request({ socketPath: own.address, method: 'POST', path: gw('/p/claude/messages'), headers: { host: GATEWAY_HOST, 'x-api-key': CREDENTIAL, 'content-type': 'application/json' }, agent: false }, (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        });
+        req.on('error', () => resolve());
+        req.end(JSON.stringify(body));
+      });
+      await expect.poll(() => records.length, { timeout: 10_000 }).toBe(1);
+      expect(records[0]).toMatchObject({ estimated: true, usage: { input: 12, cacheRead: 40_000, cacheWrite: 1000, output: 500 } });
+      // 12 x $3 + 40,000 x $0.30 + 1,000 x $3.75 + 500 (the output limit) x $15, per million.
+      expect(records[0].costUsd).toBeCloseTo((12 * 3 + 40_000 * 0.3 + 1000 * 3.75 + 500 * 15) / 1e6, 12);
+    } finally {
+      await own.close();
+      await stalling.close();
     }
   });
 

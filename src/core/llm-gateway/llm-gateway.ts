@@ -7,9 +7,9 @@ import type { ProviderRow } from '../providers/providers.repo.js';
 import type { AppliedState } from '../runtime/runtime.repo.js';
 import type { CallPrice } from '../usage/spending-fns.js';
 import type { HeldCall, HoldResult, SpendingTurn } from '../usage/spending.service.js';
-import { callFormat, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport } from './model-call-fns.js';
+import { asksLongCache, callFormat, chargeCall, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport, worstInputPerMTok, type CallEstimate } from './model-call-fns.js';
 import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
-import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
+import { createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
 
 /**
  * The LLM gateway: provider API keys never enter a runtime. A runtime's provider configuration points at
@@ -204,7 +204,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
 
     // A model answer is billed: it is counted, held against the caller's limits and recorded. The model
     // must be named (a call without one would run on the provider's default, at a price nobody set).
-    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallUsage } | null = null;
+    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallEstimate } | null = null;
     if (format !== 'free') {
       if (!json || !model) return answer(res, 400, 'invalid_request_error', 'a model call must name its model ("model")');
       const named = req.headers['x-session-id'];
@@ -212,8 +212,10 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       let call = withUsageReport(format, json);
       const price = modelPrice(provider, model);
       const input = estimateInputTokens(call);
+      const longCache = asksLongCache(format, call);
       const maxOutput = maxOutputTokens(format, call, provider.models.find((x) => x.id === model)?.outputLimit);
-      const held = await deps.hold(caller, turn, { inputUsd: (input * (price.inputPerMTok ?? 0)) / 1e6, outputUsdPerToken: (price.outputPerMTok ?? 0) / 1e6, maxOutput }, { provider: name, model, inputTokens: input });
+      // How the provider will serve the input (plain, from its cache, into it) is known only after: its worst case is held.
+      const held = await deps.hold(caller, turn, { inputUsd: (input * worstInputPerMTok(price, longCache)) / 1e6, outputUsdPerToken: price.outputPerMTok / 1e6, maxOutput }, { provider: name, model, inputTokens: input });
       if (!held.ok) {
         deps.limitReached({ caller, turn, limit: held.limit, limitUsd: held.limitUsd, spentUsd: held.spentUsd });
         // 402, not 429: the runtime's SDK retries a 429 (rate limit) forever; a spent budget is final for
@@ -223,7 +225,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       // What the caller may still spend pays for less than the call asked: its output limit is lowered to fit.
       if (held.cut) call = withMaxOutput(format, call, held.maxOutput);
       if (call !== json) body = Buffer.from(JSON.stringify(call));
-      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, reasoning: 0, cacheRead: 0, cacheWrite: 0 } };
+      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, longCache } };
     }
 
     const base = providerBaseUrl(provider);
@@ -254,14 +256,8 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
         return;
       }
       const reported = tap.end();
-      // Cut off, the provider may have gone on generating: the estimate, or what it reported if more.
-      const estimated = !reported || outcome === 'cut';
-      const usage: CallUsage = !reported
-        ? b.estimate
-        : outcome === 'cut'
-          ? { ...reported, input: Math.max(reported.input, b.estimate.input), output: Math.max(reported.output + reported.reasoning, b.estimate.output) - reported.reasoning }
-          : reported;
-      const costUsd = callCost(usage, modelPrice(provider, model, usage.model));
+      // What the provider reported, each kind of token at its price; cut off or unreported, the estimate (model-call-fns.ts).
+      const { usage, costUsd, estimated } = chargeCall(outcome, reported, b.estimate, modelPrice(provider, model, reported?.model));
       const callId = `${caller.tenantId}:${requestId ?? crypto.randomUUID()}`;
       track(
         deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>

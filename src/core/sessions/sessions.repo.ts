@@ -407,6 +407,23 @@ export function createSessionsRepo() {
     },
 
     /**
+     * The user's turns not yet sent (queued, or waiting for a runtime) fail with `error`: their person was
+     * deactivated. Returned with their sessions, so each session is told. A turn being sent right now
+     * ('sending') is left to its attempt, which checks the person again.
+     */
+    async failQueuedTurnsOfUser(q: Queryable, tenantId: string, userId: string, error: string): Promise<Array<{ id: string; sessionId: string }>> {
+      return (
+        await q.query<{ id: string; sessionId: string }>(
+          `update agent_turns set status = 'failed', error = $3
+            where tenant_id = $1 and status = 'queued'
+              and session_id in (select id from agent_sessions where tenant_id = $1 and owner_id = $2)
+           returning id, session_id as "sessionId"`,
+          [tenantId, userId, error],
+        )
+      ).rows;
+    },
+
+    /**
      * Turns in flight whose owner has no runtime recorded anywhere (its host died before it could say
      * so, or saying so failed): lost, marked so and returned, each to exactly one caller. Across tenants:
      * a serve starting checks what serves before it left behind.

@@ -55,6 +55,8 @@ const run = promisify(execFile);
 
 /** The code of the session.error a turn lost with its runtime ends with. */
 export const TURN_LOST = 'turn_lost';
+/** Why a queued turn of a person deactivated (or removed) before it ran does not run. */
+export const OWNER_INACTIVE = 'Not run: the person this session belongs to was deactivated, so their agent no longer takes turns.';
 /** What a person reads when their turn was lost with its runtime (`reason`: why the runtime went away). */
 export const lostMessage = (reason: string) =>
   `The agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
@@ -89,6 +91,8 @@ export function createTurnRunner(deps: {
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
    */
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
+  /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
+  ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
@@ -283,6 +287,8 @@ export function createTurnRunner(deps: {
         await handOn(turn);
         return;
       }
+      // Deactivated or removed since the prompt was accepted: no runtime is started in their name (issue 37).
+      if (deps.ownerActive && !(await deps.ownerActive(s.tenantId, s.ownerId))) return fail(OWNER_INACTIVE);
       if (turn.attempts > MAX_ATTEMPTS) return fail(`the turn could not be sent to the agent runtime (${turn.attempts - 1} attempts)`);
       // A session's turns reach its runtime in the order they were accepted, wherever the runtime runs and
       // whatever held an earlier one up (a frozen runner, a runtime starting, a worker that died).

@@ -75,6 +75,10 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           case 'runtime.moved':
             setError(e.properties.message ?? 'Your agent now runs on another host.');
             return;
+          // The person's own git connection could not be used; the service's account stood in (kept in view).
+          case 'git.credential_fallback':
+            setError(e.properties.message ?? `Your connection to ${e.properties.host} could not be used; your agent's git requests go as the organisation's account.`);
+            return;
           case 'runtime.waiting':
             setNotice(e.properties.message ?? 'Waiting for a free runtime…');
             return;
