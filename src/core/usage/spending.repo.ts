@@ -38,15 +38,19 @@ export function createSpendingRepo() {
 
     /**
      * A call in flight: what it holds against its user's limits, and what its record needs if it never
-     * settles. Its transaction (the statement's own, or the caller's) commits without waiting for the
-     * disk: a hold must outlive this process, which it does as soon as PostgreSQL has it; a PostgreSQL crash
-     * in the fraction of a second before its WAL is written loses the hold, never a record. It spares every
-     * model call a flush (the cost of the row was most of it: the spending benchmark).
+     * settles. With `flush: false` (a user without limits: the row holds nothing anybody is checked
+     * against) its statement commits without waiting for the disk: the row must outlive this process,
+     * which it does as soon as PostgreSQL has it; a PostgreSQL crash in the fraction of a second before
+     * its WAL is written loses the row, never a record. That spares such a call a flush (most of what the
+     * row cost: the spending benchmark). A hold against limits is flushed as it always was: measured, a
+     * hold that did not wait let a user's next call read its room more often before the last call's record
+     * had committed, and refused it (model-pricing.test.ts).
      */
-    async insertHold(q: Queryable, h: HoldRow): Promise<void> {
+    async insertHold(q: Queryable, h: HoldRow, o: { flush: boolean }): Promise<void> {
+      const values = '$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14';
       await q.query(
         `insert into model_call_holds (id, tenant_id, user_id, budget_key, amount_usd, created_at, expires_at, provider, model, session_id, channel, tokens_input, tokens_output, holder)
-         select $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 from (select set_config('synchronous_commit', 'off', true)) as no_flush`,
+         ${o.flush ? `values (${values})` : `select ${values} from (select set_config('synchronous_commit', 'off', true)) as no_flush`}`,
         [h.id, h.tenantId, h.userId, h.budgetKey, h.amountUsd, h.now, h.expiresAt, h.provider, h.model, h.sessionId, h.channel, h.tokensInput, h.tokensOutput, h.holder],
       );
     },

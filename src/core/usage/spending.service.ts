@@ -122,7 +122,7 @@ export function createSpendingService(deps: {
       if (l.monthly === undefined && l.perRequest === undefined) {
         const fit = fitCall(price, null) as { holdUsd: number; maxOutput: number };
         const row = holdRow(caller, turn, call, fit, clock.now());
-        await repo.insertHold(db, row);
+        await repo.insertHold(db, row, { flush: false });
         return { ok: true, holdId: row.id, maxOutput: price.maxOutput, cut: false };
       }
       return db.transaction(async (tx) => {
@@ -135,7 +135,7 @@ export function createSpendingService(deps: {
         const fit = fitCall(price, room.usd);
         if (!fit.ok) return { ok: false as const, limit: room.limit!, limitUsd: room.limitUsd!, spentUsd: room.spentUsd, needUsd: fit.needUsd };
         const row = holdRow(caller, turn, call, fit, now);
-        await repo.insertHold(tx, row);
+        await repo.insertHold(tx, row, { flush: true });
         return { ok: true as const, holdId: row.id, maxOutput: fit.maxOutput, cut: fit.cut };
       });
     },
