@@ -13,6 +13,7 @@ const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'tes
 // depend on the backend. TEST_DB_MODE tells the helpers which backend a project runs on.
 const bothModes = [
   'test/integration/backup.test.ts',
+  'test/integration/crash-recovery.test.ts',
   'test/integration/database.test.ts',
   'test/integration/event-bus.test.ts',
   'test/integration/git-refresh.test.ts',
@@ -61,6 +62,7 @@ const runtimeSuites = [
   'test/api/sessions-turn.test.ts',
   'test/api/skills.test.ts',
   'test/integration/backup.test.ts',
+  'test/integration/crash-recovery.test.ts',
   'test/integration/gateway-loop.test.ts',
   'test/integration/git-connections.test.ts',
   'test/integration/git-gateway.test.ts',
@@ -71,6 +73,7 @@ const runtimeSuites = [
   'test/integration/runtime-idle.test.ts',
   'test/integration/sessions-resilience.test.ts',
   'test/integration/turn-lost.test.ts',
+  'test/integration/turn-order.test.ts',
 ];
 
 export default defineConfig({

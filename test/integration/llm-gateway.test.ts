@@ -611,6 +611,99 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     }
   });
 
+  /** A gateway of its own behind its own listener (for tests that abort or stop it), on the scripted provider. */
+  async function ownGateway(sock: string, o: { settle?: GatewayDeps['settle'] } = {}) {
+    const gateway = createLlmGateway({
+      providers: async () => ({
+        applied: { defaultModel: 'scripted/scripted-1', providers: ['scripted'] },
+        providers: [{ id: 's', tenantId: 't1', name: 'scripted', kind: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKeySealed: null, models: [{ id: 'scripted-1', inputCostPerMTok: 2, outputCostPerMTok: 8, outputLimit: 700 }], enabled: true, createdAt: new Date(), updatedAt: new Date() }],
+      }),
+      openKey: (x) => x,
+      turnOf: async () => null,
+      ...spending,
+      ...(o.settle ? { settle: o.settle } : {}),
+      limitReached: () => {},
+      clock: systemClock,
+      log: silentLogger,
+    });
+    const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });
+    const listener = await proxy.listen(caller, { path: join(dir, sock) });
+    /** A streamed call through it: resolves at its first chunk, with how it ended later. */
+    const start = (content: string) =>
+      new Promise<{ ended: Promise<string> }>((resolve, reject) => {
+        const req = http.request({ socketPath: listener.address, method: 'POST', path: gw('/p/scripted/chat/completions'), headers: { host: GATEWAY_HOST, ...bearer() }, agent: false }, (res) => {
+          const ended = new Promise<string>((done) => {
+            res.on('end', () => done('end'));
+            res.on('error', () => done('cut'));
+            res.on('aborted', () => done('cut'));
+            res.on('close', () => done(res.complete ? 'end' : 'cut'));
+          });
+          res.once('data', () => resolve({ ended }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ model: 'scripted-1', stream: true, messages: [{ role: 'user', content }] }));
+      });
+    return { gateway, listener, start };
+  }
+
+  it('aborts the calls in flight of a runtime that went away (cutCalls), not a newer one\'s, and charges each the estimate', async () => {
+    const own = await ownGateway('cut-calls.sock');
+    try {
+      fake.respond((req) => (/^slow/.test(req.lastUser) ? { text: 'one two three four five six seven eight nine ten', chunkDelayMs: 300 } : undefined));
+      const before = fake.requests.length;
+      const call = await own.start('slow please');
+      expect(own.gateway.inFlight).toBe(1);
+      // Another user's call, and calls started after the loss, are not touched.
+      expect(own.gateway.cutCalls({ tenantId: 't1', userId: 'someone-else' })).toBe(0);
+      expect(own.gateway.cutCalls(caller, Date.now() - 60_000)).toBe(0);
+      const t0 = performance.now();
+      expect(own.gateway.cutCalls(caller)).toBe(1);
+      expect(await call.ended).toBe('cut');
+      // The provider's answer is abandoned at once, not read to its end (~3 s of chunks).
+      await expect.poll(() => fake.requests[before]?.hungUp, { timeout: 2000 }).toBe(true);
+      expect(performance.now() - t0).toBeLessThan(2000);
+      expect(fake.requests[before].chunks).toBeLessThan(11);
+      await expect.poll(() => records.length).toBe(1);
+      expect(records[0]).toMatchObject({ estimated: true, provider: 'scripted', usage: { output: 700 } });
+      expect(own.gateway.inFlight).toBe(0);
+    } finally {
+      fake.respond(null);
+      await own.listener.close();
+    }
+  });
+
+  it('a stopping gateway aborts every call in flight and resolves once each is recorded; new calls are refused (503)', async () => {
+    // Recording takes its time (a database transaction): stop() waits for it.
+    let recorded = 0;
+    const own = await ownGateway('stop-calls.sock', {
+      settle: async (holdId, call) => {
+        await new Promise((r) => setTimeout(r, 200));
+        await spending.settle(holdId, call);
+        recorded++;
+      },
+    });
+    try {
+      fake.respond((req) => (/^slow/.test(req.lastUser) ? { text: 'one two three four five six seven eight nine ten', chunkDelayMs: 300 } : undefined));
+      const calls = [await own.start('slow a'), await own.start('slow b')];
+      expect(await own.gateway.stop()).toBe(2);
+      expect(recorded).toBe(2);
+      expect(await Promise.all(calls.map((c) => c.ended))).toEqual(['cut', 'cut']);
+      expect(records.map((r) => r.estimated)).toEqual([true, true]);
+      const refused = await new Promise<number>((resolve, reject) => {
+        const req = http.request({ socketPath: own.listener.address, method: 'POST', path: gw('/p/scripted/chat/completions'), headers: { host: GATEWAY_HOST, ...bearer() }, agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        req.end(chat('scripted-1'));
+      });
+      expect(refused).toBe(503);
+    } finally {
+      fake.respond(null);
+      await own.listener.close();
+    }
+  });
+
   it('answers 413 to a request body over the limit, with or without a declared length, and stays usable', async () => {
     const before = fake.requests.length;
     const big = chat('scripted-1', { padding: 'x'.repeat(MAX_BODY * 4) });

@@ -173,6 +173,27 @@ describe('runner hosts: a runtime on a runner', () => {
     expect((await r.t.opened.core.runners.list(ctx())).find((x) => x.name === 'r1')).toMatchObject({ state: 'active', connected: true });
   }, 120_000);
 
+  it('a turn on a runner declared lost: its model call, relayed through the control plane\'s gateway, is aborted then and charged', async () => {
+    const token = people.tokens.member;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'lost on a runner' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ text: Array.from({ length: 40 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 250 }]);
+    const before = r.llm.requests.length;
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'a long answer', agent: 'build' } })).status).toBe(202);
+    const deltas = () => sse.events.filter((e) => e.data.type === 'message.part.delta').map((e) => e.data.properties.delta).join('');
+    await sse.until(() => deltas().includes('w3 '), 60_000);
+    const call = r.llm.requests.slice(before).find((q) => !q.title)!;
+    // What the fleet does when the runner stops answering (no heartbeat for 30 s): its users' turns are lost.
+    await r.t.opened.core.turns.runtimeLost({ tenantId: people.tenantId, userId: people.ids.mia }, 'its runner host "r1" stopped answering');
+    await sse.until((e) => e.data.type === 'session.error' && e.data.properties.error?.code === 'turn_lost', 10_000);
+    // The provider's answer is abandoned at once, not relayed to its end (ten seconds of it) to nobody.
+    await expect.poll(() => call.hungUp, { timeout: 5000, interval: 50 }).toBe(true);
+    expect(call.chunks).toBeLessThan(35);
+    await expect.poll(async () => (await r.t.opened.db.query(`select 1 from usage_records where session_id = $1 and estimated`, [sessionId])).rowCount, { timeout: 5000 }).toBe(1);
+    await sse.close();
+    await r.t.opened.core.pool.stopUser(people.ids.mia);
+  }, 120_000);
+
   it('a revoked runner token ends the channel and is refused when the runner dials again', async () => {
     await r.t.opened.core.runners.revokeToken(ctx(), r.runner!.tokenId);
     await expect.poll(() => r.runner!.agent.connected, { timeout: 15_000 }).toBe(false);

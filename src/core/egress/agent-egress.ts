@@ -147,7 +147,7 @@ export function createAgentEgress(deps: {
     },
     openKey: (sealed) => deps.box.open(sealed),
     turnOf: (caller, named) => turnOf(caller, named, caller.self),
-    hold: (caller, turn, price) => deps.spending.hold(caller, turn, price),
+    hold: (caller, turn, price, call) => deps.spending.hold(caller, turn, price, call),
     release: (caller, holdId) => deps.spending.release(caller.tenantId, holdId),
     settle: async (holdId, { caller, turn, provider, model, usage, costUsd, callId, estimated }) => {
       await deps.spending.settle(holdId, {
@@ -344,6 +344,11 @@ export function createAgentEgress(deps: {
 
   return {
     listen: proxy.listen,
+    /**
+     * The model calls in flight through this process's gateway: those of a runtime that went away are
+     * aborted (cut), and all of them when the service stops (stop), each charged what it may have cost.
+     */
+    modelCalls: { cut: gateway.cutCalls, stop: gateway.stop, resume: gateway.resume, get inFlight() { return gateway.inFlight; } },
     /**
      * What a runner's proxy asks of the control plane for its runtimes (runner-fleet.ts): the gateway host,
      * the tenant's rules with the operator's settings, and a refusal to audit.

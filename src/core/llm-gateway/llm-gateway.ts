@@ -6,7 +6,7 @@ import type { Logger } from '../../kernel/logger.js';
 import type { ProviderRow } from '../providers/providers.repo.js';
 import type { AppliedState } from '../runtime/runtime.repo.js';
 import type { CallPrice } from '../usage/spending-fns.js';
-import type { HoldResult, SpendingTurn } from '../usage/spending.service.js';
+import type { HeldCall, HoldResult, SpendingTurn } from '../usage/spending.service.js';
 import { asksLongCache, callFormat, chargeCall, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport, worstInputPerMTok, type CallEstimate } from './model-call-fns.js';
 import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
 import { createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
@@ -25,7 +25,10 @@ import { createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
  * - a streamed OpenAI-style call is asked for its usage report; an answer without one is charged an
  *   estimate; a client that hangs up does not end the bill: the answer is read on (bounded, DRAIN);
  * - before it is forwarded, a call holds its worst case against its user's limits (spending.service.ts),
- *   its output limit lowered when only that fits, or is refused (402); the hold is settled with the record.
+ *   its output limit lowered when only that fits, or is refused (402); the hold is settled with the record;
+ * - a call whose runtime went away (its turn lost: cutCalls) or that is still running when the service
+ *   stops (stop) is aborted at once and charged the estimate; one whose process dies first is recorded
+ *   from its hold when the service comes back (spending.service.ts settleOrphans).
  */
 export interface GatewayCaller {
   tenantId: string;
@@ -68,8 +71,11 @@ export interface GatewayDeps<C extends GatewayCaller = GatewayCaller> {
    * only when a turn of the caller runs in it, else the caller's latest turn; null when they have none.
    */
   turnOf(caller: C, namedSession: string | null): Promise<GatewayTurn | null>;
-  /** Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it). */
-  hold(caller: C, turn: GatewayTurn | null, price: CallPrice): Promise<HoldResult>;
+  /**
+   * Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it),
+   * with what its record needs should this process die before it settles.
+   */
+  hold(caller: C, turn: GatewayTurn | null, price: CallPrice, call: HeldCall): Promise<HoldResult>;
   /** Records a call that reached a provider, and drops its hold. */
   settle(holdId: string | null, call: SettledCall<C>): Promise<void>;
   /** Drops the hold of a call that cost nothing (the provider refused it, or it never reached the provider). */
@@ -110,9 +116,25 @@ function answer(res: ServerResponse, status: number, type: string, message: stri
   res.end(body);
 }
 
+/** A call forwarded and not yet settled: whose it is, when it started, and how to abort it now. */
+interface InFlight {
+  caller: GatewayCaller;
+  startedAt: number;
+  /** Aborts the provider call and charges it as cut (the estimate, or what the provider reported if more). */
+  cut(): void;
+}
+
 export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: GatewayDeps<C>) {
   const { log } = deps;
   const maxBytes = deps.maxRequestBytes ?? MAX_REQUEST_BYTES;
+  const inFlight = new Set<InFlight>();
+  /** Records and releases on their way to the database: a stopping service waits for them. */
+  const writing = new Set<Promise<unknown>>();
+  let stopped = false;
+  const track = (p: Promise<unknown>) => {
+    writing.add(p);
+    void p.finally(() => writing.delete(p));
+  };
 
   async function readBody(req: IncomingMessage): Promise<Buffer | null> {
     const chunks: Buffer[] = [];
@@ -139,6 +161,10 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
   }
 
   async function handle(caller: C, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    if (stopped) {
+      req.resume();
+      return answer(res, 503, 'api_error', 'the service is stopping; try again in a moment');
+    }
     const m = /^\/p\/([a-z0-9][a-z0-9-]{0,39})(\/.*)$/.exec(url.pathname);
     const given = (req.headers['x-api-key'] as string | undefined) ?? /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !sameSecret(given, caller.credential)) {
@@ -189,7 +215,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       const longCache = asksLongCache(format, call);
       const maxOutput = maxOutputTokens(format, call, provider.models.find((x) => x.id === model)?.outputLimit);
       // How the provider will serve the input (plain, from its cache, into it) is known only after: its worst case is held.
-      const held = await deps.hold(caller, turn, { inputUsd: (input * worstInputPerMTok(price, longCache)) / 1e6, outputUsdPerToken: price.outputPerMTok / 1e6, maxOutput });
+      const held = await deps.hold(caller, turn, { inputUsd: (input * worstInputPerMTok(price, longCache)) / 1e6, outputUsdPerToken: price.outputPerMTok / 1e6, maxOutput }, { provider: name, model, inputTokens: input });
       if (!held.ok) {
         deps.limitReached({ caller, turn, limit: held.limit, limitUsd: held.limitUsd, spentUsd: held.spentUsd });
         // 402, not 429: the runtime's SDK retries a 429 (rate limit) forever; a spent budget is final for
@@ -221,19 +247,22 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
     /** Once per call: recorded with the provider's usage (or the estimate), or released when it cost nothing. */
     let settled = false;
     const settle = (outcome: 'answered' | 'cut' | 'free', requestId?: string) => {
+      inFlight.delete(entry);
       if (settled || !billing) return;
       settled = true;
       const b = billing;
       if (outcome === 'free') {
-        void deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold'));
+        track(deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold')));
         return;
       }
       const reported = tap.end();
       // What the provider reported, each kind of token at its price; cut off or unreported, the estimate (model-call-fns.ts).
       const { usage, costUsd, estimated } = chargeCall(outcome, reported, b.estimate, modelPrice(provider, model, reported?.model));
       const callId = `${caller.tenantId}:${requestId ?? crypto.randomUUID()}`;
-      deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>
-        log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
+      track(
+        deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>
+          log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
+        ),
       );
     };
 
@@ -247,6 +276,16 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       upstream.destroy();
       settle('cut');
     };
+    const entry: InFlight = {
+      caller,
+      startedAt: Date.now(),
+      cut: () => {
+        if (drainTimer) clearTimeout(drainTimer);
+        cut();
+        if (!clientGone) res.destroy();
+      },
+    };
+    inFlight.add(entry);
     res.on('close', () => {
       if (res.writableFinished) return;
       clientGone = true;
@@ -298,6 +337,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       });
     });
     upstream.on('error', (err) => {
+      inFlight.delete(entry);
       if (drainTimer) clearTimeout(drainTimer);
       // Nothing came back: the call did not reach the provider, or it reached it and failed before answering.
       if (!settled && billing) settle(clientGone ? 'cut' : 'free');
@@ -313,6 +353,44 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
         log.error({ err: (err as Error).message }, 'LLM gateway failed');
         answer(res, 500, 'api_error', 'the gateway failed');
       });
+    },
+
+    /**
+     * The user's runtime went away mid-turn (it died, its runner was lost): nobody will read the answers of
+     * its calls still in flight, which the provider bills as long as they run. Those that started before
+     * `before` (not a restarted runtime's) are aborted now and charged the estimate; how many.
+     */
+    cutCalls(owner: { tenantId: string; userId: string }, before = Date.now()): number {
+      let n = 0;
+      for (const c of [...inFlight]) {
+        if (c.caller.tenantId !== owner.tenantId || c.caller.userId !== owner.userId || c.startedAt > before) continue;
+        c.cut();
+        n++;
+      }
+      if (n) log.warn({ userId: owner.userId, calls: n }, 'model calls of a runtime that went away were aborted and charged the estimate');
+      return n;
+    },
+
+    /** Calls in flight now. */
+    get inFlight(): number {
+      return inFlight.size;
+    },
+
+    /**
+     * The service stops: new calls are refused (503, which the runtime retries), every call in flight is
+     * aborted and charged the estimate, and this resolves once each is recorded. How many were cut.
+     */
+    async stop(): Promise<number> {
+      stopped = true;
+      const n = inFlight.size;
+      for (const c of [...inFlight]) c.cut();
+      await Promise.allSettled([...writing]);
+      return n;
+    },
+
+    /** Takes calls again after stop() (the runtimes are served again in this process). */
+    resume(): void {
+      stopped = false;
     },
   };
 }

@@ -31,6 +31,8 @@ export const RUNTIME_USED_CHANNEL = 'runtime.used';
 export const RUNTIME_STOP_CHANNEL = 'runtime.stop';
 /** How long a process that hosts no runtime waits for this machine's serve to start one it asked for. */
 const WANT_TIMEOUT_MS = 40_000;
+/** ...asking again this often meanwhile (a start asked again joins the one under way). */
+const WANT_AGAIN_MS = 2_000;
 
 /**
  * What the person is told when their runtime is reached on another runner host than before: 'moved'
@@ -129,11 +131,18 @@ export function createRuntimePool(
     try {
       await deps.bus.publish(RUNTIME_WANTED_CHANNEL, owner);
       const deadline = Date.now() + WANT_TIMEOUT_MS;
+      let askedAt = Date.now();
       while (Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 150));
         if (busy) throw new RuntimeBusyError(deps.max);
         const h = await found();
         if (h) return h;
+        // Asked again now and then: a serve that was (re)starting when it was first asked had not begun
+        // to listen, and a turn taken in those seconds would otherwise wait out the whole timeout.
+        if (Date.now() - askedAt >= WANT_AGAIN_MS) {
+          askedAt = Date.now();
+          await deps.bus.publish(RUNTIME_WANTED_CHANNEL, owner).catch(() => {});
+        }
       }
       throw runtimeUnavailable('no `aws serve` started the runtime (is serve running on this host?)');
     } finally {

@@ -82,6 +82,10 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           case 'runtime.waiting':
             setNotice(e.properties.message ?? 'Waiting for a free runtime…');
             return;
+          // A prompt waits for an earlier one of this session, or goes again after the service restarted.
+          case 'turn.waiting':
+            setNotice(e.properties.message ?? 'Your prompt waits for the one before it…');
+            return;
           // What a cold start is doing, so its seconds do not look like a hang.
           case 'runtime.starting':
           case 'runtime.started':
