@@ -136,7 +136,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     hold: async (_caller, t, price) => {
       const sum = (key?: string | null) => [...holds.values()].filter((h) => key === undefined || h.budgetKey === key).reduce((n, h) => n + h.amountUsd, 0);
       let result: HoldResult;
-      if (limits.monthly === undefined && limits.perRequest === undefined) result = { ok: true, holdId: null, maxOutput: price.maxOutput, cut: false };
+      if (limits.monthly === undefined && limits.perRequest === undefined) result = { ok: true, holdId: null, maxOutput: price.maxOutput, cut: false, limited: false };
       else {
         const room = available({ monthlyLimit: limits.monthly, perRequestLimit: limits.perRequest, monthSpent: spentMonth + sum(), turnSpent: t ? (await t.recorded(null as never)) + sum(t.budgetKey) : 0 });
         const fit = fitCall(price, room.usd);
@@ -144,7 +144,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
         else {
           const holdId = crypto.randomUUID();
           holds.set(holdId, { amountUsd: fit.holdUsd, budgetKey: t?.budgetKey ?? null });
-          result = { ok: true, holdId, maxOutput: fit.maxOutput, cut: fit.cut };
+          result = { ok: true, holdId, maxOutput: fit.maxOutput, cut: fit.cut, limited: true };
         }
       }
       held.push({ turn: t, price, result });
@@ -733,7 +733,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     const row: ProviderRow = { id: 'big', tenantId: 't1', name: 'big', kind: 'openai-compatible', baseUrl: `${big.url}/v1`, apiKeySealed: null, models: [{ id: 'big-1' }], enabled: true, createdAt: new Date(), updatedAt: new Date() };
     const gateway = createLlmGateway({
       providers: async () => ({ applied: { defaultModel: 'big/big-1', providers: ['big'] }, providers: [row] }),
-      openKey: (s) => s, turnOf: async () => null, hold: async (_c, _t, price) => ({ ok: true, holdId: null, maxOutput: price.maxOutput, cut: false }),
+      openKey: (s) => s, turnOf: async () => null, hold: async (_c, _t, price) => ({ ok: true, holdId: null, maxOutput: price.maxOutput, cut: false, limited: false }),
       settle: async () => {}, release: async () => {}, limitReached: () => {}, clock: systemClock, log: silentLogger,
     });
     const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });

@@ -45,7 +45,7 @@ describe('spending: holds against cost limits', () => {
   it('holds a call\'s worst case, records it and drops the hold in one step, and forgets an expired hold', async () => {
     const turn = turnOf('session:a');
     const held = await spending().hold({ tenantId, userId: limited }, turn, price);
-    expect(held).toMatchObject({ ok: true, cut: false, maxOutput: 6000 });
+    expect(held).toMatchObject({ ok: true, cut: false, maxOutput: 6000, limited: true });
     if (!held.ok) return;
     expect(await holdsOf(limited)).toBeCloseTo(0.08, 8);
     // A second call of the same turn finds $0.02 left of $0.1: cut to half of that.
@@ -77,7 +77,7 @@ describe('spending: holds against cost limits', () => {
 
   it('a user without limits is held back by nothing, but their call holds a row until it is recorded', async () => {
     const held = await spending().hold({ tenantId, userId: free }, null, price, { provider: 'p', model: 'm', inputTokens: 2000 });
-    expect(held).toEqual({ ok: true, holdId: expect.any(String), maxOutput: 6000, cut: false });
+    expect(held).toEqual({ ok: true, holdId: expect.any(String), maxOutput: 6000, cut: false, limited: false });
     if (!held.ok) return;
     expect(await holdsOf(free)).toBeCloseTo(0.08, 8);
     await spending().settle(held.holdId, record(free, 0.5));

@@ -131,9 +131,10 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
   /** Records and releases on their way to the database: a stopping service waits for them. */
   const writing = new Set<Promise<unknown>>();
   let stopped = false;
-  const track = (p: Promise<unknown>) => {
+  const track = (p: Promise<void>): Promise<void> => {
     writing.add(p);
     void p.finally(() => writing.delete(p));
+    return p;
   };
 
   async function readBody(req: IncomingMessage): Promise<Buffer | null> {
@@ -204,7 +205,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
 
     // A model answer is billed: it is counted, held against the caller's limits and recorded. The model
     // must be named (a call without one would run on the provider's default, at a price nobody set).
-    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallEstimate } | null = null;
+    let billing: { turn: GatewayTurn | null; holdId: string | null; limited: boolean; estimate: CallEstimate } | null = null;
     if (format !== 'free') {
       if (!json || !model) return answer(res, 400, 'invalid_request_error', 'a model call must name its model ("model")');
       const named = req.headers['x-session-id'];
@@ -225,7 +226,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       // What the caller may still spend pays for less than the call asked: its output limit is lowered to fit.
       if (held.cut) call = withMaxOutput(format, call, held.maxOutput);
       if (call !== json) body = Buffer.from(JSON.stringify(call));
-      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, longCache } };
+      billing = { turn, holdId: held.holdId, limited: held.limited, estimate: { input, output: held.maxOutput, longCache } };
     }
 
     const base = providerBaseUrl(provider);
@@ -246,20 +247,19 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
 
     /** Once per call: recorded with the provider's usage (or the estimate), or released when it cost nothing. */
     let settled = false;
-    const settle = (outcome: 'answered' | 'cut' | 'free', requestId?: string) => {
+    const settle = (outcome: 'answered' | 'cut' | 'free', requestId?: string): Promise<void> => {
       inFlight.delete(entry);
-      if (settled || !billing) return;
+      if (settled || !billing) return Promise.resolve();
       settled = true;
       const b = billing;
       if (outcome === 'free') {
-        track(deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold')));
-        return;
+        return track(deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold')));
       }
       const reported = tap.end();
       // What the provider reported, each kind of token at its price; cut off or unreported, the estimate (model-call-fns.ts).
       const { usage, costUsd, estimated } = chargeCall(outcome, reported, b.estimate, modelPrice(provider, model, reported?.model));
       const callId = `${caller.tenantId}:${requestId ?? crypto.randomUUID()}`;
-      track(
+      return track(
         deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>
           log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
         ),
@@ -327,8 +327,17 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       });
       up.on('end', () => {
         if (drainTimer) clearTimeout(drainTimer);
+        // A call held against a limit ends for its client once it is recorded: the runtime's next call
+        // (its next step, at once) is then measured against what this one cost, not against its worst
+        // case still held, which could refuse it near the limit. Other calls end first, recorded after.
+        if (billing?.limited && !settled) {
+          void settle('answered', requestId).finally(() => {
+            if (!clientGone) res.end();
+          });
+          return;
+        }
         if (!clientGone) res.end();
-        settle('answered', requestId);
+        void settle('answered', requestId);
       });
       up.on('error', () => {
         if (drainTimer) clearTimeout(drainTimer);

@@ -33,8 +33,11 @@ export interface SpendingTurn {
 }
 
 export type HoldResult =
-  /** Go ahead, with at most `maxOutput` output tokens (`cut`: fewer than asked); release or settle `holdId`. */
-  | { ok: true; holdId: string | null; maxOutput: number; cut: boolean }
+  /**
+   * Go ahead, with at most `maxOutput` output tokens (`cut`: fewer than asked); release or settle `holdId`.
+   * `limited`: the hold counts against a limit of the caller's (their next call is measured against it).
+   */
+  | { ok: true; holdId: string | null; maxOutput: number; cut: boolean; limited: boolean }
   /** Refused: `limit` is spent, or what it leaves cannot pay for the call (`needUsd` at least). */
   | { ok: false; limit: 'monthly' | 'per_request'; limitUsd: number; spentUsd: number; needUsd: number };
 
@@ -123,7 +126,7 @@ export function createSpendingService(deps: {
         const fit = fitCall(price, null) as { holdUsd: number; maxOutput: number };
         const row = holdRow(caller, turn, call, fit, clock.now());
         await repo.insertHold(db, row, { flush: false });
-        return { ok: true, holdId: row.id, maxOutput: price.maxOutput, cut: false };
+        return { ok: true, holdId: row.id, maxOutput: price.maxOutput, cut: false, limited: false };
       }
       return db.transaction(async (tx) => {
         await repo.lockUser(tx, caller.userId);
@@ -136,7 +139,7 @@ export function createSpendingService(deps: {
         if (!fit.ok) return { ok: false as const, limit: room.limit!, limitUsd: room.limitUsd!, spentUsd: room.spentUsd, needUsd: fit.needUsd };
         const row = holdRow(caller, turn, call, fit, now);
         await repo.insertHold(tx, row, { flush: true });
-        return { ok: true as const, holdId: row.id, maxOutput: fit.maxOutput, cut: fit.cut };
+        return { ok: true as const, holdId: row.id, maxOutput: fit.maxOutput, cut: fit.cut, limited: true };
       });
     },
 
