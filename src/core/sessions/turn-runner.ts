@@ -1,8 +1,3 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Database } from '../../db/database.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -20,6 +15,7 @@ import type { SessionStreams } from './session-stream.js';
 import type { SessionRow, SessionsRepo, StoredEvent } from './sessions.repo.js';
 import { AGENT_TURN_JOB, sendTurnJob, TURN_ATTEMPTS } from './session-turns.js';
 import type { TurnEvents } from './turn-events.js';
+import { createWorkspacePreparer } from './workspace-dir.js';
 import type { JobRecovery } from '../jobs/job-queue.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 
@@ -50,8 +46,6 @@ export const TURN_MEMORIES = { limit: 5, maxTokens: 800 } as const;
  * it): a slow embedder or database costs the turn its memories, never the turn.
  */
 const RECALL_WAIT_MS = 1500;
-
-const run = promisify(execFile);
 
 /** The code of the session.error a turn lost with its runtime ends with. */
 export const TURN_LOST = 'turn_lost';
@@ -96,35 +90,8 @@ export function createTurnRunner(deps: {
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
-  let gitMissing = false;
-
-  /** In-flight preparations by directory: a user's concurrent first requests share one `git init`. */
-  const preparing = new Map<string, Promise<void>>();
-
   /** Makes a user's workspace directory (and a git repository in it) if it is not there yet. */
-  function ensureWorkspace(dir: string): Promise<void> {
-    let p = preparing.get(dir);
-    if (!p) {
-      p = prepareWorkspace(dir).finally(() => preparing.delete(dir));
-      preparing.set(dir, p);
-    }
-    return p;
-  }
-
-  async function prepareWorkspace(dir: string): Promise<void> {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    // A git repository makes the directory the runtime's project root (without one the runtime treats
-    // the whole filesystem as the worktree).
-    if (!gitMissing && !existsSync(join(dir, '.git'))) {
-      await run('git', ['init', '-q', dir]).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') {
-          gitMissing = true;
-          deps.log.warn('git is not installed: agent workspaces are not git repositories, so the runtime cannot confine its project root to them');
-        } else if (!existsSync(join(dir, '.git', 'HEAD'))) throw err;
-        // Otherwise another process (serve and a worker) initialised it at the same moment: it is there.
-      });
-    }
-  }
+  const ensureWorkspace = createWorkspacePreparer(deps.log).ensure;
 
   /**
    * The memories for a turn as one synthetic part, or none. Never fails: a recall that fails or takes
