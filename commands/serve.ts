@@ -12,7 +12,7 @@ import { isLoopback } from '../src/lib/loopback.js';
 export default class Serve extends BaseCommand<typeof Serve> {
   static override summary = 'Run the HTTP API server (and, on the embedded database, the job worker).';
   static override description =
-    'Serves the /v1 API, /healthz, /readyz and /metrics (Prometheus). On the embedded database it also hosts the database for other commands and runs the job worker in-process. Stops gracefully on SIGTERM or SIGINT: finishes requests and jobs in flight, then exits 0.';
+    'Serves the /v1 API, /healthz, /readyz and /metrics (Prometheus). On the embedded database it also hosts the database for other commands and runs the job worker in-process. Stops gracefully on SIGTERM or SIGINT: takes no new jobs, lets the turns its runtimes are running end for up to AGENTWS_SHUTDOWN_TURN_GRACE_SECONDS (a turn still running then ends with turn_lost, on its stream), records the model calls in flight, finishes requests, then exits 0.';
   static override examples = [
     '<%= config.bin %> serve',
     '<%= config.bin %> serve --port 9000',
@@ -53,7 +53,9 @@ export default class Serve extends BaseCommand<typeof Serve> {
       const address = await app.listen({ host, port: this.flags.port ?? config.server.port });
       // Other control-plane processes reach the runners connected here through this serve (runner-links.ts).
       const port = new URL(address).port;
-      opened.core.fleet.setRelayUrl(config.runtime.relayUrl ?? `http://${isLoopback(host) || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host}:${port}`);
+      // Without AGENTWS_RELAY_URL: the address listened on (an IPv6 one in brackets), or loopback when that is every address.
+      const relayHost = isLoopback(host) || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+      opened.core.fleet.setRelayUrl(config.runtime.relayUrl ?? `http://${relayHost}:${port}`);
       if (config.worker.inServe) {
         worker = await startWorker(opened.core, opened.boss, log, { concurrency: config.worker.concurrency });
       }
@@ -75,16 +77,27 @@ export default class Serve extends BaseCommand<typeof Serve> {
 
     const received = await signal;
     shuttingDown = true;
-    log.info({ signal: received }, 'shutting down');
+    const graceMs = config.server.shutdownTurnGraceMs;
+    log.info({ signal: received, graceMs }, 'shutting down');
+    // The whole stop: jobs in flight, the turns' grace, stopping runtimes, requests, the queue's close.
+    const limitMs = graceMs + 2 * shutdownTimeout + 5000;
     const force = setTimeout(() => {
-      log.error({ timeoutMs: shutdownTimeout }, 'shutdown took too long: exiting');
+      log.error({ timeoutMs: limitMs }, 'shutdown took too long: exiting');
       process.exit(1);
-    }, shutdownTimeout + 2000);
+    }, limitMs);
     force.unref();
-    // Stop taking requests and let those in flight finish, then let jobs in flight finish.
+    // No new turn starts on this serve's runtimes: its worker takes no more jobs (they wait in the queue for
+    // another worker, or for this serve's restart) and lets those in flight finish.
+    await worker?.pause(shutdownTimeout);
+    // The turns its runtimes are running may end meanwhile; their streams go on.
+    const running = await opened.core.drainTurns(graceMs);
+    if (running) log.warn({ runtimes: running, graceMs }, 'turns still running at the end of the grace: their runtimes are stopped and they end with turn_lost');
+    // Model calls in flight recorded, runtimes stopped (what ended their turns is published), then the
+    // streams end, once what was published has reached them.
+    await opened.core.stopRuntime();
+    // Stop taking requests and let those in flight finish, then release what jobs are left.
     await app.close();
     await worker?.stop(shutdownTimeout);
-    await opened.core.stopRuntime();
     await opened.close();
     log.info('stopped');
   }

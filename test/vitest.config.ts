@@ -13,8 +13,10 @@ const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'tes
 // depend on the backend. TEST_DB_MODE tells the helpers which backend a project runs on.
 const bothModes = [
   'test/integration/backup.test.ts',
+  'test/integration/crash-recovery.test.ts',
   'test/integration/database.test.ts',
   'test/integration/event-bus.test.ts',
+  'test/integration/git-refresh.test.ts',
   'test/integration/memories-search.test.ts',
   'test/integration/migration-pairing-tenant.test.ts',
   'test/integration/migrations.test.ts',
@@ -54,20 +56,24 @@ const runtimeSuites = [
   'test/api/model-spending.test.ts',
   'test/api/orchestrate.test.ts',
   'test/api/provider-base-url.test.ts',
+  'test/api/scim-deactivation-agent.test.ts',
   'test/api/sessions-permissions.test.ts',
   'test/api/sessions-tools.test.ts',
   'test/api/sessions-turn.test.ts',
   'test/api/skills.test.ts',
   'test/integration/backup.test.ts',
+  'test/integration/crash-recovery.test.ts',
   'test/integration/gateway-loop.test.ts',
   'test/integration/git-connections.test.ts',
   'test/integration/git-gateway.test.ts',
   'test/integration/person-data.test.ts',
   'test/integration/retention.test.ts',
   'test/integration/runner-remote.test.ts',
+  'test/integration/runner-moves.test.ts',
   'test/integration/runtime-idle.test.ts',
   'test/integration/sessions-resilience.test.ts',
   'test/integration/turn-lost.test.ts',
+  'test/integration/turn-order.test.ts',
 ];
 
 export default defineConfig({

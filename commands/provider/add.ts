@@ -1,7 +1,7 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
-import { checkAgainst, keyFlags, MODEL_FLAG_TEXT, parseModelSpec, resolveApiKey } from '../../src/cli/provider-input.js';
+import { CACHE_PRICE_FLAG_TEXT, checkAgainst, keyFlags, MODEL_FLAG_TEXT, parseModelSpec, resolveApiKey, withCachePrices } from '../../src/cli/provider-input.js';
 import { ValidationError } from '../../src/kernel/errors.js';
 import { PROVIDER_KINDS, ProviderInput } from '../../src/core/runtime/runtime.schemas.js';
 
@@ -11,7 +11,8 @@ export default class ProviderAdd extends BaseCommand<typeof ProviderAdd> {
     'The key never has to appear on the command line: pipe it in with --api-key-stdin, or run in a terminal and answer the masked prompt (openai and anthropic need a key; an openai-compatible server may do without). --api-key also works but warns that the key may be recorded in shell history. Without a terminal nothing is asked: a kind that needs a key and gets none fails. The provider takes effect at the next `aws runtime apply`.';
   static override examples = [
     { description: 'Pipe the key in (it never lands in shell history):', command: '$ printf %s "$OPENAI_API_KEY" | <%= config.bin %> provider add openai --kind openai --model gpt-4.1-mini --model gpt-4.1 --api-key-stdin' },
-    { description: 'In a terminal: asks for the key (masked); limits and costs given for the model:', command: '<%= config.bin %> provider add claude --kind anthropic --model claude-sonnet-4-5:200000:64000:3:15' },
+    { description: 'In a terminal: asks for the key (masked); limits and costs given for the model (its cache prices follow Anthropic\'s rule):', command: '<%= config.bin %> provider add claude --kind anthropic --model claude-sonnet-4-5:200000:64000:3:15' },
+    { description: 'OpenAI\'s cached input at its own price (USD per million tokens):', command: '$ printf %s "$OPENAI_API_KEY" | <%= config.bin %> provider add openai --kind openai --model gpt-4.1:1047576:32768:2:8 --cache-price gpt-4.1=0.5 --api-key-stdin' },
     { description: 'A local OpenAI-compatible server that needs no key:', command: '<%= config.bin %> provider add local --kind openai-compatible --base-url http://127.0.0.1:11434/v1 --model llama3.1:8b --tenant acme --json' },
   ];
   static override args = {
@@ -22,6 +23,7 @@ export default class ProviderAdd extends BaseCommand<typeof ProviderAdd> {
     kind: Flags.string({ summary: 'The provider\'s API.', options: [...PROVIDER_KINDS], required: true }),
     'base-url': Flags.string({ summary: 'http(s) URL of the API (required for openai-compatible).' }),
     model: Flags.string({ ...MODEL_FLAG_TEXT, multiple: true, required: true }),
+    'cache-price': Flags.string({ ...CACHE_PRICE_FLAG_TEXT, multiple: true }),
     disabled: Flags.boolean({ summary: 'Register it switched off (not applied to the runtime until enabled).' }),
     ...keyFlags,
   };
@@ -34,7 +36,7 @@ export default class ProviderAdd extends BaseCommand<typeof ProviderAdd> {
       name: this.args.name,
       kind,
       ...(this.flags['base-url'] !== undefined ? { baseUrl: this.flags['base-url'] } : {}),
-      models: this.flags.model.map(parseModelSpec),
+      models: withCachePrices(this.flags.model.map(parseModelSpec), this.flags['cache-price'] ?? []),
       enabled: !this.flags.disabled,
     };
     // Checked before asking for the key, so nobody types a key only to be told the name is wrong.

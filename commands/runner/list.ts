@@ -15,7 +15,8 @@ export default class RunnerList extends BaseCommand<typeof RunnerList> {
         name: r.name,
         kind: r.kind,
         state: r.state,
-        capacity: String(r.capacity),
+        // What placement counts; what the runner reports, when its token's ceiling caps it.
+        capacity: r.reportedCapacity !== null && r.reportedCapacity > r.capacity ? `${r.capacity} (reports ${r.reportedCapacity})` : String(r.capacity),
         resident: String(r.resident),
         busy: String(r.busy),
         users: String(r.users),

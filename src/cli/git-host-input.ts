@@ -17,6 +17,10 @@ export const gitHostFlags = {
   protect: Flags.string({ summary: 'A ref agents may never push to, e.g. refs/heads/main or refs/heads/release/* (repeatable; replaces the list).', multiple: true }),
   'no-protect-default': Flags.boolean({ summary: 'Do not protect the host\'s default branch (its HEAD) besides the listed refs.' }),
   'branch-prefix': Flags.string({ summary: 'Where agents push, with {handle} for the user (default agent/{handle}/).' }),
+  'push-option': Flags.string({
+    summary: 'A push option agents may send (git push -o): a key such as merge_request.create, a prefix such as merge_request.*, or key=value exactly (repeatable; replaces the list). Default: none, a push carrying any is refused.',
+    multiple: true,
+  }),
 };
 
 /** `role:member=org/*,org/api` → {who, repos}. */
@@ -37,6 +41,11 @@ export async function resolveGitToken(flags: { token?: string; 'token-stdin'?: b
 /** One line per host for `list` and after add/update. */
 export function describeAccess(rules: GitAccessRule[]): string {
   return rules.length ? rules.map((r) => `${r.who}=${r.repos.join(',')}`).join(' ') : '(nobody)';
+}
+
+/** The push options agents may send, for people. */
+export function describePushOptions(options: readonly string[]): string {
+  return options.length ? options.join(' ') : '(none)';
 }
 
 const CREDENTIALS = { token: 'token', 'github-app': 'github_app', none: 'none' } as const;

@@ -35,8 +35,40 @@ export function parseModelSpec(spec: string): ProviderModel {
 export const MODEL_FLAG_TEXT = {
   summary: 'A model the provider serves: <id> or <id>:<context>:<output>:<USD/M input>:<USD/M output> (repeatable).',
   description:
-    'The numbers are optional and read from the end, so ids with colons (llama3.1:8b) work; leave a field empty to skip it (gpt-4.1:::2:8). An id that itself ends in :<number> takes four empty fields after it (gemma:2::::). Defaults: 128000 context tokens, 8192 output tokens, no cost.',
+    'The numbers are optional and read from the end, so ids with colons (llama3.1:8b) work; leave a field empty to skip it (gpt-4.1:::2:8). An id that itself ends in :<number> takes four empty fields after it (gemma:2::::). Defaults: 128000 context tokens, 8192 output tokens, no cost. Prompt-cache prices: --cache-price.',
 };
+
+export const CACHE_PRICE_HINT =
+  'Write --cache-price <model id>=<USD per M cache read>:<USD per M cache write>, e.g. --cache-price claude-sonnet-4-5=0.3:3.75; leave one out to keep its default (gpt-4.1=0.5, or claude-x=:6)';
+
+/** Help text of --cache-price (add and update). */
+export const CACHE_PRICE_FLAG_TEXT = {
+  summary: 'Prompt-cache prices of a model: <model id>=<USD/M cache read>:<USD/M cache write> (repeatable).',
+  description:
+    'Either price may be left out (gpt-4.1=0.5 sets the read price only; m=:3.75 the write price only). Unset, an anthropic model\'s cache reads cost 0.1x and writes 1.25x its input price (Anthropic\'s rule); other kinds\' cost the input price. The model must be one of the provider\'s (--model, or on update its current models, whose other fields stay).',
+};
+
+/** Parses one `--cache-price` value: `<model id>=<read>[:<write>]`, USD per million tokens, either one empty to leave it unset. */
+export function parseCachePrice(spec: string): { id: string; cacheReadCostPerMTok?: number; cacheWriteCostPerMTok?: number } {
+  const eq = spec.lastIndexOf('=');
+  const id = eq > 0 ? spec.slice(0, eq) : '';
+  const prices = spec.slice(eq + 1).split(':');
+  const bad = (why: string) => new ValidationError(`--cache-price "${spec}": ${why}`, { hint: CACHE_PRICE_HINT });
+  if (!id) throw bad('name the model: <model id>=<read>:<write>');
+  if (prices.length > 2 || prices.some((p) => p !== '' && !NUMBER.test(p))) throw bad('the prices must be USD per million tokens, read then write (0.3:3.75)');
+  const [read, write] = prices;
+  if (!read && !write) throw bad('give a cache read price, a cache write price, or both');
+  return { id, ...(read ? { cacheReadCostPerMTok: Number(read) } : {}), ...(write ? { cacheWriteCostPerMTok: Number(write) } : {}) };
+}
+
+/** The models with the cache prices of `specs` set on them; 400 naming --cache-price for a model that is not among them. */
+export function withCachePrices(models: ProviderModel[], specs: string[]): ProviderModel[] {
+  const prices = specs.map(parseCachePrice);
+  for (const p of prices) {
+    if (!models.some((m) => m.id === p.id)) throw new ValidationError(`--cache-price: the provider has no model "${p.id}" (its models: ${models.map((m) => m.id).join(', ') || 'none'})`, { hint: CACHE_PRICE_HINT });
+  }
+  return models.map((m) => prices.filter((p) => p.id === m.id).reduce<ProviderModel>((acc, { id: _id, ...set }) => ({ ...acc, ...set }), m));
+}
 
 /** Every way to hand over an API key (add and update). */
 export const keyFlags = {

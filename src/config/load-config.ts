@@ -189,6 +189,7 @@ export function parseConfigValues(input: {
       publicUrl: str('AGENTWS_PUBLIC_URL').replace(/\/+$/, ''),
       trustProxy: values.AGENTWS_TRUST_PROXY as boolean,
       shutdownTimeoutMs: values.AGENTWS_SHUTDOWN_TIMEOUT_MS as number,
+      shutdownTurnGraceMs: (values.AGENTWS_SHUTDOWN_TURN_GRACE_SECONDS as number) * 1000,
     },
     logLevel: str('AGENTWS_LOG_LEVEL'),
     accessLog: str('AGENTWS_ACCESS_LOG') as Config['accessLog'],

@@ -13,7 +13,7 @@ import { createGroupSync } from './auth/group-sync.js';
 import { createOidcClient } from './auth/oidc-client.js';
 import { createTokenService } from './auth/tokens.js';
 import type { EventBus } from '../kernel/events.js';
-import type { JobHandlers, JobQueue, JobQueueStats } from './jobs/job-queue.js';
+import type { JobHandlers, JobQueue, JobQueueStats, JobRecovery } from './jobs/job-queue.js';
 import type { Logger } from '../kernel/logger.js';
 import { createRbacService } from './rbac/rbac.service.js';
 import { createSystemService } from './system/system.service.js';
@@ -27,6 +27,8 @@ import { createUsersRepo } from './users/users.repo.js';
 import { createRoleAssignmentsRepo } from './rbac/role-assignments.repo.js';
 import { createRolesRepo } from './rbac/roles.repo.js';
 import { createUsersService } from './users/users.service.js';
+import { createActiveUsers } from './users/active-users.js';
+import { createPersonStop } from './users/person-stop.js';
 import { createSecretBox } from '../lib/secret-box.js';
 import { createAgentEgress } from './egress/agent-egress.js';
 import { probeSandbox } from './runtime/host/sandbox.js';
@@ -55,6 +57,8 @@ import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
+import { AGENT_TURN_LOST_JOB } from './sessions/session-turns.js';
+import { processIdentity, processIdentityState } from '../lib/process-state.js';
 import { createTemplatesService } from './templates/templates.service.js';
 import { createTemplatesRepo } from './templates/templates.repo.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
@@ -97,11 +101,16 @@ import { createPromiseCache } from '../lib/promise-cache.js';
 export interface CoreDeps {
   db: Database;
   bus: EventBus;
-  queue: JobQueue & JobQueueStats;
+  queue: JobQueue & JobQueueStats & JobRecovery;
   log: Logger;
   config: Config;
   clock?: Clock;
 }
+
+/** Model calls of a runtime that went away are aborted where their gateway runs (any serve): `{ tenantId, userId, before }`. */
+const MODEL_CALLS_CUT_CHANNEL = 'model-calls.cut';
+/** How often a serve records the model calls that processes which died left in flight (those it could not see die at its start). */
+const ORPHAN_HOLDS_EVERY_MS = 10 * 60_000;
 
 /** The one composition root: builds every service from its narrow dependencies. */
 export function createCore(deps: CoreDeps) {
@@ -149,7 +158,12 @@ export function createCore(deps: CoreDeps) {
     clock,
     personalTokens,
   });
-  const users = createUsersService({ db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator() });
+  // Whether a runtime's person is still active: the gateways, turns and plans ask (issue 37); a removed
+  // or deactivated person's agent stops (personStop, made below once the pool and plans are).
+  const activeUsers = createActiveUsers({ load: (tenantId, userId) => usersRepo.isActive(db, tenantId, userId), bus, clock, log: deps.log.child({ part: 'active-users' }) });
+  const users = createUsersService({
+    db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator(), removed: (tx, owner) => personStop.removed(tx, owner),
+  });
 
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
@@ -219,8 +233,13 @@ export function createCore(deps: CoreDeps) {
     mcpServers: (tenantId, userId) => mcpServers.serversFor(tenantId, userId),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await assignments.roleNames(db, userId));
+  // This process as what it does is recorded (a turn's send attempt, a model call in flight), so that a
+  // process coming back after it died can tell what it left unfinished.
+  const host = hostname();
+  const self = processIdentity(host);
+  const stateOf = (identity: string | null) => processIdentityState(identity, host);
   // Every model call held against its caller's cost limits before it runs, recorded when it ends.
-  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock });
+  const spending = createSpendingService({ db, repo: createSpendingRepo(), usage, permissionsOf, clock, holder: self, holderState: stateOf });
   // Long-term memories (before the egress: the agent's memory tools are served on its gateway host).
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
   const memoriesRepo = createMemoriesRepo();
@@ -247,7 +266,10 @@ export function createCore(deps: CoreDeps) {
       refused: (tenantId, planId) => orchestrator.refused(tenantId, planId),
     },
     gitHosts,
+    // The session streams are made below; gateways only tell once runtimes run.
+    sessionEvents: (sessionId, type, properties) => streams.publish(sessionId, type, properties),
     mcpServers,
+    ownerActive: activeUsers.check,
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
@@ -256,6 +278,9 @@ export function createCore(deps: CoreDeps) {
   const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator() });
   /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
   let localRunnerId: string | null = null;
+  /** While this process serves the runtimes (startRuntime): its model-call cuts and sweep of left-behind calls. */
+  let offCuts: (() => Promise<void>) | null = null;
+  let orphanSweep: NodeJS.Timeout | null = null;
   const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const credentialCache = createPromiseCache<string | null>({ ttlMs: 5000, max: 50_000 });
   // This serve's own runtimes, as a runner: its host reports are its runner's heartbeats (placement
@@ -385,10 +410,17 @@ export function createCore(deps: CoreDeps) {
     runtime,
     pool,
     queue,
+    jobs: queue,
+    worker: self,
+    workerState: stateOf,
+    // The calls may be forwarded by any serve (a runner's channel is held by one): each cuts its own.
+    cutModelCalls: (owner, before) =>
+      void bus.publish(MODEL_CALLS_CUT_CHANNEL, { tenantId: owner.tenantId, userId: owner.userId, before }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not ask to abort a lost runtime\'s model calls')),
     streams,
     permissionsOf,
     memories,
     events: turnEvents,
+    ownerActive: activeUsers.isActive,
     quota: runtimeLimits,
     log: deps.log,
   });
@@ -405,8 +437,12 @@ export function createCore(deps: CoreDeps) {
     pool,
     streams,
     permissionsOf,
+    ownerActive: activeUsers.isActive,
     clock,
     log: deps.log.child({ part: 'orchestrator' }),
+  });
+  const personStop = createPersonStop({
+    sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
   });
   const sessions = createSessionsService({
     db,
@@ -428,7 +464,7 @@ export function createCore(deps: CoreDeps) {
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
-  turnEvents.on('turn.ended', ({ session }) => sessionsRepo.endTurns(db, session.tenantId, session.id));
+  turnEvents.on('turn.ended', ({ session, end }) => sessionsRepo.endTurns(db, session.tenantId, session.id, end));
   turnEvents.on('turn.ended', ({ session, eventId }) => orchestrator.turnEnded(session, eventId));
   turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
@@ -494,7 +530,7 @@ export function createCore(deps: CoreDeps) {
   // SCIM provisioning of users and teams by the tenant's identity provider (issue 29).
   const scim = createScimService({
     db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), roles: rolesRepo, assignments, audit,
-    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, clock,
+    revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, deactivated: personStop.deactivated, clock,
   });
 
   const jobHandlers: JobHandlers = {
@@ -502,6 +538,7 @@ export function createCore(deps: CoreDeps) {
       await tenants.provisionWorkspace(ctx, data);
     },
     [AGENT_TURN_JOB]: (ctx, data: { turnId: string }) => turns.runTurn(ctx, data),
+    [AGENT_TURN_LOST_JOB]: (ctx, data: { turnId: string }) => turns.jobLost(ctx, data),
     [ANALYTICS_JOB]: (ctx, data) => sessionAnalytics.recordAnalytics(ctx, data),
     [GATEWAY_SEND_JOB]: (ctx, data) => pairingService.sendJob(ctx, data),
     [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
@@ -548,7 +585,31 @@ export function createCore(deps: CoreDeps) {
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
     retention,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, streams, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    /**
+     * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
+     * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's
+     * first round (on the embedded database it is the only worker, so every job still active was a dead
+     * process's).
+     */
+    async recoverJobs(o: { starting?: boolean } = {}): Promise<{ recovered: number; unstuck: number }> {
+      const recovered = await turns.recoverOrphans({ starting: o.starting && db.mode === 'embedded' });
+      const unstuck = await turns.unstick();
+      return { recovered, unstuck };
+    },
+    /**
+     * A stopping serve lets the turns its own runtimes are running end, for at most `graceMs` (the
+     * session streams go on meanwhile): resolves once none runs, or the time is up. How many still ran.
+     */
+    async drainTurns(graceMs: number): Promise<number> {
+      const deadline = Date.now() + graceMs;
+      let busy = pool.hosting ? pool.status().busy : 0;
+      while (busy > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+        busy = pool.status().busy;
+      }
+      return busy;
+    },
     /**
      * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
      * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the
@@ -577,12 +638,39 @@ export function createCore(deps: CoreDeps) {
       }
       // Turns a serve that died left in flight, with no runtime anywhere now: they end, with an error.
       await turns.reconcile().catch((err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns a stopped serve left'));
+      // The model calls of a runtime that went away, wherever it was declared lost: aborted here if they
+      // pass this process's gateway.
+      egress.modelCalls.resume();
+      offCuts = await bus.subscribe(MODEL_CALLS_CUT_CHANNEL, (p) => {
+        const c = p as { tenantId?: unknown; userId?: unknown; before?: unknown } | null;
+        if (typeof c?.tenantId === 'string' && typeof c.userId === 'string') egress.modelCalls.cut({ tenantId: c.tenantId, userId: c.userId }, typeof c.before === 'number' ? c.before : Date.now());
+      });
+      // Model calls a process that died left in flight are recorded at their estimate: now (those of this
+      // host's dead processes; on the embedded database every other process's), and now and then after.
+      const settleOrphans = (o: { everyOther?: boolean } = {}) =>
+        spending.settleOrphans(o).then(
+          (n) => n && deps.log.warn({ calls: n }, 'model calls left in flight by a process that died were recorded at the gateway\'s estimate'),
+          (err) => deps.log.error({ err: (err as Error).message }, 'could not record the model calls a stopped process left in flight'),
+        );
+      await settleOrphans({ everyOther: db.mode === 'embedded' });
+      orphanSweep = setInterval(() => void settleOrphans(), ORPHAN_HOLDS_EVERY_MS);
+      orphanSweep.unref();
     },
-    /** Stops the streams and every runtime this process hosts. */
+    /**
+     * Stops the runtimes this process hosts and the session streams, in the order that loses nothing: the
+     * model calls in flight are aborted and recorded, the runtimes stopped (turns they still ran are lost,
+     * and that is published), then the streams end once those events reached them.
+     */
     async stopRuntime(): Promise<void> {
-      await streams.stop();
-      await fleet.stop();
+      if (orphanSweep) clearInterval(orphanSweep);
+      orphanSweep = null;
+      await offCuts?.().catch(() => {});
+      offCuts = null;
+      const cut = await egress.modelCalls.stop();
+      if (cut) deps.log.warn({ calls: cut }, 'model calls still running at shutdown were aborted and charged the gateway\'s estimate');
       await pool.stop();
+      await fleet.stop();
+      await streams.stop();
       if (localRunnerId) await runners.localStopped(localRunnerId).catch(() => {});
     },
   };

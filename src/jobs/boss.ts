@@ -1,7 +1,7 @@
 import { PgBoss, type DatabaseOptions, type Db, type Queue } from 'pg-boss';
 import type { Database, Queryable } from '../db/database.js';
 import type { EventBus } from '../kernel/events.js';
-import { JobAlreadyQueuedError, JOBS_ENQUEUED, QUEUE_STATES, type JobQueue, type JobQueueStats, type QueueStats } from '../core/jobs/job-queue.js';
+import { JobAlreadyQueuedError, JOBS_ENQUEUED, QUEUE_STATES, type JobQueue, type JobQueueStats, type JobRecovery, type QueueStats } from '../core/jobs/job-queue.js';
 import type { Logger } from '../kernel/logger.js';
 
 export interface BossOptions {
@@ -72,7 +72,7 @@ export async function ensureQueues(boss: PgBoss, names: string[]): Promise<void>
  * The core's JobQueue over pg-boss: a job sent with a transaction commits or rolls back with it, and
  * workers hear of it through the event bus once it is committed.
  */
-export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue & JobQueueStats {
+export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue & JobQueueStats & JobRecovery {
   const inTx = (tx: Queryable): Db => ({
     executeSql: (text, values) => tx.query(text, values),
   });
@@ -94,6 +94,19 @@ export function createJobQueue(boss: PgBoss, bus: EventBus): JobQueue & JobQueue
       // subtasks then started one after another).
       await bus.publish(JOBS_ENQUEUED, { name, id }, options.tx);
       return id;
+    },
+    async activeJobs(name) {
+      // pg-boss indexes jobs by name and state; the active ones of a queue are few (at most one per worker).
+      const { rows } = await boss.getDb().executeSql(
+        `select id::text as id, data, started_on as "startedAt" from ${BOSS_SCHEMA}.job where name = $1 and state = 'active' order by started_on limit 1000`,
+        [name],
+      );
+      return rows as Array<{ id: string; data: unknown; startedAt: Date }>;
+    },
+    async takeBack(name, id, tx) {
+      // pg-boss types its answer loosely; the command's count is `affected` (manager.mapCommandResponse).
+      const r = (await boss.cancel(name, id, { db: inTx(tx) })) as { affected?: number } | undefined;
+      return (r?.affected ?? 0) > 0;
     },
     async stats(): Promise<QueueStats> {
       // Counted in the job table itself rather than read from pg-boss's queue table: those counts are

@@ -10,6 +10,12 @@ import type { Logger } from '../kernel/logger.js';
  * embedded `aws serve` measurable CPU (each poll is a query in the in-process database).
  */
 const BACKSTOP_POLL_S = 10;
+/**
+ * How often a worker looks for turn jobs whose worker died on this host (and parked turns nobody handed
+ * on): besides at its start, so a worker that dies beside others costs its turns seconds, not the job
+ * queue's expiry.
+ */
+const RECOVER_EVERY_MS = 10_000;
 
 interface Poller {
   id: string;
@@ -19,6 +25,11 @@ interface Poller {
 
 export interface Worker {
   queues: string[];
+  /**
+   * Stops fetching (a stopping serve: no new turn starts on its runtimes) and waits up to timeoutMs for
+   * the jobs in flight; the job queue stays open for sending (a turn handed over queues its session's next).
+   */
+  pause(timeoutMs: number): Promise<void>;
   /** Stops fetching, waits up to timeoutMs for jobs in flight, then releases the rest for another worker. */
   stop(timeoutMs: number): Promise<void>;
 }
@@ -30,6 +41,17 @@ export interface Worker {
  */
 export async function startWorker(core: Core, boss: PgBoss, log: Logger, options: { concurrency: number }): Promise<Worker> {
   const queues = Object.keys(core.jobHandlers);
+  // Turns a worker that died left half-sent go again now, not after their jobs expire (minutes).
+  const recover = (starting: boolean) =>
+    core.recoverJobs({ starting }).then(
+      (r) => {
+        if (r.recovered || r.unstuck) log.warn(r, 'turns left by a worker that died, or parked with nobody to hand them on, were queued again');
+      },
+      (err) => log.error({ err: (err as Error).message }, 'could not look for turns left by a worker that died'),
+    );
+  await recover(true);
+  const recovering = setInterval(() => void recover(false), RECOVER_EVERY_MS);
+  recovering.unref();
   const pollers = new Map<string, Poller[]>();
   const next = new Map<string, number>();
   for (const name of queues) {
@@ -77,10 +99,29 @@ export async function startWorker(core: Core, boss: PgBoss, log: Logger, options
   // Scheduled jobs (cron): recorded in the queue's database, queued by whichever process supervises it.
   for (const [name, cron] of Object.entries(core.schedules)) await boss.schedule(name, cron, {}, { tz: 'UTC' });
   log.info({ queues, concurrency: options.concurrency }, 'worker started');
+  let paused: Promise<void> | null = null;
   return {
     queues,
+    pause(timeoutMs) {
+      paused ??= (async () => {
+        clearInterval(recovering);
+        await unsubscribe();
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          Promise.allSettled(queues.map((name) => boss.offWork(name, { wait: true }))),
+          new Promise<void>((r) => {
+            timer = setTimeout(r, timeoutMs);
+            timer.unref();
+          }),
+        ]);
+        clearTimeout(timer);
+        log.info('worker paused: no new jobs are taken');
+      })();
+      return paused;
+    },
     async stop(timeoutMs) {
-      await unsubscribe();
+      clearInterval(recovering);
+      if (!paused) await unsubscribe();
       await boss.stop({ graceful: true, timeout: timeoutMs, close: true });
       log.info('worker stopped');
     },

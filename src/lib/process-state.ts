@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /**
  * The fields of /proc/<pid>/stat after the command name: [0] is the state (R, S, Z...), [1] the parent
@@ -95,4 +95,46 @@ export function processesAnonKb(pids: number[]): number {
   let kb = 0;
   for (const pid of pids) kb += Number(/^RssAnon:\s+(\d+)/m.exec(readOr(`/proc/${pid}/status`, ''))?.[1] ?? 0);
   return kb;
+}
+
+/** This machine's boot: a pid names one process only within one boot of one machine. */
+function bootId(): string {
+  return readOr('/proc/sys/kernel/random/boot_id', '').trim() || 'unknown-boot';
+}
+
+/** This process's pid namespace (containers have their own): a pid names a process only within it. */
+function pidNamespace(): string {
+  try {
+    return /\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? 'unknown-ns';
+  } catch {
+    return 'unknown-ns';
+  }
+}
+
+/** When a process started, in clock ticks since boot (/proc/<pid>/stat field 22): with its pid, one process. */
+const startTicks = (pid: number): string | null => processStatFields(pid)?.[19] ?? null;
+
+/**
+ * A name for this very process that stays unique after it ends: `<hostname>/<boot id>/<pid namespace>/
+ * <pid>/<start ticks>`. What a job attempt or a model call in flight is recorded under, so that another
+ * process can tell later whether the one that made it still runs (processIdentityState).
+ */
+export function processIdentity(hostname: string): string {
+  return `${hostname}/${bootId()}/${pidNamespace()}/${process.pid}/${startTicks(process.pid) ?? '0'}`;
+}
+
+/**
+ * Whether the process a processIdentity names still runs, as far as this process can see: 'dead' when it
+ * is of this machine, boot and pid namespace and its pid is gone or names another process now (one that
+ * started at another time: pids are reused); 'alive' when it still runs; 'unknown' when this process
+ * cannot see it (another machine, boot or container: its pids are not ours to check), or for a name of
+ * another shape.
+ */
+export function processIdentityState(identity: string | null | undefined, hostname: string): 'alive' | 'dead' | 'unknown' {
+  const m = /^(.*)\/([^/]+)\/([^/]+)\/(\d+)\/(\d+)$/.exec(identity ?? '');
+  if (!m || m[1] !== hostname || m[2] !== bootId() || m[3] !== pidNamespace()) return 'unknown';
+  const pid = Number(m[4]);
+  if (!isProcessAlive(pid)) return 'dead';
+  const ticks = startTicks(pid);
+  return ticks === null || ticks === m[5] ? 'alive' : 'dead';
 }

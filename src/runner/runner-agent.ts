@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import http2, { type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import https from 'node:https';
 import { dirname, join, normalize } from 'node:path';
 import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
 import { controlPlaneForbidden, createEgressDecider, type EgressDecider } from '../core/runtime/host/egress-decider.js';
 import { parsePrivateAllow, type EgressRules } from '../core/runtime/host/egress-policy.js';
 import { createEgressProxy } from '../core/runtime/host/egress-proxy.js';
@@ -18,7 +19,7 @@ import { createRuntimeLauncher } from '../core/runtime/host/runtime-launcher.js'
 import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/host/managed-config.js';
 import { createRuntimeHost, tenantSharedDir, type HostRecords, type PoolStatus, type RuntimeIdentity, type RuntimeOwner } from '../core/runtime/host/runtime-host.js';
 import { randomSecret } from '../lib/secrets.js';
-import { workspacePath } from '../lib/data-paths.js';
+import { ArchiveRefused, discard, hasCopy, importArchive, listCopies, markCopy, readCopy, setAside, userPaths } from './user-files.js';
 
 /**
  * A runner host (`aws runner`): hosts the sandboxed runtimes of the users the control plane places on
@@ -50,13 +51,20 @@ const RULES_CACHE_MS = 2000;
  */
 export const LEASE_MS = 20_000;
 const MAX_BACKOFF_MS = 30_000;
+/** A sync tells the control plane which users' files are here (it sets aside those placed elsewhere since): the first of each channel, then this often. */
+const COPIES_EVERY_MS = 5 * 60_000;
+const COPIES_PER_SYNC = 5000;
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'proxy-connection', 'proxy-authorization', 'te', 'trailer']);
 
 /** The lease the control plane gave this runner for a user: requests for the user carry its fence. */
 interface Lease {
   tenantId: string;
   fence: number;
+  /** When a start last asked for it (a lease outlives its runtime: one stopped idle keeps it here). */
+  at: number;
 }
+/** A lease asked for this recently may have a runtime starting on it: its user's files are not dropped meanwhile. */
+const LEASE_IN_USE_MS = 60_000;
 
 export function createRunnerAgent(o: RunnerOptions) {
   const { log } = o;
@@ -74,6 +82,10 @@ export function createRunnerAgent(o: RunnerOptions) {
   let fenceTimer: NodeJS.Timeout | null = null;
   /** Runtimes being configured by the control plane (through this channel) before the host hands them out. */
   const configuring = new Map<string, RuntimeHandle>();
+  /** The channel the copies here were last reported on, and when (see /sync). */
+  let copiesFor: Socket | null = null;
+  let copiesAt = 0;
+  let copiesFrom = 0;
   /** Each user's workspace quota as the control plane last sent it (with a start: their tenant's setting). */
   const quotas = new Map<string, number | null>();
 
@@ -169,6 +181,8 @@ export function createRunnerAgent(o: RunnerOptions) {
     log,
   });
 
+  /** The fence this runner holds the user's lease under (0: none; the control plane then ignores the notice). */
+  const fenceOf = (userId: string) => leases.get(userId)?.fence ?? 0;
   const notify = (notice: RunnerNotice) => {
     const line = `${JSON.stringify(notice)}\n`;
     for (const w of watchers) w.write(line);
@@ -179,7 +193,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   const records: HostRecords = {
     started: async () => {},
     stopped: async (owner, pid, o) => {
-      notify({ type: 'stopped', tenantId: owner.tenantId, userId: owner.userId, pid });
+      notify({ type: 'stopped', tenantId: owner.tenantId, userId: owner.userId, fence: fenceOf(owner.userId), pid });
       // Why, and whether it was idle: a stop of an idle runtime loses no turn (turn-runner.ts runtimeLost).
       await callControl('POST', RUNNER_PATHS.stopped, { pid, why: o?.why ?? null, idle: o?.idle ?? false }, owner).catch((err) => log.warn({ err: (err as Error).message }, 'could not tell the control plane a runtime stopped'));
     },
@@ -222,7 +236,7 @@ export function createRunnerAgent(o: RunnerOptions) {
   runtimes.onChange((owner, handle) => {
     if (!handle) return;
     const pid = runtimes.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
-    notify({ type: 'ready', tenantId: owner.tenantId, userId: owner.userId, pid, authorization: handle.endpoint.authorization, directory: handle.directory });
+    notify({ type: 'ready', tenantId: owner.tenantId, userId: owner.userId, fence: fenceOf(owner.userId), pid, authorization: handle.endpoint.authorization, directory: handle.directory });
   });
 
   /** The tenant's shared files (promoted skills) as the control plane sent them. */
@@ -257,6 +271,25 @@ export function createRunnerAgent(o: RunnerOptions) {
     const status = e instanceof AppError ? e.status : 500;
     json(res, status, { error: e.code ?? 'runner_error', message: e.message, ...(e instanceof AppError ? { hint: e.hint, details: e.details } : {}) });
   };
+
+  /**
+   * Before a runtime starts on the user's files here: are they the copy the control plane says is current
+   * (`filesFence`, the copy's marker)? If not (a drain left them here, or this runner was lost and the
+   * user worked elsewhere meanwhile), they are set aside and the runtime starts on a fresh workspace.
+   * Unmarked files (from before copies were marked) are current only for a placement from before too
+   * (`filesFence` 0). Returns where they were set aside, if they were.
+   */
+  function checkCopy(owner: { tenantId: string; userId: string }, filesFence: number): string | null {
+    if (!Number.isSafeInteger(filesFence) || filesFence < 0) return null;
+    const copy = readCopy(o.dataDir, owner.userId);
+    let where: string | null = null;
+    if (copy ? copy.filesFence !== filesFence : filesFence !== 0 && hasCopy(o.dataDir, owner)) {
+      where = setAside(o.dataDir, owner, `not the user's current copy (this copy: ${copy?.filesFence ?? 'unmarked'}; current: ${filesFence})`);
+      if (where) log.warn({ userId: owner.userId, where }, 'set aside a copy of a user\'s files that is not their current one: their runtime starts on a fresh workspace');
+    }
+    markCopy(o.dataDir, owner, filesFence);
+    return where;
+  }
 
   /** The runtime API of a user placed here, passed through as it streams. */
   async function passToRuntime(userId: string, path: string, req: Http2ServerRequest, res: Http2ServerResponse) {
@@ -299,17 +332,11 @@ export function createRunnerAgent(o: RunnerOptions) {
    * runtime's home (its sessions database, so transcripts move too); never the sockets or scratch files.
    * Only for a user whose runtime is stopped here (the control plane stops it first).
    */
-  function userPaths(tenantId: string, userId: string): string[] | null {
-    const id = /^[A-Za-z0-9-]{1,64}$/;
-    if (!id.test(tenantId) || !id.test(userId)) return null;
-    return [workspacePath({ tenantId, userId }), join('runtimes', userId, 'home')];
-  }
-
   function exportUser(tenantId: string, userId: string, res: Http2ServerResponse) {
-    const paths = userPaths(tenantId, userId);
-    if (!paths) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
+    const p = userPaths({ tenantId, userId });
+    if (!p) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
     if (runtimes.live().some((l) => l.userId === userId)) return json(res, 409, { error: 'runtime_running', message: 'stop the runtime before moving its files' });
-    const present = paths.filter((p) => existsSync(join(o.dataDir, p)));
+    const present = [p.workspace, p.home].filter((x) => existsSync(join(o.dataDir, x)));
     res.writeHead(200, { 'content-type': 'application/x-tar' });
     if (!present.length) {
       // An empty archive: two zero blocks.
@@ -322,25 +349,49 @@ export function createRunnerAgent(o: RunnerOptions) {
     res.on('close', () => tar.kill());
   }
 
-  async function importUser(tenantId: string, userId: string, req: Http2ServerRequest, res: Http2ServerResponse) {
-    const paths = userPaths(tenantId, userId);
-    if (!paths) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
+  /**
+   * A drain's copy of a user's files, from the runner they leave (which may be hostile): inspected and
+   * extracted apart, then put in place of any copy here, marked as the copy current under `filesFence`
+   * (user-files.ts importArchive). A refused archive changes nothing here (422 archive_refused).
+   */
+  async function importUser(tenantId: string, userId: string, filesFence: number, req: Http2ServerRequest, res: Http2ServerResponse) {
+    if (!userPaths({ tenantId, userId }) || !Number.isSafeInteger(filesFence) || filesFence <= 0) {
+      req.resume();
+      return json(res, 400, { error: 'validation_failed', message: 'tenantId, userId and filesFence' });
+    }
     if (runtimes.live().some((l) => l.userId === userId)) {
       req.resume();
-      return json(res, 409, { error: 'runtime_running', message: 'the user\'s runtime runs here: not replacing its files' });
+      return json(res, 409, { error: 'runtime_running', message: 'the user\'s runtime runs here: not replacing their files' });
     }
-    for (const p of paths) rmSync(join(o.dataDir, p), { recursive: true, force: true });
-    mkdirSync(o.dataDir, { recursive: true, mode: 0o700 });
-    // Only members under the user's two directories are extracted (the archive's contents are the
-    // agent's files); owners are not taken from the archive.
-    const tar = spawn('tar', ['-C', o.dataDir, '-xf', '-', '--no-same-owner', '--no-overwrite-dir', '--wildcards', ...paths.map((p) => `${p}`), ...paths.map((p) => `${p}/*`)], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let stderr = '';
-    tar.stderr.on('data', (c) => (stderr += c));
-    req.pipe(tar.stdin);
-    const code = await new Promise<number | null>((r) => tar.once('close', r));
-    // tar exits 2 when a listed member is absent (an empty workspace): what was there is extracted.
-    if (code !== 0 && !/Not found in archive/.test(stderr)) return json(res, 500, { error: 'import_failed', message: stderr.trim().slice(-300) });
-    return json(res, 200, { imported: true });
+    try {
+      const r = await importArchive(o.dataDir, { tenantId, userId, filesFence }, req as unknown as Readable);
+      return json(res, 200, { imported: true, ...r });
+    } catch (err) {
+      req.resume();
+      if (err instanceof ArchiveRefused) {
+        log.error({ userId, err: err.message }, 'a drain\'s archive of a user\'s files was refused: nothing here changed');
+        return json(res, 422, { error: 'archive_refused', message: err.message });
+      }
+      return json(res, 500, { error: 'import_failed', message: (err as Error).message.slice(0, 300) });
+    }
+  }
+
+  /**
+   * The files of a user this runner does not hold (no lease, no runtime) go out of every sandbox's reach:
+   * removed (`discard`: a drain confirmed their copy elsewhere) or set aside for an operator (`setAside`:
+   * they are not the user's current copy). Null: the user is held here, nothing is done.
+   */
+  function dropCopy(owner: { tenantId: string; userId: string }, how: 'discard' | 'setAside', why: string): { done: boolean; where?: string | null } | null {
+    if (!userPaths(owner)) return { done: false };
+    // The control plane asks only for users placed elsewhere: a lease still here is left over (its
+    // runtime stopped idle), unless a start asked for it just now.
+    const lease = leases.get(owner.userId);
+    if ((lease && Date.now() - lease.at < LEASE_IN_USE_MS) || runtimes.live().some((l) => l.userId === owner.userId)) return null;
+    leases.delete(owner.userId);
+    if (how === 'discard') return { done: discard(o.dataDir, owner) };
+    const where = setAside(o.dataDir, owner, why);
+    if (where) log.warn({ userId: owner.userId, tenantId: owner.tenantId, where, why }, 'a copy of a user\'s files that is not their current one was set aside (an operator may recover it)');
+    return { done: where !== null, where };
   }
 
   async function route(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
@@ -362,24 +413,43 @@ export function createRunnerAgent(o: RunnerOptions) {
         // A control-plane process that takes the channel learns what already runs.
         for (const l of runtimes.live()) {
           const h = l.pid ? await runtimes.running(l) : null;
-          if (h && l.pid) res.write(`${JSON.stringify({ type: 'ready', tenantId: l.tenantId, userId: l.userId, pid: l.pid, authorization: h.endpoint.authorization, directory: h.directory })}\n`);
+          if (h && l.pid) res.write(`${JSON.stringify({ type: 'ready', tenantId: l.tenantId, userId: l.userId, fence: fenceOf(l.userId), pid: l.pid, authorization: h.endpoint.authorization, directory: h.directory })}\n`);
         }
         return;
       }
       if (p === '/export' && req.method === 'GET') return exportUser(url.searchParams.get('tenantId') ?? '', url.searchParams.get('userId') ?? '', res);
-      if (p === '/import' && req.method === 'POST') return await importUser(url.searchParams.get('tenantId') ?? '', url.searchParams.get('userId') ?? '', req, res);
+      if (p === '/import' && req.method === 'POST') return await importUser(url.searchParams.get('tenantId') ?? '', url.searchParams.get('userId') ?? '', Number(url.searchParams.get('filesFence')), req, res);
       if (req.method !== 'POST') return json(res, 404, { error: 'not_found', message: `${req.method} ${p}` });
       const body = await readJson(req);
       switch (p) {
         case '/acquire': {
           const owner = { tenantId: String(body.tenantId), userId: String(body.userId) };
-          leases.set(owner.userId, { tenantId: owner.tenantId, fence: Number(body.fence) });
+          if (!userPaths(owner)) return json(res, 400, { error: 'validation_failed', message: 'tenantId and userId' });
+          const fence = Number(body.fence);
+          leases.set(owner.userId, { tenantId: owner.tenantId, fence, at: Date.now() });
           const quota = Number(body.diskQuotaBytes);
           quotas.set(owner.userId, Number.isFinite(quota) && quota > 0 ? quota : null);
           if (Array.isArray(body.files)) writeShared(owner.tenantId, body.files);
+          // The runtime starts on the user's current copy only: any other copy here is set aside first.
+          const setAsideAt = runtimes.live().some((l) => l.userId === owner.userId) ? null : checkCopy(owner, Number(body.filesFence ?? -1));
           const handle = await runtimes.acquire(owner);
           const pid = runtimes.live().find((l) => l.userId === owner.userId)?.pid ?? 0;
-          return json(res, 200, { pid, authorization: handle.endpoint.authorization, directory: handle.directory });
+          return json(res, 200, { pid, authorization: handle.endpoint.authorization, directory: handle.directory, ...(setAsideAt ? { setAside: setAsideAt } : {}) });
+        }
+        case '/discard': {
+          const r = dropCopy({ tenantId: String(body.tenantId), userId: String(body.userId) }, 'discard', 'moved by a drain');
+          return r ? json(res, 200, { discarded: r.done }) : json(res, 409, { error: 'user_held', message: 'the user is placed here: not removing their files' });
+        }
+        case '/set-aside': {
+          // Users placed elsewhere since (the control plane's answer to this runner's copies): their files here are not current.
+          const done: Array<{ tenantId: string; userId: string; where: string }> = [];
+          for (const u of Array.isArray(body.users) ? (body.users as Array<{ tenantId?: unknown; userId?: unknown; filesFence?: unknown }>).slice(0, 10_000) : []) {
+            const owner = { tenantId: String(u.tenantId), userId: String(u.userId) };
+            if (readCopy(o.dataDir, owner.userId)?.filesFence === Number(u.filesFence)) continue;
+            const r = dropCopy(owner, 'setAside', 'the user is placed on another runner since this copy was current');
+            if (r?.where) done.push({ ...owner, where: r.where });
+          }
+          return json(res, 200, { setAside: done });
         }
         case '/stop':
           await runtimes.stopUser(String(body.userId));
@@ -412,10 +482,26 @@ export function createRunnerAgent(o: RunnerOptions) {
           const s = runtimes.status();
           lastStatus = s;
           const users = runtimes.live().map((l) => ({ userId: l.userId, state: l.state, running: l.running, idleMs: l.idleMs }));
+          // Which users' files are here but not held: at the first sync of each channel (a runner that comes
+          // back after being lost or frozen), then now and then. The control plane answers with those placed
+          // elsewhere since (POST /set-aside).
+          let copies: ReturnType<typeof listCopies> | undefined;
+          if (copiesFor !== channel || Date.now() - copiesAt > COPIES_EVERY_MS) {
+            if (copiesFor !== channel) copiesFrom = 0;
+            copiesFor = channel;
+            copiesAt = Date.now();
+            // At most COPIES_PER_SYNC a time (an answer is bounded; a shared storage may hold many users' files): the rest at the next ones.
+            const running = new Set(runtimes.live().map((l) => l.userId));
+            const all = listCopies(o.dataDir).filter((c) => !held.has(c.userId) && !running.has(c.userId)).sort((a, b) => (a.userId < b.userId ? -1 : 1));
+            if (copiesFrom >= all.length) copiesFrom = 0;
+            copies = all.slice(copiesFrom, copiesFrom + COPIES_PER_SYNC);
+            copiesFrom += COPIES_PER_SYNC;
+          }
           // Each user's figures against their limits, and which limits hold here: the control plane keeps
           // them for status (for users it has placed here only).
           const usage = s.usage.map(({ tenantId: _t, ...u }) => u);
-          return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users, usage, limits: { ...s.limits, freezer: s.freezer, freezerUnavailable: s.freezerUnavailable }, disk: s.disk });
+          const limits = { ...s.limits, freezer: s.freezer, freezerUnavailable: s.freezerUnavailable };
+          return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users, usage, limits, disk: s.disk, ...(copies ? { copies } : {}) });
         }
         default:
           return json(res, 404, { error: 'not_found', message: `POST ${p}` });

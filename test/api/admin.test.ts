@@ -190,6 +190,9 @@ describe(`admin API (${DB_MODE})`, () => {
         byUser: { [acme.ids.mel]: { tokens: 1800, cost: 0.0128 }, [acme.ids.ada]: { tokens: 4000, cost: 0.04 } },
         window: { since: '24h' },
       });
+      // Tokens by kind beside SPEC.md's totals; records that report no cache tokens read as none.
+      expect(day.json).toMatchObject({ inputTokens: 4200, outputTokens: 1600, reasoningTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
+      expect(day.json.byModel['gpt-4o']).toEqual({ tokens: 5500, cost: 0.0525, inputTokens: 4000, outputTokens: 1500, reasoningTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
       const week = await api(t, 'GET', '/v1/admin/usage?since=7d', { token: tok.owner });
       expect(week.json.totalTokens).toBe(15800);
       for (const bad of ['24', '7x', '-1d', 'forever', '400d']) expect((await api(t, 'GET', `/v1/admin/usage?since=${bad}`, { token: tok.owner })).status, bad).toBe(400);

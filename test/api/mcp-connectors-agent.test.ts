@@ -127,6 +127,47 @@ describe.runIf(DB_MODE === 'postgres')('MCP connectors: an agent uses a real MCP
     await expect.poll(refused, { timeout: 10_000 }).toEqual(['wipe']);
   });
 
+  it("a member granted one tool reads no resource and gets no prompt, and no other spelling of a method reaches the server; an admin's grant of them lets exactly those through", async () => {
+    const before = mcp.seen.length;
+    const read = await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 11, method: 'resources/read', params: { uri: 'docs://payroll/2025' } });
+    expect(read.json).toMatchObject({ id: 11, error: { message: expect.stringMatching(/resource "docs:\/\/payroll\/2025" of the MCP server "tracker" is not allowed/) } });
+    const prompt = await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 12, method: 'prompts/get', params: { name: 'exfiltrate' } });
+    expect(prompt.json).toMatchObject({ id: 12, error: { message: expect.stringMatching(/prompt "exfiltrate"/) } });
+    for (const method of ['Tools/Call', 'tools/call ']) {
+      const r = await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 13, method, params: { name: 'wipe', arguments: {} } });
+      expect(r.json, method).toMatchObject({ id: 13, error: { code: -32601 } });
+    }
+    expect(mcp.seen.length).toBe(before);
+    // Listing works, cut to nothing granted.
+    expect((await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 14, method: 'resources/list' })).json.result.resources).toEqual([]);
+    expect((await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 15, method: 'prompts/list' })).json.result.prompts).toEqual([]);
+
+    const granted = await api(r.t, 'PATCH', '/v1/admin/connectors/mcp/tracker', { token: acme.tokens.owner, body: { access: [{ role: 'member', tools: ['lookup'], resources: ['docs://handbook/*'], prompts: ['triage'] }] } });
+    expect(granted.status, granted.text).toBe(200);
+    // The gateway takes a change within its 2 s grant cache.
+    await expect.poll(async () => (await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 16, method: 'resources/list' })).json.result.resources.map((x: any) => x.uri)).toEqual(['docs://handbook/onboarding']);
+    const handbook = await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 17, method: 'resources/read', params: { uri: 'docs://handbook/onboarding' } });
+    expect(handbook.json.result.contents[0].text).toBe(`welcome: ${MARKER}`);
+    const climbed = await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 18, method: 'resources/read', params: { uri: 'docs://handbook/../payroll/2025' } });
+    expect(climbed.json.error.message).toMatch(/not allowed/);
+    const triage = await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 19, method: 'prompts/get', params: { name: 'triage', arguments: { id: 'T-4' } } });
+    expect(triage.json.result.messages[0].content.text).toBe(`triage ticket T-4: ${MARKER}`);
+    expect((await viaGateway(acme.ids.mia, { jsonrpc: '2.0', id: 20, method: 'prompts/get', params: { name: 'exfiltrate' } })).json.error.message).toMatch(/not allowed/);
+    expect(mcp.seen.some((x) => JSON.stringify(x.body ?? '').includes('payroll') || JSON.stringify(x.body ?? '').includes('exfiltrate'))).toBe(false);
+    const audited = async () => (await r.t.opened.db.query(`select action, details from audit_log where tenant_id = $1 and action in ('mcp.resource_read', 'mcp.prompt_get', 'mcp.request_refused') order by ts`, [acme.tenantId])).rows.map((x) => [x.action, x.details.outcome ?? x.details.reason, x.details.uri ?? x.details.prompt ?? x.details.method]);
+    await expect.poll(audited).toEqual(
+      expect.arrayContaining([
+        ['mcp.resource_read', 'refused', 'docs://payroll/2025'],
+        ['mcp.prompt_get', 'refused', 'exfiltrate'],
+        ['mcp.request_refused', 'refused', 'Tools/Call'],
+        ['mcp.resource_read', 'ok', 'docs://handbook/onboarding'],
+        ['mcp.prompt_get', 'ok', 'triage'],
+      ]),
+    );
+    // Back to the tools-only grant the other tests expect.
+    await api(r.t, 'PATCH', '/v1/admin/connectors/mcp/tracker', { token: acme.tokens.owner, body: { access: [{ role: 'member', tools: ['lookup'] }] } });
+  });
+
   it('a role without the server has none of it: not in its runtime, refused at the gateway', async () => {
     const before = mcp.seen.length;
     const t2 = await agentTurn(r, acme.tokens.owner, [{ text: 'hello' }], { title: 'no mcp' });

@@ -83,6 +83,33 @@ describe.runIf(DB_MODE === 'postgres')('MCP connectors: the admin API', () => {
     expect((await api(t, 'PATCH', `${base}/nope`, { token: acme.tokens.owner, body: { enabled: true } })).status).toBe(404);
   });
 
+  it('grants resources and prompts apart from tools: none unless given, "*" or lists, checked naming the field', async () => {
+    const r = await api(t, 'POST', base, {
+      token: acme.tokens.owner,
+      body: { name: 'wiki', url: 'https://wiki.example.com/mcp', access: [{ role: 'member', tools: ['search'], resources: ['docs://handbook/*'], prompts: ['triage'] }, { role: 'admin', tools: '*', resources: '*', prompts: '*' }, { role: 'viewer', tools: [] }] },
+    });
+    expect(r.status, r.text).toBe(201);
+    // Spelled out as stored: an entry without them has none.
+    expect(r.json.server.access).toEqual([
+      { role: 'member', tools: ['search'], resources: ['docs://handbook/*'], prompts: ['triage'] },
+      { role: 'admin', tools: '*', resources: '*', prompts: '*' },
+      { role: 'viewer', tools: [], resources: [], prompts: [] },
+    ]);
+    expect((await auditOf('connector.mcp.add')).at(-1)!.details.access[0]).toEqual({ role: 'member', tools: ['search'], resources: ['docs://handbook/*'], prompts: ['triage'] });
+    // A row written before resources and prompts could be granted reads as tools only.
+    await t.opened.db.query(`update mcp_servers set access = $2 where tenant_id = $1 and name = 'wiki'`, [acme.tenantId, JSON.stringify([{ role: 'member', tools: '*' }])]);
+    expect((await api(t, 'GET', `${base}/wiki`, { token: acme.tokens.owner })).json.server.access).toEqual([{ role: 'member', tools: '*', resources: [], prompts: [] }]);
+    const bad = async (access: unknown, match: RegExp) => {
+      const res = await api(t, 'PATCH', `${base}/wiki`, { token: acme.tokens.owner, body: { access } });
+      expect(res.status, res.text).toBe(400);
+      expect(res.json.message, res.text).toMatch(match);
+    };
+    await bad([{ role: 'member', tools: [], resources: ['no-scheme'] }], /access\[0\]\.resources: "no-scheme" is not a resource URI/);
+    await bad([{ role: 'member', tools: [], resources: ['docs://a*b'] }], /access\[0\]\.resources/);
+    await bad([{ role: 'member', tools: [], prompts: ['bad name'] }], /access\[0\]\.prompts/);
+    await bad([{ role: 'member', tools: [], prompts: 'all' }], /prompts/);
+  });
+
   it('only admin.manage_providers: members and viewers are refused, anonymous callers too', async () => {
     for (const token of [acme.tokens.member, acme.tokens.viewer]) {
       expect((await api(t, 'GET', base, { token })).status).toBe(403);

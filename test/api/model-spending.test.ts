@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { managedConfigDir, runtimeRoot } from '../../src/core/runtime/host/managed-config.js';
 import { api, signToken } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -89,5 +92,57 @@ describe.runIf(DB_MODE === 'postgres')('model calls: counted and capped whatever
     const recorded = (await recordsOf(user.userId)).reduce((n, x) => n + Number(x.cost), 0);
     expect(recorded).toBeLessThanOrEqual(0.2 + 1e-9);
     expect(recorded).toBeGreaterThan(0.1);
+  });
+
+  it('the runtime prices a step whose prompt the provider mostly served from its cache as the gateway charges it (its configuration carries the cache prices)', async () => {
+    const owner = people.tokens.owner;
+    const models = [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096, inputCostPerMTok: 2, outputCostPerMTok: 8, cacheReadCostPerMTok: 0.5, cacheWriteCostPerMTok: 2.5 }];
+    expect((await api(r.t, 'PATCH', '/v1/admin/providers/scripted', { token: owner, body: { models } })).status).toBe(200);
+    expect((await api(r.t, 'POST', '/v1/admin/runtime/apply', { token: owner, body: {} })).status).toBe(200);
+    // 10,000 prompt tokens, 8,000 of them read from the cache (inside prompt_tokens, as OpenAI counts them); 100 out.
+    const turn = await agentTurn(r, people.tokens.member, [{ text: 'served from the cache', usage: { prompt: 10_000, cacheRead: 8000, completion: 100 } }]);
+
+    // What the member's runtime was given: the prices as opencode reads them, cache prices included.
+    const config = JSON.parse(readFileSync(join(managedConfigDir(runtimeRoot(r.t.env.dataDir, people.ids.mia)), 'opencode.json'), 'utf8'));
+    const provider = Object.values(config.provider as Record<string, { models: Record<string, { cost: unknown }> }>)[0];
+    expect(provider.models['fake-model'].cost).toEqual({ input: 2, output: 8, cache_read: 0.5, cache_write: 2.5 });
+
+    // 2,000 x $2 + 8,000 x $0.50 + 100 x $8, per million: the runtime's own figure for the message (what the
+    // person sees as the turn's cost) and the gateway's record agree.
+    const expected = (2000 * 2 + 8000 * 0.5 + 100 * 8) / 1e6;
+    const step = turn.messages.find((m) => m.info.role === 'assistant' && m.info.tokens?.cache?.read === 8000);
+    expect(step?.info.tokens, JSON.stringify(turn.messages.map((m) => m.info))).toMatchObject({ input: 2000, output: 100, cache: { read: 8000, write: 0 } });
+    expect(step!.info.cost).toBeCloseTo(expected, 12);
+    await expect.poll(async () => (await r.t.opened.db.query(`select cost_usd::text as cost from usage_records where user_id = $1 and tokens_cache_read = 8000`, [people.ids.mia])).rows).toEqual([{ cost: '0.00880000' }]);
+  });
+
+  it('an Anthropic model through the runtime: cache reads and writes as Anthropic bills them, the runtime\'s figure and the record the same', async () => {
+    const owner = people.tokens.owner;
+    // No cache prices given: Anthropic's rule (reads $0.30, writes $3.75 for a $3 model).
+    const add = await api(r.t, 'POST', '/v1/admin/providers', {
+      token: owner,
+      body: { name: 'claude', kind: 'anthropic', baseUrl: `${r.llm.url}/v1`, apiKey: 'sk-ant-scripted', models: [{ id: 'claude-sonnet', contextLimit: 200000, outputLimit: 4096, inputCostPerMTok: 3, outputCostPerMTok: 15 }] },
+    });
+    expect(add.status, add.text).toBe(201);
+    expect((await api(r.t, 'POST', '/v1/admin/runtime/apply', { token: owner, body: {} })).status).toBe(200);
+    expect((await api(r.t, 'POST', '/v1/admin/templates', { token: owner, body: { slug: 'claude', name: 'Claude', model: 'claude/claude-sonnet' } })).status).toBe(201);
+    const session = await api(r.t, 'POST', '/v1/sessions', { token: people.tokens.member, body: { title: 'on claude', template_slug: 'claude' } });
+    expect(session.status, session.text).toBe(201);
+    const before = r.llm.requests.length;
+    // 45,000 input tokens: 40,000 read from the cache, 3,000 written to it, 2,000 fresh (Anthropic's input_tokens); 300 out.
+    const turn = await agentTurn(r, people.tokens.member, [{ text: 'cached claude', usage: { prompt: 45_000, cacheRead: 40_000, cacheWrite: 3000, completion: 300 } }], { sessionId: session.json.sessionId });
+    expect(r.llm.requests.slice(before).filter((q) => !q.title).map((q) => q.path)).toEqual(['/v1/messages']);
+
+    const config = JSON.parse(readFileSync(join(managedConfigDir(runtimeRoot(r.t.env.dataDir, people.ids.mia)), 'opencode.json'), 'utf8'));
+    const claude = Object.entries(config.provider as Record<string, { models: Record<string, { cost: unknown }> }>).find(([id]) => id.endsWith('_claude'))![1];
+    expect(claude.models['claude-sonnet'].cost).toEqual({ input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 });
+
+    const expected = (2000 * 3 + 40_000 * 0.3 + 3000 * 3.75 + 300 * 15) / 1e6;
+    const step = turn.messages.find((m) => m.info.role === 'assistant' && m.info.tokens?.cache?.read === 40_000);
+    expect(step?.info.tokens, JSON.stringify(turn.messages.map((m) => m.info))).toMatchObject({ input: 2000, output: 300, cache: { read: 40_000, write: 3000 } });
+    expect(step!.info.cost).toBeCloseTo(expected, 12);
+    await expect
+      .poll(async () => (await r.t.opened.db.query(`select tokens_input::int as input, tokens_cache_write::int as "cacheWrite", cost_usd::text as cost from usage_records where user_id = $1 and tokens_cache_read = 40000`, [people.ids.mia])).rows)
+      .toEqual([{ input: 2000, cacheWrite: 3000, cost: '0.03375000' }]);
   });
 });

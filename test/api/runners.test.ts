@@ -33,7 +33,7 @@ describe(`runner admin routes (${DB_MODE})`, () => {
       const res = await api(t, 'GET', '/v1/admin/runners', { token: tok[who] });
       expect(res.status, res.text).toBe(200);
       expect(res.json.runners).toEqual([
-        expect.objectContaining({ id: runnerId, name: 'r1', kind: 'remote', state: 'active', healthy: true, capacity: 6, resident: 0, busy: 0, users: 0, labels: { zone: 'a' }, version: '0.1.0', connected: true }),
+        expect.objectContaining({ id: runnerId, name: 'r1', kind: 'remote', state: 'active', healthy: true, capacity: 6, reportedCapacity: 6, maxCapacity: 100, resident: 0, busy: 0, users: 0, labels: { zone: 'a' }, version: '0.1.0', connected: true }),
       ]);
       expect(res.json.runners[0].heartbeat).toMatch(/s ago$/);
       expect(res.text).not.toMatch(/relayUrl|serveId|tokenId|10\.0\.0\.1:1/);

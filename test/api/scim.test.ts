@@ -16,6 +16,9 @@ const ERROR = 'urn:ietf:params:scim:api:messages:2.0:Error';
  * public documentation), deprovisioning ending a signed-in person's access at once, tenant isolation.
  */
 describe(`SCIM provisioning (${DB_MODE})`, () => {
+  // The service's clock, moved forward to see a SCIM token expire.
+  let skewMs = 0;
+  const clock = { now: () => new Date(Date.now() + skewMs) };
   let idp: TestOidcProvider;
   let t: TestApp;
   let acme: Awaited<ReturnType<typeof seedTenant>>;
@@ -37,6 +40,7 @@ describe(`SCIM provisioning (${DB_MODE})`, () => {
 
   beforeAll(async () => {
     t = await startTestApp({
+      clock,
       vars: async (url) => {
         idp = await startOidcProvider({
           redirectUris: [`${url}/v1/auth/callback`],
@@ -45,7 +49,7 @@ describe(`SCIM provisioning (${DB_MODE})`, () => {
         return { AGENTWS_OIDC_ISSUER_URL: idp.issuer, AGENTWS_OIDC_CLIENT_ID: idp.clientId, AGENTWS_OIDC_CLIENT_SECRET: idp.clientSecret };
       },
     });
-    acme = await seedTenant(t, 'acme', [{ handle: 'mem', roles: ['member'] }], TID);
+    acme = await seedTenant(t, 'acme', [{ handle: 'mem', roles: ['member'] }, { handle: 'adm', roles: ['admin'] }], TID);
     beta = await seedTenant(t, 'beta');
     owner = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
     // Acme's token through the admin API; beta's through the core (as `aws scim token create` does).
@@ -286,6 +290,113 @@ describe(`SCIM provisioning (${DB_MODE})`, () => {
     expect((await api(t, 'DELETE', '/v1/admin/scim/tokens/entra', { token: owner })).status).toBe(204);
     expect((await scim('GET', '/Users', undefined, rotated.json.token)).status).toBe(401);
     const actions = (await t.opened.db.query<{ action: string }>(`select action from audit_log where tenant_id = $1 and action like 'scim.%' order by ts, id`, [acme.tenantId])).rows.map((r) => r.action);
-    expect(actions).toEqual(['scim.token_create', 'scim.token_rotate', 'scim.token_revoke']);
+    expect(actions.slice(0, 3)).toEqual(['scim.token_create', 'scim.token_rotate', 'scim.token_revoke']);
+  });
+
+  it('lets only owners mint SCIM tokens, never through a personal access token, and records who minted each', async () => {
+    const admin = await signToken(t, { sub: acme.ids.adm, tid: acme.tenantId, roles: ['admin'] });
+    const byAdmin = await api(t, 'POST', '/v1/admin/scim/tokens', { token: admin, body: { name: 'shadow' } });
+    expect(byAdmin.status, byAdmin.text).toBe(403);
+    expect(byAdmin.json.details).toMatchObject({ permission: 'admin.manage_tenant' });
+    // Personal access tokens with the admin scope: the admin's, and even the owner's.
+    const sys = systemCtx(silentLogger, { tenantId: acme.tenantId });
+    for (const userId of [acme.ids.adm, acme.ids.owner]) {
+      const pat = (await t.opened.core.personalTokens.create(sys, { userId, name: 'ci', scopes: ['admin'], expiresInDays: 30 })).value;
+      const viaPat = await api(t, 'POST', '/v1/admin/scim/tokens', { token: pat, body: { name: 'shadow' } });
+      expect(viaPat.status, viaPat.text).toBe(403);
+      expect(viaPat.json.error).toBe('token_cannot_create_tokens');
+    }
+    expect((await t.opened.db.query(`select 1 from scim_tokens where name = 'shadow'`)).rowCount).toBe(0);
+    // An admin may see them (and revoke one: that only takes access away).
+    expect((await api(t, 'GET', '/v1/admin/scim/tokens', { token: admin })).status).toBe(200);
+
+    const made = await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'okta', expiresInDays: 30 } });
+    expect(made.status, made.text).toBe(201);
+    const days = (Date.parse(made.json.expiresAt) - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(29.9);
+    expect(days).toBeLessThan(30.1);
+    const listed = (await api(t, 'GET', '/v1/admin/scim/tokens', { token: owner })).json.tokens.find((x: any) => x.name === 'okta');
+    expect(listed).toMatchObject({ createdBy: `user:${acme.ids.owner}`, expiresAt: made.json.expiresAt, expired: false });
+    const entry = (await t.opened.db.query<{ actor: string; details: any }>(`select actor, details from audit_log where action = 'scim.token_create' and target = $1`, [`scim_token:${made.json.id}`])).rows;
+    expect(entry).toEqual([{ actor: `user:${acme.ids.owner}`, details: expect.objectContaining({ name: 'okta', expiresAt: made.json.expiresAt }) }]);
+    // Without a lifetime: the default; beyond the tenant's maximum: 400 naming the field.
+    const dflt = await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'dflt' } });
+    expect(Math.round((Date.parse(dflt.json.expiresAt) - Date.now()) / 86_400_000)).toBe(180);
+    const tooLong = await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'long', expiresInDays: 400 } });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.json.details).toMatchObject({ field: 'expiresInDays' });
+    // The tenant's maximum: settings.tokens.scimMaxDays (personal tokens' maxDays is another setting).
+    const bad = await api(t, 'PATCH', '/v1/admin/tenant', { token: owner, body: { settings: { tokens: { scimMaxDays: 0 } } } });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain('scimMaxDays');
+    expect((await api(t, 'PATCH', '/v1/admin/tenant', { token: owner, body: { settings: { tokens: { scimMaxDays: 30 } } } })).status).toBe(200);
+    try {
+      const capped = await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'capped' } });
+      expect(Math.round((Date.parse(capped.json.expiresAt) - Date.now()) / 86_400_000)).toBe(30);
+      const over = await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'capped', expiresInDays: 31 } });
+      expect(over.json).toMatchObject({ details: { field: 'expiresInDays', maxDays: 30 } });
+      expect((await api(t, 'DELETE', '/v1/admin/scim/tokens/capped', { token: owner })).status).toBe(204);
+    } finally {
+      await api(t, 'PATCH', '/v1/admin/tenant', { token: owner, body: { settings: { tokens: { scimMaxDays: 365 } } } });
+    }
+    expect((await api(t, 'DELETE', '/v1/admin/scim/tokens/dflt', { token: admin })).status).toBe(204);
+    expect((await api(t, 'DELETE', '/v1/admin/scim/tokens/okta', { token: owner })).status).toBe(204);
+  });
+
+  it("obeys the owner rules: an identity provider cannot deactivate, delete or rename an owner (403), even with several owners", async () => {
+    const token = (await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'owners' } })).json.token as string;
+    const ownerUser = (await scim('GET', `/Users/${acme.ids.owner}`, undefined, token)).json;
+    expect(ownerUser.userName).toBe('owner@acme.example');
+    const refusedFor = async (r: { status: number; json: any }) => {
+      expect(r.status).toBe(403);
+      expect(r.json).toMatchObject({ schemas: [ERROR], status: '403', detail: expect.stringMatching(/owner/) });
+    };
+    // The tenant's only owner: neither deactivated nor deleted.
+    await refusedFor(await scim('PATCH', `/Users/${acme.ids.owner}`, { schemas: [PATCH_OP], Operations: [{ op: 'Replace', path: 'active', value: 'False' }] }, token));
+    await refusedFor(await scim('PATCH', `/Users/${acme.ids.owner}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] }, token));
+    await refusedFor(await scim('PUT', `/Users/${acme.ids.owner}`, { ...ownerUser, active: false }, token));
+    await refusedFor(await scim('DELETE', `/Users/${acme.ids.owner}`, undefined, token));
+    // Nor their sign-in identity changed (an attacker's address would sign in as the owner).
+    await refusedFor(await scim('PATCH', `/Users/${acme.ids.owner}`, { schemas: [PATCH_OP], Operations: [{ op: 'Replace', path: 'userName', value: 'mallory@evil.example' }] }, token));
+    await refusedFor(await scim('PUT', `/Users/${acme.ids.owner}`, { ...ownerUser, userName: 'mallory@evil.example' }, token));
+
+    // A second owner: still not (owners are managed by owners, not by the identity provider).
+    await t.opened.db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'owner'`, [acme.tenantId, acme.ids.adm]);
+    try {
+      await refusedFor(await scim('PATCH', `/Users/${acme.ids.adm}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] }, token));
+      await refusedFor(await scim('DELETE', `/Users/${acme.ids.adm}`, undefined, token));
+      await refusedFor(await scim('PATCH', `/Users/${acme.ids.adm}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: 'adm2@acme.example' }] }, token));
+    } finally {
+      await t.opened.db.query(`delete from user_roles where user_id = $1 and role_id = (select id from roles where tenant_id = $2 and name = 'owner')`, [acme.ids.adm, acme.tenantId]);
+    }
+    const rows = (await t.opened.db.query<{ email: string; deactivated: boolean }>(`select email, deactivated_at is not null as deactivated from users where id = any($1) order by email`, [[acme.ids.owner, acme.ids.adm]])).rows;
+    expect(rows).toEqual([{ email: 'adm@acme.example', deactivated: false }, { email: 'owner@acme.example', deactivated: false }]);
+
+    // What an identity provider keeps in step for an owner: names and its own key.
+    const named = await scim('PATCH', `/Users/${acme.ids.owner}`, { schemas: [PATCH_OP], Operations: [{ op: 'Replace', path: 'displayName', value: 'Olive Owner' }, { op: 'Replace', path: 'externalId', value: 'entra-owner' }] }, token);
+    expect(named.status, named.text).toBe(200);
+    expect(named.json).toMatchObject({ displayName: 'Olive Owner', externalId: 'entra-owner', active: true, userName: 'owner@acme.example' });
+    // A non-owner is the identity provider's to deactivate, as before.
+    const off = await scim('PATCH', `/Users/${acme.ids.adm}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] }, token);
+    expect(off.json.active).toBe(false);
+    await scim('PATCH', `/Users/${acme.ids.adm}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: true } }] }, token);
+  });
+
+  it('refuses an expired SCIM token with 401; creating it again under its name renews it', async () => {
+    const made = await api(t, 'POST', '/v1/admin/scim/tokens', { token: owner, body: { name: 'short', expiresInDays: 1 } });
+    expect((await scim('GET', '/Users', undefined, made.json.token)).status).toBe(200);
+    skewMs = 86_400_000 + 60_000;
+    try {
+      const r = await scim('GET', '/Users', undefined, made.json.token);
+      expect(r.status).toBe(401);
+      expect(r.json).toMatchObject({ schemas: [ERROR], status: '401', detail: expect.stringMatching(/expired/) });
+      expect((await t.opened.core.scim.listTokens(systemCtx(silentLogger, { tenantId: acme.tenantId }))).find((x) => x.name === 'short')).toMatchObject({ expired: true });
+      const renewed = await t.opened.core.scim.createToken(systemCtx(silentLogger, { tenantId: acme.tenantId }), { name: 'short', expiresInDays: 1 });
+      expect(renewed.replaced).toBe(true);
+      expect((await scim('GET', '/Users', undefined, renewed.token)).status).toBe(200);
+      expect((await scim('GET', '/Users', undefined, made.json.token)).status).toBe(401);
+    } finally {
+      skewMs = 0;
+    }
   });
 });

@@ -41,7 +41,7 @@ export async function gitGatewayBench(): Promise<boolean> {
     const gateway = createGitGateway({
       hosts: {
         forAgent: async () => ({
-          host: { id: 'h', tenantId: 't', name: 'corp', baseUrl: base, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: '', access: [{ who: '*', repos: ['org/*'] }], protectedRefs: [], protectDefault: true, branchPrefix: 'agent/{handle}/', createdAt: new Date(), updatedAt: new Date() },
+          host: { id: 'h', tenantId: 't', name: 'corp', baseUrl: base, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: '', access: [{ who: '*', repos: ['org/*'] }], protectedRefs: [], protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: [], createdAt: new Date(), updatedAt: new Date() },
           authorization: AUTH,
           as: { kind: 'service' as const },
           user: { handle: 'bench', roles: [], teams: [] },

@@ -87,7 +87,7 @@ export async function llmGateway(): Promise<boolean> {
     const socket = join(dir, 'egress.sock');
     gw = await spawnUntil(
       ...pinned(process.execPath, ['--import', 'tsx', join(root, 'test', 'bench', 'fixtures', 'llm-gateway-proxy.ts')]),
-      { cwd: root, env: { PATH: process.env.PATH, SOCKET: socket, CREDENTIAL, PROVIDERS: JSON.stringify({ fast: `${fast.value}/v1`, held: `${held.value}/v1` }) } },
+      { cwd: root, env: { PATH: process.env.PATH, SOCKET: socket, CREDENTIAL, PROVIDERS: JSON.stringify({ fast: `${fast.value}/v1`, held: `${held.value}/v1` }), ACTIVE_CHECK: process.env.BENCH_ACTIVE_CHECK ?? 'on' } },
       (l) => (l.startsWith('{"socket"') ? (JSON.parse(l).socket as string) : undefined),
     );
     track('proxy + gateway', gw.child);
@@ -172,6 +172,7 @@ export async function llmGateway(): Promise<boolean> {
       '  gateway: whole stream p50 (ms)': median(totalG).toFixed(1),
       'proxy+gateway CPU per call (ms)': ((sched1.run - sched0.run) / gatewayCalls).toFixed(3),
       'proxy+gateway waiting for a CPU (ms)': `${(sched1.wait - sched0.wait).toFixed(0)} in all (other work on CPU 0)`,
+      "the person-is-active check (BENCH_ACTIVE_CHECK)": process.env.BENCH_ACTIVE_CHECK ?? 'on',
       'load average 1/5/15 min (2 cores)': loadAvg(),
     };
     return report(

@@ -65,7 +65,7 @@ export async function mcpGatewayBench(): Promise<boolean> {
   const mcp = { url: server.value };
   let audited = 0;
   const gateway = createMcpGateway({
-    grantOf: async (_tenantId, _userId, name) => ({ name, url: mcp.url, credential: { header: 'authorization', value: `Bearer ${TOKEN}` }, tools: new Set(['lookup']) }),
+    grantOf: async (_tenantId, _userId, name) => ({ name, url: mcp.url, credential: { header: 'authorization', value: `Bearer ${TOKEN}` }, tools: new Set(['lookup']), resources: [], prompts: new Set<string>() }),
     audit: () => void audited++,
     auditOnce: () => {},
     log: silentLogger,

@@ -132,7 +132,8 @@ export async function runnersBench(): Promise<boolean> {
   };
   let ok = true;
   try {
-    const { token } = await remote.opened.core.runners.createToken(systemCtx(silentLogger), { name: 'bench' });
+    // A ceiling above every capacity registered below (p1 reports 120): the bench measures placement, not the cap.
+    const { token } = await remote.opened.core.runners.createToken(systemCtx(silentLogger), { name: 'bench', maxCapacity: 1000 });
     children.push(await startRunner(remote, 'r1', token, join(dir, 'r1')), await startRunner(remote, 'r2', token, join(dir, 'r2')));
     const placedOn = async (userId: string) => (await remote.opened.db.query<{ name: string }>(`select r.name from runtime_placements p join runners r on r.id = p.runner_id where p.user_id = $1`, [userId])).rows[0]?.name;
     // A runtime's proxy socket is in its runner's data dir.

@@ -14,9 +14,10 @@ const CALLS_PER_TURN = 25;
  * database with 20,000 usage records of the user this month): for a user whose roles set cost limits,
  * the hold before the call (a transaction: per-user lock, the month's and the turn's recorded spending,
  * the holds in flight, insert) and the settle after it (the usage record and the hold's removal, one
- * transaction); for a user without limits, the same two steps (no lock, no hold). Baseline in the same
- * run: what the gateway did per call before holds (the month's and the turn's spending read, the usage
- * record written). A new turn every CALLS_PER_TURN calls. Also PARALLEL calls of one user at once (they
+ * transaction); for a user without limits, the same two steps (no lock; a row held while the call runs,
+ * so a call whose process dies is still recorded, dropped with the record in one transaction). Baseline
+ * in the same run: what the gateway did per call before holds (the month's and the turn's spending read,
+ * the usage record written). A new turn every CALLS_PER_TURN calls. Also PARALLEL calls of one user at once (they
  * queue on the user's lock). Target: a call's hold + settle ≤ 5 ms p95, against model calls that take
  * seconds.
  */
@@ -49,6 +50,8 @@ export async function spendingBench(): Promise<boolean> {
     const sessionsTurnSpent = (q: Queryable) => sessionsRepo.turnSpent(q, s.tenantId, sessionId);
     const turn: SpendingTurn = { sessionId, channel: 'web', budgetKey: `session:${sessionId}`, recorded: sessionsTurnSpent };
     const price = { inputUsd: 0.02, outputUsdPerToken: 8e-6, maxOutput: 4096 };
+    // What the gateway passes with every hold: what the call's record needs should its process die.
+    const call = { provider: 'p', model: 'm', inputTokens: 1000 };
     const record = (userId: string) => ({ tenantId: s.tenantId, userId, sessionId, model: 'm', provider: 'p', tokens: { input: 1000, output: 100, reasoning: 0, cacheRead: 0, cacheWrite: 0 }, costUsd: 0.001, channel: 'web', messageId: crypto.randomUUID() });
     const monthStart = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1));
 
@@ -77,12 +80,12 @@ export async function spendingBench(): Promise<boolean> {
       await core.usage.record(db, record(capped));
     });
     const cappedCall = await measure(async () => {
-      const h = await core.spending.hold({ tenantId: s.tenantId, userId: capped }, turn, price);
+      const h = await core.spending.hold({ tenantId: s.tenantId, userId: capped }, turn, price, call);
       if (!h.ok) throw new Error('refused');
       await core.spending.settle(h.holdId, record(capped));
     });
     const freeCall = await measure(async () => {
-      const h = await core.spending.hold({ tenantId: s.tenantId, userId: free }, null, price);
+      const h = await core.spending.hold({ tenantId: s.tenantId, userId: free }, null, price, call);
       if (!h.ok) throw new Error('refused');
       await core.spending.settle(h.holdId, record(free));
     });
@@ -93,7 +96,7 @@ export async function spendingBench(): Promise<boolean> {
       Array.from({ length: PARALLEL }, async () => {
         while (done < CALLS_PER_TURN * 4) {
           done++;
-          const h = await core.spending.hold({ tenantId: s.tenantId, userId: capped }, turn, price);
+          const h = await core.spending.hold({ tenantId: s.tenantId, userId: capped }, turn, price, call);
           if (h.ok) await core.spending.settle(h.holdId, record(capped));
         }
       }),

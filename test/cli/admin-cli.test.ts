@@ -97,7 +97,7 @@ describe(`admin commands (${DB_MODE})`, () => {
     expect(json.code).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({ totalTokens: 0, totalCostUsd: 0, byModel: {}, byUser: {}, window: { since: '7d' } });
     const csv = await runCommand(['usage', 'report', '--tenant', 'acme', '--csv'], { env });
-    expect(csv.stdout).toBe('group,key,tokens,costUsd\ntotal,,0,0.000000\n');
+    expect(csv.stdout).toBe('group,key,tokens,costUsd,inputTokens,outputTokens,reasoningTokens,cacheReadTokens,cacheWriteTokens\ntotal,,0,0.000000,0,0,0,0,0\n');
     const bad = await runCommand(['usage', 'report', '--tenant', 'acme', '--since', 'soon'], { env });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/24h, 7d or 30d/);

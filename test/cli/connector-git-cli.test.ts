@@ -49,6 +49,18 @@ describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
     expect(JSON.parse(upd.stdout)).toMatchObject({ changed: expect.arrayContaining(['token (rotated)', 'protectedRefs']), gitHost: { protectedRefs: ['refs/heads/release/*'] } });
     expect(open(await sealed())).toBe(ROTATED);
 
+    // Push options: none by default; --push-option replaces the list, --no-push-options empties it.
+    expect(JSON.parse(upd.stdout).gitHost.pushOptions).toEqual([]);
+    const opts = await run(['connector', 'git', 'update', 'github', '--push-option', 'merge_request.create', '--push-option', 'merge_request.*', '--json']);
+    expect(opts.code, opts.stderr).toBe(0);
+    expect(JSON.parse(opts.stdout)).toMatchObject({ changed: ['pushOptions'], gitHost: { pushOptions: ['merge_request.create', 'merge_request.*'] } });
+    expect((await run(['connector', 'git', 'list'])).stdout).toContain('merge_request.create merge_request.*');
+    const badOpt = await run(['connector', 'git', 'update', 'github', '--push-option', '*']);
+    expect(badOpt.code).toBe(1);
+    expect(badOpt.stderr).toMatch(/pushOptions\[0\]/);
+    const none = await run(['connector', 'git', 'update', 'github', '--no-push-options', '--json']);
+    expect(JSON.parse(none.stdout).gitHost.pushOptions).toEqual([]);
+
     for (const r of [add, list, upd]) expect(`${r.stdout}${r.stderr}`).not.toMatch(/SECRET|XYZ987/);
     const audit = JSON.stringify((await t.opened.db.query(`select details from audit_log where action like 'connector.git.%'`)).rows);
     expect(audit).not.toMatch(/SECRET|XYZ987/);

@@ -33,6 +33,21 @@ describe.runIf(DB_MODE === 'postgres')('connector mcp commands', { timeout: 120_
     expect(updated.code, updated.stderr).toBe(0);
     expect(JSON.parse(updated.stdout)).toMatchObject({ server: { enabled: false, access: [{ role: 'member', tools: '*' }] }, changed: ['access', 'enabled'] });
 
+    // Resources and prompts apart: none unless given; the three flags together write the whole list.
+    const granted = await run(['update', 'tracker', '--allow', 'member=lookup', '--allow-resources', 'member=docs://handbook/*,tickets://T-1', '--allow-prompts', 'member=triage', '--allow-prompts', 'admin', '--json']);
+    expect(granted.code, granted.stderr).toBe(0);
+    expect(JSON.parse(granted.stdout).server.access).toEqual([
+      { role: 'member', tools: ['lookup'], resources: ['docs://handbook/*', 'tickets://T-1'], prompts: ['triage'] },
+      { role: 'admin', tools: [], resources: [], prompts: '*' },
+    ]);
+    expect((await run(['list'])).stdout).toContain('member=lookup;resources=docs://handbook/*,tickets://T-1;prompts=triage admin=(no tools);prompts=*');
+    const twice = await run(['update', 'tracker', '--allow', 'member=a', '--allow', 'member=b']);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toMatch(/--allow names the role member twice/);
+    const badUri = await run(['update', 'tracker', '--allow-resources', 'member=not a uri']);
+    expect(badUri.code).toBe(1);
+    expect(badUri.stderr).toMatch(/access\[0\]\.resources/);
+
     const bad = await run(['add', 'Bad Name', '--url', 'https://x/mcp', '--json']);
     expect(bad.code).toBe(1);
     expect(JSON.parse(bad.stdout).error).toBe('validation_failed');
@@ -45,7 +60,7 @@ describe.runIf(DB_MODE === 'postgres')('connector mcp commands', { timeout: 120_
 
     for (const r of [added, human, updated]) expect(r.stdout + r.stderr).not.toContain(TOKEN);
     const { rows } = await t.opened.db.query(`select action, actor, details from audit_log where target = 'mcp:tracker' order by ts`);
-    expect(rows.map((r) => r.action)).toEqual(['connector.mcp.add', 'connector.mcp.update', 'connector.mcp.remove']);
+    expect(rows.map((r) => r.action)).toEqual(['connector.mcp.add', 'connector.mcp.update', 'connector.mcp.update', 'connector.mcp.remove']);
     expect(rows.every((r) => r.actor === 'system:cli')).toBe(true);
     expect(JSON.stringify(rows)).not.toContain(TOKEN);
   });

@@ -36,6 +36,25 @@ describe(`SCIM token and retention commands (${DB_MODE})`, { timeout: 120_000 },
     expect(again.stderr).toContain('no SCIM token named "entra"');
   });
 
+  it('gives a SCIM token a lifetime (default 180 days, at most the maximum), shown with who minted it', async () => {
+    const dflt = JSON.parse((await run(['scim', 'token', 'create', '--name', 'okta', '--json'])).stdout);
+    expect(Math.round((Date.parse(dflt.expiresAt) - Date.now()) / 86_400_000)).toBe(180);
+    const short = await run(['scim', 'token', 'create', '--name', 'okta', '--expires-in', '4w', '--json']);
+    expect(short.code, short.stderr).toBe(0);
+    expect(JSON.parse(short.stdout)).toMatchObject({ replaced: true, createdBy: 'system:cli' });
+    expect(Math.round((Date.parse(JSON.parse(short.stdout).expiresAt) - Date.now()) / 86_400_000)).toBe(28);
+    const listed = await run(['scim', 'token', 'list', '--json']);
+    expect(JSON.parse(listed.stdout).tokens).toEqual([expect.objectContaining({ name: 'okta', expired: false, createdBy: 'system:cli', expiresAt: JSON.parse(short.stdout).expiresAt })]);
+    const shown = await run(['scim', 'token', 'list']);
+    expect(shown.stdout).toMatch(/okta\s+active\s+\d{4}-/);
+    const tooLong = await run(['scim', 'token', 'create', '--name', 'okta', '--expires-in', '400d']);
+    expect(tooLong.code).not.toBe(0);
+    expect(tooLong.stderr).toMatch(/expiresInDays: .*365/);
+    const bad = await run(['scim', 'token', 'create', '--name', 'okta', '--expires-in', 'soon']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--expires-in');
+  });
+
   it('sets, shows and runs a retention policy; refuses an audit period under the floor, naming it', async () => {
     const set = await run(['retention', 'set', '--sessions', '90d', '--usage', '2y', '--json']);
     expect(set.code, set.stderr).toBe(0);

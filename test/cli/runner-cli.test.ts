@@ -44,19 +44,21 @@ describe(`runner commands (${DB_MODE})`, SLOW, () => {
     const json = await run(['runner', 'token', 'create', 'r1', '--json']);
     expect(json.code, json.stderr).toBe(0);
     const created = JSON.parse(json.stdout);
-    expect(created).toEqual({ id: expect.any(String), name: 'r1', token: expect.stringMatching(/^agwr_[A-Za-z0-9_-]{43}$/), createdAt: expect.any(String) });
+    expect(created).toEqual({ id: expect.any(String), name: 'r1', token: expect.stringMatching(/^agwr_[A-Za-z0-9_-]{43}$/), maxCapacity: 100, createdAt: expect.any(String) });
     token = created.token;
     tokenId = created.id;
 
-    const human = await run(['runner', 'token', 'create', 'r2']);
+    const human = await run(['runner', 'token', 'create', 'r2', '--max-capacity', '6']);
     expect(human.code, human.stderr).toBe(0);
     expect(human.stdout).toMatch(/^agwr_[A-Za-z0-9_-]{43}\n$/);
-    expect(human.stderr).toMatch(/runner token "r2" created/);
+    expect(human.stderr).toMatch(/runner token "r2" created .*counted up to 6 runtimes/);
     expect(human.stderr).toMatch(/not shown again/);
 
     const dup = await run(['runner', 'token', 'create', 'r1']);
     expect(dup.code).toBe(1);
     expect(dup.stderr).toMatch(/a runner token named "r1" exists/);
+    const bad = await run(['runner', 'token', 'create', 'r3', '--max-capacity', '-2']);
+    expect(bad.code).not.toBe(0);
     const { rows } = await db.query(`select count(*)::int as n from audit_log where action = 'runner.token_created' and actor = 'system:cli'`);
     expect(rows[0].n).toBe(2);
   });
@@ -66,11 +68,12 @@ describe(`runner commands (${DB_MODE})`, SLOW, () => {
     expect(json.code, json.stderr).toBe(0);
     const { tokens } = JSON.parse(json.stdout);
     expect(tokens.map((t: { name: string }) => t.name)).toEqual(['r1', 'r2']);
-    expect(tokens[0]).toMatchObject({ id: tokenId, name: 'r1', lastUsedAt: null, revokedAt: null, revoked: false, runners: [] });
+    expect(tokens[0]).toMatchObject({ id: tokenId, name: 'r1', maxCapacity: 100, lastUsedAt: null, revokedAt: null, revoked: false, runners: [] });
+    expect(tokens[1]).toMatchObject({ name: 'r2', maxCapacity: 6 });
     const human = await run(['runner', 'token', 'list']);
     expect(human.code, human.stderr).toBe(0);
-    expect(human.stdout).toMatch(/^ID\s+NAME\s+CREATED\s+LAST USED\s+REVOKED\s+RUNNERS\n/);
-    expect(human.stdout).toMatch(/r1\s+\S+\s+never\s+-\s+-/);
+    expect(human.stdout).toMatch(/^ID\s+NAME\s+MAX CAPACITY\s+CREATED\s+LAST USED\s+REVOKED\s+RUNNERS\n/);
+    expect(human.stdout).toMatch(/r1\s+100\s+\S+\s+never\s+-\s+-/);
     const { rows } = await db.query<{ h: string }>(`select token_hash as h from runner_tokens where id = $1`, [tokenId]);
     for (const out of [json.stdout, human.stdout]) {
       expect(out).not.toContain(token);
@@ -91,7 +94,7 @@ describe(`runner commands (${DB_MODE})`, SLOW, () => {
     expect(json.code, json.stderr).toBe(0);
     const { runners } = JSON.parse(json.stdout);
     expect(runners).toEqual([
-      expect.objectContaining({ name: 'r1', kind: 'remote', state: 'active', healthy: true, capacity: 4, resident: 1, busy: 1, users: 0, version: '0.1.0', labels: { zone: 'a' }, address: '10.0.0.9', sharedStorage: false }),
+      expect.objectContaining({ name: 'r1', kind: 'remote', state: 'active', healthy: true, capacity: 4, maxCapacity: 100, resident: 1, busy: 1, users: 0, version: '0.1.0', labels: { zone: 'a' }, address: '10.0.0.9', sharedStorage: false }),
     ]);
     expect(runners[0].heartbeat).toMatch(/^\ds ago$/);
     const human = await run(['runner', 'list']);
@@ -117,6 +120,22 @@ describe(`runner commands (${DB_MODE})`, SLOW, () => {
     const busy = await run(['runner', 'remove', 'r1']);
     expect(busy.code).toBe(1);
     expect(busy.stderr).toMatch(/drain it/i);
+  });
+
+  it('token update changes the ceiling (audited); a runner reporting more is listed at it, with what it reports', async () => {
+    await db.query(`update runners set reported_capacity = 500, capacity = 100 where name = 'r1'`);
+    const up = await run(['runner', 'token', 'update', 'r1', '--max-capacity', '3', '--json']);
+    expect(up.code, up.stderr).toBe(0);
+    expect(JSON.parse(up.stdout)).toMatchObject({ name: 'r1', maxCapacity: 3, previous: 100, runners: ['r1'] });
+    const human = await run(['runner', 'list']);
+    expect(human.stdout).toMatch(/r1\s+remote\s+active\s+3 \(reports 500\)/);
+    const { rows } = await db.query(`select details from audit_log where action = 'runner.token_updated' and actor = 'system:cli'`);
+    expect(rows).toEqual([{ details: expect.objectContaining({ name: 'r1', maxCapacity: 3, previous: 100 }) }]);
+    const nope = await run(['runner', 'token', 'update', 'nope', '--max-capacity', '3']);
+    expect(nope.code).toBe(1);
+    expect(nope.stderr).toMatch(/runner token "nope" not found/);
+    const missing = await run(['runner', 'token', 'update', 'r1']);
+    expect(missing.code).not.toBe(0);
   });
 
   it('token revoke puts its runners offline and refuses the token; the runner can then be removed', async () => {

@@ -87,7 +87,7 @@ describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
     const doc = JSON.parse(json.stdout);
     expect(Object.keys(doc)).toEqual(['providers']);
     expect(doc.providers).toHaveLength(1);
-    expect(Object.keys(doc.providers[0]).sort()).toEqual(['baseUrl', 'createdAt', 'enabled', 'hasApiKey', 'kind', 'models', 'name', 'updatedAt']);
+    expect(Object.keys(doc.providers[0]).sort()).toEqual(['baseUrl', 'createdAt', 'enabled', 'hasApiKey', 'kind', 'models', 'name', 'prices', 'updatedAt']);
     expect(doc.providers[0]).toMatchObject({ name: 'openai', hasApiKey: true, enabled: true });
 
     const human = await run(['provider', 'list']);
@@ -280,6 +280,46 @@ describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
     const s = await run(['runtime', 'status', '--json']);
     expect(s.code).toBe(0);
     expect(JSON.parse(s.stdout)).toMatchObject({ ready: false, detail: expect.stringMatching(/has no provider any more/) });
+  });
+
+  it('--cache-price sets prompt-cache prices on add and update (alone, only those prices change); unset ones show as charged', async () => {
+    const add = await run(
+      ['provider', 'add', 'claude', '--kind', 'anthropic', '--model', 'claude-sonnet-4-5:200000:64000:3:15', '--model', 'claude-haiku-4-5:::1:5', '--cache-price', 'claude-haiku-4-5=0.08:1.1', '--api-key-stdin', '--json'],
+      KEY,
+    );
+    expect(add.code, add.stderr).toBe(0);
+    const p = JSON.parse(add.stdout).provider;
+    expect(p.models).toEqual([
+      { id: 'claude-sonnet-4-5', contextLimit: 200000, outputLimit: 64000, inputCostPerMTok: 3, outputCostPerMTok: 15 },
+      { id: 'claude-haiku-4-5', inputCostPerMTok: 1, outputCostPerMTok: 5, cacheReadCostPerMTok: 0.08, cacheWriteCostPerMTok: 1.1 },
+    ]);
+    // Unset cache prices follow Anthropic's rule, and the provider says what they come to.
+    expect(p.prices).toEqual({
+      'claude-sonnet-4-5': { inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75, cacheWriteLongPerMTok: 6 },
+      'claude-haiku-4-5': { inputPerMTok: 1, outputPerMTok: 5, cacheReadPerMTok: 0.08, cacheWritePerMTok: 1.1, cacheWriteLongPerMTok: 2 },
+    });
+
+    // Alone, --cache-price changes those prices of the models as they are; limits, names and other prices stay.
+    const upd = await run(['provider', 'update', 'claude', '--cache-price', 'claude-sonnet-4-5=:4', '--json']);
+    expect(upd.code, upd.stderr).toBe(0);
+    expect(JSON.parse(upd.stdout)).toMatchObject({ changed: ['models'] });
+    expect(JSON.parse(upd.stdout).provider.models).toEqual([
+      { id: 'claude-sonnet-4-5', contextLimit: 200000, outputLimit: 64000, inputCostPerMTok: 3, outputCostPerMTok: 15, cacheWriteCostPerMTok: 4 },
+      { id: 'claude-haiku-4-5', inputCostPerMTok: 1, outputCostPerMTok: 5, cacheReadCostPerMTok: 0.08, cacheWriteCostPerMTok: 1.1 },
+    ]);
+    // With --model, the prices go on the new list.
+    const replaced = await run(['provider', 'update', 'claude', '--model', 'claude-opus-4-1:::15:75', '--cache-price', 'claude-opus-4-1=1.5', '--json']);
+    expect(JSON.parse(replaced.stdout).provider.models).toEqual([{ id: 'claude-opus-4-1', inputCostPerMTok: 15, outputCostPerMTok: 75, cacheReadCostPerMTok: 1.5 }]);
+
+    const unknown = await run(['provider', 'update', 'claude', '--cache-price', 'gpt-4.1=0.5']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/--cache-price: the provider has no model "gpt-4\.1" \(its models: claude-opus-4-1\)/);
+    const bad = await run(['provider', 'update', 'claude', '--cache-price', 'claude-opus-4-1=cheap']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/--cache-price "claude-opus-4-1=cheap": the prices must be USD per million tokens/);
+    const missing = await run(['provider', 'update', 'nope', '--cache-price', 'x=1']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/provider "nope" not found/);
   });
 });
 

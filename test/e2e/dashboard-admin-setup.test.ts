@@ -219,6 +219,35 @@ describe('the dashboard setup screens in Chromium', () => {
     expect((await audited('tenant.update')).length).toBe(1);
   });
 
+  it('sign-in: an owner creates a SCIM token (shown once, with its expiry), sees who minted it, renews and revokes it', async () => {
+    const page = await open('owner', 'sign-in');
+    const form = page.getByRole('form', { name: 'New SCIM token' });
+    await form.locator('input[name=scimName]').fill('entra');
+    await form.locator('input[name=scimDays]').fill('30');
+    await form.getByRole('button', { name: 'Create or renew SCIM token' }).click();
+    const value = await page.getByTestId('scim-token-value').innerText();
+    expect(value).toMatch(/^agentws_scim_/);
+    const scim = (token: string) => fetch(`${t.url}/scim/v2/Users?count=1`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
+    expect(await scim(value)).toBe(200);
+    const row = page.getByTestId('scim-token-entra');
+    await expect.poll(() => row.innerText()).toContain(`by user:${acme.ids.owner}`);
+    expect(await row.innerText()).toMatch(/active[\s\S]*expires /);
+    const listed = (await api(t, 'GET', '/v1/admin/scim/tokens', { token: ownerToken })).json.tokens.find((x: { name: string }) => x.name === 'entra');
+    expect(Math.round((Date.parse(listed.expiresAt) - Date.now()) / 86_400_000)).toBe(30);
+    await shoot(page, '43-admin-scim-tokens');
+
+    // The same name again renews it: a new value, the old one refused at once.
+    await page.getByRole('button', { name: 'Done' }).click();
+    await form.getByRole('button', { name: 'Create or renew SCIM token' }).click();
+    await expect.poll(() => page.getByTestId('new-scim-token').innerText()).toContain('renewed');
+    const renewed = await page.getByTestId('scim-token-value').innerText();
+    expect(renewed).not.toBe(value);
+    expect(await scim(value)).toBe(401);
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    await expect.poll(() => row.count()).toBe(0);
+    expect(await scim(renewed)).toBe(401);
+  });
+
   it('sign-in: a team that does not exist is refused next to its mapping, a line without "=" in the form; the saved mapping and its switch stay after a reload', async () => {
     const settings = async () => (await api(t, 'GET', '/v1/admin/tenant', { token: ownerToken })).json.tenant.settings;
     const before = await settings();

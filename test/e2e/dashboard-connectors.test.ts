@@ -64,11 +64,20 @@ describe('the dashboard connector tabs in Chromium', () => {
     expect(await host.locator('textarea[name=access]').inputValue()).toBe('role:member=acme/*');
 
     await host.locator('textarea[name=access]').fill('role:member=acme/*\nteam:ops=infra/**');
+    // Push options agents may send (none by default): one a line; a malformed one refused at its field.
+    expect(await host.locator('textarea[name=pushOptions]').inputValue()).toBe('');
+    await host.locator('textarea[name=pushOptions]').fill('merge_request.create\n*');
     await host.getByRole('button', { name: 'Save' }).click();
-    await expect.poll(async () => (await t.opened.db.query(`select access from git_hosts where name = 'github'`)).rows[0]?.access).toEqual([
-      { who: 'role:member', repos: ['acme/*'] },
-      { who: 'team:ops', repos: ['infra/**'] },
-    ]);
+    await host.getByText(/pushOptions\[1\]/).waitFor();
+    await host.locator('textarea[name=pushOptions]').fill('merge_request.create\nmerge_request.*');
+    await host.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(async () => (await t.opened.db.query(`select access, push_options from git_hosts where name = 'github'`)).rows[0]).toEqual({
+      access: [
+        { who: 'role:member', repos: ['acme/*'] },
+        { who: 'team:ops', repos: ['infra/**'] },
+      ],
+      push_options: ['merge_request.create', 'merge_request.*'],
+    });
     expect(await page.content()).not.toContain(GIT_TOKEN);
 
     await host.getByRole('button', { name: 'Remove' }).click();
@@ -101,13 +110,31 @@ describe('the dashboard connector tabs in Chromium', () => {
     const edit = page.getByRole('form', { name: 'Edit MCP server tracker' });
     expect(await edit.locator('input[name=secret]').inputValue()).toBe('');
     await edit.locator('textarea[name=access]').fill('member');
+    // Resources and prompts apart: none unless listed.
+    expect(await edit.locator('textarea[name=resources]').inputValue()).toBe('');
+    await edit.locator('textarea[name=resources]').fill('member: docs://handbook/*, tickets://T-1');
+    await edit.locator('textarea[name=prompts]').fill('member: triage\nadmin');
     await edit.getByRole('button', { name: 'Save changes' }).click();
-    await page.getByText('member: all tools').waitFor();
+    await page.getByText('member: all tools, resources docs://handbook/*, tickets://T-1, prompts triage').waitFor();
     await row.getByRole('button', { name: 'Disable' }).click();
     await row.getByRole('button', { name: 'Enable' }).waitFor();
     expect(await page.content()).not.toContain(MCP_TOKEN);
     const stored = (await t.opened.db.query(`select access, enabled, secret_sealed is not null as sealed from mcp_servers where name = 'tracker'`)).rows[0];
-    expect(stored).toEqual({ access: [{ role: 'member', tools: '*' }], enabled: false, sealed: true });
+    expect(stored).toEqual({
+      access: [
+        { role: 'member', tools: '*', resources: ['docs://handbook/*', 'tickets://T-1'], prompts: ['triage'] },
+        { role: 'admin', tools: [], resources: [], prompts: '*' },
+      ],
+      enabled: false,
+      sealed: true,
+    });
+    // Edited again, the form shows the grants as stored.
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const again = page.getByRole('form', { name: 'Edit MCP server tracker' });
+    expect(await again.locator('textarea[name=access]').inputValue()).toBe('member\nadmin: ');
+    expect(await again.locator('textarea[name=resources]').inputValue()).toBe('member: docs://handbook/*, tickets://T-1');
+    expect(await again.locator('textarea[name=prompts]').inputValue()).toBe('member: triage\nadmin');
+    await again.getByRole('button', { name: 'Cancel' }).click();
 
     await row.getByRole('button', { name: 'Remove' }).click();
     await page.getByText('No MCP servers yet.').waitFor();
@@ -180,6 +207,10 @@ describe('the dashboard connector tabs in Chromium', () => {
     await member.getByText('Connected to forge: your agents now act as you there.').waitFor();
     await item.getByText(/Connected as mia-at-forge · since/).waitFor();
     await shoot(member, '41-connections');
+    // Its refresh failed (as the gateway records it): said on the page until it works again.
+    await t.opened.db.query(`update git_connections set refresh_failed_at = now(), refresh_error = 'the host refused (invalid_grant)' where host_id = $1`, [hostId]);
+    await member.reload();
+    await item.getByText("Could not be refreshed (the host refused (invalid_grant)). Until it works again, your agents reach it with your organisation's shared access. Reconnect to fix it.").waitFor();
     await item.getByRole('button', { name: 'Disconnect' }).click();
     await item.getByText('Not connected').waitFor();
     expect((await t.opened.db.query(`select 1 from git_connections where host_id = $1`, [hostId])).rowCount).toBe(0);

@@ -99,17 +99,21 @@ describe('setting a workspace up in the dashboard', () => {
     await form.getByRole('textbox', { name: 'Output tokens 1' }).fill('4096');
     await form.getByRole('textbox', { name: 'Input $/MTok 1' }).fill('2');
     await form.getByRole('textbox', { name: 'Output $/MTok 1' }).fill('8');
+    // An empty cache price says what it defaults to for this kind; the read price is given.
+    expect(await form.getByRole('textbox', { name: 'Cache write $/MTok 1' }).getAttribute('placeholder')).toBe('input price');
+    await form.getByRole('textbox', { name: 'Cache read $/MTok 1' }).fill('0.5');
     await form.getByRole('button', { name: 'Add a model' }).click();
     await form.getByRole('textbox', { name: 'Model id 2' }).fill('fake-embed-32');
     await shoot(page, '32-setup-provider-form');
     await form.getByRole('button', { name: 'Add provider' }).click();
     const row = page.getByTestId('provider-scripted');
     await row.waitFor();
-    expect(await row.innerText()).toMatch(/fake-model\s+32,000 ctx · 4,096 out · \$2\/\$8 per MTok/);
+    expect(await row.innerText()).toMatch(/fake-model\s+32,000 ctx · 4,096 out · \$2\/\$8 per MTok · cache \$0\.5 read\/\$2 write \(defaults where unset\)/);
     const stored = (await api(t, 'GET', '/v1/admin/providers', { token: ownerToken })).json.providers;
     expect(stored).toMatchObject([
-      { name: 'scripted', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, hasApiKey: true, enabled: true, models: [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096, inputCostPerMTok: 2, outputCostPerMTok: 8 }, { id: 'fake-embed-32' }] },
+      { name: 'scripted', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, hasApiKey: true, enabled: true, models: [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096, inputCostPerMTok: 2, outputCostPerMTok: 8, cacheReadCostPerMTok: 0.5 }, { id: 'fake-embed-32' }] },
     ]);
+    expect(stored[0].models[0].cacheWriteCostPerMTok).toBeUndefined();
 
     // The test: the provider's own refusal, its status and message, the key cut out.
     await row.getByRole('button', { name: 'Test' }).click();
@@ -170,6 +174,8 @@ describe('setting a workspace up in the dashboard', () => {
     await form.getByRole('textbox', { name: 'Base URL' }).fill(`${llm.url}/v1`);
     await form.getByLabel('API key').fill('sk-spare');
     await form.getByRole('textbox', { name: 'Model id 1' }).fill('spare-model');
+    await form.getByRole('textbox', { name: 'Cache read $/MTok 1' }).fill('0.1');
+    await form.getByRole('textbox', { name: 'Cache write $/MTok 1' }).fill('1');
     await form.getByRole('button', { name: 'Add provider' }).click();
     const row = page.getByTestId('provider-spare');
     await row.waitFor();
@@ -184,6 +190,10 @@ describe('setting a workspace up in the dashboard', () => {
     await edit.getByRole('textbox', { name: 'Model id 2' }).fill('spare-large');
     await edit.getByRole('button', { name: 'Save provider' }).click();
     await expect.poll(() => row.innerText()).toContain('spare-large');
+    // The edit kept what the form did not change: the first model's cache prices.
+    const spare = (await api(t, 'GET', '/v1/admin/providers', { token: ownerToken })).json.providers.find((p: any) => p.name === 'spare');
+    expect(spare.models).toEqual([{ id: 'spare-model', cacheReadCostPerMTok: 0.1, cacheWriteCostPerMTok: 1 }, { id: 'spare-large' }]);
+    expect(await row.innerText()).toMatch(/spare-model\s+· cache \$0\.1 read\/\$1 write/);
     page.once('dialog', (d) => void d.accept());
     await row.getByRole('button', { name: 'Remove', exact: true }).click();
     await expect.poll(() => page.getByTestId('provider-spare').count()).toBe(0);

@@ -187,11 +187,19 @@ describe('the web dashboard in Chromium', () => {
     await expect.poll(async () => (await page.getByTestId('audit-entry').allInnerTexts()).find((e) => e.includes(`user:${acme.ids.mia}`)) ?? '', { timeout: 10_000 }).toContain(`user:${alice}`);
     await shoot(page, '07-admin-audit');
 
+    // A call whose prompt the provider mostly served from its cache (Anthropic-style figures), as the gateway records one.
+    await t.opened.core.usage.record(t.opened.db, {
+      tenantId: acme.tenantId, userId: alice, sessionId: null, model: 'claude-sonnet', provider: 'claude',
+      tokens: { input: 2000, output: 300, reasoning: 0, cacheRead: 40_000, cacheWrite: 3000 }, costUsd: 0.03375, channel: 'web',
+    });
     await page.getByRole('link', { name: 'Usage' }).click();
     await page.getByText('By model', { exact: true }).waitFor();
     // The turns above, over time: one column per day, by model; users by name.
     await page.getByRole('img', { name: 'Tokens per day by model' }).waitFor();
     expect(await page.locator('.bars').last().innerText()).toContain('Alice Liddell');
+    // Tokens by kind: in all, and under each model's bar.
+    expect(await page.getByTestId('usage-total').innerText()).toMatch(/cache read 40,000 · cache write 3,000/);
+    expect(await page.locator('.bars').first().getByTestId('usage-split').allInnerTexts()).toContain('input 2,000 · cache read 40,000 · cache write 3,000 · output 300');
     await shoot(page, '08-admin-usage');
 
     // A chat user writes to the tenant's bot: a pairing code is issued.

@@ -16,7 +16,7 @@ import { startGitHostApi } from '../fixtures/git-host-api.js';
 import { api } from '../helpers/app.js';
 import { regularFilesUnder } from '../helpers/files.js';
 import { DB_MODE } from '../helpers/test-env.js';
-import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
+import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
  * Per-user git connections and GitHub App credentials (issue 28) end to end. A stand-in git host (an
@@ -170,6 +170,30 @@ describe.runIf(DB_MODE === 'postgres')('git connections: agents act as their use
     }
     const everything = JSON.stringify([mia.messages, owner.messages, (await r.t.opened.db.query(`select * from audit_log where tenant_id = $1`, [acme.tenantId])).rows]);
     for (const s of secrets) expect(everything.includes(s)).toBe(false);
+  });
+
+  it("an optional connection whose refresh fails: the agent's clone goes as the service, and the person is told on their session's stream and in the audit", async () => {
+    // Her token is due (as if its hour were up) and the host now refuses her refresh token.
+    await r.t.opened.db.query(`update git_connections set expires_at = now() where tenant_id = $1 and user_id = $2`, [acme.tenantId, acme.ids.mia]);
+    host.state.failRefresh = true;
+    try {
+      const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token: acme.tokens.member, body: { title: 'fallback' } })).json.sessionId as string;
+      const stream = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${acme.tokens.member}` });
+      const before = seen.length;
+      const turn = await agentTurn(r, acme.tokens.member, bash(`cd /workspace && rm -rf fb && timeout 20 git clone ${baseUrl}/org/private.git fb 2>&1; echo "CLONE=$?"`), { sessionId });
+      expect(turn.output).toContain('CLONE=0');
+      expect(seen.slice(before).filter((s) => s.identity !== null).every((s) => s.identity === 'service')).toBe(true);
+      const told = stream.events.find((e) => e.data.type === 'git.credential_fallback');
+      await stream.close();
+      expect(told?.data.properties).toMatchObject({ sessionID: sessionId, host: 'corp', as: 'service', message: expect.stringMatching(/could not be refreshed \(the host refused \(invalid_grant.*organisation's service account.*Connect your account again/) });
+      const audit = async () => (await r.t.opened.db.query<{ action: string; session_id: string | null; details: any }>(`select action, session_id, details from audit_log where tenant_id = $1 and user_id = $2 and action in ('git.credential_fallback', 'git.fetch') order by ts`, [acme.tenantId, acme.ids.mia])).rows;
+      await expect.poll(async () => (await audit()).filter((a) => a.details.fallback || a.action === 'git.credential_fallback').map((a) => [a.action, a.session_id, a.details.as])).toEqual([
+        ['git.credential_fallback', sessionId, 'service'],
+        ['git.fetch', sessionId, 'service'],
+      ]);
+    } finally {
+      host.state.failRefresh = false;
+    }
   });
 
   it('with connections required, refuses an agent whose person has none; disconnecting takes effect at once', async () => {

@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +32,7 @@ describe.runIf(DB_MODE === 'postgres')(`git gateway: private repositories withou
   let r: RuntimeApp;
   let acme: Awaited<ReturnType<typeof seedPeople>>;
   let root: string;
-  let server: http.Server;
+  let server: ReturnType<typeof createGitServer>;
   let baseUrl: string;
   const seen: Array<{ path: string; authorized: boolean }> = [];
   const bare = () => join(root, 'org', 'private.git');
@@ -50,7 +49,8 @@ describe.runIf(DB_MODE === 'postgres')(`git gateway: private repositories withou
     git(['push', '-q', bare(), 'main'], seed);
 
     // git http-backend as CGI: the smart HTTP server GitHub, GitLab and Gitea speak too.
-    server = createGitServer({ root, authorization: `Basic ${BASIC}`, onRequest: (q) => seen.push({ path: q.path, authorized: q.authorized }) });
+    // Advertising push options as GitLab does, and recording what receive-pack got with each push.
+    server = createGitServer({ root, authorization: `Basic ${BASIC}`, pushOptions: true, onRequest: (q) => seen.push({ path: q.path, authorized: q.authorized }) });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
@@ -77,6 +77,8 @@ describe.runIf(DB_MODE === 'postgres')(`git gateway: private repositories withou
       'cd private && git checkout -q -b agent/mia/fix && echo fixed > fix.txt && git add fix.txt && git commit -q -m fix',
       'timeout 20 git push origin agent/mia/fix 2>&1; echo "PUSH_PREFIX=$?"',
       'timeout 20 git push origin HEAD:main 2>&1; echo "PUSH_MAIN=$?"',
+      // A push option is an instruction to the host (GitLab skips the pipeline): none is allowed here.
+      'timeout 20 git push -o ci.skip origin HEAD:agent/mia/skip 2>&1; echo "PUSH_OPTION=$?"',
       // What the agent can see, for the host to search: its environment, every process's, its git config
       // (from a script: opencode's own rules would ask about paths outside the workspace on the command line).
       "cd /workspace && printf '%s\\n' '(env; git config --list --show-origin; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) > seen.txt 2>&1' > dump.sh && sh dump.sh; echo DUMPED",
@@ -88,10 +90,15 @@ describe.runIf(DB_MODE === 'postgres')(`git gateway: private repositories withou
     expect(turn.output).toMatch(/PUSH_MAIN=[1-9]/);
     expect(turn.output).toMatch(/\[remote rejected\] HEAD -> main \(protected ref/);
     expect(turn.output).toContain('remote: agentws:');
+    expect(turn.output).toMatch(/PUSH_OPTION=[1-9]/);
+    expect(turn.output).toMatch(/\[remote rejected\] HEAD -> agent\/mia\/skip \(push option "ci\.skip" not allowed/);
     // On the server: the branch landed, main did not move; every request carried the service credential.
     const fix = git(['--git-dir', bare(), 'rev-parse', 'refs/heads/agent/mia/fix']);
     expect(git(['--git-dir', bare(), 'show', `${fix}:fix.txt`])).toBe('fixed');
     expect(git(['--git-dir', bare(), 'rev-parse', 'refs/heads/main'])).toBe(mainBefore);
+    // git's receive-pack took in one push (the branch), without options: the refused option never reached it.
+    expect(server.pushes()).toEqual([{ options: [] }]);
+    expect(() => git(['--git-dir', bare(), 'rev-parse', '--verify', '-q', 'refs/heads/agent/mia/skip'])).toThrow();
     expect(seen.length).toBeGreaterThan(0);
     expect(seen.every((s) => s.authorized)).toBe(true);
 

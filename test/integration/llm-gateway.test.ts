@@ -136,7 +136,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     hold: async (_caller, t, price) => {
       const sum = (key?: string | null) => [...holds.values()].filter((h) => key === undefined || h.budgetKey === key).reduce((n, h) => n + h.amountUsd, 0);
       let result: HoldResult;
-      if (limits.monthly === undefined && limits.perRequest === undefined) result = { ok: true, holdId: null, maxOutput: price.maxOutput, cut: false };
+      if (limits.monthly === undefined && limits.perRequest === undefined) result = { ok: true, holdId: null, maxOutput: price.maxOutput, cut: false, limited: false };
       else {
         const room = available({ monthlyLimit: limits.monthly, perRequestLimit: limits.perRequest, monthSpent: spentMonth + sum(), turnSpent: t ? (await t.recorded(null as never)) + sum(t.budgetKey) : 0 });
         const fit = fitCall(price, room.usd);
@@ -144,7 +144,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
         else {
           const holdId = crypto.randomUUID();
           holds.set(holdId, { amountUsd: fit.holdUsd, budgetKey: t?.budgetKey ?? null });
-          result = { ok: true, holdId, maxOutput: fit.maxOutput, cut: fit.cut };
+          result = { ok: true, holdId, maxOutput: fit.maxOutput, cut: fit.cut, limited: true };
         }
       }
       held.push({ turn: t, price, result });
@@ -334,8 +334,25 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
 
     await expect.poll(() => records.length).toBe(1);
     expect(records[0]).toMatchObject({ provider: 'claude', model: 'claude-test', turn: null, usage: { input: 1000, cacheRead: 200, output: 250, cacheWrite: 0, reasoning: 0 } });
-    // (1000 input + 200 cache read) at $3/MTok + 250 output at $15/MTok
-    expect(records[0].costUsd).toBeCloseTo((1200 * 3 + 250 * 15) / 1e6, 12);
+    // 1000 input at $3/MTok, 200 read from the cache at a tenth of that (Anthropic's price), 250 output at $15/MTok
+    expect(records[0].costUsd).toBeCloseTo((1000 * 3 + 200 * 0.3 + 250 * 15) / 1e6, 12);
+  });
+
+  it('holds an Anthropic call\'s input at its worst price: a cache write (1.25x input), the one-hour cache (2x) when the call asks for it', async () => {
+    const body = (ttl?: string) =>
+      JSON.stringify({ model: 'claude-test', max_tokens: 100, stream: true, system: [{ type: 'text', text: 'You are terse.', cache_control: { type: 'ephemeral', ...(ttl ? { ttl } : {}) } }], messages: [{ role: 'user', content: 'Hi' }] });
+    const headers = { 'x-api-key': CREDENTIAL, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' };
+    for (const [ttl, perMTok] of [[undefined, 3.75], ['1h', 6]] as const) {
+      const sent = body(ttl);
+      expect((await viaProxy(gw('/p/claude/messages'), { headers, body: sent })).status).toBe(200);
+      const price = held.at(-1)!.price;
+      expect(price.inputUsd).toBeCloseTo((estimateInputTokens(JSON.parse(sent)) * perMTok) / 1e6, 15);
+      expect(price.outputUsdPerToken).toBeCloseTo(15 / 1e6, 15);
+    }
+    // An OpenAI-compatible model's worst input price is its input price.
+    fake.script([{ text: 'ok' }]);
+    expect((await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer(), body: chat('scripted-1') })).status).toBe(200);
+    expect(held.at(-1)!.price.inputUsd).toBeCloseTo((estimateInputTokens(JSON.parse(chat('scripted-1'))) * 2) / 1e6, 15);
   });
 
   it('forwards the first chunk as it arrives, before the provider has finished', async () => {
@@ -517,6 +534,51 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     }
   });
 
+  it('an Anthropic answer cut off after message_start keeps Anthropic\'s count of its input: cache reads at their price, never the estimate on top', async () => {
+    // message_start (input and cache tokens counted), a first chunk of text, then nothing more for 10 s.
+    const stalling = await startProvider(async (_req, _body, write, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      write(sse('message_start', { type: 'message_start', message: { id: 'msg_s', model: 'claude-test', usage: { input_tokens: 12, output_tokens: 1, cache_read_input_tokens: 40_000, cache_creation_input_tokens: 1000 } } }));
+      write(sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Thinking' } }));
+      await new Promise((r) => setTimeout(r, 10_000));
+      res.end();
+    });
+    const gateway = createLlmGateway({
+      providers: async () => ({ applied: { defaultModel: 'claude/claude-test', providers: ['claude'] }, providers: [{ id: 'c', tenantId: 't1', name: 'claude', kind: 'anthropic', baseUrl: `${stalling.url}/v1`, apiKeySealed: null, models: [{ id: 'claude-test', inputCostPerMTok: 3, outputCostPerMTok: 15 }], enabled: true, createdAt: new Date(), updatedAt: new Date() }] }),
+      openKey: (x) => x,
+      turnOf: async () => null,
+      ...spending,
+      limitReached: () => {},
+      drain: { ms: 200, bytes: 1024 * 1024 },
+      clock: systemClock,
+      log: silentLogger,
+    });
+    const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });
+    const own = await proxy.listen(caller, { path: join(dir, 'stall.sock') });
+    try {
+      // A long prompt: the gateway's estimate of its input is far more than the 12 fresh tokens Anthropic counted.
+      const body = { model: 'claude-test', max_tokens: 500, stream: true, messages: [{ role: 'user', content: 'x'.repeat(120_000) }] };
+      expect(estimateInputTokens(body)).toBeGreaterThan(40_000);
+      await new Promise<void>((resolve) => {
+        const req = http.request({ socketPath: own.address, method: 'POST', path: gw('/p/claude/messages'), headers: { host: GATEWAY_HOST, 'x-api-key': CREDENTIAL, 'content-type': 'application/json' }, agent: false }, (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        });
+        req.on('error', () => resolve());
+        req.end(JSON.stringify(body));
+      });
+      await expect.poll(() => records.length, { timeout: 10_000 }).toBe(1);
+      expect(records[0]).toMatchObject({ estimated: true, usage: { input: 12, cacheRead: 40_000, cacheWrite: 1000, output: 500 } });
+      // 12 x $3 + 40,000 x $0.30 + 1,000 x $3.75 + 500 (the output limit) x $15, per million.
+      expect(records[0].costUsd).toBeCloseTo((12 * 3 + 40_000 * 0.3 + 1000 * 3.75 + 500 * 15) / 1e6, 12);
+    } finally {
+      await own.close();
+      await stalling.close();
+    }
+  });
+
   it('calls made at the same time cannot together spend past the per-request limit: each is held, cut to fit, or refused', async () => {
     limits = { perRequest: 0.01 };
     turns.set('ses_par', turn('sess-par'));
@@ -549,6 +611,99 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     }
   });
 
+  /** A gateway of its own behind its own listener (for tests that abort or stop it), on the scripted provider. */
+  async function ownGateway(sock: string, o: { settle?: GatewayDeps['settle'] } = {}) {
+    const gateway = createLlmGateway({
+      providers: async () => ({
+        applied: { defaultModel: 'scripted/scripted-1', providers: ['scripted'] },
+        providers: [{ id: 's', tenantId: 't1', name: 'scripted', kind: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKeySealed: null, models: [{ id: 'scripted-1', inputCostPerMTok: 2, outputCostPerMTok: 8, outputLimit: 700 }], enabled: true, createdAt: new Date(), updatedAt: new Date() }],
+      }),
+      openKey: (x) => x,
+      turnOf: async () => null,
+      ...spending,
+      ...(o.settle ? { settle: o.settle } : {}),
+      limitReached: () => {},
+      clock: systemClock,
+      log: silentLogger,
+    });
+    const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });
+    const listener = await proxy.listen(caller, { path: join(dir, sock) });
+    /** A streamed call through it: resolves at its first chunk, with how it ended later. */
+    const start = (content: string) =>
+      new Promise<{ ended: Promise<string> }>((resolve, reject) => {
+        const req = http.request({ socketPath: listener.address, method: 'POST', path: gw('/p/scripted/chat/completions'), headers: { host: GATEWAY_HOST, ...bearer() }, agent: false }, (res) => {
+          const ended = new Promise<string>((done) => {
+            res.on('end', () => done('end'));
+            res.on('error', () => done('cut'));
+            res.on('aborted', () => done('cut'));
+            res.on('close', () => done(res.complete ? 'end' : 'cut'));
+          });
+          res.once('data', () => resolve({ ended }));
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify({ model: 'scripted-1', stream: true, messages: [{ role: 'user', content }] }));
+      });
+    return { gateway, listener, start };
+  }
+
+  it('aborts the calls in flight of a runtime that went away (cutCalls), not a newer one\'s, and charges each the estimate', async () => {
+    const own = await ownGateway('cut-calls.sock');
+    try {
+      fake.respond((req) => (/^slow/.test(req.lastUser) ? { text: 'one two three four five six seven eight nine ten', chunkDelayMs: 300 } : undefined));
+      const before = fake.requests.length;
+      const call = await own.start('slow please');
+      expect(own.gateway.inFlight).toBe(1);
+      // Another user's call, and calls started after the loss, are not touched.
+      expect(own.gateway.cutCalls({ tenantId: 't1', userId: 'someone-else' })).toBe(0);
+      expect(own.gateway.cutCalls(caller, Date.now() - 60_000)).toBe(0);
+      const t0 = performance.now();
+      expect(own.gateway.cutCalls(caller)).toBe(1);
+      expect(await call.ended).toBe('cut');
+      // The provider's answer is abandoned at once, not read to its end (~3 s of chunks).
+      await expect.poll(() => fake.requests[before]?.hungUp, { timeout: 2000 }).toBe(true);
+      expect(performance.now() - t0).toBeLessThan(2000);
+      expect(fake.requests[before].chunks).toBeLessThan(11);
+      await expect.poll(() => records.length).toBe(1);
+      expect(records[0]).toMatchObject({ estimated: true, provider: 'scripted', usage: { output: 700 } });
+      expect(own.gateway.inFlight).toBe(0);
+    } finally {
+      fake.respond(null);
+      await own.listener.close();
+    }
+  });
+
+  it('a stopping gateway aborts every call in flight and resolves once each is recorded; new calls are refused (503)', async () => {
+    // Recording takes its time (a database transaction): stop() waits for it.
+    let recorded = 0;
+    const own = await ownGateway('stop-calls.sock', {
+      settle: async (holdId, call) => {
+        await new Promise((r) => setTimeout(r, 200));
+        await spending.settle(holdId, call);
+        recorded++;
+      },
+    });
+    try {
+      fake.respond((req) => (/^slow/.test(req.lastUser) ? { text: 'one two three four five six seven eight nine ten', chunkDelayMs: 300 } : undefined));
+      const calls = [await own.start('slow a'), await own.start('slow b')];
+      expect(await own.gateway.stop()).toBe(2);
+      expect(recorded).toBe(2);
+      expect(await Promise.all(calls.map((c) => c.ended))).toEqual(['cut', 'cut']);
+      expect(records.map((r) => r.estimated)).toEqual([true, true]);
+      const refused = await new Promise<number>((resolve, reject) => {
+        const req = http.request({ socketPath: own.listener.address, method: 'POST', path: gw('/p/scripted/chat/completions'), headers: { host: GATEWAY_HOST, ...bearer() }, agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        req.end(chat('scripted-1'));
+      });
+      expect(refused).toBe(503);
+    } finally {
+      fake.respond(null);
+      await own.listener.close();
+    }
+  });
+
   it('answers 413 to a request body over the limit, with or without a declared length, and stays usable', async () => {
     const before = fake.requests.length;
     const big = chat('scripted-1', { padding: 'x'.repeat(MAX_BODY * 4) });
@@ -578,7 +733,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     const row: ProviderRow = { id: 'big', tenantId: 't1', name: 'big', kind: 'openai-compatible', baseUrl: `${big.url}/v1`, apiKeySealed: null, models: [{ id: 'big-1' }], enabled: true, createdAt: new Date(), updatedAt: new Date() };
     const gateway = createLlmGateway({
       providers: async () => ({ applied: { defaultModel: 'big/big-1', providers: ['big'] }, providers: [row] }),
-      openKey: (s) => s, turnOf: async () => null, hold: async (_c, _t, price) => ({ ok: true, holdId: null, maxOutput: price.maxOutput, cut: false }),
+      openKey: (s) => s, turnOf: async () => null, hold: async (_c, _t, price) => ({ ok: true, holdId: null, maxOutput: price.maxOutput, cut: false, limited: false }),
       settle: async () => {}, release: async () => {}, limitReached: () => {}, clock: systemClock, log: silentLogger,
     });
     const proxy = createEgressProxy<GatewayCaller>({ decide: async () => ({ ok: false, reason: 'no' }), gateway: (id, req, res, url) => gateway.handle(id, req, res, url), refused: () => {}, log: silentLogger });

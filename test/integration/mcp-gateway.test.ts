@@ -42,8 +42,9 @@ describe.runIf(DB_MODE === 'postgres')('MCP connector gateway: what crosses it',
     });
     await new Promise<void>((resolve) => rogue.listen(0, '127.0.0.1', resolve));
     rogueUrl = `http://127.0.0.1:${(rogue.address() as AddressInfo).port}/mcp`;
-    grants.tracker = { name: 'tracker', url: mcp.url, credential: { header: 'authorization', value: `Bearer ${TOKEN}` }, tools: new Set(['lookup']) };
-    grants.rogue = { name: 'rogue', url: rogueUrl, credential: { header: 'x-api-key', value: TOKEN }, tools: '*' };
+    // As an access entry written before resources and prompts could be granted: one tool, nothing else.
+    grants.tracker = { name: 'tracker', url: mcp.url, credential: { header: 'authorization', value: `Bearer ${TOKEN}` }, tools: new Set(['lookup']), resources: [], prompts: new Set() };
+    grants.rogue = { name: 'rogue', url: rogueUrl, credential: { header: 'x-api-key', value: TOKEN }, tools: '*', resources: '*', prompts: '*' };
     const gateway = createMcpGateway({
       grantOf: async (_t, _u, name) => grants[name] ?? null,
       audit: (_t, e) => void audits.push(e),
@@ -125,6 +126,95 @@ describe.runIf(DB_MODE === 'postgres')('MCP connector gateway: what crosses it',
     expect(mcp.seen.length).toBe(before);
     // Both refusals of wipe (the service's auditOnce keeps one per 10 minutes; this stub keeps all).
     expect(audits.filter((a) => a.details?.outcome === 'refused').map((a) => a.details?.tool)).toEqual(['wipe', 'wipe']);
+  });
+
+  it('a grant of one tool is not one of resources or prompts: listed as none, reads and gets refused before the server hears of them', async () => {
+    const before = mcp.seen.length;
+    const resources = await send('tracker', rpc(20, 'resources/list'));
+    expect(resources.json).toMatchObject({ id: 20, result: { resources: [] } });
+    const templates = await send('tracker', rpc(21, 'resources/templates/list'));
+    expect(templates.json).toMatchObject({ id: 21, result: { resourceTemplates: [] } });
+    const prompts = await send('tracker', rpc(22, 'prompts/list'));
+    expect(prompts.json).toMatchObject({ id: 22, result: { prompts: [] } });
+    // Lists went to the server (and came back cut); what they would have named did not.
+    expect(mcp.seen.slice(before).map((x) => x.rpc)).toEqual(['resources/list', 'resources/templates/list', 'prompts/list']);
+    const read = await send('tracker', rpc(23, 'resources/read', { uri: 'docs://handbook/onboarding' }));
+    expect(read.json).toMatchObject({ id: 23, error: { code: -32602, message: expect.stringMatching(/resource "docs:\/\/handbook\/onboarding" of the MCP server "tracker" is not allowed for your roles/) } });
+    const prompt = await send('tracker', rpc(24, 'prompts/get', { name: 'triage', arguments: { id: 'T-1' } }));
+    expect(prompt.json).toMatchObject({ id: 24, error: { message: expect.stringMatching(/prompt "triage"/) } });
+    const complete = await send('tracker', rpc(25, 'completion/complete', { ref: { type: 'ref/prompt', name: 'triage' }, argument: { name: 'id', value: 'T' } }));
+    expect(complete.json).toMatchObject({ id: 25, error: { message: expect.stringMatching(/prompt "triage"/) } });
+    expect(mcp.seen.length).toBe(before + 3);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(audits.filter((a) => a.details?.outcome === 'refused' && a.action !== 'mcp.tool_call').map((a) => [a.action, a.details?.uri ?? a.details?.prompt])).toEqual([
+      ['mcp.resource_read', 'docs://handbook/onboarding'],
+      ['mcp.prompt_get', 'triage'],
+    ]);
+  });
+
+  it('granted resources and prompts pass, cut to the grant; a prefix gives no way back up out of it', async () => {
+    // The same server registered under another name for another grant (the gateway keeps a grant 2 s).
+    grants.handbook = { ...grants.tracker, name: 'handbook', resources: ['docs://handbook/*'], prompts: new Set(['triage']) };
+    {
+      const list = await send('handbook', rpc(30, 'resources/list'));
+      expect(list.json.result.resources.map((r: any) => r.uri)).toEqual(['docs://handbook/onboarding']);
+      const templates = await send('handbook', rpc(31, 'resources/templates/list'));
+      expect(templates.json.result.resourceTemplates.map((r: any) => r.uriTemplate)).toEqual(['docs://handbook/{page}']);
+      const read = await send('handbook', rpc(32, 'resources/read', { uri: 'docs://handbook/onboarding' }));
+      expect(read.json).toMatchObject({ id: 32, result: { contents: [{ uri: 'docs://handbook/onboarding', text: 'welcome: json-answer' }] } });
+      const before = mcp.seen.length;
+      // The server resolves `..` (as a file-backed one would): the gateway must not let the prefix be climbed out of.
+      for (const uri of ['docs://payroll/2025', 'docs://handbook/../payroll/2025', 'docs://handbook/%2e%2e/payroll/2025']) {
+        const r = await send('handbook', rpc(33, 'resources/read', { uri }));
+        expect(r.json.error?.message, uri).toMatch(/is not allowed for your roles/);
+        expect(r.text).not.toContain('PAYROLL');
+      }
+      expect(mcp.seen.length).toBe(before);
+      const prompts = await send('handbook', rpc(34, 'prompts/list'));
+      expect(prompts.json.result.prompts.map((p: any) => p.name)).toEqual(['triage']);
+      const triage = await send('handbook', rpc(35, 'prompts/get', { name: 'triage', arguments: { id: 'T-7' } }));
+      expect(triage.json.result.messages[0].content.text).toBe('triage ticket T-7: json-answer');
+      expect((await send('handbook', rpc(36, 'prompts/get', { name: 'exfiltrate' }))).json.error.message).toMatch(/prompt "exfiltrate"/);
+      const complete = await send('handbook', rpc(37, 'completion/complete', { ref: { type: 'ref/prompt', name: 'triage' }, argument: { name: 'id', value: 'T' } }));
+      expect(complete.json.result.completion.values).toEqual(['T-1', 'T-2']);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(audits.find((a) => a.action === 'mcp.resource_read' && a.details?.outcome === 'ok')).toMatchObject({ target: 'mcp:handbook', details: { server: 'handbook', uri: 'docs://handbook/onboarding' } });
+      expect(audits.find((a) => a.action === 'mcp.prompt_get' && a.details?.outcome === 'ok')).toMatchObject({ details: { server: 'handbook', prompt: 'triage' } });
+    }
+  });
+
+  it('methods in other spellings, and those the gateway does not forward, are answered by the gateway and never reach the server', async () => {
+    const before = mcp.seen.length;
+    for (const method of ['Tools/Call', 'tools/call ', 'TOOLS/CALL', 'tools/call\u0000', 'Resources/Read', 'resources/subscribe', 'logging/setLevel', 'tracker/admin']) {
+      const r = await send('tracker', rpc(40, method, { name: 'wipe', uri: 'docs://payroll/2025', arguments: {} }));
+      expect(r.status, JSON.stringify(method)).toBe(200);
+      expect(r.json, JSON.stringify(method)).toMatchObject({ id: 40, error: { code: -32601, message: expect.stringMatching(/is not forwarded by the gateway/) } });
+    }
+    // A notification of another name (no id): refused, not forwarded.
+    const note = await send('tracker', JSON.stringify({ jsonrpc: '2.0', method: 'notifications/Initialized' }));
+    expect(note.status).toBe(400);
+    // An answer to a server request the gateway never passed on.
+    expect((await send('tracker', JSON.stringify({ jsonrpc: '2.0', id: 99, result: { action: 'accept' } }))).status).toBe(400);
+    expect(mcp.seen.length).toBe(before);
+    // The exact spellings still pass.
+    expect((await send('tracker', rpc(41, 'ping'))).json).toMatchObject({ id: 41, result: {} });
+    expect((await send('tracker', JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }))).status).toBe(202);
+    expect(mcp.seen.slice(before).map((x) => x.rpc)).toEqual(['ping', 'notifications/initialized']);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(audits.filter((a) => a.action === 'mcp.request_refused').map((a) => a.details?.method)).toContain('Tools/Call');
+  });
+
+  it('what the agent names is cut short in refusals and the audit log (a name may be a whole message long)', async () => {
+    const long = 'x'.repeat(200_000);
+    const tool = await send('tracker', rpc(50, 'tools/call', { name: long }));
+    expect(tool.json.error.message.length).toBeLessThan(400);
+    const read = await send('tracker', rpc(51, 'resources/read', { uri: `docs://${long}` }));
+    expect(read.json.error.message.length).toBeLessThan(400);
+    const method = await send('tracker', rpc(52, `x/${long}`));
+    expect(method.json.error.message.length).toBeLessThan(400);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(JSON.stringify(audits).length).toBeLessThan(100_000);
+    expect(audits.find((a) => a.action === 'mcp.tool_call' && String(a.details?.tool).startsWith('xxx'))?.details?.tool).toHaveLength(128);
   });
 
   it('does not trust the server: no redirect followed, a refused token is a 502, only responses and notifications come back', async () => {

@@ -68,6 +68,27 @@ describe(`migrations (${DB_MODE})`, () => {
     }
   });
 
+  it('0030 gives SCIM tokens made before it an expiry: 180 days from their creation, at least 30 days from the upgrade', async () => {
+    const t = await openTestCore({ migrate: false });
+    cleanup = t.close;
+    const { migrator, db } = t.opened.core;
+    const names = readMigrations().map((f) => f.name);
+    const at = names.indexOf('0030_scim_token_expiry');
+    for (const name of names.slice(0, at)) await migrator.applyOne(name);
+    const tenant = (await db.query<{ id: string }>(`insert into tenants (name, slug) values ('Old', 'old') returning id`)).rows[0].id;
+    await db.query(
+      `insert into scim_tokens (tenant_id, name, token_hash, created_by, created_at) values ($1, 'ancient', 'h1', 'user:x', now() - interval '400 days'), ($1, 'recent', 'h2', 'user:x', now() - interval '10 days')`,
+      [tenant],
+    );
+    await migrator.applyOne('0030_scim_token_expiry');
+    const { rows } = await db.query<{ name: string; days: number }>(`select name, round(extract(epoch from expires_at - now()) / 86400)::int as days from scim_tokens order by name`);
+    expect(rows).toEqual([
+      { name: 'ancient', days: 30 },
+      { name: 'recent', days: 170 },
+    ]);
+    await expect(db.query(`insert into scim_tokens (tenant_id, name, token_hash, created_by) values ($1, 'new', 'h3', 'user:x')`, [tenant])).rejects.toThrow(/expires_at/);
+  });
+
   it('the audit log is append-only', async () => {
     const t = await openTestCore();
     cleanup = t.close;

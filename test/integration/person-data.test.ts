@@ -210,4 +210,45 @@ describe(`a person's data: export and erasure (${DB_MODE})`, { timeout: 300_000 
     await expect(core().privacy.erasePerson(sys(), { userId: acme.ids.owner })).rejects.toThrow(/last owner/);
     expect(await count(`select 1 from users where id = $1`, [acme.ids.owner])).toBe(1);
   });
+
+  it("exports and erases al@'s entries only: never val@'s, nor al@acme.test.evil's (whole addresses, not substrings)", async () => {
+    const people = { al: 'al@acme.test', val: 'val@acme.test', evil: 'al@acme.test.evil', upper: 'Sal.Al@acme.test' };
+    const ids: Record<string, string> = {};
+    for (const [handle, email] of Object.entries(people)) {
+      ids[handle] = (await db().query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, $2, $3, $4) returning id`, [acme.tenantId, `${handle}-x`, email, `Person ${handle}`])).rows[0].id;
+    }
+    // Entries about each, as other capabilities write them: the address as a value, inside text, as a key, in a target.
+    await db().transaction(async (tx) => {
+      for (const [handle, email] of Object.entries(people)) {
+        await core().audit.record(tx, sys(), { action: 'test.profile', target: `user:${ids[handle]}`, details: { email } });
+        await core().audit.record(tx, sys(), { action: 'test.note', target: `invite:${email}`, details: { note: `invited ${email} to the team`, [email]: true } });
+      }
+      await core().audit.record(tx, sys(), { action: 'test.both', target: 'team:ops', details: { members: [people.val, people.al] } });
+    });
+    const others = async () =>
+      (await db().query<{ id: string; target: string; details: unknown }>(`select id, target, details from audit_log where tenant_id = $1 and action like 'test.%' and action <> 'test.both' and (target like '%val@%' or target like '%.evil%' or target like '%Sal.Al%' or target = any($2)) order by id`, [acme.tenantId, [ids.val, ids.evil, ids.upper].map((i) => `user:${i}`)])).rows;
+    const before = await others();
+    expect(before).toHaveLength(6);
+
+    const file = join(tmp, 'al.tar.gz');
+    const out = await core().privacy.exportPerson(sys(), { user: ids.al, file, appVersion: 'test' });
+    const dir = join(tmp, 'al');
+    await extractArchive(file, dir);
+    const audit = JSON.parse(readFileSync(join(dir, 'audit.json'), 'utf8')) as Array<{ action: string; target: string }>;
+    expect(audit.map((e) => `${e.action} ${e.target}`).sort()).toEqual([`test.both team:ops`, `test.note invite:${people.al}`, `test.profile user:${ids.al}`]);
+    expect(out.counts['audit.json']).toBe(3);
+    // val@ only in the entry naming both of them.
+    expect(audit.filter((e) => JSON.stringify(e).includes(people.val)).map((e) => e.action)).toEqual(['test.both']);
+    const text = readFileSync(join(dir, 'audit.json'), 'utf8');
+    for (const other of [people.evil, people.upper, ids.val, ids.evil, ids.upper]) expect(text).not.toContain(other);
+
+    const erased = await core().privacy.erasePerson(sys(), { userId: ids.al });
+    // Those three and the export's own `user.export`.
+    expect(erased.auditEntriesPseudonymised).toBe(4);
+    // Everyone else's entries are exactly as they were; the shared one lost al@ only.
+    expect(await others()).toEqual(before);
+    const both = (await db().query<{ details: { members: string[] } }>(`select details from audit_log where tenant_id = $1 and action = 'test.both'`, [acme.tenantId])).rows[0];
+    expect(both.details.members).toEqual([people.val, erased.pseudonym]);
+    expect(await count(`select 1 from audit_log where tenant_id = $1 and (target = 'invite:' || $2 or details::text like '%"' || $2 || '"%' or details::text like '% ' || $2 || ' %')`, [acme.tenantId, people.al])).toBe(0);
+  });
 });

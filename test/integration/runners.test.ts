@@ -139,24 +139,25 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
   });
 
   describe('runners', () => {
-    it('register, heartbeat and list: figures, labels, version; a name held by another token\'s healthy runner is refused', async () => {
+    it('register, heartbeat and list: figures, labels, version; a name held by another token is refused, healthy or not', async () => {
       const r1 = await runner('r1', { capacity: 8, labels: { zone: 'b', gpu: 'no' }, version: '1.2.3' });
       expect(r1).toMatchObject({ name: 'r1', kind: 'remote', state: 'active', capacity: 8, labels: { zone: 'b', gpu: 'no' }, version: '1.2.3', serveId: 'serve-1' });
-      expect(await svc().heartbeat(r1.id, { resident: 3, busy: 1, capacity: 9 })).toEqual({ state: 'active', sharedStorage: false });
+      expect(await svc().heartbeat(r1.id, { resident: 3, busy: 1, capacity: 9 })).toEqual({ state: 'active', sharedStorage: false, capacity: 9 });
       const [row] = await svc().list(ctx);
       expect(row).toMatchObject({ name: 'r1', state: 'active', healthy: true, capacity: 9, resident: 3, busy: 1, users: 0, version: '1.2.3', address: '10.0.0.9', sharedStorage: false, connected: true });
       expect(row.heartbeat).toMatch(/^\d+s ago$/);
       expect(row.heartbeatAgeMs).toBeLessThan(10_000);
       expect(await audits('runner.registered', `runner:${r1.id}`)).toHaveLength(1);
 
-      // Another token, same name, while r1 is healthy: refused. Once r1 is stale, the name can be taken.
+      // Another token, same name: refused while r1 is healthy, and still once it is stale (the name is r1's
+      // token's until an operator removes r1).
       const t2 = await svc().createToken(ctx, { name: 'other' });
       await expect(svc().register(t2.id, info('r1'))).rejects.toBeInstanceOf(ConflictError);
       await age(r1.id, 60_000);
-      const taken = await svc().register(t2.id, info('r1'));
-      expect(taken).toMatchObject({ id: r1.id, tokenId: t2.id, state: 'active' });
-      expect(await svc().runnerOf(r1.tokenId, 'r1')).toBeNull();
-      expect(await svc().runnerOf(t2.id, 'r1')).toEqual({ id: r1.id, kind: 'remote' });
+      await expect(svc().register(t2.id, info('r1'))).rejects.toMatchObject({ code: 'runner_name_taken' });
+      expect(await svc().runnerOf(r1.tokenId, 'r1')).toEqual({ id: r1.id, kind: 'remote' });
+      expect(await svc().runnerOf(t2.id, 'r1')).toBeNull();
+      expect((await svc().register(r1.tokenId, info('r1'))).id).toBe(r1.id);
 
       await expect(svc().register(t2.id, info('Not Valid'))).rejects.toBeInstanceOf(ValidationError);
       await expect(svc().register(t2.id, info('r9', { capacity: -1 }))).rejects.toBeInstanceOf(ValidationError);
@@ -165,6 +166,89 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       expect((await svc().list(ctx))[0].connected).toBe(true);
       await svc().disconnected(r1.id, 'serve-1');
       expect((await svc().list(ctx))[0].connected).toBe(false);
+    });
+
+    it('a second token taking over a lost runner\'s name gets no placement, no fence, no credential for its users; the real runner is not refused when it returns', async () => {
+      const r1 = await runner('r1');
+      const p0 = await svc().place(users[0]);
+      const p1 = await svc().place({ tenantId: other.tenantId, userId: other.ownerId });
+      expect([p0.runnerId, p1.runnerId]).toEqual([r1.id, r1.id]);
+      await age(r1.id, 60_000);
+      expect((await svc().markLost()).map((r) => r.name)).toEqual(['r1']);
+
+      // Any other runner token, under r1's name: refused, naming the name and what the operator can do.
+      const intruder = await svc().createToken(ctx, { name: 'intruder' });
+      const err = await svc().register(intruder.id, info('r1', { capacity: 1000 })).catch((e) => e);
+      expect(err).toBeInstanceOf(ConflictError);
+      expect(err.message).toMatch(/"r1" belongs to another runner token/);
+      expect(err.hint).toMatch(/runner remove r1/);
+      // Its requests act as no runner (the fleet answers them 401), so no lease, fence or credential of r1's users.
+      expect(await svc().runnerOf(intruder.id, 'r1')).toBeNull();
+      expect(await svc().placementsOf(r1.id)).toEqual([
+        expect.objectContaining({ userId: users[0].userId, fence: p0.fence }),
+        expect.objectContaining({ userId: other.ownerId, fence: p1.fence }),
+      ]);
+      const row = (await db().query(`select token_id, capacity from runners where id = $1`, [r1.id])).rows[0];
+      expect(row).toEqual({ token_id: r1.tokenId, capacity: 10 });
+      // Audited once (it dials again and again), naming the token.
+      await svc().register(intruder.id, info('r1')).catch(() => {});
+      expect(await audits('runner.refused', `runner:${r1.id}`)).toEqual([
+        expect.objectContaining({ actor: 'system:runners', details: expect.objectContaining({ name: 'r1', token: { id: intruder.id, name: 'intruder' }, reason: 'name_taken', holderState: 'lost' }) }),
+      ]);
+      // Under a name of its own it is a new runner with nothing placed on it.
+      const own = await svc().register(intruder.id, info('intruder-1'));
+      expect(own.id).not.toBe(r1.id);
+      expect(await svc().placementsOf(own.id)).toEqual([]);
+
+      // The real runner comes back: taken again, with its row, and its users' leases until they are placed again.
+      const back = await svc().register(r1.tokenId, info('r1'));
+      expect(back).toMatchObject({ id: r1.id, tokenId: r1.tokenId, state: 'active' });
+      expect(await svc().runnerOf(r1.tokenId, 'r1')).toEqual({ id: r1.id, kind: 'remote' });
+      expect(await svc().holds(r1.id, users[0].userId, p0.fence)).toEqual({ tenantId: users[0].tenantId });
+      expect(await audits('runner.registered', `runner:${r1.id}`)).toEqual([
+        expect.objectContaining({ details: expect.objectContaining({ token: { id: r1.tokenId, name: 'tok-r1' } }) }),
+        expect.objectContaining({ details: expect.objectContaining({ token: { id: r1.tokenId, name: 'tok-r1' }, state: 'active' }) }),
+      ]);
+
+      // Once an operator removes r1 (drained or lost), its name is free for another token, as a new runner.
+      await age(r1.id, 60_000);
+      await svc().markLost();
+      await svc().remove(ctx, 'r1');
+      const renamed = await svc().register(intruder.id, info('r1'));
+      expect(renamed.id).not.toBe(r1.id);
+      expect(await svc().placementsOf(renamed.id)).toEqual([]);
+    });
+
+    it('capacity counts up to the token\'s ceiling; a report over it, or a large change, is audited once', async () => {
+      const capped = await svc().createToken(ctx, { name: 'tok-capped', maxCapacity: 5 });
+      expect(capped.maxCapacity).toBe(5);
+      expect((await svc().listTokens(ctx)).find((x) => x.name === 'tok-capped')).toMatchObject({ maxCapacity: 5 });
+      await expect(svc().createToken(ctx, { name: 'tok-bad', maxCapacity: -1 })).rejects.toBeInstanceOf(ValidationError);
+      expect((await svc().createToken(ctx, { name: 'tok-default' })).maxCapacity).toBe(100);
+      const big = await svc().register(capped.id, info('big', { capacity: 5000 }));
+      expect(big).toMatchObject({ capacity: 5, reportedCapacity: 5000, maxCapacity: 5 });
+      const plain = await runner('plain', { capacity: 10 });
+      // Heartbeats repeating the figure: counted at the ceiling, noted once.
+      for (let i = 0; i < 3; i++) expect(await svc().heartbeat(big.id, { resident: 0, busy: 0, capacity: 5000 })).toMatchObject({ capacity: 5 });
+      expect(await audits('runner.capacity', `runner:${big.id}`)).toEqual([expect.objectContaining({ actor: 'system:runners', details: expect.objectContaining({ name: 'big', reported: 5000, maxCapacity: 5, counted: 5, news: 'over_ceiling' }) })]);
+      // Twelve arrivals: never more than five on it, whatever it says (uncapped, it would take them all).
+      const placed = await Promise.all(users.slice(0, 12).map((u) => svc().place(u)));
+      expect(placed.filter((p) => p.runnerId === big.id).length).toBeLessThanOrEqual(5);
+      expect(placed.filter((p) => p.runnerId === plain.id).length).toBeGreaterThanOrEqual(7);
+      const listed = (await svc().list(ctx)).find((r) => r.name === 'big');
+      expect(listed).toMatchObject({ capacity: 5, reportedCapacity: 5000, maxCapacity: 5 });
+
+      // A large change within the ceiling is news too (once an hour a runner).
+      await svc().heartbeat(plain.id, { resident: 0, busy: 0, capacity: 40 });
+      await svc().heartbeat(plain.id, { resident: 0, busy: 0, capacity: 90 });
+      expect(await audits('runner.capacity', `runner:${plain.id}`)).toEqual([expect.objectContaining({ details: expect.objectContaining({ reported: 40, previous: 10, news: 'large_change' }) })]);
+
+      // The operator raises the ceiling: counted at once, audited.
+      const up = await svc().setTokenCapacity(ctx, 'tok-capped', 50);
+      expect(up).toMatchObject({ maxCapacity: 50, previous: 5, runners: ['big'] });
+      expect((await svc().list(ctx)).find((r) => r.name === 'big')).toMatchObject({ capacity: 50, reportedCapacity: 5000 });
+      expect(await audits('runner.token_updated', `runner_token:${capped.id}`)).toHaveLength(1);
+      await expect(svc().setTokenCapacity(ctx, 'nope', 5)).rejects.toBeInstanceOf(NotFoundError);
     });
 
     it('a runner silent past the heartbeat timeout is marked lost once, with its users (audited); a heartbeat revives it', async () => {
@@ -226,7 +310,7 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       expect(again.reason).toBeUndefined();
       expect(await svc().current(users[0].userId)).toMatchObject({ runnerId: big.id, fence: p.fence });
       expect(await svc().holds(big.id, users[0].userId, p.fence)).toEqual({ tenantId: users[0].tenantId });
-      expect(await svc().placementsOf(big.id)).toEqual([{ userId: users[0].userId, fence: p.fence, tenantId: users[0].tenantId, storage: 'local' }]);
+      expect(await svc().placementsOf(big.id)).toEqual([{ userId: users[0].userId, fence: p.fence, tenantId: users[0].tenantId, storage: 'local', filesFence: p.fence }]);
     });
 
     it('arrivals at once spread by capacity share, never past a runner\'s room; none with room: runner_unavailable', async () => {
@@ -259,6 +343,55 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       // An offline runner (its token revoked) loses its users the same way.
       await svc().revokeToken(ctx, 'tok-r2');
       expect(await svc().place(users[0])).toMatchObject({ runnerId: r1.id, reason: 'offline', previousRunnerId: r2.id, previousStorage: 'shared' });
+    });
+
+    it('which copy of a user\'s files is current: kept where the files are, a new one elsewhere; a drain\'s move carries the copy it made', async () => {
+      const a = await runner('a');
+      const b = await runner('b', { resident: 5 });
+      const s1 = await runner('s1', { resident: 8, sharedStorage: true });
+      const s2 = await runner('s2', { resident: 9, sharedStorage: true });
+      const u = users[0];
+      const p0 = await svc().place(u);
+      expect(p0).toMatchObject({ runnerId: a.id, filesFence: p0.fence, movedIntact: false });
+      // Sticky: the same copy.
+      expect(await svc().place(u)).toMatchObject({ fence: p0.fence, filesFence: p0.fence });
+      // a is lost: b has none of the files, so a new copy starts there (what a has is not current any more).
+      await age(a.id, 60_000);
+      const p1 = await svc().place(u);
+      expect(p1).toMatchObject({ runnerId: b.id, reason: 'lost', filesFence: p1.fence });
+      expect(p1.fence).toBeGreaterThan(p0.fence);
+      // a's copy is stale now: a, reporting it, is told to set it aside; b's is current (not reported as stale).
+      expect(await svc().staleCopies(a.id, [{ userId: u.userId, filesFence: p0.fence }, { userId: users[1].userId, filesFence: 3 }, { userId: 'not-a-uuid', filesFence: 1 }])).toEqual([{ userId: u.userId, tenantId: u.tenantId, filesFence: p1.fence }]);
+      expect(await svc().staleCopies(b.id, [{ userId: u.userId, filesFence: p1.fence }])).toEqual([]);
+
+      // A drain of b to s1: the move takes the fence the copy was marked with, and carries that copy; told once.
+      await svc().drain(ctx, 'b');
+      const fence = await svc().reserveFence();
+      expect(await svc().move(u, b.id, s1.id, { fence, expectFence: p1.fence - 1 })).toBeNull();
+      const m = await svc().move(u, b.id, s1.id, { fence, expectFence: p1.fence });
+      expect(m).toMatchObject({ runnerId: s1.id, fence, filesFence: fence, movedIntact: true, reason: 'draining', storage: 'shared' });
+      expect(await svc().takeMovedIntact(u.userId, fence)).toBe(true);
+      expect(await svc().takeMovedIntact(u.userId, fence)).toBe(false);
+      expect(await svc().staleCopies(b.id, [{ userId: u.userId, filesFence: p1.fence }])).toEqual([{ userId: u.userId, tenantId: u.tenantId, filesFence: fence }]);
+      // Between runners sharing the storage, the copy is the same files: kept, lost or drained alike, and not stale for s2.
+      expect(await svc().staleCopies(s2.id, [{ userId: u.userId, filesFence: fence }])).toEqual([]);
+      await age(s1.id, 60_000);
+      const p2 = await svc().place(u);
+      expect(p2).toMatchObject({ runnerId: s2.id, reason: 'lost', filesFence: fence });
+      await svc().heartbeat(s1.id, { resident: 0, busy: 0, capacity: 10 });
+      await svc().drain(ctx, 's2');
+      const m2 = await svc().move(u, s2.id, s1.id, { fence: await svc().reserveFence(), expectFence: p2.fence });
+      expect(m2).toMatchObject({ runnerId: s1.id, filesFence: fence, movedIntact: true });
+    });
+
+    it('a runner lost and back before its user was placed elsewhere keeps them, their lease and their copy', async () => {
+      const x = await runner('x');
+      const p0 = await svc().place(users[0]);
+      await age(x.id, 60_000);
+      await svc().markLost();
+      await expect(svc().place(users[0])).rejects.toBeInstanceOf(UnavailableError);
+      await svc().heartbeat(x.id, { resident: 0, busy: 0, capacity: 10 });
+      expect(await svc().place(users[0])).toMatchObject({ runnerId: x.id, moved: false, fence: p0.fence, filesFence: p0.fence });
     });
 
     it('asked for shared storage, only a runner mounting it is chosen', async () => {

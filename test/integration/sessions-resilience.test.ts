@@ -9,6 +9,7 @@ import { api, startTestApp } from '../helpers/app.js';
 import { startServe } from '../helpers/cli.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
+import { descendantsOf } from '../helpers/process-tree.js';
 
 /** A process's niceness (NaN once it is gone). */
 const niceOf = (pid: number) => Number(processStatFields(pid)?.[16]);
@@ -78,20 +79,73 @@ describe.runIf(DB_MODE === 'postgres')('sessions: crashes, restarts and several 
     await sse.until((e) => e.data.type === 'session.idle');
 
     ext.proxy.hold = false;
-    // The job expires (TURN_EXPIRE_S), is retried, finds the turn already in the runtime and answered
-    // there, and records it ended. Its expiry is brought forward (2 minutes of waiting prove nothing more):
-    // the job queue's supervision, in the new worker, expires it within its 15 s round.
-    await t.opened.db.query(`update pgboss.job set expire_seconds = 1 where name = $1 and state = 'active'`, [AGENT_TURN_JOB]);
+    // The job is still active, its worker dead: the new worker takes it back as it starts (not after the
+    // job queue's expiry, TURN_EXPIRE_S), finds the turn already in the runtime and answered there, and
+    // records it ended, without sending it again.
+    expect((await t.opened.db.query(`select 1 from pgboss.job where name = $1 and state = 'active'`, [AGENT_TURN_JOB])).rowCount).toBe(1);
     worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
+    const restarted = Date.now();
     await expect
-      .poll(async () => (await t.opened.db.query(`select status, attempts from agent_turns where session_id = $1`, [sessionId])).rows[0], { timeout: 200_000, interval: 500 })
+      .poll(async () => (await t.opened.db.query(`select status, attempts from agent_turns where session_id = $1`, [sessionId])).rows[0], { timeout: 30_000, interval: 250 })
       .toEqual({ status: 'done', attempts: 2 });
+    expect(Date.now() - restarted).toBeLessThan(30_000);
     expect(ext.proxy.prompts).toBe(1);
     expect(llm.requests.filter((q) => !q.title)).toHaveLength(1);
+    expect(worker.logs()).toContain('a turn job\'s worker died mid-attempt: queued again');
     expect(worker.logs()).toContain('turn already reached the runtime');
     const messages = await api(t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: people.tokens.member });
     expect(messages.json.messages.filter((m: any) => m.info.role === 'user')).toHaveLength(1);
-  }, 280_000);
+  }, 150_000);
+
+  it('a worker killed while a turn is on its way to a frozen runtime: its restart sends it on at once, once, and the turns queued behind it follow in order', async () => {
+    const llm = await startFakeLlm();
+    cleanups.push(() => llm.close());
+    llm.respond((req) => {
+      const m = /^quick (.+)$/.exec(String(req.lastUser ?? '').trim());
+      return m ? { text: `answer to ${m[1]}` } : undefined;
+    });
+    const t = await startTestApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: '' } });
+    cleanups.push(() => t.close());
+    await t.opened.core.startRuntime();
+    cleanups.push(() => t.opened.core.stopRuntime());
+    const people = await seedPeople(t, 'acme');
+    await applyScriptedProvider(t, people.tokens.owner, llm);
+    await t.opened.core.pool.acquire({ tenantId: people.tenantId, userId: people.ids.mia });
+    const sessionId = (await api(t, 'POST', '/v1/sessions', { token: people.tokens.member, body: { title: 'frozen' } })).json.sessionId;
+    const sse = await openSse(`${t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${people.tokens.member}` });
+    cleanups.push(() => sse.close());
+    const statuses = async () => (await t.opened.db.query<{ status: string; parked: boolean }>(`select status, parked_at is not null as parked from agent_turns where session_id = $1 order by created_at`, [sessionId])).rows;
+
+    let worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
+    cleanups.push(() => worker.stop('SIGKILL'));
+    // The runtime freezes (SIGSTOP): the first prompt is on its way to it when the worker dies.
+    const pid = (await t.opened.db.query<{ pid: number }>(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia])).rows[0].pid;
+    const tree = [pid, ...descendantsOf(pid)];
+    const signal = (sig: NodeJS.Signals) => tree.forEach((p) => { try { process.kill(p, sig); } catch { /* gone */ } });
+    signal('SIGSTOP');
+    cleanups.push(async () => signal('SIGCONT'));
+    for (const q of ['q1', 'q2', 'q3']) expect((await api(t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: people.tokens.member, body: { text: `quick ${q}`, agent: 'build' } })).status).toBe(202);
+    await expect.poll(async () => (await statuses()).map((x) => [x.status, x.parked]), { timeout: 20_000 }).toEqual([
+      ['sending', false],
+      ['queued', true],
+      ['queued', true],
+    ]);
+    await worker.stop('SIGKILL');
+    // The runtime goes on; what the dead worker had written to it is its to take, or not.
+    signal('SIGCONT');
+
+    worker = await startServe(t.env, { command: ['worker'], readyMsg: 'worker started' });
+    const restarted = Date.now();
+    await expect.poll(async () => (await statuses()).every((x) => x.status === 'sent' || x.status === 'done'), { timeout: 30_000, interval: 250 }).toBe(true);
+    const ms = Date.now() - restarted;
+    expect(ms).toBeLessThan(20_000);
+    console.log(`[sessions-resilience] worker restart → three queued prompts handed over: ${ms} ms`);
+    await sse.until((e) => e.data.type === 'turn.waiting' && e.data.properties.why === 'worker_restarted', 10_000);
+    await sse.until((e) => e.data.type === 'session.idle' && sse.events.filter((x) => x.data.type === 'message.part.delta').map((x) => x.data.properties.delta).join('').includes('answer to q3'), 60_000);
+    // Once each, in the order they were accepted.
+    const messages = (await api(t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: people.tokens.member })).json.messages as Array<{ info: any; parts: any[] }>;
+    expect(messages.filter((m) => m.info.role === 'user').map((m) => m.parts.find((p) => p.type === 'text')?.text)).toEqual(['quick q1', 'quick q2', 'quick q3']);
+  }, 150_000);
 
   it('restarts a managed runtime that died, and the open stream carries on with the next turn', async () => {
     const r = await startRuntimeApp();

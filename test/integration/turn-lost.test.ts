@@ -86,6 +86,41 @@ describe('a turn lost with its runtime', () => {
     await sse.close();
   }, 180_000);
 
+  it('a runtime killed while the model streams: its model call is aborted at once and charged the estimate, and what streamed stays in the transcript', async () => {
+    const token = people.tokens.member;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'cut mid-answer' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    // 40 words a quarter of a second apart: ten seconds of answer the provider bills while it runs.
+    r.llm.script([{ text: Array.from({ length: 40 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 250 }]);
+    const before = r.llm.requests.length;
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'a long answer', agent: 'build' } })).status).toBe(202);
+    await sse.until(() => deltas(sse.events).includes('w3 '), 60_000);
+    const call = r.llm.requests.slice(before).find((q) => !q.title)!;
+    const { rows } = await r.t.opened.db.query<{ pid: number }>(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia]);
+    for (const pid of [rows[0].pid, ...descendantsOf(rows[0].pid)]) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone with its parent already
+      }
+    }
+    await sse.until((e) => e.data.type === 'session.error', 30_000);
+    // The gateway hung up on the provider as soon as the turn was lost, rather than reading the rest.
+    await expect.poll(() => call.hungUp, { timeout: 5000, interval: 50 }).toBe(true);
+    expect(call.chunks).toBeLessThan(35);
+    // ...and charged it (the gateway's estimate: it cannot know what the provider billed of the rest).
+    const charged = async () => (await r.t.opened.db.query<{ output: number }>(`select tokens_output::int as output from usage_records where session_id = $1 and estimated`, [sessionId])).rows;
+    await expect.poll(charged, { timeout: 5000 }).toEqual([{ output: 4096 }]);
+    // What the person read of the cut answer is what the transcript keeps (the runtime stored none of it).
+    const streamed = deltas(sse.events);
+    const cut = answersTo((await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages, 'a long answer');
+    const kept = cut.flatMap((m) => m.parts.filter((p) => p.type === 'text').map((p) => String(p.text))).join('');
+    expect(kept).toContain('w0 w1 w2 w3');
+    expect(streamed.startsWith(kept)).toBe(true);
+    expect(cut.at(-1)!.info.error).toMatchObject({ name: 'TurnLost' });
+    await sse.close();
+  }, 120_000);
+
   it('a runtime stopped while idle reports nothing: a turn whose end went unseen is marked ended, not lost', async () => {
     const token = people.tokens.member;
     const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'idle stop' } })).json.sessionId as string;

@@ -87,11 +87,12 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
   }
 
   beforeAll(async () => {
-    net = createNetwork({ hosts: ['r1', 'r2', 'r3', 'r4'] });
+    net = createNetwork({ hosts: ['r1', 'r2', 'r3', 'r4', 'r5', 'r6'] });
     llm = await startFakeLlm();
     // The model: a prompt "answer <x>" is answered "answer to <x>"; "sleep <s>" runs bash sleep first.
     llm.respond((req) => {
-      const toolDone = (req.body.messages as Array<{ role: string }>).some((m) => m.role === 'tool');
+      // The tool's result is the last message of this turn's request (a session's earlier turns hold older ones).
+      const toolDone = (req.body.messages as Array<{ role: string }>).at(-1)?.role === 'tool';
       const m = /^(answer|sleep|probe) (.+)$/.exec(String(req.lastUser ?? '').trim());
       if (!m) return undefined;
       if (m[1] === 'answer') return { text: `answer to ${m[2]}` };
@@ -327,6 +328,84 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     expect((await opened.core.runners.list(systemCtx(silentLogger))).some((r) => r.name === 'r4')).toBe(false);
     process.kill(-child.pid!, 'SIGKILL');
   }, 60_000);
+
+  it.skipIf(process.env.AGENTWS_ONLY_FIRST)('drain, then loss, then return: the person never continues on the copy from before the drain; stream and transcript say what they have', async () => {
+    // Two runner hosts with local storage, the only ones taking placements (r1 was killed, r3 drained; r2 drained here).
+    const fleetToken = runners.get('r2')!.token;
+    startRunner('r5', { control: serveA.url, token: fleetToken, dataDir: join(env.dir, 'r5'), shared: false });
+    startRunner('r6', { control: serveB.url, token: fleetToken, dataDir: join(env.dir, 'r6'), shared: false });
+    expect((await runCli(['runner', 'drain', 'r2'], { env })).code).toBe(0);
+    const stateOf = async (name: string) => (await opened.core.runners.list(systemCtx(silentLogger))).find((r) => r.name === name);
+    const until = async (what: string, check: () => Promise<boolean>, ms: number) => {
+      const deadline = Date.now() + ms;
+      while (!(await check())) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    };
+    await until('r5 and r6 to be up', async () => (await stateOf('r5'))?.healthy === true && (await stateOf('r6'))?.healthy === true, 60_000);
+    const { rows } = await opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, 'u7', 'u7@acme.example', 'u7') returning id`, [tenantId]);
+    await opened.db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'member'`, [tenantId, rows[0].id]);
+    users.u7 = { id: rows[0].id, token: await sign(rows[0].id, ['member']) };
+    const U = users.u7.id;
+    const wsOn = (runner: string) => join(env.dir, runner, 'workspaces', tenantId, U);
+    const toolOutput = (events: any[]) => events.filter((e) => e.type === 'message.part.updated' && e.properties.part?.type === 'tool').map((e) => String(e.properties.part.state?.output ?? '')).join('\n');
+    const movedOf = (events: any[]) => events.filter((e) => e.type === 'runtime.moved').map((e) => e.properties);
+
+    // A first turn writes a file; it runs on one of the two (x), the other is y.
+    const first = await turn(serveA, 'u7', 'probe echo before-the-drain > notes.txt; cat notes.txt');
+    expect(toolOutput(first.events)).toContain('before-the-drain');
+    const x = (await placementOf(U))!.name;
+    expect(['r5', 'r6']).toContain(x);
+    const y = x === 'r5' ? 'r6' : 'r5';
+    expect(readFileSync(join(wsOn(x), 'notes.txt'), 'utf8')).toBe('before-the-drain\n');
+
+    // Drain x: the files move to y, and are gone from x once the copy is there.
+    expect((await runCli(['runner', 'drain', x], { env })).code).toBe(0);
+    await until('u7 to move to y', async () => (await placementOf(U))?.name === y, 90_000);
+    await until('the files to leave x', async () => !existsSync(wsOn(x)), 20_000);
+    expect(readFileSync(join(wsOn(y), 'notes.txt'), 'utf8')).toBe('before-the-drain\n');
+    expect((await runCli(['runner', 'resume', x], { env })).code).toBe(0);
+
+    // A turn after the drain, on y: the stream says the workspace moved intact; the file is there.
+    const second = await turn(serveB, 'u7', 'probe cat notes.txt; echo after-the-drain > notes.txt', first.sessionId);
+    expect(toolOutput(second.events)).toContain('before-the-drain');
+    expect(movedOf(second.events)).toEqual([expect.objectContaining({ workspace: 'moved' })]);
+
+    // y freezes (stopped, as a partitioned host) and is declared lost.
+    const frozen = runners.get(y)!.child.pid!;
+    process.kill(-frozen, 'SIGSTOP');
+    try {
+      await until(`${y} to be declared lost`, async () => (await stateOf(y))?.state === 'lost', 90_000);
+      // The next turn runs on x, which had the copy from before the drain: never that copy (gone), a fresh
+      // workspace, and the stream says so.
+      const third = await turn(serveA, 'u7', 'probe cat notes.txt || echo no-notes-here', first.sessionId);
+      expect((await placementOf(U))!.name).toBe(x);
+      const out = toolOutput(third.events);
+      expect(out).toContain('no-notes-here');
+      expect(out).not.toContain('before-the-drain');
+      expect(movedOf(third.events)).toEqual([expect.objectContaining({ workspace: 'fresh' })]);
+      // The transcript does not lose the turn after the drain silently: it says where the earlier turns are.
+      const messages = (await call(serveB, 'GET', `/v1/sessions/${first.sessionId}/messages`, users.u7.token)).json.messages as Array<{ info: any; parts: any[] }>;
+      const notice = messages.find((m) => m.info.error?.name === 'RuntimeMoved');
+      expect(notice?.info.error.data).toMatchObject({ code: 'runtime_moved', turns: 2 });
+    } finally {
+      process.kill(-frozen, 'SIGCONT');
+    }
+    // y comes back with the copy from after the drain: u7 is placed elsewhere since, so it is set aside
+    // there (out of every sandbox's reach, for an operator; audited), never used.
+    await until(`${y} to come back`, async () => (await stateOf(y))?.state === 'active', 60_000);
+    await until(`${y} to set u7's copy aside`, async () => !existsSync(wsOn(y)), 30_000);
+    const kept = readdirSync(join(env.dir, y, 'recovered'));
+    expect(kept).toHaveLength(1);
+    expect(readFileSync(join(env.dir, y, 'recovered', kept[0], 'workspace', 'notes.txt'), 'utf8')).toBe('after-the-drain\n');
+    await until('the audit entry', async () => (await opened.db.query(`select 1 from audit_log where action = 'runner.copy_set_aside' and details->>'runner' = $1 and details->>'userId' = $2`, [y, U])).rowCount === 1, 10_000);
+    // u7 goes on where they are.
+    const fourth = await turn(serveB, 'u7', 'answer still here', first.sessionId);
+    expect(fourth.events.filter((e) => e.type === 'message.part.delta').map((e) => e.properties.delta).join('')).toBe('answer to still here');
+    expect(movedOf(fourth.events)).toEqual([]);
+    expect((await placementOf(U))!.name).toBe(x);
+  }, 420_000);
 });
 
 function descendants(pid: number): number[] {

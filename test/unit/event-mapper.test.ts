@@ -52,15 +52,28 @@ describe('event mapper: what is forwarded', () => {
     expect(mapRuntimeEvent(ev('session.compacted', { sessionID: SES }))).toEqual({ kind: 'forward', upstreamSessionId: SES, eventId: 'evt_01HZZZ0000000001', type: 'session.compacted', properties: { sessionID: SES } });
   });
 
-  it('forwards deltas and removals unchanged; keeps no event id the runtime did not send', () => {
+  it('forwards deltas and removals unchanged, a text delta read as one; keeps no event id the runtime did not send', () => {
     const delta = { sessionID: SES, messageID: 'msg_a2', partID: 'prt_2', field: 'text', delta: 'Hello from' };
-    expect(mapRuntimeEvent(ev('message.part.delta', delta))).toEqual({ kind: 'forward', upstreamSessionId: SES, eventId: 'evt_01HZZZ0000000001', type: 'message.part.delta', properties: delta });
+    expect(mapRuntimeEvent(ev('message.part.delta', delta))).toEqual({
+      kind: 'textDelta', messageId: 'msg_a2', partId: 'prt_2', delta: 'Hello from', upstreamSessionId: SES, eventId: 'evt_01HZZZ0000000001', type: 'message.part.delta', properties: delta,
+    });
+    // A delta of another field (or a malformed one) is only forwarded.
+    const other = { sessionID: SES, messageID: 'msg_a2', partID: 'prt_2', field: 'metadata', delta: 'x' };
+    expect(mapRuntimeEvent(ev('message.part.delta', other))).toMatchObject({ kind: 'forward', properties: other });
+    expect(mapRuntimeEvent(ev('message.part.delta', { sessionID: SES, field: 'text', delta: 'x' }))).toMatchObject({ kind: 'forward' });
     const removed = mapRuntimeEvent({ payload: { type: 'message.part.removed', properties: { sessionID: SES, messageID: 'msg_a2', partID: 'prt_2' } } })!;
     expect(removed).toMatchObject({ kind: 'forward', type: 'message.part.removed' });
     expect('eventId' in removed).toBe(false);
     expect(mapRuntimeEvent(ev('message.removed', { sessionID: SES, messageID: 'msg_a2' }))).toMatchObject({ kind: 'forward', properties: { messageID: 'msg_a2' } });
     const err = { sessionID: SES, error: { name: 'APIError', data: { message: 'rate limited', isRetryable: false } } };
     expect(mapRuntimeEvent(ev('session.error', err))).toMatchObject({ kind: 'forward', properties: err });
+  });
+
+  it('reads a text part\'s text as it stands (what a turn cut mid-answer had streamed); other parts are forwarded', () => {
+    const part = { id: 'prt_1', sessionID: SES, messageID: 'msg_a1', type: 'text', text: 'So far' };
+    expect(mapRuntimeEvent(ev('message.part.updated', { part }))).toMatchObject({ kind: 'textPart', messageId: 'msg_a1', partId: 'prt_1', text: 'So far', properties: { part } });
+    expect(mapRuntimeEvent(ev('message.part.updated', { part: { ...part, text: undefined } }))).toMatchObject({ kind: 'textPart', text: '' });
+    expect(mapRuntimeEvent(ev('message.part.updated', { part: { ...part, type: 'reasoning' } }))).toMatchObject({ kind: 'forward' });
   });
 
   it('maps session.status: busy and retry are running (retry says why), idle stays idle', () => {

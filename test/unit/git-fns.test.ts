@@ -4,12 +4,15 @@ import {
   canReach,
   checkAccessRules,
   checkPush,
+  checkPushOptionRules,
   defaultRefOf,
   describeUpdates,
   normaliseBaseUrl,
   parseGitRequest,
   parseReceivePackCommands,
   pkt,
+  pushOptionAllowed,
+  refusedPushOptions,
   refusePushResponse,
   repoMatches,
   sandboxGitConfig,
@@ -108,6 +111,46 @@ describe('pushes', () => {
     // Endless commands without a flush: refused once past the limit, never buffered without end.
     const many = Buffer.concat(Array.from({ length: 3000 }, () => pkt(`${Z} ${A} refs/heads/agent/mia/x\n`)));
     expect(parseReceivePackCommands(many)).toMatchObject({ state: 'error', error: /too many/ });
+  });
+  it('reads push options after the commands when the client asked for them, as git reads the capabilities', () => {
+    const F = Buffer.from('0000');
+    const withOptions = (first: string, ...rest: Buffer[]) => Buffer.concat([pkt(first), F, ...rest, F, Buffer.from('PACK....')]);
+    const p = parseReceivePackCommands(withOptions(`${Z} ${A} refs/heads/agent/mia/x\0report-status push-options\n`, pkt('ci.skip'), pkt('merge_request.title=a b\n')));
+    expect(p).toMatchObject({ state: 'done', options: ['ci.skip', 'merge_request.title=a b'] });
+    if (p.state === 'done') expect(withOptions(`${Z} ${A} refs/heads/agent/mia/x\0report-status push-options\n`, pkt('ci.skip'), pkt('merge_request.title=a b\n')).subarray(p.length).toString()).toBe('PACK....');
+    // Not asked: no options section (what follows the flush is the pack), options null.
+    expect(parseReceivePackCommands(Buffer.concat([pkt(`${Z} ${A} refs/heads/x\0report-status\n`), F, Buffer.from('PACK')]))).toMatchObject({ state: 'done', options: null });
+    // Asked with a value, after a tab, or on a later command line: git's receive-pack takes each as asked.
+    for (const lines of [
+      [`${Z} ${A} refs/heads/x\0report-status push-options=1\n`],
+      [`${Z} ${A} refs/heads/x\0report-status\tpush-options\n`],
+      [`${Z} ${A} refs/heads/x\0report-status\n`, `${Z} ${A} refs/heads/y\0push-options\n`],
+    ]) {
+      const r = parseReceivePackCommands(Buffer.concat([...lines.map((l) => pkt(l)), F, pkt('ci.skip'), F]));
+      expect(r, JSON.stringify(lines)).toMatchObject({ state: 'done', options: ['ci.skip'] });
+      if (r.state === 'done') expect(r.commands.map((c) => c.ref)).toEqual(lines.length === 2 ? ['refs/heads/x', 'refs/heads/y'] : ['refs/heads/x']);
+    }
+    // Still arriving: more until the options' flush.
+    expect(parseReceivePackCommands(Buffer.concat([pkt(`${Z} ${A} refs/heads/x\0push-options\n`), F, pkt('ci.skip')])).state).toBe('more');
+    // Bounded: control characters, too many, too long.
+    expect(parseReceivePackCommands(withOptions(`${Z} ${A} refs/heads/x\0push-options\n`, pkt('a\u0000b')))).toMatchObject({ state: 'error', error: /push option/ });
+    expect(parseReceivePackCommands(withOptions(`${Z} ${A} refs/heads/x\0push-options\n`, ...Array.from({ length: 101 }, () => pkt('ci.skip'))))).toMatchObject({ state: 'error', error: /at most 100/ });
+    expect(parseReceivePackCommands(withOptions(`${Z} ${A} refs/heads/x\0push-options\n`, pkt('x'.repeat(5000))))).toMatchObject({ state: 'error' });
+  });
+  it('lets through only the push options an admin listed', () => {
+    const allowed = checkPushOptionRules(['merge_request.create', 'merge_request.label=agent', 'ci.*']);
+    expect(pushOptionAllowed('merge_request.create', allowed)).toBe(true);
+    expect(pushOptionAllowed('merge_request.create=1', allowed)).toBe(true);
+    expect(pushOptionAllowed('merge_request.label=agent', allowed)).toBe(true);
+    expect(pushOptionAllowed('merge_request.label=deploy', allowed)).toBe(false);
+    expect(pushOptionAllowed('merge_request.merge_when_pipeline_succeeds', allowed)).toBe(false);
+    expect(pushOptionAllowed('ci.variable=A=1', allowed)).toBe(true);
+    expect(pushOptionAllowed('MERGE_REQUEST.CREATE', allowed)).toBe(false);
+    expect(refusedPushOptions(['ci.skip', 'x', 'merge_request.create'], [])).toEqual(['ci.skip', 'x', 'merge_request.create']);
+    expect(refusedPushOptions(['ci.skip', 'x'], allowed)).toEqual(['x']);
+    expect(() => checkPushOptionRules('ci.skip')).toThrow(/pushOptions must be a list/);
+    for (const bad of ['*', '', 'a b', 'ci.*=x', '=x', 'a\nb']) expect(() => checkPushOptionRules([bad]), bad).toThrow(/pushOptions\[0\]/);
+    expect(() => checkPushOptionRules(Array.from({ length: 51 }, (_, i) => `o${i}`))).toThrow(/at most 50/);
   });
   it('keeps agents to their prefix and off protected refs', () => {
     const rules = { protectedRefs: ['refs/heads/main', 'refs/heads/master', 'refs/heads/release/*'], defaultRef: 'refs/heads/trunk', branchPrefix: 'agent/{handle}/', handle: 'mia' };

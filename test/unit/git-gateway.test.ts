@@ -53,7 +53,7 @@ describe('git gateway', () => {
           await new Promise((r) => setTimeout(r, 30));
           if (name !== 'corp') return null;
           const view: GitAgentView = {
-            host: { id: 'h', tenantId: 't', name: 'corp', baseUrl, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: 'x', access: [{ who: 'role:member', repos: ['org/*'] }], protectedRefs: ['refs/heads/main'], protectDefault: true, branchPrefix: 'agent/{handle}/', createdAt: new Date(), updatedAt: new Date() },
+            host: { id: 'h', tenantId: 't', name: 'corp', baseUrl, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: 'x', access: [{ who: 'role:member', repos: ['org/*'] }], protectedRefs: ['refs/heads/main'], protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: [], createdAt: new Date(), updatedAt: new Date() },
             authorization: serviceAuth,
             as: { kind: 'service' },
             user: { handle: 'mia', roles: [_owner.userId === 'nobody' ? 'viewer' : 'member'], teams: [] },

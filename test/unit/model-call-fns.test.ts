@@ -1,5 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { callFormat, DEFAULT_MAX_OUTPUT, estimateInputTokens, IMAGE_TOKENS, maxOutputTokens, withMaxOutput, withUsageReport } from '../../src/core/llm-gateway/model-call-fns.js';
+import {
+  asksLongCache,
+  callCost,
+  callFormat,
+  chargeCall,
+  DEFAULT_MAX_OUTPUT,
+  estimateInputTokens,
+  IMAGE_TOKENS,
+  maxOutputTokens,
+  withMaxOutput,
+  withUsageReport,
+  worstInputPerMTok,
+} from '../../src/core/llm-gateway/model-call-fns.js';
+import { modelPrices } from '../../src/core/providers/providers-fns.js';
 
 describe('callFormat', () => {
   it('tells billed model answers from free calls, per provider kind', () => {
@@ -87,5 +100,90 @@ describe('estimateInputTokens', () => {
     let deep: unknown = 'leaf';
     for (let i = 0; i < 10_000; i++) deep = [deep];
     expect(() => estimateInputTokens(deep)).not.toThrow();
+  });
+});
+
+describe('what a call costs (prompt caching priced as the provider bills it)', () => {
+  // Claude Sonnet's prices ($3 in, $15 out): Anthropic's cache rule gives reads $0.30, writes $3.75, one-hour writes $6.
+  const sonnet = modelPrices('anthropic', { id: 'claude-sonnet', inputCostPerMTok: 3, outputCostPerMTok: 15 });
+  // gpt-4.1 as OpenAI prices it: $2 in, $0.50 cached, $8 out.
+  const gpt = modelPrices('openai', { id: 'gpt-4.1', inputCostPerMTok: 2, outputCostPerMTok: 8, cacheReadCostPerMTok: 0.5 });
+  const usage = (u: Partial<Parameters<typeof callCost>[0]>) => ({ input: 0, output: 0, reasoning: 0, cacheRead: 0, cacheWrite: 0, ...u });
+
+  it('prices each kind of token at its own price: an Anthropic agent step that mostly reads its cache', () => {
+    // 12 fresh tokens, 40,000 read from the cache, 3,000 written (2,000 of them to the one-hour cache), 300 out.
+    const u = usage({ input: 12, cacheRead: 40_000, cacheWrite: 3000, cacheWriteLong: 2000, output: 300 });
+    expect(callCost(u, sonnet)).toBeCloseTo((12 * 3 + 40_000 * 0.3 + 1000 * 3.75 + 2000 * 6 + 300 * 15) / 1e6, 15);
+    expect(callCost(u, sonnet)).toBeCloseTo(0.032286, 15);
+    // The old rule (every input token at the input price) said $0.133536: four times the bill.
+    expect(callCost(u, sonnet) * 4).toBeLessThan(((12 + 40_000 + 3000) * 3 + 300 * 15) / 1e6);
+  });
+
+  it('prices an OpenAI call with cached input, and reasoning at the output price', () => {
+    const u = usage({ input: 2000, cacheRead: 8000, output: 15, reasoning: 5 });
+    expect(callCost(u, gpt)).toBeCloseTo((2000 * 2 + 8000 * 0.5 + 20 * 8) / 1e6, 15);
+    // No prices: free, whatever the tokens.
+    expect(callCost(u, modelPrices('openai-compatible', undefined))).toBe(0);
+    // One-hour writes never count for more than the writes they are part of.
+    expect(callCost(usage({ cacheWrite: 10, cacheWriteLong: 50 }), sonnet)).toBeCloseTo((10 * 6) / 1e6, 15);
+  });
+
+  it('the worst an input token may cost before the provider says: the highest input price, the one-hour one only when asked for', () => {
+    expect(worstInputPerMTok(sonnet, false)).toBe(3.75);
+    expect(worstInputPerMTok(sonnet, true)).toBe(6);
+    expect(worstInputPerMTok(gpt, false)).toBe(2);
+    expect(worstInputPerMTok(gpt, true)).toBe(4);
+    // A cache write price below the input price: plain input is the worst.
+    expect(worstInputPerMTok(modelPrices('openai-compatible', { id: 'm', inputCostPerMTok: 1, cacheReadCostPerMTok: 0.1, cacheWriteCostPerMTok: 0.5 }), false)).toBe(1);
+  });
+
+  it('tells an Anthropic call that asks for the one-hour cache, wherever it asks', () => {
+    const block = (ttl?: string) => ({ type: 'text', text: 'x', cache_control: { type: 'ephemeral', ...(ttl ? { ttl } : {}) } });
+    expect(asksLongCache('messages', { system: [block()], messages: [{ role: 'user', content: [block('5m')] }] })).toBe(false);
+    expect(asksLongCache('messages', { system: [block('1h')], messages: [] })).toBe(true);
+    expect(asksLongCache('messages', { messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, block('1h')] }] })).toBe(true);
+    expect(asksLongCache('messages', { tools: [{ name: 't', input_schema: {}, cache_control: { type: 'ephemeral', ttl: '1h' } }], messages: [] })).toBe(true);
+    // The request-wide switch, and any TTL longer than the default.
+    expect(asksLongCache('messages', { cache_control: { type: 'ephemeral', ttl: '24h' }, messages: [] })).toBe(true);
+    // Text that merely mentions it is not asking; other formats have no such cache.
+    expect(asksLongCache('messages', { messages: [{ role: 'user', content: '"cache_control": {"ttl": "1h"}' }] })).toBe(false);
+    expect(asksLongCache('chat', { cache_control: { ttl: '1h' } })).toBe(false);
+    let deep: unknown = block('1h');
+    for (let i = 0; i < 10_000; i++) deep = [deep];
+    expect(() => asksLongCache('messages', { messages: deep as never })).not.toThrow();
+  });
+
+  describe('chargeCall', () => {
+    const estimate = { input: 50_000, output: 4000, longCache: false };
+
+    it('answered with a usage report: exactly what the provider bills', () => {
+      const reported = usage({ input: 12, cacheRead: 40_000, cacheWrite: 1000, output: 300, model: 'claude-sonnet' });
+      expect(chargeCall('answered', reported, estimate, sonnet)).toEqual({ usage: reported, costUsd: callCost(reported, sonnet), estimated: false });
+    });
+
+    it('no report: the estimate at its worst case, which is what the call held', () => {
+      const c = chargeCall('answered', null, estimate, sonnet);
+      expect(c).toMatchObject({ estimated: true, usage: { input: 50_000, output: 4000, cacheRead: 0, cacheWrite: 0, reasoning: 0 } });
+      // Its input as if all of it were written to the cache (the most Anthropic could bill), its whole output limit.
+      expect(c.costUsd).toBeCloseTo((50_000 * 3.75 + 4000 * 15) / 1e6, 15);
+      expect(chargeCall('cut', null, { ...estimate, longCache: true }, sonnet).costUsd).toBeCloseTo((50_000 * 6 + 4000 * 15) / 1e6, 15);
+      expect(chargeCall('cut', null, estimate, gpt).costUsd).toBeCloseTo((50_000 * 2 + 4000 * 8) / 1e6, 15);
+    });
+
+    it('cut off after Anthropic counted the input: its input as counted (cache reads at their price, never the estimate on top), the output limit', () => {
+      // message_start came (input and cache counted), the stream broke before message_delta.
+      const reported = usage({ input: 12, cacheRead: 40_000, cacheWrite: 1000, output: 1, model: 'claude-sonnet' });
+      const c = chargeCall('cut', reported, estimate, sonnet);
+      expect(c).toMatchObject({ usage: { ...reported, output: 4000 }, estimated: true });
+      expect(c.costUsd).toBeCloseTo((12 * 3 + 40_000 * 0.3 + 1000 * 3.75 + 4000 * 15) / 1e6, 15);
+      // More output reported than the limit assumed (reasoning apart): what was reported.
+      expect(chargeCall('cut', usage({ input: 5, output: 4500, reasoning: 100 }), estimate, sonnet).usage).toMatchObject({ input: 5, output: 4500, reasoning: 100 });
+    });
+
+    it('cut off with a report that counts no input: the estimated input at the worst price, the reported output if more', () => {
+      const c = chargeCall('cut', usage({ output: 9000 }), estimate, sonnet);
+      expect(c.usage).toMatchObject({ input: 50_000, output: 9000, cacheRead: 0, cacheWrite: 0 });
+      expect(c.costUsd).toBeCloseTo((50_000 * 3.75 + 9000 * 15) / 1e6, 15);
+    });
   });
 });

@@ -7,6 +7,7 @@ import {
   placeholderUser,
   pseudonymOf,
   pseudonymousUuid,
+  isAboutPerson,
   scrubAuditEntry,
   sharedMemoryPolicy,
   type ExportCounts,
@@ -73,6 +74,56 @@ describe('scrubbing an audit entry of a person', () => {
     const r = scrubAuditEntry(e, ann, P);
     expect(r.changed).toBe(false);
     expect(r.details).toEqual(e.details);
+  });
+});
+
+describe('which audit entries are about a person: whole values, never substrings (issue 37 finding 5)', () => {
+  const P = 'erased:abcdefabcdef';
+  const al = { id: '1a2b3c4d-0000-4000-8000-00000000a1a1', email: 'al@acme.test', handle: 'al', displayName: 'Al' };
+  const entry = (details: Record<string, unknown>, target = 'team:t1') => ({ userId: bob, actor: `user:${bob}`, target, details });
+
+  it("does not take val@'s or al@acme.test.evil's entries for al@acme.test's", () => {
+    for (const other of ['val@acme.test', 'VAL@ACME.TEST', 'al@acme.test.evil', 'al@acme.testing', 'al@acme.test-corp.example', 'sal+al@acme.test', 'x.al@acme.test', 'al@acme.test_x']) {
+      for (const e of [entry({ email: other }), entry({ note: `invited ${other} to the team` }), entry({ [other]: true }), entry({}, `invite:${other}`)]) {
+        expect(isAboutPerson(e, al), `${other} in ${JSON.stringify(e)}`).toBe(false);
+        const r = scrubAuditEntry(e, al, P);
+        expect(r.changed, `${other} in ${JSON.stringify(e)}`).toBe(false);
+        expect(r.details).toEqual(e.details);
+        expect(r.target).toBe(e.target);
+      }
+    }
+  });
+
+  it('takes al@acme.test as a whole value, or as a whole word in text, in any case', () => {
+    const cases: Array<[Record<string, unknown>, Record<string, unknown>]> = [
+      [{ email: 'al@acme.test' }, { email: P }],
+      [{ email: 'AL@Acme.Test' }, { email: P }],
+      [{ note: 'invited al@acme.test to the team' }, { note: `invited ${P} to the team` }],
+      [{ note: 'mail al@acme.test.' }, { note: `mail ${P}.` }],
+      [{ note: 'Al <al@acme.test>, val@acme.test' }, { note: `Al <${P}>, val@acme.test` }],
+      [{ note: 'to=al@acme.test&cc=al@acme.test.evil' }, { note: `to=${P}&cc=al@acme.test.evil` }],
+      [{ list: ['val@acme.test', 'al@acme.test'] }, { list: ['val@acme.test', P] }],
+      [{ 'al@acme.test': 1, 'val@acme.test': 2 }, { [P]: 1, 'val@acme.test': 2 }],
+    ];
+    for (const [details, scrubbed] of cases) {
+      const e = entry(details);
+      expect(isAboutPerson(e, al), JSON.stringify(details)).toBe(true);
+      expect(scrubAuditEntry(e, al, P).details).toEqual(scrubbed);
+    }
+    expect(scrubAuditEntry(entry({}, 'invite:al@acme.test'), al, P).target).toBe(`invite:${P}`);
+  });
+
+  it('takes their id as a whole id only, and the entries recorded as theirs or acted by them', () => {
+    const longer = `${al.id}0`;
+    expect(isAboutPerson(entry({ note: `ref ${longer}` }), al)).toBe(false);
+    expect(isAboutPerson(entry({ note: `ref x${al.id}` }), al)).toBe(false);
+    expect(isAboutPerson(entry({ note: `moved ${al.id}.` }), al)).toBe(true);
+    expect(isAboutPerson(entry({}, `user:${al.id}`), al)).toBe(true);
+    expect(isAboutPerson({ userId: al.id, actor: 'system:cli', target: 'x', details: {} }, al)).toBe(true);
+    expect(isAboutPerson({ userId: null, actor: `user:${al.id}`, target: 'x', details: {} }, al)).toBe(true);
+    // A handle or name counts only as a whole value: "al" inside "val", "Al" inside "Alice" do not.
+    expect(isAboutPerson(entry({ handle: 'al' }), al)).toBe(true);
+    expect(isAboutPerson(entry({ handle: 'val', name: 'Alice', note: 'al is here' }), al)).toBe(false);
   });
 });
 

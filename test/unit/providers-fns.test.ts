@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkBaseUrl, checkModelRef, checkModels, providerOrigin, publicProvider } from '../../src/core/providers/providers-fns.js';
+import { checkBaseUrl, checkModelRef, checkModels, modelPrices, providerOrigin, publicProvider } from '../../src/core/providers/providers-fns.js';
 import type { ProviderRow } from '../../src/core/providers/providers.repo.js';
 
 const row = (over: Partial<ProviderRow> = {}): ProviderRow => ({
@@ -52,5 +52,29 @@ describe('provider rules', () => {
     expect(JSON.stringify(shown)).not.toContain('sealed-key');
     expect(shown.hasApiKey).toBe(true);
     expect(publicProvider(row({ apiKeySealed: null })).hasApiKey).toBe(false);
+  });
+});
+
+describe('modelPrices: what a model\'s calls are charged', () => {
+  it('anthropic: unset cache prices follow Anthropic\'s rule (reads 0.1x, writes 1.25x, one-hour writes 2x the input price)', () => {
+    expect(modelPrices('anthropic', { id: 'claude-sonnet', inputCostPerMTok: 3, outputCostPerMTok: 15 })).toEqual({
+      inputPerMTok: 3, outputPerMTok: 15, cacheReadPerMTok: 0.3, cacheWritePerMTok: 3.75, cacheWriteLongPerMTok: 6,
+    });
+    // Written without floating-point noise (3 x 0.1 is not 0.3 in binary).
+    expect(modelPrices('anthropic', { id: 'claude-opus', inputCostPerMTok: 15 }).cacheReadPerMTok).toBe(1.5);
+  });
+
+  it('openai and openai-compatible: unset cache prices are the input price (never below the bill, never zero by accident)', () => {
+    for (const kind of ['openai', 'openai-compatible'] as const) {
+      expect(modelPrices(kind, { id: 'm', inputCostPerMTok: 2, outputCostPerMTok: 8 })).toEqual({ inputPerMTok: 2, outputPerMTok: 8, cacheReadPerMTok: 2, cacheWritePerMTok: 2, cacheWriteLongPerMTok: 4 });
+    }
+  });
+
+  it('prices the tenant gives win, zero included; a one-hour write costs the cache write price where that is higher than 2x input', () => {
+    expect(modelPrices('openai', { id: 'gpt-4.1', inputCostPerMTok: 2, cacheReadCostPerMTok: 0.5 })).toMatchObject({ cacheReadPerMTok: 0.5, cacheWritePerMTok: 2 });
+    expect(modelPrices('anthropic', { id: 'c', inputCostPerMTok: 3, cacheReadCostPerMTok: 0, cacheWriteCostPerMTok: 7 })).toMatchObject({ cacheReadPerMTok: 0, cacheWritePerMTok: 7, cacheWriteLongPerMTok: 7 });
+    // No prices at all: nothing costs anything (a local model), as before.
+    expect(modelPrices('anthropic', { id: 'free' })).toEqual({ inputPerMTok: 0, outputPerMTok: 0, cacheReadPerMTok: 0, cacheWritePerMTok: 0, cacheWriteLongPerMTok: 0 });
+    expect(modelPrices('openai', undefined)).toEqual(modelPrices('openai', { id: 'x' }));
   });
 });

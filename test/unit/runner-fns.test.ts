@@ -2,6 +2,9 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   ageText,
+  CAPACITY_NOTE_EVERY_MS,
+  cappedCapacity,
+  capacityNews,
   chooseRunner,
   looksLikeRunnerToken,
   newRunnerToken,
@@ -165,5 +168,37 @@ describe('ageText', () => {
     expect(ageText(ago(119_000), now)).toBe('119s ago');
     expect(ageText(ago(4 * 60_000), now)).toBe('4m ago');
     expect(ageText(ago(3 * 3600_000), now)).toBe('3h ago');
+  });
+});
+
+describe('capacity: what a runner says, up to its token\'s ceiling', () => {
+  it('counts the report, capped at the ceiling; nonsense counts as nothing', () => {
+    expect(cappedCapacity(40, 100)).toBe(40);
+    expect(cappedCapacity(5000, 100)).toBe(100);
+    expect(cappedCapacity(5000, null)).toBe(5000);
+    expect(cappedCapacity(7.9, 100)).toBe(7);
+    expect(cappedCapacity(-3, 100)).toBe(0);
+    expect(cappedCapacity(Number.NaN, 100)).toBe(0);
+    expect(cappedCapacity(Number.POSITIVE_INFINITY, 100)).toBe(0);
+    expect(cappedCapacity(10, 0)).toBe(0);
+  });
+
+  it('a report over the ceiling, or a large change, is news once: the same figure again is not, nor within the hour', () => {
+    const base = { ceiling: 100, notedAt: null, now };
+    expect(capacityNews({ ...base, reported: 50, previous: null })).toBeNull();
+    expect(capacityNews({ ...base, reported: 5000, previous: null })).toBe('over_ceiling');
+    expect(capacityNews({ ...base, reported: 5000, previous: 5000 })).toBeNull();
+    expect(capacityNews({ ...base, reported: 5001, previous: 5000 })).toBe('over_ceiling');
+    expect(capacityNews({ ...base, reported: 40, previous: 10 })).toBe('large_change');
+    expect(capacityNews({ ...base, reported: 10, previous: 40 })).toBe('large_change');
+    // Small or slow changes are what hosts do (memory freed, a setting changed by one or two).
+    expect(capacityNews({ ...base, reported: 54, previous: 50 })).toBeNull();
+    expect(capacityNews({ ...base, reported: 4, previous: 1 })).toBeNull();
+    expect(capacityNews({ ...base, reported: 60, previous: 80 })).toBeNull();
+    // Noted within the hour: a runner flapping between figures is not noted at every beat.
+    expect(capacityNews({ ...base, reported: 5000, previous: 10, notedAt: ago(CAPACITY_NOTE_EVERY_MS - 1000) })).toBeNull();
+    expect(capacityNews({ ...base, reported: 5000, previous: 10, notedAt: ago(CAPACITY_NOTE_EVERY_MS + 1000) })).toBe('over_ceiling');
+    // A local runner has no ceiling: only large changes are news.
+    expect(capacityNews({ ...base, ceiling: null, reported: 5000, previous: null })).toBeNull();
   });
 });

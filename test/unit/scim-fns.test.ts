@@ -7,10 +7,14 @@ import {
   looksLikeScimToken,
   matchesFilter,
   newScimToken,
+  ownerChangeRefusal,
   paging,
   parseFilter,
   parsePatch,
   renderUser,
+  SCIM_TOKEN_DEFAULT_DAYS,
+  scimMaxDaysOf,
+  scimTokenDays,
   userFilterable,
   userFromScim,
   type ScimUserState,
@@ -136,5 +140,44 @@ describe('SCIM tokens', () => {
     expect(looksLikeScimToken(t)).toBe(true);
     expect(looksLikeScimToken(`${t}x`)).toBe(false);
     expect(looksLikeScimToken('agwr_abc')).toBe(false);
+  });
+});
+
+describe('what an identity provider may do to an owner (issue 37)', () => {
+  const refusal = (next: Partial<ScimUserState>, before: ScimUserState = alice) => ownerChangeRefusal(before, { ...before, ...next }, 'alice@acme.example');
+
+  it('refuses deactivating an owner and changing their userName', () => {
+    expect(refusal({ active: false })).toMatch(/owner.*cannot deactivate/);
+    expect(refusal({ userName: 'mallory@evil.example' })).toMatch(/owner.*cannot change their userName/);
+    expect(refusal({ userName: 'mallory@evil.example', active: false })).toMatch(/userName/);
+  });
+
+  it('lets it keep names and its own key in step, change only the case, reactivate, and leave a deactivated owner so', () => {
+    expect(refusal({ displayName: 'Alice L.', givenName: 'Al', familyName: 'L', externalId: 'ext-2' })).toBeNull();
+    expect(refusal({ userName: 'Alice@Acme.Example' })).toBeNull();
+    expect(refusal({ active: true }, { ...alice, active: false })).toBeNull();
+    expect(refusal({ active: false }, { ...alice, active: false })).toBeNull();
+  });
+});
+
+describe('SCIM token lifetimes (issue 37)', () => {
+  it('default to 180 days within the maximum, which is the tenant setting tokens.scimMaxDays or 365', () => {
+    expect(scimMaxDaysOf({})).toBe(365);
+    expect(scimMaxDaysOf({ tokens: { maxDays: 7, scimMaxDays: 30 } })).toBe(30);
+    expect(scimMaxDaysOf({ tokens: { scimMaxDays: 9999 } })).toBe(365);
+    expect(scimTokenDays(undefined, 365)).toBe(SCIM_TOKEN_DEFAULT_DAYS);
+    expect(scimTokenDays(undefined, 30)).toBe(30);
+    expect(scimTokenDays(0.5, 30)).toBe(0.5);
+  });
+
+  it('refuse a lifetime of nothing, below nothing or past the maximum, naming expiresInDays', () => {
+    for (const bad of [0, -1, 31, Number.NaN, '30']) {
+      try {
+        scimTokenDays(bad, 30);
+        expect.unreachable(String(bad));
+      } catch (err) {
+        expect((err as { details?: unknown }).details).toMatchObject({ field: 'expiresInDays', maxDays: 30 });
+      }
+    }
   });
 });

@@ -233,6 +233,52 @@ describe('session streams across serves (a shared bus)', () => {
     expect(published).toEqual([]);
   });
 
+  it('a serve that never saw how a turn ended (it started since) replays the end recorded with the turn to a client resuming with an older id, once', async () => {
+    const net = sharedBus();
+    const a = net.join();
+    const fresh = serve(a.bus);
+    await fresh.start();
+    // The client's last event came from the serve before this one, seconds ago: it may still be on its way here.
+    const lastSeen = ascendingId('evt');
+    const end = [
+      { id: ascendingId('evt'), type: 'session.error', properties: { sessionID: SESSION, error: { code: 'turn_lost' } } },
+      { id: ascendingId('evt'), type: 'session.status', properties: { sessionID: SESSION, status: { type: 'idle' } } },
+    ];
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const c = client();
+    // An end older than the client's last event is not sent again.
+    fresh.subscribe(SESSION, c.sub, lastSeen, [{ id: `evt_${'0'.repeat(12)}aaaaaaaaaaaaaa`, type: 'session.error', properties: {} }, ...end]);
+    expect(c.ids).toEqual(end.map((e) => e.id));
+    // The same end published over the bus now (this serve's own restart reported it) is not delivered twice.
+    await fresh.publish(SESSION, end[0].type, end[0].properties, end[0].id);
+    const next = delta(1);
+    fresh.ingest(OWNER, next);
+    await settle();
+    a.pump();
+    // The client's last event never comes here (it was the old serve's): after a short wait, what follows it.
+    vi.advanceTimersByTime(6000);
+    expect(c.ids).toEqual([...end.map((e) => e.id), next.payload.id]);
+  });
+
+  it('a stopping serve delivers what it published before its streams end (a turn lost as its runtime stopped)', async () => {
+    const net = sharedBus();
+    const a = net.join();
+    const streams = serve(a.bus);
+    await streams.start();
+    const frames: string[] = [];
+    let closed = false;
+    streams.subscribe(SESSION, { write: (f) => (frames.push(f), 0), close: () => void (closed = true) });
+    await streams.publish(SESSION, 'session.error', { error: { code: 'turn_lost' } });
+    const stopping = streams.stop();
+    await settle();
+    // Not closed while its own event is still on its way over the bus.
+    expect(closed).toBe(false);
+    a.pump();
+    await stopping;
+    expect(closed).toBe(true);
+    expect(frames.join('')).toContain('turn_lost');
+  });
+
   it('reads the time stamp of ascending ids', () => {
     const now = Date.now();
     const age = idAgeMs(ascendingId('evt'), now);

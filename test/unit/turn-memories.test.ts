@@ -34,6 +34,8 @@ describe('turn runner: memories at the start of a turn', () => {
           prompts.push(JSON.parse(body));
           return void res.writeHead(204).end();
         }
+        // The prompt, stored (the runner waits for it before the session's next turn).
+        if (req.method === 'GET' && /\/message\/msg_1(\?|$)/.test(req.url ?? '')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
         res.writeHead(404).end();
       });
     });
@@ -47,9 +49,12 @@ describe('turn runner: memories at the start of a turn', () => {
 
   function runner(memories: Pick<MemoriesService, 'recallForTurn'>) {
     const finished: string[] = [];
-    const turn = { id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null, status: 'sending' as const, attempts: 1, previousStatus: 'queued' as const };
+    const turn = {
+      id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null,
+      status: 'sending' as const, attempts: 1, previousStatus: 'queued' as const, previousWorker: null, handingAt: null, createdAt: new Date(),
+    };
     const r = createTurnRunner({
-      db: {} as Database,
+      db: { transaction: (fn: (tx: unknown) => Promise<unknown>) => fn({}) } as unknown as Database,
       events: createTurnEvents(silentLogger),
       repo: {
         beginAttempt: async () => turn,
@@ -62,10 +67,23 @@ describe('turn runner: memories at the start of a turn', () => {
         loseOrphanedTurns: async () => [],
         endUserTurns: async () => 0,
         rebindUpstream: async () => 'ses_1',
+        claimHandOver: async () => true,
+        handedOver: async () => {},
+        handOverFailed: async () => {},
+        earlierPending: async () => false,
+        parkTurn: async () => false,
+        handOn: async () => null,
+        handOnAll: async () => [],
+        attemptsOf: async () => [],
+        failPendingTurn: async () => null,
+        recordEndEvents: async () => {},
       },
       runtime: { resolveModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m' }), ensureConfigured: async () => {} },
       pool: { acquire: async () => ({ endpoint: { url, authorization: 'Basic x' }, directory: '/workspace' }) },
       queue: {} as JobQueue,
+      jobs: { activeJobs: async () => [], takeBack: async () => false },
+      worker: 'test',
+      workerState: () => 'unknown',
       streams: { publish: async () => {} },
       permissionsOf: async () => emptyPermissions(),
       memories,

@@ -1,15 +1,16 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../../src/cli/base-command.js';
-import { credentialInput, describeAccess, describeCredential, gitCredentialFlags, gitHostFlags, parseAccess, resolveGitToken } from '../../../src/cli/git-host-input.js';
+import { credentialInput, describeAccess, describeCredential, describePushOptions, gitCredentialFlags, gitHostFlags, parseAccess, resolveGitToken } from '../../../src/cli/git-host-input.js';
 import { info } from '../../../src/cli/output.js';
 import { ValidationError } from '../../../src/kernel/errors.js';
 
 export default class ConnectorGitUpdate extends BaseCommand<typeof ConnectorGitUpdate> {
   static override summary = 'Change a git host: its credential, OAuth client and per-user connections, base URL, who reaches which repositories, push rules.';
-  static override description = 'Only what is given changes; --access and --protect replace their whole lists. Access and push rules apply to the very next git request of any agent.';
+  static override description = 'Only what is given changes; --access, --protect and --push-option replace their whole lists (--no-push-options empties the last). Access and push rules apply to the very next git request of any agent.';
   static override examples = [
     { description: 'Rotate the token:', command: '$ printf %s "$NEW_TOKEN" | <%= config.bin %> connector git update github --token-stdin' },
     '<%= config.bin %> connector git update github --access "role:member=acme/*" --access "team:ops=acme-infra/**"',
+    { description: 'Let agents open merge requests on a GitLab with git push -o merge_request.create (and set their title):', command: '$ <%= config.bin %> connector git update gitlab --push-option merge_request.create --push-option merge_request.title' },
     { description: 'Let people connect their own accounts (prints the callback URL to register at the host):', command: '$ <%= config.bin %> connector git update github --oauth-preset github --oauth-client-id Iv1.abc --oauth-client-secret-file client-secret.txt --user-connections optional' },
     { description: 'Stop per-user connections and remove the OAuth client:', command: '$ <%= config.bin %> connector git update github --user-connections off --no-oauth' },
   ];
@@ -21,6 +22,7 @@ export default class ConnectorGitUpdate extends BaseCommand<typeof ConnectorGitU
     ...gitCredentialFlags,
     'no-oauth': Flags.boolean({ summary: 'Remove the host\'s OAuth client (per-user connections need --user-connections off then).', exclusive: ['oauth-preset', 'oauth-client-id', 'oauth-client-secret-file', 'oauth-authorize-url', 'oauth-token-url', 'oauth-user-url', 'oauth-scopes'] }),
     'protect-default': Flags.boolean({ summary: 'Protect the host\'s default branch again.', exclusive: ['no-protect-default'] }),
+    'no-push-options': Flags.boolean({ summary: 'Agents may send no push option (the list is emptied).', exclusive: ['push-option'] }),
   };
 
   async run(): Promise<void> {
@@ -41,14 +43,15 @@ export default class ConnectorGitUpdate extends BaseCommand<typeof ConnectorGitU
       ...(f.protect ? { protectedRefs: f.protect } : {}),
       ...(f['no-protect-default'] ? { protectDefault: false } : f['protect-default'] ? { protectDefault: true } : {}),
       ...(f['branch-prefix'] !== undefined ? { branchPrefix: f['branch-prefix'] } : {}),
+      ...(f['push-option'] ? { pushOptions: f['push-option'] } : f['no-push-options'] ? { pushOptions: [] } : {}),
     };
-    if (!Object.keys(patch).length) throw new ValidationError('nothing to change', { hint: 'Pass --token-stdin, --base-url, --username, --access, --protect, --[no-]protect-default, --branch-prefix, --credential, --github-*, --oauth-*, --no-oauth or --user-connections.' });
+    if (!Object.keys(patch).length) throw new ValidationError('nothing to change', { hint: 'Pass --token-stdin, --base-url, --username, --access, --protect, --[no-]protect-default, --branch-prefix, --push-option, --no-push-options, --credential, --github-*, --oauth-*, --no-oauth or --user-connections.' });
     const host = await core.gitHosts.update(ctx, this.args.name, patch);
     const changed = Object.keys(patch).map((k) => (k === 'token' ? 'token (rotated)' : k));
     const callbackUrl = host.oauth ? core.gitConnections.redirectUri : undefined;
     this.output({ gitHost: host, changed, ...(callbackUrl ? { callbackUrl } : {}) }, () => {
       info(`updated git host ${host.name} (changed: ${changed.join(', ')})`);
-      info(`access: ${describeAccess(host.access)}; agents push under ${host.branchPrefix}`);
+      info(`access: ${describeAccess(host.access)}; agents push under ${host.branchPrefix}; push options they may send: ${describePushOptions(host.pushOptions)}`);
       info(describeCredential(host));
       if (callbackUrl) info(`Register this callback (redirect) URL with the OAuth client at the host: ${callbackUrl}`);
     });

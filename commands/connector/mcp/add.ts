@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import { BaseCommand } from '../../../src/cli/base-command.js';
-import { ALLOW_FLAG_TEXT, accessText, parseAllow, resolveConnectorSecret, secretFlags } from '../../../src/cli/mcp-input.js';
+import { ALLOW_FLAG_TEXT, ALLOW_PROMPTS_FLAG_TEXT, ALLOW_RESOURCES_FLAG_TEXT, accessText, parseAllow, resolveConnectorSecret, secretFlags } from '../../../src/cli/mcp-input.js';
 import { info } from '../../../src/cli/output.js';
 import { MCP_AUTH_KINDS } from '../../../src/core/connectors/mcp-fns.js';
 import type { McpServerInput } from '../../../src/core/connectors/mcp-servers.schemas.js';
@@ -8,10 +8,11 @@ import type { McpServerInput } from '../../../src/core/connectors/mcp-servers.sc
 export default class ConnectorMcpAdd extends BaseCommand<typeof ConnectorMcpAdd> {
   static override summary = 'Register a remote MCP server (Streamable HTTP) for the tenant\'s agents; its token is stored sealed.';
   static override description =
-    'Agents reach the server through the gateway host, which adds the token: it never enters a sandbox. Only the roles given with --allow see the server (and only the tools listed for them). The token comes piped in with --secret-stdin (in a terminal, asked for masked), or with --secret (warned: shell history). It goes in `Authorization: Bearer <token>` unless --auth header --header <name> says otherwise. Running agents take the server at their next turn.';
+    'Agents reach the server through the gateway host, which adds the token: it never enters a sandbox. Only the roles given with --allow, --allow-resources or --allow-prompts see the server, and only the tools, resources and prompts listed for them (none of a kind unless given). The token comes piped in with --secret-stdin (in a terminal, asked for masked), or with --secret (warned: shell history). It goes in `Authorization: Bearer <token>` unless --auth header --header <name> says otherwise. Running agents take the server at their next turn.';
   static override examples = [
     { description: 'A server with a bearer token, every tool for members:', command: '$ printf %s "$TOKEN" | <%= config.bin %> connector mcp add tracker --url https://mcp.example.com/mcp --secret-stdin --allow member' },
     { description: 'Two tools for members, all for admins, the key in a header:', command: '$ printf %s "$KEY" | <%= config.bin %> connector mcp add wiki --url https://wiki.example.com/mcp --auth header --header x-api-key --secret-stdin --allow member=search,read_page --allow admin' },
+    { description: 'Members read the handbook\'s pages and use one prompt; admins everything:', command: '$ printf %s "$KEY" | <%= config.bin %> connector mcp add wiki --url https://wiki.example.com/mcp --secret-stdin --allow member=search --allow-resources "member=wiki://handbook/*" --allow-prompts member=summarise --allow admin --allow-resources admin --allow-prompts admin' },
   ];
   static override args = { name: Args.string({ description: 'Server name: lower-case letters, digits and dashes; agents see its tools as <name>_<tool>', required: true }) };
   static override flags = {
@@ -20,6 +21,8 @@ export default class ConnectorMcpAdd extends BaseCommand<typeof ConnectorMcpAdd>
     auth: Flags.string({ summary: 'How the token is sent: bearer (default with a token), header (--header), none.', options: [...MCP_AUTH_KINDS] }),
     header: Flags.string({ summary: 'The header the token goes in (--auth header), e.g. x-api-key.' }),
     allow: Flags.string({ ...ALLOW_FLAG_TEXT, multiple: true }),
+    'allow-resources': Flags.string({ ...ALLOW_RESOURCES_FLAG_TEXT, multiple: true }),
+    'allow-prompts': Flags.string({ ...ALLOW_PROMPTS_FLAG_TEXT, multiple: true }),
     disabled: Flags.boolean({ summary: 'Register it switched off.' }),
     ...secretFlags,
   };
@@ -35,7 +38,7 @@ export default class ConnectorMcpAdd extends BaseCommand<typeof ConnectorMcpAdd>
       ...(f.auth ? { authKind: f.auth as McpServerInput['authKind'] } : {}),
       ...(f.header ? { authHeader: f.header } : {}),
       ...(secret ? { secret } : {}),
-      access: parseAllow(f.allow ?? []),
+      access: parseAllow(f.allow ?? [], f['allow-resources'] ?? [], f['allow-prompts'] ?? []),
       enabled: !f.disabled,
     };
     const server = await core.mcpServers.create(ctx, input);

@@ -4,7 +4,7 @@ import { info, table } from '../../../src/cli/output.js';
 
 export default class ConnectorMcpList extends BaseCommand<typeof ConnectorMcpList> {
   static override summary = "List the tenant's MCP servers (tokens are never shown).";
-  static override description = 'One line per server: name, URL, how its credential is sent, the roles that may use it (and which tools), whether it is enabled. --json prints the servers as the API returns them.';
+  static override description = 'One line per server: name, URL, how its credential is sent, the roles that may use it (which tools, and which resources and prompts when any), whether it is enabled. --json prints the servers as the API returns them.';
   static override examples = ['<%= config.bin %> connector mcp list', '<%= config.bin %> connector mcp list --tenant acme --json'];
   static override flags = { tenant: BaseCommand.tenantFlag };
 

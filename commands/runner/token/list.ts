@@ -2,7 +2,7 @@ import { BaseCommand } from '../../../src/cli/base-command.js';
 import { info, table } from '../../../src/cli/output.js';
 
 export default class RunnerTokenList extends BaseCommand<typeof RunnerTokenList> {
-  static override summary = 'List runner tokens (never the tokens themselves): name, created, last used, revoked, the runners using each.';
+  static override summary = 'List runner tokens (never the tokens themselves): name, the ceiling on each runner\'s capacity, created, last used, revoked, the runners using each.';
   static override examples = ['<%= config.bin %> runner token list', '<%= config.bin %> runner token list --json'];
 
   async run(): Promise<void> {
@@ -13,12 +13,13 @@ export default class RunnerTokenList extends BaseCommand<typeof RunnerTokenList>
       const rows = tokens.map((t) => ({
         id: t.id,
         name: t.name,
+        'max capacity': String(t.maxCapacity),
         created: t.createdAt.toISOString(),
         'last used': t.lastUsedAt?.toISOString() ?? 'never',
         revoked: t.revokedAt?.toISOString() ?? '-',
         runners: t.runners.join(',') || '-',
       }));
-      process.stdout.write(table(rows, ['id', 'name', 'created', 'last used', 'revoked', 'runners']) + '\n');
+      process.stdout.write(table(rows, ['id', 'name', 'max capacity', 'created', 'last used', 'revoked', 'runners']) + '\n');
     });
   }
 }

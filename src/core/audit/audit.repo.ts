@@ -95,8 +95,9 @@ export function createAuditRepo() {
     },
     /**
      * Entries that may be about a person, oldest first, with their details: recorded as theirs, acted by
-     * them, or naming their id anywhere, or their email or handle in the details (the caller's scrubbing
-     * rules decide which really do: privacy-fns.ts scrubAuditEntry).
+     * them, or naming their id anywhere, or their email or handle in the details. Candidates only: the
+     * text is matched loosely here (`al@acme.test` is found inside `val@acme.test`), and the caller keeps
+     * those the whole-value rule says are theirs (privacy-fns.ts isAboutPerson, scrubAuditEntry).
      */
     async aboutPerson(q: Queryable, tenantId: string, p: { id: string; email: string; handle: string }): Promise<Array<AuditEntry & { details: Record<string, unknown> }>> {
       const { rows } = await q.query<AuditEntry & { details: Record<string, unknown> }>(

@@ -11,6 +11,11 @@ export interface GitConnectionRow {
   refreshSealed: string | null;
   expiresAt: Date | null;
   scopes: string;
+  /** A refresh under way: until when its claim holds (null: none). */
+  refreshLeaseUntil: Date | null;
+  /** The last refresh of this access token failed: when, and the host's reason (cleared by a success or a reconnect). */
+  refreshFailedAt: Date | null;
+  refreshError: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -30,7 +35,8 @@ export interface GitOAuthStateRow {
 }
 
 const CONN = `c.id, c.tenant_id as "tenantId", c.host_id as "hostId", c.user_id as "userId", c.account, c.access_sealed as "accessSealed",
-  c.refresh_sealed as "refreshSealed", c.expires_at as "expiresAt", c.scopes, c.created_at as "createdAt", c.updated_at as "updatedAt"`;
+  c.refresh_sealed as "refreshSealed", c.expires_at as "expiresAt", c.scopes, c.refresh_lease_until as "refreshLeaseUntil",
+  c.refresh_failed_at as "refreshFailedAt", c.refresh_error as "refreshError", c.created_at as "createdAt", c.updated_at as "updatedAt"`;
 
 /** All SQL of git_connections and git_oauth_states. */
 export function createGitConnectionsRepo() {
@@ -38,9 +44,20 @@ export function createGitConnectionsRepo() {
     async find(q: Queryable, tenantId: string, hostId: string, userId: string): Promise<GitConnectionRow | null> {
       return (await q.query<GitConnectionRow>(`select ${CONN} from git_connections c where c.tenant_id = $1 and c.host_id = $2 and c.user_id = $3`, [tenantId, hostId, userId])).rows[0] ?? null;
     },
-    /** The row locked: one refresh at a time (hosts rotate refresh tokens, so two would spoil each other). */
-    async findForUpdate(q: Queryable, tenantId: string, hostId: string, userId: string): Promise<GitConnectionRow | null> {
-      return (await q.query<GitConnectionRow>(`select ${CONN} from git_connections c where c.tenant_id = $1 and c.host_id = $2 and c.user_id = $3 for update`, [tenantId, hostId, userId])).rows[0] ?? null;
+    /**
+     * Claims the refresh of a connection (one at a time: hosts rotate refresh tokens, so two would spoil
+     * each other) without holding a lock across the call to the host: the claim is a lease until `until`,
+     * taken only while no live lease is held and the access token is still `fromAccess` (the one found
+     * due: a refresh that finished meanwhile changed it). Null when not taken.
+     */
+    async claimRefresh(q: Queryable, tenantId: string, id: string, fromAccess: string, lease: string, now: Date, until: Date): Promise<GitConnectionRow | null> {
+      const { rows } = await q.query<GitConnectionRow>(
+        `update git_connections c set refresh_lease = $4, refresh_lease_until = $6
+          where c.tenant_id = $1 and c.id = $2 and c.access_sealed = $3 and (c.refresh_lease_until is null or c.refresh_lease_until <= $5)
+          returning ${CONN}`,
+        [tenantId, id, fromAccess, lease, now, until],
+      );
+      return rows[0] ?? null;
     },
     async ofUser(q: Queryable, tenantId: string, userId: string): Promise<GitConnectionRow[]> {
       return (await q.query<GitConnectionRow>(`select ${CONN} from git_connections c where c.tenant_id = $1 and c.user_id = $2`, [tenantId, userId])).rows;
@@ -60,14 +77,37 @@ export function createGitConnectionsRepo() {
         `insert into git_connections as c (tenant_id, host_id, user_id, account, access_sealed, refresh_sealed, expires_at, scopes)
          values ($1, $2, $3, $4, $5, $6, $7, $8)
          on conflict (host_id, user_id) do update set account = excluded.account, access_sealed = excluded.access_sealed,
-           refresh_sealed = excluded.refresh_sealed, expires_at = excluded.expires_at, scopes = excluded.scopes, created_at = now(), updated_at = now()
+           refresh_sealed = excluded.refresh_sealed, expires_at = excluded.expires_at, scopes = excluded.scopes, created_at = now(), updated_at = now(),
+           refresh_lease = null, refresh_lease_until = null, refresh_failed_at = null, refresh_error = null
          returning ${CONN}`,
         [c.tenantId, c.hostId, c.userId, c.account, c.accessSealed, c.refreshSealed, c.expiresAt, c.scopes],
       );
       return rows[0]!;
     },
-    async saveRefreshed(q: Queryable, id: string, t: Pick<GitConnectionRow, 'accessSealed' | 'refreshSealed' | 'expiresAt' | 'scopes'>): Promise<void> {
-      await q.query(`update git_connections set access_sealed = $2, refresh_sealed = $3, expires_at = $4, scopes = $5, updated_at = now() where id = $1`, [id, t.accessSealed, t.refreshSealed, t.expiresAt, t.scopes]);
+    /**
+     * The refreshed tokens, written only over the access token the refresh started from (false: the
+     * connection was removed or reconnected meanwhile, and these tokens are not kept). Clears any recorded
+     * failure, and the lease when it is still this refresh's (`lease`).
+     */
+    async saveRefreshed(q: Queryable, tenantId: string, id: string, fromAccess: string, lease: string, t: Pick<GitConnectionRow, 'accessSealed' | 'refreshSealed' | 'expiresAt' | 'scopes'>): Promise<boolean> {
+      const { rowCount } = await q.query(
+        `update git_connections set access_sealed = $5, refresh_sealed = $6, expires_at = $7, scopes = $8, refresh_failed_at = null, refresh_error = null,
+                refresh_lease_until = case when refresh_lease = $4 then null else refresh_lease_until end,
+                refresh_lease = case when refresh_lease = $4 then null else refresh_lease end, updated_at = now()
+          where tenant_id = $1 and id = $2 and access_sealed = $3`,
+        [tenantId, id, fromAccess, lease, t.accessSealed, t.refreshSealed, t.expiresAt, t.scopes],
+      );
+      return (rowCount ?? 0) > 0;
+    },
+    /** A refresh that failed: when and why, for this access token; the lease given up when it is still this refresh's. */
+    async refreshFailed(q: Queryable, tenantId: string, id: string, fromAccess: string, lease: string, at: Date, error: string): Promise<void> {
+      await q.query(
+        `update git_connections set refresh_failed_at = $5, refresh_error = $6,
+                refresh_lease_until = case when refresh_lease = $4 then null else refresh_lease_until end,
+                refresh_lease = case when refresh_lease = $4 then null else refresh_lease end, updated_at = now()
+          where tenant_id = $1 and id = $2 and access_sealed = $3`,
+        [tenantId, id, fromAccess, lease, at, error],
+      );
     },
     /** False when there was none. */
     async remove(q: Queryable, tenantId: string, hostId: string, userId: string): Promise<boolean> {

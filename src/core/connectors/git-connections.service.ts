@@ -24,6 +24,8 @@ export interface MyGitConnection {
   account: string | null;
   connectedAt: Date | null;
   expiresAt: Date | null;
+  /** Why the connection's last refresh failed (its agents use the service credential or are refused until it works again). */
+  problem: string | null;
 }
 
 /**
@@ -71,7 +73,7 @@ export function createGitConnectionsService(deps: {
         .filter((h) => h.userConnections !== 'off' || byHost.has(h.id))
         .map((h) => {
           const c = byHost.get(h.id);
-          return { host: h.name, baseUrl: h.baseUrl, userConnections: h.userConnections, connected: !!c, account: c ? c.account || null : null, connectedAt: c?.createdAt ?? null, expiresAt: c?.expiresAt ?? null };
+          return { host: h.name, baseUrl: h.baseUrl, userConnections: h.userConnections, connected: !!c, account: c ? c.account || null : null, connectedAt: c?.createdAt ?? null, expiresAt: c?.expiresAt ?? null, problem: c?.refreshError ?? null };
         });
     },
 

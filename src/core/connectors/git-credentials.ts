@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { SecretBox } from '../../lib/secret-box.js';
@@ -9,21 +11,42 @@ import { accountOf, basicAuthorization, githubAppJwt, needsRefresh, parseTokenRe
 const HOST_CALL_TIMEOUT_MS = 15_000;
 /** User name git sends with an OAuth token: GitLab wants exactly this; GitHub and Gitea take any. */
 const OAUTH_GIT_USERNAME = 'oauth2';
+/**
+ * How long a refresh's claim holds: twice the host call's bound, so only a process that died (or stalled
+ * far past the call's timeout) loses it to another.
+ */
+export const REFRESH_LEASE_MS = 2 * HOST_CALL_TIMEOUT_MS;
+/** A refresh that failed is not tried again for the same token before this (the host is not asked at every git request). */
+export const REFRESH_RETRY_MS = 60_000;
+/** How often a caller waiting for another process's refresh looks at the connection again. */
+const REFRESH_POLL_MS = 200;
 
-/** What the gateway sends to the host for one agent request, or why it cannot. */
-export type GitCredential = { authorization: string; as: 'service' } | { authorization: string; as: 'user'; account: string } | { refused: string };
+/**
+ * What the gateway sends to the host for one agent request, or why it cannot. `fallback`: the person has
+ * a connection the host would take in `optional` mode, but it could not be used (its refresh failed), so
+ * this is the service credential instead: the person is told, and the audit says why.
+ */
+export type GitCredential = { authorization: string; as: 'service'; fallback?: string } | { authorization: string; as: 'user'; account: string } | { refused: string };
+
+/** A person's access token, or why there is none to use: `gone` when the connection went away meanwhile. */
+type UserToken = { token: string } | { problem: string } | { gone: true };
 
 /**
  * The credentials the git gateway adds (issue 28), all on the control plane: a host's service token, a
  * GitHub App's installation tokens (minted here, kept until shortly before they expire), and a person's
- * own OAuth tokens (refreshed here, one refresh at a time per connection, under a row lock, because hosts
- * rotate refresh tokens). Also the OAuth calls of a connection's start (code exchange, user lookup).
+ * own OAuth tokens (refreshed here, one refresh at a time per connection because hosts rotate refresh
+ * tokens: a claim in the connection's row, taken and released by single statements, never a transaction
+ * or lock held across the call to the host, which may take 15 s; on the embedded database an open
+ * transaction stops every other query). Also the OAuth calls of a connection's start (code exchange, user
+ * lookup).
  */
 export function createGitCredentials(deps: { db: Database; connections: GitConnectionsRepo; box: SecretBox; clock: Clock; fetch?: typeof fetch }) {
   const { db, connections, box, clock } = deps;
   const doFetch = deps.fetch ?? fetch;
   const appTokens = new Map<string, { token: string; expiresAt: number; key: string }>();
   const minting = new Map<string, Promise<string>>();
+  /** Refreshes this process waits on, by connection: callers of one process share one. */
+  const refreshing = new Map<string, Promise<UserToken>>();
 
   async function tokenEndpoint(host: GitHostRow, params: Record<string, string>): Promise<TokenGrant> {
     if (!host.oauth || !host.oauthSecretSealed) throw new Error(`${host.name} has no OAuth client`);
@@ -86,30 +109,64 @@ export function createGitCredentials(deps: { db: Database; connections: GitConne
     return { refused: `${host.name} has no service credential: connect your own account to it in the dashboard (Connections)` };
   }
 
-  /** A person's access token, refreshed first when it is about to expire; null when they must reconnect. */
-  async function userToken(host: GitHostRow, conn: GitConnectionRow): Promise<string | null> {
-    if (!needsRefresh(conn.expiresAt, clock.now())) return box.open(conn.accessSealed);
-    if (!conn.refreshSealed) return null;
-    return db.transaction(async (tx) => {
-      const fresh = await connections.findForUpdate(tx, conn.tenantId, conn.hostId, conn.userId);
-      if (!fresh?.refreshSealed) return null;
-      // Another process refreshed while this one waited for the lock.
-      if (!needsRefresh(fresh.expiresAt, clock.now())) return box.open(fresh.accessSealed);
-      let grant: TokenGrant;
-      try {
-        grant = await tokenEndpoint(host, { grant_type: 'refresh_token', refresh_token: box.open(fresh.refreshSealed) });
-      } catch {
-        return null;
+  /** A person's access token, refreshed first when it is about to expire; else why it cannot be used. */
+  async function userToken(host: GitHostRow, conn: GitConnectionRow): Promise<UserToken> {
+    if (!needsRefresh(conn.expiresAt, clock.now())) return { token: box.open(conn.accessSealed) };
+    const pending = refreshing.get(conn.id);
+    if (pending) return pending;
+    const p = refreshed(host, conn).finally(() => refreshing.delete(conn.id));
+    refreshing.set(conn.id, p);
+    return p;
+  }
+
+  /**
+   * The connection's token once refreshed: by this process when it takes the claim, else by whichever
+   * process holds it (its outcome is read back from the row). A failure recorded for this token within
+   * REFRESH_RETRY_MS is its answer without asking the host again.
+   */
+  async function refreshed(host: GitHostRow, first: GitConnectionRow): Promise<UserToken> {
+    let conn: GitConnectionRow | null = first;
+    // Bounded by rounds, not by the clock: a process that died mid-refresh frees its claim after the lease.
+    for (let round = 0; round < (REFRESH_LEASE_MS + 5000) / REFRESH_POLL_MS; round++) {
+      if (!conn) return { gone: true };
+      const now = clock.now();
+      // Refreshed meanwhile (by another process, or reconnected).
+      if (!needsRefresh(conn.expiresAt, now)) return { token: box.open(conn.accessSealed) };
+      if (!conn.refreshSealed) return { problem: 'its token expired and the host gave no refresh token' };
+      if (conn.refreshFailedAt && now.getTime() - conn.refreshFailedAt.getTime() < REFRESH_RETRY_MS) return { problem: conn.refreshError ?? 'its refresh failed' };
+      if (!conn.refreshLeaseUntil || conn.refreshLeaseUntil.getTime() <= now.getTime()) {
+        const lease = randomUUID();
+        const claimed = await connections.claimRefresh(db, conn.tenantId, conn.id, conn.accessSealed, lease, now, new Date(now.getTime() + REFRESH_LEASE_MS));
+        if (claimed) return refreshClaimed(host, claimed, lease);
       }
-      await connections.saveRefreshed(tx, fresh.id, {
-        accessSealed: box.seal(grant.accessToken),
-        // Hosts that do not rotate refresh tokens answer without one: the old one stays good.
-        refreshSealed: grant.refreshToken ? box.seal(grant.refreshToken) : fresh.refreshSealed,
-        expiresAt: grant.expiresAt,
-        scopes: grant.scopes || fresh.scopes,
-      });
-      return grant.accessToken;
+      await sleep(REFRESH_POLL_MS);
+      conn = await connections.find(db, first.tenantId, first.hostId, first.userId);
+    }
+    return { problem: 'another refresh of it did not finish' };
+  }
+
+  /** The host call, outside any transaction, then its outcome written over the token it started from. */
+  async function refreshClaimed(host: GitHostRow, conn: GitConnectionRow, lease: string): Promise<UserToken> {
+    let grant: TokenGrant;
+    try {
+      grant = await tokenEndpoint(host, { grant_type: 'refresh_token', refresh_token: box.open(conn.refreshSealed!) });
+    } catch (err) {
+      // The host's own words (parseTokenResponse never puts a token in them), or the network's.
+      const why = (err as Error).name === 'TimeoutError' ? `${host.name} did not answer its token endpoint within ${HOST_CALL_TIMEOUT_MS / 1000} s` : (err as Error).message;
+      await connections.refreshFailed(db, conn.tenantId, conn.id, conn.accessSealed, lease, clock.now(), why.slice(0, 500));
+      return { problem: why };
+    }
+    const saved = await connections.saveRefreshed(db, conn.tenantId, conn.id, conn.accessSealed, lease, {
+      accessSealed: box.seal(grant.accessToken),
+      // Hosts that do not rotate refresh tokens answer without one: the old one stays good.
+      refreshSealed: grant.refreshToken ? box.seal(grant.refreshToken) : conn.refreshSealed,
+      expiresAt: grant.expiresAt,
+      scopes: grant.scopes || conn.scopes,
     });
+    if (saved) return { token: grant.accessToken };
+    // Disconnected (or reconnected) while the host answered: these tokens are the old connection's.
+    const now = await connections.find(db, conn.tenantId, conn.hostId, conn.userId);
+    return now && !needsRefresh(now.expiresAt, clock.now()) ? { token: box.open(now.accessSealed) } : { gone: true };
   }
 
   return {
@@ -137,10 +194,13 @@ export function createGitCredentials(deps: { db: Database; connections: GitConne
     async forAgent(host: GitHostRow, userId: string): Promise<GitCredential> {
       if (host.userConnections === 'off') return serviceCredential(host);
       const conn = await connections.find(db, host.tenantId, host.id, userId);
-      if (conn) {
-        const token = await userToken(host, conn);
-        if (token) return { authorization: basicAuthorization(OAUTH_GIT_USERNAME, token), as: 'user', account: conn.account };
-        if (host.userConnections === 'required') return { refused: `your connection to ${host.name} has expired: connect it again in the dashboard (Connections)` };
+      const token = conn ? await userToken(host, conn) : ({ gone: true } as const);
+      if ('token' in token) return { authorization: basicAuthorization(OAUTH_GIT_USERNAME, token.token), as: 'user', account: conn!.account };
+      if ('problem' in token) {
+        if (host.userConnections === 'required') return { refused: `your connection to ${host.name} could not be refreshed (${token.problem}): connect it again in the dashboard (Connections)` };
+        // Optional: the service credential, said as such (the gateway tells the person and the audit).
+        const service = await serviceCredential(host);
+        return 'refused' in service ? service : { ...service, as: 'service', fallback: `your connection to ${host.name} could not be refreshed (${token.problem})` };
       }
       if (host.userConnections === 'required') return { refused: `${host.name} acts only as its users: connect your account to it in the dashboard (Connections)` };
       return serviceCredential(host);

@@ -120,42 +120,71 @@ export interface RefUpdate {
   ref: string;
 }
 
-export type CommandsParse = { state: 'more' } | { state: 'error'; error: string } | { state: 'done'; commands: RefUpdate[]; capabilities: string[]; length: number };
+export type CommandsParse =
+  | { state: 'more' }
+  | { state: 'error'; error: string }
+  | { state: 'done'; commands: RefUpdate[]; capabilities: string[]; options: string[] | null; length: number };
 
 const ZERO_ID = /^0+$/;
+/** Push options one push may carry, and the length of one (git itself bounds neither beyond a pkt-line). */
+export const MAX_PUSH_OPTIONS = 100;
+export const MAX_PUSH_OPTION_LENGTH = 4096;
 
 /**
- * The ref-update commands at the start of a receive-pack request (after `shallow <id>` lines from a
- * shallow clone): `<old> <new> <ref>\0<capabilities>`,
- * then `<old> <new> <ref>` lines, then a flush; the pack follows. `more`: the buffer ends before the
- * flush. A push certificate (`push-cert`) or anything else is an error: the gateway forwards only what
- * it has checked.
+ * Whether the client asked for push options. git's receive-pack finds a capability after any whitespace,
+ * with or without a value (`push-options=x` counts), on any command line: the gateway reads the lists the
+ * same way, or options it did not see would reach the host.
+ */
+export function requestsPushOptions(capabilities: readonly string[]): boolean {
+  return capabilities.some((c) => c === 'push-options' || c.startsWith('push-options='));
+}
+
+/**
+ * The start of a receive-pack request, up to the pack: after `shallow <id>` lines from a shallow clone,
+ * the ref-update commands (`<old> <new> <ref>\0<capabilities>`, then `<old> <new> <ref>` lines, then a
+ * flush) and, when the client asked for push options (`push-options` among the capabilities), one option
+ * per pkt-line up to a second flush (`options` is null when it did not ask). `more`: the buffer ends
+ * before that. A push certificate (`push-cert`) or anything else is an error: the gateway forwards only
+ * what it has checked.
  */
 export function parseReceivePackCommands(buf: Buffer): CommandsParse {
   const commands: RefUpdate[] = [];
   let capabilities: string[] = [];
+  let options: string[] | null = null;
   let at = 0;
   for (;;) {
     if (buf.length < at + 4) return buf.length > MAX_COMMANDS_BYTES ? { state: 'error', error: 'too many ref updates in one push' } : { state: 'more' };
     const lenText = buf.subarray(at, at + 4).toString('latin1');
     if (!/^[0-9a-f]{4}$/.test(lenText)) return { state: 'error', error: 'the push is not in git pkt-line format' };
     const len = parseInt(lenText, 16);
-    // No commands at all is git's probe before a large push (a lone flush): it updates nothing.
-    if (len === 0) return { state: 'done', commands, capabilities, length: at + 4 };
+    if (len === 0) {
+      // No commands at all is git's probe before a large push (a lone flush): it updates nothing.
+      if (options !== null || !commands.length || !requestsPushOptions(capabilities)) return { state: 'done', commands, capabilities, options, length: at + 4 };
+      // The commands' flush; the push options follow, up to their own.
+      options = [];
+      at += 4;
+      continue;
+    }
     if (len < 4) return { state: 'error', error: 'the push is not in git pkt-line format' };
-    if (at + len > MAX_COMMANDS_BYTES) return { state: 'error', error: 'too many ref updates in one push' };
+    if (at + len > MAX_COMMANDS_BYTES) return { state: 'error', error: options ? 'the push options are too long' : 'too many ref updates in one push' };
     if (buf.length < at + len) return { state: 'more' };
     let line = buf.subarray(at + 4, at + len).toString('utf8');
     at += len;
     if (line.endsWith('\n')) line = line.slice(0, -1);
+    if (options) {
+      if (options.length >= MAX_PUSH_OPTIONS) return { state: 'error', error: `a push carries at most ${MAX_PUSH_OPTIONS} push options` };
+      if (line.length > MAX_PUSH_OPTION_LENGTH || /[\x00-\x1f\x7f]/.test(line)) return { state: 'error', error: 'a push option is malformed (a control character, or too long)' };
+      options.push(line);
+      continue;
+    }
     // A push from a shallow clone names its shallow commits first: not ref updates.
     if (!commands.length && /^shallow [0-9a-f]{40,64}$/.test(line)) continue;
-    if (!commands.length) {
-      const nul = line.indexOf('\0');
-      if (nul >= 0) {
-        capabilities = line.slice(nul + 1).split(' ').filter(Boolean);
-        line = line.slice(0, nul);
-      }
+    // git reads capabilities after a NUL on any command line, not only the first (and its own client sends
+    // them on the first): all of them count here too. Split at any whitespace, as git's reading of the list is.
+    const nul = line.indexOf('\0');
+    if (nul >= 0) {
+      capabilities = [...capabilities, ...line.slice(nul + 1).split(/[\t\n\v\f\r ]+/).filter(Boolean)];
+      line = line.slice(0, nul);
     }
     const m = /^([0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64}) (\S+)$/.exec(line);
     if (!m) return { state: 'error', error: line.startsWith('push-cert') ? 'signed pushes are not supported through the gateway' : 'the push has a malformed ref update' };
@@ -206,6 +235,51 @@ export function checkPush(commands: readonly RefUpdate[], rules: PushRules): Arr
   return refused;
 }
 
+/**
+ * Push options (`git push -o <option>`) are instructions to the host, not data: GitLab's
+ * `merge_request.create`, `merge_request.merge_when_pipeline_succeeds`, `ci.skip` and `ci.variable="K=V"`
+ * open merge requests, merge them, skip pipelines or set their variables; Gitea's `repo.private=false`
+ * makes the repository public. None passes unless the host's
+ * admin lists it. An entry is an option's key (`ci.skip`: any value, or none), a key prefix ending in `*`
+ * (`merge_request.*`), or `key=value` for exactly that option. Keys are compared exactly (a host that
+ * ignored case would see fewer options pass, never more).
+ */
+const PUSH_OPTION_KEY = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+export const MAX_PUSH_OPTION_RULES = 50;
+
+/** An option's key: the part before its first `=`. */
+export function pushOptionKey(option: string): string {
+  const eq = option.indexOf('=');
+  return eq < 0 ? option : option.slice(0, eq);
+}
+
+/** Checks an admin's list of allowed push options; the message names the entry. */
+export function checkPushOptionRules(rules: unknown): string[] {
+  if (!Array.isArray(rules)) throw new Error('pushOptions must be a list such as ["merge_request.create", "merge_request.*"]');
+  if (rules.length > MAX_PUSH_OPTION_RULES) throw new Error(`pushOptions has at most ${MAX_PUSH_OPTION_RULES} entries`);
+  return rules.map((r, i) => {
+    if (typeof r !== 'string') throw new Error(`pushOptions[${i}] must be a string`);
+    const eq = r.indexOf('=');
+    const key = eq < 0 ? r : r.slice(0, eq);
+    const keyOk = key.endsWith('*') && eq < 0 ? PUSH_OPTION_KEY.test(key.slice(0, -1)) : PUSH_OPTION_KEY.test(key);
+    if (!keyOk || r.length > 300 || /[\x00-\x1f\x7f]/.test(r)) {
+      throw new Error(`pushOptions[${i}]: "${r.slice(0, 60)}" is not an option key (ci.skip), a prefix (merge_request.*) or key=value`);
+    }
+    return r;
+  });
+}
+
+/** Whether one push option passes the host's list. */
+export function pushOptionAllowed(option: string, allowed: readonly string[]): boolean {
+  const key = pushOptionKey(option);
+  return allowed.some((a) => (a.includes('=') ? a === option : a.endsWith('*') ? key.startsWith(a.slice(0, -1)) : a === key));
+}
+
+/** The push options the host's list refuses (empty: all pass). */
+export function refusedPushOptions(options: readonly string[], allowed: readonly string[]): string[] {
+  return options.filter((o) => !pushOptionAllowed(o, allowed));
+}
+
 /** A push's ref updates for the audit log: `create`, `update` or `delete` of each ref. */
 export function describeUpdates(commands: readonly RefUpdate[]): Array<{ ref: string; op: 'create' | 'update' | 'delete'; newId: string }> {
   return commands.map((c) => ({ ref: c.ref, op: ZERO_ID.test(c.oldId) ? 'create' : ZERO_ID.test(c.newId) ? 'delete' : 'update', newId: c.newId }));
@@ -220,12 +294,17 @@ export function refusePushResponse(commands: readonly RefUpdate[], refused: Read
   const reasons = new Map(refused.map((r) => [r.ref, r.reason]));
   const report = Buffer.concat([
     pkt('unpack ok\n'),
-    ...commands.map((c) => pkt(`ng ${c.ref.replace(/[\x00-\x1f\x7f]/g, '?')} ${(reasons.get(c.ref) ?? 'refused with the rest of this push').replace(/[\x00-\x1f\x7f]/g, ' ')}\n`)),
+    // Bounded, so each fits a pkt-line whatever the agent named (a ref can be as long as a pkt-line).
+    ...commands.map((c) => pkt(`ng ${c.ref.slice(0, 1000).replace(/[\x00-\x1f\x7f]/g, '?')} ${(reasons.get(c.ref) ?? 'refused with the rest of this push').slice(0, 500).replace(/[\x00-\x1f\x7f]/g, ' ')}\n`)),
     FLUSH,
   ]);
   if (!capabilities.includes('side-band-64k') && !capabilities.includes('side-band')) return report;
   const max = capabilities.includes('side-band-64k') ? 65515 : 995;
-  const parts: Buffer[] = [pkt(Buffer.concat([Buffer.from([2]), Buffer.from(`agentws: ${message}\n`)]))];
+  // One side-band packet (at most 1000 bytes with plain side-band): a push of many refused refs, or a
+  // long reason, is cut rather than made into a packet git cannot take (or pkt() refuses to build).
+  const said = Buffer.from(`agentws: ${message.replace(/[\x00-\x1f\x7f]/g, ' ')}`);
+  const text = said.length > 900 ? Buffer.concat([said.subarray(0, 900), Buffer.from('…')]) : said;
+  const parts: Buffer[] = [pkt(Buffer.concat([Buffer.from([2]), text, Buffer.from('\n')]))];
   for (let i = 0; i < report.length; i += max) parts.push(pkt(Buffer.concat([Buffer.from([1]), report.subarray(i, i + max)])));
   parts.push(FLUSH);
   return Buffer.concat(parts);

@@ -4,11 +4,15 @@ import https from 'node:https';
 import type { AuditInput } from '../audit/audit.service.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RuntimeIdentity } from '../runtime/host/runtime-host.js';
-import { canReach, checkPush, defaultRefOf, describeUpdates, GIT_GATEWAY_PREFIX, parseGitRequest, parseReceivePackCommands, refusePushResponse, type GitRequest, type RefUpdate } from './git-fns.js';
+import { canReach, checkPush, defaultRefOf, describeUpdates, GIT_GATEWAY_PREFIX, parseGitRequest, parseReceivePackCommands, pushOptionKey, refusedPushOptions, refusePushResponse, type GitRequest, type RefUpdate } from './git-fns.js';
 import type { GitAgentView, GitHostsService } from './git-hosts.service.js';
 
 /** One `git.fetch` audit entry per user and repository in this window (a clone is several requests). */
 const FETCH_AUDIT_WINDOW_MS = 10 * 60_000;
+/** A person is told once per host in this window that their agent fell back to the service credential. */
+const FALLBACK_TELL_WINDOW_MS = 10 * 60_000;
+/** The event on the person's session stream saying so. */
+export const GIT_FALLBACK_EVENT = 'git.credential_fallback';
 /** A connection to the git host idle this long is dropped (a clone of a big repository is not idle). */
 const IDLE_TIMEOUT_MS = 5 * 60_000;
 /** What a refused push may still send (drained so git reads the refusal instead of a broken pipe). */
@@ -31,12 +35,15 @@ export function createGitGateway(deps: {
   hosts: Pick<GitHostsService, 'forAgent'>;
   /** Records an audit entry of the runtime's tenant (its own transaction: the cause is the git host's). */
   record: (tenantId: string, entry: AuditInput) => Promise<void>;
-  /** The session of the user's turn, when one can be told (for the audit entry). */
+  /** The session of the user's turn, when one can be told (for the audit entry, and to tell the person). */
   sessionOf?: (owner: { tenantId: string; userId: string }) => Promise<string | null>;
+  /** Puts an event on a session's stream (the person watching it sees it). */
+  tell?: (sessionId: string, type: string, properties: Record<string, unknown>) => Promise<void>;
   log: Logger;
 }) {
   const { log } = deps;
   const fetchAudited = new Map<string, number>();
+  const fallbackTold = new Map<string, number>();
 
   const text = (res: ServerResponse, status: number, message: string) => {
     if (res.headersSent) return void res.destroy();
@@ -50,6 +57,27 @@ export function createGitGateway(deps: {
       await deps.record(identity.tenantId, { ...entry, userId: identity.userId, sessionId });
     })().catch((err) => log.error({ err: (err as Error).message }, 'could not audit a git request'));
   };
+
+  /**
+   * The person's own connection could not be used (its refresh failed) and the service credential stands
+   * in: said on their session's stream and in the audit, once per host in a window (a clone is several
+   * requests, and an agent may retry in a loop).
+   */
+  function fellBack(identity: RuntimeIdentity, host: string, reason: string) {
+    const key = `${identity.userId}:${host}`;
+    const now = Date.now();
+    if ((fallbackTold.get(key) ?? 0) > now - FALLBACK_TELL_WINDOW_MS) return;
+    fallbackTold.set(key, now);
+    if (fallbackTold.size > 10_000) fallbackTold.clear();
+    void (async () => {
+      const sessionId = deps.sessionOf ? await deps.sessionOf(identity).catch(() => null) : null;
+      await deps.record(identity.tenantId, { action: 'git.credential_fallback', target: `git_host:${host}`, userId: identity.userId, sessionId, details: { host, as: 'service', reason } });
+      if (sessionId && deps.tell) {
+        const message = `${reason.charAt(0).toUpperCase()}${reason.slice(1)}, so your agent's git requests to ${host} go as the organisation's service account instead. Connect your account again in the dashboard (Connections).`;
+        await deps.tell(sessionId, GIT_FALLBACK_EVENT, { host, as: 'service', reason, message });
+      }
+    })().catch((err) => log.error({ err: (err as Error).message }, 'could not tell of a git credential fallback'));
+  }
 
   function upstreamRequest(view: GitAgentView, gr: GitRequest, method: string, headers: Record<string, string>, service: string = gr.service) {
     const suffix = gr.kind === 'refs' || service !== gr.service ? `info/refs?service=${service}` : service;
@@ -168,8 +196,8 @@ export function createGitGateway(deps: {
   }
 
   /** Answers a refused push in git's protocol, after taking in what the client still sends. */
-  function refusePush(req: IncomingMessage, res: ServerResponse, ended: boolean, commands: RefUpdate[], refused: Array<{ ref: string; reason: string }>, capabilities: string[]) {
-    const answer = refusePushResponse(commands, refused, capabilities, refused.map((r) => `${r.ref}: ${r.reason}`).join('; '));
+  function refusePush(req: IncomingMessage, res: ServerResponse, ended: boolean, commands: RefUpdate[], refused: Array<{ ref: string; reason: string }>, capabilities: string[], hint = '') {
+    const answer = refusePushResponse(commands, refused, capabilities, `${refused.map((r) => `${r.ref}: ${r.reason}`).join('; ')}${hint}`);
     const send = () => {
       if (res.headersSent) return;
       res.writeHead(200, { 'content-type': 'application/x-git-receive-pack-result', 'cache-control': 'no-cache', 'content-length': String(answer.length) });
@@ -213,18 +241,21 @@ export function createGitGateway(deps: {
       return text(res, 403, view.refused);
     }
     const as = view.as.kind === 'user' ? `user:${view.as.account}` : 'service';
+    const fallback = view.as.kind === 'service' && view.as.fallback ? { fallback: view.as.fallback } : {};
     if (!canReach(view.host.access, view.user, gr.repo)) {
       req.resume();
       audit(identity, { action: 'git.denied', target, details: { service: gr.service, reason: 'no access' } });
       return text(res, 403, `you have no access to ${gr.repo} on ${view.host.name}: ask an admin to grant your role or team (aws connector git update ${view.host.name} --access ...)`);
     }
+    if (fallback.fallback) fellBack(identity, view.host.name, fallback.fallback);
     if (gr.service === 'git-upload-pack' && gr.kind === 'rpc') {
-      const key = `${identity.userId}:${target}`;
+      // Per identity: a fetch as the service after one as the person (a failed refresh) is audited on its own.
+      const key = `${identity.userId}:${target}:${as}`;
       const now = Date.now();
       if ((fetchAudited.get(key) ?? 0) <= now - FETCH_AUDIT_WINDOW_MS) {
         fetchAudited.set(key, now);
         if (fetchAudited.size > 10_000) fetchAudited.clear();
-        audit(identity, { action: 'git.fetch', target, details: { host: view.host.name, repository: gr.repo, as } });
+        audit(identity, { action: 'git.fetch', target, details: { host: view.host.name, repository: gr.repo, as, ...fallback } });
       }
     }
     if (gr.service !== 'git-receive-pack' || gr.kind !== 'rpc') return forward(view, gr, req, res, null);
@@ -242,15 +273,28 @@ export function createGitGateway(deps: {
     }
     const defaultBranch = view.host.protectDefault && parse.commands.length ? await defaultRef(view, gr) : null;
     const refused = checkPush(parse.commands, { protectedRefs: view.host.protectedRefs, defaultRef: defaultBranch, branchPrefix: view.host.branchPrefix, handle: view.user.handle });
+    // Push options are the host's instructions (open or merge a request, skip or feed a pipeline): only
+    // those the admin listed pass, and a push carrying another is refused whole, before it is forwarded.
+    const options = parse.options ?? [];
+    const badOptions = refusedPushOptions(options, view.host.pushOptions);
+    if (badOptions.length) {
+      const keys = [...new Set(badOptions.map(pushOptionKey))];
+      const named = keys.slice(0, 5).map((k) => `"${k.slice(0, 100)}"`).join(', ') + (keys.length > 5 ? ` and ${keys.length - 5} more` : '');
+      const reason = `push option${keys.length > 1 ? 's' : ''} ${named} not allowed on ${view.host.name}`;
+      for (const c of parse.commands) if (!refused.some((r) => r.ref === c.ref)) refused.push({ ref: c.ref, reason });
+    }
     const refs = describeUpdates(parse.commands);
+    // Keys only: values (a ci.variable's, say) may be anything the agent chose to carry.
+    const optionKeys = options.length ? { options: options.map((o) => pushOptionKey(o).slice(0, 100)) } : {};
     if (refused.length) {
-      audit(identity, { action: 'git.push_refused', target, details: { host: view.host.name, repository: gr.repo, refs, refused } });
-      return refusePush(req, res, ended, parse.commands, refused, parse.capabilities);
+      audit(identity, { action: 'git.push_refused', target, details: { host: view.host.name, repository: gr.repo, refs, refused, ...optionKeys } });
+      const hint = badOptions.length ? ` (an admin allows push options: aws connector git update ${view.host.name} --push-option <key>)` : '';
+      return refusePush(req, res, ended, parse.commands, refused, parse.capabilities, hint);
     }
     const started = Date.now();
     // No ref updates: git's probe before a large push (it updates nothing), not a push of its own.
     forward(view, gr, req, res, { head, ended }, (status) =>
-      parse.commands.length ? audit(identity, { action: 'git.push', target, details: { host: view.host.name, repository: gr.repo, refs, as, status, durationMs: Date.now() - started } }) : undefined,
+      parse.commands.length ? audit(identity, { action: 'git.push', target, details: { host: view.host.name, repository: gr.repo, refs, ...optionKeys, as, ...fallback, status, durationMs: Date.now() - started } }) : undefined,
     );
   }
 

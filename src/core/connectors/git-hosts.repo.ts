@@ -27,15 +27,17 @@ export interface GitHostRow {
   protectedRefs: string[];
   protectDefault: boolean;
   branchPrefix: string;
+  /** Push options agents may send (git-fns.ts pushOptionAllowed); empty: none. */
+  pushOptions: string[];
   createdAt: Date;
   updatedAt: Date;
 }
 
 const HOST = `h.id, h.tenant_id as "tenantId", h.name, h.base_url as "baseUrl", h.username, h.credential_kind as "credentialKind", h.secret_sealed as "secretSealed",
   h.app, h.oauth, h.oauth_secret_sealed as "oauthSecretSealed", h.user_connections as "userConnections", h.access,
-  h.protected_refs as "protectedRefs", h.protect_default as "protectDefault", h.branch_prefix as "branchPrefix", h.created_at as "createdAt", h.updated_at as "updatedAt"`;
+  h.protected_refs as "protectedRefs", h.protect_default as "protectDefault", h.branch_prefix as "branchPrefix", h.push_options as "pushOptions", h.created_at as "createdAt", h.updated_at as "updatedAt"`;
 
-export type GitHostPatch = Partial<Pick<GitHostRow, 'baseUrl' | 'username' | 'credentialKind' | 'secretSealed' | 'app' | 'oauth' | 'oauthSecretSealed' | 'userConnections' | 'access' | 'protectedRefs' | 'protectDefault' | 'branchPrefix'>>;
+export type GitHostPatch = Partial<Pick<GitHostRow, 'baseUrl' | 'username' | 'credentialKind' | 'secretSealed' | 'app' | 'oauth' | 'oauthSecretSealed' | 'userConnections' | 'access' | 'protectedRefs' | 'protectDefault' | 'branchPrefix' | 'pushOptions'>>;
 
 export function createGitHostsRepo() {
   return {
@@ -49,10 +51,10 @@ export function createGitHostsRepo() {
     async insert(q: Queryable, h: Omit<GitHostRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<GitHostRow | null> {
       const { rows } = await q.query<GitHostRow>(
         `insert into git_hosts as h (tenant_id, name, base_url, username, secret_sealed, access, protected_refs, protect_default, branch_prefix,
-                                     credential_kind, app, oauth, oauth_secret_sealed, user_connections)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) on conflict (tenant_id, name) do nothing returning ${HOST}`,
+                                     credential_kind, app, oauth, oauth_secret_sealed, user_connections, push_options)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) on conflict (tenant_id, name) do nothing returning ${HOST}`,
         [h.tenantId, h.name, h.baseUrl, h.username, h.secretSealed, JSON.stringify(h.access), h.protectedRefs, h.protectDefault, h.branchPrefix,
-         h.credentialKind, h.app ? JSON.stringify(h.app) : null, h.oauth ? JSON.stringify(h.oauth) : null, h.oauthSecretSealed, h.userConnections],
+         h.credentialKind, h.app ? JSON.stringify(h.app) : null, h.oauth ? JSON.stringify(h.oauth) : null, h.oauthSecretSealed, h.userConnections, h.pushOptions],
       );
       return rows[0] ?? null;
     },
@@ -68,7 +70,7 @@ export function createGitHostsRepo() {
       const columns: Record<keyof GitHostPatch, string> = {
         baseUrl: 'base_url', username: 'username', credentialKind: 'credential_kind', secretSealed: 'secret_sealed', app: 'app', oauth: 'oauth',
         oauthSecretSealed: 'oauth_secret_sealed', userConnections: 'user_connections', access: 'access', protectedRefs: 'protected_refs',
-        protectDefault: 'protect_default', branchPrefix: 'branch_prefix',
+        protectDefault: 'protect_default', branchPrefix: 'branch_prefix', pushOptions: 'push_options',
       };
       const sets: string[] = [];
       const values: unknown[] = [tenantId, name];

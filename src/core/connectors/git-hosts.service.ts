@@ -8,7 +8,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../../kernel/erro
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
-import { checkAccessRules, GIT_HOST_NAME_RE, normaliseBaseUrl, validRefName, type GitAccessRule } from './git-fns.js';
+import { checkAccessRules, checkPushOptionRules, GIT_HOST_NAME_RE, normaliseBaseUrl, validRefName, type GitAccessRule } from './git-fns.js';
 import type { GitConnectionsRepo } from './git-connections.repo.js';
 import type { GitCredentials } from './git-credentials.js';
 import type { GitCredentialKind, GitHostPatch, GitHostRow, GitHostsRepo } from './git-hosts.repo.js';
@@ -30,6 +30,7 @@ export function publicGitHost(h: GitHostRow, connections = 0) {
     protectedRefs: h.protectedRefs,
     protectDefault: h.protectDefault,
     branchPrefix: h.branchPrefix,
+    pushOptions: h.pushOptions,
     createdAt: h.createdAt,
     updatedAt: h.updatedAt,
   };
@@ -54,6 +55,8 @@ export interface GitHostInput {
   protectedRefs?: string[];
   protectDefault?: boolean;
   branchPrefix?: string;
+  /** Push options agents may send (`git push -o`): keys, prefixes ending in `*`, or key=value; default none. */
+  pushOptions?: string[];
 }
 
 export const DEFAULT_PROTECTED_REFS = ['refs/heads/main', 'refs/heads/master'];
@@ -64,8 +67,11 @@ export interface GitAgentView {
   host: GitHostRow;
   /** `Basic ...`: what the gateway sends to the host. Never leaves the control plane. */
   authorization: string;
-  /** Whose identity the host sees: the service credential's, or the person's own account there. */
-  as: { kind: 'service' } | { kind: 'user'; account: string };
+  /**
+   * Whose identity the host sees: the service credential's, or the person's own account there. `fallback`:
+   * why the service's stands in for a connection the person has (its refresh failed; optional mode).
+   */
+  as: { kind: 'service'; fallback?: string } | { kind: 'user'; account: string };
   user: { handle: string; roles: string[]; teams: string[] };
 }
 
@@ -218,6 +224,7 @@ export function createGitHostsService(deps: {
         protectedRefs: checkProtected(input.protectedRefs ?? DEFAULT_PROTECTED_REFS),
         protectDefault: input.protectDefault ?? true,
         branchPrefix: checkPrefix(input.branchPrefix ?? DEFAULT_BRANCH_PREFIX),
+        pushOptions: checked('pushOptions', () => checkPushOptionRules(input.pushOptions ?? [])),
       };
       checkCoherent(row);
       const added = await db.transaction(async (tx) => {
@@ -226,7 +233,7 @@ export function createGitHostsService(deps: {
         await audit.record(tx, ctx, {
           action: 'connector.git.add',
           target: `git_host:${h.name}`,
-          details: { baseUrl: h.baseUrl, credentialKind: h.credentialKind, githubApp: h.app, oauthClientId: h.oauth?.clientId ?? null, userConnections: h.userConnections, access: h.access, protectedRefs: h.protectedRefs, branchPrefix: h.branchPrefix },
+          details: { baseUrl: h.baseUrl, credentialKind: h.credentialKind, githubApp: h.app, oauthClientId: h.oauth?.clientId ?? null, userConnections: h.userConnections, access: h.access, protectedRefs: h.protectedRefs, branchPrefix: h.branchPrefix, pushOptions: h.pushOptions },
         });
         return publicGitHost(h);
       });
@@ -270,6 +277,7 @@ export function createGitHostsService(deps: {
         if (input.protectedRefs !== undefined) patch.protectedRefs = checkProtected(input.protectedRefs);
         if (input.protectDefault !== undefined) patch.protectDefault = input.protectDefault;
         if (input.branchPrefix !== undefined) patch.branchPrefix = checkPrefix(input.branchPrefix);
+        if (input.pushOptions !== undefined) patch.pushOptions = checked('pushOptions', () => checkPushOptionRules(input.pushOptions));
         checkCoherent({ ...current, ...patch });
         const h = (await repo.update(tx, tenantId, name, patch))!;
         deps.credentials.forget(h.id);
@@ -311,7 +319,7 @@ export function createGitHostsService(deps: {
       if (!user) return null;
       const credential = await deps.credentials.forAgent(host, owner.userId);
       if ('refused' in credential) return { host, refused: credential.refused };
-      const as = credential.as === 'user' ? { kind: 'user' as const, account: credential.account } : { kind: 'service' as const };
+      const as = credential.as === 'user' ? { kind: 'user' as const, account: credential.account } : { kind: 'service' as const, ...(credential.fallback ? { fallback: credential.fallback } : {}) };
       return { host, authorization: credential.authorization, as, user: { handle: user.handle, roles, teams } };
     },
   };

@@ -23,14 +23,34 @@ export const MCP_TOOLS_MAX = 500;
 export const MCP_AUTH_KINDS = ['none', 'bearer', 'header'] as const;
 export type McpAuthKind = (typeof MCP_AUTH_KINDS)[number];
 
-/** Which role may use a server: every tool (`*`) or the named ones. */
+/**
+ * Which role may use a server: every tool (`*`) or the named ones; and, apart, its resources (`*`, or URI
+ * patterns: exact, or a prefix ending in `*`) and prompts (`*`, or names). Resources and prompts left out
+ * are none: an entry written before they could be granted keeps meaning tools only.
+ */
 export interface McpAccessEntry {
   role: string;
   tools: '*' | string[];
+  resources?: '*' | string[];
+  prompts?: '*' | string[];
 }
 
-/** What one user may use of one server: every tool, or these (a user with no entry gets null: no access). */
+/** What one user may use of one server's tools or prompts: every one, or these names. */
 export type McpToolGrant = '*' | ReadonlySet<string>;
+/** What one user may read of one server's resources: every one, or these URI patterns. */
+export type McpResourceGrant = '*' | readonly string[];
+
+/** What one user may use of one server (a user with no entry gets null: no access at all). */
+export interface McpGrant {
+  tools: McpToolGrant;
+  resources: McpResourceGrant;
+  prompts: McpToolGrant;
+}
+
+/** An access entry with every part spelled out (resources and prompts none when left out). */
+export function normaliseAccessEntry(e: McpAccessEntry): Required<McpAccessEntry> {
+  return { role: e.role, tools: e.tools, resources: e.resources ?? [], prompts: e.prompts ?? [] };
+}
 
 /** The server name a gateway-host path names, or null (any other shape: a trailing slash, more segments, escapes). */
 export function connectorNameOfPath(pathname: string): string | null {
@@ -90,6 +110,10 @@ export function secretProblems(secret: string): string[] {
   return [];
 }
 
+/** A resource URI pattern: a URI with a scheme (RFC 3986's), no spaces or controls, `*` only as its last character. */
+const RESOURCE_PATTERN = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s*\x00-\x1f\x7f]*\*?$/;
+export const MCP_RESOURCES_MAX = 200;
+
 /** Problems with an access list (empty: fine), each naming the entry at fault. */
 export function accessProblems(access: readonly McpAccessEntry[]): string[] {
   const problems: string[] = [];
@@ -99,27 +123,59 @@ export function accessProblems(access: readonly McpAccessEntry[]): string[] {
     if (!ROLE_NAME.test(e.role)) problems.push(`access[${i}].role must be a role name`);
     else if (seen.has(e.role)) problems.push(`access[${i}].role "${e.role}" is listed twice`);
     seen.add(e.role);
-    if (e.tools === '*') return;
-    if (e.tools.length > MCP_TOOLS_MAX) problems.push(`access[${i}].tools has at most ${MCP_TOOLS_MAX} names`);
-    const bad = e.tools.find((t) => !MCP_TOOL_NAME.test(t));
-    if (bad !== undefined) problems.push(`access[${i}].tools: "${bad.slice(0, 40)}" is not a tool name`);
+    if (e.tools !== '*') {
+      if (e.tools.length > MCP_TOOLS_MAX) problems.push(`access[${i}].tools has at most ${MCP_TOOLS_MAX} names`);
+      const bad = e.tools.find((t) => !MCP_TOOL_NAME.test(t));
+      if (bad !== undefined) problems.push(`access[${i}].tools: "${bad.slice(0, 40)}" is not a tool name`);
+    }
+    if (e.prompts !== undefined && e.prompts !== '*') {
+      if (e.prompts.length > MCP_TOOLS_MAX) problems.push(`access[${i}].prompts has at most ${MCP_TOOLS_MAX} names`);
+      const bad = e.prompts.find((t) => !MCP_TOOL_NAME.test(t));
+      if (bad !== undefined) problems.push(`access[${i}].prompts: "${bad.slice(0, 40)}" is not a prompt name`);
+    }
+    if (e.resources !== undefined && e.resources !== '*') {
+      if (e.resources.length > MCP_RESOURCES_MAX) problems.push(`access[${i}].resources has at most ${MCP_RESOURCES_MAX} patterns`);
+      const bad = e.resources.find((r) => r.length > 2000 || !RESOURCE_PATTERN.test(r));
+      if (bad !== undefined) problems.push(`access[${i}].resources: "${bad.slice(0, 60)}" is not a resource URI or a prefix ending in * (e.g. docs://handbook/*)`);
+    }
   });
   return problems;
 }
 
+const unionOf = (parts: ReadonlyArray<'*' | readonly string[] | undefined>): '*' | string[] =>
+  parts.some((p) => p === '*') ? '*' : [...new Set(parts.flatMap((p) => (p ?? []) as readonly string[]))];
+
 /**
- * The tools of one server a user with these roles may use: the union of their roles' entries (`*`
- * absorbs), or null when none of their roles is listed. An empty tool list grants the server but no tool.
+ * What a user with these roles may use of one server: for tools, resources and prompts each, the union
+ * of their roles' entries (`*` absorbs); null when none of their roles is listed. An entry with nothing
+ * grants the server (its lists) but nothing in them.
  */
-export function grantFor(access: readonly McpAccessEntry[], roles: readonly string[]): McpToolGrant | null {
+export function grantFor(access: readonly McpAccessEntry[], roles: readonly string[]): McpGrant | null {
   const mine = access.filter((e) => roles.includes(e.role));
   if (!mine.length) return null;
-  if (mine.some((e) => e.tools === '*')) return '*';
-  return new Set(mine.flatMap((e) => e.tools as string[]));
+  const tools = unionOf(mine.map((e) => e.tools));
+  const prompts = unionOf(mine.map((e) => e.prompts ?? []));
+  return { tools: tools === '*' ? '*' : new Set(tools), resources: unionOf(mine.map((e) => e.resources ?? [])), prompts: prompts === '*' ? '*' : new Set(prompts) };
 }
 
 export function toolGranted(grant: McpToolGrant, tool: string): boolean {
   return grant === '*' || grant.has(tool);
+}
+
+/**
+ * Whether a resource URI is granted: `*`, the very URI, or a pattern's prefix followed by a rest with no
+ * way back up (no `.` or `..` segment, raw or percent-encoded, no backslash): `docs://handbook/*` must not
+ * reach `docs://handbook/../payroll` on a server that resolves paths.
+ */
+export function resourceGranted(grant: McpResourceGrant, uri: string): boolean {
+  if (grant === '*') return true;
+  return grant.some((p) => {
+    if (!p.endsWith('*')) return p === uri;
+    const prefix = p.slice(0, -1);
+    if (!uri.startsWith(prefix)) return false;
+    const rest = uri.slice(prefix.length);
+    return !/\\|%2e|%2f|%5c/i.test(rest) && !`/${rest}/`.split(/[/?#]/).some((seg) => seg === '.' || seg === '..');
+  });
 }
 
 /**
@@ -162,14 +218,38 @@ export interface RpcMessage {
   error?: unknown;
 }
 
+/**
+ * The JSON-RPC methods the gateway forwards, spelled exactly as MCP spells them; anything else (another
+ * spelling such as `Tools/Call` or `tools/call `, a method of a later revision, a server's own extension)
+ * is answered by the gateway, never forwarded: a server matching names loosely would otherwise run a
+ * call the gateway never checked. Requests need an id; notifications have none. Not forwarded on
+ * purpose: resources/subscribe and unsubscribe (their updates would come on a server-to-client stream,
+ * which the gateway does not open), logging/setLevel, and answers to server requests (the gateway passes
+ * none on, so there is nothing to answer).
+ */
+export const MCP_FORWARDED_REQUESTS = ['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete'] as const;
+export const MCP_FORWARDED_NOTIFICATIONS = ['notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed'] as const;
+
 /** What the gateway needs to know of a request before forwarding it. */
 export type ClassifiedRequest =
   | { kind: 'tool_call'; id: string | number; tool: string; args: Record<string, unknown> }
   | { kind: 'tools_list'; id: string | number }
-  | { kind: 'other'; id: string | number | null; method: string | null }
+  | { kind: 'resources_list'; id: string | number }
+  | { kind: 'resource_templates_list'; id: string | number }
+  | { kind: 'resource_read'; id: string | number; uri: string }
+  | { kind: 'prompts_list'; id: string | number }
+  | { kind: 'prompt_get'; id: string | number; prompt: string }
+  /** completion/complete for a prompt's argument or a resource template's: granted as that prompt or template is. */
+  | { kind: 'completion'; id: string | number; ref: { type: 'prompt'; name: string } | { type: 'resource'; uri: string } }
+  /** initialize, ping and the client's notifications: no grant of their own (the server's is checked for every request). */
+  | { kind: 'other'; id: string | number | null; method: string }
+  /** A method the gateway does not forward: answered with a JSON-RPC error (a request) or refused (a notification). */
+  | { kind: 'unknown_method'; id: string | number | null; method: string }
   | { kind: 'invalid'; problem: string };
 
 const isId = (id: unknown): id is string | number => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
+const REQUESTS: ReadonlySet<string> = new Set(MCP_FORWARDED_REQUESTS);
+const NOTIFICATIONS: ReadonlySet<string> = new Set(MCP_FORWARDED_NOTIFICATIONS);
 
 /**
  * Classifies one POSTed body. Batches are refused: a batch could hide a tools/call among other messages
@@ -180,37 +260,99 @@ export function classifyRequest(body: unknown): ClassifiedRequest {
   if (!body || typeof body !== 'object') return { kind: 'invalid', problem: 'not a JSON-RPC message' };
   const m = body as RpcMessage;
   if (m.jsonrpc !== '2.0') return { kind: 'invalid', problem: 'jsonrpc must be "2.0"' };
-  if (m.method === undefined) return { kind: 'other', id: isId(m.id) ? m.id : null, method: null };
+  if (m.method === undefined) return { kind: 'invalid', problem: 'the gateway passes no server requests on, so there is nothing to answer: send requests and notifications only' };
   if (typeof m.method !== 'string') return { kind: 'invalid', problem: 'method must be a string' };
+  const method = m.method;
   const id = isId(m.id) ? m.id : null;
-  if (m.method === 'tools/call') {
-    if (id === null) return { kind: 'invalid', problem: 'tools/call needs an id' };
-    const params = (m.params && typeof m.params === 'object' ? m.params : {}) as { name?: unknown; arguments?: unknown };
-    if (typeof params.name !== 'string') return { kind: 'invalid', problem: 'params.name must be the tool name' };
-    const args = params.arguments && typeof params.arguments === 'object' && !Array.isArray(params.arguments) ? (params.arguments as Record<string, unknown>) : {};
-    return { kind: 'tool_call', id, tool: params.name, args };
+  if (m.id !== undefined && id === null) return { kind: 'invalid', problem: 'id must be a string or a number' };
+  if (NOTIFICATIONS.has(method)) return id === null ? { kind: 'other', id: null, method } : { kind: 'unknown_method', id, method };
+  if (!REQUESTS.has(method)) return { kind: 'unknown_method', id, method };
+  if (id === null) return { kind: 'invalid', problem: `${method} needs an id` };
+  const params = (m.params && typeof m.params === 'object' && !Array.isArray(m.params) ? m.params : {}) as Record<string, unknown>;
+  switch (method) {
+    case 'tools/call': {
+      if (typeof params.name !== 'string') return { kind: 'invalid', problem: 'params.name must be the tool name' };
+      const args = params.arguments && typeof params.arguments === 'object' && !Array.isArray(params.arguments) ? (params.arguments as Record<string, unknown>) : {};
+      return { kind: 'tool_call', id, tool: params.name, args };
+    }
+    case 'tools/list':
+      return { kind: 'tools_list', id };
+    case 'resources/list':
+      return { kind: 'resources_list', id };
+    case 'resources/templates/list':
+      return { kind: 'resource_templates_list', id };
+    case 'resources/read':
+      if (typeof params.uri !== 'string') return { kind: 'invalid', problem: 'params.uri must be the resource URI' };
+      return { kind: 'resource_read', id, uri: params.uri };
+    case 'prompts/list':
+      return { kind: 'prompts_list', id };
+    case 'prompts/get':
+      if (typeof params.name !== 'string') return { kind: 'invalid', problem: 'params.name must be the prompt name' };
+      return { kind: 'prompt_get', id, prompt: params.name };
+    case 'completion/complete': {
+      const ref = (params.ref && typeof params.ref === 'object' ? params.ref : {}) as { type?: unknown; name?: unknown; uri?: unknown };
+      if (ref.type === 'ref/prompt' && typeof ref.name === 'string') return { kind: 'completion', id, ref: { type: 'prompt', name: ref.name } };
+      if (ref.type === 'ref/resource' && typeof ref.uri === 'string') return { kind: 'completion', id, ref: { type: 'resource', uri: ref.uri } };
+      return { kind: 'invalid', problem: 'params.ref must be {type: "ref/prompt", name} or {type: "ref/resource", uri}' };
+    }
+    default:
+      return { kind: 'other', id, method };
   }
-  if (m.method === 'tools/list' && id !== null) return { kind: 'tools_list', id };
-  return { kind: 'other', id, method: m.method };
+}
+
+/** Why the grant refuses a request before it is forwarded (null: it may go). */
+export function refusalOf(request: ClassifiedRequest, grant: McpGrant, server: string): string | null {
+  switch (request.kind) {
+    case 'tool_call':
+      return toolGranted(grant.tools, request.tool) ? null : `the tool "${request.tool.slice(0, 128)}" of the MCP server "${server}" is not allowed for your roles`;
+    case 'resource_read':
+      return resourceGranted(grant.resources, request.uri) ? null : `the resource "${request.uri.slice(0, 200)}" of the MCP server "${server}" is not allowed for your roles`;
+    case 'prompt_get':
+      return toolGranted(grant.prompts, request.prompt) ? null : `the prompt "${request.prompt.slice(0, 128)}" of the MCP server "${server}" is not allowed for your roles`;
+    case 'completion':
+      return request.ref.type === 'prompt'
+        ? toolGranted(grant.prompts, request.ref.name) ? null : `the prompt "${request.ref.name.slice(0, 128)}" of the MCP server "${server}" is not allowed for your roles`
+        : resourceGranted(grant.resources, request.ref.uri) ? null : `the resource "${request.ref.uri.slice(0, 200)}" of the MCP server "${server}" is not allowed for your roles`;
+    default:
+      return null;
+  }
+}
+
+/** Keeps the items of a listed array the grant allows (by one field of each item). */
+function kept(items: unknown[], allowed: (key: string) => boolean, field: string): unknown[] {
+  return items.filter((t) => t && typeof t === 'object' && typeof (t as Record<string, unknown>)[field] === 'string' && allowed((t as Record<string, string>)[field]));
 }
 
 /**
  * One message of the server's answer as the agent may see it, or null to drop it. Passed: responses to
- * the request (a tools/list result filtered to the granted tools) and notifications (progress, logs).
- * Dropped: requests from the server (sampling, elicitation, roots): through the gateway a server may
- * answer, never make the agent's runtime act for it.
+ * the request (a list cut to what the grant allows: tools and prompts by name, resources by URI, resource
+ * templates by their URI template against the same patterns; a resource read cut to the granted URIs,
+ * should the server answer with others) and notifications (progress, logs). Dropped: requests from the
+ * server (sampling, elicitation, roots): through the gateway a server may answer, never make the agent's
+ * runtime act for it.
  */
-export function screenAnswer(message: unknown, request: ClassifiedRequest, grant: McpToolGrant): unknown | null {
+export function screenAnswer(message: unknown, request: ClassifiedRequest, grant: McpGrant): unknown | null {
   if (!message || typeof message !== 'object' || Array.isArray(message)) return null;
   const m = message as RpcMessage;
   if (m.method !== undefined) return m.id === undefined ? message : null;
-  if (request.kind === 'tools_list' && grant !== '*' && m.result && typeof m.result === 'object') {
-    const result = m.result as { tools?: unknown };
-    if (Array.isArray(result.tools)) {
-      return { ...m, result: { ...result, tools: result.tools.filter((t) => t && typeof t === 'object' && toolGranted(grant, String((t as { name?: unknown }).name))) } };
-    }
+  if (!m.result || typeof m.result !== 'object') return message;
+  const result = m.result as Record<string, unknown>;
+  const cut = (field: string, allowed: (key: string) => boolean, key: string) =>
+    Array.isArray(result[field]) ? { ...m, result: { ...result, [field]: kept(result[field] as unknown[], allowed, key) } } : message;
+  switch (request.kind) {
+    case 'tools_list':
+      return grant.tools === '*' ? message : cut('tools', (n) => toolGranted(grant.tools, n), 'name');
+    case 'prompts_list':
+      return grant.prompts === '*' ? message : cut('prompts', (n) => toolGranted(grant.prompts, n), 'name');
+    case 'resources_list':
+      return grant.resources === '*' ? message : cut('resources', (u) => resourceGranted(grant.resources, u), 'uri');
+    case 'resource_templates_list':
+      return grant.resources === '*' ? message : cut('resourceTemplates', (u) => resourceGranted(grant.resources, u), 'uriTemplate');
+    case 'resource_read':
+      return grant.resources === '*' ? message : cut('contents', (u) => resourceGranted(grant.resources, u), 'uri');
+    default:
+      return message;
   }
-  return message;
 }
 
 /** How a tool call ended, read from the server's response: a protocol error, a tool error, or a result. */

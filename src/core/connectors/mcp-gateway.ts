@@ -11,11 +11,11 @@ import {
   connectorNameOfPath,
   createSseSplitter,
   forwardedRequestHeaders,
+  refusalOf,
   returnedResponseHeaders,
   screenAnswer,
   sseEvent,
   toolCallOutcome,
-  toolGranted,
   MCP_CONNECTOR_PATH_PREFIX,
   type ClassifiedRequest,
 } from './mcp-fns.js';
@@ -34,7 +34,32 @@ const MAX_IN_FLIGHT_PER_USER = 16;
 /** How long a user's grant of a server is reused (a role or access change applies within this). */
 const GRANT_CACHE_MS = 2000;
 
-const RPC = { parseError: -32700, invalidRequest: -32600, invalidParams: -32602, internal: -32603 } as const;
+const RPC = { parseError: -32700, invalidRequest: -32600, methodNotFound: -32601, invalidParams: -32602, internal: -32603 } as const;
+
+/**
+ * The audit entry a forwarded request gets once it ended: every tool call, resource read and prompt get
+ * (what an agent did with the organisation's server), by what it named; null for the rest (lists, pings).
+ * What it named is cut short: the agent chooses it (up to a whole message), and it goes into the audit
+ * log and into the keys of the refusals remembered for a window.
+ */
+function auditedAs(request: ClassifiedRequest): { action: string; noun: string; key: string; details: Record<string, string> } | null {
+  switch (request.kind) {
+    case 'tool_call': {
+      const tool = request.tool.slice(0, 128);
+      return { action: 'mcp.tool_call', noun: 'tool', key: tool, details: { tool } };
+    }
+    case 'resource_read': {
+      const uri = request.uri.slice(0, 500);
+      return { action: 'mcp.resource_read', noun: 'resource', key: uri, details: { uri } };
+    }
+    case 'prompt_get': {
+      const prompt = request.prompt.slice(0, 128);
+      return { action: 'mcp.prompt_get', noun: 'prompt', key: prompt, details: { prompt } };
+    }
+    default:
+      return null;
+  }
+}
 
 /**
  * Who calls: the runtime's identity, and its self-view where the gateway host has one (the control plane's
@@ -46,12 +71,14 @@ type McpCaller = RuntimeIdentity & { self?: RuntimeSelf };
  * The MCP connectors on the gateway host (issue 28): `POST /mcp/connectors/<name>` from a runtime is
  * checked and forwarded to the tenant's real server with the server's credential added. The agent is
  * treated as hostile: it must present its runtime's own credential; its roles must grant the server
- * (every request) and, for tools/call, the tool; only the transport's own headers are passed on (never
- * its Authorization or cookies); the body is bounded and forwarded as the gateway parsed it (no second
+ * (every request) and, for tools/call, resources/read and prompts/get (and completions of a prompt or a
+ * resource template), what they name; only the methods MCP defines, spelled exactly, are forwarded
+ * (mcp-fns.ts MCP_FORWARDED_REQUESTS); only the transport's own headers are passed on (never its
+ * Authorization or cookies); the body is bounded and forwarded as the gateway parsed it (no second
  * reading of an ambiguous document by the server); the URL comes from the database, never from the
  * request. The server is not trusted either: redirects are not followed, only responses and
- * notifications come back (no server-made requests), tools/list is cut to the granted tools, and only
- * the answer's type and session id headers are returned.
+ * notifications come back (no server-made requests), the tools, resources, templates and prompts it
+ * lists are cut to the granted ones, and only the answer's type and session id headers are returned.
  */
 export function createMcpGateway(deps: {
   grantOf: (tenantId: string, userId: string, name: string) => Promise<McpServerGrant | null>;
@@ -70,8 +97,8 @@ export function createMcpGateway(deps: {
 
   const rpcError = (id: string | number | null, code: number, message: string) => ({ jsonrpc: '2.0', id, error: { code, message: `agentws: ${message}` } });
 
-  /** The audit entry of one tool call, once it ended (the session is looked up meanwhile). */
-  function auditCall(identity: McpCaller, server: string, tool: string, origin: Promise<string | null>, outcome: { ok: boolean; error?: string } | null, durationMs: number) {
+  /** The audit entry of one tool call, resource read or prompt get, once it ended (the session is looked up meanwhile). */
+  function auditCall(identity: McpCaller, server: string, what: NonNullable<ReturnType<typeof auditedAs>>, origin: Promise<string | null>, outcome: { ok: boolean; error?: string } | null, durationMs: number) {
     const owner = { tenantId: identity.tenantId, userId: identity.userId };
     void origin
       .catch(() => null)
@@ -79,22 +106,23 @@ export function createMcpGateway(deps: {
       .catch(() => null)
       .then((sessionId) =>
         deps.audit(identity.tenantId, {
-          action: 'mcp.tool_call',
+          action: what.action,
           target: `mcp:${server}`,
           userId: identity.userId,
           sessionId,
           durationMs,
-          details: { server, tool, outcome: outcome === null ? 'unknown' : outcome.ok ? 'ok' : 'error', ...(outcome?.error ? { error: outcome.error } : {}) },
+          details: { server, ...what.details, outcome: outcome === null ? 'unknown' : outcome.ok ? 'ok' : 'error', ...(outcome?.error ? { error: outcome.error } : {}) },
         }),
       );
   }
 
-  const refusedCall = (identity: McpCaller, server: string, tool: string, reason: string) =>
-    deps.auditOnce(`mcp:${identity.userId}:${server}:${tool}`, identity.tenantId, {
-      action: 'mcp.tool_call',
+  /** A refusal at the gateway, audited once per user, server and what it named in a window (an agent may retry in a loop). */
+  const refused = (identity: McpCaller, server: string, what: { action: string; key: string; details: Record<string, string> }, reason: string) =>
+    deps.auditOnce(`mcp:${identity.userId}:${server}:${what.action}:${what.key}`, identity.tenantId, {
+      action: what.action,
       target: `mcp:${server}`,
       userId: identity.userId,
-      details: { server, tool, outcome: 'refused', reason },
+      details: { server, ...what.details, outcome: 'refused', reason },
     });
 
   async function serve(identity: McpCaller, name: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -120,7 +148,7 @@ export function createMcpGateway(deps: {
     }
     if (req.method === 'DELETE') {
       req.resume();
-      return forward(identity, grant, req, res, null, { kind: 'other', id: null, method: null });
+      return forward(identity, grant, req, res, null, { kind: 'other', id: null, method: 'DELETE' });
     }
     const chunks: Buffer[] = [];
     let size = 0;
@@ -137,9 +165,18 @@ export function createMcpGateway(deps: {
     }
     const request = classifyRequest(message);
     if (request.kind === 'invalid') return sendJson(res, 400, rpcError(null, RPC.invalidRequest, request.problem));
-    if (request.kind === 'tool_call' && !toolGranted(grant.tools, request.tool)) {
-      refusedCall(identity, name, request.tool, 'tool not allowed');
-      return sendJson(res, 200, rpcError(request.id, RPC.invalidParams, `the tool "${request.tool}" of the MCP server "${name}" is not allowed for your roles`));
+    if (request.kind === 'unknown_method') {
+      // Never forwarded: a server reading method names loosely (`Tools/Call`, a trailing space) would run what was never checked.
+      const method = request.method.slice(0, 100);
+      refused(identity, name, { action: 'mcp.request_refused', key: method, details: { method } }, 'method not forwarded');
+      const what = `the method "${method}" is not forwarded by the gateway (only MCP's own methods, spelled exactly)`;
+      return request.id === null ? sendJson(res, 400, rpcError(null, RPC.methodNotFound, what)) : sendJson(res, 200, rpcError(request.id, RPC.methodNotFound, what));
+    }
+    const refusal = refusalOf(request, grant, name);
+    if (refusal) {
+      const what = auditedAs(request);
+      if (what) refused(identity, name, what, `${what.noun} not allowed`);
+      return sendJson(res, 200, rpcError('id' in request ? request.id : null, RPC.invalidParams, refusal));
     }
     // Re-serialised: the server reads exactly the document the gateway checked (a duplicate key, say,
     // cannot name one tool to the gateway and another to a server whose parser keeps the first).
@@ -148,28 +185,33 @@ export function createMcpGateway(deps: {
 
   function forward(identity: McpCaller, grant: McpServerGrant, req: IncomingMessage, res: ServerResponse, body: Buffer | null, request: ClassifiedRequest): Promise<void> {
     const started = performance.now();
+    const audited = auditedAs(request);
     const call = request.kind === 'tool_call' ? request : null;
     // The turn making the call: the user's only running turn (known at once, no wait on the answer),
-    // else the runtime's running tool part with these arguments, looked for while the tool runs.
+    // else, for a tool call, the runtime's running tool part with these arguments, looked for while the
+    // tool runs (a resource read or a prompt is the runtime's own doing, not a tool part's).
     const self = identity.self;
-    const running = call && self ? [...self.runningSessions()] : [];
-    const origin: Promise<string | null> = !call || !self
+    const running = audited && self ? [...self.runningSessions()] : [];
+    const origin: Promise<string | null> = !audited || !self
       ? Promise.resolve(null)
       : running.length === 1
         ? Promise.resolve(running[0])
-        : self
-            .toolCallOrigin({ tool: mcpToolName(grant.name, call.tool), input: Object.fromEntries(Object.entries(call.args).filter(([, v]) => v === null || typeof v !== 'object')) })
-            .then((o) => o?.upstreamSessionId ?? null);
+        : call
+          ? self
+              .toolCallOrigin({ tool: mcpToolName(grant.name, call.tool), input: Object.fromEntries(Object.entries(call.args).filter(([, v]) => v === null || typeof v !== 'object')) })
+              .then((o) => o?.upstreamSessionId ?? null)
+          : Promise.resolve(null);
+    const requestId = audited && 'id' in request ? request.id : undefined;
     let outcome: { ok: boolean; error?: string } | null = null;
     const note = (m: unknown) => {
-      if (call && outcome === null && (m as { id?: unknown })?.id === call.id) outcome = toolCallOutcome(m);
+      if (audited && outcome === null && (m as { id?: unknown })?.id === requestId) outcome = toolCallOutcome(m);
     };
     let ended = false;
     const end = (why?: string) => {
       if (ended) return;
       ended = true;
       if (why && !outcome) outcome = { ok: false, error: why };
-      if (call) auditCall(identity, grant.name, call.tool, origin, outcome, Math.round(performance.now() - started));
+      if (audited) auditCall(identity, grant.name, audited, origin, outcome, Math.round(performance.now() - started));
     };
 
     return new Promise<void>((resolve) => {
@@ -246,7 +288,7 @@ export function createMcpGateway(deps: {
                 } catch {
                   continue; // not a JSON-RPC message: nothing the agent's client could use
                 }
-                screened = screenAnswer(m, request, grant.tools);
+                screened = screenAnswer(m, request, grant);
                 note(screened);
               }
               out += sseEvent(ev.fields, screened);
@@ -292,7 +334,7 @@ export function createMcpGateway(deps: {
             return fail(502, `the MCP server "${grant.name}" answered malformed JSON`);
           }
           // A JSON answer is the response; an array (a batch's answers) is not asked for.
-          const screened = screenAnswer(m, request, grant.tools);
+          const screened = screenAnswer(m, request, grant);
           note(screened);
           if (screened === null) return fail(502, `the MCP server "${grant.name}" answered something other than a response`);
           sendJson(res, status, screened, back);

@@ -1,13 +1,23 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { MCP_ACCESS_MAX, MCP_AUTH_KINDS, MCP_SERVER_NAME, MCP_TOOLS_MAX } from './mcp-fns.js';
+import { MCP_ACCESS_MAX, MCP_AUTH_KINDS, MCP_RESOURCES_MAX, MCP_SERVER_NAME, MCP_TOOLS_MAX } from './mcp-fns.js';
 
-/** Which role may use the server, and which of its tools ("*": all). */
+/** Which role may use the server: which of its tools ("*": all), and apart, its resources and prompts (none unless given). */
 export const McpAccess = Type.Object(
   {
     role: Type.String({ minLength: 1, maxLength: 100, description: 'A role name of the tenant (owner, admin, member, or a custom role)' }),
     tools: Type.Union([Type.Literal('*'), Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { maxItems: MCP_TOOLS_MAX })], {
       description: '"*" for every tool of the server, or the tool names (as the server names them) the role may call',
     }),
+    resources: Type.Optional(
+      Type.Union([Type.Literal('*'), Type.Array(Type.String({ minLength: 1, maxLength: 2000 }), { maxItems: MCP_RESOURCES_MAX })], {
+        description: '"*" for every resource of the server, or URIs the role may read (exact, or a prefix ending in *, e.g. docs://handbook/*). Default: none (resources/list shows none, resources/read is refused)',
+      }),
+    ),
+    prompts: Type.Optional(
+      Type.Union([Type.Literal('*'), Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { maxItems: MCP_TOOLS_MAX })], {
+        description: '"*" for every prompt of the server, or the prompt names the role may get. Default: none',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -5,22 +5,22 @@ import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
-import { accessProblems, checkAuthHeader, checkServerUrl, grantFor, MCP_CONNECTOR_PATH_PREFIX, secretProblems, serverNameProblems, type McpAccessEntry, type McpAuthKind, type McpToolGrant } from './mcp-fns.js';
+import { accessProblems, checkAuthHeader, checkServerUrl, grantFor, MCP_CONNECTOR_PATH_PREFIX, normaliseAccessEntry, secretProblems, serverNameProblems, type McpAccessEntry, type McpAuthKind, type McpGrant } from './mcp-fns.js';
 import type { McpServerRow, McpServersRepo } from './mcp-servers.repo.js';
 import type { McpServerInput, McpServerPatch } from './mcp-servers.schemas.js';
 
 /** What the gateway needs to forward one user's request to a server: never shown to anyone. */
-export interface McpServerGrant {
+export interface McpServerGrant extends McpGrant {
   name: string;
   url: string;
   /** The header carrying the opened secret; null when the server takes none. */
   credential: { header: string; value: string } | null;
-  tools: McpToolGrant;
 }
 
 /**
  * MCP connectors (issue 28, item 3): a tenant's remote MCP servers, their sealed credentials and which
- * roles may use which of their tools. Admins manage them (admin.manage_providers, like the model
+ * roles may use which of their tools, resources and prompts (issue 37: resources and prompts apart, none
+ * unless granted). Admins manage them (admin.manage_providers, like the model
  * providers: both are what the tenant's agents may reach with the organisation's keys); runtimes and the
  * gateway read them without a ctx, always for one runtime's own user.
  */
@@ -43,7 +43,7 @@ export function createMcpServersService(deps: {
     authKind: s.authKind,
     authHeader: s.authHeader,
     hasSecret: s.secretSealed !== null,
-    access: s.access,
+    access: s.access.map(normaliseAccessEntry),
     enabled: s.enabled,
     gatewayPath: `${MCP_CONNECTOR_PATH_PREFIX}${s.name}`,
     createdAt: s.createdAt,
@@ -82,7 +82,7 @@ export function createMcpServersService(deps: {
     return s;
   }
 
-  const auditDetails = (s: McpServerRow, secret: string) => ({ url: s.url, authKind: s.authKind, authHeader: s.authHeader, secret, access: s.access, enabled: s.enabled });
+  const auditDetails = (s: McpServerRow, secret: string) => ({ url: s.url, authKind: s.authKind, authHeader: s.authHeader, secret, access: s.access.map(normaliseAccessEntry), enabled: s.enabled });
 
   return {
     /** The tenant's MCP servers (admin.manage_providers). Secrets are never returned. */
@@ -103,7 +103,7 @@ export function createMcpServersService(deps: {
       const problems = serverNameProblems(input.name);
       const url = checkServerUrl(input.url);
       if ('problem' in url) problems.push(url.problem);
-      const access: McpAccessEntry[] = input.access ?? [];
+      const access: McpAccessEntry[] = (input.access ?? []).map(normaliseAccessEntry);
       problems.push(...accessProblems(access));
       const cred = credentialOf(input.authKind, input.authHeader, input.secret, problems);
       fail(problems);
@@ -144,7 +144,7 @@ export function createMcpServersService(deps: {
         }
         const moved = new URL(url).origin !== new URL(cur.url).origin;
         if (moved && cur.secretSealed && patch.secret === undefined) problems.push('url moves to another origin: give the secret for the new host, or secret: null to drop the stored one');
-        const access = patch.access ?? cur.access;
+        const access = (patch.access ?? cur.access).map(normaliseAccessEntry);
         if (patch.access) problems.push(...accessProblems(access));
         // The credential as a whole: the stored secret stays unless replaced or dropped.
         const secret = patch.secret === null || (patch.authKind === 'none' && patch.secret === undefined) ? null : (patch.secret ?? (cur.secretSealed ? box.open(cur.secretSealed) : null));
@@ -188,15 +188,15 @@ export function createMcpServersService(deps: {
       return servers.filter((s) => s.enabled && grantFor(s.access, roles) !== null).map((s) => s.name);
     },
 
-    /** What one user may do with one server, with its opened credential; null: nothing (unknown, disabled, no role). */
+    /** What one user may do with one server (tools, resources, prompts), with its opened credential; null: nothing (unknown, disabled, no role). */
     async grantOf(tenantId: string, userId: string, name: string): Promise<McpServerGrant | null> {
       const [s, roles] = await Promise.all([repo.find(db, tenantId, name), deps.rolesOf(userId)]);
       if (!s || !s.enabled) return null;
-      const tools = grantFor(s.access, roles);
-      if (tools === null) return null;
+      const grant = grantFor(s.access, roles);
+      if (grant === null) return null;
       const value = s.secretSealed ? box.open(s.secretSealed) : null;
       const credential = value === null ? null : s.authKind === 'header' && s.authHeader ? { header: s.authHeader, value } : { header: 'authorization', value: `Bearer ${value}` };
-      return { name: s.name, url: s.url, credential, tools };
+      return { name: s.name, url: s.url, credential, ...grant };
     },
   };
 }

@@ -72,8 +72,15 @@ export function createAgentEgress(deps: {
   };
   /** The tenants' git hosts: the git gateway at /git/ on the gateway host (git-gateway.ts). */
   gitHosts?: Pick<GitHostsService, 'forAgent'>;
+  /** Puts an event on a session's stream: what a gateway tells the person (their git connection fell back, say). */
+  sessionEvents?: (sessionId: string, type: string, properties: Record<string, unknown>) => Promise<void>;
   /** The tenants' MCP connectors: forwarded at /mcp/connectors/<name> on the gateway host (mcp-gateway.ts). */
   mcpServers?: Pick<McpServersService, 'grantOf'>;
+  /**
+   * Whether a runtime's owner is still an active person (users/active-users.ts: cached, a boolean when
+   * known). Absent: every owner is.
+   */
+  ownerActive?: (tenantId: string, userId: string) => boolean | Promise<boolean>;
   clock: Clock;
   log: Logger;
 }) {
@@ -140,7 +147,7 @@ export function createAgentEgress(deps: {
     },
     openKey: (sealed) => deps.box.open(sealed),
     turnOf: (caller, named) => turnOf(caller, named, caller.self),
-    hold: (caller, turn, price) => deps.spending.hold(caller, turn, price),
+    hold: (caller, turn, price, call) => deps.spending.hold(caller, turn, price, call),
     release: (caller, holdId) => deps.spending.release(caller.tenantId, holdId),
     settle: async (holdId, { caller, turn, provider, model, usage, costUsd, callId, estimated }) => {
       await deps.spending.settle(holdId, {
@@ -257,6 +264,7 @@ export function createAgentEgress(deps: {
         hosts: deps.gitHosts,
         record: (tenantId, entry) => db.transaction((tx) => deps.audit.record(tx, systemCtx(tenantId), entry)).then(() => undefined),
         sessionOf: (owner) => turnOf(owner, null).then((t) => t?.sessionId ?? null),
+        tell: deps.sessionEvents,
         log: log.child({ part: 'git-gateway' }),
       })
     : null;
@@ -276,7 +284,7 @@ export function createAgentEgress(deps: {
     : null;
 
   /** The gateway host: model calls, the memory tools at MEMORY_MCP_PATH, the git gateway at /git/, MCP connectors at /mcp/connectors/. */
-  const gatewayHost = (identity: AgentIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
+  const dispatch = (identity: AgentIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
     if (gitGateway?.owns(url)) return gitGateway.handle(identity, req, res, url);
     if (mcpGateway?.owns(url.pathname)) return mcpGateway.handle(identity, req, res, url);
     if (url.pathname !== MEMORY_MCP_PATH) return gateway.handle(identity, req, res, url);
@@ -284,6 +292,37 @@ export function createAgentEgress(deps: {
       log.error({ err: (err as Error).message }, 'memory MCP server failed');
       sendJson(res, 500, rpcError(RPC.internal, 'the memory server failed'));
     });
+  };
+  /**
+   * A runtime whose person was deactivated or removed gets nothing from the gateway host (issue 37): no
+   * model call, memory, git or MCP request in their name. Their runtime is stopped once the deactivation
+   * commits; this holds meanwhile, and for a runtime that could not be stopped (a runner out of reach).
+   * Refused in each gateway's own terms, so the agent's client shows why.
+   */
+  const INACTIVE = 'the person this agent works for was deactivated or removed: it may no longer use the model, memories, git or MCP connectors';
+  const refuseInactive = (req: IncomingMessage, res: ServerResponse, url: URL) => {
+    req.resume();
+    if (gitGateway?.owns(url)) {
+      const body = `agentws git gateway: ${INACTIVE}\n`;
+      res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(Buffer.byteLength(body)) });
+      return void res.end(body);
+    }
+    if (url.pathname === MEMORY_MCP_PATH || mcpGateway?.owns(url.pathname)) return sendJson(res, 403, rpcError(RPC.invalidRequest, INACTIVE));
+    return sendJson(res, 403, { type: 'error', error: { type: 'permission_error', code: 'user_deactivated', message: `agentws: ${INACTIVE}` } }, { 'x-agentws-gateway': 'refused' });
+  };
+  const gatewayHost = (identity: AgentIdentity, req: IncomingMessage, res: ServerResponse, url: URL) => {
+    const active = deps.ownerActive ? deps.ownerActive(identity.tenantId, identity.userId) : true;
+    // Known (the usual case, a map lookup): on at once, without a promise on the hot path.
+    if (active === true) return dispatch(identity, req, res, url);
+    if (active === false) return refuseInactive(req, res, url);
+    active.then(
+      (ok) => (ok ? dispatch(identity, req, res, url) : refuseInactive(req, res, url)),
+      (err) => {
+        log.error({ err: (err as Error).message }, 'could not tell whether a runtime\'s person is active');
+        req.resume();
+        sendJson(res, 503, rpcError(RPC.internal, 'the gateway cannot check this agent\'s person now; try again'));
+      },
+    );
   };
   const refused = (identity: RuntimeOwner, target: { host: string; port: number; reason: string }) =>
     auditOnce(`egress:${identity.userId}:${target.host}:${target.port}`, identity.tenantId, {
@@ -294,7 +333,10 @@ export function createAgentEgress(deps: {
     });
 
   const proxy = createEgressProxy<AgentIdentity>({
-    decide: async (identity, host, port) => decider.decide(host, port, await tenantRules(identity.tenantId)),
+    decide: async (identity, host, port) => {
+      if (deps.ownerActive && !(await deps.ownerActive(identity.tenantId, identity.userId))) return { ok: false, reason: 'the person this agent works for was deactivated or removed' };
+      return decider.decide(host, port, await tenantRules(identity.tenantId));
+    },
     gateway: gatewayHost,
     refused,
     log,
@@ -302,6 +344,11 @@ export function createAgentEgress(deps: {
 
   return {
     listen: proxy.listen,
+    /**
+     * The model calls in flight through this process's gateway: those of a runtime that went away are
+     * aborted (cut), and all of them when the service stops (stop), each charged what it may have cost.
+     */
+    modelCalls: { cut: gateway.cutCalls, stop: gateway.stop, resume: gateway.resume, get inFlight() { return gateway.inFlight; } },
     /**
      * What a runner's proxy asks of the control plane for its runtimes (runner-fleet.ts): the gateway host,
      * the tenant's rules with the operator's settings, and a refusal to audit.

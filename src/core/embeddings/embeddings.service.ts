@@ -6,7 +6,7 @@ import type { JobQueue } from '../jobs/job-queue.js';
 import type { JobKind } from '../jobs/jobs.service.js';
 import type { JobsRepo } from '../jobs/jobs.repo.js';
 import { modelPrice } from '../llm-gateway/provider-endpoint.js';
-import { callCost } from '../llm-gateway/usage-tap.js';
+import { callCost } from '../llm-gateway/model-call-fns.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { ProviderRow, ProvidersRepo } from '../providers/providers.repo.js';
 import type { SpendingService } from '../usage/spending.service.js';

@@ -36,6 +36,21 @@ export interface JobQueueStats {
 }
 
 /**
+ * The jobs being worked on, for finding those whose worker died (the turn runner's recovery): the core
+ * decides whose they were; the queue takes one back from its worker.
+ */
+export interface JobRecovery {
+  /** The jobs of a queue being worked on now (state active), oldest first. */
+  activeJobs(name: string): Promise<Array<{ id: string; data: unknown; startedAt: Date }>>;
+  /**
+   * Takes a job away from its worker (cancelled: a worker that still runs cannot complete it): true when
+   * it was still queued or being worked on, in `tx`, so the caller queues its replacement in the same
+   * transaction.
+   */
+  takeBack(name: string, id: string, tx: Tx): Promise<boolean>;
+}
+
+/**
  * The job states stats() counts: waiting (created), waiting to be retried (retry), running (active) and
  * failed for good (failed, kept a week). Completed and cancelled jobs (kept a week too) are not counted:
  * there are many of them, and no index to count them by.

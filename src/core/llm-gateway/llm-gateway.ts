@@ -6,10 +6,10 @@ import type { Logger } from '../../kernel/logger.js';
 import type { ProviderRow } from '../providers/providers.repo.js';
 import type { AppliedState } from '../runtime/runtime.repo.js';
 import type { CallPrice } from '../usage/spending-fns.js';
-import type { HoldResult, SpendingTurn } from '../usage/spending.service.js';
-import { callFormat, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport } from './model-call-fns.js';
+import type { HeldCall, HoldResult, SpendingTurn } from '../usage/spending.service.js';
+import { asksLongCache, callFormat, chargeCall, estimateInputTokens, maxOutputTokens, withMaxOutput, withUsageReport, worstInputPerMTok, type CallEstimate } from './model-call-fns.js';
 import { isModelPath, modelPrice, providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
-import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
+import { createUsageTap, totalTokens, type CallUsage } from './usage-tap.js';
 
 /**
  * The LLM gateway: provider API keys never enter a runtime. A runtime's provider configuration points at
@@ -25,7 +25,10 @@ import { callCost, createUsageTap, totalTokens, type CallUsage } from './usage-t
  * - a streamed OpenAI-style call is asked for its usage report; an answer without one is charged an
  *   estimate; a client that hangs up does not end the bill: the answer is read on (bounded, DRAIN);
  * - before it is forwarded, a call holds its worst case against its user's limits (spending.service.ts),
- *   its output limit lowered when only that fits, or is refused (402); the hold is settled with the record.
+ *   its output limit lowered when only that fits, or is refused (402); the hold is settled with the record;
+ * - a call whose runtime went away (its turn lost: cutCalls) or that is still running when the service
+ *   stops (stop) is aborted at once and charged the estimate; one whose process dies first is recorded
+ *   from its hold when the service comes back (spending.service.ts settleOrphans).
  */
 export interface GatewayCaller {
   tenantId: string;
@@ -68,8 +71,11 @@ export interface GatewayDeps<C extends GatewayCaller = GatewayCaller> {
    * only when a turn of the caller runs in it, else the caller's latest turn; null when they have none.
    */
   turnOf(caller: C, namedSession: string | null): Promise<GatewayTurn | null>;
-  /** Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it). */
-  hold(caller: C, turn: GatewayTurn | null, price: CallPrice): Promise<HoldResult>;
+  /**
+   * Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it),
+   * with what its record needs should this process die before it settles.
+   */
+  hold(caller: C, turn: GatewayTurn | null, price: CallPrice, call: HeldCall): Promise<HoldResult>;
   /** Records a call that reached a provider, and drops its hold. */
   settle(holdId: string | null, call: SettledCall<C>): Promise<void>;
   /** Drops the hold of a call that cost nothing (the provider refused it, or it never reached the provider). */
@@ -110,9 +116,26 @@ function answer(res: ServerResponse, status: number, type: string, message: stri
   res.end(body);
 }
 
+/** A call forwarded and not yet settled: whose it is, when it started, and how to abort it now. */
+interface InFlight {
+  caller: GatewayCaller;
+  startedAt: number;
+  /** Aborts the provider call and charges it as cut (the estimate, or what the provider reported if more). */
+  cut(): void;
+}
+
 export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: GatewayDeps<C>) {
   const { log } = deps;
   const maxBytes = deps.maxRequestBytes ?? MAX_REQUEST_BYTES;
+  const inFlight = new Set<InFlight>();
+  /** Records and releases on their way to the database: a stopping service waits for them. */
+  const writing = new Set<Promise<unknown>>();
+  let stopped = false;
+  const track = (p: Promise<void>): Promise<void> => {
+    writing.add(p);
+    void p.finally(() => writing.delete(p));
+    return p;
+  };
 
   async function readBody(req: IncomingMessage): Promise<Buffer | null> {
     const chunks: Buffer[] = [];
@@ -139,6 +162,10 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
   }
 
   async function handle(caller: C, req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    if (stopped) {
+      req.resume();
+      return answer(res, 503, 'api_error', 'the service is stopping; try again in a moment');
+    }
     const m = /^\/p\/([a-z0-9][a-z0-9-]{0,39})(\/.*)$/.exec(url.pathname);
     const given = (req.headers['x-api-key'] as string | undefined) ?? /^Bearer (.+)$/i.exec(req.headers.authorization ?? '')?.[1];
     if (!given || !sameSecret(given, caller.credential)) {
@@ -178,7 +205,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
 
     // A model answer is billed: it is counted, held against the caller's limits and recorded. The model
     // must be named (a call without one would run on the provider's default, at a price nobody set).
-    let billing: { turn: GatewayTurn | null; holdId: string | null; estimate: CallUsage } | null = null;
+    let billing: { turn: GatewayTurn | null; holdId: string | null; limited: boolean; estimate: CallEstimate } | null = null;
     if (format !== 'free') {
       if (!json || !model) return answer(res, 400, 'invalid_request_error', 'a model call must name its model ("model")');
       const named = req.headers['x-session-id'];
@@ -186,8 +213,10 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       let call = withUsageReport(format, json);
       const price = modelPrice(provider, model);
       const input = estimateInputTokens(call);
+      const longCache = asksLongCache(format, call);
       const maxOutput = maxOutputTokens(format, call, provider.models.find((x) => x.id === model)?.outputLimit);
-      const held = await deps.hold(caller, turn, { inputUsd: (input * (price.inputPerMTok ?? 0)) / 1e6, outputUsdPerToken: (price.outputPerMTok ?? 0) / 1e6, maxOutput });
+      // How the provider will serve the input (plain, from its cache, into it) is known only after: its worst case is held.
+      const held = await deps.hold(caller, turn, { inputUsd: (input * worstInputPerMTok(price, longCache)) / 1e6, outputUsdPerToken: price.outputPerMTok / 1e6, maxOutput }, { provider: name, model, inputTokens: input });
       if (!held.ok) {
         deps.limitReached({ caller, turn, limit: held.limit, limitUsd: held.limitUsd, spentUsd: held.spentUsd });
         // 402, not 429: the runtime's SDK retries a 429 (rate limit) forever; a spent budget is final for
@@ -197,7 +226,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       // What the caller may still spend pays for less than the call asked: its output limit is lowered to fit.
       if (held.cut) call = withMaxOutput(format, call, held.maxOutput);
       if (call !== json) body = Buffer.from(JSON.stringify(call));
-      billing = { turn, holdId: held.holdId, estimate: { input, output: held.maxOutput, reasoning: 0, cacheRead: 0, cacheWrite: 0 } };
+      billing = { turn, holdId: held.holdId, limited: held.limited, estimate: { input, output: held.maxOutput, longCache } };
     }
 
     const base = providerBaseUrl(provider);
@@ -218,26 +247,22 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
 
     /** Once per call: recorded with the provider's usage (or the estimate), or released when it cost nothing. */
     let settled = false;
-    const settle = (outcome: 'answered' | 'cut' | 'free', requestId?: string) => {
-      if (settled || !billing) return;
+    const settle = (outcome: 'answered' | 'cut' | 'free', requestId?: string): Promise<void> => {
+      inFlight.delete(entry);
+      if (settled || !billing) return Promise.resolve();
       settled = true;
       const b = billing;
       if (outcome === 'free') {
-        void deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold'));
-        return;
+        return track(deps.release(caller, b.holdId).catch((err) => log.error({ err: (err as Error).message }, 'could not release a model call\'s hold')));
       }
       const reported = tap.end();
-      // Cut off, the provider may have gone on generating: the estimate, or what it reported if more.
-      const estimated = !reported || outcome === 'cut';
-      const usage: CallUsage = !reported
-        ? b.estimate
-        : outcome === 'cut'
-          ? { ...reported, input: Math.max(reported.input, b.estimate.input), output: Math.max(reported.output + reported.reasoning, b.estimate.output) - reported.reasoning }
-          : reported;
-      const costUsd = callCost(usage, modelPrice(provider, model, usage.model));
+      // What the provider reported, each kind of token at its price; cut off or unreported, the estimate (model-call-fns.ts).
+      const { usage, costUsd, estimated } = chargeCall(outcome, reported, b.estimate, modelPrice(provider, model, reported?.model));
       const callId = `${caller.tenantId}:${requestId ?? crypto.randomUUID()}`;
-      deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>
-        log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
+      return track(
+        deps.settle(b.holdId, { caller, turn: b.turn, provider: name, model: model || usage.model || '', usage, costUsd, callId, estimated }).catch((err) =>
+          log.error({ err: (err as Error).message, provider: name, tokens: totalTokens(usage) }, 'could not record a model call\'s usage'),
+        ),
       );
     };
 
@@ -251,6 +276,16 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       upstream.destroy();
       settle('cut');
     };
+    const entry: InFlight = {
+      caller,
+      startedAt: Date.now(),
+      cut: () => {
+        if (drainTimer) clearTimeout(drainTimer);
+        cut();
+        if (!clientGone) res.destroy();
+      },
+    };
+    inFlight.add(entry);
     res.on('close', () => {
       if (res.writableFinished) return;
       clientGone = true;
@@ -292,8 +327,17 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       });
       up.on('end', () => {
         if (drainTimer) clearTimeout(drainTimer);
+        // A call held against a limit ends for its client once it is recorded: the runtime's next call
+        // (its next step, at once) is then measured against what this one cost, not against its worst
+        // case still held, which could refuse it near the limit. Other calls end first, recorded after.
+        if (billing?.limited && !settled) {
+          void settle('answered', requestId).finally(() => {
+            if (!clientGone) res.end();
+          });
+          return;
+        }
         if (!clientGone) res.end();
-        settle('answered', requestId);
+        void settle('answered', requestId);
       });
       up.on('error', () => {
         if (drainTimer) clearTimeout(drainTimer);
@@ -302,6 +346,7 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       });
     });
     upstream.on('error', (err) => {
+      inFlight.delete(entry);
       if (drainTimer) clearTimeout(drainTimer);
       // Nothing came back: the call did not reach the provider, or it reached it and failed before answering.
       if (!settled && billing) settle(clientGone ? 'cut' : 'free');
@@ -317,6 +362,44 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
         log.error({ err: (err as Error).message }, 'LLM gateway failed');
         answer(res, 500, 'api_error', 'the gateway failed');
       });
+    },
+
+    /**
+     * The user's runtime went away mid-turn (it died, its runner was lost): nobody will read the answers of
+     * its calls still in flight, which the provider bills as long as they run. Those that started before
+     * `before` (not a restarted runtime's) are aborted now and charged the estimate; how many.
+     */
+    cutCalls(owner: { tenantId: string; userId: string }, before = Date.now()): number {
+      let n = 0;
+      for (const c of [...inFlight]) {
+        if (c.caller.tenantId !== owner.tenantId || c.caller.userId !== owner.userId || c.startedAt > before) continue;
+        c.cut();
+        n++;
+      }
+      if (n) log.warn({ userId: owner.userId, calls: n }, 'model calls of a runtime that went away were aborted and charged the estimate');
+      return n;
+    },
+
+    /** Calls in flight now. */
+    get inFlight(): number {
+      return inFlight.size;
+    },
+
+    /**
+     * The service stops: new calls are refused (503, which the runtime retries), every call in flight is
+     * aborted and charged the estimate, and this resolves once each is recorded. How many were cut.
+     */
+    async stop(): Promise<number> {
+      stopped = true;
+      const n = inFlight.size;
+      for (const c of [...inFlight]) c.cut();
+      await Promise.allSettled([...writing]);
+      return n;
+    },
+
+    /** Takes calls again after stop() (the runtimes are served again in this process). */
+    resume(): void {
+      stopped = false;
     },
   };
 }

@@ -1,10 +1,12 @@
+import type { ModelPrices } from '../providers/providers-fns.js';
 import type { ProviderKind } from '../runtime/runtime.schemas.js';
+import type { CallUsage } from './usage-tap.js';
 
 /**
  * The pure rules of a model call as it passes the gateway: which wire format it speaks, how to make the
- * provider report its usage, how many output tokens it may produce and how to lower that, and how many
- * input tokens it holds (estimated, before the provider says). No I/O: the gateway reads and writes the
- * request body with these, the spending rules decide what the call may cost.
+ * provider report its usage, how many output tokens it may produce and how to lower that, how many
+ * input tokens it holds (estimated, before the provider says), and what it costs. No I/O: the gateway
+ * reads and writes the request body with these, the spending rules decide what the call may cost.
  */
 
 /** The kinds of call the gateway forwards: a billed model answer of one wire format, or a free call. */
@@ -132,4 +134,76 @@ export function estimateInputTokens(body: unknown): number {
   walk(body, 0);
   // A few tokens of framing per value (roles, message boundaries).
   return Math.ceil(ascii / 3) + other + blobs * IMAGE_TOKENS + values;
+}
+
+/**
+ * USD of a call's tokens at a model's prices per million tokens, each kind at its own price: input,
+ * cache reads, cache writes (Anthropic's one-hour writes apart), and output with reasoning.
+ */
+export function callCost(u: CallUsage, p: ModelPrices): number {
+  const long = Math.min(u.cacheWriteLong ?? 0, u.cacheWrite);
+  return (
+    (u.input * p.inputPerMTok +
+      u.cacheRead * p.cacheReadPerMTok +
+      (u.cacheWrite - long) * p.cacheWritePerMTok +
+      long * p.cacheWriteLongPerMTok +
+      (u.output + u.reasoning) * p.outputPerMTok) /
+    1e6
+  );
+}
+
+/**
+ * Whether a call asks Anthropic for a cache that outlives the default five minutes anywhere (a
+ * `cache_control` with a `ttl` other than "5m", on a block, a tool or the whole request): writes to it
+ * cost more. Walks objects and arrays only (a long text is never looked into).
+ */
+export function asksLongCache(format: CallFormat, body: Body): boolean {
+  if (format !== 'messages') return false;
+  const walk = (v: unknown, depth: number): boolean => {
+    if (depth > 64 || !v || typeof v !== 'object') return false;
+    if (Array.isArray(v)) return v.some((x) => walk(x, depth + 1));
+    const control = (v as Body).cache_control;
+    if (control && typeof control === 'object' && 'ttl' in control && (control as Body).ttl !== '5m') return true;
+    for (const x of Object.values(v)) if (x && typeof x === 'object' && walk(x, depth + 1)) return true;
+    return false;
+  };
+  return walk(body, 0);
+}
+
+/**
+ * The most one input token of a call may cost before the provider says how it served it: the highest of
+ * the model's input prices (at Anthropic a token written to the cache costs 1.25x plain input; to the
+ * one-hour cache, which only a call that asks for it writes, 2x). What a call holds, and is charged when
+ * the provider reports nothing, prices its estimated input at this.
+ */
+export function worstInputPerMTok(p: ModelPrices, longCache: boolean): number {
+  return Math.max(p.inputPerMTok, p.cacheReadPerMTok, p.cacheWritePerMTok, longCache ? p.cacheWriteLongPerMTok : 0);
+}
+
+/** What the gateway knew of a call before it went out: its estimated input, the output it may produce, whether it asks for a long cache. */
+export interface CallEstimate {
+  input: number;
+  output: number;
+  longCache: boolean;
+}
+
+/**
+ * What a call that reached the provider is charged. Answered with a usage report: exactly what the
+ * provider bills, each kind of token at its price. Without one: the estimate at its worst case, which is
+ * what the call held (its estimated input at worstInputPerMTok, its whole output limit). Cut off before
+ * its end, the provider may have gone on generating: the input as the provider counted it where it did
+ * (Anthropic reports input and cache tokens first), else the estimate; the output the larger of what it
+ * reported and the output limit. Anything but a complete report is `estimated`.
+ */
+export function chargeCall(outcome: 'answered' | 'cut', reported: CallUsage | null, estimate: CallEstimate, price: ModelPrices): { usage: CallUsage; costUsd: number; estimated: boolean } {
+  if (reported && outcome === 'answered') return { usage: reported, costUsd: callCost(reported, price), estimated: false };
+  const counted = reported !== null && reported.input + reported.cacheRead + reported.cacheWrite > 0;
+  const reasoning = reported?.reasoning ?? 0;
+  const output = Math.max((reported?.output ?? 0) + reasoning, estimate.output) - reasoning;
+  const usage: CallUsage = counted && reported
+    ? { ...reported, output, reasoning }
+    : { input: estimate.input, output, reasoning, cacheRead: 0, cacheWrite: 0, ...(reported?.model ? { model: reported.model } : {}) };
+  // Input the provider did not count is charged as it was held: at the highest input price.
+  const unknownInput = counted ? 0 : (estimate.input * (worstInputPerMTok(price, estimate.longCache) - price.inputPerMTok)) / 1e6;
+  return { usage, costUsd: callCost(usage, price) + unknownInput, estimated: true };
 }

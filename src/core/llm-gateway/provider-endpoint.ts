@@ -1,3 +1,4 @@
+import { modelPrices, type ModelPrices } from '../providers/providers-fns.js';
 import type { ProviderRow } from '../providers/providers.repo.js';
 import type { ProviderKind } from '../runtime/runtime.schemas.js';
 
@@ -37,11 +38,14 @@ export function providerAuthHeaders(kind: ProviderKind, key: string): Record<str
   return kind === 'anthropic' ? { 'x-api-key': key } : { authorization: `Bearer ${key}` };
 }
 
-/** The prices the tenant recorded for a model (the first of `ids` the provider lists), for cost accounting. */
-export function modelPrice(p: Pick<ProviderRow, 'models'>, ...ids: Array<string | undefined>): { inputPerMTok?: number; outputPerMTok?: number } {
+/**
+ * The prices a model's calls are charged (the first of `ids` the provider lists; none listed: nothing),
+ * cache prices settled by the provider's kind where the tenant gave none (providers-fns.ts modelPrices).
+ */
+export function modelPrice(p: Pick<ProviderRow, 'kind' | 'models'>, ...ids: Array<string | undefined>): ModelPrices {
   for (const id of ids) {
     const m = id ? p.models.find((x) => x.id === id) : undefined;
-    if (m) return { inputPerMTok: m.inputCostPerMTok, outputPerMTok: m.outputCostPerMTok };
+    if (m) return modelPrices(p.kind, m);
   }
-  return {};
+  return modelPrices(p.kind, undefined);
 }

@@ -87,7 +87,7 @@ export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick
     };
   }
 
-  return {
+  const service = {
     /**
      * POST /v1/orchestrate: queues the planning job for a session the caller owns (by our id or the
      * runtime's), after the checks a prompt gets (agents.create, cost limits, a ready runtime). The
@@ -150,9 +150,10 @@ export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick
 
     /**
      * Stops a plan: its running turns are aborted, pending subtasks never start, the plan is `failed`
-     * ("cancelled"). The owner or the operator; a completed plan is 409, a failed one is left as it is.
+     * ("cancelled", or `o.reason`). The owner or the operator; a completed plan is 409, a failed one is
+     * left as it is.
      */
-    async cancel(ctx: Ctx, planId: string) {
+    async cancel(ctx: Ctx, planId: string, o: { reason?: string } = {}) {
       requireTokenScope(ctx, 'sessions');
       const plan = await visiblePlan(ctx, planId);
       if (plan.status === 'completed') throw new ConflictError('the plan has completed: there is nothing to cancel');
@@ -182,14 +183,24 @@ export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick
         // person started meanwhile waits behind it in the runtime, so it is the synthesis).
         if (p.status === 'synthesizing') toStop.push(await sessionsRepo.byId(tx, p.tenantId, p.parentSessionId));
         const by = ctx.actor.kind === 'user' ? 'its owner' : 'the operator';
-        await repo.updatePlan(tx, p.tenantId, p.id, clock.now(), { status: 'failed', error: `cancelled by ${by}`, cancelledAt: now, finishedAt: now });
-        await audit.record(tx, { ...ctx, tenantId: p.tenantId }, { action: 'orchestration.cancel', target: `plan:${p.id}`, sessionId: p.parentSessionId, userId: p.userId, details: { from: p.status } });
+        await repo.updatePlan(tx, p.tenantId, p.id, clock.now(), { status: 'failed', error: o.reason ?? `cancelled by ${by}`, cancelledAt: now, finishedAt: now });
+        await audit.record(tx, { ...ctx, tenantId: p.tenantId }, { action: 'orchestration.cancel', target: `plan:${p.id}`, sessionId: p.parentSessionId, userId: p.userId, details: { from: p.status, ...(o.reason ? { reason: o.reason } : {}) } });
       });
       if (cancelled) {
         await Promise.all(toStop.map(abortSession));
         await announce(plan, { subtasks: touched, plan: true });
       }
       return get(ctx, planId);
+    },
+
+    /**
+     * Cancels every unfinished plan of a person (their deactivation), as the operator would, with `reason`
+     * as each plan's error. How many were cancelled.
+     */
+    async cancelAllOf(ctx: Ctx, owner: { tenantId: string; userId: string }, reason: string): Promise<number> {
+      const open = (await repo.list(db, { tenantId: owner.tenantId, userId: owner.userId, limit: 1000 })).filter((p) => p.status !== 'completed' && p.status !== 'failed');
+      for (const p of open) await service.cancel({ ...ctx, tenantId: owner.tenantId }, p.id, { reason });
+      return open.length;
     },
 
     /** The orchestrate-plan job: creates the plan (once) and queues its planning turn in a child session. */
@@ -211,6 +222,7 @@ export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick
     /** Notes a runtime event of a plan's child session (the stall sweep reads it); throttled per session. */
     touch: runner.touch,
   };
+  return service;
 }
 
 export type OrchestratorService = ReturnType<typeof createOrchestratorService>;

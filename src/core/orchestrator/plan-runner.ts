@@ -109,6 +109,8 @@ export interface PlanRunnerDeps {
   pool: Pick<RuntimePool, 'client' | 'runningClient'>;
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
+  /** Whether the plan's person is still active (users/active-users.ts); absent: always. */
+  ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   clock: Clock;
   log: Logger;
 }
@@ -412,6 +414,11 @@ export function createPlanRunner(deps: PlanRunnerDeps) {
       const parent = await sessionsRepo.byId(db, data.tenantId, data.parentSessionId);
       if (!parent) {
         ctx.log.warn({ jobId: job.id }, 'the session of a plan is gone before it was planned');
+        return;
+      }
+      // Deactivated since they asked for it: no plan is made in their name (issue 37).
+      if (deps.ownerActive && !(await deps.ownerActive(data.tenantId, data.userId))) {
+        ctx.log.info({ jobId: job.id, userId: data.userId }, 'a plan was not made: its person was deactivated');
         return;
       }
       const budgetUsd = await budgetOf(data.tenantId, data.userId);

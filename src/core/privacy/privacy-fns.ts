@@ -52,14 +52,26 @@ export interface AuditPersonFields {
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
+ * Where an email address is a whole token in text: not preceded by a character an address's local part
+ * may hold (`val@x` is not `al@x`, nor is `sal+al@x`), and not followed by more of a domain (`al@x.test`
+ * is not in `al@x.test.evil`, `al@x.testing` or `al@x.test-corp`; a full stop ending a sentence is not
+ * part of it). Case-insensitive, as addresses are compared everywhere here.
+ */
+const emailToken = (email: string) => new RegExp(`(?<![A-Za-z0-9._%+\\-])${escape(email)}(?![A-Za-z0-9_\\-]|\\.[A-Za-z0-9_\\-])`, 'gi');
+/** Where a uuid is a whole id in text: not inside a longer run of letters, digits and dashes. */
+const idToken = (id: string) => new RegExp(`(?<![0-9A-Za-z-])${escape(id)}(?![0-9A-Za-z-])`, 'gi');
+
+/**
  * An audit entry with the person replaced by their pseudonym: `user_id` cleared (a uuid column cannot hold
  * the pseudonym; `actor` carries it), `actor`/`target` `user:<id>` -> the pseudonym, their id and email
- * (case-insensitive) replaced wherever they occur in a string, and strings that are exactly their handle
- * or display name replaced (only exact values: a short handle such as `al` inside other words is not
- * them). Object keys are scrubbed alike (maps keyed by user id). `changed` says whether anything was.
+ * replaced where they occur as whole tokens in a string (an email in any case; never inside another
+ * address or id: erasing `al@acme.test` leaves `val@acme.test` and `al@acme.test.evil` as they are), and
+ * strings that are exactly their handle or display name replaced (only exact values: a short handle such
+ * as `al` inside other words is not them). Object keys are scrubbed alike (maps keyed by user id).
+ * `changed` says whether anything was.
  */
 export function scrubAuditEntry(e: AuditPersonFields, p: Person, pseudonym: string): AuditPersonFields & { changed: boolean } {
-  const patterns = [p.id, p.email].filter((s) => s.length > 0).map((s) => new RegExp(escape(s), 'gi'));
+  const patterns = [...(p.id ? [idToken(p.id)] : []), ...(p.email ? [emailToken(p.email)] : [])];
   const exact = new Set([p.handle, p.displayName, p.email].filter((s) => s.trim().length > 0).map((s) => s.toLowerCase()));
   const scrub = (s: string): string => {
     if (s === `user:${p.id}`) return pseudonym;
@@ -82,6 +94,16 @@ export function scrubAuditEntry(e: AuditPersonFields, p: Person, pseudonym: stri
   };
   const changed = out.userId !== e.userId || out.actor !== e.actor || out.target !== e.target || JSON.stringify(out.details) !== JSON.stringify(e.details);
   return { ...out, changed };
+}
+
+/**
+ * Whether an audit entry is about the person: recorded as theirs, acted by them, or naming them as
+ * erasure would rewrite (their id or email as a whole token, their handle or name as a whole value).
+ * One rule for both: an export carries exactly the entries an erasure rewrites. The database's
+ * candidates (audit.repo.ts aboutPerson) are matched loosely and decided here.
+ */
+export function isAboutPerson(e: AuditPersonFields, p: Person): boolean {
+  return e.userId === p.id || scrubAuditEntry(e, p, '\u0000').changed;
 }
 
 /**

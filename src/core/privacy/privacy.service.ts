@@ -23,6 +23,7 @@ import { workspaceDir } from '../../lib/data-paths.js';
 import {
   EXPORT_FILES,
   exportManifest,
+  isAboutPerson,
   placeholderUser,
   pseudonymOf,
   pseudonymousUuid,
@@ -102,7 +103,8 @@ export function createPrivacyService(deps: {
         deps.skills.trajectoriesOfUser(db, tenantId, user.id),
         deps.gitConnections.accountsOfUser(db, tenantId, user.id),
         deps.spending.usageOfUser(db, tenantId, user.id),
-        deps.auditRepo.aboutPerson(db, tenantId, user),
+        // The database's candidates, decided by the rule erasure follows (whole ids and addresses only).
+        deps.auditRepo.aboutPerson(db, tenantId, user).then((entries) => entries.filter((e) => isAboutPerson(e, user))),
       ]);
       const skills = await deps.skills.versionsFromTrajectories(db, tenantId, trajectories.map((t) => t.id));
       const warnings: string[] = [];

@@ -1,5 +1,5 @@
 import { ValidationError } from '../../kernel/errors.js';
-import { MODEL_REF, type ProviderInput, type ProviderKind } from '../runtime/runtime.schemas.js';
+import { MODEL_REF, type ProviderInput, type ProviderKind, type ProviderModel } from '../runtime/runtime.schemas.js';
 import type { ProviderRow } from './providers.repo.js';
 
 /** Where the built-in kinds send requests when no base URL is given (their SDKs' defaults). */
@@ -14,12 +14,14 @@ export function providerOrigin(kind: ProviderKind, baseUrl: string | null): stri
   return baseUrl ? new URL(baseUrl).origin : DEFAULT_ORIGIN[kind];
 }
 
-/** A provider as the API shows it: never its key, only whether it has one. */
+/** A provider as the API shows it: never its key, only whether it has one; what each model is charged. */
 export const publicProvider = (p: ProviderRow) => ({
   name: p.name,
   kind: p.kind,
   baseUrl: p.baseUrl,
   models: p.models,
+  // The prices calls are charged, unset cache prices settled: a default is shown, never silent.
+  prices: Object.fromEntries(p.models.map((m) => [m.id, modelPrices(p.kind, m)])),
   enabled: p.enabled,
   hasApiKey: Boolean(p.apiKeySealed),
   createdAt: p.createdAt,
@@ -58,4 +60,45 @@ export function checkModelRef(ref: string, providers: ProviderRow[]): { provider
   if (!provider) throw new ValidationError(`model ${ref}: no provider "${m[1]}"`);
   if (!provider.models.some((x) => x.id === m[2])) throw new ValidationError(`model ${ref}: provider "${m[1]}" lists no model "${m[2]}"`, { details: { models: provider.models.map((x) => x.id) } });
   return { provider, modelId: m[2] };
+}
+
+/**
+ * What Anthropic bills for prompt caching, in multiples of a model's input price: the same for every
+ * Claude model (reads a tenth, writes to the 5-minute cache 1.25x, to the one-hour cache 2x).
+ */
+export const ANTHROPIC_CACHE = { read: 0.1, write: 1.25, writeLong: 2 } as const;
+
+/** A model's prices in USD per million tokens, each one settled: what its calls are charged. */
+export interface ModelPrices {
+  inputPerMTok: number;
+  outputPerMTok: number;
+  /** Input tokens the provider read from its prompt cache. */
+  cacheReadPerMTok: number;
+  /** Input tokens written to the prompt cache (Anthropic's 5-minute cache). */
+  cacheWritePerMTok: number;
+  /** Input tokens written to Anthropic's one-hour cache (its usage reports them apart). */
+  cacheWriteLongPerMTok: number;
+}
+
+/**
+ * A model's prices as charged, from what the tenant registered. Unset input and output prices are 0 (a
+ * model without prices costs nothing, as before). An unset cache price is never 0 by accident: for an
+ * anthropic provider it is Anthropic's own rule (reads 0.1x, writes 1.25x the input price); for the
+ * others, whose cache discounts differ by model (OpenAI's cached input is 0.1x-0.5x), it is the input
+ * price, which never charges less than the bill. A one-hour cache write costs twice the input price
+ * (Anthropic's price), or the cache write price where that is higher.
+ */
+export function modelPrices(kind: ProviderKind, m: Partial<ProviderModel> | undefined): ModelPrices {
+  const input = m?.inputCostPerMTok ?? 0;
+  const anthropic = kind === 'anthropic';
+  // 3 x 0.1 is 0.30000000000000004 in floating point: a price shows (and is written to the runtime) as 0.3.
+  const times = (k: number) => Number((input * k).toPrecision(12));
+  const cacheWrite = m?.cacheWriteCostPerMTok ?? (anthropic ? times(ANTHROPIC_CACHE.write) : input);
+  return {
+    inputPerMTok: input,
+    outputPerMTok: m?.outputCostPerMTok ?? 0,
+    cacheReadPerMTok: m?.cacheReadCostPerMTok ?? (anthropic ? times(ANTHROPIC_CACHE.read) : input),
+    cacheWritePerMTok: cacheWrite,
+    cacheWriteLongPerMTok: Math.max(cacheWrite, times(ANTHROPIC_CACHE.writeLong)),
+  };
 }

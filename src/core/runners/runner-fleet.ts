@@ -40,6 +40,8 @@ interface SyncAnswer {
   resident: number;
   busy: number;
   users: Array<{ userId: string; state: string; running: number; idleMs: number }>;
+  /** Users whose files the runner has but does not hold, with the copy each is (now and then; runner-agent.ts). */
+  copies?: Array<{ userId: string; tenantId: string | null; filesFence: number | null }>;
 }
 const ANY_REMOTE_CACHE_MS = 5000;
 /** The tenant's shared files (promoted skills) sent with a start: at most this much. */
@@ -54,26 +56,43 @@ export interface Placement {
   userId: string;
 }
 
+/** What a runtime's placement says of the user's files: which copy is current, and whether a drain just moved them. */
+interface PlacedFiles {
+  filesFence: number;
+  movedIntact: boolean;
+}
+
 /** What the fleet needs of the runner registry (runners.service.ts). */
 export interface RunnerRegistry {
   authenticate(token: string): Promise<{ tokenId: string; tokenHash: string }>;
   register(tokenId: string, info: RunnerInfo & { serveId: string; relayUrl: string | null }): Promise<{ id: string; name: string }>;
   /** The runner of this name registered with this token; null: none (or another token's). */
   runnerOf(tokenId: string, name: string): Promise<{ id: string; kind: 'local' | 'remote' } | null>;
-  /** Records the runner's figures; answers its state (a drained runner's users are moved). */
+  /** Records the runner's figures (its capacity capped at its token's ceiling); answers its state (a drained runner's users are moved). */
   heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }): Promise<{ state: string; sharedStorage: boolean }>;
   /** Runners whose heartbeat stopped, newly marked lost (each returned to exactly one caller). */
   markLost(): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>>;
   /** Where a drain would move the user off `from` now, without moving them; null: no other runner has room. */
   moveTarget(owner: RuntimeOwner, from: string): Promise<{ runnerId: string; storage: 'local' | 'shared' } | null>;
-  /** Places the user on `to`, off `from` (a drain), under a new fence; null: `to` has no room now, or they left `from`. */
-  move(owner: RuntimeOwner, from: string, to: string): Promise<(Placement & { storage: 'local' | 'shared' }) | null>;
+  /** A fence taken now for a move to come (the drain's copy is marked with it). */
+  reserveFence(): Promise<number>;
+  /**
+   * Places the user on `to`, off `from` (a drain), under `fence`; null: `to` has no room now, or they left
+   * `from` (or their lease is no longer `expectFence`).
+   */
+  move(owner: RuntimeOwner, from: string, to: string, o: { fence: number; expectFence: number }): Promise<(Placement & { storage: 'local' | 'shared' }) | null>;
+  /** Whether a drain moved the user intact under this fence and they were not told yet (true once). */
+  takeMovedIntact(userId: string, fence: number): Promise<boolean>;
+  /** Of the copies a runner reports, those of users placed elsewhere since, with the copy current now. */
+  staleCopies(runnerId: string, copies: Array<{ userId: string; filesFence: number | null }>): Promise<Array<{ userId: string; tenantId: string; filesFence: number }>>;
+  /** A runner set a user's files aside (the operator is told: audit). */
+  copySetAside(runnerId: string, owner: RuntimeOwner, where: string, why: string): Promise<void>;
   disconnected(runnerId: string, serveId: string): Promise<void>;
-  /** Places the user (sticky while the runner is healthy), returning the runner and the lease's fence. */
-  place(owner: RuntimeOwner): Promise<Placement & { kind: 'local' | 'remote' }>;
+  /** Places the user (sticky while the runner is healthy), returning the runner, the lease's fence and which copy of their files is current. */
+  place(owner: RuntimeOwner): Promise<Placement & PlacedFiles & { kind: 'local' | 'remote' }>;
   /** The user's tenant if the runner holds the user's lease under this fence now; null otherwise. */
   holds(runnerId: string, userId: string, fence: number): Promise<{ tenantId: string } | null>;
-  placementsOf(runnerId: string): Promise<Array<{ userId: string; fence: number }>>;
+  placementsOf(runnerId: string): Promise<Array<{ userId: string; fence: number; storage: 'local' | 'shared' }>>;
   relayUrlOf(runnerId: string): Promise<string | null>;
   /** Whether any remote runner is registered (without one, placement is skipped entirely). */
   anyRemote(): Promise<boolean>;
@@ -119,7 +138,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   const { registry, log } = deps;
   let relayUrl: string | null = null;
   const auth = createPromiseCache<{ id: string } | null>({ ttlMs: AUTH_CACHE_MS });
-  const placements = createPromiseCache<Placement & { kind: 'local' | 'remote' }>({ ttlMs: PLACEMENT_CACHE_MS, max: 50_000 });
+  const placements = createPromiseCache<Placement & PlacedFiles & { kind: 'local' | 'remote' }>({ ttlMs: PLACEMENT_CACHE_MS, max: 50_000 });
   let anyRemote: { at: number; value: Promise<boolean> } | null = null;
   const heartbeats = new Map<string, NodeJS.Timeout>();
   let offRevoked: (() => Promise<void>) | null = null;
@@ -138,17 +157,43 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
     toolCallOrigin: (call) => deps.toolCallOrigin(owner, call),
   });
 
+  /** Each runner's notices, handled one after another (a ready then a stopped must not swap while their leases are checked). */
+  const noticeQueues = new Map<string, Promise<void>>();
+
+  /**
+   * A runner's notice counts only for a user it holds under the fence it names, now, and for the tenant
+   * of that placement (never the one it names): a runner cannot swap another user's event stream for one
+   * of its own (injected text, permission prompts, turn ends) or cut it.
+   */
+  async function onNotice(runnerId: string, n: RunnerNotice): Promise<void> {
+    if (!n || (n.type !== 'ready' && n.type !== 'stopped') || typeof n.userId !== 'string' || !Number.isFinite(Number(n.fence))) return;
+    const held = await registry.holds(runnerId, n.userId, Number(n.fence));
+    if (!held) {
+      log.warn({ runner: links.local(runnerId)?.name ?? runnerId, userId: n.userId, notice: n.type }, 'a runner\'s notice for a user it does not hold (under that fence) was ignored');
+      return;
+    }
+    const owner = { tenantId: held.tenantId, userId: n.userId };
+    if (n.type === 'ready') {
+      if (typeof n.authorization !== 'string') return;
+      changed(owner, { endpoint: { tunnel: { runnerId, userId: n.userId }, authorization: n.authorization }, directory: typeof n.directory === 'string' && n.directory ? n.directory : SANDBOX_PATHS.workspace });
+    } else {
+      running.delete(n.userId);
+      changed(owner, null);
+    }
+  }
+
   const links = createRunnerLinks({
     log,
     relayKey: deps.relayKey,
     relayUrlOf: (id) => registry.relayUrlOf(id),
     onNotice: (runnerId, n: RunnerNotice) => {
-      const owner = { tenantId: n.tenantId, userId: n.userId };
-      if (n.type === 'ready') changed(owner, { endpoint: { tunnel: { runnerId, userId: n.userId }, authorization: n.authorization }, directory: n.directory || SANDBOX_PATHS.workspace });
-      else {
-        running.delete(n.userId);
-        changed(owner, null);
-      }
+      const next = (noticeQueues.get(runnerId) ?? Promise.resolve())
+        .then(() => onNotice(runnerId, n))
+        .catch((err) => log.warn({ err: (err as Error).message }, 'a runner notice could not be handled'));
+      noticeQueues.set(runnerId, next);
+      void next.finally(() => {
+        if (noticeQueues.get(runnerId) === next) noticeQueues.delete(runnerId);
+      });
     },
     onClosed: (runnerId, link) => {
       clearInterval(heartbeats.get(runnerId));
@@ -217,15 +262,34 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
     return out;
   }
 
-  /** Sends the runner the leases it holds (it stops runtimes it no longer holds) and records its figures. */
+  /**
+   * Sends the runner the leases it holds (it stops runtimes it no longer holds) and records its figures
+   * (its runtimes' limits and usage among them); when it reports the users whose files it has (a runner
+   * back from being lost or frozen does at once), those placed elsewhere since are set aside there (never
+   * used silently; the operator is told).
+   */
   async function sync(runnerId: string, name = runnerId): Promise<void> {
     const placed = await registry.placementsOf(runnerId);
     const s = await links.call<SyncAnswer>(runnerId, 'POST', '/sync', { placements: placed }, 10_000);
-    const { state, sharedStorage } = await registry.heartbeat(runnerId, { resident: s.resident, busy: s.busy, capacity: s.capacity });
+    const { state, sharedStorage } = await registry.heartbeat(runnerId, { resident: Number(s?.resident), busy: Number(s?.busy), capacity: Number(s?.capacity) });
     await deps.limitsReport?.({ id: runnerId, name }, new Set(placed.map((p) => p.userId)), s).catch((err) => log.warn({ runner: name, err: (err as Error).message }, 'could not record a runner\'s limits'));
+    if (Array.isArray(s?.copies) && s.copies.length) await setAsideStale(runnerId, s.copies);
     if (state === 'draining' && !draining.has(runnerId)) {
       draining.add(runnerId);
       void drainStep(runnerId, placed, s, sharedStorage).finally(() => draining.delete(runnerId));
+    }
+  }
+
+  /** The runner's copies of users placed elsewhere since go aside there (recovered/), each audited. */
+  async function setAsideStale(runnerId: string, copies: NonNullable<SyncAnswer['copies']>): Promise<void> {
+    const stale = await registry.staleCopies(runnerId, copies.map((c) => ({ userId: String(c?.userId), filesFence: typeof c?.filesFence === 'number' ? c.filesFence : null })));
+    if (!stale.length) return;
+    const r = await links.call<{ setAside?: Array<{ tenantId: string; userId: string; where: string }> }>(runnerId, 'POST', '/set-aside', { users: stale }, 60_000);
+    const asked = new Map(stale.map((x) => [x.userId, x]));
+    for (const done of Array.isArray(r?.setAside) ? r.setAside : []) {
+      const u = asked.get(String(done?.userId));
+      // The tenant is the placement's, never the runner's word.
+      if (u) await registry.copySetAside(runnerId, { tenantId: u.tenantId, userId: u.userId }, String(done.where), 'placed on another runner since this copy was current');
     }
   }
 
@@ -238,8 +302,8 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
    * pass to copy them (the user is no longer on this runner). Users with a turn running are moved by a
    * later pass, once it ends.
    */
-  async function drainStep(runnerId: string, placed: Array<{ userId: string; fence: number }>, s: SyncAnswer, sharedHere: boolean): Promise<void> {
-    const live = new Map(s.users.map((u) => [u.userId, u]));
+  async function drainStep(runnerId: string, placed: Array<{ userId: string; fence: number; storage: 'local' | 'shared' }>, s: SyncAnswer, sharedHere: boolean): Promise<void> {
+    const live = new Map((Array.isArray(s?.users) ? s.users : []).map((u) => [u.userId, u]));
     for (const p of placed) {
       const u = live.get(p.userId);
       if (u && (u.running > 0 || u.idleMs < DRAIN_QUIET_MS || u.state === 'starting')) continue;
@@ -247,27 +311,40 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       if (!owner) continue;
       const who = { tenantId: owner.tenantId, userId: p.userId };
       try {
-        if (u) await links.call(runnerId, 'POST', '/stop', { userId: p.userId }, 30_000);
+        // Also when no runtime runs (it stopped idle): the runner forgets the lease, so its files can go once moved.
+        await links.call(runnerId, 'POST', '/stop', { userId: p.userId }, 30_000);
         const to = await registry.moveTarget(who, runnerId);
         if (!to) {
           log.warn({ userId: p.userId }, 'drain: no other runner has room for this user now');
           continue;
         }
         // Both runners mount the shared storage: the files are already where the new one looks.
-        if (!(sharedHere && to.storage === 'shared')) {
-          const q = `?tenantId=${encodeURIComponent(who.tenantId)}&userId=${encodeURIComponent(who.userId)}`;
+        const copied = !(sharedHere && p.storage === 'shared' && to.storage === 'shared');
+        // The placement's next fence, taken now: the copy on the new runner is marked with it, so it is the
+        // current copy exactly when the move below commits (and, if it does not, a copy nobody uses).
+        const fence = await registry.reserveFence();
+        const q = `?tenantId=${encodeURIComponent(who.tenantId)}&userId=${encodeURIComponent(who.userId)}`;
+        if (copied) {
           const files = await links.request(runnerId, { method: 'GET', path: `/export${q}`, headers: {}, timeoutMs: 0 });
           if (files.statusCode !== 200) throw new Error(`export answered ${files.statusCode}`);
-          const imported = await links.request(to.runnerId, { method: 'POST', path: `/import${q}`, headers: { 'content-type': 'application/x-tar' }, bodyStream: files });
-          imported.resume();
-          if (imported.statusCode !== 200) throw new Error(`import answered ${imported.statusCode}`);
+          const imported = await links.request(to.runnerId, { method: 'POST', path: `/import${q}&filesFence=${fence}`, headers: { 'content-type': 'application/x-tar' }, bodyStream: files });
+          const answer = await readSmall(imported);
+          if (imported.statusCode !== 200) throw new Error(`import answered ${imported.statusCode}: ${answer.slice(0, 300)}`);
         }
-        if (!(await registry.move(who, runnerId, to.runnerId))) {
-          log.warn({ userId: p.userId }, 'drain: the runner chosen for this user has no room any more (retried at the next pass)');
+        if (!(await registry.move(who, runnerId, to.runnerId, { fence, expectFence: p.fence }))) {
+          log.warn({ userId: p.userId }, 'drain: the runner chosen for this user has no room any more, or the user was placed again (retried at the next pass)');
           continue;
         }
         placements.delete(p.userId);
         log.info({ userId: p.userId, to: to.runnerId }, 'drain: user moved to another runner');
+        // The copy is confirmed where the user now is: the one here goes, so a later failure of that runner
+        // can never bring it back (it would be older). If this fails, the runner sets it aside itself when
+        // it next reports its copies (sync), and a runtime never starts on it (its marker is not current).
+        if (copied) {
+          await links
+            .call(runnerId, 'POST', '/discard', { tenantId: who.tenantId, userId: who.userId }, 60_000)
+            .catch((err) => log.warn({ userId: p.userId, err: (err as Error).message }, 'drain: could not remove the moved user\'s files from the runner they left'));
+        }
       } catch (err) {
         log.error({ userId: p.userId, err: (err as Error).message }, 'drain: could not move a user (retried at the next pass)');
       }
@@ -287,14 +364,14 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
   }
 
   const remote: RemoteRuntimes = {
-    async acquire(runnerId, owner, onStarting) {
+    async acquire(runnerId, owner, onStarting, onMoved) {
       const p = await placementOf(owner);
       // Said only when the runtime is not running there already (a cold start: the stream says why it waits).
       if (!(await deps.runningOn(owner, runnerId))) onStarting?.();
-      let r: { pid: number; authorization: string; directory: string };
+      let r: { pid: number; authorization: string; directory: string; setAside?: string };
       const diskQuotaBytes = (await deps.quotaOf?.(owner)) ?? null;
       try {
-        r = await links.call(runnerId, 'POST', '/acquire', { tenantId: owner.tenantId, userId: owner.userId, fence: p.fence, files: sharedFiles(owner.tenantId), diskQuotaBytes }, 120_000);
+        r = await links.call(runnerId, 'POST', '/acquire', { tenantId: owner.tenantId, userId: owner.userId, fence: p.fence, filesFence: p.filesFence, files: sharedFiles(owner.tenantId), diskQuotaBytes }, 120_000);
       } catch (err) {
         const e = err as Error & { status?: number; code?: string };
         if (e.code === 'runtime_busy') throw new RuntimeBusyError(0, 'capacity');
@@ -309,7 +386,15 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
         if (e instanceof AppError) throw e;
         throw new UnavailableError(`the agent's runner did not start the runtime: ${e.message}`, { code: 'runtime_unavailable', hint: 'The turn is retried; `npx aws runner list` shows the runners and their state.' });
       }
-      return { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: r.authorization }, directory: r.directory || SANDBOX_PATHS.workspace };
+      if (typeof r?.setAside === 'string') {
+        await registry.copySetAside(runnerId, owner, r.setAside, 'not the user\'s current copy when their runtime started there').catch((err) => log.error({ err: (err as Error).message }, 'could not audit a copy set aside'));
+      }
+      // A drain moved the user with their files: the one caller that says so on a stream tells them, once.
+      if (onMoved && p.movedIntact && p.runnerId === runnerId && (await registry.takeMovedIntact(owner.userId, p.fence))) {
+        placements.delete(owner.userId);
+        onMoved({ workspace: 'moved' });
+      }
+      return { endpoint: { tunnel: { runnerId, userId: owner.userId }, authorization: String(r?.authorization ?? '') }, directory: typeof r?.directory === 'string' && r.directory ? r.directory : SANDBOX_PATHS.workspace };
     },
     setRunning(userId, sessionId, isRunning) {
       const set = running.get(userId) ?? new Set<string>();
@@ -333,6 +418,21 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
 
   function placementOf(owner: RuntimeOwner) {
     return placements.get(owner.userId, () => registry.place(owner));
+  }
+
+  /** At most 64 KiB of a runner's answer, as text (an error's message). */
+  async function readSmall(res: AsyncIterable<unknown> & { destroy(): void }): Promise<string> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of res) {
+      size += (c as Buffer).length;
+      if (size > 64 * 1024) {
+        res.destroy();
+        break;
+      }
+      chunks.push(c as Buffer);
+    }
+    return Buffer.concat(chunks).toString('utf8');
   }
 
   return {
@@ -419,6 +519,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       void beat();
       const timer = setInterval(beat, HEARTBEAT_MS);
       timer.unref();
+      clearInterval(heartbeats.get(runner.id));
       heartbeats.set(runner.id, timer);
     },
 

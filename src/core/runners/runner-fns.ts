@@ -66,6 +66,36 @@ export function chooseRunner<R extends RunnerLoad>(runners: R[], now: Date, o: {
   return evictable[0] ?? null;
 }
 
+/** A runner token's ceiling on each of its runners' capacity when `--max-capacity` is not given. */
+export const DEFAULT_MAX_CAPACITY = 100;
+/** A jump in a runner's reported capacity is logged and audited at most this often per runner. */
+export const CAPACITY_NOTE_EVERY_MS = 60 * 60_000;
+
+/**
+ * A runner's capacity as placement counts it: what it reports (a whole number from 0), never more than
+ * its token's ceiling. The runner's word alone would let a compromised one attract every placement.
+ */
+export function cappedCapacity(reported: number, ceiling: number | null): number {
+  const r = Number.isFinite(reported) ? Math.max(0, Math.floor(reported)) : 0;
+  return ceiling === null ? r : Math.min(r, Math.max(0, ceiling));
+}
+
+/**
+ * Whether what a runner reports about its capacity is news for the operator: a report over its token's
+ * ceiling, or a large change (by at least half of what it was, and by at least 8), when it differs from
+ * what it reported before. Same figure again: not news (a heartbeat every 5 s must not repeat it). A first
+ * report is news only over the ceiling. Null when not news, or when it was noted within the last
+ * `CAPACITY_NOTE_EVERY_MS` (a runner flapping between figures is noted once an hour, not at each beat).
+ */
+export function capacityNews(o: { reported: number; previous: number | null; ceiling: number | null; notedAt: Date | null; now: Date }): 'over_ceiling' | 'large_change' | null {
+  if (o.previous === o.reported) return null;
+  if (o.notedAt && o.now.getTime() - o.notedAt.getTime() < CAPACITY_NOTE_EVERY_MS) return null;
+  if (o.ceiling !== null && o.reported > o.ceiling) return 'over_ceiling';
+  if (o.previous === null) return null;
+  const change = Math.abs(o.reported - o.previous);
+  return change >= 8 && change * 2 >= o.previous ? 'large_change' : null;
+}
+
 export type PlacementReason = 'new' | 'lost' | 'offline' | 'draining';
 
 /**

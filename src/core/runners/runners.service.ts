@@ -10,7 +10,11 @@ import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { RUNNER_REVOKED_CHANNEL } from './runner-fleet.js';
 import {
   ageText,
+  CAPACITY_NOTE_EVERY_MS,
+  cappedCapacity,
+  capacityNews,
   chooseRunner,
+  DEFAULT_MAX_CAPACITY,
   looksLikeRunnerToken,
   newRunnerToken,
   placementVerdict,
@@ -23,11 +27,15 @@ import {
 } from './runner-fns.js';
 import type { RunnerInfo } from '../runtime/host/runner-protocol.js';
 import type { PlacementRow, RunnerRow, RunnersRepo } from './runners.repo.js';
+import type { RunnerState } from './runner-fns.js';
 
 const systemCtx = (log: Logger): Ctx => makeSystemCtx(log, { name: 'runners', channel: 'runner' });
 /** A token's last use is written at most this often (authenticating is on every runner request). */
 const TOKEN_TOUCH_MS = 60_000;
 const MAX_LABELS = 32;
+/** A refused registration (a name held by another token) is audited at most this often per token and name. */
+const REFUSAL_AUDIT_EVERY_MS = 10 * 60_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Where a user's runtime is placed: the runner, the lease's fence, and whether it just moved and why. */
 export interface Placed extends PlacementRow {
@@ -77,6 +85,49 @@ export function createRunnersService(deps: RunnersDeps) {
     if (ctx.actor.kind !== 'system') throw new ForbiddenError(`${what} is only available to the operator (CLI)`);
   }
 
+  /** When each token was last audited for a name it may not take (a refused runner dials again and again). */
+  const refusalsAudited = new Map<string, number>();
+
+  /** A token asked for a name another token holds: logged, and audited once in a while (runner.refused names the token). */
+  async function refused(token: { id: string; name: string }, name: string, holder: RunnerRow | null): Promise<void> {
+    deps.log.warn({ runner: name, token: token.name, tokenId: token.id, holderState: holder?.state }, 'a runner token asked for a runner name that belongs to another token: refused');
+    const key = `${token.id}:${name}`;
+    const now = clock.now().getTime();
+    if (now - (refusalsAudited.get(key) ?? -Infinity) < REFUSAL_AUDIT_EVERY_MS) return;
+    refusalsAudited.set(key, now);
+    if (refusalsAudited.size > 10_000) refusalsAudited.clear();
+    await db
+      .transaction((tx) =>
+        audit.record(tx, systemCtx(deps.log), {
+          tenantId: null,
+          action: 'runner.refused',
+          target: holder ? `runner:${holder.id}` : `runner_name:${name}`,
+          details: { name, token: { id: token.id, name: token.name }, reason: 'name_taken', holderState: holder?.state ?? null },
+        }),
+      )
+      .catch((err) => deps.log.error({ err: (err as Error).message }, 'could not audit a refused runner'));
+  }
+
+  /**
+   * A jump in what a runner reports about its capacity (over its token's ceiling, or a large change):
+   * logged and audited (runner.capacity) once; the ceiling is what placement counts either way.
+   */
+  async function noteCapacity(runner: { id: string; name: string | null; capacity: number }, facts: Parameters<typeof capacityNews>[0]): Promise<void> {
+    const news = capacityNews(facts);
+    if (!news) return;
+    try {
+      await db.transaction(async (tx) => {
+        if (!(await repo.noteCapacity(tx, runner.id, CAPACITY_NOTE_EVERY_MS))) return;
+        const name = runner.name ?? (await repo.runnerById(tx, runner.id))?.name ?? runner.id;
+        const details = { name, reported: facts.reported, previous: facts.previous, maxCapacity: facts.ceiling, counted: runner.capacity, news };
+        deps.log.warn(details, news === 'over_ceiling' ? 'a runner reports more capacity than its token allows: counted at the ceiling' : 'a runner\'s reported capacity changed a lot');
+        await audit.record(tx, systemCtx(deps.log), { tenantId: null, action: 'runner.capacity', target: `runner:${runner.id}`, details });
+      });
+    } catch (err) {
+      deps.log.error({ err: (err as Error).message }, 'could not record a runner\'s capacity jump');
+    }
+  }
+
   const healthOf = (r: RunnerRow, now: Date): boolean => (r.kind === 'local' ? r.state === 'active' || r.state === 'draining' : runnerHealthy(r, now));
 
   const publicRunner = (r: RunnerRow, now: Date) => ({
@@ -86,6 +137,8 @@ export function createRunnersService(deps: RunnersDeps) {
     state: r.state,
     healthy: healthOf(r, now),
     capacity: r.capacity,
+    reportedCapacity: r.reportedCapacity,
+    maxCapacity: r.maxCapacity,
     resident: r.resident,
     busy: r.busy,
     users: r.placed,
@@ -120,27 +173,36 @@ export function createRunnersService(deps: RunnersDeps) {
 
   /**
    * Places the user in one transaction, serialised per user: kept where they are while that runner may
-   * keep them (sticky), else on the least loaded runner with room under a new fence. `force` moves them off
-   * their runner (a drain). Throws UnavailableError (runner_unavailable) when no runner has room.
+   * keep them (sticky), else on the least loaded runner with room under a new fence. Their current files
+   * stay the current copy only where the new runner has them (the same runner, or both on the shared
+   * storage); elsewhere the placement starts a new copy (filesFence), and any copy the runner has of them
+   * is set aside there, never used. Throws UnavailableError (runner_unavailable) when no runner has room.
    */
-  async function place(owner: RuntimeOwner, o: { exclude?: string[]; force?: boolean; needShared?: boolean } = {}): Promise<Placed> {
+  async function place(owner: RuntimeOwner, o: { exclude?: string[]; needShared?: boolean } = {}): Promise<Placed> {
     return db.transaction(async (tx) => {
       const now = await repo.now(tx);
       const current = await repo.lockPlacement(tx, owner.userId);
       const held = current ? await repo.runnerById(tx, current.runnerId) : null;
       const verdict = placementVerdict(current, held, owner.tenantId, now);
-      if (!o.force && verdict.keep && current && held) return { ...current, runnerName: held.name, kind: held.kind, moved: false };
+      if (verdict.keep && current && held) return { ...current, runnerName: held.name, kind: held.kind, moved: false };
       // A new runner is chosen: one choice at a time, on figures read under the lock.
       await repo.lockChoice(tx);
-      const to = await choose(tx, now, { exclude: [...(o.exclude ?? []), ...(o.force && current ? [current.runnerId] : [])], needShared: o.needShared });
+      const to = await choose(tx, now, { exclude: o.exclude, needShared: o.needShared });
       if (!to) {
         throw new UnavailableError('no runner host has room for this agent now', {
           code: 'runner_unavailable',
           hint: 'The turn waits; an operator can add a runner host (`aws runner`) or check `npx aws runner list`.',
         });
       }
-      const row = await repo.setPlacement(tx, { userId: owner.userId, tenantId: owner.tenantId, runnerId: to.id, storage: to.sharedStorage ? 'shared' : 'local' });
-      const reason: PlacementReason = o.force && verdict.keep ? 'draining' : verdict.keep ? 'new' : verdict.reason;
+      const sameFiles = !!current && current.tenantId === owner.tenantId && (current.runnerId === to.id || (current.storage === 'shared' && to.sharedStorage));
+      const row = await repo.setPlacement(tx, {
+        userId: owner.userId,
+        tenantId: owner.tenantId,
+        runnerId: to.id,
+        storage: to.sharedStorage ? 'shared' : 'local',
+        filesFence: sameFiles ? current!.filesFence : 'new',
+      });
+      const reason: PlacementReason = verdict.keep ? 'new' : verdict.reason;
       if (current && current.runnerId !== to.id) {
         deps.log.info({ userId: owner.userId, from: held?.name ?? current.runnerId, to: to.name, fence: row.fence, reason }, 'agent placed on another runner');
       }
@@ -156,10 +218,14 @@ export function createRunnersService(deps: RunnersDeps) {
   }
 
   return {
-    /** A runner token (shown once; stored hashed). CLI only; audited runner.token_created. */
-    async createToken(ctx: Ctx, input: { name: string }): Promise<{ id: string; name: string; token: string; createdAt: Date }> {
+    /**
+     * A runner token (shown once; stored hashed), with the ceiling on each of its runners' capacity
+     * (default DEFAULT_MAX_CAPACITY). CLI only; audited runner.token_created.
+     */
+    async createToken(ctx: Ctx, input: { name: string; maxCapacity?: number }): Promise<{ id: string; name: string; token: string; maxCapacity: number; createdAt: Date }> {
       requireCli(ctx, 'creating runner tokens');
       if (!RUNNER_NAME.test(input.name)) throw new ValidationError('a runner token\'s name is lower-case letters, digits, dot, dash or underscore (at most 63)');
+      const maxCapacity = checkMaxCapacity(input.maxCapacity ?? DEFAULT_MAX_CAPACITY);
       const token = newRunnerToken();
       const row = await db.transaction(async (tx) => {
         await repo.lockTokenName(tx, input.name);
@@ -167,11 +233,27 @@ export function createRunnersService(deps: RunnersDeps) {
         if (same && !same.revokedAt) {
           throw new ConflictError(`a runner token named "${input.name}" exists`, { hint: 'Choose another name, or revoke it first (`npx aws runner token revoke`).' });
         }
-        const row = await repo.insertToken(tx, { name: input.name, tokenHash: runnerTokenHash(token), createdBy: actorString(ctx.actor) });
-        await audit.record(tx, ctx, { tenantId: null, action: 'runner.token_created', target: `runner_token:${row.id}`, details: { name: row.name } });
+        const row = await repo.insertToken(tx, { name: input.name, tokenHash: runnerTokenHash(token), createdBy: actorString(ctx.actor), maxCapacity });
+        await audit.record(tx, ctx, { tenantId: null, action: 'runner.token_created', target: `runner_token:${row.id}`, details: { name: row.name, maxCapacity } });
         return row;
       });
-      return { id: row.id, name: row.name, token, createdAt: row.createdAt };
+      return { id: row.id, name: row.name, token, maxCapacity: row.maxCapacity, createdAt: row.createdAt };
+    },
+
+    /**
+     * Changes a live token's ceiling on each of its runners' capacity (by id or name); its runners are
+     * counted under it at once. CLI only; audited runner.token_updated.
+     */
+    async setTokenCapacity(ctx: Ctx, ref: string, maxCapacity: number): Promise<{ id: string; name: string; maxCapacity: number; previous: number; runners: string[] }> {
+      requireCli(ctx, 'changing runner tokens');
+      const ceiling = checkMaxCapacity(maxCapacity);
+      const t = await repo.findToken(db, ref);
+      if (!t || t.revokedAt) throw new NotFoundError(`runner token "${ref}" not found${t ? ' (it is revoked)' : ''}`, { hint: 'List them with `npx aws runner token list`.' });
+      await db.transaction(async (tx) => {
+        await repo.setMaxCapacity(tx, t.id, ceiling);
+        await audit.record(tx, ctx, { tenantId: null, action: 'runner.token_updated', target: `runner_token:${t.id}`, details: { name: t.name, maxCapacity: ceiling, previous: t.maxCapacity } });
+      });
+      return { id: t.id, name: t.name, maxCapacity: ceiling, previous: t.maxCapacity, runners: t.runners };
     },
 
     /** Runner tokens (never the tokens nor their hashes): when last used, whether revoked, the runners using each. CLI only. */
@@ -209,20 +291,31 @@ export function createRunnersService(deps: RunnersDeps) {
     },
 
     /**
-     * A runner connected: registered (or registered again) by name. A name taken by a healthy runner of
-     * another token is refused (ConflictError); a drained runner that reconnects stays draining.
+     * A runner connected: registered (or registered again) by name. A name belongs to the token that first
+     * registered it until an operator removes the runner (`remove`): another token is refused
+     * (ConflictError naming the name; audited runner.refused, naming the token), whether the runner holding
+     * it is connected, lost or offline, so no token inherits another's placements and fences. A drained
+     * runner that reconnects stays draining. Its capacity counts up to its token's ceiling.
      */
     async register(tokenId: string, info: RunnerInfo & { serveId: string; relayUrl: string | null }): Promise<RunnerRow> {
       if (typeof info.name !== 'string' || !RUNNER_NAME.test(info.name)) throw new ValidationError(`runner name "${String(info.name)}" is not valid (lower-case letters, digits, dot, dash, underscore; at most 63)`);
-      const capacity = Number(info.capacity);
-      if (!Number.isInteger(capacity) || capacity < 0 || capacity > 100_000) throw new ValidationError('a runner\'s capacity is a whole number from 0');
+      const reported = Number(info.capacity);
+      if (!Number.isInteger(reported) || reported < 0 || reported > 100_000) throw new ValidationError('a runner\'s capacity is a whole number from 0');
       const labels = cleanLabels(info.labels);
+      const token = UUID.test(tokenId) ? await repo.findToken(db, tokenId) : null;
+      if (!token || token.revokedAt) throw new UnauthenticatedError('unknown or revoked runner token');
       const existing = await repo.runnerByName(db, info.name);
       if (existing?.kind === 'local') throw new ConflictError(`"${info.name}" is the name of a serve's local runner`);
-      if (existing && existing.tokenId !== tokenId && runnerHealthy(existing, await repo.now(db))) {
-        throw new ConflictError(`a runner named "${info.name}" is connected with another token`, { hint: 'Give this runner another name (AGENTWS_RUNNER_NAME).' });
-      }
-      return db.transaction(async (tx) => {
+      const taken = () => {
+        void refused(token, info.name, existing);
+        return new ConflictError(`the runner name "${info.name}" belongs to another runner token`, {
+          code: 'runner_name_taken',
+          hint: `Give this runner another name (AGENTWS_RUNNER_NAME). If this host replaces that runner, an operator removes it first (\`npx aws runner remove ${info.name}\`, once it is drained or lost): its users are then placed afresh.`,
+        });
+      };
+      if (existing && existing.tokenId !== tokenId) throw taken();
+      const capacity = cappedCapacity(reported, token.maxCapacity);
+      const row = await db.transaction(async (tx) => {
         const row = await repo.upsertRunner(tx, {
           name: info.name,
           tokenId,
@@ -231,25 +324,41 @@ export function createRunnersService(deps: RunnersDeps) {
           labels,
           version: typeof info.version === 'string' ? info.version.slice(0, 64) : null,
           capacity,
+          reportedCapacity: reported,
           sharedStorage: info.sharedStorage === true,
           serveId: info.serveId,
           relayUrl: info.relayUrl,
         });
-        if (!existing || existing.state === 'lost' || existing.state === 'offline' || existing.tokenId !== tokenId) {
+        // Another token registered the name between the read above and this write: refused the same way.
+        if (!row) return null;
+        if (!existing || existing.state === 'lost' || existing.state === 'offline') {
           await audit.record(tx, systemCtx(deps.log), {
             tenantId: null,
             action: 'runner.registered',
             target: `runner:${row.id}`,
-            details: { name: row.name, address: row.address, capacity: row.capacity, version: row.version, sharedStorage: row.sharedStorage, state: row.state },
+            details: {
+              name: row.name,
+              token: { id: token.id, name: token.name },
+              address: row.address,
+              capacity: row.capacity,
+              ...(reported !== row.capacity ? { reportedCapacity: reported, maxCapacity: token.maxCapacity } : {}),
+              version: row.version,
+              sharedStorage: row.sharedStorage,
+              state: row.state,
+            },
           });
         }
         return row;
       });
+      if (!row) throw taken();
+      await noteCapacity(row, { reported, previous: existing?.reportedCapacity ?? null, ceiling: token.maxCapacity, notedAt: existing?.capacityNotedAt ?? null, now: await repo.now(db) });
+      return row;
     },
 
     /** A serve's own runtimes, as a runner placements can choose (no token: it is the control plane itself). */
     async registerLocal(input: { name: string; capacity: number; serveId: string }): Promise<string> {
-      const row = await repo.upsertRunner(db, { name: input.name, tokenId: null, kind: 'local', address: null, labels: {}, version: null, capacity: input.capacity, sharedStorage: false, serveId: input.serveId, relayUrl: null });
+      const row = await repo.upsertRunner(db, { name: input.name, tokenId: null, kind: 'local', address: null, labels: {}, version: null, capacity: input.capacity, reportedCapacity: null, sharedStorage: false, serveId: input.serveId, relayUrl: null });
+      if (!row) throw new ConflictError(`"${input.name}" is the name of a runner host, not of this serve's local runner`, { hint: 'Remove that runner (`npx aws runner remove`), or rename it.' });
       return row.id;
     },
 
@@ -262,10 +371,18 @@ export function createRunnersService(deps: RunnersDeps) {
       return r && r.tokenId === tokenId && r.kind === 'remote' && r.state !== 'offline' ? { id: r.id, kind: r.kind } : null;
     },
 
-    /** Records a runner's figures and that it is alive (a lost runner heard again is active); answers its state. */
-    async heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }) {
-      const n = (x: number) => (Number.isFinite(x) ? Math.max(0, Math.floor(x)) : 0);
-      return (await repo.heartbeat(db, runnerId, { resident: n(figures.resident), busy: n(figures.busy), capacity: n(figures.capacity) })) ?? { state: 'offline' as const, sharedStorage: false };
+    /**
+     * Records a runner's figures and that it is alive (a lost runner heard again is active); answers its
+     * state. The capacity it reports counts up to its token's ceiling; a jump in it is logged and audited
+     * (runner.capacity) once, not at every heartbeat.
+     */
+    async heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }): Promise<{ state: RunnerState; sharedStorage: boolean; capacity: number }> {
+      const n = (x: number) => (Number.isFinite(x) ? Math.max(0, Math.min(100_000, Math.floor(x))) : 0);
+      const reported = n(figures.capacity);
+      const r = await repo.heartbeat(db, runnerId, { resident: n(figures.resident), busy: n(figures.busy), reported });
+      if (!r) return { state: 'offline', sharedStorage: false, capacity: 0 };
+      await noteCapacity({ id: runnerId, name: null, capacity: r.capacity }, { reported, previous: r.previousReported, ceiling: r.ceiling, notedAt: r.notedAt, now: r.now });
+      return { state: r.state, sharedStorage: r.sharedStorage, capacity: r.capacity };
     },
 
     /** The runner's channel to `serveId` closed (forgotten only if that serve still held it). */
@@ -361,18 +478,43 @@ export function createRunnersService(deps: RunnersDeps) {
       return to ? { runnerId: to.id, storage: to.sharedStorage ? 'shared' : 'local' } : null;
     },
 
-    /** Moves the user off `from` (a drain) to `to` if given, else the least loaded other runner; null when none has room or they are no longer on `from`. */
-    async move(owner: RuntimeOwner, from: string, to?: string): Promise<Placed | null> {
-      try {
-        const current = await repo.placement(db, owner.userId);
-        if (!current || current.runnerId !== from) return null;
-        const exclude = to ? (await repo.listRunners(db)).filter((r) => r.id !== to).map((r) => r.id) : [];
-        return await place(owner, { force: true, exclude });
-      } catch (err) {
-        if (err instanceof UnavailableError) return null;
-        throw err;
-      }
+    /** A fence taken ahead of the move it will be (a drain marks the copy it makes on the new runner with it). */
+    reserveFence: (): Promise<number> => repo.nextFence(db),
+
+    /**
+     * Moves the user off `from` (a drain) to `to` if given, else the least loaded other runner, with their
+     * files (copied there first, the copy marked with `fence`, or on the shared storage both mount), told
+     * once on their next turn (takeMovedIntact). Null when none has room, or they are no longer on `from`
+     * (or no longer under `expectFence`: placed again meanwhile).
+     */
+    async move(owner: RuntimeOwner, from: string, to?: string, o: { fence?: number; expectFence?: number } = {}): Promise<Placed | null> {
+      return db.transaction(async (tx) => {
+        const now = await repo.now(tx);
+        const current = await repo.lockPlacement(tx, owner.userId);
+        if (!current || current.runnerId !== from || current.tenantId !== owner.tenantId) return null;
+        if (o.expectFence !== undefined && current.fence !== o.expectFence) return null;
+        await repo.lockChoice(tx);
+        const runners = await repo.listRunners(tx);
+        const dest = await choose(tx, now, { exclude: [from, ...(to ? runners.filter((r) => r.id !== to).map((r) => r.id) : [])] });
+        if (!dest) return null;
+        const held = runners.find((r) => r.id === from);
+        const sameFiles = current.storage === 'shared' && dest.sharedStorage;
+        const row = await repo.setPlacement(tx, {
+          userId: owner.userId,
+          tenantId: owner.tenantId,
+          runnerId: dest.id,
+          storage: dest.sharedStorage ? 'shared' : 'local',
+          fence: o.fence,
+          filesFence: sameFiles ? current.filesFence : 'new',
+          movedIntact: true,
+        });
+        deps.log.info({ userId: owner.userId, from: held?.name ?? from, to: dest.name, fence: row.fence }, 'agent moved to another runner (drain)');
+        return { ...row, runnerName: dest.name, kind: dest.kind, moved: true, reason: 'draining' as const, previousRunnerId: current.runnerId, previousStorage: current.storage };
+      });
     },
+
+    /** Whether the user's placement under `fence` was moved intact by a drain and they were not told yet: true once. */
+    takeMovedIntact: (userId: string, fence: number): Promise<boolean> => repo.takeMovedIntact(db, userId, fence),
 
     /** The user's placement now, or null. */
     current: (userId: string): Promise<PlacementRow | null> => repo.placement(db, userId),
@@ -385,13 +527,49 @@ export function createRunnersService(deps: RunnersDeps) {
       return p && p.runnerId === runnerId && p.fence === fence ? { tenantId: p.tenantId } : null;
     },
 
+    /**
+     * Of the users whose files a runner has (with the copy each is), those placed elsewhere since: on
+     * another runner that does not see the same files (both on the shared storage), with the copy current
+     * now. That runner sets their files aside (never used silently). A user placed nowhere keeps theirs:
+     * it may be their only copy.
+     */
+    async staleCopies(runnerId: string, copies: Array<{ userId: string; filesFence: number | null }>): Promise<Array<{ userId: string; tenantId: string; filesFence: number }>> {
+      const me = await repo.runnerById(db, runnerId);
+      if (!me) return [];
+      const marked = new Map(copies.filter((c) => typeof c?.userId === 'string' && UUID.test(c.userId)).map((c) => [c.userId, typeof c.filesFence === 'number' ? c.filesFence : null]));
+      const placed = await repo.placementsOfUsers(db, [...marked.keys()].slice(0, 100_000));
+      return placed
+        .filter((p) => p.runnerId !== runnerId && !(me.sharedStorage && p.storage === 'shared') && marked.get(p.userId) !== p.filesFence)
+        .map((p) => ({ userId: p.userId, tenantId: p.tenantId, filesFence: p.filesFence }));
+    },
+
+    /** A runner set a user's files aside (not the current copy): audited runner.copy_set_aside, for the operator. */
+    async copySetAside(runnerId: string, owner: RuntimeOwner, where: string, why: string): Promise<void> {
+      const r = await repo.runnerById(db, runnerId);
+      deps.log.warn({ runner: r?.name ?? runnerId, userId: owner.userId, tenantId: owner.tenantId, where, why }, 'a runner set aside a copy of a user\'s files that is not their current one');
+      await db.transaction((tx) =>
+        audit.record(tx, systemCtx(deps.log), {
+          tenantId: null,
+          action: 'runner.copy_set_aside',
+          target: `runner:${runnerId}`,
+          details: { runner: r?.name ?? null, tenantId: owner.tenantId, userId: owner.userId, where: where.slice(0, 200), why: why.slice(0, 200) },
+        }),
+      );
+    },
+
     /** The users placed on a runner, with their fences. */
-    placementsOf: async (runnerId: string) => (await repo.placementsOf(db, runnerId)).map((p) => ({ userId: p.userId, fence: p.fence, tenantId: p.tenantId, storage: p.storage })),
+    placementsOf: async (runnerId: string) => (await repo.placementsOf(db, runnerId)).map((p) => ({ userId: p.userId, fence: p.fence, tenantId: p.tenantId, storage: p.storage, filesFence: p.filesFence })),
     /** Where other control-plane processes reach the serve holding the runner's channel. */
     relayUrlOf: (runnerId: string) => repo.relayUrlOf(db, runnerId),
     /** Whether any remote runner is registered and not offline. */
     anyRemote: () => repo.anyRemote(db),
   };
+}
+
+/** A token's ceiling on its runners' capacity, checked (a whole number from 0 to 100000). */
+function checkMaxCapacity(n: number): number {
+  if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new ValidationError('maxCapacity is a whole number from 0 to 100000 (the most runtimes each runner of the token is counted to hold)', { details: { field: 'maxCapacity' } });
+  return n;
 }
 
 /** A runner's labels as it sent them, kept to short string pairs. */

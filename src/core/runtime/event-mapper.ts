@@ -85,6 +85,10 @@ export type SessionDomainEvent = Forwarded &
      * `requestedTool` is the name the model asked for, when the runtime says.
      */
     | { kind: 'invalidToolCall'; partId: string; requestedTool: string | null }
+    /** A text part of a message as it stands (its text so far: the whole of it, not a delta). */
+    | { kind: 'textPart'; messageId: string; partId: string; text: string }
+    /** More text of a part, as the model writes it (of a text part, or of another kind: reasoning). */
+    | { kind: 'textDelta'; messageId: string; partId: string; delta: string }
     /** The session's turn ended. */
     | { kind: 'turnIdle' }
   );
@@ -126,6 +130,9 @@ export function mapRuntimeEvent(ev: RuntimeEvent): SessionDomainEvent | null {
       const part = props.part ?? {};
       base.properties.part = { ...part };
       const st = part.state ?? {};
+      if (part.type === 'text' && typeof part.id === 'string' && typeof part.messageID === 'string') {
+        return { ...base, kind: 'textPart', messageId: part.messageID, partId: part.id, text: typeof part.text === 'string' ? part.text : '' };
+      }
       if (part.type !== 'tool' || (st.status !== 'completed' && st.status !== 'error')) return { ...base, kind: 'forward' };
       if (part.tool === 'invalid') {
         const requested = st.input?.tool;
@@ -149,6 +156,10 @@ export function mapRuntimeEvent(ev: RuntimeEvent): SessionDomainEvent | null {
       return typeof props.requestID === 'string' ? { ...base, kind: 'permissionReplied', requestId: props.requestID } : { ...base, kind: 'forward' };
     case 'session.idle':
       return { ...base, kind: 'turnIdle' };
+    case 'message.part.delta':
+      return props.field === 'text' && typeof props.messageID === 'string' && typeof props.partID === 'string' && typeof props.delta === 'string'
+        ? { ...base, kind: 'textDelta', messageId: props.messageID, partId: props.partID, delta: props.delta }
+        : { ...base, kind: 'forward' };
     default:
       return { ...base, kind: 'forward' };
   }

@@ -132,25 +132,57 @@ export function createRuntimeLimits(deps: {
      * and the usage of the users placed on it now (the tenant each is written under is the user's own).
      */
     async runnerReport(runner: { name: string }, placed: ReadonlySet<string>, r: RunnerLimitsReport): Promise<void> {
+      if (!r || typeof r !== 'object') return;
       const hostname = `runner ${runner.name}`;
+      const limits = sanitizeLimits(r.limits);
       await repo.reportHost(db, {
         hostname,
         hostPid: 0,
-        capacity: r.capacity,
-        resident: r.resident,
-        frozen: r.frozen ?? 0,
-        starting: r.starting ?? 0,
-        busy: r.busy,
-        runtimesMemoryBytes: r.runtimesMemoryBytes ?? 0,
-        memoryTotalBytes: r.memory?.totalBytes ?? 0,
-        memoryAvailableBytes: r.memory?.availableBytes ?? 0,
-        freezer: typeof r.limits?.freezer === 'string' ? r.limits.freezer : null,
-        limits: r.limits && typeof r.limits === 'object' ? { ...r.limits } : null,
-        diskTotalBytes: r.disk?.totalBytes ?? null,
-        diskFreeBytes: r.disk?.freeBytes ?? null,
+        capacity: int(r.capacity),
+        resident: int(r.resident),
+        frozen: int(r.frozen),
+        starting: int(r.starting),
+        busy: int(r.busy),
+        runtimesMemoryBytes: num(r.runtimesMemoryBytes) ?? 0,
+        memoryTotalBytes: num(r.memory?.totalBytes) ?? 0,
+        memoryAvailableBytes: num(r.memory?.availableBytes) ?? 0,
+        freezer: limits?.freezer ?? null,
+        limits,
+        diskTotalBytes: num(r.disk?.totalBytes),
+        diskFreeBytes: num(r.disk?.freeBytes),
       });
       if (Array.isArray(r.usage)) await repo.reportUsage(db, hostname, r.usage.filter((u) => typeof u?.userId === 'string').map(sanitize), placed);
     },
+  };
+}
+
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : null);
+const int = (v: unknown): number => Math.min(2 ** 31 - 1, Math.round(num(v) ?? 0));
+const KINDS = new Set(['cgroup1', 'cgroup2', 'measured']);
+const kind = (v: unknown): string | null => (typeof v === 'string' && KINDS.has(v) ? v : null);
+const text = (v: unknown): string | null => (typeof v === 'string' ? v.slice(0, 300) : null);
+
+/**
+ * What a runner says holds its runtimes, as admins will read it: the known fields only, each a mechanism
+ * the service names, a number or a short text (a compromised runner may say anything; it says no more).
+ */
+function sanitizeLimits(l: unknown): (LimitsStatus & { freezer: string | null; freezerUnavailable: string | null }) | null {
+  if (!l || typeof l !== 'object') return null;
+  const x = l as Record<string, unknown>;
+  const unavailable: Record<string, string> = {};
+  const u = x.unavailable && typeof x.unavailable === 'object' ? (x.unavailable as Record<string, unknown>) : {};
+  for (const k of ['memory', 'processes', 'cpu', 'disk']) if (text(u[k])) unavailable[k] = text(u[k])!;
+  return {
+    memory: kind(x.memory) as LimitsStatus['memory'],
+    memoryMaxBytes: num(x.memoryMaxBytes),
+    processes: kind(x.processes) as LimitsStatus['processes'],
+    processesMax: num(x.processesMax),
+    cpu: kind(x.cpu) as LimitsStatus['cpu'],
+    tmpBytes: num(x.tmpBytes),
+    disk: x.disk === 'measured' ? 'measured' : null,
+    unavailable,
+    freezer: kind(x.freezer),
+    freezerUnavailable: text(x.freezerUnavailable),
   };
 }
 

@@ -31,10 +31,22 @@ export const RUNTIME_USED_CHANNEL = 'runtime.used';
 export const RUNTIME_STOP_CHANNEL = 'runtime.stop';
 /** How long a process that hosts no runtime waits for this machine's serve to start one it asked for. */
 const WANT_TIMEOUT_MS = 40_000;
+/** ...asking again this often meanwhile (a start asked again joins the one under way). */
+const WANT_AGAIN_MS = 2_000;
+
+/**
+ * What the person is told when their runtime is reached on another runner host than before: 'moved'
+ * (a drain took their workspace and conversation along). A fresh start there (their runner was lost, with
+ * their files on it) the turn finds itself: its runtime session is not there (turn-runner.ts).
+ */
+export interface RuntimeMove {
+  workspace: 'moved';
+}
 
 /** Runtimes on runner hosts, as the control plane reaches them (runners/runner-fleet.ts). */
 export interface RemoteRuntimes {
-  acquire(runnerId: string, owner: RuntimeOwner, onStarting?: () => void): Promise<RuntimeHandle>;
+  /** `onMoved`: told once when a drain moved the user's files to this runner since their last turn. */
+  acquire(runnerId: string, owner: RuntimeOwner, onStarting?: () => void, onMoved?: (m: RuntimeMove) => void): Promise<RuntimeHandle>;
   setRunning(userId: string, upstreamSessionId: string, running: boolean): void;
   stopUser(userId: string): Promise<void>;
   /** Follows runtimes on runners whose channel this process holds becoming ready (with where) or going (null). */
@@ -119,11 +131,18 @@ export function createRuntimePool(
     try {
       await deps.bus.publish(RUNTIME_WANTED_CHANNEL, owner);
       const deadline = Date.now() + WANT_TIMEOUT_MS;
+      let askedAt = Date.now();
       while (Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 150));
         if (busy) throw new RuntimeBusyError(deps.max);
         const h = await found();
         if (h) return h;
+        // Asked again now and then: a serve that was (re)starting when it was first asked had not begun
+        // to listen, and a turn taken in those seconds would otherwise wait out the whole timeout.
+        if (Date.now() - askedAt >= WANT_AGAIN_MS) {
+          askedAt = Date.now();
+          await deps.bus.publish(RUNTIME_WANTED_CHANNEL, owner).catch(() => {});
+        }
       }
       throw runtimeUnavailable('no `aws serve` started the runtime (is serve running on this host?)');
     } finally {
@@ -134,9 +153,9 @@ export function createRuntimePool(
   /** The runner the user's runtime is placed on; null: this machine (no runner hosts, or this serve's local runner). */
   const placed = (owner: RuntimeOwner): Promise<string | null> => (deps.placement && deps.remote ? deps.placement(owner) : Promise.resolve(null));
 
-  async function acquire(owner: RuntimeOwner, opts: { onStarting?: () => void } = {}): Promise<RuntimeHandle> {
+  async function acquire(owner: RuntimeOwner, opts: { onStarting?: () => void; onMoved?: (m: RuntimeMove) => void } = {}): Promise<RuntimeHandle> {
     const runnerId = await placed(owner);
-    if (runnerId) return deps.remote!.acquire(runnerId, owner, opts.onStarting);
+    if (runnerId) return deps.remote!.acquire(runnerId, owner, opts.onStarting, opts.onMoved);
     return host.hosting ? host.acquire(owner, opts.onStarting) : acquireElsewhere(owner, opts.onStarting);
   }
 

@@ -13,6 +13,12 @@ export const ProviderModel = Type.Object(
     outputLimit: Type.Optional(Type.Integer({ minimum: 1, description: 'Most output tokens per reply (default 8192)' })),
     inputCostPerMTok: Type.Optional(Type.Number({ minimum: 0, description: 'USD per million input tokens (for cost accounting)' })),
     outputCostPerMTok: Type.Optional(Type.Number({ minimum: 0, description: 'USD per million output tokens' })),
+    cacheReadCostPerMTok: Type.Optional(
+      Type.Number({ minimum: 0, description: 'USD per million input tokens read from the provider\'s prompt cache (default: a tenth of the input price for anthropic, the input price otherwise)' }),
+    ),
+    cacheWriteCostPerMTok: Type.Optional(
+      Type.Number({ minimum: 0, description: 'USD per million input tokens written to the prompt cache (default: 1.25x the input price for anthropic, the input price otherwise)' }),
+    ),
   },
   { additionalProperties: false },
 );

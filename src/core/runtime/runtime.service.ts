@@ -21,8 +21,8 @@ import { handleOfRow } from './runtime-records.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
 import type { AppliedState, RuntimeRepo } from './runtime.repo.js';
-import { MODEL_REF, type ProviderKind } from './runtime.schemas.js';
-import { checkModelRef, publicProvider } from '../providers/providers-fns.js';
+import { MODEL_REF, type ProviderKind, type ProviderModel } from './runtime.schemas.js';
+import { checkModelRef, modelPrices, publicProvider } from '../providers/providers-fns.js';
 import type { ProviderRow, ProvidersRepo } from '../providers/providers.repo.js';
 
 /** SPEC.md sessions rule 6: prompting fails closed until a runtime with a provider and model is applied. */
@@ -108,11 +108,22 @@ export function createRuntimeService(deps: {
           {
             name: m.name ?? m.id,
             limit: { context: m.contextLimit ?? 128_000, output: m.outputLimit ?? 8192 },
-            ...(m.inputCostPerMTok !== undefined || m.outputCostPerMTok !== undefined ? { cost: { input: m.inputCostPerMTok ?? 0, output: m.outputCostPerMTok ?? 0 } } : {}),
+            ...runtimeCost(p.kind, m),
           },
         ]),
       ),
     };
+  }
+
+  /**
+   * A model's prices as the runtime computes each message's cost with them (what the person sees of a
+   * turn's cost): the gateway's own (providers-fns.ts modelPrices), cache prices settled. The runtime
+   * prices an unset cache price at 0, so they are always written. No prices given: none (no cost).
+   */
+  function runtimeCost(kind: ProviderKind, m: ProviderModel) {
+    if ([m.inputCostPerMTok, m.outputCostPerMTok, m.cacheReadCostPerMTok, m.cacheWriteCostPerMTok].every((x) => x === undefined)) return {};
+    const p = modelPrices(kind, m);
+    return { cost: { input: p.inputPerMTok, output: p.outputPerMTok, cache_read: p.cacheReadPerMTok, cache_write: p.cacheWritePerMTok } };
   }
 
   /** What one user's runtime should run: their tenant's applied, enabled providers, our permission rules. */

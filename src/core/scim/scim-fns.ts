@@ -44,6 +44,57 @@ export const looksLikeScimToken = (s: string): boolean => /^agentws_scim_[A-Za-z
 /** Names of SCIM tokens (one per identity provider, or old and new while rotating). */
 export const SCIM_TOKEN_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
+/**
+ * A SCIM token's lifetime (issue 37): every token expires, and an owner renews it by creating it again
+ * under its name. Without a lifetime asked for: SCIM_TOKEN_DEFAULT_DAYS (at most the tenant's maximum).
+ * The maximum is the tenant's `tokens.scimMaxDays` (default SCIM_TOKEN_MAX_DAYS_DEFAULT, at most
+ * SCIM_TOKEN_MAX_DAYS_LIMIT): apart from personal tokens' `tokens.maxDays`, because an identity
+ * provider's connection is rotated by hand and rarely, so a tenant that keeps people's script tokens to a
+ * week should not have to re-enter its provider's secret every week.
+ */
+export const SCIM_TOKEN_DEFAULT_DAYS = 180;
+export const SCIM_TOKEN_MAX_DAYS_DEFAULT = 365;
+export const SCIM_TOKEN_MAX_DAYS_LIMIT = 366;
+
+/** The tenant's longest SCIM token lifetime in days: settings.tokens.scimMaxDays when set and valid, else the default. */
+export function scimMaxDaysOf(settings: Record<string, unknown>): number {
+  const v = (settings.tokens as { scimMaxDays?: unknown } | undefined)?.scimMaxDays;
+  return typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= SCIM_TOKEN_MAX_DAYS_LIMIT ? v : SCIM_TOKEN_MAX_DAYS_DEFAULT;
+}
+
+/** The lifetime of a token being created, in days: the one asked for (more than 0, at most `maxDays`) or the default. 400 naming `expiresInDays` otherwise. */
+export function scimTokenDays(asked: unknown, maxDays: number): number {
+  if (asked === undefined || asked === null) return Math.min(SCIM_TOKEN_DEFAULT_DAYS, maxDays);
+  if (typeof asked !== 'number' || !Number.isFinite(asked) || asked <= 0 || asked > maxDays) {
+    throw new ValidationError(`expiresInDays: more than 0 and at most ${maxDays} days (the tenant's maximum for SCIM tokens, settings.tokens.scimMaxDays)`, {
+      details: { field: 'expiresInDays', maxDays },
+    });
+  }
+  return asked;
+}
+
+// --- what an identity provider may do to an owner -----------------------------------------------------
+
+/**
+ * Why SCIM may not make this change to an owner of the tenant, or null when it may. Owners are managed by
+ * owners: the tenant's SCIM token is held by its identity provider (and whoever can read the provider's
+ * configuration), so it may not take an owner's access away (deactivate them; deleting is refused apart)
+ * nor move it to someone else (change the userName: the email a first sign-in links an account by, so an
+ * address the provider controls would sign in as an owner who never signed in yet; afterwards each of the
+ * owner's own sign-ins writes it). It may keep what only describes them in step (display name, given and family name, externalId),
+ * and reactivate one (that restores an owner's own access, and grants nobody else anything). A change of
+ * case alone is not a rename.
+ */
+export function ownerChangeRefusal(before: ScimUserState, next: ScimUserState, who: string): string | null {
+  if (next.userName.toLowerCase() !== before.userName.toLowerCase()) {
+    return `${who} is an owner of the tenant: owners are managed by owners, so the identity provider cannot change their userName (the email their first sign-in is linked by; later their own sign-in keeps it up to date).`;
+  }
+  if (before.active && !next.active) {
+    return `${who} is an owner of the tenant: owners are managed by owners, so the identity provider cannot deactivate them. Another owner can take the owner role away first (\`aws role revoke\`).`;
+  }
+  return null;
+}
+
 // --- the user and group as SCIM changes them -----------------------------------------------------------
 
 /** What SCIM can set on a user. `userName` is the user's email (the sign-in identity). */

@@ -9,9 +9,11 @@ export interface ScimTokenRow {
   createdBy: string;
   createdAt: Date;
   lastUsedAt: Date | null;
+  /** After this the token is refused (migration 0030); renewed by creating it again under its name. */
+  expiresAt: Date;
 }
 
-const TOKEN = `id, tenant_id as "tenantId", name, created_by as "createdBy", created_at as "createdAt", last_used_at as "lastUsedAt"`;
+const TOKEN = `id, tenant_id as "tenantId", name, created_by as "createdBy", created_at as "createdAt", last_used_at as "lastUsedAt", expires_at as "expiresAt"`;
 const USER = `u.id, u.email, u.display_name as "displayName", u.given_name as "givenName", u.family_name as "familyName",
   u.scim_external_id as "scimExternalId", u.deactivated_at as "deactivatedAt", u.created_at as "createdAt", u.updated_at as "updatedAt"`;
 const TEAM = `t.id, t.name, t.scim_external_id as "scimExternalId", t.created_at as "createdAt",
@@ -29,13 +31,14 @@ const teamRow = (t: TeamForScim): TeamForScim => ({ ...t, createdAt: new Date(t.
  */
 export function createScimRepo() {
   return {
-    /** Creates a named token, or replaces the one of that name (rotation); `replaced` says which. */
-    async upsertToken(q: Queryable, t: { tenantId: string; name: string; hash: string; createdBy: string }): Promise<ScimTokenRow & { replaced: boolean }> {
+    /** Creates a named token, or replaces the one of that name (rotation, renewal); `replaced` says which. */
+    async upsertToken(q: Queryable, t: { tenantId: string; name: string; hash: string; createdBy: string; createdAt: Date; expiresAt: Date }): Promise<ScimTokenRow & { replaced: boolean }> {
       const { rows } = await q.query<ScimTokenRow & { replaced: boolean }>(
-        `insert into scim_tokens (tenant_id, name, token_hash, created_by) values ($1, $2, $3, $4)
-         on conflict (tenant_id, name) do update set token_hash = excluded.token_hash, created_by = excluded.created_by, created_at = now(), last_used_at = null
+        `insert into scim_tokens (tenant_id, name, token_hash, created_by, created_at, expires_at) values ($1, $2, $3, $4, $5, $6)
+         on conflict (tenant_id, name) do update set token_hash = excluded.token_hash, created_by = excluded.created_by, created_at = excluded.created_at,
+                                                     expires_at = excluded.expires_at, last_used_at = null
          returning ${TOKEN}, (xmax::text <> '0') as replaced`,
-        [t.tenantId, t.name, t.hash, t.createdBy],
+        [t.tenantId, t.name, t.hash, t.createdBy, t.createdAt, t.expiresAt],
       );
       return rows[0];
     },
@@ -50,11 +53,11 @@ export function createScimRepo() {
       );
       return rows.map((r) => r.name).sort();
     },
-    /** The token with this hash (and its tenant); its last use is recorded at most once a minute. */
+    /** The token with this hash (and its tenant), expired or not; its last use is recorded at most once a minute (not an expired one's). */
     async useToken(db: Database, hash: string, now: Date): Promise<ScimTokenRow | null> {
       const { rows } = await db.query<ScimTokenRow>(`select ${TOKEN} from scim_tokens where token_hash = $1`, [hash]);
       const row = rows[0];
-      if (row && (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000)) {
+      if (row && row.expiresAt > now && (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000)) {
         await db.query(`update scim_tokens set last_used_at = $2 where id = $1`, [row.id, now]);
       }
       return row ?? null;

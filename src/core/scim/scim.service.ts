@@ -2,8 +2,9 @@ import type { Database, Tx } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../../kernel/authz.js';
-import type { Ctx } from '../../kernel/context.js';
-import { ConflictError, NotFoundError, UnauthenticatedError, ValidationError } from '../../kernel/errors.js';
+import { actorString, type Ctx } from '../../kernel/context.js';
+import { ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError, ValidationError } from '../../kernel/errors.js';
+import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
 import type { RolesRepo } from '../rbac/roles.repo.js';
@@ -20,6 +21,7 @@ import {
   looksLikeScimToken,
   matchesFilter,
   newScimToken,
+  ownerChangeRefusal,
   paging,
   parseFilter,
   parsePatch,
@@ -27,6 +29,8 @@ import {
   renderUser,
   SCIM_TOKEN_NAME,
   scimInvalid,
+  scimMaxDaysOf,
+  scimTokenDays,
   scimTokenHash,
   userFilterable,
   userFromScim,
@@ -49,12 +53,17 @@ export interface ScimListQuery {
 const uniqueness = (detail: string) => new ConflictError(detail, { code: 'uniqueness' });
 const notFound = (what: string, id: string) => new NotFoundError(`${what} ${id} not found`);
 const isUniqueViolation = (err: unknown) => (err as { code?: string } | null)?.code === '23505';
+const DAY_MS = 86_400_000;
+/** What SCIM answers for a change it may not make to an owner (a SCIM error with status 403). */
+const ownersOnly = (detail: string) => new ForbiddenError(detail, { code: 'owner_managed_by_owners' });
 
 /**
  * SCIM 2.0 provisioning of a tenant's users and teams (issue 29), for an identity provider holding the
  * tenant's SCIM token. Requests act as the system actor `scim` in the token's tenant; every change is
  * audited in its transaction. Deactivation (`active: false`) ends the person's sign-ins at once in every
- * process, as `user remove` does, but keeps the account; DELETE removes it.
+ * process, as `user remove` does, and stops their agent (`deactivated`), but keeps the account; DELETE
+ * removes it. The token is not the operator: it may not touch owners' access (ownerChangeRefusal), and
+ * only an owner mints one (issue 37).
  */
 export function createScimService(deps: {
   db: Database;
@@ -70,6 +79,13 @@ export function createScimService(deps: {
   operator: () => Promise<{ tenantId: string; userId: string } | null>;
   /** The role sign-in gives new users (AGENTWS_DEFAULT_ROLE): SCIM-created users get it too. */
   defaultRole: string;
+  /** The tenant's settings: the longest SCIM token lifetime (tokens.scimMaxDays). */
+  tenants: Pick<TenantsRepo, 'findById'>;
+  /**
+   * A person was deactivated, in this transaction: their queued turns fail here, and once it commits
+   * their agent is stopped and their plans cancelled (users/person-stop.ts). Absent: nothing more.
+   */
+  deactivated?: (tx: Tx, ctx: Ctx, owner: { tenantId: string; userId: string }) => Promise<{ queuedTurns: number }>;
   clock: Clock;
 }) {
   const { db, repo, audit, clock } = deps;
@@ -95,6 +111,15 @@ export function createScimService(deps: {
     if (await repo.userIdByEmail(tx, tenantId, next.userName, before.id)) throw uniqueness(`another user has userName ${next.userName}`);
     if (next.externalId && (await repo.userIdByExternalId(tx, tenantId, next.externalId, before.id))) throw uniqueness(`another user has externalId ${next.externalId}`);
     const wasActive = created || before.deactivatedAt === null;
+    const renames = !created && next.userName.toLowerCase() !== before.email.toLowerCase();
+    if (!created && (renames || (!next.active && wasActive))) {
+      // Serialised with grants and revocations of the owner role (as removing an owner is) before asking.
+      await deps.assignments.lockAndCountOwners(tx, tenantId);
+      if ((await deps.assignments.roleNames(tx, before.id)).includes('owner')) {
+        const why = ownerChangeRefusal(stateOf(before), next, before.email);
+        if (why) throw ownersOnly(why);
+      }
+    }
     if (!next.active && wasActive) {
       const op = await deps.operator();
       if (op?.tenantId === tenantId && op.userId === before.id) {
@@ -115,7 +140,12 @@ export function createScimService(deps: {
     }
     if (!next.active && wasActive) {
       await deps.revokeUser(tx, { tenantId, userId: before.id });
-      await audit.record(tx, { ...ctx, tenantId }, { action: 'user.deactivate', target: `user:${before.id}`, details: { email: next.userName } });
+      const stopped = created ? undefined : await deps.deactivated?.(tx, { ...ctx, tenantId }, { tenantId, userId: before.id });
+      await audit.record(tx, { ...ctx, tenantId }, {
+        action: 'user.deactivate',
+        target: `user:${before.id}`,
+        details: { email: next.userName, ...(stopped ? { queuedTurnsFailed: stopped.queuedTurns } : {}) },
+      });
     } else if (next.active && !wasActive) {
       await audit.record(tx, { ...ctx, tenantId }, { action: 'user.reactivate', target: `user:${before.id}`, details: { email: next.userName } });
     }
@@ -175,26 +205,53 @@ export function createScimService(deps: {
   const groupState = (t: TeamForScim): ScimGroupState => ({ displayName: t.name, externalId: t.scimExternalId, members: t.members.map((m) => m.userId) });
 
   return {
-    /** Creates the tenant's SCIM token of this name, replacing one of the same name (admin.manage_users). Shown once. */
-    async createToken(ctx: Ctx, input: { name?: string }) {
-      const tenantId = requirePermission(ctx, 'admin.manage_users');
+    /**
+     * Creates the tenant's SCIM token of this name, replacing one of the same name (a rotation, and the
+     * way to renew one): shown once, expiring after `expiresInDays` (default 180, at most the tenant's
+     * tokens.scimMaxDays). Owners only (admin.manage_tenant), signed in or the operator: a SCIM token
+     * provisions and deprovisions every non-owner of the tenant, so an admin minting one would outgrow
+     * their role, and a personal access token (or an agent, or a chat gateway) never mints one, as it
+     * never mints personal tokens (a leaked token must not mint longer-lived ones).
+     */
+    async createToken(ctx: Ctx, input: { name?: string; expiresInDays?: number }) {
+      if (ctx.actor.kind === 'user' && (ctx.actor.via === 'pat' || ctx.actor.via === 'agent' || ctx.actor.via === 'gateway')) {
+        throw new ForbiddenError('SCIM tokens are created by a signed-in owner, or the operator: not with a token', {
+          code: 'token_cannot_create_tokens',
+          hint: 'Sign in to the dashboard as an owner, or use `npx aws scim token create`.',
+        });
+      }
+      const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const name = input.name ?? 'default';
       if (!SCIM_TOKEN_NAME.test(name)) throw new ValidationError('name must be lower-case letters, digits, dot, dash or underscore (at most 63)', { details: { field: 'name' } });
+      const tenant = await deps.tenants.findById(db, tenantId);
+      const days = scimTokenDays(input.expiresInDays, scimMaxDaysOf(tenant?.settings ?? {}));
+      const now = clock.now();
+      const expiresAt = new Date(now.getTime() + Math.round(days * DAY_MS));
       const token = newScimToken();
+      const createdBy = actorString(ctx.actor);
       return db.transaction(async (tx) => {
-        const row = await repo.upsertToken(tx, { tenantId, name, hash: scimTokenHash(token), createdBy: ctx.actor.kind === 'user' ? `user:${ctx.actor.userId}` : ctx.actor.kind === 'system' ? `system:${ctx.actor.name}` : 'anonymous' });
-        await audit.record(tx, { ...ctx, tenantId }, { action: row.replaced ? 'scim.token_rotate' : 'scim.token_create', target: `scim_token:${row.id}`, details: { name } });
-        return { id: row.id, name: row.name, createdAt: row.createdAt, replaced: row.replaced, token };
+        const row = await repo.upsertToken(tx, { tenantId, name, hash: scimTokenHash(token), createdBy, createdAt: now, expiresAt });
+        await audit.record(tx, { ...ctx, tenantId }, {
+          action: row.replaced ? 'scim.token_rotate' : 'scim.token_create',
+          target: `scim_token:${row.id}`,
+          details: { name, expiresAt: expiresAt.toISOString(), createdBy },
+        });
+        return { id: row.id, name: row.name, createdBy: row.createdBy, createdAt: row.createdAt, expiresAt: row.expiresAt, replaced: row.replaced, token };
       });
     },
 
-    /** The tenant's SCIM tokens, without their secrets (admin.manage_users). */
+    /** The tenant's SCIM tokens, without their secrets, with whether each has expired (admin.manage_users). */
     async listTokens(ctx: Ctx) {
       const tenantId = requirePermission(ctx, 'admin.manage_users');
-      return repo.listTokens(db, tenantId);
+      const now = clock.now();
+      return (await repo.listTokens(db, tenantId)).map((t) => ({ ...t, expired: t.expiresAt <= now }));
     },
 
-    /** Revokes the named SCIM token, or all of the tenant's (admin.manage_users); 404 when there was none. */
+    /**
+     * Revokes the named SCIM token, or all of the tenant's; 404 when there was none. Any admin
+     * (admin.manage_users), not only owners: revoking only takes access away, and whoever notices a
+     * leaked token should be able to cut it off.
+     */
     async revokeToken(ctx: Ctx, input: { name?: string | null }) {
       const tenantId = requirePermission(ctx, 'admin.manage_users');
       return db.transaction(async (tx) => {
@@ -209,8 +266,15 @@ export function createScimService(deps: {
     async authenticate(bearer: string | undefined): Promise<{ tenantId: string; tokenName: string }> {
       const refuse = () => new UnauthenticatedError('a valid SCIM token is required', { hint: 'Send Authorization: Bearer <the tenant\'s SCIM token> (`aws scim token create`).' });
       if (!bearer || !looksLikeScimToken(bearer)) throw refuse();
-      const row = await repo.useToken(db, scimTokenHash(bearer), clock.now());
+      const now = clock.now();
+      const row = await repo.useToken(db, scimTokenHash(bearer), now);
       if (!row) throw refuse();
+      if (row.expiresAt <= now) {
+        throw new UnauthenticatedError(`this SCIM token ("${row.name}") expired at ${row.expiresAt.toISOString()}`, {
+          code: 'scim_token_expired',
+          hint: `An owner renews it: \`aws scim token create --name ${row.name}\` (a new value to enter in the identity provider).`,
+        });
+      }
       return { tenantId: row.tenantId, tokenName: row.name };
     },
 
@@ -276,11 +340,17 @@ export function createScimService(deps: {
       return renderUser(await loadUser(db, tenantId, id), base);
     },
 
-    /** DELETE /Users/{id}: removes the user as `user remove` does (same refusals: operator, last owner, gateway service user). */
+    /**
+     * DELETE /Users/{id}: removes the user as `user remove` does (same refusals: operator, last owner,
+     * gateway service user), and never an owner (403: owners are managed by owners).
+     */
     async deleteUser(ctx: Ctx, id: string) {
       const tenantId = requirePermission(ctx, 'admin.manage_users');
-      await loadUser(db, tenantId, id);
-      await deps.usersService.removeUser({ ...ctx, tenantId }, { userId: id });
+      const user = await loadUser(db, tenantId, id);
+      await deps.usersService.removeUser({ ...ctx, tenantId }, {
+        userId: id,
+        refuseOwner: `${user.email} is an owner of the tenant: owners are managed by owners, so the identity provider cannot delete them. Another owner can take the owner role away first (\`aws role revoke\`).`,
+      });
     },
 
     /** GET /Groups: filtered (`displayName eq`), paged; members left out with excludedAttributes=members. */

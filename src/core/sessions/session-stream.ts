@@ -14,6 +14,7 @@ import { ANALYTICS_JOB } from './session-analytics.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
 import type { TurnEvents } from './turn-events.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
+import { createPartialAnswers } from './partial-answers.js';
 
 /**
  * The session stream of SPEC.md "Events": one upstream connection to each live runtime's event stream
@@ -97,6 +98,8 @@ interface SessionState {
 
 interface Sub {
   out: Subscriber;
+  /** Events replayed from the turns' stored ends (not this serve's buffer): not sent again when they come by. */
+  replayed: Set<string> | null;
   /**
    * Reconnected with the id of an event not yet here (see IN_FLIGHT_WAIT_MS): frames arriving before it
    * are held, and dropped when it comes (the client had them).
@@ -136,6 +139,10 @@ export function createSessionStreams(deps: {
   let lastRequestSweep = 0;
   // Other processes follow session streams too: a runtime's frames go to them all over the bus.
   const crossProcess = deps.bus.shared;
+  // What answers have streamed, saved as they stream (a runtime that dies mid-answer never stores it).
+  const partials = createPartialAnswers({ db, repo, log });
+  /** Events this process published that have not come back over the bus yet (a stopping serve waits for them). */
+  const ownInFlight = new Set<string>();
 
   const state = (id: string): SessionState => {
     let s = sessions.get(id);
@@ -166,6 +173,7 @@ export function createSessionStreams(deps: {
     while (s.buffer.length > REPLAY_EVENTS || (s.bufferBytes > REPLAY_BYTES && s.buffer.length > 1)) s.bufferBytes -= s.buffer.shift()!.frame.length;
     s.lastEventAt = Date.now();
     for (const sub of s.subscribers) {
+      if (sub.replayed?.has(event.id)) continue;
       if (sub.awaiting) hold(s, sub, event.id, frame);
       else if (sub.out.write(frame) > MAX_BUFFERED_BYTES) drop(s, sub);
     }
@@ -173,6 +181,7 @@ export function createSessionStreams(deps: {
 
   /** An event from the bus: delivered; a deleted session's streams end. */
   function arrive(sessionId: string, event: StreamEvent): void {
+    ownInFlight.delete(event.id);
     deliver(sessionId, event);
     if (event.type === 'session.deleted') closeSession(sessionId);
   }
@@ -293,6 +302,7 @@ export function createSessionStreams(deps: {
     const s = state(ref.id);
     s.ref = ref;
     if (ref.planId) deps.events.emit('session.plan_activity', { tenantId: ref.tenantId, sessionId: ref.id });
+    partials.seen(ref, ev);
 
     switch (ev.kind) {
       // Usage and cost limits are the LLM gateway's: it sees every model call and the provider's own
@@ -341,7 +351,7 @@ export function createSessionStreams(deps: {
     }
     if (ev.kind === 'turnIdle') {
       if (ref.channel !== 'web' && !ref.parentId) deps.events.emit('turn.chat_ended', { tenantId: ref.tenantId, sessionId: ref.id, eventId: id });
-      deps.events.emit('turn.ended', { session: { id: ref.id, tenantId: ref.tenantId, planId: ref.planId }, eventId: id });
+      deps.events.emit('turn.ended', { session: { id: ref.id, tenantId: ref.tenantId, planId: ref.planId }, eventId: id, end: { id, type: ev.type, properties: clientProperties(ev, ref.id) } });
     }
   }
 
@@ -394,6 +404,8 @@ export function createSessionStreams(deps: {
         if (current) {
           upstreams.delete(owner.userId);
           void current.stream.close();
+          // The runtime went away (or restarted): what its answers had streamed is saved as it stands.
+          chain = chain.then(() => partials.flushUser(owner.userId));
         }
         if (!h) return;
         const stream = openRuntimeEventStream({
@@ -427,18 +439,27 @@ export function createSessionStreams(deps: {
      * replays the buffered events after it (or, when that event is still on its way here, starts after it
      * once it comes). Returns the function that removes the subscriber.
      */
-    subscribe(sessionId: string, out: Subscriber, lastEventId?: string): () => void {
+    subscribe(sessionId: string, out: Subscriber, lastEventId?: string, stored: StreamEvent[] = []): () => void {
       const s = state(sessionId);
-      const sub: Sub = { out, awaiting: null };
+      const sub: Sub = { out, awaiting: null, replayed: null };
       if (lastEventId) {
+        // How the session's recent turns ended (stored with them), where this serve's buffer has not the
+        // event: published before this serve started (a restart) or before its oldest buffered one.
+        const buffered = new Set(s.buffer.map((e) => e.id));
+        const missed = stored.filter((e) => e.id > lastEventId && !buffered.has(e.id)).map((e) => ({ id: e.id, frame: sseFrame({ id: e.id, data: e }) }));
+        if (missed.length) sub.replayed = new Set(missed.map((e) => e.id));
+        const replay = (events: Array<{ id: string; frame: string }>) => {
+          for (const e of [...events, ...missed].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) out.write(e.frame);
+        };
         const at = s.buffer.findIndex((e) => e.id === lastEventId);
         if (at >= 0) {
-          for (let i = at + 1; i < s.buffer.length; i++) out.write(s.buffer[i].frame);
+          replay(s.buffer.slice(at + 1));
         } else if (mayBeOnTheWay(s, lastEventId)) {
+          replay([]);
           sub.awaiting = { id: lastEventId, held: [], heldBytes: 0, timer: setTimeout(() => stopAwaiting(s, sub), IN_FLIGHT_WAIT_MS) };
           sub.awaiting.timer.unref();
         } else {
-          for (const e of s.buffer) if (e.id > lastEventId) out.write(e.frame);
+          replay(s.buffer.filter((e) => e.id > lastEventId));
         }
       }
       s.subscribers.add(sub);
@@ -456,17 +477,36 @@ export function createSessionStreams(deps: {
      */
     ingest,
 
-    /** Puts an event of ours on a session's stream, in every process (through the event bus). */
-    async publish(sessionId: string, type: string, properties: Record<string, unknown>): Promise<void> {
-      await deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event: { id: ascendingId('evt'), type, properties: { ...properties, sessionID: sessionId } } });
+    /**
+     * Puts an event of ours on a session's stream, in every process (through the event bus); `id` when
+     * the caller has chosen it (an event also recorded elsewhere with it, a turn's end).
+     */
+    async publish(sessionId: string, type: string, properties: Record<string, unknown>, id = ascendingId('evt')): Promise<void> {
+      if (crossProcess && started) ownInFlight.add(id);
+      try {
+        await deps.bus.publish(SESSION_EVENTS_CHANNEL, { sessionId, event: { id, type, properties: { ...properties, sessionID: sessionId } } });
+      } catch (err) {
+        ownInFlight.delete(id);
+        throw err;
+      }
     },
 
     get stats() {
       return { sessions: sessions.size, subscribers: subscriberCount, upstreams: upstreams.size, upstreamsConnected: [...upstreams.values()].filter((u) => u.stream.connected).length };
     },
 
-    /** Ends every stream (shutdown) and the upstream connection. */
+    /**
+     * Ends every stream (shutdown) and the upstream connections. What this process published before is
+     * delivered first (a turn lost as its runtime stopped: its end reaches the stream before the stream
+     * ends), and what answers had streamed is saved.
+     */
     async stop(): Promise<void> {
+      // The bus brings this process's own events back to its subscribers: a moment for those still on the way.
+      const deadline = Date.now() + 2000;
+      while (ownInFlight.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      ownInFlight.clear();
+      await chain;
+      await partials.flushAll();
       if (heartbeat) clearInterval(heartbeat);
       if (sweeper) clearInterval(sweeper);
       heartbeat = sweeper = null;

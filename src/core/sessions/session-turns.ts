@@ -12,19 +12,23 @@ import type { SessionRow, SessionsRepo, TurnRow } from './sessions.repo.js';
  */
 
 export const AGENT_TURN_JOB = 'agent-turn';
+/** Where a turn job goes once it has failed for good (the turn runner gives its turn up: jobLost). */
+export const AGENT_TURN_LOST_JOB = 'agent-turn-lost';
 /** How often a turn is attempted before it is given up (and reported on the session's stream). */
 export const TURN_ATTEMPTS = 4;
 /**
  * A turn job still active after this long is taken to have lost its worker and is retried. It must
  * exceed the longest a live attempt can take (a cold start of the user's runtime, at most 30 s to
- * listen and 30 s to answer; then runtime calls of at most 10 s each, four of them), or a slow attempt
- * and its retry could both send.
+ * listen and 30 s to answer; then runtime calls of at most 10 s each, four of them). Since issue 37 an
+ * attempt a newer one overtook stops at its last check (turn-runner.ts claimHandOver), and the jobs of
+ * a worker that died on this host are taken back at once (recoverOrphans): this expiry is what is left
+ * for a worker on another machine or in another container.
  */
 export const TURN_EXPIRE_S = 120;
 
 /** Queues the agent-turn job of a turn (in `tx` when given: the turn and its job commit together). */
 export function sendTurnJob(queue: JobQueue, turnId: string, options: { tx?: Tx; singletonKey?: string; startAfterSeconds?: number } = {}): Promise<string> {
-  return queue.send(AGENT_TURN_JOB, { turnId }, { ...options, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S });
+  return queue.send(AGENT_TURN_JOB, { turnId }, { ...options, retryLimit: TURN_ATTEMPTS - 1, retryDelay: 1, expireInSeconds: TURN_EXPIRE_S, deadLetter: AGENT_TURN_LOST_JOB });
 }
 
 /**

@@ -34,6 +34,40 @@ export interface TurnRow {
   attempts: number;
 }
 
+/** A turn's send attempt as beginAttempt reads it: what the attempt before this one left. */
+export interface TurnAttempt {
+  previousStatus: TurnRow['status'];
+  /** The process that made the attempt before this one (processIdentity), if any. */
+  previousWorker: string | null;
+  /** When an attempt last passed its final check before handing the turn over (null: none did, or it failed). */
+  handingAt: Date | null;
+  createdAt: Date;
+}
+
+/** What a parked turn's error says while it waits for an earlier turn of its session. */
+const PARKED = 'waiting for an earlier turn of its session';
+
+/**
+ * A turn still to be handed to its runtime, as the next turns of its session wait for it: queued, being
+ * sent, or sent but not yet stored by the runtime (handing_at set: a runtime stores a prompt it took a
+ * moment later, the first after its start a second or two), for at most HANDED_WAIT of the latter (an
+ * attempt that died before it could say the runtime stored it holds nobody up for longer).
+ */
+const PENDING = `(status in ('queued', 'sending') or (status = 'sent' and handing_at > now() - interval '30 seconds'))`;
+
+/** An event of a session's stream as published (its id, type and properties), kept with a turn. */
+export interface StoredEvent {
+  id: string;
+  type: string;
+  properties: Record<string, unknown>;
+}
+
+/**
+ * The text a turn's answer streamed, by the runtime's assistant message and part: `{ messageId, parts:
+ * [{ id, text }] }` in the order they came.
+ */
+export type PartialAnswer = Array<{ messageId: string; parts: Array<{ id: string; text: string }> }>;
+
 const SESSION = `s.id, s.tenant_id as "tenantId", s.owner_id as "ownerId", s.title, s.template_slug as "templateSlug",
   s.system_prompt as "systemPrompt", s.model, s.snapshot_at as "snapshotAt", s.upstream_id as "upstreamId", s.directory,
   s.channel, s.browser_session as "browserSession", s.parent_id as "parentId", s.plan_id as "planId", s.created_at as "createdAt", s.updated_at as "updatedAt"`;
@@ -115,13 +149,35 @@ export function createSessionsRepo() {
       return rows[0].upstreamId;
     },
 
-    /** The runtime no longer knows the session's upstream one (it moved hosts without it): bind a new one, once. */
-    async rebindUpstream(q: Queryable, tenantId: string, id: string, from: string, to: string): Promise<string> {
+    /**
+     * The runtime no longer knows the session's upstream one (it moved hosts without it): bind a new one,
+     * once. With `beforeMessageId` (the prompt about to go to the new one), the move is recorded for the
+     * transcript (session_moves: where the earlier turns went, and how many), in the same statement.
+     */
+    async rebindUpstream(q: Queryable, tenantId: string, id: string, from: string, to: string, o: { beforeMessageId?: string } = {}): Promise<string> {
       const { rows } = await q.query<{ upstreamId: string }>(
-        `update agent_sessions set upstream_id = case when upstream_id = $3 then $4 else upstream_id end where id = $1 and tenant_id = $2 returning upstream_id as "upstreamId"`,
-        [id, tenantId, from, to],
+        `with moved as (
+           update agent_sessions set upstream_id = $4 where id = $1 and tenant_id = $2 and upstream_id = $3 returning id
+         ), noted as (
+           insert into session_moves (tenant_id, session_id, previous_upstream_id, before_message_id, turns)
+           select $2, moved.id, $3, $5,
+             (select count(*)::int from agent_turns t where t.tenant_id = $2 and t.session_id = $1 and t.status in ('sent', 'done', 'lost')
+                and coalesce(t.sent_at, t.created_at) > coalesce((select max(m.at) from session_moves m where m.tenant_id = $2 and m.session_id = $1), '-infinity'::timestamptz))
+           from moved where $5::text is not null
+         )
+         select coalesce((select $4::text from moved), (select upstream_id from agent_sessions where id = $1 and tenant_id = $2)) as "upstreamId"`,
+        [id, tenantId, from, to, o.beforeMessageId ?? null],
       );
       return rows[0].upstreamId;
+    },
+
+    /** Where the session's runtime session was started anew on another host (oldest first), for its transcript. */
+    async movesOf(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ beforeMessageId: string; turns: number; at: Date }>> {
+      const { rows } = await q.query<{ beforeMessageId: string; turns: number; at: Date }>(
+        `select before_message_id as "beforeMessageId", turns, at from session_moves where tenant_id = $1 and session_id = $2 order by at limit 50`,
+        [tenantId, sessionId],
+      );
+      return rows;
     },
 
     async snapshot(q: Queryable, tenantId: string, id: string, t: { systemPrompt: string; model: string | null }): Promise<void> {
@@ -167,37 +223,179 @@ export function createSessionsRepo() {
     },
 
     /**
-     * Marks an attempt at sending a turn; returns the turn as it was before, with the attempt counted.
-     * By the turn's id alone: the agent-turn job carries only that id, and this is where its tenant is read.
+     * Marks an attempt at sending a turn, made by the process `worker` (processIdentity); returns the turn
+     * as it was before, with the attempt counted, and who made the attempt before this one. By the turn's
+     * id alone: the agent-turn job carries only that id, and this is where its tenant is read.
      */
-    async beginAttempt(q: Queryable, turnId: string): Promise<(TurnRow & { previousStatus: TurnRow['status'] }) | null> {
-      const { rows } = await q.query<TurnRow & { previousStatus: TurnRow['status'] }>(
-        `update agent_turns t set attempts = t.attempts + 1, status = case when t.status = 'queued' then 'sending' else t.status end
+    async beginAttempt(q: Queryable, turnId: string, worker: string): Promise<(TurnRow & TurnAttempt) | null> {
+      const { rows } = await q.query<TurnRow & TurnAttempt>(
+        `update agent_turns t set attempts = t.attempts + 1, status = case when t.status = 'queued' then 'sending' else t.status end,
+                attempt_worker = $2, parked_at = null
            from agent_turns old where old.id = t.id and t.id = $1
          returning t.id, t.tenant_id as "tenantId", t.session_id as "sessionId", t.user_id as "userId", t.message_id as "messageId",
-                   t.agent, t.parts, t.tools, t.status, t.attempts, old.status as "previousStatus"`,
-        [turnId],
+                   t.agent, t.parts, t.tools, t.status, t.attempts, old.status as "previousStatus", old.attempt_worker as "previousWorker",
+                   t.handing_at as "handingAt", t.created_at as "createdAt"`,
+        [turnId, worker],
       );
       return rows[0] ?? null;
     },
 
     /**
-     * Puts a turn back in the queue without using up an attempt (it waits for a free runtime). Returns
-     * whether it was already waiting (so the stream is told once).
+     * The last check before attempt `attempt` hands the turn to its runtime: true (and the moment noted)
+     * only while that attempt is still the turn's latest and the turn is still being sent. An attempt a
+     * newer one overtook (its worker was taken for dead, its job expired) stops here instead of sending.
      */
-    async waitTurn(q: Queryable, tenantId: string, turnId: string): Promise<boolean> {
+    async claimHandOver(q: Queryable, tenantId: string, turnId: string, attempt: number): Promise<boolean> {
+      const { rows } = await q.query(`update agent_turns set handing_at = now() where id = $1 and tenant_id = $2 and attempts = $3 and status = 'sending' returning id`, [turnId, tenantId, attempt]);
+      return rows.length > 0;
+    },
+
+    /** The runtime has stored the turn's prompt: the session's next turns need not wait for it any longer. */
+    async handedOver(q: Queryable, tenantId: string, turnId: string): Promise<void> {
+      await q.query(`update agent_turns set handing_at = null where id = $1 and tenant_id = $2`, [turnId, tenantId]);
+    },
+
+    /** Attempt `attempt` failed after its last check: its request is over, whatever the runtime made of it. */
+    async handOverFailed(q: Queryable, tenantId: string, turnId: string, attempt: number): Promise<void> {
+      await q.query(`update agent_turns set handing_at = null where id = $1 and tenant_id = $2 and attempts = $3`, [turnId, tenantId, attempt]);
+    },
+
+    /** Whether a turn of the same session accepted before this one is still to be handed to the runtime. */
+    async earlierPending(q: Queryable, t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'messageId'> & { createdAt: Date }): Promise<boolean> {
+      const { rows } = await q.query(
+        `select 1 from agent_turns where tenant_id = $1 and session_id = $2 and ${PENDING} and (created_at, message_id) < ($3::timestamptz, $4::text) limit 1`,
+        [t.tenantId, t.sessionId, t.createdAt, t.messageId],
+      );
+      return rows.length > 0;
+    },
+
+    /**
+     * Parks a turn behind an earlier one of its session: queued without a job (and without using up an
+     * attempt) until that one is handed over (handOn). Returns whether it was parked already (so the
+     * stream is told once).
+     */
+    async parkTurn(q: Queryable, tenantId: string, turnId: string): Promise<boolean> {
       const { rows } = await q.query<{ waited: boolean }>(
-        `update agent_turns t set status = 'queued', attempts = greatest(t.attempts - 1, 0), error = 'waiting for a free runtime'
+        `update agent_turns t set status = 'queued', attempts = greatest(t.attempts - 1, 0), parked_at = now(), error = '${PARKED}'
            from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2
-         returning old.error is not distinct from 'waiting for a free runtime' as waited`,
+         returning old.error is not distinct from '${PARKED}' as waited`,
         [turnId, tenantId],
       );
       return rows[0]?.waited ?? false;
     },
 
-    /** The session's turns in flight have ended (its runtime reported it idle). */
-    async endTurns(q: Queryable, tenantId: string, sessionId: string): Promise<void> {
-      await q.query(`update agent_turns set status = 'done' where tenant_id = $1 and session_id = $2 and status = 'sent'`, [tenantId, sessionId]);
+    /**
+     * The session's next turn to send, when it is parked: unparked (once, whoever asks at the same time)
+     * and returned, so the caller queues its job. Null when the session's earliest turn still to be sent
+     * is not parked (it has a job, or is being sent) or there is none.
+     */
+    async handOn(q: Queryable, tenantId: string, sessionId: string): Promise<string | null> {
+      const { rows } = await q.query<{ id: string }>(
+        `update agent_turns set parked_at = null, error = null
+          where id = (select id from agent_turns where tenant_id = $1 and session_id = $2 and ${PENDING} order by created_at, message_id limit 1)
+            and parked_at is not null
+          returning id`,
+        [tenantId, sessionId],
+      );
+      return rows[0]?.id ?? null;
+    },
+
+    /**
+     * handOn for every session whose next turn to send is parked (maintenance across tenants: a parked
+     * turn whose earlier one ended while no process could hand on, e.g. one that died in between).
+     */
+    async handOnAll(q: Queryable, limit: number): Promise<Array<{ id: string; tenantId: string; sessionId: string }>> {
+      const { rows } = await q.query<{ id: string; tenantId: string; sessionId: string }>(
+        `update agent_turns set parked_at = null, error = null
+          where id in (select id from (select distinct on (session_id) id, parked_at from agent_turns where ${PENDING} order by session_id, created_at, message_id) next
+                        where next.parked_at is not null limit $1)
+            and parked_at is not null
+          returning id, tenant_id as "tenantId", session_id as "sessionId"`,
+        [limit],
+      );
+      return rows;
+    },
+
+    /** Of these turns, who makes (or made) each one's latest attempt, and where it stands (by id alone: job data names only the turn). */
+    async attemptsOf(q: Queryable, turnIds: string[]): Promise<Array<{ id: string; tenantId: string; sessionId: string; status: TurnRow['status']; attemptWorker: string | null }>> {
+      if (!turnIds.length) return [];
+      const { rows } = await q.query<{ id: string; tenantId: string; sessionId: string; status: TurnRow['status']; attemptWorker: string | null }>(
+        `select id, tenant_id as "tenantId", session_id as "sessionId", status, attempt_worker as "attemptWorker" from agent_turns where id = any($1::uuid[])`,
+        [turnIds],
+      );
+      return rows;
+    },
+
+    /**
+     * Puts a turn back in the queue without using up an attempt (it waits for a free runtime, or for an
+     * earlier attempt that may still be handing it over). Returns whether it was already waiting for the
+     * same reason (so the stream is told once).
+     */
+    async waitTurn(q: Queryable, tenantId: string, turnId: string, why = 'waiting for a free runtime'): Promise<boolean> {
+      const { rows } = await q.query<{ waited: boolean }>(
+        `update agent_turns t set status = 'queued', attempts = greatest(t.attempts - 1, 0), error = $3
+           from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2
+         returning old.error is not distinct from $3 as waited`,
+        [turnId, tenantId, why],
+      );
+      return rows[0]?.waited ?? false;
+    },
+
+    /** A turn whose job failed for good (its last attempt's worker died): failed, if it was still to be sent. */
+    async failPendingTurn(q: Queryable, turnId: string, error: string): Promise<{ tenantId: string; sessionId: string } | null> {
+      const { rows } = await q.query<{ tenantId: string; sessionId: string }>(
+        `update agent_turns set status = 'failed', error = $2, parked_at = null where id = $1 and status in ('queued', 'sending')
+         returning tenant_id as "tenantId", session_id as "sessionId"`,
+        [turnId, error],
+      );
+      return rows[0] ?? null;
+    },
+
+    /** How a turn ended on its session's stream (the events as published): replayed to clients that missed them. */
+    async recordEndEvents(q: Queryable, tenantId: string, turnId: string, events: StoredEvent[]): Promise<void> {
+      await q.query(`update agent_turns set end_events = $3 where id = $1 and tenant_id = $2`, [turnId, tenantId, JSON.stringify(events)]);
+    },
+
+    /**
+     * The stored ends of the session's recent turns (those of the last six hours, at most 50 turns), oldest
+     * first: what a client resuming with an older Last-Event-ID may have missed on a serve restarted since.
+     */
+    async recentEndEvents(q: Queryable, tenantId: string, sessionId: string): Promise<StoredEvent[]> {
+      const { rows } = await q.query<{ events: StoredEvent[] }>(
+        `select end_events as events from agent_turns
+          where tenant_id = $1 and session_id = $2 and end_events is not null and coalesce(sent_at, created_at) > now() - interval '6 hours'
+          order by created_at desc limit 50`,
+        [tenantId, sessionId],
+      );
+      return rows.reverse().flatMap((r) => (Array.isArray(r.events) ? r.events : []));
+    },
+
+    /**
+     * Saves the text an answer to the turn whose prompt is `messageId` has streamed so far (what the person
+     * saw): kept for a turn lost mid-answer, whose runtime never stored it. Only a turn of that session
+     * and user (the runtime's events name the prompt; a runtime speaks for its own user's sessions), and
+     * only while it is in flight or lost (an ended turn's answer is the runtime's). False when there is no
+     * such turn.
+     */
+    async savePartial(q: Queryable, t: { tenantId: string; userId: string; sessionId: string; messageId: string }, partial: PartialAnswer): Promise<boolean> {
+      const { rowCount } = await q.query(
+        `update agent_turns set partial = $5 where tenant_id = $1 and user_id = $2 and session_id = $3 and message_id = $4 and status in ('sending', 'sent', 'lost')`,
+        [t.tenantId, t.userId, t.sessionId, t.messageId, JSON.stringify(partial)],
+      );
+      return (rowCount ?? 0) > 0;
+    },
+
+    /**
+     * The session's turns in flight have ended (its runtime reported it idle), with `end` the event that
+     * said so on the stream: recorded with them (replayed to clients that missed it); their partial answers
+     * are the runtime's own now.
+     */
+    async endTurns(q: Queryable, tenantId: string, sessionId: string, end?: StoredEvent): Promise<void> {
+      await q.query(`update agent_turns set status = 'done', partial = null, end_events = coalesce($3::jsonb, end_events) where tenant_id = $1 and session_id = $2 and status = 'sent'`, [
+        tenantId,
+        sessionId,
+        end ? JSON.stringify([end]) : null,
+      ]);
     },
 
     /**
@@ -246,6 +444,23 @@ export function createSessionsRepo() {
     },
 
     /**
+     * The user's turns not yet sent (queued, or waiting for a runtime) fail with `error`: their person was
+     * deactivated. Returned with their sessions, so each session is told. A turn being sent right now
+     * ('sending') is left to its attempt, which checks the person again.
+     */
+    async failQueuedTurnsOfUser(q: Queryable, tenantId: string, userId: string, error: string): Promise<Array<{ id: string; sessionId: string }>> {
+      return (
+        await q.query<{ id: string; sessionId: string }>(
+          `update agent_turns set status = 'failed', error = $3
+            where tenant_id = $1 and status = 'queued'
+              and session_id in (select id from agent_sessions where tenant_id = $1 and owner_id = $2)
+           returning id, session_id as "sessionId"`,
+          [tenantId, userId, error],
+        )
+      ).rows;
+    },
+
+    /**
      * Turns in flight whose owner has no runtime recorded anywhere (its host died before it could say
      * so, or saying so failed): lost, marked so and returned, each to exactly one caller. Across tenants:
      * a serve starting checks what serves before it left behind.
@@ -274,10 +489,13 @@ export function createSessionsRepo() {
       return rows.length > 0;
     },
 
-    /** The session's turns lost with their runtime (recent ones, oldest first): what its transcript must say. */
-    async lostTurns(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ id: string; messageId: string; error: string; sentAt: Date }>> {
-      const { rows } = await q.query<{ id: string; messageId: string; error: string; sentAt: Date }>(
-        `select id, message_id as "messageId", coalesce(error, '') as error, coalesce(sent_at, created_at) as "sentAt" from agent_turns
+    /**
+     * The session's turns lost with their runtime (recent ones, oldest first), with what their answers had
+     * streamed when they were cut: what its transcript must say.
+     */
+    async lostTurns(q: Queryable, tenantId: string, sessionId: string): Promise<Array<{ id: string; messageId: string; error: string; sentAt: Date; partial: PartialAnswer | null }>> {
+      const { rows } = await q.query<{ id: string; messageId: string; error: string; sentAt: Date; partial: PartialAnswer | null }>(
+        `select id, message_id as "messageId", coalesce(error, '') as error, coalesce(sent_at, created_at) as "sentAt", partial from agent_turns
           where tenant_id = $1 and session_id = $2 and status = 'lost' order by created_at desc limit 50`,
         [tenantId, sessionId],
       );

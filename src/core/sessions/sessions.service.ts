@@ -13,7 +13,7 @@ import type { TemplatesRepo } from '../templates/templates.repo.js';
 import { mayUseTemplate } from '../templates/templates.service.js';
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
-import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
+import type { PartialAnswer, SessionRow, SessionsRepo, StoredEvent, Viewer } from './sessions.repo.js';
 import { answerText, queueTurn } from './session-turns.js';
 import { TURN_LOST } from './turn-runner.js';
 import { workspaceDir } from '../../lib/data-paths.js';
@@ -105,8 +105,8 @@ export function createSessionsService(deps: {
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
     if (!s.upstreamId) return [];
-    const [messages, lost] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id)]);
-    return withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id);
+    const [messages, lost, moves] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id)]);
+    return withMoves(withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id), moves, s.id);
   }
 
   return {
@@ -217,13 +217,18 @@ export function createSessionsService(deps: {
       return { preparing: true };
     },
 
-    /** Checks the caller may watch the session's event stream; the adapter then subscribes. */
-    async openStream(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ sessionId: string }> {
+    /**
+     * Checks the caller may watch the session's event stream; the adapter then subscribes. A client
+     * resuming (`lastEventId`) also gets how the session's recent turns ended, as recorded with them: the
+     * serve it reconnects to may have started since (its replay buffer is its own) and never seen it.
+     */
+    async openStream(ctx: Ctx, input: { id: string; browserSession?: string; lastEventId?: string }): Promise<{ sessionId: string; ends: StoredEvent[] }> {
       const s = await owned(ctx, input.id, input.browserSession);
       // A session with a transcript may have a turn running: have its owner's runtime up to hear it. A
       // person who can prompt and opens a stream is about to: start theirs while they type.
       if (s.upstreamId || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'agents.create'))) warm(s.tenantId, s.ownerId);
-      return { sessionId: s.id };
+      const ends = input.lastEventId ? (await repo.recentEndEvents(db, s.tenantId, s.id)).filter((e) => e.id > input.lastEventId!) : [];
+      return { sessionId: s.id, ends };
     },
 
     /**
@@ -366,16 +371,54 @@ export type SessionsService = ReturnType<typeof createSessionsService>;
 type PublicMessage = { info: Record<string, any>; parts: Array<Record<string, any>> };
 
 /**
+ * A transcript with a notice where the session's runtime session was started anew on another runner host
+ * (turn-runner.ts, runtime.moved): the turns before it ran on a host that was lost and are not in this
+ * runtime's transcript. The notice is an assistant message with only an error (as a lost turn's), so it
+ * is shown, never silently missing: just before the first prompt sent to the new runtime session.
+ */
+export function withMoves(messages: PublicMessage[], moves: Array<{ beforeMessageId: string; turns: number; at: Date }>, sessionId: string): PublicMessage[] {
+  if (!moves.length) return messages;
+  const out = [...messages];
+  for (const m of moves) {
+    if (m.turns < 1) continue;
+    const at = out.findIndex((x) => x.info.id >= m.beforeMessageId);
+    const created = m.at.getTime();
+    const earlier = m.turns === 1 ? 'The earlier turn' : `The ${m.turns} earlier turns`;
+    const message = `${earlier} of this conversation ran on a runner host that was lost; ${m.turns === 1 ? 'its messages' : 'their messages'} and your files stayed on that host (an operator can recover them if it comes back). The conversation went on from here on another host, in a fresh workspace.`;
+    out.splice(at < 0 ? out.length : at, 0, {
+      info: { id: `${m.beforeMessageId}_moved`, sessionID: sessionId, role: 'assistant', time: { created, completed: created }, error: { name: 'RuntimeMoved', data: { message, code: 'runtime_moved', turns: m.turns } } },
+      parts: [],
+    });
+  }
+  return out;
+}
+
+/**
  * A transcript with its lost turns marked (SPEC.md Message shape: an assistant message's `error` is
  * `{ name, data: { message } }`, as the runtime writes its own): the last answer to each lost turn's
  * prompt gets the error unless the runtime wrote one; a lost turn with no answer gets one of ours, right
- * after its prompt (or where its id sorts, when the runtime never stored the prompt).
+ * after its prompt (or where its id sorts, when the runtime never stored the prompt). What the answer had
+ * streamed when it was cut (`partial`, which the runtime did not store) is put back in its text parts: the
+ * person had read it.
  */
-export function withLostTurns(messages: PublicMessage[], lost: Array<{ id: string; messageId: string; error: string; sentAt: Date }>, sessionId: string): PublicMessage[] {
+export function withLostTurns(messages: PublicMessage[], lost: Array<{ id: string; messageId: string; error: string; sentAt: Date; partial?: PartialAnswer | null }>, sessionId: string): PublicMessage[] {
   if (!lost.length) return messages;
   const out = [...messages];
   for (const t of lost) {
     const error = { name: 'TurnLost', data: { message: t.error, code: TURN_LOST } };
+    const streamed = (t.partial ?? []).filter((m) => m.parts.some((p) => p.text));
+    // Each answer message the runtime kept gets back the text it streamed; one it never stored is added.
+    for (const m of streamed) {
+      const i = out.findIndex((x) => x.info.id === m.messageId);
+      if (i >= 0) {
+        out[i] = withStreamedText(out[i], m, sessionId);
+        continue;
+      }
+      const at = out.findIndex((x) => x.info.id > m.messageId);
+      const created = t.sentAt.getTime();
+      const kept = withStreamedText({ info: { id: m.messageId, sessionID: sessionId, role: 'assistant', parentID: t.messageId, time: { created } }, parts: [] }, m, sessionId);
+      out.splice(at < 0 ? out.length : at, 0, kept);
+    }
     const answers = out.map((m, i) => ({ m, i })).filter(({ m }) => m.info.role === 'assistant' && m.info.parentID === t.messageId);
     const last = answers.at(-1);
     if (last) {
@@ -387,4 +430,16 @@ export function withLostTurns(messages: PublicMessage[], lost: Array<{ id: strin
     out.splice(after < 0 ? out.length : after, 0, { info: { id: `${t.messageId}_lost`, sessionID: sessionId, role: 'assistant', parentID: t.messageId, time: { created, completed: created }, error }, parts: [] });
   }
   return out;
+}
+
+/** An answer message with the text each of its parts streamed, where the runtime kept less of it (or not the part). */
+function withStreamedText(m: PublicMessage, streamed: PartialAnswer[number], sessionId: string): PublicMessage {
+  const parts = [...m.parts];
+  for (const p of streamed.parts) {
+    if (!p.text) continue;
+    const i = parts.findIndex((x) => x.id === p.id);
+    if (i < 0) parts.push({ id: p.id, messageID: m.info.id, sessionID: sessionId, type: 'text', text: p.text });
+    else if (typeof parts[i].text !== 'string' || parts[i].text.length < p.text.length) parts[i] = { ...parts[i], text: p.text };
+  }
+  return { ...m, parts };
 }

@@ -1,6 +1,6 @@
 import type { Tx } from '../../db/database.js';
 import type { Logger } from '../../kernel/logger.js';
-import type { SessionRow } from './sessions.repo.js';
+import type { SessionRow, StoredEvent } from './sessions.repo.js';
 
 /**
  * What happens to turns and sessions, as the capabilities that follow them need to hear it: the plan
@@ -16,7 +16,7 @@ import type { SessionRow } from './sessions.repo.js';
  */
 export interface TurnEventMap {
   /** A turn's answer is complete (the runtime went idle after it). */
-  'turn.ended': { session: { id: string; tenantId: string; planId: string | null }; eventId: string };
+  'turn.ended': { session: { id: string; tenantId: string; planId: string | null }; eventId: string; end?: StoredEvent };
   /** A chat user's (not a web user's) top-level turn ended: their answer goes back through their gateway. */
   'turn.chat_ended': { tenantId: string; sessionId: string; eventId: string };
   /** A turn ended without an answer: given up, or lost with its runtime. */

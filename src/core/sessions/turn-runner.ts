@@ -1,8 +1,3 @@
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Database } from '../../db/database.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -18,15 +13,33 @@ import type { RuntimeService } from '../runtime/runtime.service.js';
 import type { MemoriesService } from '../memories/memories.service.js';
 import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
-import type { SessionRow, SessionsRepo } from './sessions.repo.js';
-import { sendTurnJob, TURN_ATTEMPTS } from './session-turns.js';
+import type { SessionRow, SessionsRepo, StoredEvent } from './sessions.repo.js';
+import { AGENT_TURN_JOB, sendTurnJob, TURN_ATTEMPTS } from './session-turns.js';
 import type { TurnEvents } from './turn-events.js';
+import { createWorkspacePreparer } from './workspace-dir.js';
+import type { JobRecovery } from '../jobs/job-queue.js';
+import { ascendingId } from '../runtime/runtime-ids.js';
 
 // Where the turn job's name and limits were first defined; they live with the other pieces of a turn now.
 export { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S } from './session-turns.js';
 
 /** A turn waiting for a free runtime tries again after this long. */
 const WAIT_FOR_RUNTIME_S = 3;
+/**
+ * An attempt that passed its last check may still be handing the turn over (its request on its way, for
+ * at most the 10 s a runtime call may take): a later attempt looks for the turn in the runtime only once
+ * this long has passed since, so it cannot send it a second time. When the earlier attempt's process is
+ * known to be dead, only what the runtime may still be reading of its request (HANDED_BY_DEAD_MS).
+ */
+const HANDOVER_SETTLE_MS = 15_000;
+const HANDED_BY_DEAD_MS = 2_000;
+/**
+ * A turn attempted this many times is given up, whatever ended its attempts (errors, or workers that died
+ * with it: their jobs are taken back and queued again, each a new job with retries of its own).
+ */
+const MAX_ATTEMPTS = 2 * TURN_ATTEMPTS;
+/** The longest the session's next turn waits for the runtime to store a prompt it accepted (sessions.repo.ts PENDING bounds it too). */
+const STORED_WAIT_MS = 10_000;
 /** What a turn's recalled memories may take: at most this many, about this many tokens. */
 export const TURN_MEMORIES = { limit: 5, maxTokens: 800 } as const;
 /**
@@ -35,20 +48,35 @@ export const TURN_MEMORIES = { limit: 5, maxTokens: 800 } as const;
  */
 const RECALL_WAIT_MS = 1500;
 
-const run = promisify(execFile);
-
 /** The code of the session.error a turn lost with its runtime ends with. */
 export const TURN_LOST = 'turn_lost';
+/** Why a queued turn of a person deactivated (or removed) before it ran does not run. */
+export const OWNER_INACTIVE = 'Not run: the person this session belongs to was deactivated, so their agent no longer takes turns.';
 /** What a person reads when their turn was lost with its runtime (`reason`: why the runtime went away). */
 export const lostMessage = (reason: string) =>
   `The agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
 
 export function createTurnRunner(deps: {
   db: Database;
-  repo: Pick<SessionsRepo, 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'> & Partial<Pick<SessionsRepo, 'inFlightSessions'>>;
+  repo: Pick<
+    SessionsRepo,
+    | 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'
+    | 'claimHandOver' | 'handedOver' | 'handOverFailed' | 'earlierPending' | 'parkTurn' | 'handOn' | 'handOnAll' | 'attemptsOf' | 'failPendingTurn' | 'recordEndEvents'
+  > & Partial<Pick<SessionsRepo, 'inFlightSessions'>>;
   runtime: Pick<RuntimeService, 'resolveModel' | 'ensureConfigured'>;
   pool: Pick<RuntimePool, 'acquire'>;
   queue: JobQueue;
+  /** The job queue's view of jobs being worked on (finding those whose worker died). */
+  jobs: JobRecovery;
+  /** This process, as its attempts are recorded (processIdentity), and whether another one still runs. */
+  worker: string;
+  workerState: (worker: string | null) => 'alive' | 'dead' | 'unknown';
+  /**
+   * The model calls still in flight of a runtime that went away mid-turn are aborted (and charged): in
+   * every process, where the gateway forwarding them runs. `before`: calls started after it are a new
+   * runtime's.
+   */
+  cutModelCalls?: (owner: { tenantId: string; userId: string }, before: number) => void;
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Absent: turns go without memories. */
@@ -58,40 +86,15 @@ export function createTurnRunner(deps: {
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
    */
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
+  /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
+  ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   /** Refuses a turn whose person's workspace is past its quota (runtime-limits.ts); absent: no quota. */
   quota?: { checkTurn(owner: { tenantId: string; userId: string }): Promise<void> };
   log: Logger;
 }) {
   const { db, repo, runtime, streams } = deps;
-  let gitMissing = false;
-
-  /** In-flight preparations by directory: a user's concurrent first requests share one `git init`. */
-  const preparing = new Map<string, Promise<void>>();
-
   /** Makes a user's workspace directory (and a git repository in it) if it is not there yet. */
-  function ensureWorkspace(dir: string): Promise<void> {
-    let p = preparing.get(dir);
-    if (!p) {
-      p = prepareWorkspace(dir).finally(() => preparing.delete(dir));
-      preparing.set(dir, p);
-    }
-    return p;
-  }
-
-  async function prepareWorkspace(dir: string): Promise<void> {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    // A git repository makes the directory the runtime's project root (without one the runtime treats
-    // the whole filesystem as the worktree).
-    if (!gitMissing && !existsSync(join(dir, '.git'))) {
-      await run('git', ['init', '-q', dir]).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') {
-          gitMissing = true;
-          deps.log.warn('git is not installed: agent workspaces are not git repositories, so the runtime cannot confine its project root to them');
-        } else if (!existsSync(join(dir, '.git', 'HEAD'))) throw err;
-        // Otherwise another process (serve and a worker) initialised it at the same moment: it is there.
-      });
-    }
-  }
+  const ensureWorkspace = createWorkspacePreparer(deps.log).ensure;
 
   /**
    * The memories for a turn as one synthetic part, or none. Never fails: a recall that fails or takes
@@ -113,14 +116,71 @@ export function createTurnRunner(deps: {
     );
   }
 
+  /**
+   * Ends a turn on its session's stream with these events (every process's subscribers, through the bus)
+   * and records them with the turn, with their ids: a client resuming with an older Last-Event-ID on a
+   * serve that never saw them (one restarted since) is still told how the turn ended.
+   */
+  async function publishEnd(t: { id: string; sessionId: string; tenantId: string }, events: Array<{ type: string; properties: Record<string, unknown> }>): Promise<void> {
+    const stored: StoredEvent[] = events.map((e) => ({ id: ascendingId('evt'), type: e.type, properties: { ...e.properties, sessionID: t.sessionId } }));
+    await repo.recordEndEvents(db, t.tenantId, t.id, stored).catch((err) => deps.log.error({ err: (err as Error).message, turnId: t.id }, 'could not record how a turn ended'));
+    for (const e of stored) {
+      await streams.publish(t.sessionId, e.type, e.properties, e.id).catch((err) => deps.log.error({ err: (err as Error).message, turnId: t.id }, 'could not tell a session how its turn ended'));
+    }
+  }
+
   /** Tells a lost turn's session (every process's subscribers, through the bus) and who waits for the turn. */
   async function reportLost(t: { id: string; sessionId: string; tenantId: string; ownerId: string }, reason: string): Promise<void> {
     const message = lostMessage(reason);
     deps.log.warn({ turnId: t.id, sessionId: t.sessionId, userId: t.ownerId, reason }, 'a turn was lost with its runtime');
-    await streams.publish(t.sessionId, 'session.error', { error: { name: 'TurnLost', code: TURN_LOST, message } }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not report a lost turn'));
-    await streams.publish(t.sessionId, 'session.status', { status: { type: 'idle' } }).catch(() => {});
+    await publishEnd(t, [
+      { type: 'session.error', properties: { error: { name: 'TurnLost', code: TURN_LOST, message } } },
+      { type: 'session.status', properties: { status: { type: 'idle' } } },
+    ]);
     const s = await repo.byId(db, t.tenantId, t.sessionId).catch(() => null);
     if (s) deps.events.emit('turn.failed', { session: s, turnId: t.id });
+  }
+
+  /**
+   * The session's next turn, if it waits parked behind the one that was just handed over (or ended):
+   * queued now, with its job in the same transaction.
+   */
+  async function handOn(t: { tenantId: string; sessionId: string }): Promise<void> {
+    await db
+      .transaction(async (tx) => {
+        const next = await repo.handOn(tx, t.tenantId, t.sessionId);
+        if (next) await sendTurnJob(deps.queue, next, { tx });
+      })
+      .catch((err) => deps.log.error({ err: (err as Error).message, sessionId: t.sessionId }, 'could not queue the next turn of a session (the worker\'s sweep will)'));
+  }
+
+  /**
+   * Waits until the runtime has stored a prompt it accepted (at most STORED_WAIT_MS; never fails: the
+   * session's next turn goes then anyway).
+   */
+  async function storedBy(client: ReturnType<typeof createRuntimeClient>, upstreamId: string, messageId: string, ctx: Ctx): Promise<void> {
+    const deadline = Date.now() + STORED_WAIT_MS;
+    for (;;) {
+      try {
+        if (await client.messageExists(upstreamId, messageId)) return;
+      } catch (err) {
+        ctx.log.warn({ err: (err as Error).message }, 'could not ask the runtime whether it stored the prompt');
+        return;
+      }
+      if (Date.now() >= deadline) {
+        ctx.log.warn({ messageId, ms: STORED_WAIT_MS }, 'the runtime has not stored the prompt it accepted: the session\'s next turn goes anyway');
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** Gives a turn up for good: recorded, told on its stream (and to who waits for it), the session's next turn queued. */
+  async function failTurn(s: SessionRow, turnId: string, message: string, code?: string): Promise<void> {
+    await repo.finishTurn(db, s.tenantId, turnId, 'failed', message);
+    await publishEnd({ id: turnId, sessionId: s.id, tenantId: s.tenantId }, [{ type: 'session.error', properties: { error: { name: 'TurnFailed', message, ...(code ? { code } : {}) } } }]);
+    deps.events.emit('turn.failed', { session: s, turnId });
+    await handOn({ tenantId: s.tenantId, sessionId: s.id });
   }
 
   /**
@@ -155,6 +215,9 @@ export function createTurnRunner(deps: {
         await repo.endUserTurns(db, owner.tenantId, owner.userId);
         return 0;
       }
+      // Nobody reads the answers of its model calls still in flight any more; the provider bills them
+      // while they run: aborted now, and charged.
+      deps.cutModelCalls?.(owner, Date.now());
       const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, lostMessage(reason));
       for (const t of lost) await reportLost({ ...t, tenantId: owner.tenantId, ownerId: owner.userId }, reason);
       return lost.length;
@@ -186,27 +249,52 @@ export function createTurnRunner(deps: {
 
     /**
      * The agent-turn job: sends a queued turn to the session owner's runtime (started if need be)
-     * exactly once. The runtime message id was chosen when the prompt was accepted, so a retry (worker
-     * died after sending) finds the message upstream and stops instead of sending the turn again. When
-     * every runtime of the host is busy, the turn goes back in the queue (its attempts untouched) and the
-     * stream says it waits.
+     * exactly once, and after every turn its session accepted before it. The runtime message id was
+     * chosen when the prompt was accepted, so a retry (worker died after sending) finds the message
+     * upstream and stops instead of sending the turn again; an attempt overtaken by a newer one (its
+     * worker taken for dead) stops at its last check before sending. When every runtime of the host is
+     * busy, or an earlier turn of the session is still to be sent, the turn waits (its attempts
+     * untouched) and the stream says so.
      */
     async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
-      const turn = await repo.beginAttempt(db, input.turnId);
+      const turn = await repo.beginAttempt(db, input.turnId, deps.worker);
       // Handed over already (in flight, ended, or lost with its runtime), or given up: nothing to send.
       if (!turn || ['sent', 'done', 'lost', 'failed'].includes(turn.previousStatus)) return;
       const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
-      const fail = async (message: string, code?: string) => {
-        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', message);
-        await streams.publish(s.id, 'session.error', { error: { name: 'TurnFailed', message, ...(code ? { code } : {}) } });
-        deps.events.emit('turn.failed', { session: s, turnId: turn.id });
-      };
+      const fail = (message: string, code?: string) => failTurn(s, turn.id, message, code);
       const unwanted = await deps.events.unwanted(s, turn.id);
       if (unwanted) {
         ctx.log.info({ turnId: turn.id, sessionId: s.id }, `turn not sent: ${unwanted}`);
         await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
+        await handOn(turn);
         return;
       }
+      // Deactivated or removed since the prompt was accepted: no runtime is started in their name (issue 37).
+      if (deps.ownerActive && !(await deps.ownerActive(s.tenantId, s.ownerId))) return fail(OWNER_INACTIVE);
+      if (turn.attempts > MAX_ATTEMPTS) return fail(`the turn could not be sent to the agent runtime (${turn.attempts - 1} attempts)`);
+      // A session's turns reach its runtime in the order they were accepted, wherever the runtime runs and
+      // whatever held an earlier one up (a frozen runner, a runtime starting, a worker that died).
+      if (await repo.earlierPending(db, turn)) {
+        const waited = await repo.parkTurn(db, turn.tenantId, turn.id);
+        if (!waited) await streams.publish(s.id, 'turn.waiting', { why: 'earlier_turn', message: 'Your earlier prompt in this session goes to your agent first; this one follows it.' }).catch(() => {});
+        // The earlier one may have been handed over meanwhile (its handOn found nothing parked yet).
+        await handOn(turn);
+        return;
+      }
+      // An earlier attempt passed its last check and may still be handing the turn over: the runtime is
+      // asked whether it has the turn only once that attempt cannot be on its way any more.
+      if (turn.handingAt) {
+        const settle = deps.workerState(turn.previousWorker) === 'dead' ? HANDED_BY_DEAD_MS : HANDOVER_SETTLE_MS;
+        const waitMs = turn.handingAt.getTime() + settle - Date.now();
+        if (waitMs > 0) {
+          await db.transaction(async (tx) => {
+            await repo.waitTurn(tx, turn.tenantId, turn.id, 'waiting for an earlier attempt to hand it over');
+            await sendTurnJob(deps.queue, turn.id, { tx, startAfterSeconds: Math.ceil(waitMs / 1000) });
+          });
+          return;
+        }
+      }
+      let claimed = false;
       try {
         const owner = { tenantId: s.tenantId, userId: s.ownerId };
         // A workspace past its quota takes no new turn (the quota is measured: writes are not refused).
@@ -224,11 +312,18 @@ export function createTurnRunner(deps: {
               cold = true;
               void streams.publish(s.id, 'runtime.starting', { message: 'Starting your agent…' }).catch(() => {});
             },
+            // A drain moved the person's agent to another runner host with their files: said once.
+            onMoved: () =>
+              void streams.publish(s.id, 'runtime.moved', { workspace: 'moved', message: 'Your agent now runs on another host; your workspace and conversations moved with it.' }).catch(() => {}),
           });
         } catch (err) {
           if (!(err instanceof RuntimeBusyError)) throw err;
-          const waited = await repo.waitTurn(db, turn.tenantId, turn.id);
-          await sendTurnJob(deps.queue, turn.id, { startAfterSeconds: WAIT_FOR_RUNTIME_S });
+          // The turn and its next job together: a turn back in the queue without one would hold up its session.
+          const waited = await db.transaction(async (tx) => {
+            const w = await repo.waitTurn(tx, turn.tenantId, turn.id);
+            await sendTurnJob(deps.queue, turn.id, { tx, startAfterSeconds: WAIT_FOR_RUNTIME_S });
+            return w;
+          });
           const starting = (err.details as { why?: string } | undefined)?.why === 'starting';
           if (!waited) await streams.publish(s.id, 'runtime.waiting', { message: starting ? `${err.message}; your turn goes as soon as it is up.` : `${err.message}: your turn waits in the queue and starts when one frees up.` });
           return;
@@ -243,12 +338,14 @@ export function createTurnRunner(deps: {
         let upstreamId = await upstreamOf(s, parent ? await upstreamOf(parent) : undefined);
         // A runtime started afresh may not know the session: its user was placed on another runner host
         // after theirs was lost, with the files on that host's own disk. The session goes on there, anew.
-        if (cold && s.upstreamId && !(await client.sessionExists(s.upstreamId))) {
-          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, s.upstreamId, await client.createSession({ title: s.title }));
+        const startAnew = async (known: string) => {
+          upstreamId = await repo.rebindUpstream(db, s.tenantId, s.id, known, await client.createSession({ title: s.title }), { beforeMessageId: turn.messageId });
           await streams.publish(s.id, 'runtime.moved', {
-            message: 'Your agent now runs on another host, which does not have this conversation\'s earlier turns or workspace files (they stayed on the host that was lost). It continues from here.',
+            workspace: 'fresh',
+            message: 'Your agent now runs on another host, in a fresh workspace: this conversation\'s earlier turns and your files stayed on the host that was lost (an operator can recover them if it comes back). It continues from here.',
           });
-        }
+        };
+        if (cold && s.upstreamId && !(await client.sessionExists(s.upstreamId))) await startAnew(s.upstreamId);
         if (turn.attempts > 1 && (await client.messageExists(upstreamId, turn.messageId))) {
           ctx.log.warn({ turnId: turn.id }, 'turn already reached the runtime on an earlier attempt; not sending it again');
           const where = await handedOver(client, upstreamId, turn.messageId);
@@ -257,9 +354,12 @@ export function createTurnRunner(deps: {
             // turn in flight then. Not sent again (the person decides: part of it may have run).
             const reason = 'it stopped before the turn ended';
             if (await repo.loseTurn(db, turn.tenantId, turn.id, lostMessage(reason))) await reportLost({ id: turn.id, sessionId: s.id, tenantId: s.tenantId, ownerId: s.ownerId }, reason);
+            await handOn(turn);
             return;
           }
           await repo.finishTurn(db, turn.tenantId, turn.id, where === 'running' ? 'sent' : 'done');
+          await repo.handedOver(db, turn.tenantId, turn.id);
+          await handOn(turn);
           return;
         }
         const model = await runtime.resolveModel(s.tenantId, s.model);
@@ -268,23 +368,108 @@ export function createTurnRunner(deps: {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
         });
-        await client.promptAsync(upstreamId, {
-          messageID: turn.messageId,
-          parts: injected ? [...turn.parts, injected] : turn.parts,
-          model: { providerID: model.providerID, modelID: model.modelID },
-          ...(turn.agent ? { agent: turn.agent } : {}),
-          ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
-          // A turn can withhold more tools than the owner's policy does, never give one back.
-          tools: { ...withheldTools(perms), ...Object.fromEntries(Object.entries(turn.tools ?? {}).filter(([, on]) => on === false)) },
-        });
+        // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
+        if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
+          ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');
+          return;
+        }
+        claimed = true;
+        const prompt = () =>
+          client.promptAsync(upstreamId, {
+            messageID: turn.messageId,
+            parts: injected ? [...turn.parts, injected] : turn.parts,
+            model: { providerID: model.providerID, modelID: model.modelID },
+            ...(turn.agent ? { agent: turn.agent } : {}),
+            ...(s.systemPrompt ? { system: s.systemPrompt } : {}),
+            // A turn can withhold more tools than the owner's policy does, never give one back.
+            tools: { ...withheldTools(perms), ...Object.fromEntries(Object.entries(turn.tools ?? {}).filter(([, on]) => on === false)) },
+          });
+        try {
+          await prompt();
+        } catch (err) {
+          // The same, when the runtime was started before this turn (the dashboard prepared it): it is
+          // found out here, at no cost to the turns that find their session.
+          const known = upstreamId;
+          if (!(err instanceof AppError && (err.details as { status?: number } | undefined)?.status === 404 && s.upstreamId === known && !s.parentId && !(await client.sessionExists(known)))) throw err;
+          await startAnew(known);
+          await prompt();
+        }
         await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
+        claimed = false;
+        // The runtime stores a prompt it took a moment later (its first after a start, a second or two): the
+        // session's next turn goes once it has, so that the runtime has them in the order they were accepted.
+        await storedBy(client, upstreamId, turn.messageId, ctx);
+        await repo.handedOver(db, turn.tenantId, turn.id);
+        await handOn(turn);
         // The runtime has the turn: it gets its tools ready (longer at its first turn) and calls the model.
         if (cold) await streams.publish(s.id, 'turn.sent', { message: 'Sent to your agent; waiting for the model…' }).catch(() => {});
       } catch (err) {
+        // The request is over, whatever the runtime made of it: the next attempt asks it at once.
+        if (claimed) await repo.handOverFailed(db, turn.tenantId, turn.id, turn.attempts).catch(() => {});
         const retryable = !(err instanceof AppError) || err.status >= 500;
         if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;
         await fail((err as Error).message, err instanceof AppError ? err.code : undefined);
       }
+    },
+
+    /**
+     * Turn jobs whose worker died mid-attempt (on this host: its process is gone) are taken back from it
+     * and queued again at once, rather than after the job queue's expiry (TURN_EXPIRE_S); the session is
+     * told. `starting`: run as this process starts working jobs on the embedded database, where it is the
+     * only process that works them, so every job still active was a dead process's (also one whose
+     * attempt had not begun). The attempt of a worker that may still run is never taken. How many.
+     */
+    async recoverOrphans(o: { starting?: boolean } = {}): Promise<number> {
+      const active = await deps.jobs.activeJobs(AGENT_TURN_JOB);
+      if (!active.length) return 0;
+      const turns = new Map((await repo.attemptsOf(db, active.map((j) => String((j.data as { turnId?: unknown })?.turnId ?? '')).filter((id) => /^[0-9a-f-]{36}$/.test(id)))).map((t) => [t.id, t]));
+      let recovered = 0;
+      for (const job of active) {
+        const turnId = String((job.data as { turnId?: unknown })?.turnId ?? '');
+        const t = turns.get(turnId);
+        const state = deps.workerState(t?.attemptWorker ?? null);
+        if (!(state === 'dead' || (o.starting && state !== 'alive'))) continue;
+        const taken = await db.transaction(async (tx) => {
+          if (!(await deps.jobs.takeBack(AGENT_TURN_JOB, job.id, tx))) return false;
+          await sendTurnJob(deps.queue, turnId, { tx });
+          return true;
+        });
+        if (!taken) continue;
+        recovered++;
+        deps.log.warn({ turnId, jobId: job.id }, 'a turn job\'s worker died mid-attempt: queued again');
+        if (t && (t.status === 'queued' || t.status === 'sending')) {
+          await streams.publish(t.sessionId, 'turn.waiting', { why: 'worker_restarted', message: 'The service stopped while your prompt was on its way to your agent; it goes now.' }).catch(() => {});
+        }
+      }
+      return recovered;
+    },
+
+    /**
+     * Parked turns whose session's earlier turns were handed over while nobody could hand on (a process
+     * died in between): queued. A sweep, now and then, in every worker. How many.
+     */
+    async unstick(): Promise<number> {
+      return db.transaction(async (tx) => {
+        const next = await repo.handOnAll(tx, 200);
+        for (const t of next) await sendTurnJob(deps.queue, t.id, { tx });
+        return next.length;
+      });
+    },
+
+    /**
+     * A turn job failed for good (the dead-letter queue: its last attempt's worker died, or its retries
+     * ran out with nobody to give the turn up): a turn still to be sent is given up, said on its stream,
+     * and its session's next turn goes.
+     */
+    async jobLost(ctx: Ctx, input: { turnId: string }): Promise<void> {
+      const message = 'the turn could not be sent to the agent runtime (its last attempt did not end)';
+      const t = await repo.failPendingTurn(db, input.turnId, message);
+      if (!t) return;
+      ctx.log.warn({ turnId: input.turnId }, 'a turn job failed for good: the turn is given up');
+      const s = await repo.byId(db, t.tenantId, t.sessionId);
+      await publishEnd({ id: input.turnId, ...t }, [{ type: 'session.error', properties: { error: { name: 'TurnFailed', message } } }]);
+      if (s) deps.events.emit('turn.failed', { session: s, turnId: input.turnId });
+      await handOn(t);
     },
   };
 }

@@ -8,7 +8,7 @@ import type { EmbeddingsService } from '../embeddings/embeddings.service.js';
 import { JobAlreadyQueuedError, type JobQueue } from '../jobs/job-queue.js';
 import type { ChatClient } from '../llm-gateway/chat-client.js';
 import { modelPrice } from '../llm-gateway/provider-endpoint.js';
-import { callCost } from '../llm-gateway/usage-tap.js';
+import { callCost } from '../llm-gateway/model-call-fns.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import type { ProvidersRepo } from '../providers/providers.repo.js';

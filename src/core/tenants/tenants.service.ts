@@ -1,5 +1,6 @@
 import { normaliseHost, normaliseListEntry } from '../runtime/host/egress-policy.js';
 import { TOKEN_MAX_DAYS_LIMIT } from '../tokens/token-fns.js';
+import { SCIM_TOKEN_MAX_DAYS_LIMIT } from '../scim/scim-fns.js';
 import { mkdir } from 'node:fs/promises';
 import type { Database, Tx } from '../../db/database.js';
 import { slugify } from '../../lib/slug.js';
@@ -193,7 +194,7 @@ export function createTenantsService(deps: {
      * `signIn.applyGroupMapping`, whether each sign-in applies groupRoleMapping and `groupTeamMapping`
      * (group -> team name; the teams must exist) from the ID token's groups (default false, as SPEC.md).
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; groupTeamMapping?: Record<string, string>; signIn?: SignInSettings; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings; privacy?: PrivacySettings; tokens?: { maxDays?: number }; workspace?: { quotaMb?: number | null } } }) {
+    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; groupTeamMapping?: Record<string, string>; signIn?: SignInSettings; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings; privacy?: PrivacySettings; tokens?: { maxDays?: number; scimMaxDays?: number }; workspace?: { quotaMb?: number | null } } }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
       const quotaMb = input.settings?.workspace?.quotaMb;
       if (quotaMb !== undefined && quotaMb !== null) {
@@ -234,6 +235,9 @@ export function createTenantsService(deps: {
       const tokenRules = input.settings?.tokens;
       if (tokenRules?.maxDays !== undefined && !(Number.isInteger(tokenRules.maxDays) && tokenRules.maxDays >= 1 && tokenRules.maxDays <= TOKEN_MAX_DAYS_LIMIT)) {
         throw new ValidationError(`settings.tokens.maxDays: an integer from 1 to ${TOKEN_MAX_DAYS_LIMIT}`, { details: { field: 'settings.tokens.maxDays' } });
+      }
+      if (tokenRules?.scimMaxDays !== undefined && !(Number.isInteger(tokenRules.scimMaxDays) && tokenRules.scimMaxDays >= 1 && tokenRules.scimMaxDays <= SCIM_TOKEN_MAX_DAYS_LIMIT)) {
+        throw new ValidationError(`settings.tokens.scimMaxDays: an integer from 1 to ${SCIM_TOKEN_MAX_DAYS_LIMIT}`, { details: { field: 'settings.tokens.scimMaxDays' } });
       }
       if (signIn?.applyGroupMapping !== undefined && typeof signIn.applyGroupMapping !== 'boolean') {
         throw new ValidationError('settings.signIn.applyGroupMapping: true or false', { details: { field: 'settings.signIn.applyGroupMapping' } });
@@ -276,6 +280,8 @@ export function createTenantsService(deps: {
         if (privacy) settings.privacy = { ...(settings.privacy as PrivacySettings | undefined), ...privacy };
         // Read when a personal access token is created (personal-tokens.service.ts); existing tokens keep their expiry.
         if (tokenRules?.maxDays !== undefined) settings.tokens = { ...(settings.tokens as object | undefined), maxDays: tokenRules.maxDays };
+        // Read when a SCIM token is created or renewed (scim.service.ts); existing ones keep their expiry.
+        if (tokenRules?.scimMaxDays !== undefined) settings.tokens = { ...(settings.tokens as object | undefined), scimMaxDays: tokenRules.scimMaxDays };
         // Read at each runtime start and workspace measure (runtime-limits.ts quotaOf, cached 5 s).
         if (quotaMb !== undefined) settings.workspace = { ...(settings.workspace as object | undefined), quotaMb };
         const updated = await repo.updateSettings(tx, tenantId, settings);

@@ -36,17 +36,53 @@ export function createSpendingRepo() {
       return { month: Number(rows[0].month), budgetHeld: Number(rows[0].budgetHeld) };
     },
 
-    async insertHold(tx: Tx, h: { id: string; tenantId: string; userId: string; budgetKey: string | null; amountUsd: number; now: Date; expiresAt: Date }): Promise<void> {
-      // Holds of calls that never settled are past their expiry: gone with the next hold of the user.
-      await tx.query(
-        `with expired as (delete from model_call_holds where tenant_id = $2 and user_id = $3 and expires_at <= $6)
-         insert into model_call_holds (id, tenant_id, user_id, budget_key, amount_usd, created_at, expires_at) values ($1, $2, $3, $4, $5, $6, $7)`,
-        [h.id, h.tenantId, h.userId, h.budgetKey, h.amountUsd, h.now, h.expiresAt],
+    /**
+     * A call in flight: what it holds against its user's limits, and what its record needs if it never
+     * settles. With `flush: false` (a user without limits: the row holds nothing anybody is checked
+     * against) its statement commits without waiting for the disk: the row must outlive this process,
+     * which it does as soon as PostgreSQL has it; a PostgreSQL crash in the fraction of a second before
+     * its WAL is written loses the row, never a record. That spares such a call a flush (most of what the
+     * row cost: the spending benchmark). A hold against limits is flushed as it always was: measured, a
+     * hold that did not wait let a user's next call read its room more often before the last call's record
+     * had committed, and refused it (model-pricing.test.ts).
+     */
+    async insertHold(q: Queryable, h: HoldRow, o: { flush: boolean }): Promise<void> {
+      const values = '$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14';
+      await q.query(
+        `insert into model_call_holds (id, tenant_id, user_id, budget_key, amount_usd, created_at, expires_at, provider, model, session_id, channel, tokens_input, tokens_output, holder)
+         ${o.flush ? `values (${values})` : `select ${values} from (select set_config('synchronous_commit', 'off', true)) as no_flush`}`,
+        [h.id, h.tenantId, h.userId, h.budgetKey, h.amountUsd, h.now, h.expiresAt, h.provider, h.model, h.sessionId, h.channel, h.tokensInput, h.tokensOutput, h.holder],
       );
     },
 
-    async deleteHold(q: Queryable, tenantId: string, id: string): Promise<void> {
-      await q.query(`delete from model_call_holds where tenant_id = $1 and id = $2`, [tenantId, id]);
+    /**
+     * Holds of calls that may never settle: those of processes other than `holder` (the caller decides
+     * which of those died), oldest first, at most `limit`. Across tenants: a process coming back settles
+     * what any process before it left.
+     */
+    async holdsOfOthers(q: Queryable, holder: string, limit: number): Promise<Array<{ id: string; tenantId: string; holder: string | null; expiresAt: Date }>> {
+      const { rows } = await q.query<{ id: string; tenantId: string; holder: string | null; expiresAt: Date }>(
+        `select id, tenant_id as "tenantId", holder, expires_at as "expiresAt" from model_call_holds where holder is distinct from $1 order by created_at limit $2`,
+        [holder, limit],
+      );
+      return rows;
+    },
+
+    /** Takes a hold away (once across processes): its row as it was, or null when it was gone already. */
+    async takeHold(q: Queryable, tenantId: string, id: string): Promise<(HoldRow & { createdAt: Date }) | null> {
+      const { rows } = await q.query<HoldRow & { createdAt: Date }>(
+        `delete from model_call_holds where tenant_id = $1 and id = $2
+         returning id, tenant_id as "tenantId", user_id as "userId", budget_key as "budgetKey", amount_usd::float8 as "amountUsd", created_at as "createdAt",
+                   expires_at as "expiresAt", provider, model, session_id as "sessionId", channel, tokens_input::float8 as "tokensInput", tokens_output::float8 as "tokensOutput", holder`,
+        [tenantId, id],
+      );
+      return rows[0] ? { ...rows[0], now: rows[0].createdAt } : null;
+    },
+
+    /** Drops a hold; false when it was gone already (recorded as left behind, or its user erased). */
+    async deleteHold(q: Queryable, tenantId: string, id: string): Promise<boolean> {
+      const { rowCount } = await q.query(`delete from model_call_holds where tenant_id = $1 and id = $2`, [tenantId, id]);
+      return (rowCount ?? 0) > 0;
     },
 
     /**
@@ -108,3 +144,23 @@ export function createSpendingRepo() {
 }
 
 export type SpendingRepo = ReturnType<typeof createSpendingRepo>;
+
+/** One call in flight (model_call_holds). */
+export interface HoldRow {
+  id: string;
+  tenantId: string;
+  userId: string;
+  budgetKey: string | null;
+  amountUsd: number;
+  now: Date;
+  expiresAt: Date;
+  /** What the call's record needs should its process die before it settles (null: a row of an older release). */
+  provider: string | null;
+  model: string | null;
+  sessionId: string | null;
+  channel: string | null;
+  tokensInput: number | null;
+  tokensOutput: number | null;
+  /** The process forwarding the call (processIdentity). */
+  holder: string | null;
+}

@@ -23,8 +23,20 @@ export interface UsageSumRow {
   cost: string;
 }
 
+/** The same, its tokens split by kind (what the digest shows: cache reads are billed apart). */
+export interface UsageSplitRow extends UsageSumRow {
+  input: string;
+  output: string;
+  reasoning: string;
+  cacheRead: string;
+  cacheWrite: string;
+}
+
 /** A call's tokens: input, output, reasoning, cache reads and writes (summed per group, as text). */
 const TOKENS_SUM = 'sum(tokens_input + tokens_output + tokens_reasoning + tokens_cache_read + tokens_cache_write)::text as tokens';
+/** Each kind apart (rows written before any cache was reported hold 0 in the cache columns). */
+const SPLIT_SUM = `sum(tokens_input)::text as input, sum(tokens_output)::text as output, sum(tokens_reasoning)::text as reasoning,
+                sum(tokens_cache_read)::text as "cacheRead", sum(tokens_cache_write)::text as "cacheWrite"`;
 
 /** The SQL of usage reporting: recording model calls and summing them (limits' reads: spending.repo.ts). */
 export function createUsageRepo() {
@@ -46,11 +58,12 @@ export function createUsageRepo() {
         [r.tenantId, r.userId, r.sessionId, r.model, r.provider, r.tokens.input, r.tokens.output, r.tokens.reasoning, r.tokens.cacheRead, r.tokens.cacheWrite, r.costUsd, r.channel, r.at, r.messageId, r.estimated],
       );
     },
-    /** The tenant's tokens and cost in (from, to], per model and user. */
-    async sums(q: Queryable, tenantId: string, from: Date, to: Date): Promise<UsageSumRow[]> {
-      const { rows } = await q.query<UsageSumRow>(
+    /** The tenant's tokens (in all and by kind) and cost in (from, to], per model and user. */
+    async sums(q: Queryable, tenantId: string, from: Date, to: Date): Promise<UsageSplitRow[]> {
+      const { rows } = await q.query<UsageSplitRow>(
         `select model, user_id as "userId",
                 ${TOKENS_SUM},
+                ${SPLIT_SUM},
                 sum(cost_usd)::text as cost
            from usage_records where tenant_id = $1 and created_at > $2 and created_at <= $3
           group by model, user_id`,

@@ -22,12 +22,24 @@ export interface UsageRecordInput {
   estimated?: boolean;
 }
 
-export interface UsageDigest {
+/** Tokens by kind: they add up to the total, and each kind has its own price (cache reads cost a fraction of input). */
+export interface TokenSplit {
+  inputTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+}
+
+/** SPEC.md's digest (totalTokens, totalCostUsd, byModel, byUser: tokens and cost), each level with its tokens by kind. */
+export interface UsageDigest extends TokenSplit {
   totalTokens: number;
   totalCostUsd: number;
-  byModel: Record<string, { tokens: number; cost: number }>;
-  byUser: Record<string, { tokens: number; cost: number }>;
+  byModel: Record<string, { tokens: number; cost: number } & TokenSplit>;
+  byUser: Record<string, { tokens: number; cost: number } & TokenSplit>;
 }
+
+const noTokens = (): TokenSplit => ({ inputTokens: 0, outputTokens: 0, reasoningTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
 
 /** Sums of decimal costs in floating point: rounded to the cent's ten-thousandth for stable output. */
 const roundUsd = (n: number) => Math.round(n * 1e6) / 1e6;
@@ -62,25 +74,33 @@ export function createUsageService(deps: { db: Database; repo: UsageRepo; clock:
     /**
      * Tokens and cost of the caller's tenant over the last `since` (24h, 7d, 30d, ...; default 24h),
      * in total, per model and per user (admin.view_audit_log: usage is part of the reporting an auditor
-     * sees). Tokens count input + output + reasoning + cache reads and writes.
+     * sees). Tokens count input + output + reasoning + cache reads and writes, and each level says how
+     * many of each kind (inputTokens: those neither read from nor written to the prompt cache).
      */
     async digest(ctx: Ctx, input: { since?: string }): Promise<UsageDigest & { since: string; from: Date; to: Date }> {
       const tenantId = requirePermission(ctx, 'admin.view_audit_log');
       const { since, from, to } = windowOf(input);
       const rows = await repo.sums(db, tenantId, from, to);
-      const digest: UsageDigest = { totalTokens: 0, totalCostUsd: 0, byModel: {}, byUser: {} };
+      const digest: UsageDigest = { totalTokens: 0, totalCostUsd: 0, ...noTokens(), byModel: {}, byUser: {} };
       for (const r of rows) {
         const tokens = Number(r.tokens);
         const cost = Number(r.cost);
+        const split: TokenSplit = { inputTokens: Number(r.input), outputTokens: Number(r.output), reasoningTokens: Number(r.reasoning), cacheReadTokens: Number(r.cacheRead), cacheWriteTokens: Number(r.cacheWrite) };
+        const add = (into: TokenSplit) => {
+          for (const k of Object.keys(split) as Array<keyof TokenSplit>) into[k] += split[k];
+        };
         digest.totalTokens += tokens;
         digest.totalCostUsd += cost;
-        const m = (digest.byModel[r.model] ??= { tokens: 0, cost: 0 });
+        add(digest);
+        const m = (digest.byModel[r.model] ??= { tokens: 0, cost: 0, ...noTokens() });
         m.tokens += tokens;
         m.cost += cost;
+        add(m);
         const key = r.userId ?? 'unknown';
-        const u = (digest.byUser[key] ??= { tokens: 0, cost: 0 });
+        const u = (digest.byUser[key] ??= { tokens: 0, cost: 0, ...noTokens() });
         u.tokens += tokens;
         u.cost += cost;
+        add(u);
       }
       digest.totalCostUsd = roundUsd(digest.totalCostUsd);
       for (const v of [...Object.values(digest.byModel), ...Object.values(digest.byUser)]) v.cost = roundUsd(v.cost);

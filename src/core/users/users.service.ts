@@ -18,6 +18,8 @@ export function createUsersService(deps: {
   revokeSignIns: (tx: Tx, input: { tenantId: string; userId: string }) => Promise<void>;
   /** The operator user, whom demo mode and the service API key act as. */
   operator: () => Promise<{ tenantId: string; userId: string } | null>;
+  /** In the removing transaction: the person's runtime is stopped once it commits (person-stop.ts). */
+  removed?: (tx: Tx, owner: { tenantId: string; userId: string }) => void;
 }) {
   const { db, repo, assignments, audit } = deps;
   return {
@@ -37,10 +39,12 @@ export function createUsersService(deps: {
     /**
      * Removes a user of the caller's tenant (admin.manage_users) with their roles, sign-ins and agent
      * sessions (the runtime keeps transcripts); every token of theirs stops working at commit, in every
-     * process. Nobody removes themselves; only owners remove owners; the tenant keeps an owner; the
+     * process, and their runtime is stopped. Nobody removes themselves; only owners remove owners; the tenant keeps an owner; the
      * operator user and gateways' service users stay (the API key, demo mode and the gateways act as them).
+     * `refuseOwner`: a caller that is no owner though not a user either (SCIM's identity provider) may
+     * not remove an owner at all; the reason it is told.
      */
-    async removeUser(ctx: Ctx, input: { userId: string }) {
+    async removeUser(ctx: Ctx, input: { userId: string; refuseOwner?: string }) {
       const tenantId = requirePermission(ctx, 'admin.manage_users');
       const operator = await deps.operator();
       return db.transaction(async (tx) => {
@@ -59,11 +63,14 @@ export function createUsersService(deps: {
         const roles = await assignments.roleNames(tx, user.id);
         if (roles.includes('owner')) {
           if (ctx.actor.kind === 'user' && !ctx.actor.roles.includes('owner')) throw new ForbiddenError('only an owner may remove an owner', { details: { permission: 'owner' } });
+          // A caller that is no owner though not a user either (SCIM's identity provider): its reason.
+          if (input.refuseOwner) throw new ForbiddenError(input.refuseOwner, { code: 'owner_managed_by_owners', details: { permission: 'owner' } });
           // Serialise removals and revocations of owners before counting them (as role revocation does).
           if ((await assignments.lockAndCountOwners(tx, tenantId)) <= 1) throw new ConflictError("cannot remove the tenant's last owner", { hint: 'Make someone else owner first.' });
         }
         await deps.revokeSignIns(tx, { tenantId, userId: user.id });
         await repo.remove(tx, tenantId, user.id);
+        deps.removed?.(tx, { tenantId, userId: user.id });
         await audit.record(tx, { ...ctx, tenantId }, { action: 'user.remove', target: `user:${user.id}`, details: { email: user.email, handle: user.handle, roles } });
         return { id: user.id, email: user.email, handle: user.handle, roles };
       });

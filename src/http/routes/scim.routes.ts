@@ -151,10 +151,21 @@ export async function scimRoutes(app: App, opts: { core: Core }): Promise<void> 
   });
 }
 
-const TokenInfo = Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), createdBy: Type.String(), createdAt: DateTime, lastUsedAt: Type.Union([DateTime, Type.Null()]) });
+const TokenInfo = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Type.String(),
+  createdBy: Type.String({ description: 'Who minted it: `user:<id>` (an owner) or `system:<name>` (the operator)' }),
+  createdAt: DateTime,
+  lastUsedAt: Type.Union([DateTime, Type.Null()]),
+  expiresAt: DateTime,
+  expired: Type.Boolean(),
+});
 const TokenName = Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,62}$' });
 
-/** /v1/admin/scim/tokens: the tenant's SCIM tokens (admin.manage_users); a token is shown once, on creation. */
+/**
+ * /v1/admin/scim/tokens: the tenant's SCIM tokens. Created (and renewed) by owners only, never with a
+ * personal access token; listed and revoked by admin.manage_users. A token is shown once, on creation.
+ */
 export async function scimAdminRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { scim } = opts.core;
   const errs = (...s: number[]) => errorResponses(400, 401, 403, ...s);
@@ -163,12 +174,21 @@ export async function scimAdminRoutes(app: App, opts: { core: Core }): Promise<v
     {
       schema: {
         tags: ['admin'],
-        summary: "Create the tenant's SCIM token of a name (default `default`), replacing one of that name (rotation); shown once (admin.manage_users)",
-        body: Type.Object({ name: Type.Optional(TokenName) }, { additionalProperties: false }),
-        response: { 201: Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), createdAt: DateTime, replaced: Type.Boolean(), token: Type.String() }), ...errs() },
+        summary: "Create the tenant's SCIM token of a name (default `default`), replacing one of that name (rotation, renewal); shown once (owners: admin.manage_tenant; not with a personal access token)",
+        body: Type.Object(
+          {
+            name: Type.Optional(TokenName),
+            expiresInDays: Type.Optional(Type.Number({ description: "Lifetime in days: more than 0, at most the tenant's settings.tokens.scimMaxDays (default 365); default 180" })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          201: Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), createdBy: Type.String(), createdAt: DateTime, expiresAt: DateTime, replaced: Type.Boolean(), token: Type.String() }),
+          ...errs(),
+        },
       },
     },
-    async (req, reply) => reply.status(201).send(await scim.createToken(ctxOf(req), { name: req.body?.name })),
+    async (req, reply) => reply.status(201).send(await scim.createToken(ctxOf(req), { name: req.body?.name, expiresInDays: req.body?.expiresInDays })),
   );
   app.get(
     '/admin/scim/tokens',

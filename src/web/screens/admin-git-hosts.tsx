@@ -22,6 +22,7 @@ interface GitHost {
   protectedRefs: string[];
   protectDefault: boolean;
   branchPrefix: string;
+  pushOptions: string[];
 }
 
 /** Access rules as one line each: `role:member=org/*,org/api`. */
@@ -64,7 +65,7 @@ export function GitHostsTab() {
       <ErrorNote error={error} onClose={() => setError(null)} />
       <p class="hint">
         Agents clone <code>&lt;base URL&gt;/&lt;owner&gt;/&lt;repo&gt;</code> as usual; the gateway checks who may reach the repository, adds the token (it never enters a sandbox) and refuses pushes
-        outside the user's branch prefix or to protected refs.
+        outside the user's branch prefix, to protected refs, or with push options not listed below.
       </p>
       <GitHostForm onSaved={load} />
       {hosts?.length === 0 ? <p class="empty">No git hosts yet: agents reach only public repositories.</p> : null}
@@ -81,7 +82,7 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
     name: '', baseUrl: '', username: '', credentialKind: 'token' as CredentialKind, ...secrets, appId: '', installationId: '', apiUrl: '',
     // An existing client shows as "custom": its endpoints as stored, whichever preset filled them.
     oauthPreset: '', clientId: '', authorizeUrl: '', tokenUrl: '', userUrl: '', scopes: '', userConnections: 'off' as UserConnections,
-    access: '', protectedRefs: 'refs/heads/main\nrefs/heads/master', protectDefault: true, branchPrefix: 'agent/{handle}/',
+    access: '', protectedRefs: 'refs/heads/main\nrefs/heads/master', protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: '',
   };
   const initial = h
     ? {
@@ -89,11 +90,12 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
         appId: h.githubApp?.appId ?? '', installationId: h.githubApp?.installationId ?? '', apiUrl: h.githubApp?.apiUrl ?? '',
         oauthPreset: h.oauth ? 'custom' : '', clientId: h.oauth?.clientId ?? '', authorizeUrl: h.oauth?.authorizeUrl ?? '', tokenUrl: h.oauth?.tokenUrl ?? '', userUrl: h.oauth?.userUrl ?? '', scopes: h.oauth?.scopes ?? '',
         userConnections: h.userConnections, access: accessText(h.access), protectedRefs: h.protectedRefs.join('\n'), protectDefault: h.protectDefault, branchPrefix: h.branchPrefix,
+        pushOptions: h.pushOptions.join('\n'),
       }
     : blank;
   const [open, setOpen] = useState(Boolean(h));
   const [form, setForm] = useState(initial);
-  const refusal = useRefusal(['name', 'baseUrl', 'username', 'credentialKind', 'token', 'githubApp', 'oauth', 'userConnections', 'access', 'protectedRefs', 'branchPrefix']);
+  const refusal = useRefusal(['name', 'baseUrl', 'username', 'credentialKind', 'token', 'githubApp', 'oauth', 'userConnections', 'access', 'protectedRefs', 'branchPrefix', 'pushOptions']);
   if (!open) {
     return (
       <button type="button" class="primary" onClick={() => setOpen(true)}>
@@ -113,6 +115,7 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
       protectedRefs: lines(form.protectedRefs),
       protectDefault: form.protectDefault,
       branchPrefix: form.branchPrefix.trim(),
+      pushOptions: lines(form.pushOptions),
     };
     body.credentialKind = form.credentialKind;
     if (form.credentialKind === 'token' && form.token) body.token = form.token;
@@ -298,6 +301,12 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
           <input name="protectDefault" type="checkbox" checked={form.protectDefault} onChange={(e) => setForm({ ...form, protectDefault: e.currentTarget.checked })} /> Protect the host's default branch
         </label>
       </div>
+      <label>
+        Push options agents may send with <code>git push -o</code> (one a line: a key such as <code>merge_request.create</code>, a prefix such as <code>merge_request.*</code>, or <code>key=value</code>;
+        empty: a push carrying any is refused)
+        <textarea name="pushOptions" rows={2} value={form.pushOptions} onInput={set('pushOptions')} placeholder="merge_request.create" />
+        <FieldError message={refusal.at('pushOptions')} />
+      </label>
       <ErrorNote error={refusal.general} onClose={refusal.clear} />
       <div class="row">
         <button type="submit" class="primary">

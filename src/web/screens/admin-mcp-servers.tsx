@@ -6,6 +6,8 @@ import { FieldError, useRefusal } from './admin-fields';
 interface McpAccess {
   role: string;
   tools: '*' | string[];
+  resources: '*' | string[];
+  prompts: '*' | string[];
 }
 
 interface McpServerInfo {
@@ -19,26 +21,59 @@ interface McpServerInfo {
   gatewayPath: string;
 }
 
-/** One line per role: `member` (every tool) or `member: search, get_issue`. */
-const accessLines = (access: McpAccess[]) => access.map((a) => (a.tools === '*' ? a.role : `${a.role}: ${a.tools.join(', ')}`)).join('\n');
-const parseAccess = (text: string): McpAccess[] =>
+type Kind = 'tools' | 'resources' | 'prompts';
+
+/**
+ * One line per role with any of this kind: `member` (every one) or `member: search, get_issue` (those).
+ * Tools list every role (a role with none still has the server); resources and prompts only the roles given some.
+ */
+const accessLines = (access: McpAccess[], kind: Kind) =>
+  access
+    .filter((a) => kind === 'tools' || a[kind] === '*' || a[kind].length)
+    .map((a) => (a[kind] === '*' ? a.role : `${a.role}: ${(a[kind] as string[]).join(', ')}`))
+    .join('\n');
+const parseLines = (text: string) =>
   text
     .split('\n')
     .map((l) => l.trim())
     .filter(Boolean)
     .map((l) => {
       const at = l.indexOf(':');
-      if (at < 0) return { role: l, tools: '*' as const };
-      const list = l.slice(at + 1).trim();
-      return { role: l.slice(0, at).trim(), tools: list === '*' ? ('*' as const) : list.split(/[\s,]+/).filter(Boolean) };
+      // A resource URI has a colon of its own: the role is what comes before the first ": " (or a bare role).
+      const sep = l.indexOf(': ');
+      const cut = sep >= 0 ? sep : at >= 0 && !l.slice(at + 1).startsWith('/') ? at : -1;
+      if (cut < 0) return { role: l, list: '*' as const };
+      const list = l.slice(cut + 1).trim();
+      return { role: l.slice(0, cut).trim(), list: list === '*' ? ('*' as const) : list.split(/[\s,]+/).filter(Boolean) };
     });
+/** The three text areas as one access list: a role named in any of them gets an entry, none of a kind it is not named in. */
+const parseAccess = (text: Record<Kind, string>): McpAccess[] => {
+  const byRole = new Map<string, McpAccess>();
+  for (const kind of ['tools', 'resources', 'prompts'] as const) {
+    for (const { role, list } of parseLines(text[kind])) {
+      const e = byRole.get(role) ?? { role, tools: [], resources: [], prompts: [] };
+      e[kind] = list;
+      byRole.set(role, e);
+    }
+  }
+  return [...byRole.values()];
+};
+const summary = (a: McpAccess) =>
+  [
+    `${a.role}: ${a.tools === '*' ? 'all tools' : a.tools.join(', ') || 'no tools'}`,
+    a.resources === '*' ? 'all resources' : a.resources.length ? `resources ${a.resources.join(', ')}` : '',
+    a.prompts === '*' ? 'all prompts' : a.prompts.length ? `prompts ${a.prompts.join(', ')}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
 
-const EMPTY = { name: '', url: '', authKind: 'bearer' as McpServerInfo['authKind'], authHeader: '', secret: '', access: '' };
+const EMPTY = { name: '', url: '', authKind: 'bearer' as McpServerInfo['authKind'], authHeader: '', secret: '', access: '', resources: '', prompts: '' };
 
 /**
  * MCP servers (admin.manage_providers): the tenant's remote MCP servers its agents reach through the
  * gateway host, which adds the server's token (stored sealed, never shown again, never in a sandbox), and
- * which roles may use which of their tools. A change reaches idle agents at once, busy ones at their next turn.
+ * which roles may use which of their tools, and apart, resources and prompts (none unless listed). A
+ * change reaches idle agents at once, busy ones at their next turn.
  */
 export function McpServersTab() {
   const [servers, setServers] = useState<McpServerInfo[] | null>(null);
@@ -54,7 +89,7 @@ export function McpServersTab() {
   const set = (name: keyof typeof EMPTY) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement }) => setForm({ ...form!, [name]: e.currentTarget.value });
   const edit = (s: McpServerInfo) => {
     setEditing(s.name);
-    setForm({ name: s.name, url: s.url, authKind: s.authKind, authHeader: s.authHeader ?? '', secret: '', access: accessLines(s.access) });
+    setForm({ name: s.name, url: s.url, authKind: s.authKind, authHeader: s.authHeader ?? '', secret: '', access: accessLines(s.access, 'tools'), resources: accessLines(s.access, 'resources'), prompts: accessLines(s.access, 'prompts') });
     refusal.clear();
   };
   const save = async (e: Event) => {
@@ -66,7 +101,7 @@ export function McpServersTab() {
       // Blank while editing: the stored token stays (it is never shown); switching to none drops it.
       ...(f.secret ? { secret: f.secret } : editing && f.authKind === 'none' ? { secret: null } : {}),
     };
-    const body = { url: f.url.trim(), ...credential, access: parseAccess(f.access) };
+    const body = { url: f.url.trim(), ...credential, access: parseAccess({ tools: f.access, resources: f.resources, prompts: f.prompts }) };
     const ok = await refusal.run(() => (editing ? api('PATCH', `/admin/connectors/mcp/${encodeURIComponent(editing)}`, body) : api('POST', '/admin/connectors/mcp', { name: f.name.trim(), ...body })));
     if (ok) {
       setForm(null);
@@ -97,7 +132,8 @@ export function McpServersTab() {
       <ErrorNote error={error} onClose={() => setError(null)} />
       <p class="hint">
         Remote MCP servers (Streamable HTTP) the agents may use. Agents reach them through the service, which adds the token: the token never enters a sandbox. An agent sees a server only when one of
-        its person's roles is listed, and only the tools listed for that role; its tools appear as <code>&lt;server&gt;_&lt;tool&gt;</code>.
+        its person's roles is listed, and only the tools listed for that role; its tools appear as <code>&lt;server&gt;_&lt;tool&gt;</code>. Its resources and prompts are none unless listed below
+        for the role.
       </p>
       {servers.length ? (
         <table>
@@ -119,7 +155,7 @@ export function McpServersTab() {
                   <code>{s.url}</code>
                 </td>
                 <td>{s.hasSecret ? (s.authKind === 'header' ? `header ${s.authHeader}` : s.authKind) : 'none'}</td>
-                <td>{s.access.length ? s.access.map((a) => `${a.role}: ${a.tools === '*' ? 'all tools' : a.tools.join(', ') || 'no tools'}`).join('; ') : 'no role'}</td>
+                <td>{s.access.length ? s.access.map(summary).join('; ') : 'no role'}</td>
                 <td>{s.enabled ? 'yes' : 'no'}</td>
                 <td>
                   <button type="button" onClick={() => edit(s)}>
@@ -186,6 +222,16 @@ export function McpServersTab() {
             <textarea name="access" rows={4} value={form.access} onInput={set('access')} placeholder={'member: search\nadmin'} aria-describedby="mcp-access-error" />
             <FieldError id="mcp-access-error" message={refusal.at('access')} />
           </label>
+          <div class="row">
+            <label class="grow">
+              Resources they may read (none unless listed): <code>member</code> for all, <code>member: docs://handbook/*, tickets://T-1</code> for those (a prefix ends in *)
+              <textarea name="resources" rows={2} value={form.resources} onInput={set('resources')} placeholder="member: docs://handbook/*" />
+            </label>
+            <label class="grow">
+              Prompts they may use (none unless listed): <code>member</code> for all, <code>member: triage</code> for those
+              <textarea name="prompts" rows={2} value={form.prompts} onInput={set('prompts')} placeholder="member: triage" />
+            </label>
+          </div>
           <ErrorNote error={refusal.general} onClose={refusal.clear} />
           <div class="row">
             <button type="submit" class="primary">

@@ -3,11 +3,35 @@ import { api, explain } from '../api';
 import { ErrorNote, usd } from '../components';
 import type { User } from './admin-users';
 
-interface Usage {
+/** Tokens by kind (they add up to the total; cache reads cost a fraction of input). */
+interface TokenSplit {
+  inputTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+}
+type Totals = { tokens: number; cost: number } & TokenSplit;
+interface Usage extends TokenSplit {
   totalTokens: number;
   totalCostUsd: number;
-  byModel: Record<string, { tokens: number; cost: number }>;
-  byUser: Record<string, { tokens: number; cost: number }>;
+  byModel: Record<string, Totals>;
+  byUser: Record<string, Totals>;
+}
+
+/** "input 12 · cache read 40,000 · cache write 3,000 · output 300": the kinds that saw use. */
+function splitText(t: TokenSplit): string {
+  const kinds: Array<[string, number]> = [
+    ['input', t.inputTokens],
+    ['cache read', t.cacheReadTokens],
+    ['cache write', t.cacheWriteTokens],
+    ['output', t.outputTokens],
+    ['reasoning', t.reasoningTokens],
+  ];
+  return kinds
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n.toLocaleString()}`)
+    .join(' · ');
 }
 
 interface UsageSeries {
@@ -89,7 +113,7 @@ export function UsageTab(props: { canUsers: boolean }) {
   useEffect(() => {
     if (props.canUsers) void api<{ users: User[] }>('GET', '/admin/users').then((r) => setNames(Object.fromEntries(r.users.map((u) => [u.id, u.displayName || u.handle]))), () => {});
   }, []);
-  const bars = (title: string, rows: Record<string, { tokens: number; cost: number }>, label = (k: string) => k) => {
+  const bars = (title: string, rows: Record<string, Totals>, label = (k: string) => k) => {
     const list = Object.entries(rows).sort((x, y) => y[1].cost - x[1].cost || y[1].tokens - x[1].tokens);
     const max = Math.max(...list.map(([, v]) => v.tokens), 1);
     return (
@@ -100,9 +124,12 @@ export function UsageTab(props: { canUsers: boolean }) {
           <div class="bar" key={k}>
             <span class="label">{label(k)}</span>
             <span class="fill" style={{ width: `${Math.max(1, (v.tokens / max) * 100)}%` }} />
-            <span class="value">
+            <span class="value" title={splitText(v)}>
               {v.tokens.toLocaleString()} tokens · {usd(v.cost)}
             </span>
+            <small class="split" data-testid="usage-split">
+              {splitText(v)}
+            </small>
           </div>
         ))}
       </figure>
@@ -121,8 +148,9 @@ export function UsageTab(props: { canUsers: boolean }) {
       <ErrorNote error={error} onClose={() => setError(null)} />
       {usage ? (
         <>
-          <p>
+          <p data-testid="usage-total">
             {usage.totalTokens.toLocaleString()} tokens, {usd(usage.totalCostUsd)}
+            {usage.totalTokens ? <small> ({splitText(usage)})</small> : null}
           </p>
           {series?.points.length ? <UsageChart series={series} /> : null}
           {bars('By model', usage.byModel)}

@@ -7,6 +7,7 @@ import { GitHostsTab } from './admin-git-hosts';
 import { McpServersTab } from './admin-mcp-servers';
 import { LimitsTab } from './admin-limits';
 import { RolesTab } from './admin-roles';
+import { ScimTokensPanel } from './admin-scim';
 import { SignInTab } from './admin-sign-in';
 import { TeamsTab } from './admin-teams';
 import { TemplatesTab } from './admin-templates';
@@ -45,6 +46,7 @@ export function AdminScreen(props: { me: Me; tab: string }) {
       {tab === 'roles' ? <RolesTab held={props.me.permissions} /> : null}
       {tab === 'limits' ? <LimitsTab /> : null}
       {tab === 'sign-in' ? <SignInTab /> : null}
+      {tab === 'sign-in' ? <ScimTokensPanel /> : null}
       {tab === 'egress' ? <EgressTab /> : null}
     </section>
   );

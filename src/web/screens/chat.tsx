@@ -75,12 +75,20 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           case 'runtime.moved':
             setError(e.properties.message ?? 'Your agent now runs on another host.');
             return;
+          // The person's own git connection could not be used; the service's account stood in (kept in view).
+          case 'git.credential_fallback':
+            setError(e.properties.message ?? `Your connection to ${e.properties.host} could not be used; your agent's git requests go as the organisation's account.`);
+            return;
           // A limit the agent met (memory, processes, its workspace's quota): kept in view, like an error.
           case 'runtime.limit':
             setError(e.properties.message ?? 'Your agent met one of its limits.');
             return;
           case 'runtime.waiting':
             setNotice(e.properties.message ?? 'Waiting for a free runtime…');
+            return;
+          // A prompt waits for an earlier one of this session, or goes again after the service restarted.
+          case 'turn.waiting':
+            setNotice(e.properties.message ?? 'Your prompt waits for the one before it…');
             return;
           // What a cold start is doing, so its seconds do not look like a hang.
           case 'runtime.starting':

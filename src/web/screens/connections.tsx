@@ -10,6 +10,8 @@ interface MyGitConnection {
   account: string | null;
   connectedAt: string | null;
   expiresAt: string | null;
+  /** Why its last refresh failed (its agents use the shared access, or are refused, until it works again). */
+  problem: string | null;
 }
 
 /** What not being connected means for the person's agents, by the host's mode. */
@@ -88,6 +90,15 @@ export function ConnectionsScreen() {
                   ? [`Connected as ${c.account ?? 'your account'}`, `since ${when(c.connectedAt!)}`, c.expiresAt ? `access token valid until ${when(c.expiresAt)}` : ''].filter(Boolean).join(' · ')
                   : `Not connected. ${unconnected(c)}`}
               </small>
+              {c.connected && c.problem ? (
+                <>
+                  <br />
+                  <small class="problem" role="status">
+                    Could not be refreshed ({c.problem}).{' '}
+                    {c.userConnections === 'required' ? `Your agents cannot reach ${c.host} until you reconnect.` : "Until it works again, your agents reach it with your organisation's shared access. Reconnect to fix it."}
+                  </small>
+                </>
+              ) : null}
             </span>
             {c.connected ? (
               <span>

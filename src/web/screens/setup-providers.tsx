@@ -13,12 +13,22 @@ interface Model {
   outputLimit?: number;
   inputCostPerMTok?: number;
   outputCostPerMTok?: number;
+  cacheReadCostPerMTok?: number;
+  cacheWriteCostPerMTok?: number;
+}
+/** What a model's calls are charged (the API settles unset cache prices). */
+interface Prices {
+  inputPerMTok: number;
+  outputPerMTok: number;
+  cacheReadPerMTok: number;
+  cacheWritePerMTok: number;
 }
 interface Provider {
   name: string;
   kind: 'openai-compatible' | 'openai' | 'anthropic';
   baseUrl: string | null;
   models: Model[];
+  prices?: Record<string, Prices>;
   enabled: boolean;
   hasApiKey: boolean;
 }
@@ -231,6 +241,7 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
                 {m.contextLimit ? `${m.contextLimit.toLocaleString()} ctx` : ''}
                 {m.outputLimit ? ` · ${m.outputLimit.toLocaleString()} out` : ''}
                 {m.inputCostPerMTok !== undefined || m.outputCostPerMTok !== undefined ? ` · $${m.inputCostPerMTok ?? 0}/$${m.outputCostPerMTok ?? 0} per MTok` : ''}
+                {cacheText(m, p.prices?.[m.id])}
               </small>
             </div>
           ))}
@@ -294,28 +305,53 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
   );
 }
 
-/** A model's row as typed: numbers stay text until the form is sent. */
+/**
+ * A model's prompt-cache prices as charged, when it has prices at all: what the tenant set, or the default
+ * the API settled (marked, so a default is never mistaken for a choice).
+ */
+function cacheText(m: Model, charged?: Prices): string {
+  if (!charged || [m.inputCostPerMTok, m.cacheReadCostPerMTok, m.cacheWriteCostPerMTok].every((x) => x === undefined)) return '';
+  const set = m.cacheReadCostPerMTok !== undefined && m.cacheWriteCostPerMTok !== undefined;
+  return ` · cache $${charged.cacheReadPerMTok} read/$${charged.cacheWritePerMTok} write${set ? '' : ' (defaults where unset)'}`;
+}
+
+/** A model's row as typed: numbers stay text until the form is sent (its display name is kept as it was). */
 interface ModelDraft {
   id: string;
+  name?: string;
   contextLimit: string;
   outputLimit: string;
   inputCostPerMTok: string;
   outputCostPerMTok: string;
+  cacheReadCostPerMTok: string;
+  cacheWriteCostPerMTok: string;
 }
 const draftOf = (m?: Model): ModelDraft => ({
   id: m?.id ?? '',
+  name: m?.name,
   contextLimit: m?.contextLimit?.toString() ?? '',
   outputLimit: m?.outputLimit?.toString() ?? '',
   inputCostPerMTok: m?.inputCostPerMTok?.toString() ?? '',
   outputCostPerMTok: m?.outputCostPerMTok?.toString() ?? '',
+  cacheReadCostPerMTok: m?.cacheReadCostPerMTok?.toString() ?? '',
+  cacheWriteCostPerMTok: m?.cacheWriteCostPerMTok?.toString() ?? '',
 });
-const MODEL_FIELDS: Array<[keyof ModelDraft, string]> = [
+type DraftField = Exclude<keyof ModelDraft, 'name'>;
+const MODEL_FIELDS: Array<[DraftField, string]> = [
   ['id', 'Model id'],
   ['contextLimit', 'Context tokens'],
   ['outputLimit', 'Output tokens'],
   ['inputCostPerMTok', 'Input $/MTok'],
   ['outputCostPerMTok', 'Output $/MTok'],
+  ['cacheReadCostPerMTok', 'Cache read $/MTok'],
+  ['cacheWriteCostPerMTok', 'Cache write $/MTok'],
 ];
+/** What an empty cache price field means, by the provider's kind (the API's rule, shown before it is sent). */
+const cacheDefault = (kind: Provider['kind'], field: DraftField): string | undefined => {
+  if (field === 'cacheReadCostPerMTok') return kind === 'anthropic' ? '0.1× input' : 'input price';
+  if (field === 'cacheWriteCostPerMTok') return kind === 'anthropic' ? '1.25× input' : 'input price';
+  return undefined;
+};
 
 /** Adds a provider (no `p`) or changes one: base URL, key, models. */
 function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: () => Promise<unknown>) => Promise<void> }) {
@@ -325,7 +361,7 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
   const [baseUrl, setBaseUrl] = useState(p?.baseUrl ?? '');
   const [apiKey, setApiKey] = useState('');
   const [models, setModels] = useState<ModelDraft[]>(p ? p.models.map(draftOf) : [draftOf()]);
-  const setModel = (i: number, field: keyof ModelDraft, value: string) => setModels(models.map((m, k) => (k === i ? { ...m, [field]: value } : m)));
+  const setModel = (i: number, field: DraftField, value: string) => setModels(models.map((m, k) => (k === i ? { ...m, [field]: value } : m)));
   const submit = (e: Event) => {
     e.preventDefault();
     const num = (s: string) => (s.trim() === '' ? undefined : Number(s));
@@ -333,10 +369,13 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
       .filter((m) => m.id.trim())
       .map((m) => ({
         id: m.id.trim(),
+        ...(m.name !== undefined ? { name: m.name } : {}),
         contextLimit: num(m.contextLimit),
         outputLimit: num(m.outputLimit),
         inputCostPerMTok: num(m.inputCostPerMTok),
         outputCostPerMTok: num(m.outputCostPerMTok),
+        cacheReadCostPerMTok: num(m.cacheReadCostPerMTok),
+        cacheWriteCostPerMTok: num(m.cacheWriteCostPerMTok),
       }));
     const body = { baseUrl: baseUrl.trim() || undefined, models: list, ...(apiKey ? { apiKey } : {}) };
     void props.run(async () => {
@@ -378,9 +417,10 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
               <input
                 aria-label={`${label} ${i + 1}`}
                 value={m[field]}
+                placeholder={cacheDefault(kind, field)}
                 required={field === 'id' && i === 0}
                 inputMode={field === 'id' ? undefined : 'decimal'}
-                size={field === 'id' ? 22 : 9}
+                size={field === 'id' ? 18 : 7}
                 onInput={(e) => setModel(i, field, e.currentTarget.value)}
               />
             </label>

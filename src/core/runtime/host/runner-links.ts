@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
+import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Logger } from '../../../kernel/logger.js';
 import type { TunnelRequest, TunnelResponse } from './runtime-transport.js';
-import { RUNNER_HEADERS, RUNNER_PATHS, sameText } from './runner-protocol.js';
+import { RELAY_WINDOW_MS, relaySignature, RUNNER_ANSWER_MAX_BYTES, RUNNER_HEADERS, RUNNER_NOTICE_MAX_BYTES, RUNNER_PATHS, sameText } from './runner-protocol.js';
 
 /**
  * The control plane's end of the runner channels (see runner-protocol.ts): the HTTP/2 sessions of the
@@ -15,10 +17,22 @@ const PING_MS = 5000;
 const PING_TIMEOUT_MS = 5000;
 const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'proxy-connection', 'te', 'trailer', 'http2-settings']);
 
-/** What a runner tells the process holding its channel about its runtimes (its watch stream). */
+/**
+ * What a runner tells the process holding its channel about its runtimes (its watch stream), with the
+ * fence of the lease it holds the user under: the control plane acts on a notice only for a user the
+ * runner holds under that fence now, in the placement's tenant (runner-fleet.ts).
+ */
 export type RunnerNotice =
-  | { type: 'ready'; tenantId: string; userId: string; pid: number; authorization: string; directory: string }
-  | { type: 'stopped'; tenantId: string; userId: string; pid: number };
+  | { type: 'ready'; tenantId: string; userId: string; fence: number; pid: number; authorization: string; directory: string }
+  | { type: 'stopped'; tenantId: string; userId: string; fence: number; pid: number };
+
+/** A runner sent more than the channel takes (an answer, a watch line): its channel is closed. */
+export class RunnerOverflow extends Error {
+  constructor(what: string, limit: number) {
+    super(`the runner sent ${what} over ${limit} bytes: its channel is closed`);
+    this.name = 'RunnerOverflow';
+  }
+}
 
 export interface RunnerLink {
   runnerId: string;
@@ -35,12 +49,44 @@ export function createRunnerLinks(deps: {
   relayUrlOf: (runnerId: string) => Promise<string | null>;
   /** A runner's notice arrived (only in the process holding its channel). */
   onNotice: (runnerId: string, notice: RunnerNotice) => void;
-  /** A runner's channel closed here. */
+  /** A runner's channel closed here (the one it held: not one its newer channel replaced). */
   onClosed: (runnerId: string, link: RunnerLink) => void;
 }) {
   const { log } = deps;
   const links = new Map<string, RunnerLink>();
-  const relayAgent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const relayAgents = { http: new http.Agent({ keepAlive: true, maxSockets: 256 }), https: new https.Agent({ keepAlive: true, maxSockets: 256 }) };
+  /** Nonces of relay requests seen, in generations of RELAY_WINDOW_MS: one is refused the second time while its timestamp holds. */
+  let nonces: Array<Set<string>> = [new Set(), new Set(), new Set()];
+  let noncesTurned = Date.now();
+
+  /** A runner that sent more than the channel takes: its channel here is closed (it dials again, and is read with the same bounds). */
+  function overflow(runnerId: string, what: string, limit: number): RunnerOverflow {
+    const err = new RunnerOverflow(what, limit);
+    const link = links.get(runnerId);
+    if (link && !link.session.destroyed) {
+      log.error({ runner: link.name, limit, what }, 'a runner sent more than its channel takes: closing the channel');
+      link.session.destroy();
+    }
+    return err;
+  }
+
+  /** Whether a relay request is signed by a control-plane process now, and not seen before. */
+  function relayAuthentic(req: IncomingMessage): boolean {
+    const sig = req.headers[RUNNER_HEADERS.relay];
+    const time = req.headers[RUNNER_HEADERS.relayTime];
+    const nonce = req.headers[RUNNER_HEADERS.relayNonce];
+    if (typeof sig !== 'string' || typeof time !== 'string' || typeof nonce !== 'string' || !/^\d{1,15}$/.test(time) || !/^[A-Za-z0-9_-]{16,64}$/.test(nonce)) return false;
+    const now = Date.now();
+    if (Math.abs(now - Number(time)) > RELAY_WINDOW_MS) return false;
+    if (!sameText(sig, relaySignature(deps.relayKey, { method: req.method ?? 'GET', path: req.url ?? '', time, nonce }))) return false;
+    if (now - noncesTurned > RELAY_WINDOW_MS) {
+      nonces = [new Set(), nonces[0], nonces[1]];
+      noncesTurned = now;
+    }
+    if (nonces.some((g) => g.has(nonce))) return false;
+    nonces[0].add(nonce);
+    return true;
+  }
 
   function requestOn(link: RunnerLink, req: TunnelRequest): Promise<TunnelResponse> {
     return new Promise((resolve, reject) => {
@@ -77,8 +123,14 @@ export function createRunnerLinks(deps: {
 
   function requestRelayed(url: string, runnerId: string, req: TunnelRequest): Promise<TunnelResponse> {
     return new Promise((resolve, reject) => {
-      const u = new URL(`${RUNNER_PATHS.relay}${encodeURIComponent(runnerId)}${req.path}`, url);
-      const r = http.request(u, { method: req.method, agent: relayAgent, headers: { ...req.headers, [RUNNER_HEADERS.relay]: deps.relayKey }, signal: req.signal, timeout: req.timeoutMs });
+      const path = `${RUNNER_PATHS.relay}${encodeURIComponent(runnerId)}${req.path}`;
+      const u = new URL(path, url);
+      // Signed, never the key itself: a request seen on the wire is refused when sent again (relayAuthentic).
+      const time = String(Date.now());
+      const nonce = randomBytes(18).toString('base64url');
+      const signed = { [RUNNER_HEADERS.relay]: relaySignature(deps.relayKey, { method: req.method, path: u.pathname + u.search, time, nonce }), [RUNNER_HEADERS.relayTime]: time, [RUNNER_HEADERS.relayNonce]: nonce };
+      const client = u.protocol === 'https:' ? https : http;
+      const r = client.request(u, { method: req.method, agent: u.protocol === 'https:' ? relayAgents.https : relayAgents.http, headers: { ...req.headers, ...signed }, signal: req.signal, timeout: req.timeoutMs });
       r.on('timeout', () => r.destroy(new Error(`${req.method} ${req.path.split('?')[0]} timed out`)));
       r.on('error', reject);
       r.on('response', (res) => resolve(res as unknown as TunnelResponse));
@@ -122,7 +174,10 @@ export function createRunnerLinks(deps: {
       pinger.unref();
       session.once('close', () => {
         clearInterval(pinger);
-        if (links.get(runnerId) === link) links.delete(runnerId);
+        // A channel replaced by the runner's newer one (it dialled again before this one was seen to close):
+        // the newer one is the runner's now, and what follows a close must not undo it.
+        if (links.get(runnerId) !== link) return;
+        links.delete(runnerId);
         deps.onClosed(runnerId, link);
       });
       void (async () => {
@@ -136,12 +191,15 @@ export function createRunnerLinks(deps: {
               const line = buf.slice(0, nl).trim();
               buf = buf.slice(nl + 1);
               if (!line) continue;
+              if (Buffer.byteLength(line) > RUNNER_NOTICE_MAX_BYTES) throw overflow(runnerId, 'a watch line', RUNNER_NOTICE_MAX_BYTES);
               try {
                 deps.onNotice(runnerId, JSON.parse(line) as RunnerNotice);
               } catch (err) {
                 log.warn({ runner: name, err: (err as Error).message }, 'a runner notice could not be handled');
               }
             }
+            // A line that never ends is as much as one too long (counted in UTF-16 units here, at most 4x the bytes).
+            if (buf.length > RUNNER_NOTICE_MAX_BYTES) throw overflow(runnerId, 'a watch line', RUNNER_NOTICE_MAX_BYTES);
           }
         } catch (err) {
           if (!session.destroyed) log.warn({ runner: name, err: (err as Error).message }, 'runner watch stream ended');
@@ -168,13 +226,29 @@ export function createRunnerLinks(deps: {
       return requestRelayed(url, runnerId, req);
     },
 
-    /** A JSON request to a runner, its JSON answer read whole; a non-2xx answer throws with its message. */
+    /**
+     * A JSON request to a runner, its JSON answer read whole up to RUNNER_ANSWER_MAX_BYTES (more: the
+     * runner's channel is closed, RunnerOverflow); a non-2xx answer throws with its message.
+     */
     async call<T>(runnerId: string, method: string, path: string, body?: unknown, timeoutMs = 60_000): Promise<T> {
       const res = await this.request(runnerId, { method, path, headers: body !== undefined ? { 'content-type': 'application/json' } : {}, body: body !== undefined ? Buffer.from(JSON.stringify(body)) : null, timeoutMs });
       const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
+      let size = 0;
+      for await (const c of res) {
+        size += (c as Buffer).length;
+        if (size > RUNNER_ANSWER_MAX_BYTES) {
+          res.destroy();
+          throw overflow(runnerId, `an answer to ${method} ${path.split('?')[0]}`, RUNNER_ANSWER_MAX_BYTES);
+        }
+        chunks.push(c as Buffer);
+      }
       const text = Buffer.concat(chunks).toString('utf8');
-      const json = text ? JSON.parse(text) : null;
+      let json: any;
+      try {
+        json = text ? JSON.parse(text) : null;
+      } catch {
+        throw Object.assign(new Error(`the runner answered ${method} ${path.split('?')[0]} with something that is not JSON`), { status: 502 });
+      }
       if (res.statusCode >= 300) throw Object.assign(new Error(json?.message ?? `runner answered ${res.statusCode}`), { status: res.statusCode, code: json?.error });
       return json as T;
     },
@@ -184,10 +258,9 @@ export function createRunnerLinks(deps: {
      * (`/runner/relay/<runner id>/<path>`). Streams both ways.
      */
     serveRelay(req: IncomingMessage, res: ServerResponse): void {
-      const given = req.headers[RUNNER_HEADERS.relay];
-      if (typeof given !== 'string' || !sameText(given, deps.relayKey)) {
+      if (!relayAuthentic(req)) {
         req.resume();
-        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'unauthorized', message: 'not a control-plane process of this appliance' }));
+        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'unauthorized', message: 'not a signed request of a control-plane process of this appliance (or signed too long ago, or sent before)' }));
         return;
       }
       const rest = (req.url ?? '').slice(RUNNER_PATHS.relay.length);
@@ -201,7 +274,7 @@ export function createRunnerLinks(deps: {
         return;
       }
       const headers: http2.OutgoingHttpHeaders = { ':method': req.method ?? 'GET', ':path': path };
-      for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && k !== RUNNER_HEADERS.relay && v !== undefined) headers[k] = v;
+      for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && k !== RUNNER_HEADERS.relay && k !== RUNNER_HEADERS.relayTime && k !== RUNNER_HEADERS.relayNonce && v !== undefined) headers[k] = v;
       const stream = link.session.request(headers, { endStream: req.method === 'GET' || req.method === 'HEAD' });
       stream.on('response', (h) => {
         const out: Record<string, string | string[]> = {};
@@ -222,7 +295,8 @@ export function createRunnerLinks(deps: {
     close(): void {
       for (const l of links.values()) l.session.destroy();
       links.clear();
-      relayAgent.destroy();
+      relayAgents.http.destroy();
+      relayAgents.https.destroy();
     },
   };
 }

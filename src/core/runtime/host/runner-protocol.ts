@@ -16,8 +16,13 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
  *    a started or stopped runtime) goes in ordinary HTTP requests to `/runner/v1/...`, each carrying the
  *    runner's token and the user and lease fence the runner acts for; the control plane checks the lease.
  *  - Other control-plane processes (a second serve, a worker) reach a runner through the serve holding its
- *    channel: `/runner/relay/<runner id>/...`, authenticated with a key derived from the control plane's
- *    own secret, which runners never hold.
+ *    channel: `/runner/relay/<runner id>/...`. Each relay request is signed (relaySignature) with a key
+ *    derived from the control plane's own secret, which runners never hold and which never travels: the
+ *    signature covers the method, path, a timestamp and a random nonce, holds for RELAY_WINDOW_MS and is
+ *    refused the second time, so one seen on the wire opens nothing. The body is not signed: across a
+ *    network you do not trust, the relay URL is https (TLS keeps it whole).
+ *  - What a runner sends back is bounded: a JSON answer to RUNNER_ANSWER_MAX_BYTES, a line of its watch
+ *    stream to RUNNER_NOTICE_MAX_BYTES; a runner past either has its channel closed.
  */
 export const RUNNER_PROTOCOL = 'agentws-runner/1';
 export const RUNNER_PATHS = {
@@ -40,7 +45,16 @@ export const RUNNER_HEADERS = {
   user: 'x-agentws-user',
   fence: 'x-agentws-fence',
   relay: 'x-agentws-relay',
+  relayTime: 'x-agentws-relay-time',
+  relayNonce: 'x-agentws-relay-nonce',
 } as const;
+
+/** How long a signed relay request holds, either side of its timestamp (the clocks of control-plane hosts agree to within it: NTP). */
+export const RELAY_WINDOW_MS = 30_000;
+/** The most a runner's JSON answer (a sync's figures and copies, a start) may be. */
+export const RUNNER_ANSWER_MAX_BYTES = 4 * 1024 * 1024;
+/** The most one line of a runner's watch stream (a runtime ready or stopped) may be. */
+export const RUNNER_NOTICE_MAX_BYTES = 64 * 1024;
 
 /** What a runner says about itself when it connects. */
 export interface RunnerInfo {
@@ -67,6 +81,11 @@ export function proofHolds(token: string, nonce: string, proof: string | undefin
 /** The key control-plane processes prove themselves to each other with, on the relay (never sent to a runner). */
 export function relayKey(secret: string): string {
   return createHmac('sha256', secret).update('agentws-runner-relay').digest('base64url');
+}
+
+/** The signature of one relay request: the method, the path with its query, when, and a nonce used once. */
+export function relaySignature(key: string, r: { method: string; path: string; time: string; nonce: string }): string {
+  return createHmac('sha256', key).update(`agentws-relay\0${r.method.toUpperCase()}\0${r.path}\0${r.time}\0${r.nonce}`).digest('base64url');
 }
 
 export function sameText(a: string, b: string): boolean {

@@ -48,7 +48,7 @@ export const SANDBOX_UID = 1000;
 export const SHM_BYTES = 64 * 1024 * 1024;
 
 /** System paths bound read-only when they exist: the usr-merged tree and what programs need of /etc. */
-const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+export const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 const ETC_ENTRIES = [
   '/etc/ssl',
   '/etc/ca-certificates',

@@ -23,10 +23,19 @@ const AuditEntry = Type.Object({
   durationMs: Type.Union([Type.Integer(), Type.Null()]),
 });
 
-const Totals = Type.Object({ tokens: Type.Integer(), cost: Type.Number() });
+/** Tokens by kind, adding up to the total (not in SPEC.md: each kind has its own price). */
+const TokenSplit = {
+  inputTokens: Type.Integer({ description: 'Input tokens neither read from nor written to the provider\'s prompt cache' }),
+  outputTokens: Type.Integer({ description: 'Output tokens, reasoning not included' }),
+  reasoningTokens: Type.Integer(),
+  cacheReadTokens: Type.Integer({ description: 'Input tokens read from the prompt cache (billed at the cache read price)' }),
+  cacheWriteTokens: Type.Integer({ description: 'Input tokens written to the prompt cache (billed at the cache write price)' }),
+};
+const Totals = Type.Object({ tokens: Type.Integer(), cost: Type.Number(), ...TokenSplit });
 const UsageDigest = Type.Object({
   totalTokens: Type.Integer(),
   totalCostUsd: Type.Number(),
+  ...TokenSplit,
   byModel: Type.Record(Type.String(), Totals),
   byUser: Type.Record(Type.String(), Totals),
   window: Type.Object({ since: Type.String(), from: DateTime, to: DateTime }),
@@ -267,6 +276,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
                 Type.Object(
                   {
                     maxDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, description: 'The longest lifetime a new personal access token may have, in days (default 90)' })),
+                    scimMaxDays: Type.Optional(Type.Integer({ minimum: 1, maximum: 366, description: 'The longest lifetime a new or renewed SCIM token may have, in days (default 365)' })),
                   },
                   { additionalProperties: false },
                 ),

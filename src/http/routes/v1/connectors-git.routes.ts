@@ -25,6 +25,7 @@ const GitHost = Type.Object({
   protectedRefs: Type.Array(Type.String()),
   protectDefault: Type.Boolean(),
   branchPrefix: Type.String(),
+  pushOptions: Type.Array(Type.String(), { description: 'Push options agents may send (git push -o); empty: a push carrying any is refused' }),
   createdAt: DateTime,
   updatedAt: DateTime,
 });
@@ -61,6 +62,10 @@ const Fields = {
   protectedRefs: Type.Array(Type.String({ maxLength: 1000 }), { maxItems: 100 }),
   protectDefault: Type.Boolean(),
   branchPrefix: Type.String({ maxLength: 200 }),
+  pushOptions: Type.Array(Type.String({ maxLength: 300 }), {
+    maxItems: 50,
+    description: 'Push options (git push -o) agents may send: a key (ci.skip), a key prefix ending in * (merge_request.*), or key=value exactly. Default none: a push carrying any option is refused',
+  }),
 };
 const Name = Type.Object({ name: Type.String({ maxLength: 40 }) });
 
@@ -133,6 +138,7 @@ export async function connectorsGitRoutes(app: App, opts: { core: Core }): Promi
     account: Nullable(Type.String({ description: "The account's name at the host" })),
     connectedAt: Nullable(DateTime),
     expiresAt: Nullable(DateTime),
+    problem: Nullable(Type.String({ description: "Why the connection's last refresh failed: its agents use the service credential (optional) or are refused (required) until it works again or you reconnect" })),
   });
   app.get('/me/connections', { schema: { tags, summary: 'Your own accounts at the git hosts that take them', response: { 200: Type.Object({ git: Type.Array(Mine) }), ...errorResponses(401, 403) } } }, async (req) => ({
     git: await gitConnections.mine(ctxOf(req)),

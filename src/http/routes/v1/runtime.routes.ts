@@ -10,6 +10,11 @@ const Provider = Type.Object({
   kind: Type.String(),
   baseUrl: Type.Union([Type.String(), Type.Null()]),
   models: Type.Array(ProviderModel),
+  prices: Type.Record(
+    Type.String(),
+    Type.Object({ inputPerMTok: Type.Number(), outputPerMTok: Type.Number(), cacheReadPerMTok: Type.Number(), cacheWritePerMTok: Type.Number(), cacheWriteLongPerMTok: Type.Number() }),
+    { description: 'Per model id: what its calls are charged, USD per million tokens (its prices, unset cache prices settled by the provider\'s kind; cacheWriteLong: Anthropic\'s one-hour cache)' },
+  ),
   enabled: Type.Boolean(),
   hasApiKey: Type.Boolean({ description: 'Whether a key is stored (the key itself is never returned)' }),
   createdAt: DateTime,

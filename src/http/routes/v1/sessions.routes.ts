@@ -172,8 +172,8 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
       },
     },
     async (req, reply) => {
-      const { sessionId } = await sessions.openStream(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) });
       const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? req.query.lastEventId;
+      const { sessionId, ends } = await sessions.openStream(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req), lastEventId });
       const { res, onClose } = openEventStream(reply);
       const unsubscribe = streams.subscribe(
         sessionId,
@@ -185,6 +185,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
           close: () => res.end(),
         },
         lastEventId,
+        ends,
       );
       onClose(unsubscribe);
     },

@@ -1,0 +1,107 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, explain } from '../api';
+import { changer, ErrorNote, when } from '../components';
+
+interface ScimToken {
+  id: string;
+  name: string;
+  createdBy: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  expiresAt: string;
+  expired: boolean;
+}
+
+/** The defaults the API applies (scim-fns.ts): a token's lifetime, and the tenant maximum when unset. */
+const DEFAULT_DAYS = 180;
+const DEFAULT_MAX_DAYS = 365;
+
+/**
+ * The tenant's SCIM tokens (issue 37), on the Sign-in tab (owners: only they mint them): when each
+ * expires, who minted it, its last use; a new one (or the same name again, which renews it) is shown
+ * once. Expired tokens stay listed, so an owner sees why provisioning stopped.
+ */
+export function ScimTokensPanel() {
+  const [tokens, setTokens] = useState<ScimToken[] | null>(null);
+  const [maxDays, setMaxDays] = useState(DEFAULT_MAX_DAYS);
+  const [error, setError] = useState<string | null>(null);
+  const [name, setName] = useState('default');
+  const [days, setDays] = useState(DEFAULT_DAYS);
+  const [created, setCreated] = useState<{ name: string; token: string; expiresAt: string; replaced: boolean } | null>(null);
+
+  const load = () =>
+    Promise.all([api<{ tokens: ScimToken[] }>('GET', '/admin/scim/tokens'), api<{ tenant: { settings: { tokens?: { scimMaxDays?: number } } } }>('GET', '/admin/tenant')]).then(
+      ([list, tenant]) => {
+        setTokens(list.tokens);
+        const max = tenant.tenant.settings.tokens?.scimMaxDays ?? DEFAULT_MAX_DAYS;
+        setMaxDays(max);
+        setDays((d) => Math.min(d, max));
+      },
+      (err) => setError(explain(err)),
+    );
+  useEffect(() => void load(), []);
+  const run = changer(load, setError);
+
+  const create = (e: Event) => {
+    e.preventDefault();
+    void run(async () => {
+      const r = await api<{ name: string; token: string; expiresAt: string; replaced: boolean }>('POST', '/admin/scim/tokens', { name: name.trim(), expiresInDays: days });
+      setCreated(r);
+    });
+  };
+  const revoke = (t: ScimToken) => {
+    if (!confirm(`Revoke the SCIM token "${t.name}"? Its identity provider is refused at once.`)) return;
+    void run(() => api('DELETE', `/admin/scim/tokens/${encodeURIComponent(t.name)}`));
+  };
+
+  return (
+    <section aria-label="SCIM tokens">
+      <h2>SCIM tokens</h2>
+      <p class="hint">
+        Your identity provider (Entra ID, Okta) provisions and deprovisions people and teams with a SCIM token, at <code>{location.origin}/scim/v2</code>. It cannot deactivate, delete or rename an owner. Every token
+        expires (at most {maxDays} days); to renew one, create it again under its name: the identity provider then needs the new value, and the old one stops at once.
+      </p>
+      <ErrorNote error={error} onClose={() => setError(null)} />
+      {created ? (
+        <div class="notice" role="status" data-testid="new-scim-token">
+          <p>
+            SCIM token <strong>{created.name}</strong> {created.replaced ? 'renewed' : 'created'}, expires {when(created.expiresAt)}. Enter it in the identity provider now: it is not shown again.
+          </p>
+          <code class="secret" data-testid="scim-token-value">
+            {created.token}
+          </code>{' '}
+          <button type="button" onClick={() => setCreated(null)}>
+            Done
+          </button>
+        </div>
+      ) : null}
+      <form class="card" aria-label="New SCIM token" onSubmit={create}>
+        <label>
+          Name <input name="scimName" value={name} required pattern="[a-z0-9][a-z0-9._\-]{0,62}" onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          Expires in (days, at most {maxDays}){' '}
+          <input type="number" name="scimDays" min={1} max={maxDays} value={days} required onInput={(e) => setDays(Number((e.target as HTMLInputElement).value))} />
+        </label>
+        <button type="submit" class="primary">
+          Create or renew SCIM token
+        </button>
+      </form>
+      {tokens?.length === 0 ? <p class="empty">No SCIM tokens.</p> : null}
+      <ul class="list" aria-label="SCIM tokens">
+        {tokens?.map((t) => (
+          <li key={t.id} data-testid={`scim-token-${t.name}`}>
+            <span class="grow">
+              <strong>{t.name}</strong> <small class="tag">{t.expired ? 'expired' : 'active'}</small>
+              <br />
+              <small>{[`${t.expired ? 'expired' : 'expires'} ${when(t.expiresAt)}`, `created ${when(t.createdAt)} by ${t.createdBy}`, t.lastUsedAt ? `last used ${when(t.lastUsedAt)}` : 'never used'].join(' · ')}</small>
+            </span>
+            <button type="button" class="danger" onClick={() => revoke(t)}>
+              Revoke
+            </button>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
