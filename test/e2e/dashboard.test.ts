@@ -335,6 +335,9 @@ describe('the web dashboard in Chromium', () => {
     expect(await page.locator('table').innerText()).toContain('scripted');
     // The host as its serve reports it: capacity, resident and frozen runtimes, memory.
     expect(await page.getByTestId('runtime-host').first().innerText()).toMatch(/runtimes resident \(\d+ frozen, \d+ starting, \d+ with a turn\), [\d.]+ GB held by them, [\d.]+ GB of [\d.]+ GB available/);
+    // Which limits hold each runtime there (issue 37; root here and in CI: cgroups), and the workspace quota.
+    if (process.getuid?.() === 0) expect(await page.getByTestId('runtime-limits').first().innerText()).toMatch(/^Each runtime: memory [\d.]+ GB, \d+ processes, an equal CPU share; workspace quota measured$/);
+    expect(await page.getByText(/Workspace quota: [\d.]+ GB a person \(measured/).count()).toBe(1);
     await shoot(page, '14-admin-runtime');
   });
 });
