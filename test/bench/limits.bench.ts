@@ -5,7 +5,10 @@ import { performance } from 'node:perf_hooks';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { nicePrefix } from '../../src/core/runtime/host/opencode-process.js';
 import { openRuntimeCgroups, type RuntimeCgroup } from '../../src/core/runtime/host/runtime-cgroups.js';
-import { limitsPrefix } from '../../src/core/runtime/host/runtime-launcher.js';
+import { createRuntimeLauncher, limitsPrefix } from '../../src/core/runtime/host/runtime-launcher.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FakeChatRequest, FakeStep } from '../fixtures/fake-llm.js';
 import { median, report } from './bench-utils.js';
 import { openStream, setUp, type Setup } from './in-process-serve.js';
@@ -114,6 +117,33 @@ function kernelFairness(pairs: number): { alone: number[]; beside: number[]; sha
   return out;
 }
 
+/**
+ * What the limits add to a runtime's start (a hot path): launch → healthy with its cgroups made and joined
+ * and the wrapper before the sandbox, against the same start without them, alternating.
+ */
+export async function startCost(pairs: number): Promise<{ with: number[]; without: number[] }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'agentws-bench-limits-'));
+  const launcher = createRuntimeLauncher({ dataDir, sandbox: true, nice: 10, log: silentLogger });
+  const cg = openRuntimeCgroups(silentLogger, { want: { memory: true, pids: true, cpu: true }, total: { memoryBytes: null, pids: null } });
+  const out = { with: [] as number[], without: [] as number[] };
+  const dirs = { workspace: join(dataDir, 'ws'), root: join(dataDir, 'rt'), tenant: join(dataDir, 'tenant') };
+  try {
+    for (let i = 0; i < pairs * 2; i++) {
+      const limited = i % 2 === 0;
+      const t0 = performance.now();
+      const group = limited ? cg.group('bench-start', { memoryMaxBytes: 4 * 1024 ** 3, pidsMax: 1024 }) : null;
+      const launched = await launcher.launch(dirs, async () => ({}), limited ? { procs: group?.procs ?? [], fileSizeBytes: 10 * 1024 ** 3 } : null);
+      (limited ? out.with : out.without).push(performance.now() - t0);
+      await launched.stop();
+      group?.kill();
+      group?.remove();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  return out;
+}
+
 export async function limitsBench(): Promise<boolean> {
   if (process.getuid?.() !== 0) {
     console.log('\n## limits\n  skipped: needs root (cgroups)');
@@ -176,6 +206,8 @@ export async function limitsBench(): Promise<boolean> {
       const r2 = median(k2.beside.map((b, i) => b / k2.alone[i]));
       rows['kernel: a CPU job beside 16 busy loops'] = `${Math.round(median(k2.beside))} ms = ${r2.toFixed(2)}x alone (${Math.round(median(k2.alone))} ms) with the loops in another runtime's group; ${(median(k2.shared) / median(k2.alone)).toFixed(2)}x in the same group (${Math.round(median(k2.shared))} ms)`;
     }
+    const start = await startCost(RUNS);
+    rows['a runtime start (launch → healthy)'] = `with its cgroups and the wrapper median ${Math.round(median(start.with))} ms (${start.with.map(Math.round).join(', ')}); without ${Math.round(median(start.without))} ms (${start.without.map(Math.round).join(', ')})`;
     rows['load average (1 min) before / after'] = `${load0.toFixed(2)} / ${loadavg()[0].toFixed(2)}`;
     ok = report('limits: another person\'s turn beside a hostile agent', rows, { ok: worst <= 1.5, target: 'each within 1.5x its time alone' });
   } finally {
