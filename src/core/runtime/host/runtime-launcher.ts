@@ -58,7 +58,9 @@ export interface LaunchLimits {
 /**
  * How badly the kernel's OOM killer wants a runtime's processes when the whole host (or the service's
  * cgroup, in a container) runs out of memory: well before the service's and PostgreSQL's (0). Raising it
- * needs no privilege; every process the agent starts inherits it.
+ * needs no privilege; every process the agent starts inherits it. A preference, not a bound: the agent
+ * may lower its own processes' score again down to the minimum a privileged process set (0 here: checked,
+ * an agent in its sandbox set its shell back to 0), never below; the memory cgroups are the bound.
  */
 export const RUNTIME_OOM_SCORE_ADJ = 500;
 
