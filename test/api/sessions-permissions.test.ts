@@ -1,7 +1,6 @@
 import http from 'node:http';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/kernel/logger.js';
@@ -101,7 +100,6 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
   let page: http.Server;
   let pageUrl = '';
   let pageHits = 0;
-  const outside = mkdtempSync(join(tmpdir(), 'aws-outside-'));
 
   beforeAll(async () => {
     page = http.createServer((_req, res) => {
@@ -110,12 +108,8 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
     });
     await new Promise<void>((res) => page.listen(0, '127.0.0.1', res));
     pageUrl = `http://127.0.0.1:${(page.address() as AddressInfo).port}/page`;
-    writeFileSync(join(outside, 'outside.txt'), 'outside the workspace\n');
     r = await startRuntimeApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash,write,read,glob,grep,webfetch,task,skill,todowrite,external_directory' } });
     people = await seedPeople(r.t, 'acme');
-    // Outside the workspace but inside the sandbox: the runtime's own /tmp (the host's files are not there).
-    mkdirSync(join(r.t.env.dataDir, 'runtimes', people.ids.mia, 'tmp'), { recursive: true });
-    writeFileSync(join(r.t.env.dataDir, 'runtimes', people.ids.mia, 'tmp', 'outside.txt'), 'outside the workspace\n');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
     // A skill the runtime can load: only the tenant's promoted skills load (a workspace's never do).
     const { rows } = await r.t.opened.db.query<{ id: string }>(`insert into skills (tenant_id, name, description) values ($1, 'demo', 'A demo skill for the test.') returning id`, [people.tenantId]);
@@ -130,7 +124,6 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
   afterAll(async () => {
     await r?.close();
     await new Promise((res) => page?.close(res));
-    rmSync(outside, { recursive: true, force: true });
   });
 
   const turn = (o: Parameters<typeof permissionTurn>[3]) => permissionTurn(r.t, r.llm, people.tokens.member, o);
@@ -197,7 +190,8 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
   }, 120_000);
 
   it('external_directory: asks before a tool reaches outside the workspace; once lets it, reject stops it', async () => {
-    const steps = (): FakeStep[] => tool('read', { filePath: '/tmp/outside.txt' });
+    // Outside the workspace but inside the sandbox: its own /etc/passwd (written by the host for the sandbox).
+    const steps = (): FakeStep[] => tool('read', { filePath: '/etc/passwd' });
     const once = await turn({ steps: steps(), decide: () => 'once' });
     expect(once.asked).toEqual(['external_directory', 'read']);
     expect(once.tools).toEqual(['read:completed']);
