@@ -14,6 +14,7 @@ import {
   runtimesMemoryTotal,
   runtimesPidsTotal,
   scanDue,
+  usageAsOf,
 } from '../../src/core/runtime/host/runtime-limits-fns.js';
 import { formatSize, parseSize, parseSizeSetting } from '../../src/lib/size.js';
 
@@ -130,5 +131,15 @@ describe('what the person reads', () => {
     expect(nearLimits(u)).toEqual(['memory', 'disk']);
     expect(nearLimits({ ...u, running: false })).toEqual(['disk']);
     expect(nearLimits({ ...u, pids: 250, diskQuotaBytes: null })).toEqual(['memory', 'processes']);
+  });
+});
+
+describe('a person\'s figures as their host last reported them', () => {
+  const at = new Date('2026-11-28T12:00:00Z');
+  const row = { running: true, updatedAt: at, memoryBytes: 900, pids: 40, diskBytes: 7 };
+  it('count while the host still reports, and say nothing of memory and processes once it went silent; disk stands', () => {
+    expect(usageAsOf(row, at.getTime() + 89_000, 90_000)).toEqual(row);
+    expect(usageAsOf(row, at.getTime() + 90_000, 90_000)).toEqual({ ...row, running: false, memoryBytes: null, pids: null });
+    expect(usageAsOf({ ...row, running: false }, at.getTime(), 90_000)).toEqual({ ...row, running: false, memoryBytes: null, pids: null });
   });
 });

@@ -3,7 +3,8 @@ import type { Clock } from '../../lib/clock.js';
 import type { JobQueueStats, QueueStats } from '../jobs/job-queue.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
-import type { LimitsStatus } from '../runtime/host/runtime-host.js';
+import { HOST_REPORT_FRESH_MS, type LimitsStatus } from '../runtime/host/runtime-host.js';
+import { usageAsOf } from '../runtime/host/runtime-limits-fns.js';
 import type { RuntimeUsageRow } from '../runtime/runtime.repo.js';
 import { createMetricsRepo, type MetricsRepo } from './metrics.repo.js';
 import { createTail } from './tail.js';
@@ -111,8 +112,6 @@ export function createMetricsService(deps: {
     }
     const pool = deps.pool.status();
     const usageRows = (await deps.runtimeUsage?.(USAGE_WITHIN_MS).catch(failed('runtime usage'))) ?? [];
-    // A row whose host stopped reporting says nothing of a runtime now.
-    const fresh = (at: Date) => Date.now() - at.getTime() < 3 * 30_000;
     return {
       databaseUp,
       jobs,
@@ -131,16 +130,16 @@ export function createMetricsService(deps: {
       limits: {
         mechanisms: deps.pool.hosting && !deps.pool.refusal ? pool.limits : null,
         dataDisk: pool.disk ? { totalBytes: pool.disk.totalBytes, freeBytes: pool.disk.freeBytes } : null,
-        people: usageRows.map((u) => {
-          const running = u.running && fresh(u.updatedAt);
+        people: usageRows.map((row) => {
+          const u = usageAsOf(row, clock.now().getTime(), HOST_REPORT_FRESH_MS);
           return {
             tenantId: u.tenantId,
             userId: u.userId,
             host: u.host,
-            running,
-            memoryBytes: running ? u.memoryBytes : null,
+            running: u.running,
+            memoryBytes: u.memoryBytes,
             memoryMaxBytes: u.memoryMaxBytes,
-            pids: running ? u.pids : null,
+            pids: u.pids,
             pidsMax: u.pidsMax,
             diskBytes: u.diskBytes,
             diskQuotaBytes: u.diskQuotaBytes,

@@ -13,7 +13,7 @@ import { createRuntimeClient } from './runtime-client.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
 import { RUNTIME_USED_CHANNEL } from './runtime-pool.js';
 import { HOST_REPORT_FRESH_MS, gatewayCredential, type RuntimeOwner } from './host/runtime-host.js';
-import { nearLimits, overQuota } from './host/runtime-limits-fns.js';
+import { nearLimits, overQuota, usageAsOf } from './host/runtime-limits-fns.js';
 import { MANAGED_GITCONFIG_KEY, managedConfigDir, runtimeRoot, writeManagedConfig } from './host/managed-config.js';
 import { sandboxGitConfig } from '../connectors/git-fns.js';
 import { MCP_CONNECTOR_PATH_PREFIX } from '../connectors/mcp-fns.js';
@@ -313,7 +313,6 @@ export function createRuntimeService(deps: {
       const [live, hosts, usage] = await Promise.all([repo.runtimesOfTenant(db, tenantId), repo.liveHosts(db, HOST_REPORT_FRESH_MS), repo.usageOfTenant(db, tenantId)]);
       // The quota of a person of this tenant (the same for each of them: the tenant's setting or the default).
       const quota = deps.quotaOf ? await deps.quotaOf({ tenantId, userId: '' }) : null;
-      const fresh = (at: Date) => Date.now() - at.getTime() < HOST_REPORT_FRESH_MS;
       const runtime = {
         sandbox: deps.sandboxed ? ('on' as const) : ('off' as const),
         ...(deps.sandboxed ? {} : { warning: 'AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with the service\'s files and network in reach (single-user trials only)' }),
@@ -341,25 +340,24 @@ export function createRuntimeService(deps: {
         workspaceQuotaBytes: quota,
         // This workspace's people against their limits, nearest first: memory and processes while their
         // runtime runs (as its host last read them), disk whether it runs or not (their files stay).
-        people: usage.map((u) => {
-          const running = u.running && fresh(u.updatedAt);
-          const row = { ...u, running, diskQuotaBytes: quota ?? u.diskQuotaBytes };
+        people: usage.map((reported) => {
+          const u = { ...usageAsOf(reported, Date.now(), HOST_REPORT_FRESH_MS), diskQuotaBytes: quota ?? reported.diskQuotaBytes };
           return {
             userId: u.userId,
             handle: u.handle,
             host: u.host,
-            running,
-            memoryBytes: running ? u.memoryBytes : null,
+            running: u.running,
+            memoryBytes: u.memoryBytes,
             memoryMaxBytes: u.memoryMaxBytes,
-            pids: running ? u.pids : null,
+            pids: u.pids,
             pidsMax: u.pidsMax,
             diskBytes: u.diskBytes,
-            diskQuotaBytes: row.diskQuotaBytes,
+            diskQuotaBytes: u.diskQuotaBytes,
             diskMeasuredAt: u.diskMeasuredAt,
             oomKills: u.oomKills,
             pidsRefused: u.pidsRefused,
-            near: nearLimits(row),
-            overQuota: overQuota(u.diskBytes, row.diskQuotaBytes),
+            near: nearLimits(u),
+            overQuota: overQuota(u.diskBytes, u.diskQuotaBytes),
             updatedAt: u.updatedAt,
           };
         }),

@@ -148,6 +148,16 @@ export function limitStopWhy(n: LimitNotice): string {
   }
 }
 
+/**
+ * A person's figures as their host last reported them, read at `nowMs`: memory and processes count only
+ * while the runtime runs there and the host still reports (a row whose host went silent says nothing of
+ * now, `freshMs` after its last report); disk stands either way (the files stay).
+ */
+export function usageAsOf<T extends { running: boolean; updatedAt: Date; memoryBytes: number | null; pids: number | null }>(u: T, nowMs: number, freshMs: number): T {
+  const running = u.running && nowMs - u.updatedAt.getTime() < freshMs;
+  return { ...u, running, memoryBytes: running ? u.memoryBytes : null, pids: running ? u.pids : null };
+}
+
 /** From this fraction of a limit on, a runtime is "near" it (status, the dashboard). */
 export const NEAR_LIMIT = 0.8;
 
