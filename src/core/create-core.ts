@@ -159,11 +159,9 @@ export function createCore(deps: CoreDeps) {
     personalTokens,
   });
   // Whether a runtime's person is still active: the gateways, turns and plans ask (issue 37); a removed
-  // or deactivated person's agent stops (personStop, made below once the pool and plans are).
+  // or deactivated person's agent stops (personStop and the users service, made below once the pool and
+  // plans are).
   const activeUsers = createActiveUsers({ load: (tenantId, userId) => usersRepo.isActive(db, tenantId, userId), bus, clock, log: deps.log.child({ part: 'active-users' }) });
-  const users = createUsersService({
-    db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator(), removed: (tx, owner) => personStop.removed(tx, owner),
-  });
 
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
@@ -443,6 +441,9 @@ export function createCore(deps: CoreDeps) {
   });
   const personStop = createPersonStop({
     sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
+  });
+  const users = createUsersService({
+    db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator(), removed: personStop.removed,
   });
   const sessions = createSessionsService({
     db,
