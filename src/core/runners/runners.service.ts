@@ -306,14 +306,15 @@ export function createRunnersService(deps: RunnersDeps) {
       if (!token || token.revokedAt) throw new UnauthenticatedError('unknown or revoked runner token');
       const existing = await repo.runnerByName(db, info.name);
       if (existing?.kind === 'local') throw new ConflictError(`"${info.name}" is the name of a serve's local runner`);
-      const taken = () => {
-        void refused(token, info.name, existing);
+      // Audited before it is answered: the refusal's record is there when the runner (or a reader) hears it.
+      const taken = async () => {
+        await refused(token, info.name, existing);
         return new ConflictError(`the runner name "${info.name}" belongs to another runner token`, {
           code: 'runner_name_taken',
           hint: `Give this runner another name (AGENTWS_RUNNER_NAME). If this host replaces that runner, an operator removes it first (\`npx aws runner remove ${info.name}\`, once it is drained or lost): its users are then placed afresh.`,
         });
       };
-      if (existing && existing.tokenId !== tokenId) throw taken();
+      if (existing && existing.tokenId !== tokenId) throw await taken();
       const capacity = cappedCapacity(reported, token.maxCapacity);
       const row = await db.transaction(async (tx) => {
         const row = await repo.upsertRunner(tx, {
@@ -350,7 +351,7 @@ export function createRunnersService(deps: RunnersDeps) {
         }
         return row;
       });
-      if (!row) throw taken();
+      if (!row) throw await taken();
       await noteCapacity(row, { reported, previous: existing?.reportedCapacity ?? null, ceiling: token.maxCapacity, notedAt: existing?.capacityNotedAt ?? null, now: await repo.now(db) });
       return row;
     },
