@@ -656,12 +656,10 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       // Another user's call, and calls started after the loss, are not touched.
       expect(own.gateway.cutCalls({ tenantId: 't1', userId: 'someone-else' })).toBe(0);
       expect(own.gateway.cutCalls(caller, Date.now() - 60_000)).toBe(0);
-      const t0 = performance.now();
       expect(own.gateway.cutCalls(caller)).toBe(1);
       expect(await call.ended).toBe('cut');
-      // The provider's answer is abandoned at once, not read to its end (~3 s of chunks).
-      await expect.poll(() => fake.requests[before]?.hungUp, { timeout: 2000 }).toBe(true);
-      expect(performance.now() - t0).toBeLessThan(2000);
+      // The provider's answer is abandoned at once, not read to its end (~3 s of chunks): it sent few of them.
+      await expect.poll(() => fake.requests[before]?.hungUp).toBe(true);
       expect(fake.requests[before].chunks).toBeLessThan(11);
       await expect.poll(() => records.length).toBe(1);
       expect(records[0]).toMatchObject({ estimated: true, provider: 'scripted', usage: { output: 700 } });

@@ -124,7 +124,7 @@ const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0)) await c();
 });
-const poll = (f: () => unknown) => expect.poll(f, { timeout: 5000, interval: 20 });
+const poll = (f: () => unknown) => expect.poll(f, { interval: 20 });
 
 describe('runtime host: the limits of each runtime', () => {
   it('starts a runtime in its group with its limits, the quota as its largest file; status says what holds and what it uses', async () => {
