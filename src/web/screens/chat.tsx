@@ -3,6 +3,7 @@ import { api, explain, follow, type StreamEvent } from '../api';
 import { ErrorNote, usd } from '../components';
 import { applyEvent, mergeHistory, type Msg } from '../transcript';
 import type { Me, Part, PendingPermission } from '../types';
+import { WorkspacePane } from './workspace-pane';
 
 /** One session: its transcript (streamed as it comes), pending permission requests, and the composer. */
 export function ChatScreen(props: { me: Me; sessionId: string }) {
@@ -10,6 +11,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   const [messages, setMessages] = useState<Msg[] | null>(null);
   const [pending, setPending] = useState<PendingPermission[]>([]);
   const [running, setRunning] = useState(false);
+  const [turnsEnded, setTurnsEnded] = useState(0);
   const [connected, setConnected] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -66,10 +68,12 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           case 'session.idle':
             setRunning(false);
             setNotice(null);
+            setTurnsEnded((n) => n + 1);
             return;
           case 'session.error':
             setError(e.properties.error?.message ?? e.properties.error?.data?.message ?? 'The turn failed.');
             setRunning(false);
+            setTurnsEnded((n) => n + 1);
             return;
           // The agent was placed on another host without this session's files (its runner was lost): kept in view.
           case 'runtime.moved':
@@ -173,79 +177,82 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   };
 
   return (
-    <section class="chat">
-      <div class="chat-head">
-        <a href="#/sessions">← Sessions</a>
-        <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
-        {running ? <span class="status">Working…</span> : null}
-        {turnCost > 0 ? <span class="cost" data-testid="turn-cost">This turn: {usd(turnCost)}</span> : null}
-        {props.me.permissions.agents.create ? (
-          <button type="button" class="link" onClick={plan}>
-            Plan a task…
-          </button>
-        ) : null}
-      </div>
-      <div class="transcript" aria-live="polite">
-        {messages === null ? <p class="boot">Loading…</p> : null}
-        {messages?.length === 0 ? <p class="empty">No messages yet. Ask the agent something below.</p> : null}
-        {messages?.map((m) => <MessageView key={m.info.id} m={m} />)}
-        <div ref={bottom} />
-      </div>
-      <ErrorNote error={error} onClose={() => setError(null)} />
-      {notice ? <p class="notice">{notice}</p> : null}
-      {pending.length ? (
-        <div class="permissions" role="region" aria-label="Permission requests">
-          {pending.map((p) => (
-            <div class="permission" key={p.id} data-testid="permission">
-              <span>
-                The agent asks to run <b>{p.permission}</b>
-                {p.patterns.length ? (
-                  <>
-                    : <code>{p.patterns.join(' ')}</code>
-                  </>
-                ) : null}
-              </span>
-              <button type="button" class="primary" onClick={() => answer(p, 'once')}>
-                Allow once
-              </button>
-              <button type="button" onClick={() => answer(p, 'always')}>
-                Always
-              </button>
-              <button type="button" class="danger" onClick={() => answer(p, 'reject')}>
-                Reject
-              </button>
-            </div>
-          ))}
+    <div class="chat-layout">
+      <section class="chat">
+        <div class="chat-head">
+          <a href="#/sessions">← Sessions</a>
+          <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
+          {running ? <span class="status">Working…</span> : null}
+          {turnCost > 0 ? <span class="cost" data-testid="turn-cost">This turn: {usd(turnCost)}</span> : null}
+          {props.me.permissions.agents.create ? (
+            <button type="button" class="link" onClick={plan}>
+              Plan a task…
+            </button>
+          ) : null}
         </div>
-      ) : null}
-      {props.me.permissions.agents.create ? (
-        <form class="composer" onSubmit={send}>
-          <textarea
-            name="prompt"
-            aria-label="Message"
-            placeholder="Ask the agent… (Enter sends, Shift+Enter for a new line)"
-            value={text}
-            onInput={(e) => setText(e.currentTarget.value)}
-            onKeyDown={(e) => {
-              if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
-                e.preventDefault();
-                void send();
-              }
-            }}
-          />
-          <label class="attach">
-            Attach
-            <input ref={fileInput} type="file" multiple onChange={(e) => setFiles(Array.from(e.currentTarget.files ?? []))} />
-          </label>
-          {files.length ? <small>{files.map((f) => f.name).join(', ')}</small> : null}
-          <button type="submit" class="primary" disabled={sending}>
-            Send
-          </button>
-        </form>
-      ) : (
-        <p class="hint">Your role can read this session but not prompt the agent.</p>
-      )}
-    </section>
+        <div class="transcript" aria-live="polite">
+          {messages === null ? <p class="boot">Loading…</p> : null}
+          {messages?.length === 0 ? <p class="empty">No messages yet. Ask the agent something below.</p> : null}
+          {messages?.map((m) => <MessageView key={m.info.id} m={m} />)}
+          <div ref={bottom} />
+        </div>
+        <ErrorNote error={error} onClose={() => setError(null)} />
+        {notice ? <p class="notice">{notice}</p> : null}
+        {pending.length ? (
+          <div class="permissions" role="region" aria-label="Permission requests">
+            {pending.map((p) => (
+              <div class="permission" key={p.id} data-testid="permission">
+                <span>
+                  The agent asks to run <b>{p.permission}</b>
+                  {p.patterns.length ? (
+                    <>
+                      : <code>{p.patterns.join(' ')}</code>
+                    </>
+                  ) : null}
+                </span>
+                <button type="button" class="primary" onClick={() => answer(p, 'once')}>
+                  Allow once
+                </button>
+                <button type="button" onClick={() => answer(p, 'always')}>
+                  Always
+                </button>
+                <button type="button" class="danger" onClick={() => answer(p, 'reject')}>
+                  Reject
+                </button>
+              </div>
+            ))}
+          </div>
+        ) : null}
+        {props.me.permissions.agents.create ? (
+          <form class="composer" onSubmit={send}>
+            <textarea
+              name="prompt"
+              aria-label="Message"
+              placeholder="Ask the agent… (Enter sends, Shift+Enter for a new line)"
+              value={text}
+              onInput={(e) => setText(e.currentTarget.value)}
+              onKeyDown={(e) => {
+                if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+                  e.preventDefault();
+                  void send();
+                }
+              }}
+            />
+            <label class="attach">
+              Attach
+              <input ref={fileInput} type="file" multiple onChange={(e) => setFiles(Array.from(e.currentTarget.files ?? []))} />
+            </label>
+            {files.length ? <small>{files.map((f) => f.name).join(', ')}</small> : null}
+            <button type="submit" class="primary" disabled={sending}>
+              Send
+            </button>
+          </form>
+        ) : (
+          <p class="hint">Your role can read this session but not prompt the agent.</p>
+        )}
+      </section>
+      <WorkspacePane me={props.me} sessionId={sessionId} running={running} turnsEnded={turnsEnded} />
+    </div>
   );
 }
 
