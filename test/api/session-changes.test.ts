@@ -73,8 +73,8 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     expect(whole.files.map((f: any) => [f.path, f.status, f.additions, f.deletions])).toEqual([['a.txt', 'added', 3, 0], ['bin.dat', 'added', 0, 0], ['d.md', 'added', 2, 0]]);
     expect(byPath(whole.files)['a.txt'].diff).toBe('--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1,3 @@\n+one\n+TWO\n+three\n');
     expect(whole.turns).toEqual([
-      { messageId: p1, files: 3, additions: 6, deletions: 0, reverted: false },
-      { messageId: p2, files: 4, additions: 1, deletions: 2, reverted: false },
+      { messageId: p1, files: 3, additions: 6, deletions: 0, paths: ['a.txt', 'b.txt', 'c.md'], reverted: false },
+      { messageId: p2, files: 4, additions: 1, deletions: 2, paths: ['a.txt', 'b.txt', 'bin.dat', 'd.md'], reverted: false },
     ]);
     expect(whole.reverted).toBeNull();
 

@@ -22,6 +22,8 @@ export interface TurnSummary {
   files: number;
   additions: number;
   deletions: number;
+  /** The paths it changed (the first 20): what the chat names under the turn. */
+  paths: string[];
   /** Undone (the session is reverted to this turn or an earlier one); a redo brings it back. */
   reverted: boolean;
 }
@@ -92,8 +94,9 @@ export function createSessionChanges(deps: {
       const kept = revertedAt >= 0 ? prompts.slice(0, revertedAt) : prompts;
       const files = capDiffs(sessionChanges(kept.map(diffsOf)));
       const turns = prompts.map((m, i) => {
-        const t = totalsOf(turnChanges(diffsOf(m)));
-        return { messageId: m.info.id, files: t.files, additions: t.additions, deletions: t.deletions, reverted: revertedAt >= 0 && i >= revertedAt };
+        const changed = turnChanges(diffsOf(m));
+        const t = totalsOf(changed);
+        return { messageId: m.info.id, files: t.files, additions: t.additions, deletions: t.deletions, paths: changed.slice(0, 20).map((f) => f.path), reverted: revertedAt >= 0 && i >= revertedAt };
       });
       return { ...empty, files, totals: totalsOf(files), turns, reverted: reverted ? { messageId: reverted.messageId, turns: revertedAt >= 0 ? prompts.length - revertedAt : 0 } : null };
     },

@@ -26,7 +26,7 @@ const ChangeSet = Type.Object({
   messageId: Type.Union([Type.String(), Type.Null()], { description: 'The turn; null for the whole session' }),
   files: Type.Array(FileChange),
   totals: Totals,
-  turns: Type.Array(Type.Object({ messageId: Type.String(), files: Type.Integer(), additions: Type.Integer(), deletions: Type.Integer(), reverted: Type.Boolean() }), { description: "The session's turns with their counts (whole-session answer only)" }),
+  turns: Type.Array(Type.Object({ messageId: Type.String(), files: Type.Integer(), additions: Type.Integer(), deletions: Type.Integer(), paths: Type.Array(Type.String(), { description: 'The first 20 paths it changed' }), reverted: Type.Boolean() }), { description: "The session's turns with their counts (whole-session answer only)" }),
   reverted: Type.Union([Type.Object({ messageId: Type.String(), turns: Type.Integer() }), Type.Null()], { description: 'The turn the session is undone to (it and every later turn), or null' }),
 });
 
