@@ -224,6 +224,7 @@ export function createCore(deps: CoreDeps) {
     sandboxed: config.runtime.sandbox,
     maxRuntimes: capacity,
     askTools: config.runtime.askTools,
+    snapshots: config.runtime.snapshots,
     log: deps.log,
     bus,
     skills: (tenantId) => skillFiles.materialise(tenantId),
@@ -463,7 +464,7 @@ export function createCore(deps: CoreDeps) {
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
     events: turnEvents,
   });
-  const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: config.runtime.snapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.

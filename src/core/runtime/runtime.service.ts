@@ -76,6 +76,8 @@ export function createRuntimeService(deps: {
   sandboxed: boolean;
   maxRuntimes: number;
   askTools: readonly string[];
+  /** opencode's workspace snapshots on (AGENTWS_RUNTIME_SNAPSHOTS). */
+  snapshots?: boolean;
   log: Logger;
   /** Tells the process hosting a runtime that it is about to be used (it thaws it if frozen). */
   bus: Pick<EventBus, 'publish'>;
@@ -152,7 +154,7 @@ export function createRuntimeService(deps: {
       enabled_providers: active.map((p) => runtimeProviderId(tenantId, p.name)),
       // A git snapshot of the workspace at every step, inside the sandbox (the runtime's data dir): what each
       // turn changed, and undo and redo (session-changes.ts). Its cost is measured in changes.bench.ts.
-      snapshot: true,
+      snapshot: deps.snapshots !== false,
       permission: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',

@@ -38,6 +38,8 @@ export interface ChangeSet {
   turns: TurnSummary[];
   /** The turn the session is reverted to (it and every later one undone), or null. */
   reverted: { messageId: string; turns: number } | null;
+  /** Whether the runtimes keep snapshots (AGENTWS_RUNTIME_SNAPSHOTS): off, nothing is listed and undo is refused. */
+  snapshots: boolean;
 }
 
 const diffsOf = (m: RuntimeMessage): TurnFileDiff[] => {
@@ -50,6 +52,8 @@ export function createSessionChanges(deps: {
   repo: Pick<SessionsRepo, 'turnInFlight'>;
   audit: AuditService;
   pool: Pick<RuntimePool, 'client'>;
+  /** AGENTWS_RUNTIME_SNAPSHOTS: off, the runtimes keep no snapshots, and an undo would restore nothing. */
+  snapshots: boolean;
   /** The session the caller may act on, else 404 (sessions.service.ts owned). */
   owned: (ctx: Ctx, id: string, browserSession: string | undefined) => Promise<SessionRow>;
 }) {
@@ -64,6 +68,10 @@ export function createSessionChanges(deps: {
     return { prompts, revertedAt: at, reverted };
   }
 
+  const snapshotsOn = () => {
+    if (!deps.snapshots) throw new ConflictError('undo and redo are off on this service: its runtimes keep no snapshots of the workspace (AGENTWS_RUNTIME_SNAPSHOTS=off)', { code: 'snapshots_off' });
+  };
+
   /** A turn in flight (queued, being sent, running) refuses an undo or a redo: the runtime would race it. */
   async function notRunning(s: SessionRow, client: RuntimeClient, what: string): Promise<void> {
     const busy = (await repo.turnInFlight(db, s.tenantId, s.id)) || (s.upstreamId ? (await client.busySessions()).includes(s.upstreamId) : false);
@@ -77,7 +85,7 @@ export function createSessionChanges(deps: {
      */
     async list(ctx: Ctx, input: { id: string; messageId?: string; browserSession?: string }): Promise<ChangeSet> {
       const s = await deps.owned(ctx, input.id, input.browserSession);
-      const empty: ChangeSet = { sessionId: s.id, messageId: input.messageId ?? null, files: [], totals: totalsOf([]), turns: [], reverted: null };
+      const empty: ChangeSet = { sessionId: s.id, messageId: input.messageId ?? null, files: [], totals: totalsOf([]), turns: [], reverted: null, snapshots: deps.snapshots };
       if (!s.upstreamId) {
         if (input.messageId) throw new NotFoundError('turn not found in this session');
         return empty;
@@ -111,6 +119,7 @@ export function createSessionChanges(deps: {
       requireTokenScope(ctx, 'sessions');
       requirePermission(ctx, 'agents.create');
       const s = await deps.owned(ctx, input.id, input.browserSession);
+      snapshotsOn();
       if (!s.upstreamId) throw new NotFoundError('turn not found in this session');
       const client = await clientOf(s);
       await notRunning(s, client, 'undo it');
@@ -129,6 +138,7 @@ export function createSessionChanges(deps: {
       requireTokenScope(ctx, 'sessions');
       requirePermission(ctx, 'agents.create');
       const s = await deps.owned(ctx, input.id, input.browserSession);
+      snapshotsOn();
       const nothing = () => new ConflictError('nothing to redo: no turn of this session is undone (or a prompt since has dropped the undone turns)', { code: 'nothing_to_redo' });
       if (!s.upstreamId) throw nothing();
       const client = await clientOf(s);

@@ -30,6 +30,7 @@ export interface ChangeSet {
   totals: { files: number; additions: number; deletions: number };
   turns: TurnSummary[];
   reverted: { messageId: string; turns: number } | null;
+  snapshots: boolean;
 }
 
 const LETTER: Record<FileChange['status'], string> = { added: 'A', modified: 'M', deleted: 'D', renamed: 'R' };
@@ -91,7 +92,8 @@ export function ChangesPanel(props: PaneProps) {
       </div>
       {session?.reverted ? <p class="hint">{session.reverted.turns === 1 ? 'The last turn is undone: its changes are' : `The last ${session.reverted.turns} turns are undone: their changes are`} not counted in the whole session. Redo from the chat.</p> : null}
       {shown === null ? <p class="boot">Loading…</p> : null}
-      {shown && !shown.files.length ? <p class="empty">{scope ? 'This turn changed no file.' : 'No file changed in this session yet.'}</p> : null}
+      {session && !session.snapshots ? <p class="hint">This service keeps no snapshots of workspaces (AGENTWS_RUNTIME_SNAPSHOTS=off): what turns changed is not recorded.</p> : null}
+      {shown?.snapshots && !shown.files.length ? <p class="empty">{scope ? 'This turn changed no file.' : 'No file changed in this session yet.'}</p> : null}
       {shown?.files.length ? (
         <ul class="change-files" role="listbox" aria-label="Changed files">
           {shown.files.map((f) => (
@@ -178,8 +180,9 @@ type TurnChanges = ReturnType<typeof useTurnChanges>;
 
 /** Under a prompt: what its turn changed, and Undo (refused while a turn runs). */
 export function TurnChangesNote(props: { changes: TurnChanges; messageId: string; running: boolean; canUndo: boolean }) {
-  const t = props.changes.set?.turns.find((x) => x.messageId === props.messageId);
-  if (!t || (!t.files && !props.canUndo)) return null;
+  const set = props.changes.set;
+  const t = set?.turns.find((x) => x.messageId === props.messageId);
+  if (!set?.snapshots || !t || (!t.files && !props.canUndo)) return null;
   return (
     <div class="turn-changes" data-testid="turn-changes">
       {t.files ? (

@@ -28,6 +28,7 @@ const ChangeSet = Type.Object({
   totals: Totals,
   turns: Type.Array(Type.Object({ messageId: Type.String(), files: Type.Integer(), additions: Type.Integer(), deletions: Type.Integer(), paths: Type.Array(Type.String(), { description: 'The first 20 paths it changed' }), reverted: Type.Boolean() }), { description: "The session's turns with their counts (whole-session answer only)" }),
   reverted: Type.Union([Type.Object({ messageId: Type.String(), turns: Type.Integer() }), Type.Null()], { description: 'The turn the session is undone to (it and every later turn), or null' }),
+  snapshots: Type.Boolean({ description: 'The runtimes keep snapshots (AGENTWS_RUNTIME_SNAPSHOTS); false: nothing is listed, undo and redo are 409 snapshots_off' }),
 });
 
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
@@ -57,7 +58,7 @@ export async function sessionChangesRoutes(app: App, opts: { core: Core }): Prom
       schema: {
         tags: ['sessions'],
         summary: 'Undo a turn and every later one: the workspace files and the transcript as before it',
-        description: '409 turn_running while a turn runs or is queued. Redo with POST /v1/sessions/:id/unrevert until the next prompt, which drops the undone turns. Needs agents.create.',
+        description: '409 turn_running while a turn runs or is queued; 409 snapshots_off when the runtimes keep no snapshots. Redo with POST /v1/sessions/:id/unrevert until the next prompt, which drops the undone turns. Needs agents.create.',
         params: Id,
         headers: BrowserSession,
         body: Type.Object({ messageId: MessageId }, { additionalProperties: false }),
