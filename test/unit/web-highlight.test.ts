@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { highlightLine, languageOf } from '../../src/web/highlight.js';
+import { languageOf, tokenizeLine } from '../../src/web/highlight-tokens.js';
 
 // A token as the dashboard shows it: the class of its span (null: plain text) and its text.
-const tokens = (line: string, lang: string) =>
-  highlightLine(line, languageOf(lang)).map((t: any) => (typeof t === 'string' ? [null, t] : [t.props.class, t.props.children]));
+const tokens = (line: string, lang: string) => tokenizeLine(line, languageOf(lang)).map((t) => [t.cls, t.text] as const);
 
 describe('syntax colour', () => {
   it('knows a language by a fence name or a file name', () => {
