@@ -1,0 +1,381 @@
+import { randomBytes } from 'node:crypto';
+import { constants as C } from 'node:fs';
+import { lstat, mkdir, open, opendir, readlink, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
+import { NotFoundError, PayloadTooLargeError, UnprocessableError, ValidationError } from '../../../kernel/errors.js';
+
+/**
+ * A person's workspace files as the service reads and writes them on the host that holds them (serve's
+ * data dir for a local runtime, a runner host for one placed there: both use this module), confined to
+ * the workspace although the agent, which may be hostile, writes in it while this runs.
+ *
+ * Node has no openat2(RESOLVE_BENEATH), so a path is walked one name at a time holding each directory open:
+ * the next name is opened as `/proc/self/fd/<dir fd>/<name>` with O_NOFOLLOW (the kernel resolves the fd
+ * link to the directory already open, then that one name, never following a symlink there), so a directory
+ * renamed or replaced by a link meanwhile cannot take the walk elsewhere. Refused: `..`, `.`, absolute
+ * paths, NUL, empty names, a symlink anywhere on the path (listings show links, never follow them),
+ * anything but directories and regular files, and a regular file with more than one hard link (the other
+ * name may be outside the workspace: /etc/shadow, the data dir, another person's files). Writes never
+ * write through an existing file: a new file is made (O_CREAT|O_EXCL under a temporary name in the pinned
+ * directory) and renamed over the name, replacing the name itself (a link there is replaced, not followed).
+ * Files and directories made here get the mode the sandbox's user gives (0644, 0755), and the service's
+ * uid, which is the one the sandbox's user (uid 1000 inside) maps to on the host.
+ */
+
+/** The longest path taken, and the longest name in it (bytes). */
+export const MAX_PATH_BYTES = 4096;
+const MAX_NAME_BYTES = 255;
+/** Entries listed of one directory at most (the rest: `truncated`). */
+export const MAX_LIST_ENTRIES = 5000;
+const FILE_MODE = 0o644;
+const DIR_MODE = 0o755;
+
+export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
+export interface FileEntry {
+  name: string;
+  type: EntryType;
+  /** Bytes (a file), else 0. */
+  size: number;
+  mtime: string;
+  /** A symlink's target as written (shown, never followed). */
+  target?: string;
+  /** A file with more than one hard link: refused when read (see why above). */
+  links?: number;
+}
+
+/** Refused for confinement: the status and code a caller sees, and why, in words. */
+function refused(why: string, code: string, path: string): UnprocessableError {
+  return new UnprocessableError(why, { code, details: { field: 'path', path } });
+}
+
+/**
+ * The names of a workspace-relative path, checked: '' (or '.') is the workspace itself. Pure.
+ * Throws ValidationError naming the field for `..`, `.`, an absolute path, NUL, an empty name.
+ */
+export function splitPath(path: string, field = 'path'): string[] {
+  if (path === '' || path === '.') return [];
+  const bad = (why: string) => new ValidationError(`${field}: ${why}`, { details: { field } });
+  if (path.includes('\0')) throw bad('contains a NUL byte');
+  if (Buffer.byteLength(path) > MAX_PATH_BYTES) throw bad(`longer than ${MAX_PATH_BYTES} bytes`);
+  if (path.startsWith('/')) throw bad('an absolute path; paths are relative to your workspace');
+  const parts = path.split('/');
+  for (const p of parts) {
+    if (p === '') throw bad('an empty name (a doubled or trailing "/")');
+    if (p === '..') throw bad('".." is not allowed: paths stay inside your workspace');
+    if (p === '.') throw bad('"." is not allowed as a name in a path');
+    if (Buffer.byteLength(p) > MAX_NAME_BYTES) throw bad(`a name longer than ${MAX_NAME_BYTES} bytes`);
+  }
+  return parts;
+}
+
+/** The content type a file is served with, by its name (the caller decides inline or attachment). Pure. */
+export function contentTypeOf(name: string): string {
+  const ext = /\.([A-Za-z0-9]+)$/.exec(name)?.[1]?.toLowerCase() ?? '';
+  return TYPES[ext] ?? (TEXT_EXTS.has(ext) || TEXT_NAMES.has(name.toLowerCase()) ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+}
+const TYPES: Record<string, string> = {
+  png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp', bmp: 'image/bmp', ico: 'image/x-icon', avif: 'image/avif',
+  svg: 'image/svg+xml', pdf: 'application/pdf', html: 'text/html; charset=utf-8', htm: 'text/html; charset=utf-8', xhtml: 'application/xhtml+xml',
+  zip: 'application/zip', gz: 'application/gzip', tar: 'application/x-tar', json: 'application/json',
+};
+const TEXT_EXTS = new Set(('txt md markdown csv tsv log ts tsx js jsx mjs cjs py rb go rs java kt c h cc cpp hpp cs php sh bash zsh fish sql yaml yml toml ini cfg conf ' +
+  'xml css scss less vue svelte lua pl r swift scala clj ex exs erl hs ml dart diff patch env gitignore dockerfile makefile txt rst tex proto graphql').split(' '));
+const TEXT_NAMES = new Set(['readme', 'license', 'makefile', 'dockerfile', '.gitignore', '.env', 'gemfile', 'procfile']);
+
+/**
+ * Whether a browser may show a file of this type in place: plain text, raster images and PDF. Anything
+ * else (HTML, SVG, XML, unknown bytes) is an attachment: agent-written bytes never run in the dashboard's
+ * origin. Pure.
+ */
+export function servedInline(contentType: string): boolean {
+  const t = contentType.split(';')[0].trim().toLowerCase();
+  if (t === 'image/svg+xml') return false;
+  return t === 'text/plain' || t === 'application/pdf' || t === 'application/json' || (t.startsWith('image/') && t !== 'image/svg+xml');
+}
+
+const pinned = (dir: FileHandle, name: string) => `/proc/self/fd/${dir.fd}/${name}`;
+
+/** Opens the workspace root itself (it must be a directory, not a link). */
+async function openRoot(root: string): Promise<FileHandle> {
+  try {
+    return await open(root, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new NotFoundError('your workspace has no files yet', { code: 'workspace_empty' });
+    throw err;
+  }
+}
+
+/** Why a name could not be opened as a directory, in the caller's words. */
+async function dirRefusal(parent: FileHandle, name: string, path: string, err: NodeJS.ErrnoException): Promise<Error> {
+  if (err.code === 'ENOENT') return new NotFoundError(`no such directory: ${path}`, { details: { field: 'path' } });
+  const st = await lstat(pinned(parent, name)).catch(() => null);
+  if (st?.isSymbolicLink() || err.code === 'ELOOP') return refused(`${path} is a symbolic link: links in your workspace are shown, never followed`, 'symlink_refused', path);
+  if (err.code === 'ENOTDIR') return new ValidationError(`${path} is not a directory`, { code: 'not_a_directory', details: { field: 'path' } });
+  return err;
+}
+
+/**
+ * Opens the directory at `parts` under `root`, one name at a time (see above). With `create`, missing
+ * directories are made (mode 0755); a link or a file where a directory should be is refused.
+ */
+async function openDirAt(root: string, parts: string[], o: { create?: boolean } = {}): Promise<FileHandle> {
+  let dir = await openRoot(root);
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const name = parts[i];
+      const shown = parts.slice(0, i + 1).join('/');
+      let next: FileHandle;
+      try {
+        next = await open(pinned(dir, name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+      } catch (err) {
+        const e = err as NodeJS.ErrnoException;
+        if (!(o.create && e.code === 'ENOENT')) throw await dirRefusal(dir, name, shown, e);
+        // mkdir makes the name itself; something made meanwhile (a link) makes it fail with EEXIST.
+        await mkdir(pinned(dir, name), { mode: DIR_MODE }).catch((m: NodeJS.ErrnoException) => {
+          if (m.code !== 'EEXIST') throw m;
+        });
+        try {
+          next = await open(pinned(dir, name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+        } catch (again) {
+          throw await dirRefusal(dir, name, shown, again as NodeJS.ErrnoException);
+        }
+        await next.chmod(DIR_MODE).catch(() => {});
+      }
+      await dir.close();
+      dir = next;
+    }
+    return dir;
+  } catch (err) {
+    await dir.close().catch(() => {});
+    throw err;
+  }
+}
+
+/** Opens a regular file singly linked in `dir` for reading; refuses links, special files, multi-linked files. */
+async function openFileIn(dir: FileHandle, name: string, path: string): Promise<{ fh: FileHandle; size: number; mtime: Date }> {
+  let fh: FileHandle;
+  try {
+    // O_NONBLOCK: a FIFO the agent planted does not hang the open (it is refused below).
+    fh = await open(pinned(dir, name), C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK | C.O_NOCTTY);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ENOENT') throw new NotFoundError(`no such file: ${path}`, { details: { field: 'path' } });
+    if (e.code === 'ELOOP') throw refused(`${path} is a symbolic link: links in your workspace are shown, never followed`, 'symlink_refused', path);
+    throw e;
+  }
+  const st = await fh.stat();
+  const why = !st.isFile()
+    ? st.isDirectory()
+      ? new ValidationError(`${path} is a directory (download it as an archive)`, { code: 'is_a_directory', details: { field: 'path' } })
+      : refused(`${path} is not a regular file (a device, socket or pipe): not read`, 'special_file_refused', path)
+    : st.nlink > 1
+      ? refused(`${path} has ${st.nlink} hard links: a file linked elsewhere is not read (its other name may be outside your workspace)`, 'hard_link_refused', path)
+      : null;
+  if (why) {
+    await fh.close();
+    throw why;
+  }
+  return { fh, size: st.size, mtime: st.mtime };
+}
+
+/** The entries of a directory of the workspace ('' : its top), links shown as links. */
+export async function listDir(root: string, path: string): Promise<{ path: string; entries: FileEntry[]; truncated: boolean }> {
+  const parts = splitPath(path);
+  const dir = await openDirAt(root, parts);
+  try {
+    const entries: FileEntry[] = [];
+    let truncated = false;
+    const d = await opendir(`/proc/self/fd/${dir.fd}`);
+    for await (const e of d) {
+      if (entries.length >= MAX_LIST_ENTRIES) {
+        truncated = true;
+        break;
+      }
+      const st = await lstat(pinned(dir, e.name)).catch(() => null);
+      if (!st) continue;
+      const type: EntryType = st.isSymbolicLink() ? 'symlink' : st.isDirectory() ? 'directory' : st.isFile() ? 'file' : 'other';
+      const entry: FileEntry = { name: e.name, type, size: type === 'file' ? st.size : 0, mtime: st.mtime.toISOString() };
+      if (type === 'symlink') entry.target = (await readlink(pinned(dir, e.name)).catch(() => '')).slice(0, 1024);
+      if (type === 'file' && st.nlink > 1) entry.links = st.nlink;
+      entries.push(entry);
+    }
+    entries.sort((a, b) => (a.type === 'directory') !== (b.type === 'directory') ? (a.type === 'directory' ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+    return { path: parts.join('/'), entries, truncated };
+  } finally {
+    await dir.close().catch(() => {});
+  }
+}
+
+/**
+ * A file of the workspace, opened for reading: its bytes as a stream (at most the size it had when opened:
+ * a file growing meanwhile is cut there), its size and when it changed.
+ */
+export async function openFile(root: string, path: string): Promise<{ name: string; size: number; mtime: Date; stream: Readable }> {
+  const parts = splitPath(path);
+  if (!parts.length) throw new ValidationError('path: name a file (the workspace itself is a directory)', { details: { field: 'path' } });
+  const dir = await openDirAt(root, parts.slice(0, -1));
+  try {
+    const { fh, size, mtime } = await openFileIn(dir, parts[parts.length - 1], parts.join('/'));
+    const stream = size ? fh.createReadStream({ start: 0, end: size - 1, highWaterMark: 256 * 1024 }) : (await fh.close(), Readable.from([]));
+    return { name: parts[parts.length - 1], size, mtime, stream };
+  } finally {
+    await dir.close().catch(() => {});
+  }
+}
+
+/** What an archive left out, counted (links are stored as links; these are not stored at all). */
+export interface ArchiveSkips {
+  hardLinked: number;
+  special: number;
+  unreadable: number;
+}
+
+/**
+ * A directory of the workspace as a tar stream, made as it is read (never held whole): directories and
+ * singly linked regular files with their bytes, symlinks stored as symlinks (never followed); files with
+ * more than one hard link and special files are left out. Entries are named under the directory's own
+ * name (`workspace/` for the top).
+ */
+export async function archiveDir(root: string, path: string, o: { onDone?: (r: { files: number; bytes: number; skipped: ArchiveSkips }) => void } = {}): Promise<{ name: string; stream: Readable }> {
+  const parts = splitPath(path);
+  const top = await openDirAt(root, parts);
+  const base = parts.length ? parts[parts.length - 1] : 'workspace';
+  const pack = tar.pack();
+  const skipped: ArchiveSkips = { hardLinked: 0, special: 0, unreadable: 0 };
+  let files = 0;
+  let bytes = 0;
+  let aborted = false;
+  const entry = (header: Partial<tar.Header> & { name: string }) =>
+    new Promise<void>((resolve, reject) => {
+      pack.entry(header as tar.Header, (err) => (err ? reject(err) : resolve()));
+    });
+
+  async function walk(dir: FileHandle, prefix: string): Promise<void> {
+    const d = await opendir(`/proc/self/fd/${dir.fd}`);
+    for await (const e of d) {
+      if (aborted) return;
+      const name = `${prefix}/${e.name}`;
+      const st = await lstat(pinned(dir, e.name)).catch(() => null);
+      if (!st) continue;
+      if (st.isSymbolicLink()) {
+        const to = await readlink(pinned(dir, e.name)).catch(() => null);
+        if (to !== null) await entry({ name, type: 'symlink', linkname: to, mode: 0o777, mtime: st.mtime });
+        continue;
+      }
+      if (st.isDirectory()) {
+        let sub: FileHandle;
+        try {
+          sub = await open(pinned(dir, e.name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+        } catch {
+          skipped.unreadable++;
+          continue;
+        }
+        try {
+          await entry({ name: `${name}/`, type: 'directory', mode: DIR_MODE, mtime: st.mtime });
+          await walk(sub, name);
+        } finally {
+          await sub.close().catch(() => {});
+        }
+        continue;
+      }
+      if (!st.isFile()) {
+        skipped.special++;
+        continue;
+      }
+      let f: Awaited<ReturnType<typeof openFileIn>>;
+      try {
+        f = await openFileIn(dir, e.name, name);
+      } catch (err) {
+        if ((err as { code?: string }).code === 'hard_link_refused') skipped.hardLinked++;
+        else if ((err as { code?: string }).code === 'special_file_refused') skipped.special++;
+        else skipped.unreadable++;
+        continue;
+      }
+      try {
+        const sink = pack.entry({ name, type: 'file', size: f.size, mode: st.mode & 0o755, mtime: f.mtime } as tar.Header);
+        let got = 0;
+        if (f.size) {
+          await pipeline(
+            f.fh.createReadStream({ start: 0, end: f.size - 1, highWaterMark: 256 * 1024, autoClose: false }),
+            new Transform({
+              transform(chunk: Buffer, _enc, cb) {
+                got += chunk.length;
+                cb(null, chunk);
+              },
+              flush(cb) {
+                // A file cut short meanwhile (the agent truncating it): the entry is filled to the size its header says.
+                if (got < f.size) this.push(Buffer.alloc(f.size - got));
+                cb();
+              },
+            }),
+            sink as unknown as NodeJS.WritableStream,
+          );
+        } else sink.end(Buffer.alloc(0));
+        files++;
+        bytes += f.size;
+      } finally {
+        await f.fh.close().catch(() => {});
+      }
+    }
+  }
+
+  void (async () => {
+    try {
+      await entry({ name: `${base}/`, type: 'directory', mode: DIR_MODE });
+      await walk(top, base);
+      pack.finalize();
+      o.onDone?.({ files, bytes, skipped });
+    } catch (err) {
+      pack.destroy(err as Error);
+    } finally {
+      await top.close().catch(() => {});
+    }
+  })();
+  const out = pack as unknown as Readable;
+  out.once('close', () => {
+    aborted = true;
+  });
+  return { name: `${base}.tar`, stream: out };
+}
+
+/**
+ * Writes a file into the workspace at `path` (its directories made as needed) from `input`, at most
+ * `maxBytes` (past it: PayloadTooLargeError naming `limitName`, nothing left behind). The bytes go to a
+ * new file under a temporary name in the pinned directory, renamed over `path` when complete: an existing
+ * file there is replaced, never written through; a directory there is refused.
+ */
+export async function writeFile(root: string, path: string, input: AsyncIterable<Buffer> | Readable, o: { maxBytes: number; limitName: string }): Promise<{ path: string; bytes: number }> {
+  const parts = splitPath(path);
+  if (!parts.length) throw new ValidationError('path: name the file to write', { details: { field: 'path' } });
+  const name = parts[parts.length - 1];
+  if (name.length > 200) throw new ValidationError('path: a file name longer than 200 characters', { details: { field: 'path' } });
+  const dir = await openDirAt(root, parts.slice(0, -1), { create: true });
+  const tmp = `.${name}.agentws-upload-${randomBytes(6).toString('hex')}`;
+  let fh: FileHandle | null = null;
+  let bytes = 0;
+  try {
+    fh = await open(pinned(dir, tmp), C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, FILE_MODE);
+    for await (const chunk of input as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (bytes > o.maxBytes) throw new PayloadTooLargeError(`${parts.join('/')} is larger than ${o.limitName} (${o.maxBytes} bytes)`, { code: 'upload_too_large', details: { field: 'files', limit: o.limitName, maxBytes: o.maxBytes } });
+      await fh.write(chunk);
+    }
+    await fh.chmod(FILE_MODE);
+    await fh.close();
+    fh = null;
+    const existing = await lstat(pinned(dir, name)).catch(() => null);
+    if (existing?.isDirectory()) throw new ValidationError(`${parts.join('/')} is a directory: not replaced by a file`, { code: 'is_a_directory', details: { field: 'path' } });
+    await rename(pinned(dir, tmp), pinned(dir, name));
+    return { path: parts.join('/'), bytes };
+  } catch (err) {
+    await fh?.close().catch(() => {});
+    await unlink(pinned(dir, tmp)).catch(() => {});
+    // Drain what is left of the input (a multipart stream must be read to its end).
+    if (input instanceof Readable) input.resume();
+    throw err;
+  } finally {
+    await dir.close().catch(() => {});
+  }
+}
