@@ -23,7 +23,7 @@ async function untar(s: Readable): Promise<Map<string, { type: string; body: str
   const done = new Promise<void>((resolve, reject) => {
     ex.on('entry', (h, stream, next) => {
       const chunks: Buffer[] = [];
-      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('data', (c: unknown) => chunks.push(c as Buffer));
       stream.on('end', () => {
         out.set(h.name, { type: String(h.type), body: Buffer.concat(chunks).toString('utf8'), linkname: h.linkname ?? undefined });
         next();

@@ -4,7 +4,7 @@ import { lstat, mkdir, open, opendir, readlink, rename, unlink, type FileHandle 
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
-import { NotFoundError, PayloadTooLargeError, UnprocessableError, ValidationError } from '../../../kernel/errors.js';
+import { NotFoundError, PayloadTooLargeError, UnavailableError, UnprocessableError, ValidationError } from '../../../kernel/errors.js';
 
 /**
  * A person's workspace files as the service reads and writes them on the host that holds them (serve's
@@ -378,4 +378,64 @@ export async function writeFile(root: string, path: string, input: AsyncIterable
   } finally {
     await dir.close().catch(() => {});
   }
+}
+
+/**
+ * The route, under a runtime's path on the runner channel (`/rt/<user>`), by which the control plane
+ * reaches a person's workspace files on a runner host: the runner answers it itself with this module (it
+ * never reaches the runtime, which need not run). `<route>/<op>?tenantId=&path=`, op one of FILE_OPS.
+ */
+export const WORKSPACE_FILES_ROUTE = '/agentws/files';
+export const FILE_OPS = ['list', 'read', 'archive', 'write'] as const;
+export type FileOp = (typeof FILE_OPS)[number];
+/** Headers of a file read on a runner: its size and when it changed (the body is its bytes). */
+export const FILE_HEADERS = { size: 'x-agentws-size', mtime: 'x-agentws-mtime', name: 'x-agentws-name' } as const;
+
+/** One answer of the files route: JSON, or a stream with headers. */
+export type FilesAnswer = { status: number; json: unknown } | { status: number; headers: Record<string, string>; stream: Readable };
+
+/**
+ * Answers one files request on the host holding the workspace `root` (a runner): the same calls as the
+ * control plane makes locally, errors as `{ error, message, details }` with their status (filesError
+ * reads them back).
+ */
+export async function answerFiles(root: string, op: string, q: URLSearchParams, body: Readable): Promise<FilesAnswer> {
+  const path = q.get('path') ?? '';
+  try {
+    switch (op) {
+      case 'list':
+        return { status: 200, json: await listDir(root, path) };
+      case 'read': {
+        const f = await openFile(root, path);
+        return { status: 200, headers: { [FILE_HEADERS.size]: String(f.size), [FILE_HEADERS.mtime]: f.mtime.toISOString(), [FILE_HEADERS.name]: encodeURIComponent(f.name), 'content-length': String(f.size) }, stream: f.stream };
+      }
+      case 'archive': {
+        const a = await archiveDir(root, path);
+        return { status: 200, headers: { [FILE_HEADERS.name]: encodeURIComponent(a.name), 'content-type': 'application/x-tar' }, stream: a.stream };
+      }
+      case 'write': {
+        const maxBytes = Number(q.get('maxBytes'));
+        if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) return { status: 400, json: { error: 'validation_failed', message: 'maxBytes' } };
+        return { status: 200, json: await writeFile(root, path, body, { maxBytes, limitName: q.get('limitName') ?? 'the upload limit' }) };
+      }
+      default:
+        return { status: 404, json: { error: 'not_found', message: `no files operation ${op}` } };
+    }
+  } catch (err) {
+    body.resume();
+    const e = err as { status?: number; code?: string; message: string; details?: unknown };
+    if (typeof e.status === 'number' && e.code) return { status: e.status, json: { error: e.code, message: e.message, details: e.details } };
+    return { status: 500, json: { error: 'files_failed', message: e.message.slice(0, 300) } };
+  }
+}
+
+/** The error a runner's files answer carried, as the one the control plane would have thrown locally. Pure. */
+export function filesError(status: number, body: { error?: string; message?: string; details?: Record<string, unknown> } | null): Error {
+  const message = body?.message ?? `the runner answered ${status}`;
+  const o = { code: body?.error, details: body?.details };
+  if (status === 400) return new ValidationError(message, o);
+  if (status === 404) return new NotFoundError(message, o);
+  if (status === 413) return new PayloadTooLargeError(message, o);
+  if (status === 422) return new UnprocessableError(message, o);
+  return new UnavailableError(`the runner host holding your files could not answer: ${message}`, { code: body?.error ?? 'files_failed' });
 }
