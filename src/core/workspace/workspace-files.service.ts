@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { PassThrough, pipeline, type Readable } from 'node:stream';
 import type { Database } from '../../db/database.js';
 import { requirePermission, requireTokenScope, requireUser } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -100,7 +100,7 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
         name: decodeURIComponent(String(res.headers[FILE_HEADERS.name] ?? 'file')),
         size: Number(res.headers[FILE_HEADERS.size] ?? 0),
         mtime: new Date(String(res.headers[FILE_HEADERS.mtime] ?? 0)),
-        stream: res,
+        stream: held(res),
       };
     },
 
@@ -113,7 +113,7 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
       if ('root' in where) out = await archiveDir(where.root, input.path);
       else {
         const res = await onRunner(where.runnerId, owner, 'archive', { path: input.path });
-        out = { name: decodeURIComponent(String(res.headers[FILE_HEADERS.name] ?? 'workspace.tar')), stream: res };
+        out = { name: decodeURIComponent(String(res.headers[FILE_HEADERS.name] ?? 'workspace.tar')), stream: held(res) };
       }
       await deps.db.transaction((tx) => deps.audit.record(tx, ctx, { action: 'workspace.archive_downloaded', target: `user:${owner.userId}`, details: { path: input.path || '.' } })).catch((err) => ctx.log.warn({ err: (err as Error).message }, 'could not audit an archive download'));
       return out;
@@ -178,6 +178,17 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
 
 function quotaFull(quota: number, used: number): PayloadTooLargeError {
   return new PayloadTooLargeError(`your workspace is at its quota (${formatSize(used)} of ${formatSize(quota)}): nothing more can be uploaded`, { code: 'workspace_quota_exceeded', details: { field: 'files', limit: 'workspace quota', quotaBytes: quota, usedBytes: used } });
+}
+
+/**
+ * A runner's answer as a plain stream, held until read: a small answer arrives whole and its HTTP/2 stream
+ * closes before the caller takes it (a stream already closed reads to the HTTP layer as cut short). One
+ * destroyed destroys the other (a client gone stops the runner's side).
+ */
+function held(res: TunnelResponse): Readable {
+  const out = new PassThrough({ highWaterMark: 256 * 1024 });
+  pipeline(res, out, () => {});
+  return out;
 }
 
 /** A small JSON answer of a runner (at most 4 MiB: a listing of MAX_LIST_ENTRIES entries fits). */
