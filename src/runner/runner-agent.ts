@@ -346,6 +346,14 @@ export function createRunnerAgent(o: RunnerOptions) {
     const a = await answerFiles(join(o.dataDir, workspacePath(owner)), op, q, req as unknown as Readable);
     if ('json' in a) return json(res, a.status, a.json);
     res.writeHead(a.status, a.headers);
+    if ('writeTo' in a) {
+      // Written as the walk reads (an archive): a failure midway cuts the stream, which the control plane sees.
+      await a.writeTo(res).then(
+        () => res.end(),
+        () => res.stream.close(),
+      );
+      return;
+    }
     a.stream.on('error', () => res.stream.close());
     res.on('close', () => a.stream.destroy());
     a.stream.pipe(res);

@@ -38,6 +38,11 @@ async function untar(s: Readable): Promise<Map<string, { type: string; body: str
 }
 
 describe('workspace files on the host: confinement', () => {
+  const archiveBytes = async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of (await archiveDir(ws, '')).stream) chunks.push(c as Buffer);
+    return Buffer.concat(chunks);
+  };
   let base: string;
   let ws: string;
   let outside: string;
@@ -51,6 +56,8 @@ describe('workspace files on the host: confinement', () => {
     writeFileSync(outside, 'TOP SECRET');
     writeFileSync(join(ws, 'src', 'app.ts'), 'export const x = 1;\n');
     writeFileSync(join(ws, 'report.md'), '# Report\n');
+    mkdirSync(join(ws, 'd'.repeat(90), 'ü'.repeat(20)), { recursive: true });
+    writeFileSync(join(ws, 'd'.repeat(90), 'ü'.repeat(20), 'long-name-é.txt'), 'long and unicode\n');
     symlinkSync(outside, join(ws, 'shadow-link'));
     symlinkSync('/etc', join(ws, 'etc-link'));
     symlinkSync(join(base, 'other-user'), join(ws, 'other-link'));
@@ -96,7 +103,13 @@ describe('workspace files on the host: confinement', () => {
     expect(entries.has('workspace/fifo')).toBe(false);
     expect(entries.has('workspace/other-link/private.txt')).toBe(false);
     expect([...entries.values()].some((e) => e.body.includes('TOP SECRET') || e.body.includes('other user secret'))).toBe(false);
-    expect(done).toMatchObject({ files: 2, skipped: { hardLinked: 1, special: 1 } });
+    // Names past ustar's 100 bytes and not ASCII travel in pax headers, whole.
+    expect(entries.get(`workspace/${'d'.repeat(90)}/${'ü'.repeat(20)}/long-name-é.txt`)?.body).toBe('long and unicode\n');
+    expect(done).toMatchObject({ files: 3, skipped: { hardLinked: 1, special: 1 } });
+    // GNU tar reads it the same.
+    const listed = execFileSync('tar', ['-tf', '-'], { input: await archiveBytes(), encoding: 'utf8' });
+    expect(listed).toContain(`workspace/${'d'.repeat(90)}/${'ü'.repeat(20)}/long-name-é.txt`);
+    expect(listed).toContain('workspace/src/app.ts');
     await expect(archiveDir(ws, 'other-link')).rejects.toMatchObject({ code: 'symlink_refused' });
   });
 

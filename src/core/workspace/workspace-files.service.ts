@@ -9,7 +9,7 @@ import { formatSize } from '../../lib/size.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { dialRunner, type TunnelResponse } from '../runtime/host/runtime-transport.js';
-import { archiveDir, FILE_HEADERS, filesError, listDir, openFile, splitPath, writeFile, WORKSPACE_FILES_ROUTE, type FileEntry, type FileOp } from '../runtime/host/workspace-files.js';
+import { openArchive, FILE_HEADERS, type ArchiveSink, filesError, listDir, openFile, splitPath, writeFile, WORKSPACE_FILES_ROUTE, type FileEntry, type FileOp } from '../runtime/host/workspace-files.js';
 
 /**
  * A person's own workspace files through the API: browse, read, download a folder as an archive, upload.
@@ -104,14 +104,19 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
       };
     },
 
-    /** A folder of the caller's workspace as a tar stream, made as it is sent (audited). */
-    async archive(ctx: Ctx, input: { path: string }): Promise<{ name: string; stream: Readable }> {
+    /**
+     * A folder of the caller's workspace as a tar archive (audited): on this serve, written into the
+     * response as the walk reads it (`writeTo`); from a runner host, its stream.
+     */
+    async archive(ctx: Ctx, input: { path: string }): Promise<{ name: string; stream?: Readable; writeTo?: (out: ArchiveSink) => Promise<unknown> }> {
       const owner = ownerOf(ctx);
       splitPath(input.path);
       const where = await whereOf(owner);
-      let out: { name: string; stream: Readable };
-      if ('root' in where) out = await archiveDir(where.root, input.path);
-      else {
+      let out: { name: string; stream?: Readable; writeTo?: (out: ArchiveSink) => Promise<unknown> };
+      if ('root' in where) {
+        const a = await openArchive(where.root, input.path);
+        out = { name: a.name, writeTo: (sink) => a.writeTo(sink) };
+      } else {
         const res = await onRunner(where.runnerId, owner, 'archive', { path: input.path });
         out = { name: decodeURIComponent(String(res.headers[FILE_HEADERS.name] ?? 'workspace.tar')), stream: held(res) };
       }

@@ -1,9 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants as C } from 'node:fs';
 import { lstat, mkdir, open, opendir, readlink, rename, unlink, type FileHandle } from 'node:fs/promises';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import tar from 'tar-stream';
+import { PassThrough, Readable } from 'node:stream';
 import { NotFoundError, PayloadTooLargeError, UnavailableError, UnprocessableError, ValidationError } from '../../../kernel/errors.js';
 
 /**
@@ -30,6 +28,8 @@ const MAX_NAME_BYTES = 255;
 /** Entries listed of one directory at most (the rest: `truncated`). */
 export const MAX_LIST_ENTRIES = 5000;
 const FILE_MODE = 0o644;
+/** Bytes read at a time: small enough that what is in flight (and what the GC has yet to take back) stays small. */
+const CHUNK = Number(process.env.AGENTWS_FILES_CHUNK ?? 64 * 1024);
 const DIR_MODE = 0o755;
 
 export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
@@ -218,7 +218,7 @@ export async function openFile(root: string, path: string): Promise<{ name: stri
   const dir = await openDirAt(root, parts.slice(0, -1));
   try {
     const { fh, size, mtime } = await openFileIn(dir, parts[parts.length - 1], parts.join('/'));
-    const stream = size ? fh.createReadStream({ start: 0, end: size - 1, highWaterMark: 256 * 1024 }) : (await fh.close(), Readable.from([]));
+    const stream = size ? fh.createReadStream({ start: 0, end: size - 1, highWaterMark: CHUNK }) : (await fh.close(), Readable.from([]));
     return { name: parts[parts.length - 1], size, mtime, stream };
   } finally {
     await dir.close().catch(() => {});
@@ -232,112 +232,209 @@ export interface ArchiveSkips {
   unreadable: number;
 }
 
+/** Where an archive is written: an HTTP response (its callback once the chunk is handed on, so its buffer can be used again). */
+export interface ArchiveSink {
+  write(chunk: Buffer, cb: (err?: Error | null) => void): boolean;
+  readonly destroyed?: boolean;
+}
+
+/** Buffers an archive reads files into, reused once their write is done: what one download holds in flight. */
+const ARCHIVE_BUFFERS = 4;
+const ARCHIVE_CHUNK = 256 * 1024;
+const ZEROS = Buffer.alloc(1024);
+const ASCII = /^[\x20-\x7e]*$/;
+
 /**
- * A directory of the workspace as a tar stream, made as it is read (never held whole): directories and
- * singly linked regular files with their bytes, symlinks stored as symlinks (never followed); files with
- * more than one hard link and special files are left out. Entries are named under the directory's own
- * name (`workspace/` for the top).
+ * A tar header block for one entry (ustar), preceded by a pax header when the name or the link's target is
+ * longer than ustar holds or not plain ASCII, or the size is past its 8 GiB. Pure.
  */
-export async function archiveDir(root: string, path: string, o: { onDone?: (r: { files: number; bytes: number; skipped: ArchiveSkips }) => void } = {}): Promise<{ name: string; stream: Readable }> {
+export function tarHeader(e: { name: string; type: 'file' | 'directory' | 'symlink'; size?: number; mode: number; mtime: Date; linkname?: string }): Buffer {
+  const size = e.type === 'file' ? (e.size ?? 0) : 0;
+  const pax: string[] = [];
+  const fits = (t: string, n: number) => ASCII.test(t) && t.length <= n;
+  if (!fits(e.name, 100)) pax.push(paxRecord('path', e.name));
+  if (e.linkname !== undefined && !fits(e.linkname, 100)) pax.push(paxRecord('linkpath', e.linkname));
+  if (size > 0o77777777777) pax.push(paxRecord('size', String(size)));
+  const block = (name: string, type: string, sz: number, link = '') => {
+    const b = Buffer.alloc(512);
+    b.write(name, 0, 100, 'latin1');
+    b.write(octal(e.mode & 0o7777, 8), 100, 'latin1');
+    b.write(octal(0, 8), 108, 'latin1');
+    b.write(octal(0, 8), 116, 'latin1');
+    b.write(octal(sz > 0o77777777777 ? 0 : sz, 12), 124, 'latin1');
+    b.write(octal(Math.max(0, Math.floor(e.mtime.getTime() / 1000)), 12), 136, 'latin1');
+    b.write('        ', 148, 'latin1');
+    b.write(type, 156, 'latin1');
+    b.write(link, 157, 100, 'latin1');
+    b.write('ustar\0' + '00', 257, 'latin1');
+    let sum = 0;
+    for (const x of b) sum += x;
+    b.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1');
+    return b;
+  };
+  const plain = (t: string, n: number) => t.replace(/[^\x20-\x7e]/g, '_').slice(0, n);
+  const type = e.type === 'directory' ? '5' : e.type === 'symlink' ? '2' : '0';
+  const main = block(plain(e.name, 100), type, size, e.linkname !== undefined ? plain(e.linkname, 100) : '');
+  if (!pax.length) return main;
+  const data = Buffer.from(pax.join(''), 'utf8');
+  const pad = (512 - (data.length % 512)) % 512;
+  return Buffer.concat([block(plain(`PaxHeader/${e.name.split('/').pop() ?? ''}`, 100), 'x', data.length), data, Buffer.alloc(pad), main]);
+}
+const octal = (n: number, width: number) => `${n.toString(8).padStart(width - 1, '0')}\0`;
+/** A pax record: "<length> <key>=<value>\n", its length counting itself. */
+function paxRecord(key: string, value: string): string {
+  const rest = ` ${key}=${value}\n`;
+  const bytes = Buffer.byteLength(rest);
+  let len = bytes + 1;
+  while (String(len).length + bytes !== len) len = String(len).length + bytes;
+  return `${len}${rest}`;
+}
+
+/**
+ * A directory of the workspace as a tar archive, written to `out` as it is read (never held whole):
+ * directories and singly linked regular files with their bytes, symlinks stored as symlinks (never
+ * followed); files with more than one hard link and special files are left out (counted in `skipped`).
+ * Entries are named under the directory's own name (`workspace/` for the top). File bytes go through
+ * ARCHIVE_BUFFERS buffers reused as `out` takes them: a download holds about a megabyte, and makes no
+ * garbage per chunk (a buffer per chunk grew serve by the tens of MB the garbage collector had yet to
+ * take back). Stops when `out` is destroyed (the client left).
+ */
+export async function openArchive(root: string, path: string): Promise<{ name: string; writeTo(out: ArchiveSink): Promise<{ files: number; bytes: number; skipped: ArchiveSkips }> }> {
   const parts = splitPath(path);
   const top = await openDirAt(root, parts);
   const base = parts.length ? parts[parts.length - 1] : 'workspace';
-  const pack = tar.pack();
-  const skipped: ArchiveSkips = { hardLinked: 0, special: 0, unreadable: 0 };
-  let files = 0;
-  let bytes = 0;
-  let aborted = false;
-  const entry = (header: Partial<tar.Header> & { name: string }) =>
-    new Promise<void>((resolve, reject) => {
-      pack.entry(header as tar.Header, (err) => (err ? reject(err) : resolve()));
-    });
+  return {
+    name: `${base}.tar`,
+    async writeTo(out: ArchiveSink) {
+      const skipped: ArchiveSkips = { hardLinked: 0, special: 0, unreadable: 0 };
+      let files = 0;
+      let bytes = 0;
+      const pool = Array.from({ length: ARCHIVE_BUFFERS }, () => ({ buf: Buffer.allocUnsafe(ARCHIVE_CHUNK), free: Promise.resolve() as Promise<void> }));
+      let turn = 0;
+      let failed: Error | null = null;
+      const send = (chunk: Buffer): Promise<void> =>
+        new Promise((resolve) => {
+          out.write(chunk, (err) => {
+            if (err && !failed) failed = err;
+            resolve();
+          });
+        });
+      const check = () => {
+        if (failed) throw failed;
+        if (out.destroyed) throw new Error('the client closed the download');
+      };
+      /** Small writes (headers, padding): waited for every 256th (ordered, so the earlier ones are done too). */
+      let smallOut = 0;
+      const small = async (chunk: Buffer) => {
+        const done = send(chunk);
+        if (++smallOut >= 256) {
+          smallOut = 0;
+          await done;
+        }
+      };
 
-  async function walk(dir: FileHandle, prefix: string): Promise<void> {
-    const d = await opendir(`/proc/self/fd/${dir.fd}`);
-    for await (const e of d) {
-      if (aborted) return;
-      const name = `${prefix}/${e.name}`;
-      const st = await lstat(pinned(dir, e.name)).catch(() => null);
-      if (!st) continue;
-      if (st.isSymbolicLink()) {
-        const to = await readlink(pinned(dir, e.name)).catch(() => null);
-        if (to !== null) await entry({ name, type: 'symlink', linkname: to, mode: 0o777, mtime: st.mtime });
-        continue;
-      }
-      if (st.isDirectory()) {
-        let sub: FileHandle;
-        try {
-          sub = await open(pinned(dir, e.name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
-        } catch {
-          skipped.unreadable++;
-          continue;
+      async function writeFile(fh: FileHandle, size: number): Promise<void> {
+        let pos = 0;
+        while (pos < size) {
+          check();
+          const slot = pool[turn++ % pool.length];
+          await slot.free;
+          const want = Math.min(ARCHIVE_CHUNK, size - pos);
+          const { bytesRead } = await fh.read(slot.buf, 0, want, pos);
+          // A file cut short meanwhile (the agent truncating it): filled to the size its header says.
+          if (bytesRead === 0) {
+            slot.buf.fill(0, 0, want);
+            slot.free = send(slot.buf.subarray(0, want));
+            pos += want;
+            continue;
+          }
+          slot.free = send(slot.buf.subarray(0, bytesRead));
+          pos += bytesRead;
         }
-        try {
-          await entry({ name: `${name}/`, type: 'directory', mode: DIR_MODE, mtime: st.mtime });
-          await walk(sub, name);
-        } finally {
-          await sub.close().catch(() => {});
+        if (size % 512) await small(ZEROS.subarray(0, 512 - (size % 512)));
+      }
+
+      async function walk(dir: FileHandle, prefix: string): Promise<void> {
+        const d = await opendir(`/proc/self/fd/${dir.fd}`);
+        for await (const e of d) {
+          check();
+          const name = `${prefix}/${e.name}`;
+          const st = await lstat(pinned(dir, e.name)).catch(() => null);
+          if (!st) continue;
+          if (st.isSymbolicLink()) {
+            const to = await readlink(pinned(dir, e.name)).catch(() => null);
+            if (to !== null) await small(tarHeader({ name, type: 'symlink', linkname: to, mode: 0o777, mtime: st.mtime }));
+            continue;
+          }
+          if (st.isDirectory()) {
+            let sub: FileHandle;
+            try {
+              sub = await open(pinned(dir, e.name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+            } catch {
+              skipped.unreadable++;
+              continue;
+            }
+            try {
+              await small(tarHeader({ name: `${name}/`, type: 'directory', mode: DIR_MODE, mtime: st.mtime }));
+              await walk(sub, name);
+            } finally {
+              await sub.close().catch(() => {});
+            }
+            continue;
+          }
+          if (!st.isFile()) {
+            skipped.special++;
+            continue;
+          }
+          let f: Awaited<ReturnType<typeof openFileIn>>;
+          try {
+            f = await openFileIn(dir, e.name, name);
+          } catch (err) {
+            const code = (err as { code?: string }).code;
+            if (code === 'hard_link_refused') skipped.hardLinked++;
+            else if (code === 'special_file_refused') skipped.special++;
+            else skipped.unreadable++;
+            continue;
+          }
+          try {
+            await small(tarHeader({ name, type: 'file', size: f.size, mode: st.mode & 0o755, mtime: f.mtime }));
+            await writeFile(f.fh, f.size);
+            files++;
+            bytes += f.size;
+          } finally {
+            await f.fh.close().catch(() => {});
+          }
         }
-        continue;
       }
-      if (!st.isFile()) {
-        skipped.special++;
-        continue;
-      }
-      let f: Awaited<ReturnType<typeof openFileIn>>;
+
       try {
-        f = await openFileIn(dir, e.name, name);
-      } catch (err) {
-        if ((err as { code?: string }).code === 'hard_link_refused') skipped.hardLinked++;
-        else if ((err as { code?: string }).code === 'special_file_refused') skipped.special++;
-        else skipped.unreadable++;
-        continue;
-      }
-      try {
-        const sink = pack.entry({ name, type: 'file', size: f.size, mode: st.mode & 0o755, mtime: f.mtime } as tar.Header);
-        let got = 0;
-        if (f.size) {
-          await pipeline(
-            f.fh.createReadStream({ start: 0, end: f.size - 1, highWaterMark: 256 * 1024, autoClose: false }),
-            new Transform({
-              transform(chunk: Buffer, _enc, cb) {
-                got += chunk.length;
-                cb(null, chunk);
-              },
-              flush(cb) {
-                // A file cut short meanwhile (the agent truncating it): the entry is filled to the size its header says.
-                if (got < f.size) this.push(Buffer.alloc(f.size - got));
-                cb();
-              },
-            }),
-            sink as unknown as NodeJS.WritableStream,
-          );
-        } else sink.end(Buffer.alloc(0));
-        files++;
-        bytes += f.size;
+        await small(tarHeader({ name: `${base}/`, type: 'directory', mode: DIR_MODE, mtime: new Date() }));
+        await walk(top, base);
+        await send(ZEROS);
+        await Promise.all(pool.map((p) => p.free));
+        check();
+        return { files, bytes, skipped };
       } finally {
-        await f.fh.close().catch(() => {});
+        await top.close().catch(() => {});
       }
-    }
-  }
+    },
+  };
+}
 
-  void (async () => {
-    try {
-      await entry({ name: `${base}/`, type: 'directory', mode: DIR_MODE });
-      await walk(top, base);
-      pack.finalize();
-      o.onDone?.({ files, bytes, skipped });
-    } catch (err) {
-      pack.destroy(err as Error);
-    } finally {
-      await top.close().catch(() => {});
-    }
-  })();
-  const out = pack as unknown as Readable;
-  out.once('close', () => {
-    aborted = true;
-  });
-  return { name: `${base}.tar`, stream: out };
+/** The archive as a stream (tests, and callers that do not write to a response). */
+export async function archiveDir(root: string, path: string, o: { onDone?: (r: { files: number; bytes: number; skipped: ArchiveSkips }) => void } = {}): Promise<{ name: string; stream: Readable }> {
+  const a = await openArchive(root, path);
+  const out = new PassThrough({ highWaterMark: ARCHIVE_CHUNK });
+  // Each chunk copied: the archive reuses its buffers once a write is done, and a PassThrough holds them.
+  const sink: ArchiveSink = { write: (chunk, cb) => out.write(Buffer.from(chunk), cb), get destroyed() { return out.destroyed; } };
+  a.writeTo(sink).then(
+    (r) => {
+      out.end();
+      o.onDone?.(r);
+    },
+    (err: Error) => out.destroy(err),
+  );
+  return { name: a.name, stream: out };
 }
 
 /**
@@ -392,7 +489,10 @@ export type FileOp = (typeof FILE_OPS)[number];
 export const FILE_HEADERS = { size: 'x-agentws-size', mtime: 'x-agentws-mtime', name: 'x-agentws-name' } as const;
 
 /** One answer of the files route: JSON, or a stream with headers. */
-export type FilesAnswer = { status: number; json: unknown } | { status: number; headers: Record<string, string>; stream: Readable };
+export type FilesAnswer =
+  | { status: number; json: unknown }
+  | { status: number; headers: Record<string, string>; stream: Readable }
+  | { status: number; headers: Record<string, string>; writeTo(out: ArchiveSink): Promise<unknown> };
 
 /**
  * Answers one files request on the host holding the workspace `root` (a runner): the same calls as the
@@ -410,8 +510,8 @@ export async function answerFiles(root: string, op: string, q: URLSearchParams, 
         return { status: 200, headers: { [FILE_HEADERS.size]: String(f.size), [FILE_HEADERS.mtime]: f.mtime.toISOString(), [FILE_HEADERS.name]: encodeURIComponent(f.name), 'content-length': String(f.size) }, stream: f.stream };
       }
       case 'archive': {
-        const a = await archiveDir(root, path);
-        return { status: 200, headers: { [FILE_HEADERS.name]: encodeURIComponent(a.name), 'content-type': 'application/x-tar' }, stream: a.stream };
+        const a = await openArchive(root, path);
+        return { status: 200, headers: { [FILE_HEADERS.name]: encodeURIComponent(a.name), 'content-type': 'application/x-tar' }, writeTo: (out) => a.writeTo(out) };
       }
       case 'write': {
         const maxBytes = Number(q.get('maxBytes'));

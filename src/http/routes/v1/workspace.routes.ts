@@ -30,19 +30,20 @@ const errs = (...s: number[]) => errorResponses(400, 401, 403, 404, 422, 503, ..
  * opened from it an opaque origin with no script; anything but plain text, raster images and PDF is an
  * attachment (HTML and SVG are never shown in place).
  */
-function fileHeaders(reply: FastifyReply, name: string, o: { type: string; download: boolean }): FastifyReply {
+function fileHeaders(name: string, o: { type: string; download: boolean }): Record<string, string> {
   const inline = !o.download && servedInline(o.type);
   // Chromium's PDF viewer does not open in a sandboxed document: a PDF (served as one, never sniffed as a
   // page) gets a policy with no script or connection instead.
   const csp = inline && o.type === 'application/pdf' ? "default-src 'none'; object-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'" : "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'";
   const ascii = name.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return reply
-    .header('content-type', o.type)
-    .header('x-content-type-options', 'nosniff')
-    .header('content-security-policy', csp)
-    .header('cross-origin-resource-policy', 'same-origin')
-    .header('cache-control', 'private, no-store')
-    .header('content-disposition', `${inline ? 'inline' : 'attachment'}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`);
+  return {
+    'content-type': o.type,
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': csp,
+    'cross-origin-resource-policy': 'same-origin',
+    'cache-control': 'private, no-store',
+    'content-disposition': `${inline ? 'inline' : 'attachment'}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`,
+  };
 }
 
 /** A person's own workspace files (README, "Files"): browse, read, download a folder, upload. */
@@ -71,7 +72,7 @@ export async function workspaceRoutes(app: App, opts: { core: Core }): Promise<v
     async (req, reply) => {
       const f = await workspaceFiles.read(ctxOf(req), { path: req.query.path ?? '' });
       const download = req.query.download === '1' || req.query.download === 'true';
-      fileHeaders(reply, f.name, { type: contentTypeOf(f.name), download }).header('content-length', String(f.size)).header('last-modified', f.mtime.toUTCString());
+      void reply.headers({ ...fileHeaders(f.name, { type: contentTypeOf(f.name), download }), 'content-length': String(f.size), 'last-modified': f.mtime.toUTCString() });
       return reply.send(f.stream);
     },
   );
@@ -81,8 +82,20 @@ export async function workspaceRoutes(app: App, opts: { core: Core }): Promise<v
     { schema: { tags: ['workspace'], summary: 'A folder of your workspace as a tar archive, streamed (links stored as links, never followed)', querystring: PathQuery, response: { 200: Bytes, ...errs() } } },
     async (req, reply) => {
       const a = await workspaceFiles.archive(ctxOf(req), { path: req.query.path ?? '' });
-      fileHeaders(reply, a.name, { type: 'application/x-tar', download: true });
-      return reply.send(a.stream);
+      const headers = fileHeaders(a.name, { type: 'application/x-tar', download: true });
+      if (a.stream) return reply.headers(headers).send(a.stream);
+      // Written straight into the response, chunk by chunk as the socket takes them (openArchive).
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, { ...headers, 'x-request-id': req.id });
+      await a.writeTo!(raw).then(
+        () => raw.end(),
+        (err: Error) => {
+          req.log.warn({ err: err.message }, 'an archive download ended early');
+          raw.destroy();
+        },
+      );
+      return reply;
     },
   );
 
