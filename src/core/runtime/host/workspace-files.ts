@@ -154,7 +154,7 @@ async function openDirAt(root: string, parts: string[], o: { create?: boolean } 
 }
 
 /** Opens a regular file singly linked in `dir` for reading; refuses links, special files, multi-linked files. */
-async function openFileIn(dir: FileHandle, name: string, path: string): Promise<{ fh: FileHandle; size: number; mtime: Date }> {
+async function openFileIn(dir: FileHandle, name: string, path: string): Promise<{ fh: FileHandle; size: number; mtime: Date; mode: number }> {
   let fh: FileHandle;
   try {
     // O_NONBLOCK: a FIFO the agent planted does not hang the open (it is refused below).
@@ -177,7 +177,7 @@ async function openFileIn(dir: FileHandle, name: string, path: string): Promise<
     await fh.close();
     throw why;
   }
-  return { fh, size: st.size, mtime: st.mtime };
+  return { fh, size: st.size, mtime: st.mtime, mode: st.mode };
 }
 
 /** The entries of a directory of the workspace ('' : its top), links shown as links. */
@@ -311,6 +311,9 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
       let bytes = 0;
       const pool = Array.from({ length: ARCHIVE_BUFFERS }, () => ({ buf: Buffer.allocUnsafe(ARCHIVE_CHUNK), free: Promise.resolve() as Promise<void> }));
       let turn = 0;
+      let slot = pool[0];
+      /** Bytes of the current buffer filled: headers, small files and padding share one write. */
+      let fill = 0;
       let failed: Error | null = null;
       const send = (chunk: Buffer): Promise<void> =>
         new Promise((resolve) => {
@@ -323,50 +326,53 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
         if (failed) throw failed;
         if (out.destroyed) throw new Error('the client closed the download');
       };
-      /** Small writes (headers, padding): waited for every 256th (ordered, so the earlier ones are done too). */
-      let smallOut = 0;
-      const small = async (chunk: Buffer) => {
-        const done = send(chunk);
-        if (++smallOut >= 256) {
-          smallOut = 0;
-          await done;
+      /** Hands the current buffer to `out` and takes the next one once its last write is done. */
+      async function flush(): Promise<void> {
+        if (!fill) return;
+        check();
+        slot.free = send(slot.buf.subarray(0, fill));
+        slot = pool[++turn % pool.length];
+        await slot.free;
+        fill = 0;
+      }
+      async function put(data: Buffer): Promise<void> {
+        let off = 0;
+        while (off < data.length) {
+          const n = Math.min(data.length - off, ARCHIVE_CHUNK - fill);
+          data.copy(slot.buf, fill, off, off + n);
+          fill += n;
+          off += n;
+          if (fill === ARCHIVE_CHUNK) await flush();
         }
-      };
-
-      async function writeFile(fh: FileHandle, size: number): Promise<void> {
+      }
+      async function putFile(fh: FileHandle, size: number): Promise<void> {
         let pos = 0;
         while (pos < size) {
-          check();
-          const slot = pool[turn++ % pool.length];
-          await slot.free;
-          const want = Math.min(ARCHIVE_CHUNK, size - pos);
-          const { bytesRead } = await fh.read(slot.buf, 0, want, pos);
+          const want = Math.min(ARCHIVE_CHUNK - fill, size - pos);
+          const { bytesRead } = await fh.read(slot.buf, fill, want, pos);
           // A file cut short meanwhile (the agent truncating it): filled to the size its header says.
-          if (bytesRead === 0) {
-            slot.buf.fill(0, 0, want);
-            slot.free = send(slot.buf.subarray(0, want));
-            pos += want;
-            continue;
-          }
-          slot.free = send(slot.buf.subarray(0, bytesRead));
-          pos += bytesRead;
+          const n = bytesRead || (slot.buf.fill(0, fill, fill + want), want);
+          fill += n;
+          pos += n;
+          if (fill === ARCHIVE_CHUNK) await flush();
         }
-        if (size % 512) await small(ZEROS.subarray(0, 512 - (size % 512)));
+        if (size % 512) await put(ZEROS.subarray(0, 512 - (size % 512)));
       }
 
       async function walk(dir: FileHandle, prefix: string): Promise<void> {
-        const d = await opendir(`/proc/self/fd/${dir.fd}`);
+        const d = await opendir(`/proc/self/fd/${dir.fd}`, { bufferSize: 256 });
         for await (const e of d) {
           check();
           const name = `${prefix}/${e.name}`;
-          const st = await lstat(pinned(dir, e.name)).catch(() => null);
-          if (!st) continue;
-          if (st.isSymbolicLink()) {
-            const to = await readlink(pinned(dir, e.name)).catch(() => null);
-            if (to !== null) await small(tarHeader({ name, type: 'symlink', linkname: to, mode: 0o777, mtime: st.mtime }));
+          // The entry's kind as the directory gives it (no lstat): each is opened with O_NOFOLLOW and
+          // checked again on the handle, so a name swapped meanwhile is refused, not followed.
+          if (e.isSymbolicLink()) {
+            const st = await lstat(pinned(dir, e.name)).catch(() => null);
+            const to = st?.isSymbolicLink() ? await readlink(pinned(dir, e.name)).catch(() => null) : null;
+            if (to !== null) await put(tarHeader({ name, type: 'symlink', linkname: to, mode: 0o777, mtime: st!.mtime }));
             continue;
           }
-          if (st.isDirectory()) {
+          if (e.isDirectory()) {
             let sub: FileHandle;
             try {
               sub = await open(pinned(dir, e.name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
@@ -375,14 +381,15 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
               continue;
             }
             try {
-              await small(tarHeader({ name: `${name}/`, type: 'directory', mode: DIR_MODE, mtime: st.mtime }));
+              const st = await sub.stat();
+              await put(tarHeader({ name: `${name}/`, type: 'directory', mode: DIR_MODE, mtime: st.mtime }));
               await walk(sub, name);
             } finally {
               await sub.close().catch(() => {});
             }
             continue;
           }
-          if (!st.isFile()) {
+          if (!e.isFile()) {
             skipped.special++;
             continue;
           }
@@ -397,8 +404,8 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
             continue;
           }
           try {
-            await small(tarHeader({ name, type: 'file', size: f.size, mode: st.mode & 0o755, mtime: f.mtime }));
-            await writeFile(f.fh, f.size);
+            await put(tarHeader({ name, type: 'file', size: f.size, mode: f.mode & 0o755, mtime: f.mtime }));
+            await putFile(f.fh, f.size);
             files++;
             bytes += f.size;
           } finally {
@@ -408,9 +415,10 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
       }
 
       try {
-        await small(tarHeader({ name: `${base}/`, type: 'directory', mode: DIR_MODE, mtime: new Date() }));
+        await put(tarHeader({ name: `${base}/`, type: 'directory', mode: DIR_MODE, mtime: (await top.stat()).mtime }));
         await walk(top, base);
-        await send(ZEROS);
+        await put(ZEROS);
+        await flush();
         await Promise.all(pool.map((p) => p.free));
         check();
         return { files, bytes, skipped };
