@@ -280,6 +280,13 @@ export function tarHeader(e: { name: string; type: 'file' | 'directory' | 'symli
   const pad = (512 - (data.length % 512)) % 512;
   return Buffer.concat([block(plain(`PaxHeader/${e.name.split('/').pop() ?? ''}`, 100), 'x', data.length), data, Buffer.alloc(pad), main]);
 }
+/** What a directory entry (or an lstat) says it is; null: it does not say (DT_UNKNOWN). Pure. */
+function kindOf(e: { isSymbolicLink(): boolean; isDirectory(): boolean; isFile(): boolean; isFIFO(): boolean; isSocket(): boolean; isBlockDevice(): boolean; isCharacterDevice(): boolean }): EntryType | null {
+  if (e.isSymbolicLink()) return 'symlink';
+  if (e.isDirectory()) return 'directory';
+  if (e.isFile()) return 'file';
+  return e.isFIFO() || e.isSocket() || e.isBlockDevice() || e.isCharacterDevice() ? 'other' : null;
+}
 const octal = (n: number, width: number) => `${n.toString(8).padStart(width - 1, '0')}\0`;
 /** A pax record: "<length> <key>=<value>\n", its length counting itself. */
 function paxRecord(key: string, value: string): string {
@@ -364,15 +371,22 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
         for await (const e of d) {
           check();
           const name = `${prefix}/${e.name}`;
-          // The entry's kind as the directory gives it (no lstat): each is opened with O_NOFOLLOW and
-          // checked again on the handle, so a name swapped meanwhile is refused, not followed.
-          if (e.isSymbolicLink()) {
+          // The entry's kind as the directory gives it (no lstat; a filesystem that does not say is asked):
+          // each is opened with O_NOFOLLOW and checked again on the handle, so a name swapped meanwhile is
+          // refused, not followed.
+          let kind = kindOf(e);
+          if (kind === null) {
+            const st = await lstat(pinned(dir, e.name)).catch(() => null);
+            if (!st) continue;
+            kind = kindOf(st);
+          }
+          if (kind === 'symlink') {
             const st = await lstat(pinned(dir, e.name)).catch(() => null);
             const to = st?.isSymbolicLink() ? await readlink(pinned(dir, e.name)).catch(() => null) : null;
             if (to !== null) await put(tarHeader({ name, type: 'symlink', linkname: to, mode: 0o777, mtime: st!.mtime }));
             continue;
           }
-          if (e.isDirectory()) {
+          if (kind === 'directory') {
             let sub: FileHandle;
             try {
               sub = await open(pinned(dir, e.name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
@@ -389,7 +403,7 @@ export async function openArchive(root: string, path: string): Promise<{ name: s
             }
             continue;
           }
-          if (!e.isFile()) {
+          if (kind !== 'file') {
             skipped.special++;
             continue;
           }
