@@ -563,6 +563,7 @@ export function createCore(deps: CoreDeps) {
     quotaOf: runtimeLimits.quotaOf,
     usedBytes: async (owner) => (await runtimeRepo.usageOf(db, owner.tenantId, owner.userId))?.diskBytes ?? null,
     uploads: config.uploads,
+    startRuntime: (owner) => pool.prestart(owner),
   });
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
   // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.

@@ -196,6 +196,17 @@ function suite(name: string, runner: boolean) {
       expect((await api(r.t, 'GET', '/v1/workspace/files')).status).toBe(401);
     });
 
+    it('a person with no turn yet uploads: their workspace is made where they are placed, and holds only theirs', async () => {
+      // The owner has never run a turn (on a runner host: nothing of theirs is held there yet).
+      const up = await upload(people.tokens.owner, 'first', [['hello.txt', 'first upload\n']]);
+      expect(up.status, await up.clone().text()).toBe(200);
+      const list = await api(r.t, 'GET', '/v1/workspace/files?path=first', { token: people.tokens.owner });
+      expect(list.json.entries.map((e: { name: string }) => e.name)).toEqual(['hello.txt']);
+      const read = await get(people.tokens.owner, '/v1/workspace/file?path=first/hello.txt');
+      expect(await read.text()).toBe('first upload\n');
+      expect((await get(people.tokens.member, '/v1/workspace/file?path=first/hello.txt')).status).toBe(404);
+    });
+
     it('an upload (a folder\'s relative paths) lands as the sandbox\'s user writes, and the agent reads it in its next turn', async () => {
       const res = await upload(people.tokens.member, 'inbox', [['project/notes/hello.txt', 'uploaded hello 42\n'], ['project/b.txt', 'b']]);
       expect(res.status, await res.clone().text()).toBe(200);

@@ -150,3 +150,40 @@ describe('workspace files on the host: confinement', () => {
     await expect(openFile(ws, 'swap/private.txt')).rejects.toMatchObject({ code: 'symlink_refused' });
   });
 });
+
+describe('workspace file uploads: the quota', () => {
+  it('stops an upload at the person\'s workspace quota, naming it, and audits what was written', async () => {
+    const { createWorkspaceFilesService } = await import('../../src/core/workspace/workspace-files.service.js');
+    const { silentLogger } = await import('../../src/kernel/logger.js');
+    const dataDir = mkdtempSync(join(tmpdir(), 'wsquota-'));
+    const owner = { tenantId: '11111111-1111-4111-8111-111111111111', userId: '22222222-2222-4222-8222-222222222222' };
+    const audited: unknown[] = [];
+    const svc = createWorkspaceFilesService({
+      db: { transaction: async (fn: (tx: unknown) => Promise<unknown>) => fn({}) } as never,
+      audit: { record: async (_tx: unknown, _ctx: unknown, entry: unknown) => (audited.push(entry), 'id') } as never,
+      log: silentLogger,
+      dataDir,
+      placement: async () => null,
+      quotaOf: async () => 1000,
+      usedBytes: async () => 700,
+      uploads: { fileMaxBytes: 1024 * 1024, maxFiles: 10 },
+    });
+    const ctx = { tenantId: owner.tenantId, requestId: 'r', log: silentLogger, channel: 'web', actor: { kind: 'user', userId: owner.userId, tenantId: owner.tenantId, roles: ['member'], via: 'token', permissions: { agents: { create: true } } } } as never;
+    async function* parts() {
+      yield { name: 'a.bin', stream: Readable.from([Buffer.alloc(200)]) };
+      yield { name: 'b.bin', stream: Readable.from([Buffer.alloc(200)]) };
+    }
+    try {
+      await expect(svc.upload(ctx, { dir: 'in', parts: parts() })).rejects.toMatchObject({ status: 413, message: expect.stringContaining('workspace quota') });
+      const ws = join(dataDir, 'workspaces', owner.tenantId, owner.userId);
+      expect(statSync(join(ws, 'in', 'a.bin')).size).toBe(200);
+      expect(existsSync(join(ws, 'in', 'b.bin'))).toBe(false);
+      expect(audited).toEqual([expect.objectContaining({ action: 'workspace.files_uploaded', details: expect.objectContaining({ files: 1, bytes: 200, paths: ['in/a.bin'] }) })]);
+      // A role without agents.create has no workspace.
+      const viewer = { ...(ctx as object), actor: { ...(ctx as { actor: object }).actor, permissions: { agents: { create: false } } } } as never;
+      await expect(svc.list(viewer, { path: '' })).rejects.toMatchObject({ status: 403 });
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -31,6 +31,8 @@ export interface WorkspaceFilesDeps {
   quotaOf: (owner: RuntimeOwner) => Promise<number | null>;
   usedBytes: (owner: RuntimeOwner) => Promise<number | null>;
   uploads: { fileMaxBytes: number; maxFiles: number };
+  /** Starts the person's runtime where they are placed: a runner host holds their files only once it has. */
+  startRuntime?: (owner: RuntimeOwner) => Promise<void>;
 }
 
 export interface UploadPart {
@@ -135,6 +137,14 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
       requireTokenScope(ctx, 'sessions');
       const dirParts = splitPath(input.dir, 'path');
       const where = await whereOf(owner);
+      if ('runnerId' in where && deps.startRuntime) {
+        // A person never run on their runner host has no files there, and the host takes none for them yet.
+        const probe = await onRunner(where.runnerId, owner, 'list', { path: '' }, { timeoutMs: 30_000 }).then(
+          (res) => (res.resume(), null),
+          (err: unknown) => err,
+        );
+        if (probe instanceof NotFoundError && probe.code === 'workspace_empty') await deps.startRuntime(owner);
+      }
       const quota = await deps.quotaOf(owner);
       const used = quota === null ? 0 : ((await deps.usedBytes(owner)) ?? 0);
       let room = quota === null ? Number.MAX_SAFE_INTEGER : Math.max(0, quota - used);

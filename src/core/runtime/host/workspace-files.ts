@@ -121,6 +121,8 @@ async function dirRefusal(parent: FileHandle, name: string, path: string, err: N
  * directories are made (mode 0755); a link or a file where a directory should be is refused.
  */
 async function openDirAt(root: string, parts: string[], o: { create?: boolean } = {}): Promise<FileHandle> {
+  // A workspace not made yet (no turn so far) is made by a write, as its host makes it (runtime-host.ts).
+  if (o.create) await mkdir(root, { recursive: true, mode: 0o700 });
   let dir = await openRoot(root);
   try {
     for (let i = 0; i < parts.length; i++) {
