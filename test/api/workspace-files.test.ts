@@ -86,6 +86,9 @@ function suite(name: string, runner: boolean) {
       expect(through.status).toBe(422);
       expect(through.json.code ?? through.json.error).toBe('symlink_refused');
       expect(through.text).not.toContain('private.txt');
+      const doc = await api(r.t, 'GET', '/v1/openapi.json');
+      expect(Object.keys(doc.json.paths)).toEqual(expect.arrayContaining(['/v1/workspace/files', '/v1/workspace/file', '/v1/workspace/archive']));
+      expect(Object.keys(doc.json.paths['/v1/workspace/files'].post.requestBody.content)).toEqual(['multipart/form-data']);
     });
 
     it('reads a file with headers that never let its bytes run in the dashboard\'s origin', async () => {

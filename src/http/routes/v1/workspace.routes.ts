@@ -23,6 +23,17 @@ const Entry = Type.Object({
 const Listing = Type.Object({ path: Type.String(), entries: Type.Array(Entry), truncated: Type.Boolean({ description: 'More entries than are listed (5,000)' }) });
 const Bytes = Type.Unsafe<unknown>({ type: 'string', format: 'binary', description: 'The bytes, streamed' });
 const Uploaded = Type.Object({ files: Type.Array(Type.Object({ path: Type.String(), bytes: Type.Integer() })) });
+/**
+ * The multipart form, for the API document: the multipart parser leaves the body empty (null passes here)
+ * and each file is checked as it streams in (its name as a path, its size against the limits).
+ */
+const MultipartUpload = Type.Unsafe<null>({
+  type: 'object',
+  nullable: true,
+  properties: {
+    files: Type.Array(Type.String({ format: 'binary' }), { description: 'Repeatable (also files[]); each file name is its path under the target folder, e.g. "photos/2026/a.jpg"' }),
+  },
+});
 const errs = (...s: number[]) => errorResponses(400, 401, 403, 404, 422, 503, ...s);
 
 /**
@@ -106,7 +117,7 @@ export async function workspaceRoutes(app: App, opts: { core: Core }): Promise<v
         tags: ['workspace'],
         summary: 'Upload files (and folders: relative paths as the file names) into a directory of your workspace (multipart/form-data, field files)',
         querystring: PathQuery,
-        consumes: ['multipart/form-data'],
+        body: { content: { 'multipart/form-data': { schema: MultipartUpload } } },
         response: { 200: Uploaded, ...errs(409, 413) },
       },
     },
