@@ -222,6 +222,17 @@ function suite(name: string, runner: boolean) {
       const turn = await agentTurn(r, people.tokens.member, [{ toolCall: { name: 'read', arguments: { filePath: 'inbox/project/notes/hello.txt' } } }, { text: 'read it' }]);
       expect(turn.output).toContain('uploaded hello 42');
     });
+
+    it('browses and reads while the person\'s runtime is stopped (the files are read on their host, not by the runtime)', async () => {
+      await r.t.opened.core.pool.stopUser(people.ids.mia);
+      expect(await r.t.opened.core.pool.runningHandle({ tenantId: people.tenantId, userId: people.ids.mia })).toBeNull();
+      const list = await api(r.t, 'GET', '/v1/workspace/files', { token: people.tokens.member });
+      expect(list.status, list.text).toBe(200);
+      expect(list.json.entries.map((e: { name: string }) => e.name)).toContain('report.md');
+      const read = await get(people.tokens.member, '/v1/workspace/file?path=report.md');
+      expect(await read.text()).toBe('# Report\nall good\n');
+      expect(await r.t.opened.core.pool.runningHandle({ tenantId: people.tenantId, userId: people.ids.mia })).toBeNull();
+    });
   });
 }
 
