@@ -146,6 +146,8 @@ function suite(name: string, runner: boolean) {
       expect(entries.has('workspace/hard-link')).toBe(false);
       expect(entries.has('workspace/other-link/private.txt')).toBe(false);
       expect([...entries.values()].some((e) => /TOP SECRET|private file/.test(e.body))).toBe(false);
+      const head = await fetch(`${r.t.url}/v1/workspace/archive`, { method: 'HEAD', headers: { authorization: `Bearer ${people.tokens.member}` } });
+      expect([head.status, head.headers.get('content-type')]).toEqual([200, 'application/x-tar']);
       expect((await api(r.t, 'GET', '/v1/workspace/archive?path=other-link', { token: people.tokens.member })).status).toBe(422);
       expect((await api(r.t, 'GET', '/v1/workspace/archive?path=etc-link', { token: people.tokens.member })).status).toBe(422);
       const { rows } = await r.t.opened.db.query(`select details from audit_log where action = 'workspace.archive_downloaded' and user_id = $1`, [people.ids.mia]);

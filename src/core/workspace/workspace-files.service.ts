@@ -110,14 +110,14 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
      * A folder of the caller's workspace as a tar archive (audited): on this serve, written into the
      * response as the walk reads it (`writeTo`); from a runner host, its stream.
      */
-    async archive(ctx: Ctx, input: { path: string }): Promise<{ name: string; stream?: Readable; writeTo?: (out: ArchiveSink) => Promise<unknown> }> {
+    async archive(ctx: Ctx, input: { path: string }): Promise<{ name: string; stream?: Readable; writeTo?: (out: ArchiveSink) => Promise<unknown>; close?: () => Promise<void> }> {
       const owner = ownerOf(ctx);
       splitPath(input.path);
       const where = await whereOf(owner);
-      let out: { name: string; stream?: Readable; writeTo?: (out: ArchiveSink) => Promise<unknown> };
+      let out: { name: string; stream?: Readable; writeTo?: (out: ArchiveSink) => Promise<unknown>; close?: () => Promise<void> };
       if ('root' in where) {
         const a = await openArchive(where.root, input.path);
-        out = { name: a.name, writeTo: (sink) => a.writeTo(sink) };
+        out = { name: a.name, writeTo: (sink) => a.writeTo(sink), close: () => a.close() };
       } else {
         const res = await onRunner(where.runnerId, owner, 'archive', { path: input.path });
         out = { name: decodeURIComponent(String(res.headers[FILE_HEADERS.name] ?? 'workspace.tar')), stream: held(res) };

@@ -308,12 +308,14 @@ function paxRecord(key: string, value: string): string {
  * garbage per chunk (a buffer per chunk grew serve by the tens of MB the garbage collector had yet to
  * take back). Stops when `out` is destroyed (the client left).
  */
-export async function openArchive(root: string, path: string): Promise<{ name: string; writeTo(out: ArchiveSink): Promise<{ files: number; bytes: number; skipped: ArchiveSkips }> }> {
+export async function openArchive(root: string, path: string): Promise<{ name: string; writeTo(out: ArchiveSink): Promise<{ files: number; bytes: number; skipped: ArchiveSkips }>; close(): Promise<void> }> {
   const parts = splitPath(path);
   const top = await openDirAt(root, parts);
   const base = parts.length ? parts[parts.length - 1] : 'workspace';
   return {
     name: `${base}.tar`,
+    /** Lets go of the folder without writing it (writeTo does so itself). */
+    close: () => top.close().catch(() => {}),
     async writeTo(out: ArchiveSink) {
       const skipped: ArchiveSkips = { hardLinked: 0, special: 0, unreadable: 0 };
       let files = 0;

@@ -95,6 +95,11 @@ export async function workspaceRoutes(app: App, opts: { core: Core }): Promise<v
       const a = await workspaceFiles.archive(ctxOf(req), { path: req.query.path ?? '' });
       const headers = fileHeaders(a.name, { type: 'application/x-tar', download: true });
       if (a.stream) return reply.headers(headers).send(a.stream);
+      // A HEAD asks for the headers only: the walk is not made for nothing.
+      if (req.method === 'HEAD') {
+        await a.close?.();
+        return reply.headers(headers).send();
+      }
       // Written straight into the response, chunk by chunk as the socket takes them (openArchive).
       reply.hijack();
       const raw = reply.raw;
