@@ -60,6 +60,7 @@ const runtimeSuites = [
   'test/api/sessions-permissions.test.ts',
   'test/api/sessions-tools.test.ts',
   'test/api/sessions-turn.test.ts',
+  'test/api/workspace-files.test.ts',
   'test/api/skills.test.ts',
   'test/integration/backup.test.ts',
   'test/integration/crash-recovery.test.ts',

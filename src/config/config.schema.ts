@@ -78,6 +78,8 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. One of bash, edit (write, patch, multiedit and apply_patch ask as edit), read, glob, grep, task, skill, todowrite, webfetch, websearch, lsp, external_directory (use outside the workspace, denied unless listed), doom_loop. Empty: allowed tools run without asking (the runtime still asks before reading .env files and when the model repeats one call three times).' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
   { name: 'AGENTWS_PROMPT_MAX_FILE_MB', kind: 'int', default: '4', min: 1, max: 100, doc: 'Largest file a prompt may attach, in MiB (larger: 413). A whole prompt request may be at most files x size + 1 MiB.' },
+  { name: 'AGENTWS_UPLOAD_FILE_MAX', kind: 'string', default: '1GiB', doc: 'Largest file a person may upload into their workspace (POST /v1/workspace/files), a size (at least 64KiB); larger: 413 naming this setting. Uploads also stop at the person\'s workspace quota.' },
+  { name: 'AGENTWS_UPLOAD_MAX_FILES', kind: 'int', default: '1000', min: 1, max: 100000, doc: 'Most files one upload request may carry (a folder picked in the dashboard sends one request for all its files); more: 413 naming this setting.' },
   { name: 'AGENTWS_MEMORY_WRITES_PER_MINUTE', kind: 'int', default: '30', min: 1, max: 100000, doc: 'Memories one person may write through the API (POST /v1/memories, the dashboard) in any 60 s; more: 429 with Retry-After. Counted in the database (the audit log), so it holds across every serve process on one PostgreSQL. The agent\'s saves have their own limit (20 a minute).' },
   { name: 'AGENTWS_MEMORY_QUOTA', kind: 'int', default: '2000', min: 1, max: 10000000, doc: 'Memories one person may keep, whoever wrote them (they and their agent); a write beyond it is 409 memory_quota_exceeded with the figures until they delete some.' },
   { name: 'AGENTWS_AUDIT_RETENTION_FLOOR_DAYS', kind: 'int', default: '365', min: 1, max: 36500, doc: 'The shortest period, in days, a tenant admin may keep the audit log for (GET|PUT /v1/admin/retention, `aws retention set --audit`); a shorter one is refused with 400. A period set before the floor was raised is applied as the floor. A tenant that sets no audit period keeps the audit log forever.' },
@@ -175,6 +177,11 @@ export interface Config {
   readonly prompts: {
     readonly maxFiles: number;
     readonly maxFileBytes: number;
+  };
+  /** Uploads into a person's workspace (POST /v1/workspace/files). */
+  readonly uploads: {
+    readonly fileMaxBytes: number;
+    readonly maxFiles: number;
   };
   readonly retention: {
     /** The shortest audit-log period a tenant may set, in days. */

@@ -42,6 +42,7 @@ import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createRunnerFleet } from './runners/runner-fleet.js';
+import { createWorkspaceFilesService } from './workspace/workspace-files.service.js';
 import { relayKey } from './runtime/host/runner-protocol.js';
 import { createRunnersRepo } from './runners/runners.repo.js';
 import { createRunnersService } from './runners/runners.service.js';
@@ -555,6 +556,15 @@ export function createCore(deps: CoreDeps) {
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
+  // A person's own workspace files through the API (issue 38): read and written on the host holding them.
+  const workspaceFiles = createWorkspaceFilesService({
+    db, audit, log: deps.log.child({ part: 'workspace-files' }), dataDir: config.dataDir,
+    placement: (owner) => fleet.placement(owner),
+    quotaOf: runtimeLimits.quotaOf,
+    usedBytes: async (owner) => (await runtimeRepo.usageOf(db, owner.tenantId, owner.userId))?.diskBytes ?? null,
+    uploads: config.uploads,
+    startRuntime: (owner) => pool.prestart(owner),
+  });
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
   // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.
   const privacy = createPrivacyService({
@@ -585,7 +595,7 @@ export function createCore(deps: CoreDeps) {
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
-    retention,
+    retention, workspaceFiles,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker

@@ -34,6 +34,7 @@ import { setupRoutes } from './routes/v1/setup.routes.js';
 import { mcpConnectorsRoutes } from './routes/v1/mcp-connectors.routes.js';
 import { retentionRoutes } from './routes/v1/retention.routes.js';
 import { privacyRoutes } from './routes/v1/privacy.routes.js';
+import { workspaceRoutes } from './routes/v1/workspace.routes.js';
 import { scimAdminRoutes, scimRoutes } from './routes/scim.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
@@ -143,6 +144,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(runtimeRoutes, { core });
       await v1.register(setupRoutes, { core });
       await v1.register(sessionsRoutes, { core });
+      await v1.register(workspaceRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });
       await v1.register(tokensRoutes, { core });

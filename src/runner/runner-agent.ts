@@ -19,6 +19,8 @@ import { createRuntimeLauncher } from '../core/runtime/host/runtime-launcher.js'
 import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/host/managed-config.js';
 import { createRuntimeHost, tenantSharedDir, type HostRecords, type PoolStatus, type RuntimeIdentity, type RuntimeOwner } from '../core/runtime/host/runtime-host.js';
 import { randomSecret } from '../lib/secrets.js';
+import { workspacePath } from '../lib/data-paths.js';
+import { answerFiles, WORKSPACE_FILES_ROUTE } from '../core/runtime/host/workspace-files.js';
 import { ArchiveRefused, discard, hasCopy, importArchive, listCopies, markCopy, readCopy, setAside, userPaths } from './user-files.js';
 
 /**
@@ -328,6 +330,36 @@ export function createRunnerAgent(o: RunnerOptions) {
   }
 
   /**
+   * A person's workspace files (browse, read, archive, upload: the control plane's workspace files
+   * service), answered here with the same confined walk as on serve (workspace-files.ts), whether or not
+   * their runtime runs. Only for a user this runner holds, or whose current copy is here, in the tenant
+   * named: never another user's files.
+   */
+  async function serveFiles(userId: string, op: string, q: URLSearchParams, req: Http2ServerRequest, res: Http2ServerResponse) {
+    const owner = { tenantId: q.get('tenantId') ?? '', userId };
+    const lease = leases.get(userId);
+    const held = lease ? lease.tenantId === owner.tenantId : readCopy(o.dataDir, userId)?.tenantId === owner.tenantId;
+    if (!userPaths(owner) || !held) {
+      req.resume();
+      return json(res, 404, { error: 'workspace_empty', message: 'your workspace has no files on this runner host yet' });
+    }
+    const a = await answerFiles(join(o.dataDir, workspacePath(owner)), op, q, req as unknown as Readable);
+    if ('json' in a) return json(res, a.status, a.json);
+    res.writeHead(a.status, a.headers);
+    if ('writeTo' in a) {
+      // Written as the walk reads (an archive): a failure midway cuts the stream, which the control plane sees.
+      await a.writeTo(res).then(
+        () => res.end(),
+        () => res.stream.close(),
+      );
+      return;
+    }
+    a.stream.on('error', () => res.stream.close());
+    res.on('close', () => a.stream.destroy());
+    a.stream.pipe(res);
+  }
+
+  /**
    * A user's files as a tar stream (a drain moves them to another runner): their workspace and their
    * runtime's home (its sessions database, so transcripts move too); never the sockets or scratch files.
    * Only for a user whose runtime is stopped here (the control plane stops it first).
@@ -403,6 +435,7 @@ export function createRunnerAgent(o: RunnerOptions) {
         const slash = rest.indexOf('/');
         const userId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
         if (slash >= 0 && rest.slice(slash) === MANAGED_CONFIG_ROUTE && req.method === 'PUT') return await writeConfig(userId, req, res);
+        if (slash >= 0 && rest.slice(slash).startsWith(`${WORKSPACE_FILES_ROUTE}/`)) return await serveFiles(userId, rest.slice(slash + WORKSPACE_FILES_ROUTE.length + 1), url.searchParams, req, res);
         runtimes.touch(userId);
         return await passToRuntime(userId, `${slash < 0 ? '/' : rest.slice(slash)}${url.search}`, req, res);
       }

@@ -26,6 +26,7 @@ import { spendingBench } from './spending.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
 import { webBench } from './web.bench.js';
+import { workspaceFilesBench } from './workspace-files.bench.js';
 
 const benches: Record<string, () => Promise<boolean>> = {
   'cli-startup': cliStartup,
@@ -52,6 +53,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   skills: skillsBench,
   web: webBench,
   limits: limitsBench,
+  'workspace-files': workspaceFilesBench,
 };
 
 const wanted = process.argv.slice(2);

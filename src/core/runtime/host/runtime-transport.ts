@@ -61,6 +61,12 @@ export function setTunnelDialer(d: TunnelDialer | null): void {
   dialer = d;
 }
 
+/** A request to a runner host itself about a user (not their runtime: it need not run), under `/rt/<user>`. */
+export function dialRunner(tunnel: { runnerId: string; userId: string }, req: TunnelRequest): Promise<TunnelResponse> {
+  if (!dialer) return Promise.reject(runtimeUnavailable('this process has no runner channel'));
+  return dialer(tunnel, req);
+}
+
 function dial(ep: RuntimeEndpoint, req: TunnelRequest): Promise<TunnelResponse> {
   if (!dialer) return Promise.reject(new Error('this process has no runner channel'));
   return dialer(ep.tunnel!, req);
