@@ -15,7 +15,7 @@ export interface RoleDoc {
 
 /** The yes/no permissions of a role document, by group, as the API names them. */
 const FLAGS = {
-  agents: ['create', 'delete', 'configure'],
+  agents: ['create', 'delete', 'configure', 'terminal'],
   memory: ['read_own', 'read_team', 'read_org', 'write', 'delete', 'share'],
   admin: ['manage_users', 'manage_roles', 'manage_templates', 'manage_providers', 'view_audit_log', 'manage_tenant'],
 } as const;

@@ -1,6 +1,7 @@
 import type { VNode } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Me } from '../types';
+import { TerminalPanel } from './terminal-panel';
 
 /** What every tab of the workspace pane is given by the chat it sits beside. */
 export interface PaneProps {
@@ -24,7 +25,9 @@ interface Tab {
  * The tabs beside a session's chat, each the person's own workspace from one side. Each tab lives in a
  * file of its own (its component and its calls) and adds one entry here.
  */
-const TABS: Tab[] = [];
+const TABS: Tab[] = [
+  { id: 'terminal', label: 'Terminal', shown: (me) => me.permissions.agents.terminal === true, render: (p) => <TerminalPanel {...p} /> },
+];
 
 /** The pane beside the chat: one tab open at a time, closed by default on a narrow screen. */
 export function WorkspacePane(props: PaneProps) {
