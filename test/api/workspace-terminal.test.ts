@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { systemCtx } from '../../src/kernel/context.js';
+import { silentLogger } from '../../src/kernel/logger.js';
 import { api, signInAs } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
@@ -193,6 +195,20 @@ describe('the workspace terminal', () => {
     expect(idleClosed.code).toBe(4408);
     expect(Date.now() - t0).toBeGreaterThan(4000);
     await expect.poll(async () => (await audits('terminal.close')).map((a) => a.details.reason)).toEqual(expect.arrayContaining(['permission_removed', 'signed_out', 'idle']));
+
+    // Deactivated by the identity provider (SCIM) mid-session: the terminal closes (the person's
+    // sign-ins end and their runtime is stopped: whichever the terminal hears first).
+    const scimToken = (await r.t.opened.core.scim.createToken(systemCtx(silentLogger, { tenantId: people.tenantId }), { name: 'idp' })).token;
+    const last = await openTerminal(r.t.url, bearer(people.tokens.member));
+    expect(last.status).toBe(101);
+    const deactivated = await api(r.t, 'PATCH', `/scim/v2/Users/${people.ids.mia}`, {
+      token: scimToken,
+      headers: { 'content-type': 'application/scim+json' },
+      body: { schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [{ op: 'replace', value: { active: false } }] },
+    });
+    expect(deactivated.status, deactivated.text).toBe(200);
+    expect([4401, 4410]).toContain((await last.closed).code);
+    expect((await openTerminal(r.t.url, bearer(people.tokens.member))).status).toBe(401);
   }, 90_000);
 });
 

@@ -25,6 +25,7 @@ import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
+import { terminalBench } from './terminal.bench.js';
 import { webBench } from './web.bench.js';
 
 const benches: Record<string, () => Promise<boolean>> = {
@@ -52,6 +53,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   skills: skillsBench,
   web: webBench,
   limits: limitsBench,
+  terminal: terminalBench,
 };
 
 const wanted = process.argv.slice(2);

@@ -56,8 +56,9 @@ describe('the Terminal tab in Chromium', () => {
     const rows = await page.locator('.xterm-rows > div').evaluateAll((els) => els.slice(0, 3).map((e) => e.getBoundingClientRect().height));
     expect(rows[0]).toBeGreaterThan(8);
     expect(new Set(rows).size).toBe(1);
-    const widths = await page.evaluate(() => ({ screen: document.querySelector('.xterm-screen')!.getBoundingClientRect().width, box: document.querySelector('.terminal-box')!.getBoundingClientRect().width }));
-    expect(widths.screen).toBeGreaterThan(widths.box * 0.8);
+    const screen = (await page.locator('.xterm-screen').boundingBox())!;
+    const box = (await page.locator('.terminal-box').boundingBox())!;
+    expect(screen.width).toBeGreaterThan(box.width * 0.8);
     // Only xterm's own <style> elements were refused by the policy (never a script, never anything else).
     expect(violations.every((v) => /style/i.test(v))).toBe(true);
     await shoot(page, 'terminal-tab');
