@@ -90,7 +90,7 @@ export function createTerminalService(deps: { db: Database; audit: AuditService;
       for (const o of open.values()) {
         if (now - o.lastInput >= deps.idleMs) void o.terminal.close('idle');
         else {
-          pool.touch(o.userId);
+          pool.keepAwake(o.userId);
           void recheck(o);
         }
       }
@@ -192,7 +192,7 @@ export function createTerminalService(deps: { db: Database; audit: AuditService;
           if (closing) return;
           const o = open.get(id);
           if (o) o.lastInput = Date.now();
-          pool.touch(owner.userId);
+          pool.keepAwake(owner.userId);
           const bounded = text.length > TERMINAL_INPUT_MAX_CHARS ? text.slice(0, TERMINAL_INPUT_MAX_CHARS) : text;
           if (early) early.push(bounded);
           else conn.write(bounded);
