@@ -6,3 +6,8 @@ update roles
    set permissions = jsonb_set(permissions, '{agents,terminal}', 'true'::jsonb, true), updated_at = now()
  where is_system and name in ('owner', 'admin', 'member')
    and permissions ? 'agents';
+
+-- migrate:down
+update roles
+   set permissions = permissions #- '{agents,terminal}', updated_at = now()
+ where permissions->'agents' ? 'terminal';
