@@ -88,6 +88,8 @@ describe('the workspace terminal', () => {
     r = await startRuntimeApp({ vars: { AGENTWS_TERMINAL_IDLE_SECONDS: '6' } });
     people = await seedPeople(r.t, 'term');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
+    // The owner's runtime (a second person's terminal, below) starts while the first tests run.
+    void r.t.opened.core.pool.prestart({ tenantId: people.tenantId, userId: people.ids.owner }).catch(() => {});
   }, 120_000);
   afterAll(async () => {
     await r?.close();
@@ -103,6 +105,13 @@ describe('the workspace terminal', () => {
     const out = await term.until(/hello-42\r?\n(\S+)\r?\n/);
     const pwd = /hello-42\r?\n(\S+)\r?\n/.exec(out)![1];
     expect(pwd).toBe('/workspace');
+    // Its size: as opened, then as a resize message says (the pane's size in the dashboard).
+    term.type('echo SIZE-$((1)) $(stty size)\r');
+    expect(await term.until(/SIZE-1 40 120/)).toMatch(/SIZE-1 40 120/);
+    term.ws!.send(Buffer.from(JSON.stringify({ type: 'resize', cols: 90, rows: 30 })), { binary: true });
+    await new Promise((res) => setTimeout(res, 300));
+    term.type('echo SIZE-$((2)) $(stty size)\r');
+    await term.until(/SIZE-2 30 90/);
     // The environment: the agent's, plus only what a login shell and a terminal set.
     term.type('echo ENV-$((1))-START; env | sort; echo ENV-$((1))-END; echo AGENT-$((1))-START; cat agent-env.txt; echo AGENT-$((1))-END\r');
     const all = await term.until(/AGENT-1-END\r?\n/);
