@@ -69,7 +69,16 @@ export function TerminalPanel(_props: PaneProps) {
       await api('GET', '/auth/me');
       const { Terminal, FitAddon } = await loadXterm();
       if (cancelled || !box.current) return;
-      const term = new Terminal({ cursorBlink: true, fontSize: 13, fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace', scrollback: 5000, theme: { background: '#1e1e1e' } });
+      const term = new Terminal({
+        cursorBlink: true,
+        fontSize: 13,
+        fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
+        scrollback: 5000,
+        theme: { background: '#1e1e1e' },
+        // What the shell prints is the agent's workspace (hostile): a link it prints (OSC 8) opens only
+        // as an http(s) page of its own, never in this window nor with a handle on it.
+        linkHandler: { allowNonHttpProtocols: false, activate: (_e: MouseEvent, uri: string) => /^https?:\/\//i.test(uri) && window.open(uri, '_blank', 'noopener,noreferrer') },
+      });
       const fit = new FitAddon();
       term.loadAddon(fit);
       cleanups.push(mirrorStyles(box.current));
