@@ -62,6 +62,7 @@ const runtimeSuites = [
   'test/api/sessions-turn.test.ts',
   'test/api/workspace-files.test.ts',
   'test/api/skills.test.ts',
+  'test/api/workspace-terminal.test.ts',
   'test/integration/backup.test.ts',
   'test/integration/crash-recovery.test.ts',
   'test/integration/gateway-loop.test.ts',

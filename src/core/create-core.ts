@@ -35,6 +35,7 @@ import { probeSandbox } from './runtime/host/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/host/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/host/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
+import { createTerminalService } from './terminal/terminal.service.js';
 import { createRuntimePool, runnerToolCallOrigin, type RuntimeRecords } from './runtime/runtime-pool.js';
 import { createRuntimeLimits, type RunnerLimitsReport } from './runtime/runtime-limits.js';
 import { gatewayCredential, tenantSharedDir, type RuntimeOwner } from './runtime/host/runtime-host.js';
@@ -443,6 +444,7 @@ export function createCore(deps: CoreDeps) {
   const personStop = createPersonStop({
     sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
   });
+  const terminals = createTerminalService({ db, audit, pool, bus, idleMs: config.runtime.terminalIdleMs, log: deps.log.child({ part: 'terminal' }) });
   const users = createUsersService({
     db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator(), removed: personStop.removed,
   });
@@ -595,7 +597,9 @@ export function createCore(deps: CoreDeps) {
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
-    retention, workspaceFiles,
+    retention,
+    workspaceFiles,
+    terminals,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
@@ -679,6 +683,7 @@ export function createCore(deps: CoreDeps) {
       offCuts = null;
       const cut = await egress.modelCalls.stop();
       if (cut) deps.log.warn({ calls: cut }, 'model calls still running at shutdown were aborted and charged the gateway\'s estimate');
+      await terminals.stop();
       await pool.stop();
       await fleet.stop();
       await streams.stop();

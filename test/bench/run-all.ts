@@ -25,6 +25,7 @@ import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
+import { terminalBench } from './terminal.bench.js';
 import { webBench } from './web.bench.js';
 import { workspaceFilesBench } from './workspace-files.bench.js';
 
@@ -54,6 +55,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   web: webBench,
   limits: limitsBench,
   'workspace-files': workspaceFilesBench,
+  terminal: terminalBench,
 };
 
 const wanted = process.argv.slice(2);

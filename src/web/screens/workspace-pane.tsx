@@ -2,6 +2,7 @@ import type { VNode } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Me } from '../types';
 import { FilesPanel } from './files-panel';
+import { TerminalPanel } from './terminal-panel';
 
 /** What every tab of the workspace pane is given by the chat it sits beside. */
 export interface PaneProps {
@@ -28,6 +29,7 @@ interface Tab {
 const TABS: Tab[] = [
   // A role without agents.create has no agent, so no workspace.
   { id: 'files', label: 'Files', shown: (me) => me.permissions.agents.create, render: (p) => <FilesPanel {...p} /> },
+  { id: 'terminal', label: 'Terminal', shown: (me) => me.permissions.agents.terminal === true, render: (p) => <TerminalPanel {...p} /> },
 ];
 
 /** The pane beside the chat: one tab open at a time, closed by default on a narrow screen. */
