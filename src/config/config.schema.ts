@@ -67,6 +67,7 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_LOCAL_RUNNER', kind: 'enum', default: 'on', values: ['on', 'off'], doc: 'on: `aws serve` hosts agents\' runtimes on its own machine (its local runner), as a single-host install does; with runner hosts registered (`aws runner`), users are placed on the least loaded of them and this one. off: this serve hosts none, and agents run only on runner hosts (a control plane that runs no agent code).' },
   { name: 'AGENTWS_RELAY_URL', kind: 'string', default: '', doc: 'Where the other control-plane processes (a second serve, a worker) reach this serve to talk to the runners connected to it. Default: http://127.0.0.1:<its port> (the same machine). Set it when serves run on several machines, e.g. http://10.0.0.5:8080; it must not be the public URL behind a load balancer (it names this one process).' },
   { name: 'AGENTWS_RUNTIME_FREEZE_SECONDS', kind: 'int', default: '10', min: 0, max: 86400, doc: 'A user\'s runtime that has done nothing for this long is frozen (the kernel\'s cgroup freezer: it keeps its memory and connections but uses no CPU at all) and thawed in a few milliseconds by the next request to it. 0: never frozen. Needs a writable cgroup (root, or a delegated cgroup); without one runtimes stay awake and `aws runtime status` says why.' },
+  { name: 'AGENTWS_TERMINAL_IDLE_SECONDS', kind: 'int', default: '900', min: 1, max: 86400, doc: 'A workspace terminal (the dashboard\'s Terminal tab, GET /v1/workspace/terminal) that receives no keystroke for this long is closed (its shell ends). While one is open its runtime is kept awake (not frozen, not stopped idle).' },
   { name: 'AGENTWS_EGRESS_PRIVATE_ALLOW', kind: 'string', default: '', doc: 'Comma-separated private hosts agents may reach through the egress proxy despite the public-address rule: host:port, host, or a CIDR (10.1.2.0/24, with :port optional), e.g. an internal package mirror. Empty: agents reach public addresses only. An entry naming a port also opens that port for that host (see AGENTWS_EGRESS_PORTS); one without a port is reached on the open ports only.' },
   { name: 'AGENTWS_EGRESS_PORTS', kind: 'string', default: '', doc: 'Comma-separated ports agents may connect to through the egress proxy besides 80 and 443, for every tenant (e.g. 22,587). A tenant adds its own with settings.egress.ports. Empty: 80 and 443 only.' },
   { name: 'AGENTWS_RUNTIME_MEMORY_MAX', kind: 'string', default: 'auto', doc: 'Memory one user\'s runtime may use, everything it runs and its /tmp included (a cgroup limit: past it the kernel ends the largest process of that runtime only; if that is the runtime itself, its turn ends with an error and it restarts). auto: a quarter of what runtimes may use together (the host\'s memory less the reserve of AGENTWS_RUNTIME_MAX), between 1 and 4 GiB: 4 GiB on this 24 GB VM. A size (e.g. 6GiB, at least 512MiB), or off. All runtimes together never take more than the host\'s memory less that reserve. Needs a writable cgroup (root, or systemd Delegate=yes); `aws runtime status` says whether it holds.' },
@@ -79,6 +80,8 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. One of bash, edit (write, patch, multiedit and apply_patch ask as edit), read, glob, grep, task, skill, todowrite, webfetch, websearch, lsp, external_directory (use outside the workspace, denied unless listed), doom_loop. Empty: allowed tools run without asking (the runtime still asks before reading .env files and when the model repeats one call three times).' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
   { name: 'AGENTWS_PROMPT_MAX_FILE_MB', kind: 'int', default: '4', min: 1, max: 100, doc: 'Largest file a prompt may attach, in MiB (larger: 413). A whole prompt request may be at most files x size + 1 MiB.' },
+  { name: 'AGENTWS_UPLOAD_FILE_MAX', kind: 'string', default: '1GiB', doc: 'Largest file a person may upload into their workspace (POST /v1/workspace/files), a size (at least 64KiB); larger: 413 naming this setting. Uploads also stop at the person\'s workspace quota.' },
+  { name: 'AGENTWS_UPLOAD_MAX_FILES', kind: 'int', default: '1000', min: 1, max: 100000, doc: 'Most files one upload request may carry (a folder picked in the dashboard sends one request for all its files); more: 413 naming this setting.' },
   { name: 'AGENTWS_MEMORY_WRITES_PER_MINUTE', kind: 'int', default: '30', min: 1, max: 100000, doc: 'Memories one person may write through the API (POST /v1/memories, the dashboard) in any 60 s; more: 429 with Retry-After. Counted in the database (the audit log), so it holds across every serve process on one PostgreSQL. The agent\'s saves have their own limit (20 a minute).' },
   { name: 'AGENTWS_MEMORY_QUOTA', kind: 'int', default: '2000', min: 1, max: 10000000, doc: 'Memories one person may keep, whoever wrote them (they and their agent); a write beyond it is 409 memory_quota_exceeded with the figures until they delete some.' },
   { name: 'AGENTWS_AUDIT_RETENTION_FLOOR_DAYS', kind: 'int', default: '365', min: 1, max: 36500, doc: 'The shortest period, in days, a tenant admin may keep the audit log for (GET|PUT /v1/admin/retention, `aws retention set --audit`); a shorter one is refused with 400. A period set before the floor was raised is applied as the floor. A tenant that sets no audit period keeps the audit log forever.' },
@@ -147,6 +150,8 @@ export interface Config {
     readonly max: number | null;
     /** Idle time after which a runtime is frozen; 0: never. */
     readonly freezeAfterMs: number;
+    /** A workspace terminal with no keystroke for this long is closed. */
+    readonly terminalIdleMs: number;
     /** AGENTWS_EGRESS_PRIVATE_ALLOW, as written (parsed by the egress policy). */
     readonly egressPrivateAllow: string;
     /** AGENTWS_EGRESS_PORTS: ports open to every tenant's agents besides 80 and 443. */
@@ -178,6 +183,11 @@ export interface Config {
   readonly prompts: {
     readonly maxFiles: number;
     readonly maxFileBytes: number;
+  };
+  /** Uploads into a person's workspace (POST /v1/workspace/files). */
+  readonly uploads: {
+    readonly fileMaxBytes: number;
+    readonly maxFiles: number;
   };
   readonly retention: {
     /** The shortest audit-log period a tenant may set, in days. */

@@ -143,6 +143,7 @@ export function parseConfigValues(input: {
   const workspaceQuotaBytes = sizeSetting<number | null>('AGENTWS_WORKSPACE_QUOTA', 10 * 1024 ** 3, { off: true, min: 100 * 1024 ** 2 });
   const workspaceQuotaMaxBytes = sizeSetting<number>('AGENTWS_WORKSPACE_QUOTA_MAX', 100 * 1024 ** 3, { min: 100 * 1024 ** 2 });
   if (workspaceQuotaBytes !== null && workspaceQuotaBytes > workspaceQuotaMaxBytes) problems.push({ variable: 'AGENTWS_WORKSPACE_QUOTA_MAX', message: `must not be under AGENTWS_WORKSPACE_QUOTA (the default a tenant may always keep)` });
+  const uploadFileMax = sizeSetting<number>('AGENTWS_UPLOAD_FILE_MAX', 1024 ** 3, { min: 64 * 1024 });
   const pidsText = str('AGENTWS_RUNTIME_PIDS_MAX').trim().toLowerCase() || '1024';
   const pidsMax = pidsText === 'off' ? null : /^\d+$/.test(pidsText) ? Number(pidsText) : NaN;
   if (pidsMax !== null && !(pidsMax >= 64 && pidsMax <= 4_194_304)) problems.push({ variable: 'AGENTWS_RUNTIME_PIDS_MAX', message: `must be a whole number from 64 to 4194304, or off, got "${str('AGENTWS_RUNTIME_PIDS_MAX')}"` });
@@ -227,6 +228,7 @@ export function parseConfigValues(input: {
       idleMs: (values.AGENTWS_RUNTIME_IDLE_MINUTES as number) * 60_000,
       max: runtimeMax,
       freezeAfterMs: (values.AGENTWS_RUNTIME_FREEZE_SECONDS as number) * 1000,
+      terminalIdleMs: (values.AGENTWS_TERMINAL_IDLE_SECONDS as number) * 1000,
       egressPrivateAllow: str('AGENTWS_EGRESS_PRIVATE_ALLOW'),
       egressPorts: egressPorts.ports,
       askTools,
@@ -244,6 +246,7 @@ export function parseConfigValues(input: {
       botChatApiUrl: str('AGENTWS_BOT_CHAT_API_URL').replace(/\/+$/, ''),
       teamChatApiUrl: str('AGENTWS_TEAM_CHAT_API_URL').replace(/\/+$/, ''),
     },
+    uploads: { fileMaxBytes: uploadFileMax, maxFiles: values.AGENTWS_UPLOAD_MAX_FILES as number },
     prompts: {
       maxFiles: values.AGENTWS_PROMPT_MAX_FILES as number,
       maxFileBytes: (values.AGENTWS_PROMPT_MAX_FILE_MB as number) * 1024 * 1024,

@@ -35,6 +35,7 @@ import { probeSandbox } from './runtime/host/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/host/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/host/runtime-capacity.js';
 import { readHostMemory } from '../lib/host-memory.js';
+import { createTerminalService } from './terminal/terminal.service.js';
 import { createRuntimePool, runnerToolCallOrigin, type RuntimeRecords } from './runtime/runtime-pool.js';
 import { createRuntimeLimits, type RunnerLimitsReport } from './runtime/runtime-limits.js';
 import { gatewayCredential, tenantSharedDir, type RuntimeOwner } from './runtime/host/runtime-host.js';
@@ -42,6 +43,7 @@ import { createRuntimeRepo } from './runtime/runtime.repo.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createRunnerFleet } from './runners/runner-fleet.js';
+import { createWorkspaceFilesService } from './workspace/workspace-files.service.js';
 import { relayKey } from './runtime/host/runner-protocol.js';
 import { createRunnersRepo } from './runners/runners.repo.js';
 import { createRunnersService } from './runners/runners.service.js';
@@ -444,6 +446,7 @@ export function createCore(deps: CoreDeps) {
   const personStop = createPersonStop({
     sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
   });
+  const terminals = createTerminalService({ db, audit, pool, bus, idleMs: config.runtime.terminalIdleMs, log: deps.log.child({ part: 'terminal' }) });
   const users = createUsersService({
     db, repo: usersRepo, assignments, gateways: createGatewaysRepo(), audit, revokeSignIns: auth.revokeUser, operator: () => auth.operator(), removed: personStop.removed,
   });
@@ -558,6 +561,15 @@ export function createCore(deps: CoreDeps) {
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
+  // A person's own workspace files through the API (issue 38): read and written on the host holding them.
+  const workspaceFiles = createWorkspaceFilesService({
+    db, audit, log: deps.log.child({ part: 'workspace-files' }), dataDir: config.dataDir,
+    placement: (owner) => fleet.placement(owner),
+    quotaOf: runtimeLimits.quotaOf,
+    usedBytes: async (owner) => (await runtimeRepo.usageOf(db, owner.tenantId, owner.userId))?.diskBytes ?? null,
+    uploads: config.uploads,
+    startRuntime: (owner) => pool.prestart(owner),
+  });
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
   // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.
   const privacy = createPrivacyService({
@@ -589,6 +601,8 @@ export function createCore(deps: CoreDeps) {
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
     retention,
+    workspaceFiles,
+    terminals,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
@@ -672,6 +686,7 @@ export function createCore(deps: CoreDeps) {
       offCuts = null;
       const cut = await egress.modelCalls.stop();
       if (cut) deps.log.warn({ calls: cut }, 'model calls still running at shutdown were aborted and charged the gateway\'s estimate');
+      await terminals.stop();
       await pool.stop();
       await fleet.stop();
       await streams.stop();

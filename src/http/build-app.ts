@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import http from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
+import websocket from '@fastify/websocket';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyReply } from 'fastify';
 import type { Logger as PinoLogger } from 'pino';
@@ -35,10 +37,13 @@ import { setupRoutes } from './routes/v1/setup.routes.js';
 import { mcpConnectorsRoutes } from './routes/v1/mcp-connectors.routes.js';
 import { retentionRoutes } from './routes/v1/retention.routes.js';
 import { privacyRoutes } from './routes/v1/privacy.routes.js';
+import { workspaceRoutes } from './routes/v1/workspace.routes.js';
 import { scimAdminRoutes, scimRoutes } from './routes/scim.routes.js';
 import { ErrorBody } from './schemas.js';
 import type { Socket } from 'node:net';
 import { RUNNER_PATHS } from '../core/runtime/host/runner-protocol.js';
+import { TERMINAL_INPUT_MAX_CHARS } from '../core/terminal/terminal.service.js';
+import { terminalRoutes } from './routes/v1/terminal.routes.js';
 import { validatorCompilerFactory } from './validation.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -53,6 +58,8 @@ export interface BuildAppOptions {
 
 /** Builds the HTTP app on the core. It never listens: `aws serve` and the tests decide where. */
 export async function buildApp(core: Core, config: Config, options: BuildAppOptions = {}): Promise<App> {
+  // Where @fastify/websocket hears upgrades: only the API's (a runner's channel is not fastify's).
+  const apiUpgrades = new EventEmitter();
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger as FastifyBaseLogger } : { logger: false }),
     logController: new AccessLog(config.accessLog),
@@ -78,6 +85,9 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       // A runner dials in and the connection becomes its channel.
       server.on('upgrade', (req, socket, head) => {
         if (core.fleet && req.url?.split('?')[0] === RUNNER_PATHS.connect) return void core.fleet.accept(req, socket as Socket, head);
+        // The API's WebSockets (the workspace terminal) go through fastify's routing (@fastify/websocket
+        // takes them from apiUpgrades): authenticated, validated and refused like any request.
+        if (req.url?.startsWith('/v1/')) return void apiUpgrades.emit('upgrade', req, socket, head);
         socket.destroy();
       });
       // What fastify sets on the servers it creates itself (keep-alive longer than a proxy's pool).
@@ -131,6 +141,9 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
   registerMetrics(app, core, config);
   await app.register(healthRoutes, { core });
   await app.register(webRoutes);
+  // WebSocket routes (the workspace terminal): a message is at most a paste of keystrokes; no compression
+  // (a keystroke is a few bytes, and compression state per socket costs memory).
+  await app.register(websocket, { options: { server: apiUpgrades as never, maxPayload: TERMINAL_INPUT_MAX_CHARS * 4, perMessageDeflate: false } });
   await app.register(
     async (v1) => {
       // Limits are opted into per route (`config.rateLimit`): today the unauthenticated sign-in and refresh routes.
@@ -145,6 +158,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(setupRoutes, { core });
       await v1.register(sessionsRoutes, { core });
       await v1.register(sessionChangesRoutes, { core });
+      await v1.register(workspaceRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });
       await v1.register(tokensRoutes, { core });
@@ -158,6 +172,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(mcpConnectorsRoutes, { core });
       await v1.register(retentionRoutes, { core });
       await v1.register(privacyRoutes, { core });
+      await v1.register(terminalRoutes, { core });
       await v1.register(scimAdminRoutes, { core });
       v1.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () => app.swagger());
     },

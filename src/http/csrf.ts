@@ -38,3 +38,19 @@ export function ownOrigins(publicUrl: string, requestOrigin?: string): Set<strin
   if (requestOrigin) set.add(requestOrigin.toLowerCase());
   return set;
 }
+
+/**
+ * A WebSocket is not a fetch: no CORS preflight guards it, and a page of any origin may open one to this
+ * service with the person's cookie (cross-site WebSocket hijacking). So a browser's WebSocket (it always
+ * sends Origin) must come from this service's own origin; without Origin (not a browser) it must carry a
+ * bearer token, never lean on the cookie or on demo mode. Null: it may go on.
+ */
+export function websocketRefusal(headers: Record<string, string | string[] | undefined>, credential: Credential, own: ReadonlySet<string>): string | null {
+  const origin = headers.origin;
+  if (typeof origin === 'string') {
+    if (origin === 'null') return 'a WebSocket from an opaque origin cannot open here';
+    if (!own.has(origin.toLowerCase())) return `a WebSocket from another origin (${origin.slice(0, 200)}) cannot open here`;
+    return null;
+  }
+  return credential === 'bearer' ? null : 'a WebSocket without an Origin must send Authorization: Bearer <token>';
+}

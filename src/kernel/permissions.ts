@@ -2,7 +2,14 @@
  * Role permission documents (SPEC.md "Role permissions") and the one place that combines them.
  */
 export interface RbacPermissions {
-  agents: { create: boolean; delete: boolean; configure: boolean; use_templates: string[] | '*' };
+  agents: {
+    create: boolean;
+    delete: boolean;
+    configure: boolean;
+    /** Open a terminal in one's own sandbox (the dashboard's Terminal tab, GET /v1/workspace/terminal). */
+    terminal: boolean;
+    use_templates: string[] | '*';
+  };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
   admin: {
@@ -22,7 +29,7 @@ export const SYSTEM_ROLE_NAMES: readonly SystemRoleName[] = ['owner', 'admin', '
 /** A document granting nothing: the base every partial document is completed from. */
 export function emptyPermissions(): RbacPermissions {
   return {
-    agents: { create: false, delete: false, configure: false, use_templates: [] },
+    agents: { create: false, delete: false, configure: false, terminal: false, use_templates: [] },
     memory: { read_own: false, read_team: false, read_org: false, write: false, delete: false, share: false },
     tools: { allowed: [], denied: [] },
     admin: {
@@ -39,7 +46,7 @@ export function emptyPermissions(): RbacPermissions {
 
 function allPermissions(): RbacPermissions {
   return {
-    agents: { create: true, delete: true, configure: true, use_templates: '*' },
+    agents: { create: true, delete: true, configure: true, terminal: true, use_templates: '*' },
     memory: { read_own: true, read_team: true, read_org: true, write: true, delete: true, share: true },
     tools: { allowed: '*', denied: [] },
     admin: {
@@ -67,6 +74,7 @@ export function systemRolePermissions(role: SystemRoleName): RbacPermissions {
     case 'member': {
       const p = emptyPermissions();
       p.agents.create = true;
+      p.agents.terminal = true;
       p.agents.use_templates = '*';
       p.memory.read_own = true;
       p.memory.read_team = true;
@@ -87,7 +95,7 @@ export function systemRolePermissions(role: SystemRoleName): RbacPermissions {
 export const SYSTEM_ROLE_DESCRIPTIONS: Record<SystemRoleName, string> = {
   owner: 'All permissions, including managing the tenant',
   admin: 'All permissions except managing the tenant',
-  member: 'Create and use agents, read and write own memories, read team memories',
+  member: 'Create and use agents, open a terminal in their own workspace, read and write own memories, read team memories',
   viewer: 'Read-only access to sessions and memories; no agent execution',
 };
 

@@ -12,13 +12,16 @@ import { parsePrivateAllow, type EgressRules } from '../core/runtime/host/egress
 import { createEgressProxy } from '../core/runtime/host/egress-proxy.js';
 import { AppError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
-import { RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, proofHolds, type RunnerInfo } from '../core/runtime/host/runner-protocol.js';
+import { encodeFrame, frameReader, RUNNER_HEADERS, RUNNER_PATHS, RUNNER_PROTOCOL, RUNNER_WEBSOCKET_HEADER, proofHolds, type RunnerInfo } from '../core/runtime/host/runner-protocol.js';
+import WebSocket from 'ws';
 import type { RunnerNotice } from '../core/runtime/host/runner-links.js';
 import type { RuntimeHandle } from '../core/runtime/host/runtime-transport.js';
 import { createRuntimeLauncher } from '../core/runtime/host/runtime-launcher.js';
 import { MANAGED_CONFIG_ROUTE, managedConfigDir, runtimeRoot, writeManagedConfig } from '../core/runtime/host/managed-config.js';
 import { createRuntimeHost, tenantSharedDir, type HostRecords, type PoolStatus, type RuntimeIdentity, type RuntimeOwner } from '../core/runtime/host/runtime-host.js';
 import { randomSecret } from '../lib/secrets.js';
+import { workspacePath } from '../lib/data-paths.js';
+import { answerFiles, WORKSPACE_FILES_ROUTE } from '../core/runtime/host/workspace-files.js';
 import { ArchiveRefused, discard, hasCopy, importArchive, listCopies, markCopy, readCopy, setAside, userPaths } from './user-files.js';
 
 /**
@@ -317,6 +320,64 @@ export function createRunnerAgent(o: RunnerOptions) {
   }
 
   /**
+   * A WebSocket of a user's runtime placed here (a terminal), for the control plane: the channel's
+   * HTTP/2 streams cannot be upgraded, so the runner opens it to the runtime and carries its messages as
+   * frames (runner-protocol.ts) on this stream, both ways. 200 once it is open. The runtime is kept
+   * awake while messages pass (a terminal is use, like any request).
+   */
+  async function bridgeSocket(userId: string, path: string, req: Http2ServerRequest, res: Http2ServerResponse) {
+    const lease = leases.get(userId);
+    const handle: RuntimeHandle | null = lease ? await runtimes.running({ tenantId: lease.tenantId, userId }) : null;
+    const ep = handle?.endpoint;
+    if (!ep?.socketPath && !ep?.url) {
+      req.resume();
+      return json(res, 503, { error: 'runtime_unavailable', message: 'the runtime is not running on this runner' });
+    }
+    const url = ep.socketPath ? `ws+unix://${ep.socketPath}:${path}` : new URL(path, ep.url!.replace(/^http/, 'ws')).toString();
+    const ws = new WebSocket(url, { headers: { authorization: ep.authorization }, perMessageDeflate: false, handshakeTimeout: 10_000 });
+    let open = false;
+    const end = (code: number, reason: string) => {
+      if (!res.writableEnded && !res.destroyed) res.end(encodeFrame({ kind: 'close', code, reason }));
+    };
+    ws.on('unexpected-response', (_r, up) => {
+      up.resume();
+      req.resume();
+      json(res, up.statusCode === 404 ? 404 : 502, { error: 'runtime_refused', message: `the runtime refused the socket (HTTP ${up.statusCode})` });
+      ws.terminate();
+    });
+    ws.on('error', (err) => {
+      if (open) return end(1011, err.message);
+      req.resume();
+      if (!res.headersSent) json(res, 502, { error: 'runtime_unavailable', message: err.message });
+    });
+    ws.on('open', () => {
+      open = true;
+      (ws as unknown as { _socket?: { setNoDelay?: (on: boolean) => void } })._socket?.setNoDelay?.(true);
+      // Sent at once (the compat layer responds on writeHead): the control plane waits for it.
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const read = frameReader((f) => {
+        runtimes.touch(userId);
+        if (f.kind === 'close') ws.close();
+        else if (ws.readyState === WebSocket.OPEN) ws.send(f.data, { binary: f.kind === 'binary' });
+      });
+      req.on('data', (c: Buffer) => {
+        try {
+          read(c);
+        } catch {
+          ws.terminate();
+        }
+      });
+      req.on('end', () => ws.close());
+    });
+    ws.on('message', (data, isBinary) => {
+      runtimes.touch(userId);
+      if (!res.writableEnded) res.write(encodeFrame(isBinary ? { kind: 'binary', data: data as Buffer } : { kind: 'text', data: data.toString() }));
+    });
+    ws.on('close', (code, reason) => end(code, reason.toString()));
+    res.on('close', () => ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING ? ws.terminate() : undefined);
+  }
+
+  /**
    * The managed configuration of a user's runtime placed here, as the control plane wrote it (the host
    * writes it: inside, it is read-only; managed-config.ts).
    */
@@ -325,6 +386,36 @@ export function createRunnerAgent(o: RunnerOptions) {
     if (!leases.has(userId) || !/^[A-Za-z0-9-]{1,64}$/.test(userId)) return json(res, 404, { error: 'not_found', message: 'no such user on this runner' });
     if (!body || typeof body !== 'object' || Array.isArray(body)) return json(res, 400, { error: 'validation_failed', message: 'a JSON object' });
     return json(res, 200, { changed: writeManagedConfig(managedConfigDir(runtimeRoot(o.dataDir, userId)), body) });
+  }
+
+  /**
+   * A person's workspace files (browse, read, archive, upload: the control plane's workspace files
+   * service), answered here with the same confined walk as on serve (workspace-files.ts), whether or not
+   * their runtime runs. Only for a user this runner holds, or whose current copy is here, in the tenant
+   * named: never another user's files.
+   */
+  async function serveFiles(userId: string, op: string, q: URLSearchParams, req: Http2ServerRequest, res: Http2ServerResponse) {
+    const owner = { tenantId: q.get('tenantId') ?? '', userId };
+    const lease = leases.get(userId);
+    const held = lease ? lease.tenantId === owner.tenantId : readCopy(o.dataDir, userId)?.tenantId === owner.tenantId;
+    if (!userPaths(owner) || !held) {
+      req.resume();
+      return json(res, 404, { error: 'workspace_empty', message: 'your workspace has no files on this runner host yet' });
+    }
+    const a = await answerFiles(join(o.dataDir, workspacePath(owner)), op, q, req as unknown as Readable);
+    if ('json' in a) return json(res, a.status, a.json);
+    res.writeHead(a.status, a.headers);
+    if ('writeTo' in a) {
+      // Written as the walk reads (an archive): a failure midway cuts the stream, which the control plane sees.
+      await a.writeTo(res).then(
+        () => res.end(),
+        () => res.stream.close(),
+      );
+      return;
+    }
+    a.stream.on('error', () => res.stream.close());
+    res.on('close', () => a.stream.destroy());
+    a.stream.pipe(res);
   }
 
   /**
@@ -403,7 +494,9 @@ export function createRunnerAgent(o: RunnerOptions) {
         const slash = rest.indexOf('/');
         const userId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
         if (slash >= 0 && rest.slice(slash) === MANAGED_CONFIG_ROUTE && req.method === 'PUT') return await writeConfig(userId, req, res);
+        if (slash >= 0 && rest.slice(slash).startsWith(`${WORKSPACE_FILES_ROUTE}/`)) return await serveFiles(userId, rest.slice(slash + WORKSPACE_FILES_ROUTE.length + 1), url.searchParams, req, res);
         runtimes.touch(userId);
+        if (req.method === 'POST' && req.headers[RUNNER_WEBSOCKET_HEADER]) return await bridgeSocket(userId, `${slash < 0 ? '/' : rest.slice(slash)}${url.search}`, req, res);
         return await passToRuntime(userId, `${slash < 0 ? '/' : rest.slice(slash)}${url.search}`, req, res);
       }
       if (p === '/watch' && req.method === 'GET') {

@@ -28,13 +28,29 @@ const result = await build({
   logLevel: 'warning',
 });
 const js = result.outputFiles[0].contents;
-const css = readFileSync(join(here, 'styles.css'));
+// The terminal (xterm.js): a module of its own, loaded only when a Terminal tab opens, so it adds nothing
+// to what every page loads. Its stylesheet joins ours (a static file, as the CSP wants).
+const term = await build({
+  entryPoints: [join(here, 'xterm-module.ts')],
+  bundle: true,
+  minify: true,
+  format: 'esm',
+  target: 'es2022',
+  write: false,
+  legalComments: 'none',
+  logLevel: 'warning',
+});
+const termJs = term.outputFiles[0].contents;
+const xtermCss = readFileSync(join(here, '..', '..', 'node_modules', '@xterm', 'xterm', 'css', 'xterm.css'));
+const css = Buffer.concat([readFileSync(join(here, 'styles.css')), Buffer.from('\n/* @xterm/xterm */\n'), xtermCss]);
 const name = (base, ext, bytes) => `${base}-${createHash('sha256').update(bytes).digest('hex').slice(0, 12)}.${ext}`;
 const jsName = name('app', 'js', js);
 const cssName = name('app', 'css', css);
+const termName = name('xterm', 'js', termJs);
 writeFileSync(join(out, 'assets', jsName), js);
+writeFileSync(join(out, 'assets', termName), termJs);
 writeFileSync(join(out, 'assets', cssName), css);
-writeFileSync(join(out, 'index.html'), readFileSync(join(here, 'index.html'), 'utf8').replace('{{js}}', jsName).replace('{{css}}', cssName));
+writeFileSync(join(out, 'index.html'), readFileSync(join(here, 'index.html'), 'utf8').replace('{{js}}', jsName).replace('{{css}}', cssName).replace('{{terminal}}', termName));
 
 // What of the bundle is vendored (node_modules) and what is ours, by each input's share of the output.
 const inputs = Object.entries(Object.values(result.metafile.outputs)[0].inputs);
@@ -50,6 +66,9 @@ const sizes = {
   vendoredGzip: Math.round((gz * vendoredShare) / total),
   appGzip: Math.round((gz * (total - vendoredShare)) / total),
   cssGzip: gzipSync(css, { level: 9 }).length,
+  // The terminal's module, fetched only when a Terminal tab opens (not part of the budget above).
+  terminal: termName,
+  terminalGzip: gzipSync(termJs, { level: 9 }).length,
 };
 writeFileSync(join(out, 'sizes.json'), JSON.stringify(sizes, null, 2));
-console.log(`dashboard: ${jsName} ${(sizes.gzip / 1024).toFixed(1)} KB gzip (app ${(sizes.appGzip / 1024).toFixed(1)}, vendored ${(sizes.vendoredGzip / 1024).toFixed(1)}), ${cssName}`);
+console.log(`dashboard: ${jsName} ${(sizes.gzip / 1024).toFixed(1)} KB gzip (app ${(sizes.appGzip / 1024).toFixed(1)}, vendored ${(sizes.vendoredGzip / 1024).toFixed(1)}), ${cssName}; terminal module ${(sizes.terminalGzip / 1024).toFixed(1)} KB gzip`);

@@ -1,7 +1,7 @@
 // Shapes of the API's answers the dashboard reads (SPEC.md; the OpenAPI document at /v1/openapi.json).
 
 export interface Permissions {
-  agents: { create: boolean; delete: boolean; configure: boolean; use_templates: string[] | '*' };
+  agents: { create: boolean; delete: boolean; configure: boolean; terminal?: boolean; use_templates: string[] | '*' };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
   admin: { manage_users: boolean; manage_roles: boolean; manage_templates: boolean; manage_providers: boolean; view_audit_log: boolean; manage_tenant: boolean };

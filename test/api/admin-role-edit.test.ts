@@ -51,8 +51,14 @@ describe(`role edits and tenant settings over the API (${DB_MODE})`, () => {
     const member = await roleId('member');
     const widened = await patch(member, { permissions: { admin: { manage_users: true } } });
     expect(widened.status).toBe(400);
-    expect(widened.json.message).toContain('only its cost limits can change');
+    expect(widened.json.message).toContain('only its cost limits and agents.terminal can change');
     expect((await patch(member, { description: 'Something else' })).status).toBe(400);
+    // The terminal is the one grant a system role may lose (and get back).
+    const agents = systemRolePermissions('member').agents;
+    const noTerminal = await patch(member, { permissions: { agents: { ...agents, terminal: false } } });
+    expect(noTerminal.status).toBe(200);
+    expect(noTerminal.json.role.permissions.agents).toEqual({ ...agents, terminal: false });
+    expect((await patch(member, { permissions: { agents } })).json.role.permissions.agents.terminal).toBe(true);
 
     const limited = await patch(member, { permissions: { cost: { monthly_limit_usd: 20, per_request_limit_usd: 1 } } });
     expect(limited.status).toBe(200);

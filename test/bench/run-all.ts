@@ -26,7 +26,9 @@ import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
+import { terminalBench } from './terminal.bench.js';
 import { webBench } from './web.bench.js';
+import { workspaceFilesBench } from './workspace-files.bench.js';
 
 const benches: Record<string, () => Promise<boolean>> = {
   'cli-startup': cliStartup,
@@ -54,6 +56,8 @@ const benches: Record<string, () => Promise<boolean>> = {
   web: webBench,
   limits: limitsBench,
   changes: changesBench,
+  'workspace-files': workspaceFilesBench,
+  terminal: terminalBench,
 };
 
 const wanted = process.argv.slice(2);

@@ -20,6 +20,12 @@ const HOST_KERNEL = ['src/kernel/errors.ts', 'src/kernel/logger.ts'];
  * the appliance's control plane is a package.
  */
 const RUNNER_PACKAGES = ['tar-stream'];
+/**
+ * Packages the runtime host (and so the runner) may load: a WebSocket client, to reach a runtime's pty
+ * (a terminal: runtime-transport.ts, and the runner's bridge of it). A protocol library, nothing of the
+ * control plane.
+ */
+const HOST_PACKAGES = ['ws'];
 
 function filesUnder(dir: string): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
@@ -41,12 +47,12 @@ const isKernel = (t: string) => HOST_KERNEL.includes(t) || t.startsWith('src/lib
 const inRoom = (room: string) => (t: string) => t.startsWith(`${room}/`);
 
 describe('code rooms', () => {
-  it('the runtime host (src/core/runtime/host) imports only itself, node and the kernel', () => {
-    expect(outside('src/core/runtime/host', (t) => isNode(t) || isKernel(t) || t.startsWith('src/core/runtime/host/'))).toEqual([]);
+  it('the runtime host (src/core/runtime/host) imports only itself, node, the kernel and a WebSocket client', () => {
+    expect(outside('src/core/runtime/host', (t) => isNode(t) || isKernel(t) || HOST_PACKAGES.includes(t) || t.startsWith('src/core/runtime/host/'))).toEqual([]);
   });
 
-  it('the runner (src/runner) imports only the runtime host, node, the kernel and a tar reader', () => {
-    expect(outside('src/runner', (t) => isNode(t) || isKernel(t) || RUNNER_PACKAGES.includes(t) || t.startsWith('src/runner/') || t.startsWith('src/core/runtime/host/'))).toEqual([]);
+  it('the runner (src/runner) imports only the runtime host, node, the kernel, a tar reader and a WebSocket client', () => {
+    expect(outside('src/runner', (t) => isNode(t) || isKernel(t) || RUNNER_PACKAGES.includes(t) || HOST_PACKAGES.includes(t) || t.startsWith('src/runner/') || t.startsWith('src/core/runtime/host/'))).toEqual([]);
   });
 
   it('the kernel imports only itself; src/lib only the kernel and itself (pino is the logger\'s)', () => {

@@ -7,7 +7,7 @@ const F = false;
 describe('system role documents', () => {
   it('owner has every permission including manage_tenant', () => {
     expect(systemRolePermissions('owner')).toEqual({
-      agents: { create: T, delete: T, configure: T, use_templates: '*' },
+      agents: { create: T, delete: T, configure: T, terminal: T, use_templates: '*' },
       memory: { read_own: T, read_team: T, read_org: T, write: T, delete: T, share: T },
       tools: { allowed: '*', denied: [] },
       admin: { manage_users: T, manage_roles: T, manage_templates: T, manage_providers: T, view_audit_log: T, manage_tenant: T },
@@ -22,9 +22,9 @@ describe('system role documents', () => {
     expect({ ...admin, admin: { ...admin.admin, manage_tenant: true } }).toEqual(owner);
   });
 
-  it('member creates and uses agents, reads and writes own memories, reads team memories', () => {
+  it('member creates and uses agents, opens a terminal in their workspace, reads and writes own memories, reads team memories', () => {
     expect(systemRolePermissions('member')).toEqual({
-      agents: { create: T, delete: F, configure: F, use_templates: '*' },
+      agents: { create: T, delete: F, configure: F, terminal: T, use_templates: '*' },
       memory: { read_own: T, read_team: T, read_org: F, write: T, delete: F, share: F },
       tools: { allowed: '*', denied: [] },
       admin: { manage_users: F, manage_roles: F, manage_templates: F, manage_providers: F, view_audit_log: F, manage_tenant: F },
@@ -34,7 +34,7 @@ describe('system role documents', () => {
 
   it('viewer is read-only with no agent execution', () => {
     expect(systemRolePermissions('viewer')).toEqual({
-      agents: { create: F, delete: F, configure: F, use_templates: [] },
+      agents: { create: F, delete: F, configure: F, terminal: F, use_templates: [] },
       memory: { read_own: T, read_team: T, read_org: F, write: F, delete: F, share: F },
       tools: { allowed: [], denied: [] },
       admin: { manage_users: F, manage_roles: F, manage_templates: F, manage_providers: F, view_audit_log: F, manage_tenant: F },

@@ -96,6 +96,12 @@ export function createAuthRepo() {
       return rows[0];
     },
 
+    /** The names of the roles a user holds now (a connection open since sign-in re-checks against them). */
+    async userRoles(q: Queryable, tenantId: string, userId: string): Promise<string[]> {
+      const { rows } = await q.query<{ roles: string[] }>(`select ${roleNamesSql('u.id')} as roles from users u where u.tenant_id = $1 and u.id = $2`, [tenantId, userId]);
+      return rows[0]?.roles ?? [];
+    },
+
     /**
      * The operator user (AGENTWS_OPERATOR_EMAIL) with its current roles, in the operator's tenant only:
      * the tenant named by AGENTWS_OPERATOR_TENANT (slug or id), else the first tenant created (the one

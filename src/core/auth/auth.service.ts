@@ -60,6 +60,7 @@ export function createAuthService(
     logout: sessionTokens.logout,
     authenticate: authn.authenticate,
     authenticateCached: authn.authenticateCached,
+    recheckOf: authn.recheckOf,
     operator: authn.operator,
     revokeUser: sessionTokens.revokeUser,
 

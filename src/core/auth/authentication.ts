@@ -189,6 +189,47 @@ export function createAuthentication(deps: {
     },
 
     /**
+     * For a connection that outlives its request (a terminal): a check to run again while it is open,
+     * which throws once the credential it was opened with no longer holds: the sign-in ended (sign-out,
+     * expiry, the user removed or deactivated: their sign-ins end then), the personal access token was
+     * revoked or expired, the user or tenant is gone. It returns the caller's permissions NOW: the roles
+     * the user holds at this moment (not those fixed in the token at sign-in), so a role taken away or a
+     * permission removed from a role is seen at the next check. The access token's own expiry does not
+     * end the connection: the dashboard refreshes it without reconnecting, and its sign-in is what holds.
+     */
+    async recheckOf(input: { bearer?: string; cookie?: string }, actor: UserActor): Promise<() => Promise<UserActor['permissions']>> {
+      const token = input.bearer ?? input.cookie;
+      const current = async (tenantId: string, userId: string, q = db) => {
+        const roles = await repo.userRoles(q, tenantId, userId);
+        return rbac.resolvePermissions(tenantId, roles);
+      };
+      if (actor.via === 'pat' && input.bearer) {
+        const value = input.bearer;
+        return async () => {
+          const row = deps.personalTokens ? await deps.personalTokens.find(value) : null;
+          if (!row || row.revokedAt || row.expiresAt <= clock.now()) throw invalidToken();
+          const user = await loadUser(row.tenantId, row.userId);
+          const now = await current(user.tenantId, user.id);
+          return maskPermissions(now, row.scopes, true);
+        };
+      }
+      if (actor.via === 'api-key' || actor.via === 'demo') {
+        const via = actor.via;
+        return async () => (await operatorActor(via)).permissions;
+      }
+      const claims = token ? await tokens.verify(token, ['access']) : null;
+      if (!claims) throw new UnauthenticatedError('invalid token');
+      const { tid, sub } = claims;
+      const sid = claims.sid ?? null;
+      return async () => {
+        const row = await repo.caller(db, tid, sub, sid, clock.now());
+        const user = checkCaller(row);
+        if (row.signInValid === false) throw new UnauthenticatedError('your sign-in has ended (signed out, expired, or the user was removed)', { code: 'signed_out' });
+        return current(user.tenantId, user.id);
+      };
+    },
+
+    /**
      * The operator user and tenant (demo mode and the API key act as them), or null when none is
      * configured or found; remembered for 30 s. Sessions use it for demo-mode sessions of a browser.
      */

@@ -136,9 +136,11 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
           // Stored documents come back from jsonb with their keys reordered: compare them sorted.
           const canonical = (v: unknown): unknown =>
             v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => [k, canonical(x)])) : v;
-          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, cost: null }));
+          // The terminal may be taken from (or given back to) a system role too: a tenant that wants no
+          // shell in its sandboxes turns it off on the member role without making a custom one.
+          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, agents: { ...p.agents, terminal: null }, cost: null }));
           if (fixed(permissions) !== fixed(role.permissions) || (input.description !== undefined && input.description.trim() !== role.description)) {
-            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
+            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits and agents.terminal can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
           }
         }
         checkGrant(ctx, permissions, `change the role "${role.name}"`);

@@ -1,6 +1,6 @@
 import { UpstreamError } from '../../kernel/errors.js';
 import { MANAGED_CONFIG_ROUTE } from './host/managed-config.js';
-import { requestRuntime, runtimeUnavailable, type RuntimeHandle } from './host/runtime-transport.js';
+import { openRuntimeSocket, requestRuntime, runtimeUnavailable, type RuntimeHandle, type RuntimeSocket } from './host/runtime-transport.js';
 
 /**
  * The one place that speaks opencode's HTTP API (1.18.33), for one user's runtime. Everything else in
@@ -220,6 +220,56 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       }
     },
 
+    /**
+     * A terminal in the sandbox (opencode 1.18.33 `POST /pty`): with no command opencode starts the
+     * shell of its own environment (SHELL, else bash) with `-l`, in the workspace, with the runtime
+     * process's environment plus `TERM=xterm-256color`: exactly what the agent's bash tool runs with.
+     * Nothing of the appliance is added here (no env, no command, no cwd from the caller).
+     */
+    async createPty(): Promise<RuntimePty> {
+      const r = await call('POST', '/pty', { body: { title: 'workspace terminal' } });
+      if (r.status !== 200) throw fail(`open a terminal (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
+      const p = r.json as { id: string; pid: number; command: string; cwd: string };
+      return { id: p.id, pid: p.pid, command: p.command, cwd: p.cwd };
+    },
+
+    /** The terminal's size in characters (`PUT /pty/:id`); false when the runtime no longer has it. */
+    async resizePty(id: string, cols: number, rows: number): Promise<boolean> {
+      const r = await call('PUT', `/pty/${encodeURIComponent(id)}`, { body: { size: { cols, rows } }, timeoutMs: 5000 });
+      if (r.status === 404) return false;
+      if (r.status !== 200) throw fail('resize the terminal', r);
+      return true;
+    },
+
+    /** Ends the terminal's shell (`DELETE /pty/:id`: opencode kills it); false when it had ended already. */
+    async removePty(id: string): Promise<boolean> {
+      const r = await call('DELETE', `/pty/${encodeURIComponent(id)}`, { timeoutMs: 5000 });
+      if (r.status === 404) return false;
+      if (r.status !== 200) throw fail('close the terminal', r);
+      return true;
+    },
+
+    /**
+     * The terminal's WebSocket (`GET /pty/:id/connect`): each text message is the shell's output, each
+     * message sent is written to it as typed. opencode also sends binary messages (a NUL and JSON: the
+     * cursor to resume a replay from), which a single live connection does not need: dropped here.
+     */
+    async connectPty(id: string): Promise<PtyConnection> {
+      let socket: RuntimeSocket;
+      try {
+        socket = await openRuntimeSocket(endpoint, `/pty/${encodeURIComponent(id)}/connect?directory=${encodeURIComponent(directory)}`);
+      } catch (err) {
+        throw runtimeUnavailable((err as Error).message);
+      }
+      const output: Array<(text: string) => void> = [];
+      const closed: Array<(why: string) => void> = [];
+      socket.onFrame((f) => {
+        if (f.kind === 'text') for (const l of output) l(f.data);
+        else if (f.kind === 'close') for (const l of closed) l(f.reason || `the terminal's socket closed (${f.code})`);
+      });
+      return { write: (text) => socket.send(text), onOutput: (l) => void output.push(l), onClosed: (l) => void closed.push(l), close: () => socket.close() };
+    },
+
     async abort(sessionId: string): Promise<void> {
       const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/abort`);
       if (r.status !== 200 && r.status !== 404) throw fail('abort the session', r);
@@ -239,3 +289,20 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
 }
 
 export type RuntimeClient = ReturnType<typeof createRuntimeClient>;
+
+/** A terminal's shell in the runtime, as the service uses it (output text; opencode's replay cursors dropped). */
+export interface RuntimePty {
+  id: string;
+  /** Its process id inside the sandbox. */
+  pid: number;
+  /** The shell opencode started: the sandbox's preferred one (bash here), as a login shell. */
+  command: string;
+  cwd: string;
+}
+export interface PtyConnection {
+  write(text: string): void;
+  /** Output as the shell writes it; `closed` once the socket ends (the shell exited, the runtime stopped). */
+  onOutput(listener: (text: string) => void): void;
+  onClosed(listener: (why: string) => void): void;
+  close(): void;
+}

@@ -216,6 +216,16 @@ export function createRuntimePool(
     /** Something happened in the runtime (an event, a call): it is not idle (and not frozen). */
     touch: (userId: string) => host.touch(userId),
 
+    /**
+     * Someone uses the runtime through a connection of its own (a terminal): not idle, not frozen, also
+     * when another serve on this machine hosts it (told over the bus, at most every few seconds). On a
+     * runner the runner sees the terminal's messages itself.
+     */
+    keepAwake(userId: string): void {
+      if (host.hosting && host.holds(userId)) host.touch(userId);
+      else tellUsed(userId);
+    },
+
     /** The runtime reported a session running or idle (a running turn keeps its runtime from eviction). */
     setRunning(userId: string, upstreamSessionId: string, running: boolean): void {
       if (host.setRunning(userId, upstreamSessionId, running) || !deps.remote) return;

@@ -32,9 +32,8 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) 
   // verified and checked moments ago): no promise on the common path, which is most of what an
   // authenticated request costs beyond an anonymous one.
   const authenticate = (req: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const header = req.headers.authorization;
-    const bearer = header !== undefined && BEARER.test(header) ? header.slice(7).trim() : undefined;
-    const input = { bearer, cookie: bearer ? undefined : readCookie(req.headers.cookie, ACCESS_COOKIE) };
+    const input = credentialOf(req);
+    const { bearer } = input;
     // Checked before the credential: a forged request learns nothing, not even whether the cookie is valid.
     const forged = forgery(req, bearer !== undefined ? 'bearer' : input.cookie !== undefined ? 'cookie' : 'none');
     if (forged) return done(forged);
@@ -59,6 +58,13 @@ export const authPlugin = fp(async (app: FastifyInstance, opts: { core: Core }) 
     route.onRequest = [authenticate, ...existing];
   });
 });
+
+/** The credential a request leans on: a Bearer header, else the access-token cookie. */
+export function credentialOf(req: FastifyRequest): { bearer?: string; cookie?: string } {
+  const header = req.headers.authorization;
+  const bearer = header !== undefined && BEARER.test(header) ? header.slice(7).trim() : undefined;
+  return { bearer, cookie: bearer ? undefined : readCookie(req.headers.cookie, ACCESS_COOKIE) };
+}
 
 /** The service context of a request: who acts, in which tenant, traced by the request id. */
 export function ctxOf(req: FastifyRequest): Ctx {

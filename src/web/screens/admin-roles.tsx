@@ -15,7 +15,7 @@ export interface RoleDoc {
 
 /** The yes/no permissions of a role document, by group, as the API names them. */
 const FLAGS = {
-  agents: ['create', 'delete', 'configure'],
+  agents: ['create', 'delete', 'configure', 'terminal'],
   memory: ['read_own', 'read_team', 'read_org', 'write', 'delete', 'share'],
   admin: ['manage_users', 'manage_roles', 'manage_templates', 'manage_providers', 'view_audit_log', 'manage_tenant'],
 } as const;
@@ -60,7 +60,8 @@ function documentOf(d: Draft) {
 /**
  * Custom roles (admin.manage_roles): create one, or edit its permission document. Only what the editor
  * holds can be granted (the API refuses the rest, and its refusal is shown): the permissions they do not
- * hold are disabled. System roles are listed for reference; their cost limits are on the Cost limits tab.
+ * hold are disabled. System roles are listed for reference; their cost limits are on the Cost limits tab,
+ * and the terminal (agents.terminal) is taken from or given back to them here.
  */
 export function RolesTab(props: { held: Permissions }) {
   const [roles, setRoles] = useState<RoleDoc[] | null>(null);
@@ -89,6 +90,14 @@ export function RolesTab(props: { held: Permissions }) {
     if (ok) {
       setEditing(null);
       await load();
+    }
+  };
+  const toggleTerminal = async (r: RoleDoc) => {
+    try {
+      await api('PATCH', `/admin/roles/${r.id}`, { permissions: { agents: { ...r.permissions.agents, terminal: !r.permissions.agents.terminal } } });
+      await load();
+    } catch (err) {
+      setError(explain(err));
     }
   };
   const held = (g: Group, m: string) => (props.held[g] as Record<string, unknown>)[m] === true;
@@ -186,7 +195,14 @@ export function RolesTab(props: { held: Permissions }) {
                   <small>{summary(r.permissions)}</small>
                 </td>
                 <td>
-                  {r.isSystem ? null : (
+                  {r.isSystem ? (
+                    // A system role keeps its document, but the terminal can be taken from it (or given back).
+                    r.name === 'viewer' && !r.permissions.agents.terminal ? null : (
+                      <button type="button" class="link" onClick={() => void toggleTerminal(r)}>
+                        {r.permissions.agents.terminal ? 'Take the terminal away' : 'Give the terminal back'}
+                      </button>
+                    )
+                  ) : (
                     <button type="button" class="link" onClick={() => open(r)}>
                       Edit
                     </button>

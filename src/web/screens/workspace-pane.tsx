@@ -2,6 +2,8 @@ import type { VNode } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Me } from '../types';
 import { ChangesPanel } from './changes-panel';
+import { FilesPanel } from './files-panel';
+import { TerminalPanel } from './terminal-panel';
 
 /** What every tab of the workspace pane is given by the chat it sits beside. */
 export interface PaneProps {
@@ -25,7 +27,12 @@ interface Tab {
  * The tabs beside a session's chat, each the person's own workspace from one side. Each tab lives in a
  * file of its own (its component and its calls) and adds one entry here.
  */
-const TABS: Tab[] = [{ id: 'changes', label: 'Changes', shown: () => true, render: (p) => <ChangesPanel {...p} /> }];
+const TABS: Tab[] = [
+  // A role without agents.create has no agent, so no workspace.
+  { id: 'files', label: 'Files', shown: (me) => me.permissions.agents.create, render: (p) => <FilesPanel {...p} /> },
+  { id: 'terminal', label: 'Terminal', shown: (me) => me.permissions.agents.terminal === true, render: (p) => <TerminalPanel {...p} /> },
+  { id: 'changes', label: 'Changes', shown: () => true, render: (p) => <ChangesPanel {...p} /> },
+];
 
 /** The pane beside the chat: one tab open at a time, closed by default on a narrow screen. */
 export function WorkspacePane(props: PaneProps) {

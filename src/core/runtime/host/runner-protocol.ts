@@ -93,3 +93,44 @@ export function sameText(a: string, b: string): boolean {
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
 }
+
+/**
+ * A WebSocket of a runtime (a terminal's pty) across the runner channel. An HTTP/2 stream cannot be
+ * upgraded, so the runner opens the WebSocket to its runtime itself (`POST /rt/<user>/<path>` with
+ * RUNNER_WEBSOCKET_HEADER) and both ends carry its messages as frames on the stream's two directions:
+ * one byte of kind, four of length (big-endian), the payload. A close carries its code (two bytes) and
+ * reason. A frame past RUNNER_FRAME_MAX_BYTES ends the stream.
+ */
+export const RUNNER_WEBSOCKET_HEADER = 'x-agentws-websocket';
+export const RUNNER_FRAME_MAX_BYTES = 1024 * 1024;
+export type SocketFrame = { kind: 'text'; data: string } | { kind: 'binary'; data: Buffer } | { kind: 'close'; code: number; reason: string };
+const FRAME_KINDS = { text: 1, binary: 2, close: 3 } as const;
+
+export function encodeFrame(f: SocketFrame): Buffer {
+  const payload =
+    f.kind === 'text' ? Buffer.from(f.data, 'utf8') : f.kind === 'binary' ? f.data : Buffer.concat([Buffer.from([(f.code >> 8) & 0xff, f.code & 0xff]), Buffer.from(f.reason.slice(0, 120), 'utf8')]);
+  const head = Buffer.alloc(5);
+  head[0] = FRAME_KINDS[f.kind];
+  head.writeUInt32BE(payload.length, 1);
+  return Buffer.concat([head, payload]);
+}
+
+/** Reads frames from a stream's chunks as they arrive; throws on a frame too long or of no known kind. */
+export function frameReader(onFrame: (f: SocketFrame) => void): (chunk: Buffer) => void {
+  let buf: Buffer = Buffer.alloc(0);
+  return (chunk) => {
+    buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+    while (buf.length >= 5) {
+      const len = buf.readUInt32BE(1);
+      if (len > RUNNER_FRAME_MAX_BYTES) throw new Error(`a socket frame of ${len} bytes (at most ${RUNNER_FRAME_MAX_BYTES})`);
+      if (buf.length < 5 + len) return;
+      const kind = buf[0];
+      const payload = buf.subarray(5, 5 + len);
+      buf = buf.subarray(5 + len);
+      if (kind === FRAME_KINDS.text) onFrame({ kind: 'text', data: payload.toString('utf8') });
+      else if (kind === FRAME_KINDS.binary) onFrame({ kind: 'binary', data: Buffer.from(payload) });
+      else if (kind === FRAME_KINDS.close) onFrame({ kind: 'close', code: payload.length >= 2 ? payload.readUInt16BE(0) : 1000, reason: payload.subarray(2).toString('utf8') });
+      else throw new Error(`a socket frame of unknown kind ${kind}`);
+    }
+  };
+}

@@ -1,6 +1,8 @@
 import http, { type IncomingMessage } from 'node:http';
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
+import WebSocket from 'ws';
 import { UnavailableError } from '../../../kernel/errors.js';
+import { encodeFrame, frameReader, RUNNER_WEBSOCKET_HEADER, type SocketFrame } from './runner-protocol.js';
 
 /**
  * How the service speaks HTTP to a runtime: over the Unix socket bound into its sandbox (the sandbox has
@@ -61,6 +63,12 @@ export function setTunnelDialer(d: TunnelDialer | null): void {
   dialer = d;
 }
 
+/** A request to a runner host itself about a user (not their runtime: it need not run), under `/rt/<user>`. */
+export function dialRunner(tunnel: { runnerId: string; userId: string }, req: TunnelRequest): Promise<TunnelResponse> {
+  if (!dialer) return Promise.reject(runtimeUnavailable('this process has no runner channel'));
+  return dialer(tunnel, req);
+}
+
 function dial(ep: RuntimeEndpoint, req: TunnelRequest): Promise<TunnelResponse> {
   if (!dialer) return Promise.reject(new Error('this process has no runner channel'));
   return dialer(ep.tunnel!, req);
@@ -117,4 +125,88 @@ export function openRuntimeStream(ep: RuntimeEndpoint, path: string, signal: Abo
     req.on('response', resolve);
     req.end();
   });
+}
+
+/**
+ * A WebSocket of a runtime (a terminal's pty), wherever the runtime runs: messages in, messages out, one
+ * close. On a runner the runner holds the WebSocket and the runner channel carries its frames
+ * (runner-protocol.ts).
+ */
+export interface RuntimeSocket {
+  send(text: string): void;
+  close(): void;
+  onFrame(listener: (f: SocketFrame) => void): void;
+}
+
+/** Opens a runtime's WebSocket at `path`; rejects when the runtime refuses it (its status in the message). */
+export function openRuntimeSocket(ep: RuntimeEndpoint, path: string): Promise<RuntimeSocket> {
+  if (ep.tunnel) return openTunnelSocket(ep, path);
+  return new Promise((resolve, reject) => {
+    const url = ep.socketPath ? `ws+unix://${ep.socketPath}:${path}` : new URL(path, ep.url!.replace(/^http/, 'ws')).toString();
+    const ws = new WebSocket(url, { headers: { authorization: ep.authorization }, perMessageDeflate: false, handshakeTimeout: 10_000 });
+    const listeners: Array<(f: SocketFrame) => void> = [];
+    let closed = false;
+    const emit = (f: SocketFrame) => {
+      if (closed) return;
+      if (f.kind === 'close') closed = true;
+      for (const l of listeners) l(f);
+    };
+    ws.on('unexpected-response', (_req, res) => {
+      res.resume();
+      reject(new Error(`the runtime refused the socket (HTTP ${res.statusCode})`));
+      ws.terminate();
+    });
+    ws.on('error', (err) => (ws.readyState === WebSocket.CONNECTING ? reject(err) : emit({ kind: 'close', code: 1011, reason: err.message })));
+    ws.on('message', (data, isBinary) => emit(isBinary ? { kind: 'binary', data: data as Buffer } : { kind: 'text', data: data.toString() }));
+    ws.on('close', (code, reason) => emit({ kind: 'close', code, reason: reason.toString() }));
+    ws.on('open', () => {
+      // Keystrokes are a few bytes each: Nagle's delay would be most of their round trip.
+      (ws as unknown as { _socket?: { setNoDelay?: (on: boolean) => void } })._socket?.setNoDelay?.(true);
+      resolve({
+        send: (text) => ws.readyState === WebSocket.OPEN && ws.send(text),
+        close: () => ws.close(),
+        onFrame: (l) => void listeners.push(l),
+      });
+    });
+  });
+}
+
+async function openTunnelSocket(ep: RuntimeEndpoint, path: string): Promise<RuntimeSocket> {
+  const up = new PassThrough();
+  const res = await dial(ep, { method: 'POST', path, headers: { authorization: ep.authorization, [RUNNER_WEBSOCKET_HEADER]: '1' }, bodyStream: up });
+  if (res.statusCode !== 200) {
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    up.end();
+    throw new Error(`the runtime refused the socket (HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 200)})`);
+  }
+  const listeners: Array<(f: SocketFrame) => void> = [];
+  let closed = false;
+  const emit = (f: SocketFrame) => {
+    if (closed) return;
+    if (f.kind === 'close') {
+      closed = true;
+      up.end();
+    }
+    for (const l of listeners) l(f);
+  };
+  const read = frameReader(emit);
+  res.on('data', (c: Buffer) => {
+    try {
+      read(c);
+    } catch (err) {
+      emit({ kind: 'close', code: 1009, reason: (err as Error).message });
+      res.destroy();
+    }
+  });
+  res.on('end', () => emit({ kind: 'close', code: 1006, reason: 'the runner ended the socket' }));
+  res.on('error', (err) => emit({ kind: 'close', code: 1011, reason: err.message }));
+  return {
+    send: (text) => void (closed || up.write(encodeFrame({ kind: 'text', data: text }))),
+    close: () => {
+      if (closed) return;
+      up.end(encodeFrame({ kind: 'close', code: 1000, reason: '' }));
+    },
+    onFrame: (l) => void listeners.push(l),
+  };
 }
