@@ -196,7 +196,7 @@ export function createSessionsService(deps: {
      * Queues an agent turn (SPEC.md rules 3-6): the caller owns the session and may run agents, the
      * runtime is ready, cost limits allow it. The turn, its job and its audit entry commit together.
      */
-    async prompt(ctx: Ctx, input: PromptInput & { id: string; browserSession?: string }): Promise<{ jobId: string; sessionId: string; turnId: string }> {
+    async prompt(ctx: Ctx, input: PromptInput & { id: string; browserSession?: string }): Promise<{ jobId: string; sessionId: string; turnId: string; messageId: string }> {
       const tenantId = requirePermission(ctx, 'agents.create');
       const actor = userOf(ctx);
       let s = await owned(ctx, input.id, input.browserSession);
@@ -221,7 +221,7 @@ export function createSessionsService(deps: {
           sessionId: s.id,
           details: { jobId, turnId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, files: parts.filter((p) => p.type === 'file').length },
         });
-        return { jobId, sessionId: s.id, turnId };
+        return { jobId, sessionId: s.id, turnId, messageId };
       });
     },
 
@@ -272,8 +272,14 @@ export function createSessionsService(deps: {
         if (!(await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, p.id))) continue;
         await client.replyPermission(p.id, 'reject', 'The person stopped the turn.').catch((err) => ctx.log.warn({ err: (err as Error).message }, 'could not reject a permission request of a stopped turn'));
       }
-      await client.abort(s.upstreamId);
-      // A plan's subtasks run in child sessions of their own: what runs there is the plan's (cancel it).
+      try {
+        await client.abort(s.upstreamId);
+      } catch (err) {
+        // The stream said it was stopped: it hears that it was not, and why.
+        await streams.publish(s.id, 'session.error', { error: { name: 'StopFailed', message: `The turn could not be stopped: ${(err as Error).message}` } }).catch(() => {});
+        throw err;
+      }
+      // A plan's subtasks run in child sessions of their own: what runs there is the plan's (cancel the plan).
       await finish(turn?.id ?? null, true);
       return { stopped: true, turnId: turn?.id ?? null, withdrawn: false, message: 'The turn was stopped.' };
     },

@@ -153,6 +153,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
             jobId: Type.String({ format: 'uuid' }),
             sessionId: Type.String({ format: 'uuid' }),
             turnId: Type.String({ format: 'uuid', description: 'The turn: withdraw it with DELETE /v1/sessions/:id/turns/:turnId until it is sent' }),
+            messageId: Type.String({ description: "The prompt's message id in the transcript (GET /v1/sessions/:id/messages, the stream's message.updated): once it is there, the prompt was sent" }),
           }),
           ...errorResponses(400, 401, 403, 404, 409, 413, 429),
         },
