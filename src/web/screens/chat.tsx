@@ -23,7 +23,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   const [sending, setSending] = useState(false);
   const bottom = useRef<HTMLDivElement>(null);
   const fileInput = useRef<HTMLInputElement>(null);
-  const turn = useTurnControls(sessionId, running, setError);
+  const turn = useTurnControls(sessionId, running, setError, () => setRunning(false));
 
   const loadPending = () =>
     api<{ permissions: PendingPermission[] }>('GET', `/sessions/${sessionId}/permissions`).then(

@@ -13,7 +13,7 @@ export interface QueuedPrompt {
  * queued behind it (each withdrawable until it reaches the agent). The chat tells it what it sent and what
  * the transcript holds.
  */
-export function useTurnControls(sessionId: string, running: boolean, onError: (message: string) => void) {
+export function useTurnControls(sessionId: string, running: boolean, onError: (message: string) => void, onIdle: () => void) {
   const [queued, setQueued] = useState<QueuedPrompt[]>([]);
   const [stopping, setStopping] = useState(false);
 
@@ -21,7 +21,9 @@ export function useTurnControls(sessionId: string, running: boolean, onError: (m
     if (stopping) return;
     setStopping(true);
     try {
-      await api('POST', `/sessions/${sessionId}/stop`);
+      const r = await api<{ stopped: boolean; withdrawn: boolean }>('POST', `/sessions/${sessionId}/stop`);
+      // Nothing ran (or the prompt never reached the agent): no end of a turn will come on the stream.
+      if (!r.stopped || r.withdrawn) onIdle();
     } catch (err) {
       onError(explain(err));
     } finally {
