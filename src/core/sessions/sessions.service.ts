@@ -258,17 +258,22 @@ export function createSessionsService(deps: {
         }
         turn = await repo.currentTurn(db, s.tenantId, s.id);
       }
-      s.upstreamId = (await repo.byId(db, s.tenantId, s.id))?.upstreamId ?? s.upstreamId;
+      // A first turn binds the session to its runtime session as it is sent: read again when not bound yet.
+      if (!s.upstreamId) s.upstreamId = (await repo.byId(db, s.tenantId, s.id))?.upstreamId ?? null;
       // Never starts a runtime: one that does not run runs nothing.
       const client = s.upstreamId ? await pool.runningClient({ tenantId: s.tenantId, userId: s.ownerId }) : null;
+      // The runtime's word, not our records: a turn whose end went unseen is still 'sent' there.
       const busy = client && s.upstreamId ? (await client.busySessions()).includes(s.upstreamId) : false;
-      if (!client || !s.upstreamId || (!busy && turn?.status !== 'sent')) {
+      if (!client || !s.upstreamId || !busy) {
         await finish(null, false);
         return { stopped: false, turnId: null, withdrawn: false, message: 'Nothing was running in this session.' };
       }
       // Said first, so that the stream reads who stopped the turn before the runtime's own end of it.
-      await streams.publish(s.id, 'turn.stopped', { turnId: turn?.id ?? null, by, message: `Stopped by ${by.name ?? 'its owner'}.` });
-      for (const p of await repo.pendingPermissionRequests(db, s.tenantId, s.id)) {
+      const [, waiting] = await Promise.all([
+        streams.publish(s.id, 'turn.stopped', { turnId: turn?.id ?? null, by, message: `Stopped by ${by.name ?? 'its owner'}.` }),
+        repo.pendingPermissionRequests(db, s.tenantId, s.id),
+      ]);
+      for (const p of waiting) {
         if (!(await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, p.id))) continue;
         await client.replyPermission(p.id, 'reject', 'The person stopped the turn.').catch((err) => ctx.log.warn({ err: (err as Error).message }, 'could not reject a permission request of a stopped turn'));
       }
