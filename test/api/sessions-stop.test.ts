@@ -20,6 +20,10 @@ describe('stopping a turn', () => {
     r = await startRuntimeApp();
     people = await seedPeople(r.t, 'acme');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
+    // Members have cost limits: each model call holds its worst case until it is recorded.
+    const member = (await r.t.opened.db.query<{ id: string }>(`select id from roles where tenant_id = $1 and name = 'member'`, [people.tenantId])).rows[0].id;
+    const limited = await api(r.t, 'PATCH', `/v1/admin/roles/${member}`, { token: people.tokens.owner, body: { permissions: { cost: { monthly_limit_usd: 100, per_request_limit_usd: 10 } } } });
+    expect(limited.status, limited.text).toBe(200);
   }, 120_000);
   afterAll(async () => r?.close());
 
@@ -37,6 +41,8 @@ describe('stopping a turn', () => {
     const turnId = prompt.json.turnId as string;
     await sse.until((e) => e.data.type === 'message.part.delta' && /word1\b/.test(JSON.stringify(e.data.properties)));
     await new Promise((res) => setTimeout(res, 300));
+    const holds = async () => (await db().query(`select count(*)::int as n from model_call_holds where user_id = $1`, [ids.mia])).rows[0].n as number;
+    expect(await holds()).toBeGreaterThan(0);
 
     const stop = await api(r.t, 'POST', `/v1/sessions/${sessionId}/stop`, { token: tokens.member });
     expect(stop.status, stop.text).toBe(200);
@@ -59,7 +65,8 @@ describe('stopping a turn', () => {
 
     // What was spent is recorded: the gateway charges the cut call (its hold settles).
     await expect.poll(async () => (await db().query(`select count(*)::int as n from usage_records where session_id = $1 and cost_usd > 0`, [sessionId])).rows[0].n, { timeout: 15_000, interval: 200 }).toBeGreaterThan(0);
-    expect((await db().query(`select count(*)::int as n from model_call_holds where user_id = $1`, [ids.mia])).rows[0].n).toBe(0);
+    // ...and the call's hold against the member's limits is settled with that record.
+    await expect.poll(holds, { timeout: 5_000, interval: 100 }).toBe(0);
 
     const audit = await db().query(`select user_id as "userId", details from audit_log where action = 'session.stop' and session_id = $1`, [sessionId]);
     expect(audit.rows).toEqual([{ userId: ids.mia, details: expect.objectContaining({ turnId, running: true }) }]);

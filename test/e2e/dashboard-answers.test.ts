@@ -96,12 +96,17 @@ describe('the chat: stopping a turn and reading answers, in Chromium', () => {
     expect(await page.getByTestId('msg-assistant').nth(answers).textContent()).not.toContain('word149');
   });
 
-  it('draws an answer as Markdown: a table, a coloured code block with a copy button, safe links, no raw HTML', async () => {
+  it('draws an answer as Markdown: a table, a coloured code block with a copy button, safe links, no raw HTML; an edit as a diff', async () => {
     await openSession('markdown');
-    r.llm.script([{ text: ANSWER }]);
+    r.llm.script([
+      { toolCall: { name: 'write', arguments: { filePath: 'notes.py', content: 'x = 1\ny = 2\n' } } },
+      { toolCall: { name: 'read', arguments: { filePath: 'notes.py' } } },
+      { toolCall: { name: 'edit', arguments: { filePath: 'notes.py', oldString: 'y = 2', newString: 'y = "three"' } } },
+      { text: ANSWER },
+    ]);
     await ask('show me');
     const answer = page.getByTestId('msg-assistant').last();
-    await answer.locator('table').waitFor({ timeout: 30_000 });
+    await answer.locator('table').waitFor({ timeout: 60_000 });
     // An answer's headings sit a level under the page's own.
     expect(await answer.locator('h3').textContent()).toBe('Results');
     expect(await answer.locator('strong').textContent()).toBe('what I found');
@@ -126,6 +131,13 @@ describe('the chat: stopping a turn and reading answers, in Chromium', () => {
     expect(await answer.locator('img, script').count()).toBe(0);
     await answer.getByText('<img src=x onerror=', { exact: false }).waitFor();
     expect(await page.title()).not.toBe('pwned');
+    // The write shows the file it wrote; the edit its change as a coloured diff (each step is a message of its own).
+    const write = page.getByTestId('tool').filter({ hasText: 'write' });
+    expect(await write.getByTestId('written').textContent()).toContain('y = 2');
+    const diff = page.getByTestId('tool').filter({ hasText: 'edit' }).getByTestId('diff');
+    expect(await diff.locator('.dl-del').allTextContents()).toEqual(['-y = 2\n']);
+    expect(await diff.locator('.dl-add').allTextContents()).toEqual(['+y = "three"\n']);
+    expect(await diff.locator('.dl-add .tok-str').textContent()).toBe('"three"');
     await shoot(page, 'chat-markdown');
   });
 });
