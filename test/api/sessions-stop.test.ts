@@ -87,6 +87,27 @@ describe('stopping a turn', () => {
     expect(texts(await messagesOf(tokens.member, sessionId))).toContain('Answered after the stop.');
   });
 
+  it('a prompt sent while the turn ran (the runtime holds it behind the turn) goes next after the stop, once', async () => {
+    const { tokens } = people;
+    const sessionId = await newSession(tokens.member);
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${tokens.member}` });
+    r.llm.script([{ text: LONG, chunkDelayMs: 30 }, { text: 'The second prompt answered.' }]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'first', agent: 'build' } })).status).toBe(202);
+    await sse.until((e) => e.data.type === 'message.part.delta');
+    const second = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'SECOND-PROMPT', agent: 'build' } });
+    // Handed to the runtime, which holds it until the running turn ends.
+    await expect.poll(async () => (await db().query(`select status from agent_turns where id = $1`, [second.json.turnId])).rows[0].status, { timeout: 10_000, interval: 50 }).toBe('sent');
+    const stop = await api(r.t, 'POST', `/v1/sessions/${sessionId}/stop`, { token: tokens.member });
+    expect(stop.json).toMatchObject({ stopped: true, message: expect.stringContaining('goes next') });
+    await sse.until((e) => e.data.type === 'message.part.updated' && e.data.properties.part?.text === 'The second prompt answered.', 30_000);
+    const answered = sse.events.findIndex((e) => e.data.type === 'message.part.updated' && e.data.properties.part?.text === 'The second prompt answered.');
+    await sse.until((e) => e.data.type === 'session.idle' && sse.events.indexOf(e) > answered, 30_000);
+    await sse.close();
+    const messages = await messagesOf(tokens.member, sessionId);
+    expect(messages.filter((m) => m.info.role === 'user' && JSON.stringify(m.parts).includes('SECOND-PROMPT'))).toHaveLength(1);
+    expect(texts(messages)).toContain('The second prompt answered.');
+  });
+
   it('stops a turn waiting on a permission request: the request is gone', async () => {
     const { tokens } = people;
     const sessionId = await newSession(tokens.member);

@@ -367,6 +367,21 @@ export function createSessionsRepo() {
       return rows.length > 0;
     },
 
+    /**
+     * The turns the runtime holds behind `turnId` (handed over after it, not ended) are taken back into the
+     * queue, parked, with their attempts reset: the runtime drops them when the running turn is stopped, and
+     * they go again (the same message id: the runtime's copy is overwritten, not doubled) once it has. How many.
+     */
+    async takeBackLaterTurns(q: Queryable, tenantId: string, sessionId: string, turnId: string): Promise<number> {
+      const { rowCount } = await q.query(
+        `update agent_turns t set status = 'queued', attempts = 0, handing_at = null, parked_at = now(), error = '${PARKED}', sent_at = null
+           from agent_turns r where r.id = $3 and r.tenant_id = $1
+            and t.tenant_id = $1 and t.session_id = $2 and t.status = 'sent' and t.id <> r.id and (t.created_at, t.message_id) > (r.created_at, r.message_id)`,
+        [tenantId, sessionId, turnId],
+      );
+      return rowCount ?? 0;
+    },
+
     /** One turn of this session, as a withdrawal or a stop reads it (null: not this session's). */
     async turnOf(q: Queryable, tenantId: string, sessionId: string, turnId: string): Promise<{ id: string; status: TurnRow['status']; error: string | null; handing: boolean } | null> {
       const { rows } = await q.query<{ id: string; status: TurnRow['status']; error: string | null; handing: boolean }>(
@@ -377,13 +392,14 @@ export function createSessionsRepo() {
     },
 
     /**
-     * The session's turn a stop is about: its latest turn handed to the runtime and not ended ('sent'), else
+     * The session's turn a stop is about: its earliest turn handed to the runtime and not ended ('sent': the
+     * one running, the runtime holds later ones behind it), else
      * its earliest still to be sent (queued or being sent), with whether an attempt is handing it over now.
      */
     async currentTurn(q: Queryable, tenantId: string, sessionId: string): Promise<{ id: string; status: TurnRow['status']; handing: boolean } | null> {
       const { rows } = await q.query<{ id: string; status: TurnRow['status']; handing: boolean }>(
         `select id, status, handing from (
-           (select 0 as rank, id, status, handing_at is not null as handing from agent_turns where tenant_id = $1 and session_id = $2 and status = 'sent' order by created_at desc, message_id desc limit 1)
+           (select 0 as rank, id, status, handing_at is not null as handing from agent_turns where tenant_id = $1 and session_id = $2 and status = 'sent' order by created_at, message_id limit 1)
            union all
            (select 1 as rank, id, status, handing_at is not null as handing from agent_turns where tenant_id = $1 and session_id = $2 and status in ('queued', 'sending') order by created_at, message_id limit 1)
          ) t order by rank limit 1`,

@@ -277,6 +277,10 @@ export function createSessionsService(deps: {
         if (!(await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, p.id))) continue;
         await client.replyPermission(p.id, 'reject', 'The person stopped the turn.').catch((err) => ctx.log.warn({ err: (err as Error).message }, 'could not reject a permission request of a stopped turn'));
       }
+      // The prompts the runtime holds behind the turn (sent while it ran) would be dropped with it: they are
+      // taken back first (a sweep cannot send them before the abort: they wait for the one it ends), and
+      // sent again once it is stopped, in their order.
+      const later = turn?.status === 'sent' ? await repo.takeBackLaterTurns(db, s.tenantId, s.id, turn.id) : 0;
       try {
         await client.abort(s.upstreamId);
       } catch (err) {
@@ -284,9 +288,15 @@ export function createSessionsService(deps: {
         await streams.publish(s.id, 'session.error', { error: { name: 'StopFailed', message: `The turn could not be stopped: ${(err as Error).message}` } }).catch(() => {});
         throw err;
       }
+      if (later) {
+        await db.transaction(async (tx) => {
+          const next = await repo.handOn(tx, s.tenantId, s.id);
+          if (next) await sendTurnJob(queue, next, { tx });
+        });
+      }
       // A plan's subtasks run in child sessions of their own: what runs there is the plan's (cancel the plan).
       await finish(turn?.id ?? null, true);
-      return { stopped: true, turnId: turn?.id ?? null, withdrawn: false, message: 'The turn was stopped.' };
+      return { stopped: true, turnId: turn?.id ?? null, withdrawn: false, message: later ? `The turn was stopped; the ${later === 1 ? 'prompt' : `${later} prompts`} sent after it go${later === 1 ? 'es' : ''} next.` : 'The turn was stopped.' };
     },
 
     /**
