@@ -8,7 +8,8 @@ import { newSession, openStream, post, setUp } from './in-process-serve.js';
  * stop request to the stream's `turn.stopped`, and to the runtime's own end of the turn (`session.idle`),
  * then the next prompt's first text. Baselines in the same run, on the same runtime and session: opencode's
  * own abort called directly on the runtime (the service's runtime client, as the stop route calls it) up
- * to the same `session.idle`, and a prompt's first text when the turn before it ended normally. Target:
+ * to the same `session.idle`, and a prompt's first text when the turn before it ended normally (and, to
+ * tell the runtime's part from the service's, after opencode's own abort). Target:
  * stop -> "stopped" p95 <= 500 ms; the next prompt's first text within 1.5x its baseline (p50).
  * AGENTWS_BENCH_QUICK=1: five rounds instead of ten.
  */
@@ -57,6 +58,7 @@ export async function stopBench(): Promise<boolean> {
     const abortToIdle: number[] = [];
     const firstAfterStop: number[] = [];
     const firstBaseline: number[] = [];
+    const firstAfterAbort: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       // Through the service's route.
       let from = await longTurn();
@@ -74,7 +76,7 @@ export async function stopBench(): Promise<boolean> {
       t0 = performance.now();
       await client.abort(upstreamId);
       abortToIdle.push((await after(from, (d) => d.type === 'session.idle')).at - t0);
-      await shortTurn();
+      firstAfterAbort.push(await shortTurn());
     }
     stream.close();
 
@@ -90,7 +92,9 @@ export async function stopBench(): Promise<boolean> {
         'baseline: opencode abort called directly -> session.idle p50/p95': pp(abortToIdle),
         'next prompt -> its first text, after a stop p50/p95': `${pp(firstAfterStop)}  ${okNext ? 'met' : 'NOT met'}`,
         'baseline: a prompt -> its first text, after a turn that ended normally p50/p95': pp(firstBaseline),
+        'baseline: a prompt -> its first text, after opencode\'s own abort p50/p95': pp(firstAfterAbort),
         'next prompt after a stop / baseline (p50)': `${(median(firstAfterStop) / median(firstBaseline)).toFixed(2)}x`,
+        'next prompt after a stop / after opencode\'s own abort (p50)': `${(median(firstAfterStop) / median(firstAfterAbort)).toFixed(2)}x`,
         'load average 1/5/15 min (2 cores)': loadAvg(),
       },
       { ok: okStop && okNext, target: 'stop -> "stopped" p95 <= 500 ms; the next prompt\'s first text <= 1.5x its baseline (p50)' },
