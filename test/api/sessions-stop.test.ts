@@ -140,39 +140,6 @@ describe('stopping a turn', () => {
     const unknownTurn = await api(r.t, 'DELETE', `/v1/sessions/${memberSession}/turns/00000000-0000-4000-8000-000000000000`, { token: tokens.member });
     expect(unknownTurn.status).toBe(404);
   });
-
-  it('withdraws a queued prompt before it is sent: its model never sees it; a sent one is 409', async () => {
-    // A person of another tenant: their runtime starts cold, so the first prompt waits for it and the
-    // second one waits behind the first.
-    const other = await seedPeople(r.t, 'beta');
-    await applyScriptedProvider(r.t, other.tokens.owner, r.llm);
-    const token = other.tokens.member;
-    const sessionId = await newSession(token);
-    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
-    r.llm.script([{ text: 'First answered.' }, { text: 'never' }]);
-    const first = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'first prompt', agent: 'build' } });
-    const second = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'SECOND-WITHDRAWN prompt', agent: 'build' } });
-    expect(second.status).toBe(202);
-    const withdraw = await api(r.t, 'DELETE', `/v1/sessions/${sessionId}/turns/${second.json.turnId}`, { token });
-    expect(withdraw.status, withdraw.text).toBe(200);
-    expect(withdraw.json).toEqual({ withdrawn: true, turnId: second.json.turnId });
-    // Again: the same answer.
-    expect((await api(r.t, 'DELETE', `/v1/sessions/${sessionId}/turns/${second.json.turnId}`, { token })).status).toBe(200);
-    await sse.until((e) => e.data.type === 'session.idle', 45_000);
-    expect(sse.events.find((e) => e.data.type === 'turn.withdrawn')?.data.properties).toMatchObject({ turnId: second.json.turnId, by: { userId: other.ids.mia } });
-    // The first went on and was answered; once sent, it can no longer be withdrawn.
-    const late = await api(r.t, 'DELETE', `/v1/sessions/${sessionId}/turns/${first.json.turnId}`, { token });
-    expect(late.status).toBe(409);
-    expect(late.json).toMatchObject({ error: 'turn_already_sent' });
-    await sse.quiet(500, 3000);
-    await sse.close();
-    expect(r.llm.requests.some((q) => JSON.stringify(q.body).includes('SECOND-WITHDRAWN'))).toBe(false);
-    const messages = await messagesOf(token, sessionId);
-    expect(JSON.stringify(messages)).not.toContain('SECOND-WITHDRAWN');
-    expect(texts(messages)).toContain('First answered.');
-    const audit = await db().query(`select details from audit_log where action = 'turn.withdraw' and session_id = $1`, [sessionId]);
-    expect(audit.rows).toEqual([{ details: expect.objectContaining({ turnId: second.json.turnId }) }]);
-  });
 });
 
 describe('stopping a turn on a runner host', () => {
@@ -186,24 +153,43 @@ describe('stopping a turn on a runner host', () => {
   }, 120_000);
   afterAll(async () => r?.close());
 
-  it('stops the turn through the runner channel; the next prompt is answered', async () => {
+  it('withdraws a prompt queued while the runtime starts (its model never sees it), stops the turn through the runner channel, takes the next prompt', async () => {
     const { tokens, ids } = people;
-    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'runner stop' } })).json.sessionId as string;
-    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${tokens.member}` });
-    r.llm.script([{ text: LONG, chunkDelayMs: 30 }]);
-    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'long', agent: 'build' } })).status).toBe(202);
+    const token = tokens.member;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'runner stop' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ text: LONG, chunkDelayMs: 30 }, { text: 'Runner answered after the stop.' }]);
+    // The runtime starts cold on the runner: the first prompt waits for it, the second behind the first.
+    const first = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'long', agent: 'build' } });
+    const second = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'SECOND-WITHDRAWN prompt', agent: 'build' } });
+    expect(second.status).toBe(202);
+    const withdraw = await api(r.t, 'DELETE', `/v1/sessions/${sessionId}/turns/${second.json.turnId}`, { token });
+    expect(withdraw.status, withdraw.text).toBe(200);
+    expect(withdraw.json).toEqual({ withdrawn: true, turnId: second.json.turnId });
+    // Again: the same answer.
+    expect((await api(r.t, 'DELETE', `/v1/sessions/${sessionId}/turns/${second.json.turnId}`, { token })).status).toBe(200);
+
     await sse.until((e) => e.data.type === 'message.part.delta', 60_000);
-    const stop = await api(r.t, 'POST', `/v1/sessions/${sessionId}/stop`, { token: tokens.member });
-    expect(stop.json).toMatchObject({ stopped: true });
+    // Sent: no longer withdrawn, stopped instead.
+    const late = await api(r.t, 'DELETE', `/v1/sessions/${sessionId}/turns/${first.json.turnId}`, { token });
+    expect(late.status).toBe(409);
+    expect(late.json).toMatchObject({ error: 'turn_already_sent' });
+    const stop = await api(r.t, 'POST', `/v1/sessions/${sessionId}/stop`, { token });
+    expect(stop.json).toMatchObject({ stopped: true, turnId: first.json.turnId });
     await sse.until((e) => e.data.type === 'session.idle', 10_000);
     expect(sse.events.find((e) => e.data.type === 'turn.stopped')?.data.properties.by).toMatchObject({ userId: ids.mia });
+    expect(sse.events.find((e) => e.data.type === 'turn.withdrawn')?.data.properties).toMatchObject({ turnId: second.json.turnId, by: { userId: ids.mia } });
+
     const from = sse.events.length;
-    r.llm.script([{ text: 'Runner answered after the stop.' }]);
-    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'again', agent: 'build' } })).status).toBe(202);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'again', agent: 'build' } })).status).toBe(202);
     await sse.until((e) => sse.events.indexOf(e) >= from && e.data.type === 'session.idle', 30_000);
     await sse.close();
-    const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member })).json.messages as Messages;
+    const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Messages;
     expect(JSON.stringify(messages)).toContain('Runner answered after the stop.');
     expect(JSON.stringify(messages)).not.toContain(LAST);
+    expect(JSON.stringify(messages)).not.toContain('SECOND-WITHDRAWN');
+    expect(r.llm.requests.some((q) => JSON.stringify(q.body).includes('SECOND-WITHDRAWN'))).toBe(false);
+    const audit = await r.t.opened.db.query(`select details from audit_log where action = 'turn.withdraw' and session_id = $1`, [sessionId]);
+    expect(audit.rows).toEqual([{ details: expect.objectContaining({ turnId: second.json.turnId }) }]);
   });
 });
