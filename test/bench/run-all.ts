@@ -23,6 +23,7 @@ import { runnersBench } from './runners.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
+import { stopBench } from './stop.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
 import { terminalBench } from './terminal.bench.js';
@@ -56,6 +57,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   limits: limitsBench,
   'workspace-files': workspaceFilesBench,
   terminal: terminalBench,
+  stop: stopBench,
 };
 
 const wanted = process.argv.slice(2);
