@@ -58,6 +58,7 @@ const runtimeSuites = [
   'test/api/provider-base-url.test.ts',
   'test/api/scim-deactivation-agent.test.ts',
   'test/api/sessions-permissions.test.ts',
+  'test/api/sessions-stop.test.ts',
   'test/api/sessions-tools.test.ts',
   'test/api/sessions-turn.test.ts',
   'test/api/session-changes.test.ts',

@@ -68,7 +68,7 @@ describe(`sessions: access, templates and prompt forms (${DB_MODE})`, () => {
     const other = (await api(t, 'POST', '/v1/sessions', { token: tok.mia, body: { title: 'other' } })).json.sessionId;
     const prompt = await api(t, 'POST', `/v1/sessions/${mine}/prompt`, { token: tok.mia, body: { text: 'hello', agent: 'build' } });
     expect(prompt.status).toBe(202);
-    expect(prompt.json).toEqual({ jobId: expect.any(String), sessionId: mine });
+    expect(prompt.json).toEqual({ jobId: expect.any(String), sessionId: mine, turnId: expect.any(String), messageId: expect.any(String) });
     const list = await api(t, 'GET', '/v1/sessions', { token: tok.mia });
     expect(list.json.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual([mine, other]);
     expect(list.json.sessions[0]).toEqual({ sessionId: mine, title: 'mine', updatedAt: expect.any(String), templateSlug: null });

@@ -54,7 +54,7 @@ describe('agent sessions: a full turn', () => {
     r.llm.script([{ text: 'Hello from the scripted model', usage: { prompt: 1000, completion: 500 } }]);
     const prompt = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'say hello', agent: 'build' } });
     expect(prompt.status).toBe(202);
-    expect(prompt.json).toEqual({ jobId: expect.any(String), sessionId });
+    expect(prompt.json).toEqual({ jobId: expect.any(String), sessionId, turnId: expect.any(String), messageId: expect.any(String) });
 
     await sse.until((e) => e.data.type === 'session.idle');
     const events = sse.events.map((e) => e.data);

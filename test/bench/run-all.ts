@@ -24,6 +24,7 @@ import { runnersBench } from './runners.bench.js';
 import { serveReady } from './serve-ready.bench.js';
 import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
+import { stopBench } from './stop.bench.js';
 import { sseFanout } from './sse-fanout.bench.js';
 import { sseMemory } from './sse-memory.bench.js';
 import { terminalBench } from './terminal.bench.js';
@@ -58,6 +59,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   changes: changesBench,
   'workspace-files': workspaceFilesBench,
   terminal: terminalBench,
+  stop: stopBench,
 };
 
 const wanted = process.argv.slice(2);

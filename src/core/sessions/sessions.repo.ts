@@ -277,11 +277,12 @@ export function createSessionsRepo() {
     async parkTurn(q: Queryable, tenantId: string, turnId: string): Promise<boolean> {
       const { rows } = await q.query<{ waited: boolean }>(
         `update agent_turns t set status = 'queued', attempts = greatest(t.attempts - 1, 0), parked_at = now(), error = '${PARKED}'
-           from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2
+           from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2 and t.status in ('queued', 'sending')
          returning old.error is not distinct from '${PARKED}' as waited`,
         [turnId, tenantId],
       );
-      return rows[0]?.waited ?? false;
+      // Not parked: withdrawn meanwhile (sessions.service withdraw); nothing to tell.
+      return rows[0]?.waited ?? true;
     },
 
     /**
@@ -334,11 +335,12 @@ export function createSessionsRepo() {
     async waitTurn(q: Queryable, tenantId: string, turnId: string, why = 'waiting for a free runtime'): Promise<boolean> {
       const { rows } = await q.query<{ waited: boolean }>(
         `update agent_turns t set status = 'queued', attempts = greatest(t.attempts - 1, 0), error = $3
-           from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2
+           from agent_turns old where old.id = t.id and t.id = $1 and t.tenant_id = $2 and t.status in ('queued', 'sending')
          returning old.error is not distinct from $3 as waited`,
         [turnId, tenantId, why],
       );
-      return rows[0]?.waited ?? false;
+      // Not put back: withdrawn meanwhile (sessions.service withdraw); its next job finds it ended.
+      return rows[0]?.waited ?? true;
     },
 
     /** A turn whose job failed for good (its last attempt's worker died): failed, if it was still to be sent. */
@@ -347,6 +349,61 @@ export function createSessionsRepo() {
         `update agent_turns set status = 'failed', error = $2, parked_at = null where id = $1 and status in ('queued', 'sending')
          returning tenant_id as "tenantId", session_id as "sessionId"`,
         [turnId, error],
+      );
+      return rows[0] ?? null;
+    },
+
+    /**
+     * Withdraws a turn of this session before it reaches the runtime: failed with `error`, only while it is
+     * queued (or being prepared to send) and no attempt has passed its last check (handing_at, set by
+     * claimHandOver in the same row, so a withdrawal and a hand-over cannot both win). False otherwise.
+     */
+    async withdrawTurn(q: Queryable, tenantId: string, sessionId: string, turnId: string, error: string): Promise<boolean> {
+      const { rows } = await q.query(
+        `update agent_turns set status = 'failed', error = $4, parked_at = null
+          where id = $1 and tenant_id = $2 and session_id = $3 and status in ('queued', 'sending') and handing_at is null returning id`,
+        [turnId, tenantId, sessionId, error],
+      );
+      return rows.length > 0;
+    },
+
+    /**
+     * The turns the runtime holds behind `turnId` (handed over after it, not ended) are taken back into the
+     * queue, parked, with their attempts reset: the runtime drops them when the running turn is stopped, and
+     * they go again (the same message id: the runtime's copy is overwritten, not doubled) once it has. How many.
+     */
+    async takeBackLaterTurns(q: Queryable, tenantId: string, sessionId: string, turnId: string): Promise<number> {
+      const { rowCount } = await q.query(
+        `update agent_turns t set status = 'queued', attempts = 0, handing_at = null, parked_at = now(), error = '${PARKED}', sent_at = null
+           from agent_turns r where r.id = $3 and r.tenant_id = $1
+            and t.tenant_id = $1 and t.session_id = $2 and t.status = 'sent' and t.id <> r.id and (t.created_at, t.message_id) > (r.created_at, r.message_id)`,
+        [tenantId, sessionId, turnId],
+      );
+      return rowCount ?? 0;
+    },
+
+    /** One turn of this session, as a withdrawal or a stop reads it (null: not this session's). */
+    async turnOf(q: Queryable, tenantId: string, sessionId: string, turnId: string): Promise<{ id: string; status: TurnRow['status']; error: string | null; handing: boolean } | null> {
+      const { rows } = await q.query<{ id: string; status: TurnRow['status']; error: string | null; handing: boolean }>(
+        `select id, status, error, handing_at is not null as handing from agent_turns where id = $1 and tenant_id = $2 and session_id = $3`,
+        [turnId, tenantId, sessionId],
+      );
+      return rows[0] ?? null;
+    },
+
+    /**
+     * The session's turn a stop is about: its earliest turn handed to the runtime and not ended ('sent': the
+     * one running, the runtime holds later ones behind it), else
+     * its earliest still to be sent (queued or being sent), with whether an attempt is handing it over now.
+     */
+    async currentTurn(q: Queryable, tenantId: string, sessionId: string): Promise<{ id: string; status: TurnRow['status']; handing: boolean } | null> {
+      const { rows } = await q.query<{ id: string; status: TurnRow['status']; handing: boolean }>(
+        `select id, status, handing from (
+           (select 0 as rank, id, status, handing_at is not null as handing from agent_turns where tenant_id = $1 and session_id = $2 and status = 'sent' order by created_at, message_id limit 1)
+           union all
+           (select 1 as rank, id, status, handing_at is not null as handing from agent_turns where tenant_id = $1 and session_id = $2 and status in ('queued', 'sending') order by created_at, message_id limit 1)
+         ) t order by rank limit 1`,
+        [tenantId, sessionId],
       );
       return rows[0] ?? null;
     },

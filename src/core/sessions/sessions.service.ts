@@ -4,7 +4,7 @@ import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, requirePermission, requireTokenScope, requireUser, tenantOf } from '../../kernel/authz.js';
 import type { Ctx, UserActor } from '../../kernel/context.js';
-import { ForbiddenError, NotFoundError, RateLimitedError, UpstreamError, ValidationError } from '../../kernel/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UpstreamError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
@@ -14,7 +14,7 @@ import { mayUseTemplate } from '../templates/templates.service.js';
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
 import type { PartialAnswer, SessionRow, SessionsRepo, StoredEvent, Viewer } from './sessions.repo.js';
-import { answerText, queueTurn } from './session-turns.js';
+import { answerText, queueTurn, sendTurnJob } from './session-turns.js';
 import { TURN_LOST } from './turn-runner.js';
 import { workspaceDir } from '../../lib/data-paths.js';
 import type { TurnEvents } from './turn-events.js';
@@ -23,6 +23,9 @@ import type { TurnEvents } from './turn-events.js';
 export type { PromptFile, PromptInput } from './prompt-parts.js';
 export { AGENT_TURN_JOB } from './session-turns.js';
 export { ANALYTICS_JOB, type AnalyticsData } from './session-analytics.js';
+
+/** The error a withdrawn turn is recorded with (it never ran). */
+export const WITHDRAWN = 'withdrawn before it was sent to the agent';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -35,7 +38,7 @@ export function createSessionsService(deps: {
   audit: AuditService;
   queue: JobQueue;
   runtime: RuntimeService;
-  pool: Pick<RuntimePool, 'client' | 'prestart'>;
+  pool: Pick<RuntimePool, 'client' | 'prestart' | 'runningClient'>;
   streams: SessionStreams;
   clock: Clock;
   /** Makes the owner's workspace directory (the turn runner's, so both agree on what one is). */
@@ -110,6 +113,25 @@ export function createSessionsService(deps: {
     return withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id), moves, s.id), reverted?.messageId ?? null);
   }
 
+  /**
+   * Withdraws a turn not yet handed to the runtime (false when it has been, or is not this session's): the
+   * session's next parked turn is queued in the same transaction, the stream told.
+   */
+  async function withdrawn(ctx: Ctx, s: SessionRow, turnId: string, by: { userId: string; name: string | null }, action: 'turn.withdraw' | 'session.stop'): Promise<boolean> {
+    const done = await db.transaction(async (tx) => {
+      if (!(await repo.withdrawTurn(tx, s.tenantId, s.id, turnId, WITHDRAWN))) return false;
+      await audit.record(tx, ctx, { action, target: `session:${s.id}`, sessionId: s.id, details: { turnId, withdrawn: true } });
+      const next = await repo.handOn(tx, s.tenantId, s.id);
+      if (next) await sendTurnJob(queue, next, { tx });
+      return true;
+    });
+    if (done) {
+      ctx.log.info({ turnId, sessionId: s.id }, 'a queued turn was withdrawn');
+      await streams.publish(s.id, 'turn.withdrawn', { turnId, by, message: `Withdrawn by ${by.name ?? 'its owner'} before it reached the agent.` }).catch(() => {});
+    }
+    return done;
+  }
+
   return {
     /** SPEC.md sessions rule 1: the caller's sessions (plus demo-mode ones of this browser, until claimed). */
     async list(ctx: Ctx, input: { browserSession?: string }) {
@@ -178,7 +200,7 @@ export function createSessionsService(deps: {
      * Queues an agent turn (SPEC.md rules 3-6): the caller owns the session and may run agents, the
      * runtime is ready, cost limits allow it. The turn, its job and its audit entry commit together.
      */
-    async prompt(ctx: Ctx, input: PromptInput & { id: string; browserSession?: string }): Promise<{ jobId: string; sessionId: string }> {
+    async prompt(ctx: Ctx, input: PromptInput & { id: string; browserSession?: string }): Promise<{ jobId: string; sessionId: string; turnId: string; messageId: string }> {
       const tenantId = requirePermission(ctx, 'agents.create');
       const actor = userOf(ctx);
       let s = await owned(ctx, input.id, input.browserSession);
@@ -203,8 +225,104 @@ export function createSessionsService(deps: {
           sessionId: s.id,
           details: { jobId, turnId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, files: parts.filter((p) => p.type === 'file').length },
         });
-        return { jobId, sessionId: s.id };
+        return { jobId, sessionId: s.id, turnId, messageId };
       });
+    },
+
+    /**
+     * Stops what the session's agent is doing (SPEC.md sessions: stop), idempotent: the turn running in the
+     * runtime is aborted there (opencode keeps what it had written, and the model call is cut and charged
+     * by the LLM gateway as any call whose client hung up), after its waiting permission requests are
+     * rejected (a turn waiting on one would otherwise stay parked on it); a turn still on its way to the
+     * runtime is withdrawn before it gets there. The stream says `turn.stopped`, and who, before the
+     * runtime's own end of the turn. Prompts queued behind it stay queued (withdraw them one by one).
+     * Only for whoever may prompt the session; a stop that finds nothing running says so (200).
+     */
+    async stop(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ stopped: boolean; turnId: string | null; withdrawn: boolean; message: string }> {
+      requirePermission(ctx, 'agents.create');
+      const actor = userOf(ctx);
+      const s = await owned(ctx, input.id, input.browserSession);
+      const by = { userId: actor.userId, name: actor.profile?.displayName || actor.profile?.handle || null };
+      const started = Date.now();
+      const finish = async (turnId: string | null, running: boolean) => {
+        await db.transaction((tx) =>
+          audit.record(tx, ctx, { action: 'session.stop', target: `session:${s.id}`, sessionId: s.id, durationMs: Date.now() - started, details: { turnId, running } }),
+        );
+      };
+      // A turn an attempt is handing over right now reaches the runtime within moments (at most the 10 s
+      // a runtime call may take): it is stopped there once it has.
+      let turn = await repo.currentTurn(db, s.tenantId, s.id);
+      for (const deadline = Date.now() + 12_000; turn && turn.status !== 'sent' && turn.handing && Date.now() < deadline; ) {
+        await new Promise((r) => setTimeout(r, 50));
+        turn = await repo.currentTurn(db, s.tenantId, s.id);
+      }
+      if (turn && turn.status !== 'sent') {
+        if (await withdrawn(ctx, s, turn.id, by, 'session.stop')) {
+          return { stopped: true, turnId: turn.id, withdrawn: true, message: 'The prompt had not reached the agent yet: it was withdrawn.' };
+        }
+        turn = await repo.currentTurn(db, s.tenantId, s.id);
+      }
+      // A first turn binds the session to its runtime session as it is sent: read again when not bound yet.
+      if (!s.upstreamId) s.upstreamId = (await repo.byId(db, s.tenantId, s.id))?.upstreamId ?? null;
+      // Never starts a runtime: one that does not run runs nothing.
+      const client = s.upstreamId ? await pool.runningClient({ tenantId: s.tenantId, userId: s.ownerId }) : null;
+      // The runtime's word, not our records: a turn whose end went unseen is still 'sent' there.
+      const busy = client && s.upstreamId ? (await client.busySessions()).includes(s.upstreamId) : false;
+      if (!client || !s.upstreamId || !busy) {
+        await finish(null, false);
+        return { stopped: false, turnId: null, withdrawn: false, message: 'Nothing was running in this session.' };
+      }
+      // Said first, so that the stream reads who stopped the turn before the runtime's own end of it.
+      const [, waiting] = await Promise.all([
+        streams.publish(s.id, 'turn.stopped', { turnId: turn?.id ?? null, by, message: `Stopped by ${by.name ?? 'its owner'}.` }),
+        repo.pendingPermissionRequests(db, s.tenantId, s.id),
+      ]);
+      for (const p of waiting) {
+        if (!(await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, p.id))) continue;
+        await client.replyPermission(p.id, 'reject', 'The person stopped the turn.').catch((err) => ctx.log.warn({ err: (err as Error).message }, 'could not reject a permission request of a stopped turn'));
+      }
+      // The prompts the runtime holds behind the turn (sent while it ran) would be dropped with it: they are
+      // taken back first (a sweep cannot send them before the abort: they wait for the one it ends), and
+      // sent again once it is stopped, in their order.
+      const later = turn?.status === 'sent' ? await repo.takeBackLaterTurns(db, s.tenantId, s.id, turn.id) : 0;
+      try {
+        await client.abort(s.upstreamId);
+      } catch (err) {
+        // The stream said it was stopped: it hears that it was not, and why.
+        await streams.publish(s.id, 'session.error', { error: { name: 'StopFailed', message: `The turn could not be stopped: ${(err as Error).message}` } }).catch(() => {});
+        throw err;
+      }
+      if (later) {
+        await db.transaction(async (tx) => {
+          const next = await repo.handOn(tx, s.tenantId, s.id);
+          if (next) await sendTurnJob(queue, next, { tx });
+        });
+      }
+      // A plan's subtasks run in child sessions of their own: what runs there is the plan's (cancel the plan).
+      await finish(turn?.id ?? null, true);
+      return { stopped: true, turnId: turn?.id ?? null, withdrawn: false, message: later ? `The turn was stopped; the ${later === 1 ? 'prompt' : `${later} prompts`} sent after it go${later === 1 ? 'es' : ''} next.` : 'The turn was stopped.' };
+    },
+
+    /**
+     * Withdraws a prompt of the session not yet sent to the runtime (its model never sees it): 409 once it
+     * has been sent (stop it instead), 404 for a turn not of this session. Audited; the stream says
+     * `turn.withdrawn`, and the session's next prompt goes.
+     */
+    async withdraw(ctx: Ctx, input: { id: string; turnId: string; browserSession?: string }): Promise<{ withdrawn: true; turnId: string }> {
+      requirePermission(ctx, 'agents.create');
+      const actor = userOf(ctx);
+      const s = await owned(ctx, input.id, input.browserSession);
+      const by = { userId: actor.userId, name: actor.profile?.displayName || actor.profile?.handle || null };
+      if (!(await withdrawn(ctx, s, input.turnId, by, 'turn.withdraw'))) {
+        const t = await repo.turnOf(db, s.tenantId, s.id, input.turnId);
+        if (!t) throw new NotFoundError('turn not found');
+        if (t.status === 'failed' && t.error === WITHDRAWN) return { withdrawn: true, turnId: t.id };
+        throw new ConflictError(t.status === 'failed' || t.status === 'lost' ? `the turn has ended (${t.status})` : 'the turn was already sent to the agent; stop it instead (POST /v1/sessions/:id/stop)', {
+          code: 'turn_already_sent',
+          details: { status: t.status },
+        });
+      }
+      return { withdrawn: true, turnId: input.turnId };
     },
 
     /**

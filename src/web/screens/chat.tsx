@@ -5,6 +5,9 @@ import { ErrorNote, usd } from '../components';
 import { applyEvent, mergeHistory, type Msg } from '../transcript';
 import type { Me, Part, PendingPermission } from '../types';
 import { RedoNote, TurnChangesNote, useTurnChanges } from './changes-panel';
+import { Markdown } from '../markdown';
+import { ToolCard } from './tool-card';
+import { QueuedPrompts, StopButton, useTurnControls } from './turn-controls';
 import { WorkspacePane } from './workspace-pane';
 
 /** One session: its transcript (streamed as it comes), pending permission requests, and the composer. */
@@ -22,6 +25,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   const [sending, setSending] = useState(false);
   const bottom = useRef<HTMLDivElement>(null);
   const fileInput = useRef<HTMLInputElement>(null);
+  const turn = useTurnControls(sessionId, running, setError, () => setRunning(false));
 
   // After an undo or a redo the transcript is read again whole (undone turns leave it), and the tabs reload.
   const changes = useTurnChanges(sessionId, turnsEnded, () => {
@@ -79,8 +83,15 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             setNotice(null);
             setTurnsEnded((n) => n + 1);
             return;
+          // Stopped (here, in another tab, through the API): said plainly; the runtime's "aborted" that follows is no error.
+          case 'turn.stopped':
+            setNotice(e.properties.by?.userId === props.me.user.id ? 'Stopped.' : (e.properties.message ?? 'Stopped.'));
+            return;
+          case 'turn.withdrawn':
+            turn.withdrawn(e.properties.turnId);
+            return;
           case 'session.error':
-            setError(e.properties.error?.message ?? e.properties.error?.data?.message ?? 'The turn failed.');
+            if (e.properties.error?.name !== 'MessageAbortedError') setError(e.properties.error?.message ?? e.properties.error?.data?.message ?? 'The turn failed.');
             setRunning(false);
             setTurnsEnded((n) => n + 1);
             return;
@@ -130,6 +141,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
 
   useEffect(() => {
     bottom.current?.scrollIntoView({ block: 'end' });
+    if (messages && turn.queued.length) turn.arrived(new Set(messages.map((m) => m.info.id)));
   }, [messages]);
 
   const turnCost = useMemo(() => {
@@ -144,15 +156,18 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
     setSending(true);
     setError(null);
     try {
+      let accepted: { turnId: string; messageId: string };
       if (files.length) {
         const form = new FormData();
         form.append('text', text);
         form.append('agent', 'build');
         for (const f of files) form.append('files', f, f.name);
-        await api('POST', `/sessions/${sessionId}/prompt`, form);
+        accepted = await api('POST', `/sessions/${sessionId}/prompt`, form);
       } else {
-        await api('POST', `/sessions/${sessionId}/prompt`, { text, agent: 'build' });
+        accepted = await api('POST', `/sessions/${sessionId}/prompt`, { text, agent: 'build' });
       }
+      // Sent while the agent works: it waits behind the running turn, withdrawable until the agent has it.
+      if (running && !messages?.some((m) => m.info.id === accepted.messageId)) turn.sent({ ...accepted, text: text || files.map((f) => f.name).join(', ') });
       setText('');
       setFiles([]);
       if (fileInput.current) fileInput.current.value = '';
@@ -192,6 +207,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           <a href="#/sessions">← Sessions</a>
           <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
           {running ? <span class="status">Working…</span> : null}
+          {running && props.me.permissions.agents.create ? <StopButton onStop={turn.stop} stopping={turn.stopping} /> : null}
           {turnCost > 0 ? <span class="cost" data-testid="turn-cost">This turn: {usd(turnCost)}</span> : null}
           {props.me.permissions.agents.create ? (
             <button type="button" class="link" onClick={plan}>
@@ -211,6 +227,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           <RedoNote changes={changes} running={running} canUndo={canUndo} />
           <div ref={bottom} />
         </div>
+        <QueuedPrompts queued={turn.queued} onWithdraw={turn.withdraw} />
         <ErrorNote error={error} onClose={() => setError(null)} />
         {notice ? <p class="notice">{notice}</p> : null}
         {pending.length ? (
@@ -273,31 +290,14 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
 
 function MessageView(props: { m: Msg }) {
   const { info, parts } = props.m;
-  const failed = info.error ? (info.error.data?.message ?? info.error.message ?? info.error.name) : null;
+  const stopped = info.error?.name === 'MessageAbortedError';
+  const failed = info.error && !stopped ? (info.error.data?.message ?? info.error.message ?? info.error.name) : null;
   return (
     <article class={`msg ${info.role}`} data-testid={`msg-${info.role}`}>
-      {parts.map((p) => (p.type === 'text' ? <p class="text" key={p.id}>{p.text}</p> : p.type === 'tool' ? <ToolCard key={p.id} part={p} /> : p.type === 'file' ? <p class="file" key={p.id}>📎 {String((p as any).filename ?? 'file')}</p> : null))}
+      {parts.map((p) => (p.type === 'text' ? (info.role === 'assistant' ? <Markdown key={p.id} text={p.text ?? ''} frontMatter={false} class="text md" /> : <p class="text" key={p.id}>{p.text}</p>) : p.type === 'tool' ? <ToolCard key={p.id} part={p} /> : p.type === 'file' ? <p class="file" key={p.id}>📎 {String((p as any).filename ?? 'file')}</p> : null))}
       {failed ? <p class="error">{failed}</p> : null}
+      {stopped ? <p class="stopped">Stopped.</p> : null}
       {info.role === 'assistant' && info.cost ? <small class="cost">{usd(info.cost)}</small> : null}
     </article>
-  );
-}
-
-const OUTPUT_SHOWN = 4000;
-
-/** A tool call as a collapsible card: its status and command, its output (cut), a diff when it edited. */
-function ToolCard(props: { part: Part }) {
-  const s = props.part.state ?? {};
-  const command = s.input?.command ?? s.input?.filePath ?? s.input?.url ?? s.input?.pattern ?? s.title ?? '';
-  const output = s.error ?? s.output ?? '';
-  const diff = typeof s.metadata?.diff === 'string' ? s.metadata.diff : null;
-  return (
-    <details class={`tool ${s.status ?? ''}`} data-testid="tool">
-      <summary>
-        <b>{props.part.tool}</b> <span class="state">{s.status}</span> <code>{String(command).slice(0, 200)}</code>
-      </summary>
-      {diff ? <pre class="diff">{diff.slice(0, OUTPUT_SHOWN)}</pre> : null}
-      {output ? <pre>{output.length > OUTPUT_SHOWN ? `${output.slice(0, OUTPUT_SHOWN)}\n… (${output.length - OUTPUT_SHOWN} more characters)` : output}</pre> : null}
-    </details>
   );
 }

@@ -148,7 +148,15 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         params: Id,
         headers: BrowserSession,
         body: { content: { 'application/json': { schema: PromptBody }, 'multipart/form-data': { schema: MultipartPrompt } } },
-        response: { 202: Type.Object({ jobId: Type.String({ format: 'uuid' }), sessionId: Type.String({ format: 'uuid' }) }), ...errorResponses(400, 401, 403, 404, 409, 413, 429) },
+        response: {
+          202: Type.Object({
+            jobId: Type.String({ format: 'uuid' }),
+            sessionId: Type.String({ format: 'uuid' }),
+            turnId: Type.String({ format: 'uuid', description: 'The turn: withdraw it with DELETE /v1/sessions/:id/turns/:turnId until it is sent' }),
+            messageId: Type.String({ description: "The prompt's message id in the transcript (GET /v1/sessions/:id/messages, the stream's message.updated): once it is there, the prompt was sent" }),
+          }),
+          ...errorResponses(400, 401, 403, 404, 409, 413, 429),
+        },
       },
     },
     async (req, reply) => {
@@ -156,6 +164,45 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
       const result = await sessions.prompt(ctxOf(req), { ...input, id: req.params.id, browserSession: browserSessionOf(req) });
       return reply.status(202).send(result);
     },
+  );
+
+  app.post(
+    '/sessions/:id/stop',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: "Stop the session's running turn (idempotent: 200 with stopped false when nothing runs)",
+        description:
+          'Aborts the turn in the agent runtime (its waiting permission requests are rejected; what it had written stays in the transcript; the model call is charged as far as it went), or withdraws the prompt when it has not reached the runtime yet. The stream gets turn.stopped (with who stopped it) before the runtime\'s own end of the turn. Prompts queued behind it stay queued. Needs agents.create.',
+        params: Id,
+        headers: BrowserSession,
+        response: {
+          200: Type.Object({
+            stopped: Type.Boolean({ description: 'false: nothing was running' }),
+            turnId: Type.Union([Type.String({ format: 'uuid' }), Type.Null()]),
+            withdrawn: Type.Boolean({ description: 'The turn had not reached the runtime: withdrawn, never run' }),
+            message: Type.String(),
+          }),
+          ...errorResponses(401, 403, 404, 502, 503),
+        },
+      },
+    },
+    async (req) => sessions.stop(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
+  );
+
+  app.delete(
+    '/sessions/:id/turns/:turnId',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'Withdraw a queued prompt before it is sent to the agent (409 turn_already_sent once it has been)',
+        description: "The turn id is in the prompt's 202 answer. The model never sees a withdrawn prompt; the stream gets turn.withdrawn and the session's next prompt goes. Needs agents.create.",
+        params: Type.Object({ id: Type.String({ format: 'uuid' }), turnId: Type.String({ format: 'uuid' }) }),
+        headers: BrowserSession,
+        response: { 200: Type.Object({ withdrawn: Type.Literal(true), turnId: Type.String({ format: 'uuid' }) }), ...errorResponses(401, 403, 404, 409) },
+      },
+    },
+    async (req) => sessions.withdraw(ctxOf(req), { id: req.params.id, turnId: req.params.turnId, browserSession: browserSessionOf(req) }),
   );
 
   app.get(
