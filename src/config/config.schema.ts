@@ -76,6 +76,7 @@ export const CONFIG_VARS = [
   { name: 'AGENTWS_WORKSPACE_QUOTA', kind: 'string', default: '10GiB', doc: 'Disk one person\'s files may take: their workspace, their runtime\'s home and run directory (a size, at least 100MiB; or off). A tenant sets its own with settings.workspace.quotaMb (PATCH /v1/admin/tenant, `aws tenant quota`). Measured by the host, not enforced by the kernel: past it the runtime is stopped, the person told, and their new turns refused until they are under it again (README, "Workspace quota").' },
   { name: 'AGENTWS_WORKSPACE_QUOTA_MAX', kind: 'string', default: '100GiB', doc: 'The largest workspace quota a tenant may set for its people (settings.workspace.quotaMb); a larger one is refused with 400.' },
   { name: 'AGENTWS_RUNTIME_NICE', kind: 'int', default: '10', min: 0, max: 19, doc: 'CPU niceness of the managed runtime and of every tool it runs (builds, tests): the API, its event streams and the worker keep their CPU share while agents work. 0: same priority as serve. Where the host gives runtimes cgroups, their CPU weights do this more robustly (equal shares between people, all runtimes together below the service); niceness then only orders a runtime\'s own processes.' },
+  { name: 'AGENTWS_RUNTIME_SNAPSHOTS', kind: 'enum', default: 'on', values: ['on', 'off'], doc: 'on: each runtime keeps opencode\'s git snapshots of the workspace (inside its sandbox), which serve what each turn changed and undo and redo of turns (GET /v1/sessions/:id/changes, POST .../revert, .../unrevert); they cost the runtime CPU at every step (README Performance, changes). off: no snapshots: no changes listed, undo and redo refused (409 snapshots_off).' },
   { name: 'AGENTWS_RUNTIME_ASK_TOOLS', kind: 'string', default: 'bash', doc: 'Comma-separated runtime tools that ask the session owner before each use (answered through POST /v1/sessions/:id/permissions/:permissionID), e.g. bash,edit,webfetch. One of bash, edit (write, patch, multiedit and apply_patch ask as edit), read, glob, grep, task, skill, todowrite, webfetch, websearch, lsp, external_directory (use outside the workspace, denied unless listed), doom_loop. Empty: allowed tools run without asking (the runtime still asks before reading .env files and when the model repeats one call three times).' },
   { name: 'AGENTWS_PROMPT_MAX_FILES', kind: 'int', default: '8', min: 0, max: 100, doc: 'Most files one prompt may attach (more: 413).' },
   { name: 'AGENTWS_PROMPT_MAX_FILE_MB', kind: 'int', default: '4', min: 1, max: 100, doc: 'Largest file a prompt may attach, in MiB (larger: 413). A whole prompt request may be at most files x size + 1 MiB.' },
@@ -156,6 +157,8 @@ export interface Config {
     /** AGENTWS_EGRESS_PORTS: ports open to every tenant's agents besides 80 and 443. */
     readonly egressPorts: readonly number[];
     readonly askTools: readonly string[];
+    /** opencode's workspace snapshots (what changed, undo and redo: session-changes.ts). */
+    readonly snapshots: boolean;
     /** Niceness the managed runtime (and what it runs) is started with. */
     readonly nice: number;
     /** Each runtime's memory limit: bytes, auto (from the host's memory: runtime-limits-fns.ts), or null (off). */

@@ -232,6 +232,7 @@ export function parseConfigValues(input: {
       egressPrivateAllow: str('AGENTWS_EGRESS_PRIVATE_ALLOW'),
       egressPorts: egressPorts.ports,
       askTools,
+      snapshots: values.AGENTWS_RUNTIME_SNAPSHOTS === 'on',
       nice: values.AGENTWS_RUNTIME_NICE as number,
       memoryMax,
       pidsMax: pidsMax !== null && Number.isFinite(pidsMax) ? pidsMax : pidsMax === null ? null : 1024,

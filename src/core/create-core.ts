@@ -57,6 +57,7 @@ import { createTurnEvents } from './sessions/turn-events.js';
 import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
+import { createSessionChanges } from './sessions/session-changes.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
 import { AGENT_TURN_LOST_JOB } from './sessions/session-turns.js';
@@ -225,6 +226,7 @@ export function createCore(deps: CoreDeps) {
     sandboxed: config.runtime.sandbox,
     maxRuntimes: capacity,
     askTools: config.runtime.askTools,
+    snapshots: config.runtime.snapshots,
     log: deps.log,
     bus,
     skills: (tenantId) => skillFiles.materialise(tenantId),
@@ -465,6 +467,7 @@ export function createCore(deps: CoreDeps) {
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
     events: turnEvents,
   });
+  const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: config.runtime.snapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
@@ -600,7 +603,7 @@ export function createCore(deps: CoreDeps) {
     retention,
     workspaceFiles,
     terminals,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

@@ -4,6 +4,7 @@
  * Exit code 1 when a target is not met.
  */
 import { auditLog } from './audit.bench.js';
+import { changesBench } from './changes.bench.js';
 import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
@@ -55,6 +56,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   skills: skillsBench,
   web: webBench,
   limits: limitsBench,
+  changes: changesBench,
   'workspace-files': workspaceFilesBench,
   terminal: terminalBench,
   stop: stopBench,

@@ -173,6 +173,20 @@ describe('runner hosts: a runtime on a runner', () => {
     expect((await r.t.opened.core.runners.list(ctx())).find((x) => x.name === 'r1')).toMatchObject({ state: 'active', connected: true });
   }, 120_000);
 
+  it('lists what a turn on a runner changed, undoes and redoes it there (the deletion done again inside the sandbox)', async () => {
+    const { tokens } = people;
+    const workspace = join(r.runner!.dataDir, 'workspaces', people.tenantId, people.ids.mia);
+    const first = await agentTurn(r, tokens.member, [{ toolCall: { name: 'write', arguments: { filePath: '/workspace/keep.txt', content: 'kept\n' } } }, { text: 'ok' }], { title: 'changes on a runner' });
+    const sessionId = first.sessionId;
+    const second = await agentTurn(r, tokens.member, [{ toolCall: { name: 'bash', arguments: { command: 'rm keep.txt && echo new > new.txt', description: 'swap' } } }, { text: 'swapped' }], { sessionId });
+    const prompt = second.messages.filter((m) => m.info.role === 'user').at(-1)!.info.id as string;
+    await expect.poll(async () => (await api(r.t, 'GET', `/v1/sessions/${sessionId}/changes?messageId=${prompt}`, { token: tokens.member })).json.files?.map((f: any) => [f.path, f.status]), { timeout: 10_000 }).toEqual([['keep.txt', 'deleted'], ['new.txt', 'added']]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/revert`, { token: tokens.member, body: { messageId: prompt } })).status).toBe(200);
+    expect([existsSync(join(workspace, 'keep.txt')), existsSync(join(workspace, 'new.txt'))]).toEqual([true, false]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/unrevert`, { token: tokens.member })).status).toBe(200);
+    expect([existsSync(join(workspace, 'keep.txt')), existsSync(join(workspace, 'new.txt'))]).toEqual([false, true]);
+  }, 120_000);
+
   it('a turn on a runner declared lost: its model call, relayed through the control plane\'s gateway, is aborted then and charged', async () => {
     const token = people.tokens.member;
     const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'lost on a runner' } })).json.sessionId as string;

@@ -108,8 +108,9 @@ export function createSessionsService(deps: {
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
     if (!s.upstreamId) return [];
-    const [messages, lost, moves] = await Promise.all([clientOf(s).then((c) => c.messages(s.upstreamId!)), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id)]);
-    return withMoves(withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id), moves, s.id);
+    const client = await clientOf(s);
+    const [messages, lost, moves, reverted] = await Promise.all([client.messages(s.upstreamId), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id), client.revertState(s.upstreamId)]);
+    return withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id), moves, s.id), reverted?.messageId ?? null);
   }
 
   /**
@@ -191,6 +192,9 @@ export function createSessionsService(deps: {
      * read it (a person's data export, privacy.service.ts). Starts the owner's runtime if need be.
      */
     transcriptOf,
+
+    /** The session the caller may act on (SPEC.md rule 3: its owner's, else 404), for the session routes of other files. */
+    owned,
 
     /**
      * Queues an agent turn (SPEC.md rules 3-6): the caller owns the session and may run agents, the
@@ -487,6 +491,15 @@ export function createSessionsService(deps: {
 export type SessionsService = ReturnType<typeof createSessionsService>;
 
 type PublicMessage = { info: Record<string, any>; parts: Array<Record<string, any>> };
+
+/**
+ * A transcript as it reads after an undo (session-changes.ts): the turns from the one undone on are gone
+ * from it, as the runtime drops them at the next prompt (until then it keeps them, for a redo). Message ids
+ * ascend, and the notices of lost turns sort right after their prompt's.
+ */
+export function withoutReverted(messages: PublicMessage[], revertedTo: string | null): PublicMessage[] {
+  return revertedTo ? messages.filter((m) => String(m.info.id) < revertedTo) : messages;
+}
 
 /**
  * A transcript with a notice where the session's runtime session was started anew on another runner host

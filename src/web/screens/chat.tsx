@@ -1,8 +1,10 @@
+import { Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, explain, follow, type StreamEvent } from '../api';
 import { ErrorNote, usd } from '../components';
 import { applyEvent, mergeHistory, type Msg } from '../transcript';
 import type { Me, Part, PendingPermission } from '../types';
+import { RedoNote, TurnChangesNote, useTurnChanges } from './changes-panel';
 import { Markdown } from '../markdown';
 import { ToolCard } from './tool-card';
 import { QueuedPrompts, StopButton, useTurnControls } from './turn-controls';
@@ -24,6 +26,13 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   const bottom = useRef<HTMLDivElement>(null);
   const fileInput = useRef<HTMLInputElement>(null);
   const turn = useTurnControls(sessionId, running, setError, () => setRunning(false));
+
+  // After an undo or a redo the transcript is read again whole (undone turns leave it), and the tabs reload.
+  const changes = useTurnChanges(sessionId, turnsEnded, () => {
+    void api<{ messages: Msg[] }>('GET', `/sessions/${sessionId}/messages`).then((r) => setMessages(r.messages), (err) => setError(explain(err)));
+    setTurnsEnded((n) => n + 1);
+  });
+  const canUndo = props.me.permissions.agents.create;
 
   const loadPending = () =>
     api<{ permissions: PendingPermission[] }>('GET', `/sessions/${sessionId}/permissions`).then(
@@ -209,7 +218,13 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
         <div class="transcript" aria-live="polite">
           {messages === null ? <p class="boot">Loading…</p> : null}
           {messages?.length === 0 ? <p class="empty">No messages yet. Ask the agent something below.</p> : null}
-          {messages?.map((m) => <MessageView key={m.info.id} m={m} />)}
+          {messages?.map((m) => (
+            <Fragment key={m.info.id}>
+              <MessageView m={m} />
+              {m.info.role === 'user' ? <TurnChangesNote changes={changes} messageId={m.info.id} running={running} canUndo={canUndo} /> : null}
+            </Fragment>
+          ))}
+          <RedoNote changes={changes} running={running} canUndo={canUndo} />
           <div ref={bottom} />
         </div>
         <QueuedPrompts queued={turn.queued} onWithdraw={turn.withdraw} />

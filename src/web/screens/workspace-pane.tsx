@@ -1,6 +1,7 @@
 import type { VNode } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Me } from '../types';
+import { ChangesPanel } from './changes-panel';
 import { FilesPanel } from './files-panel';
 import { TerminalPanel } from './terminal-panel';
 
@@ -30,6 +31,7 @@ const TABS: Tab[] = [
   // A role without agents.create has no agent, so no workspace.
   { id: 'files', label: 'Files', shown: (me) => me.permissions.agents.create, render: (p) => <FilesPanel {...p} /> },
   { id: 'terminal', label: 'Terminal', shown: (me) => me.permissions.agents.terminal === true, render: (p) => <TerminalPanel {...p} /> },
+  { id: 'changes', label: 'Changes', shown: () => true, render: (p) => <ChangesPanel {...p} /> },
 ];
 
 /** The pane beside the chat: one tab open at a time, closed by default on a narrow screen. */
