@@ -182,10 +182,14 @@ describe('stopping a turn on a runner host', () => {
 
     const from = sse.events.length;
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'again', agent: 'build' } })).status).toBe(202);
-    await sse.until((e) => sse.events.indexOf(e) >= from && e.data.type === 'session.idle', 30_000);
+    // The next answer streams, then its turn ends (the stopped turn's own end may still arrive after `from`).
+    const isDelta = (e: (typeof sse.events)[number]) => sse.events.indexOf(e) >= from && e.data.type === 'message.part.delta';
+    await sse.until(isDelta, 30_000);
+    const streamed = sse.events.findIndex(isDelta);
+    await sse.until((e) => sse.events.indexOf(e) > streamed && e.data.type === 'session.idle', 30_000);
     await sse.close();
+    await expect.poll(async () => JSON.stringify((await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages), { timeout: 15_000 }).toContain('Runner answered after the stop.');
     const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Messages;
-    expect(JSON.stringify(messages)).toContain('Runner answered after the stop.');
     expect(JSON.stringify(messages)).not.toContain(LAST);
     expect(JSON.stringify(messages)).not.toContain('SECOND-WITHDRAWN');
     expect(r.llm.requests.some((q) => JSON.stringify(q.body).includes('SECOND-WITHDRAWN'))).toBe(false);

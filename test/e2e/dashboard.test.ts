@@ -196,7 +196,8 @@ describe('the web dashboard in Chromium', () => {
     await page.getByText('By model', { exact: true }).waitFor();
     // The turns above, over time: one column per day, by model; users by name.
     await page.getByRole('img', { name: 'Tokens per day by model' }).waitFor();
-    expect(await page.locator('.bars').last().innerText()).toContain('Alice Liddell');
+    // Users are named once the tenant's people have loaded beside the digest (an id until then).
+    await expect.poll(() => page.locator('.bars').last().innerText()).toContain('Alice Liddell');
     // Tokens by kind: in all, and under each model's bar.
     expect(await page.getByTestId('usage-total').innerText()).toMatch(/cache read 40,000 · cache write 3,000/);
     expect(await page.locator('.bars').first().getByTestId('usage-split').allInnerTexts()).toContain('input 2,000 · cache read 40,000 · cache write 3,000 · output 300');
