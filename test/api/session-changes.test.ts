@@ -8,8 +8,9 @@ import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp,
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * What changed, undo and redo (issue 38) on real runtimes in real sandboxes: opencode's snapshots, kept
- * by git inside the sandbox; the service only reads what the runtime reports (PostgreSQL run only).
+ * What changed, undo and redo (issue 38) on real runtimes in real sandboxes: the service's own snapshots
+ * of the workspace before and after each turn (a confined walk into a store outside the sandbox; git only
+ * on that store). PostgreSQL run only.
  */
 describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', () => {
   let r: RuntimeApp;
@@ -48,6 +49,8 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
         { name: 'write', arguments: { filePath: '/workspace/a.txt', content: 'one\ntwo\nthree\n' } },
         { name: 'write', arguments: { filePath: '/workspace/b.txt', content: 'bee\n' } },
         { name: 'write', arguments: { filePath: '/workspace/c.md', content: '# Notes\nkeep me\n' } },
+        // A clone in a subfolder: its files are kept one by one (its .git is not).
+        { name: 'bash', arguments: { command: 'git init -q lib && echo hi > lib/x.txt', description: 'clone' } },
       ] },
       { text: 'Wrote them.' },
     ], { sessionId });
@@ -59,21 +62,21 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     const [p1, p2] = t2.messages.filter((m) => m.info.role === 'user').map((m) => m.info.id as string);
     expect(t1.messages.filter((m) => m.info.role === 'user')[0].info.id).toBe(p1);
 
-    // One turn: opencode's diff of it (computed as the turn ends).
+    // One turn: the diff of its snapshots (the one after it is taken as it ends).
     await expect.poll(async () => (await changes(tokens.member, sessionId, p2)).json.totals, { timeout: 10_000 }).toEqual({ files: 4, additions: 1, deletions: 2 });
     const turn2 = byPath((await changes(tokens.member, sessionId, p2)).json.files);
     expect(turn2['a.txt']).toMatchObject({ status: 'modified', additions: 1, deletions: 1, binary: false, truncated: false, diff: '--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n' });
-    expect(turn2['b.txt']).toMatchObject({ status: 'deleted', deletions: 1, diff: '--- a/b.txt\n+++ /dev/null\n@@ -1,1 +0,0 @@\n-bee\n' });
+    expect(turn2['b.txt']).toMatchObject({ status: 'deleted', deletions: 1, diff: '--- a/b.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bee\n' });
     expect(turn2['d.md']).toMatchObject({ status: 'renamed', from: 'c.md', additions: 0, deletions: 0 });
     expect(turn2['bin.dat']).toMatchObject({ status: 'added', binary: true, diff: '' });
 
     // The session: each file from before its first turn to after its last.
     const whole = (await changes(tokens.member, sessionId)).json;
     expect(whole.messageId).toBeNull();
-    expect(whole.files.map((f: any) => [f.path, f.status, f.additions, f.deletions])).toEqual([['a.txt', 'added', 3, 0], ['bin.dat', 'added', 0, 0], ['d.md', 'added', 2, 0]]);
+    expect(whole.files.map((f: any) => [f.path, f.status, f.additions, f.deletions])).toEqual([['a.txt', 'added', 3, 0], ['bin.dat', 'added', 0, 0], ['d.md', 'added', 2, 0], ['lib/x.txt', 'added', 1, 0]]);
     expect(byPath(whole.files)['a.txt'].diff).toBe('--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1,3 @@\n+one\n+TWO\n+three\n');
     expect(whole.turns).toEqual([
-      { messageId: p1, files: 3, additions: 6, deletions: 0, paths: ['a.txt', 'b.txt', 'c.md'], reverted: false },
+      { messageId: p1, files: 4, additions: 7, deletions: 0, paths: ['a.txt', 'b.txt', 'c.md', 'lib/x.txt'], reverted: false },
       { messageId: p2, files: 4, additions: 1, deletions: 2, paths: ['a.txt', 'b.txt', 'bin.dat', 'd.md'], reverted: false },
     ]);
     expect(whole.reverted).toBeNull();
@@ -92,7 +95,7 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     expect(undone.status, undone.text).toBe(200);
     expect(undone.json.reverted).toEqual({ messageId: p2, turns: 1 });
     expect(undone.json.turns.map((t: any) => t.reverted)).toEqual([false, true]);
-    expect(undone.json.files.map((f: any) => f.path)).toEqual(['a.txt', 'b.txt', 'c.md']);
+    expect(undone.json.files.map((f: any) => f.path)).toEqual(['a.txt', 'b.txt', 'c.md', 'lib/x.txt']);
     expect(readFileSync(join(dir, 'a.txt'), 'utf8')).toBe('one\ntwo\nthree\n');
     expect(readFileSync(join(dir, 'b.txt'), 'utf8')).toBe('bee\n');
     expect(readFileSync(join(dir, 'c.md'), 'utf8')).toBe('# Notes\nkeep me\n');
@@ -113,7 +116,9 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
 
     // Undo both turns, then prompt: the undone turns are dropped for good and the new turn starts from before them.
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/revert`, { token: tokens.member, body: { messageId: p1 } })).json.reverted).toEqual({ messageId: p1, turns: 2 });
-    expect(['a.txt', 'b.txt', 'c.md', 'd.md', 'bin.dat'].filter((f) => existsSync(join(dir, f)))).toEqual([]);
+    expect(['a.txt', 'b.txt', 'c.md', 'd.md', 'bin.dat', 'lib/x.txt'].filter((f) => existsSync(join(dir, f)))).toEqual([]);
+    // The clone's own .git is the agent's: left as it was.
+    expect(existsSync(join(dir, 'lib', '.git'))).toBe(true);
     // The next prompt is refused an undo while it runs (and queued), then drops the undone turns for good.
     let release!: () => void;
     const held = new Promise<void>((res) => (release = res));

@@ -1,3 +1,4 @@
+import type { TurnSnapshots } from './turn-snapshots.js';
 import type { Database } from '../../db/database.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -88,6 +89,8 @@ export function createTurnRunner(deps: {
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
   /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
   ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
+  /** The workspace's snapshot before each turn (turn-snapshots.ts; its after is taken on the turn's end); absent: none. */
+  snapshots?: Pick<TurnSnapshots, 'before'>;
   /** Refuses a turn whose person's workspace is past its quota (runtime-limits.ts); absent: no quota. */
   quota?: { checkTurn(owner: { tenantId: string; userId: string }): Promise<void> };
   log: Logger;
@@ -368,6 +371,8 @@ export function createTurnRunner(deps: {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
         });
+        // The workspace as it is before the turn (what the turn changed is measured from it; an undo puts it back).
+        await deps.snapshots?.before(owner, s.id, turn.messageId);
         // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
         if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
           ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');
