@@ -148,6 +148,18 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     const audit = await r.t.opened.db.query(`select action, target, details from audit_log where session_id = $1 and action like 'session.%revert' order by ts`, [sessionId]);
     expect(audit.rows.map((e: any) => [e.action, e.target, e.details.messageId])).toEqual([['session.revert', `session:${sessionId}`, p2], ['session.unrevert', `session:${sessionId}`, p2], ['session.revert', `session:${sessionId}`, p1]]);
 
+    // The store is the service's, outside the sandbox: the agent cannot see it from inside.
+    const owner = (await r.t.opened.db.query(`select owner_id from agent_sessions where id = $1`, [sessionId])).rows[0].owner_id as string;
+    expect(existsSync(join(r.t.env.dataDir, 'runtimes', owner, 'snapshots.git', 'objects'))).toBe(true);
+    await agentTurn(r, tokens.member, [
+      { toolCall: { name: 'bash', arguments: { command: 'find /home /workspace /run /tmp /etc /opt -maxdepth 8 \\( -name snapshots.git -o -name agentws-cache.json \\) 2>/dev/null > /workspace/found.txt; ls /home >> /workspace/found.txt; true', description: 'look' } } },
+      { text: 'Looked.' },
+    ], { sessionId });
+    const found = readFileSync(join(dir, 'found.txt'), 'utf8');
+    expect(found).toContain('agent');
+    expect(found).not.toContain('snapshots.git');
+    expect(found).not.toContain('agentws-cache');
+
     // Nothing the agent planted ran on the host. The trap is real: git run on the host in that directory springs it.
     expect(readdir(marker)).toEqual([]);
     execFileSync('git', ['status', '--short'], { cwd: dir, stdio: 'ignore' });
