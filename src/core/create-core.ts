@@ -612,7 +612,7 @@ export function createCore(deps: CoreDeps) {
     retention,
     workspaceFiles,
     terminals,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

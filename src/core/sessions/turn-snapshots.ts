@@ -91,14 +91,15 @@ export function createTurnSnapshots(deps: {
     return call<SnapshotResult>(owner, 'snapshot', { refs: [...open, ...also] });
   }
 
-  return {
+  const service = {
+    /** AGENTWS_RUNTIME_SNAPSHOTS (the benchmark turns it off and on between turns of one serve). */
     enabled: deps.enabled,
     /**
      * Before a turn is handed to the runtime: the workspace as it is now (also the after of an earlier
      * turn whose end was not seen). A prompt drops undone turns for good, so the redo point goes. Never throws.
      */
     async before(owner: RuntimeOwner, sessionId: string, messageId: string): Promise<void> {
-      if (!deps.enabled) return;
+      if (!service.enabled) return;
       try {
         await pending.get(sessionId);
         const r = await closeOpen(owner, sessionId, [beforeRef(sessionId, messageId)]);
@@ -110,7 +111,7 @@ export function createTurnSnapshots(deps: {
     },
     /** A turn of the session ended (idle, stopped, lost, failed): its after-snapshot, in the background. Never throws. */
     after(owner: RuntimeOwner, sessionId: string): Promise<void> {
-      if (!deps.enabled) return Promise.resolve();
+      if (!service.enabled) return Promise.resolve();
       const p = (async () => {
         await pending.get(sessionId);
         const r = await closeOpen(owner, sessionId);
@@ -132,6 +133,7 @@ export function createTurnSnapshots(deps: {
     restore: (owner: RuntimeOwner, sessionId: string, target: string) => call<RestoreResult>(owner, 'restore', { target, saveAs: redoRef(sessionId) }),
     dropRedo: (owner: RuntimeOwner, sessionId: string) => call(owner, 'delete', { refs: [redoRef(sessionId)] }),
   };
+  return service;
 }
 
 export type TurnSnapshots = ReturnType<typeof createTurnSnapshots>;
