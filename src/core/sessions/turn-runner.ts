@@ -372,7 +372,8 @@ export function createTurnRunner(deps: {
           return null;
         });
         // The workspace as it is before the turn (what the turn changed is measured from it; an undo puts it back).
-        await deps.snapshots?.before(owner, s.id, turn.messageId);
+        // A turn sent while one of the session still runs is recorded with it (the runtime queues it behind).
+        if (deps.snapshots) await deps.snapshots.before(owner, s.id, turn.messageId, { busy: await client.busySessions().then((b) => b.includes(upstreamId), () => false) });
         // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
         if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
           ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');

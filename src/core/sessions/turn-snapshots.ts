@@ -96,15 +96,23 @@ export function createTurnSnapshots(deps: {
     enabled: deps.enabled,
     /**
      * Before a turn is handed to the runtime: the workspace as it is now (also the after of an earlier
-     * turn whose end was not seen). A prompt drops undone turns for good, so the redo point goes. Never throws.
+     * turn whose end was not seen). A turn sent while an earlier one of the session still runs (the runtime
+     * queues it behind) shares that turn's before: the two are recorded together, as one change. A prompt
+     * drops undone turns for good, so the redo point goes. Never throws.
      */
-    async before(owner: RuntimeOwner, sessionId: string, messageId: string): Promise<void> {
+    async before(owner: RuntimeOwner, sessionId: string, messageId: string, o: { busy?: boolean } = {}): Promise<void> {
       if (!service.enabled) return;
       try {
         await pending.get(sessionId);
-        const r = await closeOpen(owner, sessionId, [beforeRef(sessionId, messageId)]);
+        const { turns } = await refsOf(owner, sessionId);
+        const running = o.busy ? [...turns.values()].find((t) => t.before && !t.after) : undefined;
+        if (running?.before) {
+          await call(owner, 'set', { ref: beforeRef(sessionId, messageId), id: running.before });
+        } else {
+          const r = await closeOpen(owner, sessionId, [beforeRef(sessionId, messageId)]);
+          deps.log.debug({ sessionId, messageId, ms: r?.ms, read: r?.read, files: r?.files }, 'workspace snapshot before the turn');
+        }
         await call(owner, 'delete', { refs: [redoRef(sessionId)] });
-        deps.log.debug({ sessionId, messageId, ms: r?.ms, read: r?.read, files: r?.files }, 'workspace snapshot before the turn');
       } catch (err) {
         deps.log.warn({ err: (err as Error).message, sessionId, messageId }, 'the workspace snapshot before a turn failed: its changes will not be recorded');
       }

@@ -530,7 +530,7 @@ function putAt(root: string, path: string, body: Buffer, mode: string): Promise<
  * a runner host for snapshots of a workspace it holds: `POST <route>/<op>?tenantId=` with a JSON body.
  */
 export const WORKSPACE_SNAPSHOTS_ROUTE = '/agentws/snapshots';
-export const SNAPSHOT_OPS = ['snapshot', 'refs', 'changes', 'restore', 'delete'] as const;
+export const SNAPSHOT_OPS = ['snapshot', 'refs', 'changes', 'restore', 'delete', 'set'] as const;
 export type SnapshotOp = (typeof SNAPSHOT_OPS)[number];
 
 /** The store of a person's snapshots, beside (not inside) what the sandbox binds of their runtime root. */
@@ -549,6 +549,13 @@ export async function answerSnapshots(root: string, store: string, op: string, b
         return { status: 200, json: await changes(store, str('a'), str('b'), { patch: body.patch === true }) };
       case 'restore':
         return { status: 200, json: await restore(root, store, str('target'), str('saveAs')) };
+      case 'set': {
+        // A ref pointed at a snapshot the store has (a turn sent while another ran shares its before).
+        const id = str('id');
+        if (!isId(id) || (await readObject(store, id).catch(() => null))?.type !== 'tree') return { status: 400, json: { error: 'validation_failed', message: 'id: not a snapshot of this store' } };
+        await writeRef(store, str('ref'), id);
+        return { status: 200, json: { ok: true } };
+      }
       case 'delete':
         for (const ref of Array.isArray(body.refs) ? (body.refs as string[]) : []) await deleteRef(store, String(ref));
         return { status: 200, json: { ok: true } };
