@@ -480,10 +480,11 @@ export function createCore(deps: CoreDeps) {
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
   turnEvents.on('turn.failed', ({ session, turnId }) => orchestrator.turnEnded(session, `failed:${turnId}`));
   // A turn's end (idle after its answer, stopped, lost, failed): the workspace's snapshot after it, in the background.
-  turnEvents.on('turn.ended', async ({ session }) => {
-    const s = await sessionsRepo.byId(db, session.tenantId, session.id);
-    if (s) await turnSnapshots.after({ tenantId: s.tenantId, userId: s.ownerId }, s.id);
-  });
+  turnEvents.on('turn.ended', ({ session }) =>
+    turnSnapshots.after(async () => {
+      const s = await sessionsRepo.byId(db, session.tenantId, session.id);
+      return s ? { tenantId: s.tenantId, userId: s.ownerId } : null;
+    }, session.id));
   turnEvents.on('turn.failed', ({ session: s }) => turnSnapshots.after({ tenantId: s.tenantId, userId: s.ownerId }, s.id));
   turnEvents.on('turn.failed', ({ session: s, turnId }) =>
     s.channel !== 'web' && !s.parentId ? queue.send(GATEWAY_REPLY_JOB, { tenantId: s.tenantId, sessionId: s.id, turnId }, { singletonKey: `reply:turn:${turnId}` }) : undefined,

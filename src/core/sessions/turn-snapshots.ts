@@ -118,11 +118,15 @@ export function createTurnSnapshots(deps: {
       }
     },
     /** A turn of the session ended (idle, stopped, lost, failed): its after-snapshot, in the background. Never throws. */
-    after(owner: RuntimeOwner, sessionId: string): Promise<void> {
+    after(owner: RuntimeOwner | (() => Promise<RuntimeOwner | null>), sessionId: string): Promise<void> {
       if (!service.enabled) return Promise.resolve();
+      // Registered at once (before any await): a changes request right after the turn's end waits for it.
+      const previous = pending.get(sessionId);
       const p = (async () => {
-        await pending.get(sessionId);
-        const r = await closeOpen(owner, sessionId);
+        await previous;
+        const who = typeof owner === 'function' ? await owner() : owner;
+        if (!who) return;
+        const r = await closeOpen(who, sessionId);
         if (r) deps.log.debug({ sessionId, ms: r.ms, read: r.read, files: r.files }, 'workspace snapshot after the turn');
       })().catch((err) => deps.log.warn({ err: (err as Error).message, sessionId }, 'the workspace snapshot after a turn failed: its changes will not be recorded'));
       pending.set(sessionId, p);
