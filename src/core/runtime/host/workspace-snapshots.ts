@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { constants as C, lstatSync, readdirSync } from 'node:fs';
+import { constants as C, existsSync, lstatSync, mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { lstat, mkdir, open, readFile, readdir, readlink, rename, rmdir, symlink, unlink, writeFile as writeHostFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -57,7 +57,11 @@ export interface FileChange {
 /** A git object's id and its loose encoding (zlib of `<type> <len>\0<body>`). Pure. */
 export function encodeObject(type: 'blob' | 'tree', body: Buffer): { id: string; loose: Buffer } {
   const raw = Buffer.concat([Buffer.from(`${type} ${body.length}\0`), body]);
-  return { id: createHash('sha1').update(raw).digest('hex'), loose: deflateSync(raw, { level: 1 }) };
+  return { id: objectId(type, body), loose: deflateSync(raw, { level: 1 }) };
+}
+/** A git object's id alone (sha1 of `<type> <len>\0<body>`). Pure. */
+export function objectId(type: 'blob' | 'tree', body: Buffer): string {
+  return createHash('sha1').update(`${type} ${body.length}\0`).update(body).digest('hex');
 }
 
 export interface TreeEntry {
@@ -105,15 +109,24 @@ export async function ensureStore(store: string): Promise<void> {
   });
 }
 
+/** Object directories known to exist, by store (a mkdir per object cost more than the write). */
+const madeDirs = new Map<string, Set<string>>();
+/** Writes a loose object if the store has not got it (synchronously: a small write; a promise apiece cost more). */
 async function writeObject(store: string, type: 'blob' | 'tree', body: Buffer): Promise<string> {
-  const { id, loose } = encodeObject(type, body);
+  const id = objectId(type, body);
   const dir = join(store, 'objects', id.slice(0, 2));
   const file = join(dir, id.slice(2));
-  if (await lstat(file).then(() => true, () => false)) return id;
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (existsSync(file)) return id;
+  const { loose } = encodeObject(type, body);
+  let made = madeDirs.get(store);
+  if (!made) madeDirs.set(store, (made = new Set()));
+  if (!made.has(dir)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    made.add(dir);
+  }
   const tmp = `${file}.tmp-${randomBytes(4).toString('hex')}`;
-  await writeHostFile(tmp, loose, { mode: 0o400 });
-  await rename(tmp, file);
+  writeFileSync(tmp, loose, { mode: 0o400 });
+  renameSync(tmp, file);
   return id;
 }
 
@@ -295,7 +308,7 @@ async function snapshotNow(root: string, store: string, refs: string[]): Promise
           else r.skipped.special++;
           continue;
         }
-        const buf = Buffer.alloc(fst.size);
+        const buf = Buffer.allocUnsafe(fst.size);
         let got = 0;
         while (got < fst.size) {
           const { bytesRead } = await fh.read(buf, got, fst.size - got, got);
