@@ -87,6 +87,7 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     }
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/revert`, { token: tokens.viewer, body: { messageId: p2 } })).status).toBe(403);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/revert`, { token: tokens.member, body: { messageId: 'msg_unknown1' } })).status).toBe(404);
+    expect((await changes(tokens.member, sessionId, 'msg_unknown1')).status).toBe(404);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/revert`, { token: tokens.member, body: { messageId: '../x' } })).status).toBe(400);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/unrevert`, { token: tokens.member })).json.error).toBe('nothing_to_redo');
 

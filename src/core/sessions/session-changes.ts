@@ -96,20 +96,25 @@ export function createSessionChanges(deps: {
         return empty;
       }
       const client = await clientOf(s);
+      const owner = ownerOf(s);
+      const diff = async (a: string | undefined, b: string | undefined, patch: boolean) => (a && b ? snapshots.changes(owner, a, b, patch) : null);
+      if (input.messageId) {
+        // One turn: its snapshots name it as this session's (else the runtime is asked: a turn not recorded);
+        // the transcript itself (every step of every turn) is not read.
+        const messageId = input.messageId;
+        await snapshots.settled(s.id);
+        const [refs, reverted] = await Promise.all([snapshots.enabled ? snapshots.refsOf(owner, s.id) : null, client.revertState(s.upstreamId)]);
+        const t: TurnRefs = refs?.turns.get(messageId) ?? {};
+        if (!t.before && !(await client.messageExists(s.upstreamId, messageId))) throw new NotFoundError('turn not found in this session (messageId must be the id of a prompt of it)');
+        const c = await diff(t.before, t.after, true);
+        const files = capDiffs(c?.files ?? []);
+        return { ...empty, files, totals: totalsOf(files), reverted: reverted ? { messageId: reverted.messageId, turns: 0 } : null, recorded: !!t.before, pending: !!t.before && !t.after, notKept: c?.notKept ?? [] };
+      }
       const { prompts, revertedAt, reverted } = await turnsOf(client, s.upstreamId);
-      if (input.messageId && !prompts.includes(input.messageId)) throw new NotFoundError('turn not found in this session (messageId must be the id of a prompt of it)');
       const revertedOut = reverted ? { messageId: reverted.messageId, turns: revertedAt >= 0 ? prompts.length - revertedAt : 0 } : null;
       if (!snapshots.enabled) return { ...empty, reverted: revertedOut, recorded: false };
       await snapshots.settled(s.id);
-      const owner = ownerOf(s);
       const { turns } = await snapshots.refsOf(owner, s.id);
-      const diff = async (a: string | undefined, b: string | undefined, patch: boolean) => (a && b ? snapshots.changes(owner, a, b, patch) : null);
-      if (input.messageId) {
-        const t: TurnRefs = turns.get(input.messageId) ?? {};
-        const c = await diff(t.before, t.after, true);
-        const files = capDiffs(c?.files ?? []);
-        return { ...empty, files, totals: totalsOf(files), reverted: revertedOut, recorded: !!t.before, pending: !!t.before && !t.after, notKept: c?.notKept ?? [] };
-      }
       const kept = revertedAt >= 0 ? prompts.slice(0, revertedAt) : prompts;
       const first = kept.find((m) => turns.get(m)?.before);
       const last = [...kept].reverse().find((m) => turns.get(m)?.after);
