@@ -365,15 +365,19 @@ export function createTurnRunner(deps: {
           await handOn(turn);
           return;
         }
+        // The workspace as it is before the turn (what the turn changed is measured from it; an undo puts it
+        // back), taken while the model and permissions are looked up. A turn sent while one of the session
+        // still runs is recorded with it (the runtime queues it behind).
+        const snapshotted = deps.snapshots
+          ? client.busySessions().then((b) => b.includes(upstreamId), () => false).then((busy) => deps.snapshots!.before(owner, s.id, turn.messageId, { busy }))
+          : Promise.resolve();
         const model = await runtime.resolveModel(s.tenantId, s.model);
         const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
         const injected = await withTimeout(memoriesPart, RECALL_WAIT_MS, () => {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
         });
-        // The workspace as it is before the turn (what the turn changed is measured from it; an undo puts it back).
-        // A turn sent while one of the session still runs is recorded with it (the runtime queues it behind).
-        if (deps.snapshots) await deps.snapshots.before(owner, s.id, turn.messageId, { busy: await client.busySessions().then((b) => b.includes(upstreamId), () => false) });
+        await snapshotted;
         // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
         if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
           ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');

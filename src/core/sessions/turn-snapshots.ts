@@ -84,11 +84,11 @@ export function createTurnSnapshots(deps: {
   }
 
   /** Takes one snapshot as the `after` of every turn of the session that has a before and no after yet. */
-  async function closeOpen(owner: RuntimeOwner, sessionId: string, also: string[] = []): Promise<SnapshotResult | null> {
-    const { turns } = await refsOf(owner, sessionId);
+  async function closeOpen(owner: RuntimeOwner, sessionId: string, also: string[] = [], drop: string[] = [], known?: Map<string, TurnRefs>): Promise<SnapshotResult | null> {
+    const turns = known ?? (await refsOf(owner, sessionId)).turns;
     const open = [...turns].filter(([, t]) => t.before && !t.after).map(([m]) => afterRef(sessionId, m));
     if (!open.length && !also.length) return null;
-    return call<SnapshotResult>(owner, 'snapshot', { refs: [...open, ...also] });
+    return call<SnapshotResult>(owner, 'snapshot', { refs: [...open, ...also], drop });
   }
 
   const service = {
@@ -104,15 +104,15 @@ export function createTurnSnapshots(deps: {
       if (!service.enabled) return;
       try {
         await pending.get(sessionId);
-        const { turns } = await refsOf(owner, sessionId);
+        const { turns, redo } = await refsOf(owner, sessionId);
         const running = o.busy ? [...turns.values()].find((t) => t.before && !t.after) : undefined;
         if (running?.before) {
           await call(owner, 'set', { ref: beforeRef(sessionId, messageId), id: running.before });
+          if (redo) await call(owner, 'delete', { refs: [redoRef(sessionId)] });
         } else {
-          const r = await closeOpen(owner, sessionId, [beforeRef(sessionId, messageId)]);
+          const r = await closeOpen(owner, sessionId, [beforeRef(sessionId, messageId)], redo ? [redoRef(sessionId)] : [], turns);
           deps.log.debug({ sessionId, messageId, ms: r?.ms, read: r?.read, files: r?.files }, 'workspace snapshot before the turn');
         }
-        await call(owner, 'delete', { refs: [redoRef(sessionId)] });
       } catch (err) {
         deps.log.warn({ err: (err as Error).message, sessionId, messageId }, 'the workspace snapshot before a turn failed: its changes will not be recorded');
       }

@@ -554,8 +554,12 @@ export async function answerSnapshots(root: string, store: string, op: string, b
   const str = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
   try {
     switch (op) {
-      case 'snapshot':
-        return { status: 200, json: await snapshot(root, store, Array.isArray(body.refs) ? (body.refs as string[]).map(String) : []) };
+      case 'snapshot': {
+        const taken = await snapshot(root, store, Array.isArray(body.refs) ? (body.refs as string[]).map(String) : []);
+        // Refs to drop with it (a prompt drops the session's redo point): one request, not two.
+        for (const ref of Array.isArray(body.drop) ? (body.drop as string[]) : []) await deleteRef(store, String(ref));
+        return { status: 200, json: taken };
+      }
       case 'refs':
         return { status: 200, json: await listRefs(store, str('prefix')) };
       case 'changes':
