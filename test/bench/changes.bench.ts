@@ -145,6 +145,10 @@ async function serviceLatency(fixture: string): Promise<{ rows: Record<string, s
     const firstMs = performance.now() - firstT0;
     // Then turns alternating between snapshots on and off, in a session of their own for off.
     const offId = ((await (await call('POST', '/v1/sessions', { title: 'changes bench off' })).json()) as { sessionId: string }).sessionId;
+    // The off session gets a first turn too (not counted): both sessions then carry the same history, which
+    // the runtime reads at every step.
+    snaps.enabled = false;
+    await turn(99, offId);
     const on: Array<{ ms: number; cpu: number }> = [];
     const off: Array<{ ms: number; cpu: number }> = [];
     for (let t = 1; t <= TURNS; t++) {
