@@ -161,6 +161,16 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     expect(found).not.toContain('snapshots.git');
     expect(found).not.toContain('agentws-cache');
 
+    // A turn with no snapshot (taken while they were off): its changes say so, and it cannot be undone.
+    r.t.opened.core.turnSnapshots.enabled = false;
+    const unrecorded = await agentTurn(r, tokens.member, [{ text: 'Nothing kept.' }], { sessionId });
+    r.t.opened.core.turnSnapshots.enabled = true;
+    const p5 = unrecorded.messages.filter((m) => m.info.role === 'user').at(-1)!.info.id as string;
+    expect((await changes(tokens.member, sessionId, p5)).json).toMatchObject({ recorded: false, pending: false, files: [] });
+    const notRecorded = await api(r.t, 'POST', `/v1/sessions/${sessionId}/revert`, { token: tokens.member, body: { messageId: p5 } });
+    expect(notRecorded.status).toBe(409);
+    expect(notRecorded.json.error).toBe('not_recorded');
+
     // Nothing the agent planted ran on the host. The trap is real: git run on the host in that directory springs it.
     expect(readdir(marker)).toEqual([]);
     execFileSync('git', ['status', '--short'], { cwd: dir, stdio: 'ignore' });
