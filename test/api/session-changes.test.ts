@@ -161,6 +161,31 @@ describe.runIf(DB_MODE === 'postgres')('sessions: what changed, undo and redo', 
     expect(found).not.toContain('snapshots.git');
     expect(found).not.toContain('agentws-cache');
 
+    // A prompt sent while a turn runs (the runtime queues it behind): the two are recorded together.
+    {
+      let go!: () => void;
+      const hold = new Promise<void>((res) => (go = res));
+      r.llm.script([
+        // opencode takes the queued prompt into the same run: the steps after the held one answer both.
+        { toolCall: { name: 'write', arguments: { filePath: '/workspace/q1.txt', content: 'first\n' } }, until: hold },
+        { toolCall: { name: 'write', arguments: { filePath: '/workspace/q2.txt', content: 'second\n' } } },
+        { text: 'Both done.' },
+      ]);
+      expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'first', agent: 'build' } })).status).toBe(202);
+      const handed = () => expect.poll(async () => (await r.t.opened.db.query(`select count(*)::int as n from agent_turns where session_id = $1 and status in ('queued', 'sending')`, [sessionId])).rows[0].n, { timeout: 20_000 }).toBe(0);
+      await handed();
+      await expect.poll(async () => (await r.t.opened.core.pool.client({ tenantId: people.tenantId, userId: people.ids.mia }).then((c) => c.busySessions())).length, { timeout: 20_000 }).toBeGreaterThan(0);
+      expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token: tokens.member, body: { text: 'second', agent: 'build' } })).status).toBe(202);
+      await handed();
+      go();
+      await expect.poll(async () => JSON.stringify((await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member })).json.messages.flatMap((m: any) => m.parts)), { timeout: 30_000 }).toContain('Both done.');
+      const ids = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member })).json.messages.filter((m: any) => m.info.role === 'user').map((m: any) => m.info.id as string);
+      const [q1, q2] = ids.slice(-2);
+      for (const q of [q1, q2]) {
+        await expect.poll(async () => (await changes(tokens.member, sessionId, q)).json.files?.map((f: any) => f.path), { timeout: 10_000 }).toEqual(['q1.txt', 'q2.txt']);
+      }
+    }
+
     // A turn with no snapshot (taken while they were off): its changes say so, and it cannot be undone.
     r.t.opened.core.turnSnapshots.enabled = false;
     const unrecorded = await agentTurn(r, tokens.member, [{ text: 'Nothing kept.' }], { sessionId });
