@@ -58,6 +58,7 @@ import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionChanges } from './sessions/session-changes.js';
+import { createTurnSnapshots } from './sessions/turn-snapshots.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
 import { AGENT_TURN_LOST_JOB } from './sessions/session-turns.js';
@@ -226,7 +227,6 @@ export function createCore(deps: CoreDeps) {
     sandboxed: config.runtime.sandbox,
     maxRuntimes: capacity,
     askTools: config.runtime.askTools,
-    snapshots: config.runtime.snapshots,
     log: deps.log,
     bus,
     skills: (tenantId) => skillFiles.materialise(tenantId),
@@ -406,7 +406,10 @@ export function createCore(deps: CoreDeps) {
     permissionsOf,
     events: turnEvents,
   });
+  // The service's snapshots of each person's workspace around each turn (what changed, undo and redo).
+  const turnSnapshots = createTurnSnapshots({ dataDir: config.dataDir, placement: (owner) => fleet.placement(owner), enabled: config.runtime.snapshots, log: deps.log.child({ part: 'turn-snapshots' }) });
   const turns = createTurnRunner({
+    snapshots: turnSnapshots,
     db,
     repo: sessionsRepo,
     runtime,
@@ -467,7 +470,7 @@ export function createCore(deps: CoreDeps) {
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
     events: turnEvents,
   });
-  const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: config.runtime.snapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
@@ -476,6 +479,13 @@ export function createCore(deps: CoreDeps) {
   turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
   turnEvents.on('turn.failed', ({ session, turnId }) => orchestrator.turnEnded(session, `failed:${turnId}`));
+  // A turn's end (idle after its answer, stopped, lost, failed): the workspace's snapshot after it, in the background.
+  turnEvents.on('turn.ended', ({ session }) =>
+    turnSnapshots.after(async () => {
+      const s = await sessionsRepo.byId(db, session.tenantId, session.id);
+      return s ? { tenantId: s.tenantId, userId: s.ownerId } : null;
+    }, session.id));
+  turnEvents.on('turn.failed', ({ session: s }) => turnSnapshots.after({ tenantId: s.tenantId, userId: s.ownerId }, s.id));
   turnEvents.on('turn.failed', ({ session: s, turnId }) =>
     s.channel !== 'web' && !s.parentId ? queue.send(GATEWAY_REPLY_JOB, { tenantId: s.tenantId, sessionId: s.id, turnId }, { singletonKey: `reply:turn:${turnId}` }) : undefined,
   );
@@ -603,7 +613,7 @@ export function createCore(deps: CoreDeps) {
     retention,
     workspaceFiles,
     terminals,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

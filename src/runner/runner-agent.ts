@@ -22,6 +22,7 @@ import { createRuntimeHost, tenantSharedDir, type HostRecords, type PoolStatus, 
 import { randomSecret } from '../lib/secrets.js';
 import { workspacePath } from '../lib/data-paths.js';
 import { answerFiles, WORKSPACE_FILES_ROUTE } from '../core/runtime/host/workspace-files.js';
+import { answerSnapshots, snapshotStore, WORKSPACE_SNAPSHOTS_ROUTE } from '../core/runtime/host/workspace-snapshots.js';
 import { ArchiveRefused, discard, hasCopy, importArchive, listCopies, markCopy, readCopy, setAside, userPaths } from './user-files.js';
 
 /**
@@ -394,6 +395,25 @@ export function createRunnerAgent(o: RunnerOptions) {
    * their runtime runs. Only for a user this runner holds, or whose current copy is here, in the tenant
    * named: never another user's files.
    */
+  /**
+   * Snapshots of a person's workspace held here (what each turn changed, undo and redo: the control
+   * plane's turn-snapshots.ts), taken and restored here with the confined walk of workspace-snapshots.ts
+   * into the store beside their runtime's files. Only for a user this runner holds, in the tenant named.
+   */
+  async function serveSnapshots(userId: string, op: string, q: URLSearchParams, req: Http2ServerRequest, res: Http2ServerResponse) {
+    const owner = { tenantId: q.get('tenantId') ?? '', userId };
+    const lease = leases.get(userId);
+    const held = lease ? lease.tenantId === owner.tenantId : readCopy(o.dataDir, userId)?.tenantId === owner.tenantId;
+    if (!userPaths(owner) || !held) {
+      req.resume();
+      return json(res, 404, { error: 'not_found', message: 'your workspace is not on this runner host' });
+    }
+    const body = await readJson(req);
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return json(res, 400, { error: 'validation_failed', message: 'a JSON object' });
+    const a = await answerSnapshots(join(o.dataDir, workspacePath(owner)), snapshotStore(runtimeRoot(o.dataDir, userId)), op, body as Record<string, unknown>);
+    return json(res, a.status, a.json);
+  }
+
   async function serveFiles(userId: string, op: string, q: URLSearchParams, req: Http2ServerRequest, res: Http2ServerResponse) {
     const owner = { tenantId: q.get('tenantId') ?? '', userId };
     const lease = leases.get(userId);
@@ -494,6 +514,7 @@ export function createRunnerAgent(o: RunnerOptions) {
         const slash = rest.indexOf('/');
         const userId = decodeURIComponent(slash < 0 ? rest : rest.slice(0, slash));
         if (slash >= 0 && rest.slice(slash) === MANAGED_CONFIG_ROUTE && req.method === 'PUT') return await writeConfig(userId, req, res);
+        if (slash >= 0 && rest.slice(slash).startsWith(`${WORKSPACE_SNAPSHOTS_ROUTE}/`) && req.method === 'POST') return await serveSnapshots(userId, rest.slice(slash + WORKSPACE_SNAPSHOTS_ROUTE.length + 1), url.searchParams, req, res);
         if (slash >= 0 && rest.slice(slash).startsWith(`${WORKSPACE_FILES_ROUTE}/`)) return await serveFiles(userId, rest.slice(slash + WORKSPACE_FILES_ROUTE.length + 1), url.searchParams, req, res);
         runtimes.touch(userId);
         if (req.method === 'POST' && req.headers[RUNNER_WEBSOCKET_HEADER]) return await bridgeSocket(userId, `${slash < 0 ? '/' : rest.slice(slash)}${url.search}`, req, res);

@@ -173,7 +173,7 @@ describe('runner hosts: a runtime on a runner', () => {
     expect((await r.t.opened.core.runners.list(ctx())).find((x) => x.name === 'r1')).toMatchObject({ state: 'active', connected: true });
   }, 120_000);
 
-  it('lists what a turn on a runner changed, undoes and redoes it there (the deletion done again inside the sandbox)', async () => {
+  it('lists what a turn on a runner changed, undoes and redoes it there (snapshots taken and restored on the runner host)', async () => {
     const { tokens } = people;
     const workspace = join(r.runner!.dataDir, 'workspaces', people.tenantId, people.ids.mia);
     const first = await agentTurn(r, tokens.member, [{ toolCall: { name: 'write', arguments: { filePath: '/workspace/keep.txt', content: 'kept\n' } } }, { text: 'ok' }], { title: 'changes on a runner' });
@@ -185,6 +185,9 @@ describe('runner hosts: a runtime on a runner', () => {
     expect([existsSync(join(workspace, 'keep.txt')), existsSync(join(workspace, 'new.txt'))]).toEqual([true, false]);
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/unrevert`, { token: tokens.member })).status).toBe(200);
     expect([existsSync(join(workspace, 'keep.txt')), existsSync(join(workspace, 'new.txt'))]).toEqual([false, true]);
+    // The store is on the runner host, beside the runtime's files; serve keeps none for this person.
+    expect(existsSync(join(r.runner!.dataDir, 'runtimes', people.ids.mia, 'snapshots.git', 'objects'))).toBe(true);
+    expect(existsSync(join(r.t.env.dataDir, 'runtimes', people.ids.mia, 'snapshots.git'))).toBe(false);
   }, 120_000);
 
   it('a turn on a runner declared lost: its model call, relayed through the control plane\'s gateway, is aborted then and charged', async () => {

@@ -14,15 +14,6 @@ export interface RuntimeMessage {
   parts: Array<{ id: string; sessionID: string; messageID: string; type: string; [k: string]: unknown }>;
 }
 
-/** One file a turn changed, as opencode 1.18.33 reports it (Snapshot.FileDiff): `patch` is empty for a binary file. */
-export interface RuntimeFileDiff {
-  file: string;
-  patch: string;
-  additions: number;
-  deletions: number;
-  status?: 'added' | 'deleted' | 'modified';
-}
-
 export interface PromptBody {
   messageID: string;
   parts: Array<Record<string, unknown>>;
@@ -159,18 +150,6 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       ]);
     },
 
-    /**
-     * What one turn changed in the workspace (opencode's snapshots): the files its steps changed, each
-     * with its unified diff (the whole file as context) and line counts, computed by the runtime when the
-     * turn ended. `messageId` is the turn's prompt. Empty when snapshots are off or the turn changed nothing.
-     */
-    async turnDiff(sessionId: string, messageId: string): Promise<RuntimeFileDiff[]> {
-      const r = await call('GET', `/session/${encodeURIComponent(sessionId)}/diff?messageID=${encodeURIComponent(messageId)}`, { timeoutMs: 30_000 });
-      if (r.status === 404) return [];
-      if (r.status !== 200) throw fail('report what the turn changed', r);
-      return Array.isArray(r.json) ? (r.json as RuntimeFileDiff[]) : [];
-    },
-
     /** The session's undo state: the prompt it is reverted to (that turn and every later one undone), or null. */
     async revertState(sessionId: string): Promise<{ messageId: string } | null> {
       const r = await call('GET', `/session/${encodeURIComponent(sessionId)}`);
@@ -181,43 +160,19 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
     },
 
     /**
-     * Undoes a turn and every later one: the runtime puts back the files their steps changed (from its
-     * snapshots) and marks the session reverted to before `messageId` (a prompt); its messages stay until
-     * the next prompt, which drops them, or an unrevert, which brings the files back. Refused while busy.
+     * Marks the session reverted to before `messageId` (a prompt): the transcript hides that turn and every
+     * later one; their messages stay until the next prompt, which drops them, or an unrevert. With its own
+     * snapshots off (the service keeps them: turn-snapshots.ts) the runtime touches no file. Refused while busy.
      */
     async revert(sessionId: string, messageId: string): Promise<void> {
       const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/revert`, { body: { messageID: messageId }, timeoutMs: 60_000 });
       if (r.status !== 200) throw fail(`undo the turn (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
     },
 
-    /** Redoes what the last revert undid: the files as they were before it, the session no longer reverted. */
+    /** The session no longer reverted: the hidden turns are shown again. */
     async unrevert(sessionId: string): Promise<void> {
       const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/unrevert`, { timeoutMs: 60_000 });
       if (r.status !== 200) throw fail(`redo the turn (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
-    },
-
-    /**
-     * Removes files of the workspace inside the sandbox, as the agent's user (`rm -f --` in the workspace, run
-     * by the runtime as a process of its own: opencode's /pty): the service never touches the workspace
-     * itself. Paths are relative to the workspace. Resolves when rm has exited; false when it failed.
-     */
-    async removeFiles(paths: string[]): Promise<boolean> {
-      if (!paths.length) return true;
-      const made = await call('POST', '/pty', { body: { command: 'rm', args: ['-f', '--', ...paths], cwd: directory, title: 'agentws: redo' } });
-      if (made.status !== 200) throw fail('remove files', made);
-      const id = encodeURIComponent((made.json as { id: string }).id);
-      const deadline = Date.now() + 15_000;
-      try {
-        for (;;) {
-          const r = await call('GET', `/pty/${id}`);
-          const info = r.json as { status?: string; exitCode?: number } | undefined;
-          if (r.status !== 200 || info?.status !== 'running') return r.status === 200 && (info?.exitCode ?? 0) === 0;
-          if (Date.now() > deadline) return false;
-          await new Promise((res) => setTimeout(res, 50));
-        }
-      } finally {
-        await call('DELETE', `/pty/${id}`).catch(() => {});
-      }
     },
 
     /**

@@ -54,15 +54,6 @@ export interface ResolvedModel {
   ref: string;
 }
 
-/**
- * Git settings of every sandbox (its system config). opencode 1.18.33 lists the files a step changed with
- * `git diff --name-only`, which names a renamed file by its new path only when rename detection is on (git's
- * default): an undo would then delete the new file and never bring the old one back. With it off, a rename
- * is a deletion and an addition, and both are put back. (The agent's own `git diff` and `git status` then
- * show renames the same way; its ~/.gitconfig may set them back, at the cost of its own undo.)
- */
-export const SNAPSHOT_GITCONFIG = '# Written by agentws: renames as a deletion and an addition (undo of a turn puts both back).\n[diff]\n\trenames = false\n';
-
 export function createRuntimeService(deps: {
   db: Database;
   repo: RuntimeRepo;
@@ -76,8 +67,6 @@ export function createRuntimeService(deps: {
   sandboxed: boolean;
   maxRuntimes: number;
   askTools: readonly string[];
-  /** opencode's workspace snapshots on (AGENTWS_RUNTIME_SNAPSHOTS). */
-  snapshots?: boolean;
   log: Logger;
   /** Tells the process hosting a runtime that it is about to be used (it thaws it if frozen). */
   bus: Pick<EventBus, 'publish'>;
@@ -152,9 +141,9 @@ export function createRuntimeService(deps: {
     const config = {
       provider,
       enabled_providers: active.map((p) => runtimeProviderId(tenantId, p.name)),
-      // A git snapshot of the workspace at every step, inside the sandbox (the runtime's data dir): what each
-      // turn changed, and undo and redo (session-changes.ts). Its cost is measured in changes.bench.ts.
-      snapshot: deps.snapshots !== false,
+      // No git snapshot of the workspace at every step: the service offers no undo or revert through the
+      // runtime, and the snapshot costs every step time and disk (and ~1.5 s at the first turn after a reload).
+      snapshot: false,
       permission: {
         // Advice to the model; the sandbox is the boundary.
         external_directory: 'deny',
@@ -197,8 +186,8 @@ export function createRuntimeService(deps: {
     };
     // The sandbox's git config, written beside opencode.json (managed-config.ts): the tenant's git hosts
     // rewritten to the git gateway, which adds their credentials (git-fns.ts sandboxGitConfig).
-    const gitconfig = SNAPSHOT_GITCONFIG + sandboxGitConfig(deps.gitHosts ? await deps.gitHosts(tenantId) : [], GATEWAY_HOST, credential);
-    const withGit = { ...config, [MANAGED_GITCONFIG_KEY]: gitconfig };
+    const gitconfig = sandboxGitConfig(deps.gitHosts ? await deps.gitHosts(tenantId) : [], GATEWAY_HOST, credential);
+    const withGit = gitconfig ? { ...config, [MANAGED_GITCONFIG_KEY]: gitconfig } : config;
     return { config: withGit, fingerprint: createHash('sha256').update(JSON.stringify(withGit)).digest('hex') };
   }
 

@@ -3,18 +3,22 @@ import { requirePermission, requireTokenScope } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError } from '../../kernel/errors.js';
 import type { AuditService } from '../audit/audit.service.js';
-import type { RuntimeClient, RuntimeMessage } from '../runtime/runtime-client.js';
+import type { FileChange } from '../runtime/host/workspace-snapshots.js';
+import type { RuntimeClient } from '../runtime/runtime-client.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
-import { capDiffs, deletedBy, sessionChanges, totalsOf, turnChanges, type FileChange, type TurnFileDiff } from './change-sets.js';
+import { capDiffs, totalsOf } from './change-sets.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import type { TurnRefs, TurnSnapshots } from './turn-snapshots.js';
 
 /**
- * What a session's turns changed in the workspace, and undo and redo of turns (issue 38). The runtime
- * keeps the workspace's snapshots (opencode's, a git repository in its own data directory inside the
- * sandbox, written by git run there as the agent's user): each turn's changed files are recorded on its
- * prompt when it ends, and a revert puts files back from them. The service never runs git, nor reads the
- * workspace, for any of this: it reads what the runtime reports (which the agent, owning that repository,
- * could make lie about its own workspace, and nothing more) and builds the answer from it (change-sets.ts).
+ * What a session's turns changed in the workspace, and undo and redo of turns (issue 38). The service
+ * takes a snapshot of the person's workspace just before each turn is handed to the runtime and one when
+ * it ends (turn-snapshots.ts), on the host that holds the files, into a store of its own outside the
+ * sandbox (host/workspace-snapshots.ts: a confined walk, never git on the workspace). A turn's changes
+ * are the diff of its two snapshots; the session's, from before its first turn kept to after its last; an
+ * undo writes the workspace back to a turn's before-snapshot (the state just before it saved as the redo
+ * point) and asks the runtime to hide the turns from the transcript (opencode's revert, which with its own
+ * snapshots off touches no file); a redo writes the redo point back and unhides them.
  */
 
 export interface TurnSummary {
@@ -38,38 +42,39 @@ export interface ChangeSet {
   turns: TurnSummary[];
   /** The turn the session is reverted to (it and every later one undone), or null. */
   reverted: { messageId: string; turns: number } | null;
-  /** Whether the runtimes keep snapshots (AGENTWS_RUNTIME_SNAPSHOTS): off, nothing is listed and undo is refused. */
+  /** Whether the service keeps snapshots (AGENTWS_RUNTIME_SNAPSHOTS): off, nothing is listed and undo is refused. */
   snapshots: boolean;
+  /** false: the snapshots these changes need were not taken (before snapshots were on, or one failed). */
+  recorded: boolean;
+  /** The snapshot after the turn is still being taken. */
+  pending: boolean;
+  /** Files too large to keep: neither diffed nor undone. */
+  notKept: string[];
 }
-
-const diffsOf = (m: RuntimeMessage): TurnFileDiff[] => {
-  const diffs = (m.info.summary as { diffs?: unknown } | undefined)?.diffs;
-  return Array.isArray(diffs) ? (diffs as TurnFileDiff[]) : [];
-};
 
 export function createSessionChanges(deps: {
   db: Database;
   repo: Pick<SessionsRepo, 'turnInFlight'>;
   audit: AuditService;
   pool: Pick<RuntimePool, 'client'>;
-  /** AGENTWS_RUNTIME_SNAPSHOTS: off, the runtimes keep no snapshots, and an undo would restore nothing. */
-  snapshots: boolean;
+  snapshots: TurnSnapshots;
   /** The session the caller may act on, else 404 (sessions.service.ts owned). */
   owned: (ctx: Ctx, id: string, browserSession: string | undefined) => Promise<SessionRow>;
 }) {
-  const { db, repo, audit, pool } = deps;
+  const { db, repo, audit, pool, snapshots } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
+  const ownerOf = (s: SessionRow) => ({ tenantId: s.tenantId, userId: s.ownerId });
 
-  /** The session's turns (prompts) as the runtime holds them, with the revert state. */
+  /** The session's turns (prompts, oldest first) as the runtime holds them, with the revert state. */
   async function turnsOf(client: RuntimeClient, upstreamId: string) {
     const [messages, reverted] = await Promise.all([client.messages(upstreamId), client.revertState(upstreamId)]);
-    const prompts = messages.filter((m) => m.info.role === 'user');
-    const at = reverted ? prompts.findIndex((m) => m.info.id === reverted.messageId) : -1;
+    const prompts = messages.filter((m) => m.info.role === 'user').map((m) => m.info.id);
+    const at = reverted ? prompts.indexOf(reverted.messageId) : -1;
     return { prompts, revertedAt: at, reverted };
   }
 
   const snapshotsOn = () => {
-    if (!deps.snapshots) throw new ConflictError('undo and redo are off on this service: its runtimes keep no snapshots of the workspace (AGENTWS_RUNTIME_SNAPSHOTS=off)', { code: 'snapshots_off' });
+    if (!snapshots.enabled) throw new ConflictError('undo and redo are off on this service: it keeps no snapshots of workspaces (AGENTWS_RUNTIME_SNAPSHOTS=off)', { code: 'snapshots_off' });
   };
 
   /** A turn in flight (queued, being sent, running) refuses an undo or a redo: the runtime would race it. */
@@ -85,35 +90,58 @@ export function createSessionChanges(deps: {
      */
     async list(ctx: Ctx, input: { id: string; messageId?: string; browserSession?: string }): Promise<ChangeSet> {
       const s = await deps.owned(ctx, input.id, input.browserSession);
-      const empty: ChangeSet = { sessionId: s.id, messageId: input.messageId ?? null, files: [], totals: totalsOf([]), turns: [], reverted: null, snapshots: deps.snapshots };
+      const empty: ChangeSet = { sessionId: s.id, messageId: input.messageId ?? null, files: [], totals: totalsOf([]), turns: [], reverted: null, snapshots: snapshots.enabled, recorded: true, pending: false, notKept: [] };
       if (!s.upstreamId) {
         if (input.messageId) throw new NotFoundError('turn not found in this session');
         return empty;
       }
       const client = await clientOf(s);
+      const owner = ownerOf(s);
+      const diff = async (a: string | undefined, b: string | undefined, patch: boolean) => (a && b ? snapshots.changes(owner, a, b, patch) : null);
       if (input.messageId) {
-        // One turn: the runtime's own diff of it (opencode GET /session/:id/diff?messageID).
-        const [diffs, reverted] = await Promise.all([client.turnDiff(s.upstreamId, input.messageId), client.revertState(s.upstreamId)]);
-        if (!diffs.length && !(await client.messageExists(s.upstreamId, input.messageId))) throw new NotFoundError('turn not found in this session');
-        const files = capDiffs(turnChanges(diffs));
-        return { ...empty, files, totals: totalsOf(files), reverted: reverted ? { messageId: reverted.messageId, turns: 0 } : null };
+        // One turn: its snapshots name it as this session's (else the runtime is asked: a turn not recorded);
+        // the transcript itself (every step of every turn) is not read.
+        const messageId = input.messageId;
+        await snapshots.settled(s.id);
+        const [refs, reverted] = await Promise.all([snapshots.enabled ? snapshots.refsOf(owner, s.id) : null, client.revertState(s.upstreamId)]);
+        const t: TurnRefs = refs?.turns.get(messageId) ?? {};
+        if (!t.before && !(await client.messageExists(s.upstreamId, messageId))) throw new NotFoundError('turn not found in this session (messageId must be the id of a prompt of it)');
+        const c = await diff(t.before, t.after, true);
+        const files = capDiffs(c?.files ?? []);
+        return { ...empty, files, totals: totalsOf(files), reverted: reverted ? { messageId: reverted.messageId, turns: 0 } : null, recorded: !!t.before, pending: !!t.before && !t.after, notKept: c?.notKept ?? [] };
       }
       const { prompts, revertedAt, reverted } = await turnsOf(client, s.upstreamId);
+      const revertedOut = reverted ? { messageId: reverted.messageId, turns: revertedAt >= 0 ? prompts.length - revertedAt : 0 } : null;
+      if (!snapshots.enabled) return { ...empty, reverted: revertedOut, recorded: false };
+      await snapshots.settled(s.id);
+      const { turns } = await snapshots.refsOf(owner, s.id);
       const kept = revertedAt >= 0 ? prompts.slice(0, revertedAt) : prompts;
-      const files = capDiffs(sessionChanges(kept.map(diffsOf)));
-      const turns = prompts.map((m, i) => {
-        const changed = turnChanges(diffsOf(m));
-        const t = totalsOf(changed);
-        return { messageId: m.info.id, files: t.files, additions: t.additions, deletions: t.deletions, paths: changed.slice(0, 20).map((f) => f.path), reverted: revertedAt >= 0 && i >= revertedAt };
-      });
-      return { ...empty, files, totals: totalsOf(files), turns, reverted: reverted ? { messageId: reverted.messageId, turns: revertedAt >= 0 ? prompts.length - revertedAt : 0 } : null };
+      const first = kept.find((m) => turns.get(m)?.before);
+      const last = [...kept].reverse().find((m) => turns.get(m)?.after);
+      const lastTurn = kept.at(-1);
+      const whole = first && last ? await diff(turns.get(first)!.before, turns.get(last)!.after, true) : null;
+      const summaries = await Promise.all(
+        prompts.map(async (m, i): Promise<TurnSummary> => {
+          const t = turns.get(m);
+          const c = await diff(t?.before, t?.after, false).catch(() => null);
+          const changed = c?.files ?? [];
+          const sum = totalsOf(changed);
+          return { messageId: m, files: sum.files, additions: sum.additions, deletions: sum.deletions, paths: changed.slice(0, 20).map((f) => f.path), reverted: revertedAt >= 0 && i >= revertedAt };
+        }),
+      );
+      const files = capDiffs(whole?.files ?? []);
+      const lastRefs = lastTurn ? turns.get(lastTurn) : undefined;
+      return {
+        ...empty, files, totals: totalsOf(files), turns: summaries, reverted: revertedOut,
+        recorded: !kept.length || !!first, pending: !!lastRefs?.before && !lastRefs.after, notKept: whole?.notKept ?? [],
+      };
     },
 
     /**
-     * Undoes a turn and every later one (`messageId`: the turn's prompt): the runtime puts the files they
-     * changed back as they were before it, and the transcript reads as before it (messages). The next
-     * prompt drops the undone turns for good; a redo (unrevert) brings them back until then. Refused
-     * (409) while a turn runs or waits; audited.
+     * Undoes a turn and every later one (`messageId`: the turn's prompt): the workspace is written back as
+     * it was just before the turn (its before-snapshot; the state now saved as the redo point), and the
+     * runtime hides the turns from the transcript. The next prompt drops the undone turns for good; a redo
+     * (unrevert) brings them back until then. Refused (409) while a turn runs or waits; audited.
      */
     async revert(ctx: Ctx, input: { id: string; messageId: string; browserSession?: string }): Promise<ChangeSet> {
       requireTokenScope(ctx, 'sessions');
@@ -124,12 +152,17 @@ export function createSessionChanges(deps: {
       const client = await clientOf(s);
       await notRunning(s, client, 'undo it');
       const { prompts } = await turnsOf(client, s.upstreamId);
-      const at = prompts.findIndex((m) => m.info.id === input.messageId);
+      const at = prompts.indexOf(input.messageId);
       if (at < 0) throw new NotFoundError('turn not found in this session (messageId must be the id of a prompt of it)');
+      await snapshots.settled(s.id);
+      const before = (await snapshots.refsOf(ownerOf(s), s.id)).turns.get(input.messageId)?.before;
+      if (!before) throw new ConflictError('this turn\'s snapshot was not taken (it ran before snapshots were on, or the snapshot failed): its files cannot be put back', { code: 'not_recorded' });
+      const r = await snapshots.restore(ownerOf(s), s.id, before);
       await client.revert(s.upstreamId, input.messageId);
       await db.transaction((tx) =>
-        audit.record(tx, ctx, { action: 'session.revert', target: `session:${s.id}`, sessionId: s.id, details: { messageId: input.messageId, turns: prompts.length - at } }),
+        audit.record(tx, ctx, { action: 'session.revert', target: `session:${s.id}`, sessionId: s.id, details: { messageId: input.messageId, turns: prompts.length - at, written: r.written, deleted: r.deleted, failed: r.failed.length } }),
       );
+      if (r.failed.length) ctx.log.warn({ sessionId: s.id, failed: r.failed.slice(0, 20) }, 'undo: some files could not be put back');
       return service.list(ctx, { id: s.id, browserSession: input.browserSession });
     },
 
@@ -145,13 +178,12 @@ export function createSessionChanges(deps: {
       await notRunning(s, client, 'redo it');
       const reverted = await client.revertState(s.upstreamId);
       if (!reverted) throw nothing();
-      // What the undone turns deleted, to delete again: opencode 1.18.33's unrevert writes back the files of
-      // the workspace as it was before the undo, but leaves those the undo brought back.
-      const { prompts, revertedAt } = await turnsOf(client, s.upstreamId);
-      const gone = revertedAt >= 0 ? deletedBy(prompts.slice(revertedAt).map(diffsOf)) : [];
+      const { redo } = await snapshots.refsOf(ownerOf(s), s.id);
+      if (!redo) throw nothing();
+      const r = await snapshots.restore(ownerOf(s), s.id, redo);
+      await snapshots.dropRedo(ownerOf(s), s.id);
       await client.unrevert(s.upstreamId);
-      if (gone.length && !(await client.removeFiles(gone))) ctx.log.warn({ sessionId: s.id, files: gone.length }, 'redo: the files the undone turns deleted could not all be deleted again');
-      await db.transaction((tx) => audit.record(tx, ctx, { action: 'session.unrevert', target: `session:${s.id}`, sessionId: s.id, details: { messageId: reverted.messageId } }));
+      await db.transaction((tx) => audit.record(tx, ctx, { action: 'session.unrevert', target: `session:${s.id}`, sessionId: s.id, details: { messageId: reverted.messageId, written: r.written, deleted: r.deleted, failed: r.failed.length } }));
       return service.list(ctx, { id: s.id, browserSession: input.browserSession });
     },
   };

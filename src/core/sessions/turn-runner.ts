@@ -1,3 +1,4 @@
+import type { TurnSnapshots } from './turn-snapshots.js';
 import type { Database } from '../../db/database.js';
 import { withTimeout } from '../../lib/with-timeout.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -88,6 +89,8 @@ export function createTurnRunner(deps: {
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
   /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
   ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
+  /** The workspace's snapshot before each turn (turn-snapshots.ts; its after is taken on the turn's end); absent: none. */
+  snapshots?: Pick<TurnSnapshots, 'before'>;
   /** Refuses a turn whose person's workspace is past its quota (runtime-limits.ts); absent: no quota. */
   quota?: { checkTurn(owner: { tenantId: string; userId: string }): Promise<void> };
   log: Logger;
@@ -362,12 +365,19 @@ export function createTurnRunner(deps: {
           await handOn(turn);
           return;
         }
+        // The workspace as it is before the turn (what the turn changed is measured from it; an undo puts it
+        // back), taken while the model and permissions are looked up. A turn sent while one of the session
+        // still runs is recorded with it (the runtime queues it behind).
+        const snapshotted = deps.snapshots
+          ? client.busySessions().then((b) => b.includes(upstreamId), () => false).then((busy) => deps.snapshots!.before(owner, s.id, turn.messageId, { busy }))
+          : Promise.resolve();
         const model = await runtime.resolveModel(s.tenantId, s.model);
         const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
         const injected = await withTimeout(memoriesPart, RECALL_WAIT_MS, () => {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
         });
+        await snapshotted;
         // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
         if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
           ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');

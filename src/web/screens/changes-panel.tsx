@@ -31,6 +31,12 @@ export interface ChangeSet {
   turns: TurnSummary[];
   reverted: { messageId: string; turns: number } | null;
   snapshots: boolean;
+  /** false: the snapshots these changes need were not taken. */
+  recorded?: boolean;
+  /** The snapshot after the turn is still being taken. */
+  pending?: boolean;
+  /** Files too large to keep (neither diffed nor undone). */
+  notKept?: string[];
 }
 
 const LETTER: Record<FileChange['status'], string> = { added: 'A', modified: 'M', deleted: 'D', renamed: 'R' };
@@ -93,7 +99,10 @@ export function ChangesPanel(props: PaneProps) {
       {session?.reverted ? <p class="hint">{session.reverted.turns === 1 ? 'The last turn is undone: its changes are' : `The last ${session.reverted.turns} turns are undone: their changes are`} not counted in the whole session. Redo from the chat.</p> : null}
       {shown === null ? <p class="boot">Loading…</p> : null}
       {session && !session.snapshots ? <p class="hint">This service keeps no snapshots of workspaces (AGENTWS_RUNTIME_SNAPSHOTS=off): what turns changed is not recorded.</p> : null}
-      {shown?.snapshots && !shown.files.length ? <p class="empty">{scope ? 'This turn changed no file.' : 'No file changed in this session yet.'}</p> : null}
+      {shown?.snapshots && shown.recorded === false ? <p class="hint">{scope ? "This turn's" : "This session's"} changes were not recorded (it ran before snapshots were on, or a snapshot failed).</p> : null}
+      {shown?.pending ? <p class="hint">The snapshot after the last turn is still being taken: its changes show once it is.</p> : null}
+      {shown?.notKept?.length ? <p class="hint">Not kept (larger than 10 MiB, so neither shown nor undone): {shown.notKept.slice(0, 5).join(', ')}{shown.notKept.length > 5 ? ` and ${shown.notKept.length - 5} more` : ''}</p> : null}
+      {shown?.snapshots && shown.recorded !== false && !shown.pending && !shown.files.length ? <p class="empty">{scope ? 'This turn changed no file.' : 'No file changed in this session yet.'}</p> : null}
       {shown?.files.length ? (
         <ul class="change-files" role="listbox" aria-label="Changed files">
           {shown.files.map((f) => (

@@ -8,7 +8,7 @@ import { UnavailableError } from '../../../kernel/errors.js';
 import type { Logger } from '../../../kernel/logger.js';
 import { OPENCODE_VERSION, nicePrefix, opencodeBinary } from './opencode-process.js';
 import { MANAGED_GITCONFIG_FILE, managedConfigDir } from './managed-config.js';
-import { INNER_PROXY_PORT, OPENCODE_DIRS, SANDBOX_PATHS, WORKSPACE_GIT_INIT, innerCommand, sandboxEtcFiles, sandboxPath, spawnSandbox, which } from './sandbox.js';
+import { INNER_PROXY_PORT, OPENCODE_DIRS, SANDBOX_PATHS, innerCommand, sandboxEtcFiles, sandboxPath, spawnSandbox, which } from './sandbox.js';
 import { requestRuntime, type RuntimeEndpoint } from './runtime-transport.js';
 
 /**
@@ -271,8 +271,7 @@ export function createRuntimeLauncher(options: {
       directory = SANDBOX_PATHS.workspace;
     } else {
       const { port } = await proxy({ port: 0 });
-      // The workspace made a git repository first (WORKSPACE_GIT_INIT), by the runtime's process as in a sandbox.
-      const argv = [...limitsPrefix(limits), ...nicePrefix(options.nice), '/bin/sh', '-c', `${WORKSPACE_GIT_INIT}; exec "$@"`, 'sh', binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
+      const argv = [...limitsPrefix(limits), ...nicePrefix(options.nice), binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
       const env = runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp, managed: d.managed });
       // Filled in from the line it prints.
       endpoint = { url: '', authorization: basic(password) };

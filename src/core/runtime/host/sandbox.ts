@@ -217,16 +217,6 @@ export function sandboxPath(withNode: boolean): string {
 }
 
 /**
- * Makes the workspace a git repository when it is not one yet (no commit, no hooks from a template), run
- * in the workspace by the runtime's own user before opencode starts. opencode keeps its snapshots of a
- * workspace (what each turn changed, undo and redo) only for a git repository; the snapshots are a
- * repository of their own in the runtime's data directory (~/.local/share/opencode/snapshot), which
- * reads this one's files. Run inside the sandbox, as the agent: the service never runs git on the host
- * in the workspace (whose .git/config, hooks and filters are the agent's to write).
- */
-export const WORKSPACE_GIT_INIT = '[ -e .git ] || git init -q --template= . >/dev/null 2>&1 || true';
-
-/**
  * What runs inside: two socat bridges (the API socket to opencode's port; the proxy port to the proxy
  * socket), then opencode itself. Every process in the sandbox dies with it (own pid namespace).
  */
@@ -235,7 +225,6 @@ export function innerCommand(): string[] {
   const script = [
     `socat UNIX-LISTEN:${run}/api.sock,fork,mode=600,unlink-early TCP:127.0.0.1:${INNER_API_PORT} 2>/dev/null &`,
     `socat TCP-LISTEN:${INNER_PROXY_PORT},bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:${run}/proxy.sock 2>/dev/null &`,
-    WORKSPACE_GIT_INIT,
     `exec ${SANDBOX_PATHS.opt}/bin/opencode serve --port ${INNER_API_PORT} --hostname 127.0.0.1`,
   ].join('\n');
   return ['/bin/sh', '-c', script];

@@ -27,10 +27,10 @@ export const MAX_PATH_BYTES = 4096;
 const MAX_NAME_BYTES = 255;
 /** Entries listed of one directory at most (the rest: `truncated`). */
 export const MAX_LIST_ENTRIES = 5000;
-const FILE_MODE = 0o644;
+export const FILE_MODE = 0o644;
 /** Bytes read at a time: small enough that what is in flight (and what the GC has yet to take back) stays small. */
 const CHUNK = Number(process.env.AGENTWS_FILES_CHUNK ?? 64 * 1024);
-const DIR_MODE = 0o755;
+export const DIR_MODE = 0o755;
 
 export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
 export interface FileEntry {
@@ -95,10 +95,10 @@ export function servedInline(contentType: string): boolean {
   return t === 'text/plain' || t === 'application/pdf' || t === 'application/json' || (t.startsWith('image/') && t !== 'image/svg+xml');
 }
 
-const pinned = (dir: FileHandle, name: string) => `/proc/self/fd/${dir.fd}/${name}`;
+export const pinned = (dir: FileHandle, name: string) => `/proc/self/fd/${dir.fd}/${name}`;
 
 /** Opens the workspace root itself (it must be a directory, not a link). */
-async function openRoot(root: string): Promise<FileHandle> {
+export async function openRoot(root: string): Promise<FileHandle> {
   try {
     return await open(root, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
   } catch (err) {
@@ -120,7 +120,7 @@ async function dirRefusal(parent: FileHandle, name: string, path: string, err: N
  * Opens the directory at `parts` under `root`, one name at a time (see above). With `create`, missing
  * directories are made (mode 0755); a link or a file where a directory should be is refused.
  */
-async function openDirAt(root: string, parts: string[], o: { create?: boolean } = {}): Promise<FileHandle> {
+export async function openDirAt(root: string, parts: string[], o: { create?: boolean } = {}): Promise<FileHandle> {
   // A workspace not made yet (no turn so far) is made by a write, as its host makes it (runtime-host.ts).
   if (o.create) await mkdir(root, { recursive: true, mode: 0o700 });
   let dir = await openRoot(root);

@@ -28,7 +28,10 @@ const ChangeSet = Type.Object({
   totals: Totals,
   turns: Type.Array(Type.Object({ messageId: Type.String(), files: Type.Integer(), additions: Type.Integer(), deletions: Type.Integer(), paths: Type.Array(Type.String(), { description: 'The first 20 paths it changed' }), reverted: Type.Boolean() }), { description: "The session's turns with their counts (whole-session answer only)" }),
   reverted: Type.Union([Type.Object({ messageId: Type.String(), turns: Type.Integer() }), Type.Null()], { description: 'The turn the session is undone to (it and every later turn), or null' }),
-  snapshots: Type.Boolean({ description: 'The runtimes keep snapshots (AGENTWS_RUNTIME_SNAPSHOTS); false: nothing is listed, undo and redo are 409 snapshots_off' }),
+  snapshots: Type.Boolean({ description: 'The service keeps snapshots of the workspace around each turn (AGENTWS_RUNTIME_SNAPSHOTS); false: nothing is listed, undo and redo are 409 snapshots_off' }),
+  recorded: Type.Boolean({ description: "false: this turn's (or no turn's) snapshots were taken (taken before snapshots were on, or a snapshot failed), so its changes are not known" }),
+  pending: Type.Boolean({ description: 'The snapshot after the turn is still being taken (the turn runs, or has just ended): ask again' }),
+  notKept: Type.Array(Type.String(), { description: 'Files larger than the snapshot limit (10 MiB): not kept, so neither diffed nor undone' }),
 });
 
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
