@@ -3,7 +3,7 @@ import { chmodSync, existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { changes, encodeObject, flatten, restore, snapshot } from '../../src/core/runtime/host/workspace-snapshots.js';
+import { changes, encodeObject, flatten, listRefs, pruneOldest, restore, snapshot } from '../../src/core/runtime/host/workspace-snapshots.js';
 
 /**
  * The service's snapshots on a real directory, with what a hostile agent can plant: links and hard links
@@ -153,5 +153,25 @@ describe('workspace snapshots on the host', () => {
     await restore(ws, store, a.tree, 'r');
     expect(readFileSync(join(ws, 'a.txt'), 'utf8')).toBe('a\n');
     expect(existsSync(marker)).toBe(false);
+  });
+
+  it('keeps a bounded history: past the most refs, the oldest turns and the objects only they named go, the rest still diff and restore', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      writeFileSync(join(ws, 'churn.txt'), `version ${i}\n`);
+      ids.push((await snapshot(ws, store, [`sessions/s/m${i}/after`])).tree);
+    }
+    const oldBlob = encodeObject('blob', Buffer.from('version 0\n')).id;
+    expect(hasObject(oldBlob)).toBe(true);
+    await pruneOldest(store, 4);
+    const left = Object.keys(await listRefs(store, 'sessions/s'));
+    expect(left.sort()).toEqual(['m5/after', 'm6/after', 'm7/after']);
+    // What only the dropped turns held is gone; the kept ones still diff, restore, and the cache still serves.
+    expect(hasObject(oldBlob)).toBe(false);
+    expect((await changes(store, ids[5], ids[7], { patch: true })).files.map((f) => f.path)).toEqual(['churn.txt']);
+    await restore(ws, store, ids[6], 'sessions/s/redo');
+    expect(readFileSync(join(ws, 'churn.txt'), 'utf8')).toBe('version 6\n');
+    const again = await snapshot(ws, store, ['sessions/s/m8/after']);
+    expect((await flatten(store, again.tree)).has('churn.txt')).toBe(true);
   });
 });

@@ -237,6 +237,8 @@ async function snapshotNow(root: string, store: string, refs: string[]): Promise
     await writeHostFile(join(store, SKIPPED_DIR, tree), JSON.stringify(r.notKept.slice(0, 1000)));
   }
   for (const ref of refs) await writeRef(store, ref, tree);
+  // Only once this snapshot has a ref: every blob the cache names is then reachable and survives a prune.
+  if (refs.length) await pruneOldest(store).catch(() => {});
   return { tree, ...r, ms: Date.now() - t0 };
 
   /** The tree id of a directory (null: nothing kept in it). */
@@ -340,6 +342,32 @@ export async function flatten(store: string, tree: string, prefix = '', out = ne
     else out.set(path, { mode: e.mode, id: e.id });
   }
   return out;
+}
+
+/**
+ * The most snapshot refs a store keeps (a turn has two, its before and after): past it, the oldest turns'
+ * snapshots are dropped (their changes say "not recorded", they can no longer be undone) and the objects
+ * nothing names any more are removed. Without it the store, which is outside the person's workspace quota,
+ * would grow with every turn that changed something, for as long as the person works.
+ */
+export const MAX_SNAPSHOT_REFS = Number(process.env.AGENTWS_SNAPSHOT_REFS_MAX ?? 400);
+
+/** Drops the oldest refs past `max` (down to three quarters of it, so a prune is rare), then prunes. */
+export async function pruneOldest(store: string, max = MAX_SNAPSHOT_REFS): Promise<void> {
+  const found: Array<{ file: string; at: number }> = [];
+  async function walk(dir: string) {
+    for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const file = join(dir, e.name);
+      if (e.isDirectory()) await walk(file);
+      else if (e.isFile() && !e.name.includes('.tmp-')) found.push({ file, at: (await lstat(file).catch(() => null))?.mtimeMs ?? 0 });
+    }
+  }
+  await walk(join(store, 'refs'));
+  if (found.length <= max) return;
+  found.sort((a, b) => a.at - b.at);
+  for (const f of found.slice(0, found.length - Math.floor(max * 0.75))) await unlink(f.file).catch(() => {});
+  // git on the store alone (see git() below): what no ref reaches goes.
+  await git(store, ['prune', '--expire=now']);
 }
 
 const run = promisify(execFile);
