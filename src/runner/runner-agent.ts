@@ -389,12 +389,14 @@ export function createRunnerAgent(o: RunnerOptions) {
     return json(res, 200, { changed: writeManagedConfig(managedConfigDir(runtimeRoot(o.dataDir, userId)), body) });
   }
 
-  /**
-   * A person's workspace files (browse, read, archive, upload: the control plane's workspace files
-   * service), answered here with the same confined walk as on serve (workspace-files.ts), whether or not
-   * their runtime runs. Only for a user this runner holds, or whose current copy is here, in the tenant
-   * named: never another user's files.
-   */
+  /** Whether this runner holds the user's files for that tenant: a lease, or their current copy here. */
+  function holdsFiles(owner: { tenantId: string; userId: string }): boolean {
+    // Ids first: they name paths under the data dir.
+    if (!userPaths(owner)) return false;
+    const lease = leases.get(owner.userId);
+    return lease ? lease.tenantId === owner.tenantId : readCopy(o.dataDir, owner.userId)?.tenantId === owner.tenantId;
+  }
+
   /**
    * Snapshots of a person's workspace held here (what each turn changed, undo and redo: the control
    * plane's turn-snapshots.ts), taken and restored here with the confined walk of workspace-snapshots.ts
@@ -402,9 +404,7 @@ export function createRunnerAgent(o: RunnerOptions) {
    */
   async function serveSnapshots(userId: string, op: string, q: URLSearchParams, req: Http2ServerRequest, res: Http2ServerResponse) {
     const owner = { tenantId: q.get('tenantId') ?? '', userId };
-    const lease = leases.get(userId);
-    const held = lease ? lease.tenantId === owner.tenantId : readCopy(o.dataDir, userId)?.tenantId === owner.tenantId;
-    if (!userPaths(owner) || !held) {
+    if (!holdsFiles(owner)) {
       req.resume();
       return json(res, 404, { error: 'not_found', message: 'your workspace is not on this runner host' });
     }
@@ -414,11 +414,15 @@ export function createRunnerAgent(o: RunnerOptions) {
     return json(res, a.status, a.json);
   }
 
+  /**
+   * A person's workspace files (browse, read, archive, upload: the control plane's workspace files
+   * service), answered here with the same confined walk as on serve (workspace-files.ts), whether or not
+   * their runtime runs. Only for a user this runner holds, or whose current copy is here, in the tenant
+   * named: never another user's files.
+   */
   async function serveFiles(userId: string, op: string, q: URLSearchParams, req: Http2ServerRequest, res: Http2ServerResponse) {
     const owner = { tenantId: q.get('tenantId') ?? '', userId };
-    const lease = leases.get(userId);
-    const held = lease ? lease.tenantId === owner.tenantId : readCopy(o.dataDir, userId)?.tenantId === owner.tenantId;
-    if (!userPaths(owner) || !held) {
+    if (!holdsFiles(owner)) {
       req.resume();
       return json(res, 404, { error: 'workspace_empty', message: 'your workspace has no files on this runner host yet' });
     }
