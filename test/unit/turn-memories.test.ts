@@ -47,7 +47,7 @@ describe('turn runner: memories at the start of a turn', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function runner(memories: Pick<MemoriesService, 'recallForTurn'>) {
+  function runner(memories: Pick<MemoriesService, 'recallForTurn'>, extra: Partial<Parameters<typeof createTurnRunner>[0]> = {}) {
     const finished: string[] = [];
     const turn = {
       id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null,
@@ -88,6 +88,7 @@ describe('turn runner: memories at the start of a turn', () => {
       permissionsOf: async () => emptyPermissions(),
       memories,
       log: silentLogger,
+      ...extra,
     });
     return { run: () => r.runTurn(systemCtx(silentLogger), { turnId: 't1' }), finished };
   }
@@ -125,4 +126,28 @@ describe('turn runner: memories at the start of a turn', () => {
       expect(prompts[0].parts).toEqual([{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }]);
     }
   }, 10_000);
+
+  it('does not wait past its bound for a slow snapshot of the workspace: the prompt goes, and the late snapshot is dropped', async () => {
+    let finishSnapshot = () => {};
+    const forgotten: string[] = [];
+    const { run, finished } = runner(
+      { recallForTurn: async () => ({ memories: [], searchMode: 'recent' }) },
+      {
+        snapshotWaitMs: 100,
+        snapshots: {
+          before: () => new Promise<void>((r) => (finishSnapshot = r)),
+          forget: async (_owner, sessionId, messageId) => void forgotten.push(`${sessionId}/${messageId}`),
+        },
+      },
+    );
+    prompts.length = 0;
+    const t0 = Date.now();
+    await run();
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(finished).toEqual(['sent']);
+    expect(prompts).toHaveLength(1);
+    expect(forgotten).toEqual([]);
+    finishSnapshot();
+    await expect.poll(() => forgotten).toEqual(['s1/msg_1']);
+  });
 });

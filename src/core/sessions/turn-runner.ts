@@ -57,6 +57,9 @@ export const OWNER_INACTIVE = 'Not run: the person this session belongs to was d
 export const lostMessage = (reason: string) =>
   `The agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
 
+/** How long a turn waits for the workspace's snapshot before it (turn-snapshots.ts) at most. */
+export const BEFORE_SNAPSHOT_WAIT_MS = 5_000;
+
 export function createTurnRunner(deps: {
   db: Database;
   repo: Pick<
@@ -90,7 +93,9 @@ export function createTurnRunner(deps: {
   /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
   ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   /** The workspace's snapshot before each turn (turn-snapshots.ts; its after is taken on the turn's end); absent: none. */
-  snapshots?: Pick<TurnSnapshots, 'before'>;
+  snapshots?: Pick<TurnSnapshots, 'before' | 'forget'>;
+  /** How long a turn waits for its before-snapshot at most (default BEFORE_SNAPSHOT_WAIT_MS). */
+  snapshotWaitMs?: number;
   /** Refuses a turn whose person's workspace is past its quota (runtime-limits.ts); absent: no quota. */
   quota?: { checkTurn(owner: { tenantId: string; userId: string }): Promise<void> };
   log: Logger;
@@ -377,7 +382,14 @@ export function createTurnRunner(deps: {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
         });
-        await snapshotted;
+        // A first snapshot of a large workspace reads every file: the turn does not wait for it past
+        // BEFORE_SNAPSHOT_WAIT_MS, and a snapshot that ends later is dropped (the turn is then not recorded;
+        // the next one finds the files in the snapshot's cache and is quick).
+        const snapshotWait = deps.snapshotWaitMs ?? BEFORE_SNAPSHOT_WAIT_MS;
+        if (!(await withTimeout(snapshotted.then(() => true), snapshotWait, () => false))) {
+          ctx.log.warn({ ms: snapshotWait, sessionId: s.id }, 'the workspace snapshot before a turn took too long: the turn goes on, and its changes are not recorded');
+          void snapshotted.then(() => deps.snapshots?.forget(owner, s.id, turn.messageId));
+        }
         // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
         if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
           ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');

@@ -117,6 +117,18 @@ export function createTurnSnapshots(deps: {
         deps.log.warn({ err: (err as Error).message, sessionId, messageId }, 'the workspace snapshot before a turn failed: its changes will not be recorded');
       }
     },
+    /**
+     * A before-snapshot that came too late (the turn was handed over without it: the agent may have written
+     * meanwhile) is dropped when it ends, so the turn says `recorded: false` rather than show a wrong change
+     * or undo to a state it was never in. Never throws.
+     */
+    async forget(owner: RuntimeOwner, sessionId: string, messageId: string): Promise<void> {
+      try {
+        await call(owner, 'delete', { refs: [beforeRef(sessionId, messageId)] });
+      } catch (err) {
+        deps.log.warn({ err: (err as Error).message, sessionId, messageId }, 'a late snapshot before a turn could not be dropped');
+      }
+    },
     /** A turn of the session ended (idle, stopped, lost, failed): its after-snapshot, in the background. Never throws. */
     after(owner: RuntimeOwner | (() => Promise<RuntimeOwner | null>), sessionId: string): Promise<void> {
       if (!service.enabled) return Promise.resolve();
