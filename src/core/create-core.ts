@@ -61,6 +61,8 @@ import { createSessionChanges } from './sessions/session-changes.js';
 import { createTurnSnapshots } from './sessions/turn-snapshots.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
+import { createSessionModels } from './sessions/session-models.js';
+import { createSessionFork } from './sessions/session-fork.js';
 import { AGENT_TURN_LOST_JOB } from './sessions/session-turns.js';
 import { processIdentity, processIdentityState } from '../lib/process-state.js';
 import { createTemplatesService } from './templates/templates.service.js';
@@ -471,6 +473,9 @@ export function createCore(deps: CoreDeps) {
     events: turnEvents,
   });
   const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  // Issue 39: the model chosen per session (and the models a person may choose), and branches of sessions.
+  const sessionModels = createSessionModels({ db, repo: sessionsRepo, audit, runtime, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  const sessionFork = createSessionFork({ db, repo: sessionsRepo, audit, pool, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
@@ -613,7 +618,7 @@ export function createCore(deps: CoreDeps) {
     retention,
     workspaceFiles,
     terminals,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

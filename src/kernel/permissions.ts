@@ -12,6 +12,12 @@ export interface RbacPermissions {
   };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
+  /**
+   * The models a person may choose for a session or a turn (issue 39): "<provider>/<model id>" references,
+   * "<provider>/*" for every model of a provider, or `*` for every enabled model. The tenant's default
+   * model and a template's model are the admin's choices and always usable; `[]` allows no other.
+   */
+  models: { allowed: string[] | '*' };
   admin: {
     manage_users: boolean;
     manage_roles: boolean;
@@ -32,6 +38,7 @@ export function emptyPermissions(): RbacPermissions {
     agents: { create: false, delete: false, configure: false, terminal: false, use_templates: [] },
     memory: { read_own: false, read_team: false, read_org: false, write: false, delete: false, share: false },
     tools: { allowed: [], denied: [] },
+    models: { allowed: [] },
     admin: {
       manage_users: false,
       manage_roles: false,
@@ -49,6 +56,7 @@ function allPermissions(): RbacPermissions {
     agents: { create: true, delete: true, configure: true, terminal: true, use_templates: '*' },
     memory: { read_own: true, read_team: true, read_org: true, write: true, delete: true, share: true },
     tools: { allowed: '*', denied: [] },
+    models: { allowed: '*' },
     admin: {
       manage_users: true,
       manage_roles: true,
@@ -80,6 +88,7 @@ export function systemRolePermissions(role: SystemRoleName): RbacPermissions {
       p.memory.read_team = true;
       p.memory.write = true;
       p.tools.allowed = '*';
+      p.models.allowed = '*';
       return p;
     }
     case 'viewer': {
@@ -120,6 +129,7 @@ export function unionPermissions(docs: RbacPermissions[]): RbacPermissions {
       agents: { ...orGroup(acc.agents, d.agents), use_templates: unionList(acc.agents.use_templates, d.agents.use_templates) },
       memory: orGroup(acc.memory, d.memory),
       tools: { allowed: unionList(acc.tools.allowed, d.tools.allowed), denied: [...new Set([...acc.tools.denied, ...d.tools.denied])].sort() },
+      models: { allowed: unionList(modelsOf(acc), modelsOf(d)) },
       admin: orGroup(acc.admin, d.admin),
       cost: stripUndefined({
         monthly_limit_usd: maxLimit(acc.cost.monthly_limit_usd, d.cost.monthly_limit_usd),
@@ -127,6 +137,21 @@ export function unionPermissions(docs: RbacPermissions[]): RbacPermissions {
       }),
     };
   });
+}
+
+/** A document's model allow-list; one stored before allow-lists existed (no `models`) allows every model. */
+const modelsOf = (p: RbacPermissions): string[] | '*' => p.models?.allowed ?? '*';
+
+/**
+ * Whether a person holding `p` may choose the model `ref` ("<provider>/<model id>"): listed, or its
+ * provider listed as "<provider>/*", or every model (`*`). Says nothing of whether the model exists or its
+ * provider is enabled (model-choice-fns.ts checks those).
+ */
+export function modelAllowed(p: RbacPermissions, ref: string): boolean {
+  const allowed = modelsOf(p);
+  if (allowed === '*' || allowed.includes('*') || allowed.includes(ref)) return true;
+  const slash = ref.indexOf('/');
+  return slash > 0 && allowed.includes(`${ref.slice(0, slash)}/*`);
 }
 
 /** Whether a tool may run: `denied` wins over `allowed`; `*` in allowed grants every tool. */
@@ -158,6 +183,16 @@ export function grantsBeyond(doc: RbacPermissions, held: RbacPermissions): strin
     const have = held.agents.use_templates;
     if (templates === '*') over.push('agents.use_templates:*');
     else for (const t of templates) if (!have.includes(t)) over.push(`agents.use_templates:${t}`);
+  }
+  const models = modelsOf(doc);
+  if (models === '*' || models.includes('*')) {
+    const mine = modelsOf(held);
+    if (!(mine === '*' || mine.includes('*'))) over.push('models.allowed:*');
+  } else {
+    for (const m of models) {
+      // "<provider>/*" is covered only by the same or by every model.
+      if (!modelAllowed(held, m)) over.push(`models.allowed:${m}`);
+    }
   }
   if (doc.tools.allowed === '*' || doc.tools.allowed.includes('*')) {
     const heldAll = held.tools.allowed === '*' || held.tools.allowed.includes('*');

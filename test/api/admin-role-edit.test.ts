@@ -51,7 +51,7 @@ describe(`role edits and tenant settings over the API (${DB_MODE})`, () => {
     const member = await roleId('member');
     const widened = await patch(member, { permissions: { admin: { manage_users: true } } });
     expect(widened.status).toBe(400);
-    expect(widened.json.message).toContain('only its cost limits and agents.terminal can change');
+    expect(widened.json.message).toContain('only its cost limits, agents.terminal and models can change');
     expect((await patch(member, { description: 'Something else' })).status).toBe(400);
     // The terminal is the one grant a system role may lose (and get back).
     const agents = systemRolePermissions('member').agents;

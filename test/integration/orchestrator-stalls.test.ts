@@ -43,7 +43,7 @@ describe(`orchestrator: stalled subtasks (${DB_MODE})`, () => {
       monthSpent: core.spending.monthSpent,
       audit: core.audit,
       queue: { send: async (name, data, options) => (sent.push({ name, data, singletonKey: options?.singletonKey }), crypto.randomUUID()) },
-      runtime: { resolveModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m' }) },
+      runtime: { resolveTurnModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m', source: 'default' as const }) },
       pool: { client: async () => runtime, runningClient: async () => runtime },
       streams: { publish: async () => {} },
       permissionsOf: async () => systemRolePermissions('owner'),

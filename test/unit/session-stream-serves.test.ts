@@ -67,7 +67,7 @@ function sharedBus() {
 const OWNER = { tenantId: 't1', userId: 'u1' };
 const SESSION = 's1';
 const row: SessionRow = {
-  id: SESSION, tenantId: OWNER.tenantId, ownerId: OWNER.userId, title: 't', templateSlug: null, systemPrompt: null, model: null, snapshotAt: null,
+  id: SESSION, tenantId: OWNER.tenantId, ownerId: OWNER.userId, title: 't', templateSlug: null, systemPrompt: null, model: null, chosenModel: null, snapshotAt: null,
   upstreamId: 'ses_up1', directory: '/w', channel: 'web', browserSession: null, parentId: null, planId: null, createdAt: new Date(), updatedAt: new Date(),
 };
 

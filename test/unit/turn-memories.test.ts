@@ -50,7 +50,7 @@ describe('turn runner: memories at the start of a turn', () => {
   function runner(memories: Pick<MemoriesService, 'recallForTurn'>, extra: Partial<Parameters<typeof createTurnRunner>[0]> = {}) {
     const finished: string[] = [];
     const turn = {
-      id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null,
+      id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null, model: null,
       status: 'sending' as const, attempts: 1, previousStatus: 'queued' as const, previousWorker: null, handingAt: null, createdAt: new Date(),
     };
     const r = createTurnRunner({
@@ -78,7 +78,7 @@ describe('turn runner: memories at the start of a turn', () => {
         failPendingTurn: async () => null,
         recordEndEvents: async () => {},
       },
-      runtime: { resolveModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m' }), ensureConfigured: async () => {} },
+      runtime: { resolveTurnModel: async () => ({ providerID: 'p', modelID: 'm', ref: 'p/m', source: 'default' as const }), ensureConfigured: async () => {} },
       pool: { acquire: async () => ({ endpoint: { url, authorization: 'Basic x' }, directory: '/workspace' }) },
       queue: {} as JobQueue,
       jobs: { activeJobs: async () => [], takeBack: async () => false },

@@ -134,10 +134,10 @@ export function createOrchestratorRepo() {
      * A live session of this user that a plan may start from, named by our id or by the runtime's
      * (`ses_…`, what a runtime client knows); null when it is not theirs.
      */
-    async ownSession(q: Queryable, tenantId: string, userId: string, ref: string): Promise<{ id: string; model: string | null; parentId: string | null } | null> {
+    async ownSession(q: Queryable, tenantId: string, userId: string, ref: string): Promise<{ id: string; model: string | null; chosenModel: string | null; parentId: string | null } | null> {
       const byOurs = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ref);
-      const { rows } = await q.query<{ id: string; model: string | null; parentId: string | null }>(
-        `select id, model, parent_id as "parentId" from agent_sessions
+      const { rows } = await q.query<{ id: string; model: string | null; chosenModel: string | null; parentId: string | null }>(
+        `select id, model, chosen_model as "chosenModel", parent_id as "parentId" from agent_sessions
           where ${byOurs ? 'id = $1' : 'upstream_id = $1'} and tenant_id = $2 and owner_id = $3 and deleted_at is null`,
         [ref, tenantId, userId],
       );

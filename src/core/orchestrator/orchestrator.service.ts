@@ -53,7 +53,7 @@ export function publicSubtask(s: SubtaskRow, costUsd?: number) {
  * last turn in that session. This is its API (who may start, list, read and cancel plans); the state
  * machine that runs a plan is plan-runner.ts, whose jobs and hooks the service hands on unchanged.
  */
-export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick<RuntimeService, 'resolveModel'> }) {
+export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick<RuntimeService, 'resolveTurnModel'> }) {
   const { db, repo, sessionsRepo, audit, queue, clock } = deps;
   const runner = createPlanRunner(deps);
   const { budgetOf, abortSession, announce } = runner;
@@ -113,7 +113,8 @@ export function createOrchestratorService(deps: PlanRunnerDeps & { runtime: Pick
       if (budget !== null && budget <= 0) {
         throw new RateLimitedError('your cost limits leave nothing for a plan to spend', { code: 'cost_limit_exceeded', details: { budgetUsd: budget } });
       }
-      await deps.runtime.resolveModel(tenantId, parent.model);
+      // The plan's turns run on the session's model: the person's choice must still be theirs to make.
+      await deps.runtime.resolveTurnModel(tenantId, { session: parent.chosenModel, template: parent.model }, actor.permissions);
       return db.transaction(async (tx) => {
         const data: PlanData = { tenantId, userId: actor.userId, parentSessionId: parent.id, taskDescription: task, maxSubtasks };
         const jobId = await queue.send(ORCHESTRATE_PLAN_JOB, data, { tx, ...STEP_SEND });

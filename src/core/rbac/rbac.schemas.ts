@@ -6,6 +6,11 @@ import { emptyPermissions, type RbacPermissions } from '../../kernel/permissions
 const Names = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 500 });
 const NamesOrAll = Type.Union([Names, Type.Literal('*')]);
 const Flag = Type.Optional(Type.Boolean());
+// "<provider>/<model id>" (a model id may hold slashes: "openrouter/anthropic/claude"), "<provider>/*", or "*".
+const ModelRefs = Type.Union([
+  Type.Array(Type.String({ minLength: 1, maxLength: 241, pattern: '^(\\*|[a-z0-9][a-z0-9-]{0,39}/.+)$' }), { maxItems: 500 }),
+  Type.Literal('*'),
+]);
 const Usd = Type.Optional(Type.Number({ minimum: 0 }));
 
 /** A permission document where every member is optional; missing members mean "not granted". */
@@ -16,6 +21,7 @@ export const PartialPermissions = Type.Object(
       Type.Object({ read_own: Flag, read_team: Flag, read_org: Flag, write: Flag, delete: Flag, share: Flag }, { additionalProperties: false }),
     ),
     tools: Type.Optional(Type.Object({ allowed: Type.Optional(NamesOrAll), denied: Type.Optional(Names) }, { additionalProperties: false })),
+    models: Type.Optional(Type.Object({ allowed: Type.Optional(ModelRefs) }, { additionalProperties: false })),
     admin: Type.Optional(
       Type.Object(
         { manage_users: Flag, manage_roles: Flag, manage_templates: Flag, manage_providers: Flag, view_audit_log: Flag, manage_tenant: Flag },
@@ -42,6 +48,10 @@ export function completePermissions(input: unknown): RbacPermissions {
     agents: { ...base.agents, ...p.agents, use_templates: all(p.agents?.use_templates) ?? base.agents.use_templates },
     memory: { ...base.memory, ...p.memory },
     tools: { ...base.tools, ...p.tools, allowed: all(p.tools?.allowed) ?? base.tools.allowed },
+    // Unlike the other members, a missing model list is every model (issue 39): roles made before
+    // allow-lists existed, and clients that do not know them, keep what they could choose. `[]` limits a
+    // role to the tenant's default model and its templates' models.
+    models: { allowed: all(p.models?.allowed) ?? '*' },
     admin: { ...base.admin, ...p.admin },
     cost: { ...p.cost },
   };

@@ -138,15 +138,23 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
             v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => [k, canonical(x)])) : v;
           // The terminal may be taken from (or given back to) a system role too: a tenant that wants no
           // shell in its sandboxes turns it off on the member role without making a custom one.
-          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, agents: { ...p.agents, terminal: null }, cost: null }));
+          // So may its model allow-list (issue 39): limiting the member role's models is the common case.
+          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, agents: { ...p.agents, terminal: null }, cost: null, models: null }));
           if (fixed(permissions) !== fixed(role.permissions) || (input.description !== undefined && input.description.trim() !== role.description)) {
-            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits and agents.terminal can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
+            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits, agents.terminal and models can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
           }
         }
         checkGrant(ctx, permissions, `change the role "${role.name}"`);
         const description = input.description !== undefined ? input.description.trim() : role.description;
         const updated = (await roles.update(tx, tenantId, role.id, { description, permissions }))!;
-        await audit.record(tx, { ...ctx, tenantId }, { action: 'role.update', target: `role:${role.id}`, details: { name: role.name, before: role.permissions, permissions } });
+        // A change of the model allow-list is named apart (issue 39): what the audit log's reader looks for.
+        const modelsBefore = role.permissions.models?.allowed ?? '*';
+        const modelsChanged = JSON.stringify(modelsBefore) !== JSON.stringify(permissions.models.allowed);
+        await audit.record(tx, { ...ctx, tenantId }, {
+          action: 'role.update',
+          target: `role:${role.id}`,
+          details: { name: role.name, before: role.permissions, permissions, ...(modelsChanged ? { models: { before: modelsBefore, after: permissions.models.allowed } } : {}) },
+        });
         await changed(tx, tenantId);
         return updated;
       });

@@ -150,6 +150,17 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       ]);
     },
 
+    /**
+     * A new runtime session holding a copy of this one's messages before `beforeMessageId` (opencode 1.18.33
+     * `POST /session/:id/fork`: it copies each message whose id sorts before it, under new ids; none
+     * given: all of them), in the same directory. Returns the new session's id.
+     */
+    async fork(sessionId: string, beforeMessageId: string | null): Promise<string> {
+      const r = await call('POST', `/session/${encodeURIComponent(sessionId)}/fork`, { body: beforeMessageId ? { messageID: beforeMessageId } : {}, timeoutMs: 30_000 });
+      if (r.status !== 200) throw fail(`branch the session (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
+      return (r.json as { id: string }).id;
+    },
+
     /** The session's undo state: the prompt it is reverted to (that turn and every later one undone), or null. */
     async revertState(sessionId: string): Promise<{ messageId: string } | null> {
       const r = await call('GET', `/session/${encodeURIComponent(sessionId)}`);

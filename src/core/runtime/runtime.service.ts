@@ -24,6 +24,8 @@ import type { AppliedState, RuntimeRepo } from './runtime.repo.js';
 import { MODEL_REF, type ProviderKind, type ProviderModel } from './runtime.schemas.js';
 import { checkModelRef, modelPrices, publicProvider } from '../providers/providers-fns.js';
 import type { ProviderRow, ProvidersRepo } from '../providers/providers.repo.js';
+import { checkModelChoice, effectiveModel, modelCatalog, type ModelSource } from '../providers/model-choice-fns.js';
+import type { RbacPermissions } from '../../kernel/permissions.js';
 
 /** SPEC.md sessions rule 6: prompting fails closed until a runtime with a provider and model is applied. */
 export class RuntimeNotReadyError extends AppError {
@@ -46,6 +48,15 @@ const NPM: Record<ProviderKind, string> = {
 
 /** Our providers' ids in the runtime's configuration: namespaced by tenant so tenants never collide. */
 export const runtimeProviderId = (tenantId: string, name: string) => `aws_${tenantId.replaceAll('-', '')}_${name}`;
+
+/**
+ * The tenant's provider name in one of our runtime provider ids (the transcript's assistant messages name
+ * the model they ran on by it); null for an id that is not this tenant's.
+ */
+export function providerNameOf(tenantId: string, providerID: string): string | null {
+  const prefix = runtimeProviderId(tenantId, '');
+  return providerID.startsWith(prefix) && providerID.length > prefix.length ? providerID.slice(prefix.length) : null;
+}
 
 export interface ResolvedModel {
   providerID: string;
@@ -382,13 +393,51 @@ export function createRuntimeService(deps: {
       const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
       const readiness = readinessOf(settings?.applied ?? null, providers);
       if (!readiness.ready) throw new RuntimeNotReadyError(readiness.detail);
-      const ref = override || settings!.applied!.defaultModel;
-      const m = MODEL_REF.exec(ref);
-      const provider = m && providers.find((p) => p.name === m[1]);
-      if (!m || !provider || !provider.enabled || !settings!.applied!.providers.includes(provider.name) || !provider.models.some((x) => x.id === m[2])) {
-        throw new RuntimeNotReadyError(`model ${ref} (the session's template override) is not served by an applied provider`);
+      return resolvedOf(tenantId, override || settings!.applied!.defaultModel, providers, settings!.applied!);
+    },
+
+    /**
+     * The model a turn runs on (issue 39): the turn's choice, else the session's, else its template's, else
+     * the tenant's applied default. A person's own choice (turn or session) must be served now and in the
+     * allow-list of `permissions` (model-choice-fns.ts: 400 model_unknown, 409 provider_disabled, 403
+     * model_not_allowed); a template's or the default must be served (else runtime_not_ready, as before).
+     * Called when a prompt is accepted and again when its turn is sent: either may change in between.
+     */
+    async resolveTurnModel(tenantId: string, choice: { turn?: string | null; session?: string | null; template?: string | null }, permissions: RbacPermissions): Promise<ResolvedModel & { source: ModelSource }> {
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
+      const readiness = readinessOf(settings?.applied ?? null, providers);
+      if (!readiness.ready) throw new RuntimeNotReadyError(readiness.detail);
+      const applied = settings!.applied!;
+      const chosen = effectiveModel(choice, applied.defaultModel)!;
+      if (chosen.source === 'turn' || chosen.source === 'session') {
+        const { provider, modelId } = checkModelChoice(chosen.ref, { providers, applied: applied.providers }, permissions, 'model', chosen.source === 'turn' ? 'model' : "the session's model");
+        return { providerID: runtimeProviderId(tenantId, provider.name), modelID: modelId, ref: chosen.ref, source: chosen.source };
       }
-      return { providerID: runtimeProviderId(tenantId, provider.name), modelID: m[2], ref };
+      return { ...resolvedOf(tenantId, chosen.ref, providers, applied), source: chosen.source };
+    },
+
+    /** Checks a person's choice of model for a session (as resolveTurnModel checks it), before it is stored. */
+    async checkChoice(tenantId: string, ref: string, permissions: RbacPermissions): Promise<void> {
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
+      checkModelChoice(ref, { providers, applied: settings?.applied?.providers ?? [] }, permissions);
+    },
+
+    /**
+     * The models a person holding `permissions` may choose (GET /v1/models), and the tenant's applied
+     * default. `all`: every model served, each with whether they may (the roles screen's list).
+     */
+    async catalog(tenantId: string, permissions: RbacPermissions, o: { all?: boolean } = {}) {
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
+      const applied = settings?.applied ?? null;
+      const defaultModel = applied && readinessOf(applied, providers).ready ? applied.defaultModel : null;
+      return { defaultModel, models: modelCatalog({ providers, applied: applied?.providers ?? [] }, defaultModel, permissions, o) };
+    },
+
+    /** The tenant's applied default model while prompts can run on it, else null. */
+    async appliedDefault(tenantId: string): Promise<string | null> {
+      const [providers, settings] = await Promise.all([deps.providers.list(db, tenantId), repo.settings(db, tenantId)]);
+      const applied = settings?.applied ?? null;
+      return applied && readinessOf(applied, providers).ready ? applied.defaultModel : null;
     },
 
     /** Validates a model reference against the tenant's providers (used for template overrides). */
@@ -420,6 +469,16 @@ export function createRuntimeService(deps: {
       };
     },
   };
+}
+
+/** A template's or the default model, served by an applied, enabled provider; else runtime_not_ready. */
+function resolvedOf(tenantId: string, ref: string, providers: ProviderRow[], applied: AppliedState): ResolvedModel {
+  const m = MODEL_REF.exec(ref);
+  const provider = m && providers.find((p) => p.name === m[1]);
+  if (!m || !provider || !provider.enabled || !applied.providers.includes(provider.name) || !provider.models.some((x) => x.id === m[2])) {
+    throw new RuntimeNotReadyError(`model ${ref} (the session's template override) is not served by an applied provider`);
+  }
+  return { providerID: runtimeProviderId(tenantId, provider.name), modelID: m[2], ref };
 }
 
 function readinessOf(applied: AppliedState | null, providers: ProviderRow[]): { ready: true } | { ready: false; detail: string } {

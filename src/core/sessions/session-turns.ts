@@ -38,7 +38,7 @@ export function sendTurnJob(queue: JobQueue, turnId: string, options: { tx?: Tx;
 export async function queueTurn(
   tx: Tx,
   deps: { repo: Pick<SessionsRepo, 'insertTurn' | 'touch'>; queue: JobQueue },
-  turn: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null },
+  turn: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null; model?: string | null },
   options: { singletonKey?: string } = {},
 ): Promise<{ turnId: string; jobId: string }> {
   const turnId = await deps.repo.insertTurn(tx, turn);
@@ -70,6 +70,8 @@ export function insertChildSession(tx: Tx, repo: Pick<SessionsRepo, 'insert'>, p
     templateSlug: null,
     systemPrompt: parent.systemPrompt,
     model: parent.model,
+    // A plan's turns run on the model the person chose for the session, as its own turns do.
+    chosenModel: parent.chosenModel,
     snapshotAt: parent.snapshotAt,
     directory: parent.directory,
     channel: parent.channel,

@@ -8,6 +8,8 @@ export interface SessionRow {
   templateSlug: string | null;
   systemPrompt: string | null;
   model: string | null;
+  /** The model the person chose for the session ("<provider>/<model id>"), over the template's `model`; null: none. */
+  chosenModel: string | null;
   snapshotAt: Date | null;
   upstreamId: string | null;
   directory: string;
@@ -30,6 +32,8 @@ export interface TurnRow {
   parts: Array<Record<string, unknown>>;
   /** Tool switches of this turn on top of the owner's policy (false: withheld), or null. */
   tools: Record<string, boolean> | null;
+  /** The model the person chose for this turn only; null: the session's. */
+  model: string | null;
   status: 'queued' | 'sending' | 'sent' | 'done' | 'lost' | 'failed';
   attempts: number;
 }
@@ -69,7 +73,7 @@ export interface StoredEvent {
 export type PartialAnswer = Array<{ messageId: string; parts: Array<{ id: string; text: string }> }>;
 
 const SESSION = `s.id, s.tenant_id as "tenantId", s.owner_id as "ownerId", s.title, s.template_slug as "templateSlug",
-  s.system_prompt as "systemPrompt", s.model, s.snapshot_at as "snapshotAt", s.upstream_id as "upstreamId", s.directory,
+  s.system_prompt as "systemPrompt", s.model, s.chosen_model as "chosenModel", s.snapshot_at as "snapshotAt", s.upstream_id as "upstreamId", s.directory,
   s.channel, s.browser_session as "browserSession", s.parent_id as "parentId", s.plan_id as "planId", s.created_at as "createdAt", s.updated_at as "updatedAt"`;
 
 /** Who may see a session: its owner, or (SPEC.md rule 1) a signed-in user of the browser that made it in demo mode. */
@@ -94,12 +98,12 @@ export function createSessionsRepo() {
     async insert(
       q: Queryable,
       s: Pick<SessionRow, 'tenantId' | 'ownerId' | 'title' | 'templateSlug' | 'systemPrompt' | 'model' | 'snapshotAt' | 'directory' | 'channel' | 'browserSession'> &
-        Partial<Pick<SessionRow, 'parentId' | 'planId'>>,
+        Partial<Pick<SessionRow, 'parentId' | 'planId' | 'chosenModel' | 'upstreamId'>>,
     ): Promise<SessionRow> {
       const { rows } = await q.query<SessionRow>(
-        `insert into agent_sessions as s (tenant_id, owner_id, title, template_slug, system_prompt, model, snapshot_at, directory, channel, browser_session, parent_id, plan_id)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) returning ${SESSION}`,
-        [s.tenantId, s.ownerId, s.title, s.templateSlug, s.systemPrompt, s.model, s.snapshotAt, s.directory, s.channel, s.browserSession, s.parentId ?? null, s.planId ?? null],
+        `insert into agent_sessions as s (tenant_id, owner_id, title, template_slug, system_prompt, model, snapshot_at, directory, channel, browser_session, parent_id, plan_id, chosen_model, upstream_id)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) returning ${SESSION}`,
+        [s.tenantId, s.ownerId, s.title, s.templateSlug, s.systemPrompt, s.model, s.snapshotAt, s.directory, s.channel, s.browserSession, s.parentId ?? null, s.planId ?? null, s.chosenModel ?? null, s.upstreamId ?? null],
       );
       return rows[0];
     },
@@ -184,6 +188,12 @@ export function createSessionsRepo() {
       await q.query(`update agent_sessions set system_prompt = $3, model = $4, snapshot_at = now() where id = $1 and tenant_id = $2 and snapshot_at is null`, [id, tenantId, t.systemPrompt, t.model]);
     },
 
+    /** Sets (or with null clears) the model the person chose for the session; false when the session is gone. */
+    async setChosenModel(q: Queryable, tenantId: string, id: string, model: string | null): Promise<boolean> {
+      const { rows } = await q.query(`update agent_sessions set chosen_model = $3 where id = $1 and tenant_id = $2 and deleted_at is null returning id`, [id, tenantId, model]);
+      return rows.length > 0;
+    },
+
     async touch(q: Queryable, tenantId: string, id: string): Promise<void> {
       await q.query(`update agent_sessions set updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId]);
     },
@@ -204,11 +214,11 @@ export function createSessionsRepo() {
 
     async insertTurn(
       q: Queryable,
-      t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null },
+      t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null; model?: string | null },
     ): Promise<string> {
       const { rows } = await q.query<{ id: string }>(
-        `insert into agent_turns (tenant_id, session_id, user_id, message_id, agent, agent_profile_id, parts, tools) values ($1, $2, $3, $4, $5, $6, $7, $8) returning id`,
-        [t.tenantId, t.sessionId, t.userId, t.messageId, t.agent, t.agentProfileId, JSON.stringify(t.parts), t.tools ? JSON.stringify(t.tools) : null],
+        `insert into agent_turns (tenant_id, session_id, user_id, message_id, agent, agent_profile_id, parts, tools, model) values ($1, $2, $3, $4, $5, $6, $7, $8, $9) returning id`,
+        [t.tenantId, t.sessionId, t.userId, t.messageId, t.agent, t.agentProfileId, JSON.stringify(t.parts), t.tools ? JSON.stringify(t.tools) : null, t.model ?? null],
       );
       return rows[0].id;
     },
@@ -233,7 +243,7 @@ export function createSessionsRepo() {
                 attempt_worker = $2, parked_at = null
            from agent_turns old where old.id = t.id and t.id = $1
          returning t.id, t.tenant_id as "tenantId", t.session_id as "sessionId", t.user_id as "userId", t.message_id as "messageId",
-                   t.agent, t.parts, t.tools, t.status, t.attempts, old.status as "previousStatus", old.attempt_worker as "previousWorker",
+                   t.agent, t.parts, t.tools, t.model, t.status, t.attempts, old.status as "previousStatus", old.attempt_worker as "previousWorker",
                    t.handing_at as "handingAt", t.created_at as "createdAt"`,
         [turnId, worker],
       );

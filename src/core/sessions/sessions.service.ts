@@ -8,7 +8,7 @@ import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, Upstrea
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
-import type { RuntimeService } from '../runtime/runtime.service.js';
+import { providerNameOf, type RuntimeService } from '../runtime/runtime.service.js';
 import type { TemplatesRepo } from '../templates/templates.repo.js';
 import { mayUseTemplate } from '../templates/templates.service.js';
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
@@ -101,16 +101,19 @@ export function createSessionsService(deps: {
     }
   }
 
-  const publicMessage = (m: { info: Record<string, any>; parts: Array<Record<string, any>> }, sessionId: string) => {
+  const publicMessage = (m: { info: Record<string, any>; parts: Array<Record<string, any>> }, s: SessionRow) => {
     const { path: _path, ...info } = m.info;
-    return { info: { ...info, sessionID: sessionId }, parts: m.parts.map((p) => ({ ...p, sessionID: sessionId })) };
+    // The model an answer ran on, as the tenant names it ("<provider>/<model id>"; issue 39).
+    const provider = typeof info.providerID === 'string' ? providerNameOf(s.tenantId, info.providerID) : null;
+    const model = provider && typeof info.modelID === 'string' ? { model: `${provider}/${info.modelID}` } : {};
+    return { info: { ...info, ...model, sessionID: s.id }, parts: m.parts.map((p) => ({ ...p, sessionID: s.id })) };
   };
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
     if (!s.upstreamId) return [];
     const client = await clientOf(s);
     const [messages, lost, moves, reverted] = await Promise.all([client.messages(s.upstreamId), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id), client.revertState(s.upstreamId)]);
-    return withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s.id)), lost, s.id), moves, s.id), reverted?.messageId ?? null);
+    return withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s)), lost, s.id), moves, s.id), reverted?.messageId ?? null);
   }
 
   /**
@@ -140,7 +143,7 @@ export function createSessionsService(deps: {
     },
 
     /** Creates a session (agents.create); with a template, snapshots its prompt and model (rule 2). */
-    async create(ctx: Ctx, input: { title: string; templateSlug?: string; browserSession?: string }): Promise<{ sessionId: string }> {
+    async create(ctx: Ctx, input: { title: string; templateSlug?: string; model?: string; browserSession?: string }): Promise<{ sessionId: string }> {
       const tenantId = requirePermission(ctx, 'agents.create');
       const actor = userOf(ctx);
       const title = input.title.trim();
@@ -154,6 +157,8 @@ export function createSessionsService(deps: {
         }
         snapshot = { systemPrompt: t.systemPrompt, model: t.model };
       }
+      // A model chosen for the session (issue 39): the person's to choose, checked as each turn is.
+      if (input.model) await runtime.checkChoice(tenantId, input.model, actor.permissions);
       const directory = workspaceDir(deps.dataDir, { tenantId, userId: actor.userId });
       await ensureWorkspace(directory);
       // A new session is about to get its first prompt: have the runtime up (or thawed) by then, where
@@ -167,12 +172,13 @@ export function createSessionsService(deps: {
           templateSlug: input.templateSlug ?? null,
           systemPrompt: snapshot?.systemPrompt ?? null,
           model: snapshot?.model ?? null,
+          chosenModel: input.model || null,
           snapshotAt: snapshot ? clock.now() : null,
           directory,
           channel: ctx.channel,
           browserSession: actor.via === 'demo' && input.browserSession ? sha256(input.browserSession) : null,
         });
-        await audit.record(tx, ctx, { action: 'session.create', target: `session:${s.id}`, sessionId: s.id, details: { title, templateSlug: input.templateSlug ?? null } });
+        await audit.record(tx, ctx, { action: 'session.create', target: `session:${s.id}`, sessionId: s.id, details: { title, templateSlug: input.templateSlug ?? null, ...(input.model ? { model: input.model } : {}) } });
         return { sessionId: s.id };
       });
     },
@@ -215,15 +221,17 @@ export function createSessionsService(deps: {
           s = { ...s, systemPrompt: t.systemPrompt, model: t.model, snapshotAt: clock.now() };
         }
       }
-      await runtime.resolveModel(tenantId, s.model);
+      // The turn's model (its own, the session's, the template's or the default): refused here when the
+      // person may not choose it or it is not served; checked again as the turn goes (turn-runner.ts).
+      const model = await runtime.resolveTurnModel(tenantId, { turn: input.model, session: s.chosenModel, template: s.model }, actor.permissions);
       return db.transaction(async (tx) => {
         const messageId = ascendingId('msg');
-        const { turnId, jobId } = await queueTurn(tx, { repo, queue }, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts });
+        const { turnId, jobId } = await queueTurn(tx, { repo, queue }, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts, model: input.model || null });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
           target: `session:${s.id}`,
           sessionId: s.id,
-          details: { jobId, turnId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, files: parts.filter((p) => p.type === 'file').length },
+          details: { jobId, turnId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, files: parts.filter((p) => p.type === 'file').length, model: model.ref, modelSource: model.source },
         });
         return { jobId, sessionId: s.id, turnId, messageId };
       });

@@ -67,7 +67,7 @@ export function createTurnRunner(deps: {
     | 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'
     | 'claimHandOver' | 'handedOver' | 'handOverFailed' | 'earlierPending' | 'parkTurn' | 'handOn' | 'handOnAll' | 'attemptsOf' | 'failPendingTurn' | 'recordEndEvents'
   > & Partial<Pick<SessionsRepo, 'inFlightSessions'>>;
-  runtime: Pick<RuntimeService, 'resolveModel' | 'ensureConfigured'>;
+  runtime: Pick<RuntimeService, 'resolveTurnModel' | 'ensureConfigured'>;
   pool: Pick<RuntimePool, 'acquire'>;
   queue: JobQueue;
   /** The job queue's view of jobs being worked on (finding those whose worker died). */
@@ -376,8 +376,10 @@ export function createTurnRunner(deps: {
         const snapshotted = deps.snapshots
           ? client.busySessions().then((b) => b.includes(upstreamId), () => false).then((busy) => deps.snapshots!.before(owner, s.id, turn.messageId, { busy }))
           : Promise.resolve();
-        const model = await runtime.resolveModel(s.tenantId, s.model);
         const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
+        // Checked again as the turn goes (issue 39): the owner's role or the provider may have changed since
+        // the prompt was accepted; a model no longer theirs to choose fails the turn with its reason.
+        const model = await runtime.resolveTurnModel(s.tenantId, { turn: turn.model, session: s.chosenModel, template: s.model }, perms);
         const injected = await withTimeout(memoriesPart, RECALL_WAIT_MS, () => {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;

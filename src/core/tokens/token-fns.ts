@@ -74,6 +74,7 @@ export function maskPermissions(p: RbacPermissions, scopes: readonly TokenScope[
     agents: keep('sessions') ? p.agents : { ...off(p.agents), use_templates: [] },
     memory: keep('memories') ? p.memory : off(p.memory),
     tools: keep('sessions') ? p.tools : { allowed: [], denied: p.tools.denied },
+    models: keep('sessions') ? p.models : { allowed: [] },
     admin: keep('admin') ? p.admin : off(p.admin),
     cost: p.cost,
   };

@@ -26,14 +26,17 @@ const FilePart = Type.Object({
   content: Type.Optional(Type.String({ description: 'base64 file content' })),
 });
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() });
+/** A model reference, "<provider>/<model id>" (issue 39). */
+export const ModelRef = (description: string) => Type.String({ minLength: 3, maxLength: 241, description });
 const PromptBody = Type.Object(
   {
     text: Type.Optional(Type.String()),
     agent: Type.Optional(Type.String({ maxLength: 64, description: 'Runtime agent, e.g. build or plan' })),
     agentProfileId: Type.Optional(Type.String({ maxLength: 200, description: 'Recorded with the turn; agent profiles are not interpreted yet' })),
     parts: Type.Optional(Type.Array(Type.Union([TextPart, FilePart]), { maxItems: 200 })),
+    model: Type.Optional(ModelRef('The model for this turn only; absent: the session\'s (GET /v1/models lists those the caller may choose)')),
   },
-  { description: 'JSON form ({text, agent}) or parts form ({parts}); multipart/form-data is also accepted (fields text, agent, agentProfileId, files / files[])' },
+  { description: 'JSON form ({text, agent}) or parts form ({parts}); multipart/form-data is also accepted (fields text, agent, agentProfileId, model, files / files[])' },
 );
 
 /**
@@ -47,6 +50,7 @@ const MultipartPrompt = Type.Unsafe<null>({
     text: PromptBody.properties.text,
     agent: PromptBody.properties.agent,
     agentProfileId: PromptBody.properties.agentProfileId,
+    model: PromptBody.properties.model,
     files: Type.Array(Type.String({ format: 'binary' }), { description: 'Repeatable; also accepted as files[]' }),
   },
 });
@@ -111,12 +115,16 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         tags: ['sessions'],
         summary: 'Create a session, optionally from a template (its system prompt and model are snapshotted)',
         headers: BrowserSession,
-        body: Type.Object({ title: Type.String({ minLength: 1, maxLength: 500 }), template_slug: Type.Optional(Type.String({ maxLength: 63 })) }),
+        body: Type.Object({
+          title: Type.String({ minLength: 1, maxLength: 500 }),
+          template_slug: Type.Optional(Type.String({ maxLength: 63 })),
+          model: Type.Optional(ModelRef("The session's model, over its template's and the tenant's default (GET /v1/models lists those the caller may choose); 400 model_unknown, 403 model_not_allowed, 409 provider_disabled")),
+        }),
         response: { 201: Type.Object({ sessionId: Type.String({ format: 'uuid' }) }), ...errorResponses(400, 401, 403, 404) },
       },
     },
     async (req, reply) =>
-      reply.status(201).send(await sessions.create(ctxOf(req), { title: req.body.title, templateSlug: req.body.template_slug, browserSession: browserSessionOf(req) })),
+      reply.status(201).send(await sessions.create(ctxOf(req), { title: req.body.title, templateSlug: req.body.template_slug, model: req.body.model, browserSession: browserSessionOf(req) })),
   );
 
   app.get(
@@ -135,7 +143,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
 
   // A multipart prompt is read field by field (readMultipart): its fields are checked against the JSON
   // form's property schemas.
-  const checkFields = compileBodyValidator(Type.Object(Type.Pick(PromptBody, ['text', 'agent', 'agentProfileId']).properties, { additionalProperties: false }));
+  const checkFields = compileBodyValidator(Type.Object(Type.Pick(PromptBody, ['text', 'agent', 'agentProfileId', 'model']).properties, { additionalProperties: false }));
 
   app.post(
     '/sessions/:id/prompt',
@@ -144,7 +152,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
       schema: {
         tags: ['sessions'],
         summary: 'Queue an agent turn; answers at once with the job id (202)',
-        description: `Limits: at most ${maxFiles} files of ${maxFileBytes} bytes each (AGENTWS_PROMPT_MAX_FILES, AGENTWS_PROMPT_MAX_FILE_MB); beyond them 413. 409 runtime_not_ready until a runtime is applied; 429 cost_limit_exceeded when the caller's cost limits are reached.`,
+        description: `Limits: at most ${maxFiles} files of ${maxFileBytes} bytes each (AGENTWS_PROMPT_MAX_FILES, AGENTWS_PROMPT_MAX_FILE_MB); beyond them 413. 409 runtime_not_ready until a runtime is applied; the turn's model (\`model\`, else the session's): 400 model_unknown, 403 model_not_allowed (not in the caller's roles' models.allowed), 409 provider_disabled; 429 cost_limit_exceeded when the caller's cost limits are reached.`,
         params: Id,
         headers: BrowserSession,
         body: { content: { 'application/json': { schema: PromptBody }, 'multipart/form-data': { schema: MultipartPrompt } } },
@@ -321,7 +329,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         files.push({ filename: part.filename || 'file', mime: part.mimetype || 'application/octet-stream', data });
       } else {
         const name = part.fieldname;
-        if (name !== 'text' && name !== 'agent' && name !== 'agentProfileId') throw new ValidationError(`unexpected field "${printable(name)}" (text, agent, agentProfileId, files)`);
+        if (name !== 'text' && name !== 'agent' && name !== 'agentProfileId' && name !== 'model') throw new ValidationError(`unexpected field "${printable(name)}" (text, agent, agentProfileId, model, files)`);
         if (name in fields) throw new ValidationError(`body/${name} is given more than once`);
         if (part.valueTruncated) throw new PayloadTooLargeError(`body/${name} is longer than the 1 MiB a form field may carry`);
         fields[name] = String(part.value);
