@@ -75,12 +75,12 @@ async function startRunnerFor(t: TestApp): Promise<NonNullable<RuntimeApp['runne
  * the turn asks is answered `once`; resolves when the turn ended, with its session's transcript, tool parts,
  * their outputs and errors joined, and the model requests it made (title requests left out).
  */
-export async function agentTurn(r: RuntimeApp, token: string, steps: FakeStep[], o: { text?: string; sessionId?: string; title?: string } = {}) {
+export async function agentTurn(r: RuntimeApp, token: string, steps: FakeStep[], o: { text?: string; sessionId?: string; title?: string; model?: string } = {}) {
   const sessionId = o.sessionId ?? ((await api(r.t, 'POST', '/v1/sessions', { token, body: { title: o.title ?? 'turn' } })).json.sessionId as string);
   const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
   r.llm.script(steps);
   const before = r.llm.requests.length;
-  const sent = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: o.text ?? 'do it', agent: 'build' } });
+  const sent = await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: o.text ?? 'do it', agent: 'build', ...(o.model ? { model: o.model } : {}) } });
   if (sent.status !== 202) throw new Error(`prompt: ${sent.status} ${sent.text}`);
   const answered = new Set<string>();
   const deadline = Date.now() + 90_000;

@@ -370,16 +370,17 @@ export function createTurnRunner(deps: {
           await handOn(turn);
           return;
         }
+        // Checked again as the turn goes (issue 39): the owner's role or the provider may have changed since
+        // the prompt was accepted; a model no longer theirs to choose fails the turn with its reason (before
+        // its snapshot is taken: a turn that never runs leaves none).
+        const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
+        const model = await runtime.resolveTurnModel(s.tenantId, { turn: turn.model, session: s.chosenModel, template: s.model }, perms);
         // The workspace as it is before the turn (what the turn changed is measured from it; an undo puts it
-        // back), taken while the model and permissions are looked up. A turn sent while one of the session
+        // back), taken while the memories are recalled. A turn sent while one of the session
         // still runs is recorded with it (the runtime queues it behind).
         const snapshotted = deps.snapshots
           ? client.busySessions().then((b) => b.includes(upstreamId), () => false).then((busy) => deps.snapshots!.before(owner, s.id, turn.messageId, { busy }))
           : Promise.resolve();
-        const perms = await deps.permissionsOf(s.tenantId, s.ownerId);
-        // Checked again as the turn goes (issue 39): the owner's role or the provider may have changed since
-        // the prompt was accepted; a model no longer theirs to choose fails the turn with its reason.
-        const model = await runtime.resolveTurnModel(s.tenantId, { turn: turn.model, session: s.chosenModel, template: s.model }, perms);
         const injected = await withTimeout(memoriesPart, RECALL_WAIT_MS, () => {
           ctx.log.warn({ ms: RECALL_WAIT_MS }, 'recalling memories for the turn took too long: the turn goes on without them');
           return null;
