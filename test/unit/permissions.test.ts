@@ -10,6 +10,7 @@ describe('system role documents', () => {
       agents: { create: T, delete: T, configure: T, terminal: T, use_templates: '*' },
       memory: { read_own: T, read_team: T, read_org: T, write: T, delete: T, share: T },
       tools: { allowed: '*', denied: [] },
+      models: { allowed: '*' },
       admin: { manage_users: T, manage_roles: T, manage_templates: T, manage_providers: T, view_audit_log: T, manage_tenant: T },
       cost: {},
     });
@@ -27,6 +28,7 @@ describe('system role documents', () => {
       agents: { create: T, delete: F, configure: F, terminal: T, use_templates: '*' },
       memory: { read_own: T, read_team: T, read_org: F, write: T, delete: F, share: F },
       tools: { allowed: '*', denied: [] },
+      models: { allowed: '*' },
       admin: { manage_users: F, manage_roles: F, manage_templates: F, manage_providers: F, view_audit_log: F, manage_tenant: F },
       cost: {},
     });
@@ -37,6 +39,7 @@ describe('system role documents', () => {
       agents: { create: F, delete: F, configure: F, terminal: F, use_templates: [] },
       memory: { read_own: T, read_team: T, read_org: F, write: F, delete: F, share: F },
       tools: { allowed: [], denied: [] },
+      models: { allowed: [] },
       admin: { manage_users: F, manage_roles: F, manage_templates: F, manage_providers: F, view_audit_log: F, manage_tenant: F },
       cost: {},
     });
