@@ -4,6 +4,8 @@ export interface Permissions {
   agents: { create: boolean; delete: boolean; configure: boolean; terminal?: boolean; use_templates: string[] | '*' };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
+  /** The models the role may choose (issue 39); absent in documents older than it: every model. */
+  models?: { allowed: string[] | '*' };
   admin: { manage_users: boolean; manage_roles: boolean; manage_templates: boolean; manage_providers: boolean; view_audit_log: boolean; manage_tenant: boolean };
   cost: { monthly_limit_usd?: number; per_request_limit_usd?: number };
 }
@@ -38,6 +40,9 @@ export interface MessageInfo {
   tokens?: { input?: number; output?: number };
   error?: { name?: string; data?: { message?: string }; message?: string };
   time?: { created?: number; completed?: number };
+  /** The model an answer ran on: "<provider>/<model id>" (transcript), the runtime's model id (stream). */
+  model?: string;
+  modelID?: string;
 }
 
 export interface PendingPermission {

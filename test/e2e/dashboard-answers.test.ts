@@ -140,4 +140,34 @@ describe('the chat: stopping a turn and reading answers, in Chromium', () => {
     expect(await diff.locator('.dl-add .tok-str').textContent()).toBe('"three"');
     await shoot(page, 'chat-markdown');
   });
+
+  it('chooses the session\'s model by the composer, names it on the answer, and branches from an answer (issue 39)', async () => {
+    const models = [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096 }, { id: 'fake-big', name: 'Fake Big', contextLimit: 64000, outputLimit: 4096 }];
+    expect((await api(r.t, 'PATCH', '/v1/admin/providers/scripted', { token: people.tokens.owner, body: { models } })).status).toBe(200);
+    expect((await api(r.t, 'POST', '/v1/admin/runtime/apply', { token: people.tokens.owner, body: {} })).status).toBe(200);
+    const sessionId = await openSession('pick a model');
+    const picker = page.getByTestId('model-pick').getByRole('combobox', { name: 'Model' });
+    await picker.selectOption('scripted/fake-big');
+    await expect.poll(async () => (await api(r.t, 'GET', `/v1/sessions/${sessionId}/model`, { token: people.tokens.member })).json.model).toBe('scripted/fake-big');
+    r.llm.script([{ text: 'Big answer.' }]);
+    const before = r.llm.requests.length;
+    await ask('which model?');
+    const answer = page.getByTestId('msg-assistant').last();
+    await answer.getByText('Big answer.').waitFor({ timeout: 60_000 });
+    await answer.getByTestId('answer-model').getByText('fake-big').waitFor();
+    expect(r.llm.requests.slice(before).filter((q) => !q.title).map((q) => q.body.model)).toEqual(['fake-big']);
+
+    // At a phone's width the picker has a line of its own, within the screen (it takes nothing from the message box's row).
+    await page.setViewportSize({ width: 390, height: 844 });
+    const pick = await page.getByTestId('model-pick').boundingBox();
+    expect(pick!.x + pick!.width).toBeLessThanOrEqual(390);
+    await page.setViewportSize({ width: 1200, height: 900 });
+
+    await answer.getByRole('button', { name: 'Branch from here' }).click();
+    await page.waitForURL((u) => u.hash.startsWith('#/sessions/') && !u.hash.endsWith(sessionId));
+    await page.getByText('shares your workspace', { exact: false }).waitFor();
+    await page.getByTestId('msg-assistant').getByText('Big answer.').waitFor();
+    expect(await page.getByTestId('msg-user').allTextContents()).toEqual(['which model?']);
+    await shoot(page, 'chat-model-branch');
+  });
 });

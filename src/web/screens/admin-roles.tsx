@@ -3,6 +3,7 @@ import { api, explain } from '../api';
 import { ErrorNote } from '../components';
 import type { Permissions } from '../types';
 import { FieldError, useRefusal } from './admin-fields';
+import { modelsSummary, RoleModels } from './role-models';
 
 export interface RoleDoc {
   id: string;
@@ -66,6 +67,7 @@ function documentOf(d: Draft) {
 export function RolesTab(props: { held: Permissions }) {
   const [roles, setRoles] = useState<RoleDoc[] | null>(null);
   const [editing, setEditing] = useState<RoleDoc | 'new' | null>(null);
+  const [models, setModels] = useState<RoleDoc | null>(null);
   const [draft, setDraft] = useState<Draft>(draftOf());
   const [error, setError] = useState<string | null>(null);
   const refusal = useRefusal(['name', 'permissions.tools']);
@@ -172,6 +174,16 @@ export function RolesTab(props: { held: Permissions }) {
           </div>
         </form>
       )}
+      {models ? (
+        <RoleModels
+          key={models.id}
+          role={models}
+          onDone={(saved) => {
+            setModels(null);
+            if (saved) void load();
+          }}
+        />
+      ) : null}
       {roles ? (
         <table>
           <thead>
@@ -195,6 +207,12 @@ export function RolesTab(props: { held: Permissions }) {
                   <small>{summary(r.permissions)}</small>
                 </td>
                 <td>
+                  {/* Every role's model allow-list can change, the system roles' too (issue 39). */}
+                  {r.name === 'viewer' && r.isSystem ? null : (
+                    <button type="button" class="link" onClick={() => setModels(r)}>
+                      Models
+                    </button>
+                  )}{' '}
                   {r.isSystem ? (
                     // A system role keeps its document, but the terminal can be taken from it (or given back).
                     r.name === 'viewer' && !r.permissions.agents.terminal ? null : (
@@ -221,5 +239,5 @@ export function RolesTab(props: { held: Permissions }) {
 function summary(p: Permissions): string {
   const on = (Object.keys(FLAGS) as Group[]).flatMap((g) => FLAGS[g].filter((m) => (p[g] as Record<string, unknown>)[m] === true).map((m) => `${g}.${m}`));
   const tools = p.tools.allowed === '*' ? 'all tools' : p.tools.allowed.length ? `tools: ${p.tools.allowed.join(', ')}` : 'no tools';
-  return [...on, tools + (p.tools.denied.length ? ` except ${p.tools.denied.join(', ')}` : '')].join(' · ');
+  return [...on, tools + (p.tools.denied.length ? ` except ${p.tools.denied.join(', ')}` : ''), modelsSummary(p.models?.allowed)].join(' · ');
 }

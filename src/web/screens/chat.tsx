@@ -9,6 +9,11 @@ import { Markdown } from '../markdown';
 import { ToolCard } from './tool-card';
 import { QueuedPrompts, StopButton, useTurnControls } from './turn-controls';
 import { WorkspacePane } from './workspace-pane';
+import { answerModel, branchSession } from '../models-api';
+import { ModelPicker, useModelPicker } from './model-picker';
+
+/** Where a branch's note waits for the branch's own screen (the dashboard moves there). */
+const BRANCHED_KEY = 'agentws.branched';
 
 /** One session: its transcript (streamed as it comes), pending permission requests, and the composer. */
 export function ChatScreen(props: { me: Me; sessionId: string }) {
@@ -26,6 +31,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   const bottom = useRef<HTMLDivElement>(null);
   const fileInput = useRef<HTMLInputElement>(null);
   const turn = useTurnControls(sessionId, running, setError, () => setRunning(false));
+  const picker = useModelPicker(sessionId, setError);
 
   // After an undo or a redo the transcript is read again whole (undone turns leave it), and the tabs reload.
   const changes = useTurnChanges(sessionId, turnsEnded, () => {
@@ -56,6 +62,12 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   };
 
   useEffect(() => {
+    // Just branched here: what the branch means for the person's files, said once.
+    const branched = sessionStorage.getItem(BRANCHED_KEY);
+    if (branched?.startsWith(`${sessionId} `)) {
+      sessionStorage.removeItem(BRANCHED_KEY);
+      setNotice(branched.slice(sessionId.length + 1));
+    }
     let live = true;
     api<{ messages: Msg[] }>('GET', `/sessions/${sessionId}/messages`).then(
       (r) => live && setMessages((now) => (now && now.length ? mergeHistory(r.messages, now) : r.messages)),
@@ -161,11 +173,13 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
         const form = new FormData();
         form.append('text', text);
         form.append('agent', 'build');
+        if (picker.once) form.append('model', picker.once);
         for (const f of files) form.append('files', f, f.name);
         accepted = await api('POST', `/sessions/${sessionId}/prompt`, form);
       } else {
-        accepted = await api('POST', `/sessions/${sessionId}/prompt`, { text, agent: 'build' });
+        accepted = await api('POST', `/sessions/${sessionId}/prompt`, { text, agent: 'build', ...(picker.once ? { model: picker.once } : {}) });
       }
+      picker.sent();
       // Sent while the agent works: it waits behind the running turn, withdrawable until the agent has it.
       if (running && !messages?.some((m) => m.info.id === accepted.messageId)) turn.sent({ ...accepted, text: text || files.map((f) => f.name).join(', ') });
       setText('');
@@ -186,6 +200,16 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
     } catch (err) {
       setError(explain(err));
       void loadPending();
+    }
+  };
+
+  const branch = async (messageId: string) => {
+    try {
+      const b = await branchSession(sessionId, messageId);
+      sessionStorage.setItem(BRANCHED_KEY, `${b.sessionId} ${b.message}`);
+      location.hash = `#/sessions/${b.sessionId}`;
+    } catch (err) {
+      setError(explain(err));
     }
   };
 
@@ -220,7 +244,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           {messages?.length === 0 ? <p class="empty">No messages yet. Ask the agent something below.</p> : null}
           {messages?.map((m) => (
             <Fragment key={m.info.id}>
-              <MessageView m={m} />
+              <MessageView m={m} onBranch={canUndo && !running && m.info.role === 'assistant' && m.info.time?.completed ? () => void branch(m.info.id) : undefined} />
               {m.info.role === 'user' ? <TurnChangesNote changes={changes} messageId={m.info.id} running={running} canUndo={canUndo} /> : null}
             </Fragment>
           ))}
@@ -255,6 +279,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             ))}
           </div>
         ) : null}
+        {props.me.permissions.agents.create ? <ModelPicker picker={picker} /> : null}
         {props.me.permissions.agents.create ? (
           <form class="composer" onSubmit={send}>
             <textarea
@@ -288,7 +313,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   );
 }
 
-function MessageView(props: { m: Msg }) {
+function MessageView(props: { m: Msg; onBranch?: () => void }) {
   const { info, parts } = props.m;
   const stopped = info.error?.name === 'MessageAbortedError';
   const failed = info.error && !stopped ? (info.error.data?.message ?? info.error.message ?? info.error.name) : null;
@@ -297,7 +322,17 @@ function MessageView(props: { m: Msg }) {
       {parts.map((p) => (p.type === 'text' ? (info.role === 'assistant' ? <Markdown key={p.id} text={p.text ?? ''} frontMatter={false} class="text md" /> : <p class="text" key={p.id}>{p.text}</p>) : p.type === 'tool' ? <ToolCard key={p.id} part={p} /> : p.type === 'file' ? <p class="file" key={p.id}>📎 {String((p as any).filename ?? 'file')}</p> : null))}
       {failed ? <p class="error">{failed}</p> : null}
       {stopped ? <p class="stopped">Stopped.</p> : null}
-      {info.role === 'assistant' && info.cost ? <small class="cost">{usd(info.cost)}</small> : null}
+      {info.role === 'assistant' ? (
+        <div class="msg-foot">
+          {answerModel(info) ? <small class="model" data-testid="answer-model">{answerModel(info)}</small> : null}
+          {info.cost ? <small class="cost">{usd(info.cost)}</small> : null}
+          {props.onBranch ? (
+            <button type="button" class="link" title="A new session with this conversation up to here. It shares your workspace: files stay as they are now." onClick={props.onBranch}>
+              Branch from here
+            </button>
+          ) : null}
+        </div>
+      ) : null}
     </article>
   );
 }

@@ -1,0 +1,58 @@
+// The dashboard's calls for issue 39: the models a person may choose, a session's model, and branching a
+// session at a message. Kept apart from api.ts, which stays the one transport.
+
+import { api } from './api';
+
+/** One model of GET /v1/models. */
+export interface ModelChoice {
+  ref: string;
+  provider: string;
+  id: string;
+  name: string;
+  default: boolean;
+  contextLimit: number | null;
+  allowed: boolean;
+}
+
+export interface ModelCatalog {
+  defaultModel: string | null;
+  models: ModelChoice[];
+}
+
+/** GET/PUT /v1/sessions/:id/model. */
+export interface SessionModel {
+  sessionId: string;
+  model: string | null;
+  templateModel: string | null;
+  defaultModel: string | null;
+  effective: { model: string; source: 'session' | 'template' | 'default' | 'turn' } | null;
+}
+
+/** POST /v1/sessions/:id/fork. */
+export interface Branch {
+  sessionId: string;
+  title: string;
+  messages: number;
+  workspace: 'shared';
+  message: string;
+}
+
+/** `all` (whoever manages roles): every model served, each with whether the caller may choose it. */
+export const listModels = (all = false) => api<ModelCatalog>('GET', `/models${all ? '?all=true' : ''}`);
+export const sessionModel = (sessionId: string) => api<SessionModel>('GET', `/sessions/${sessionId}/model`);
+export const setSessionModel = (sessionId: string, model: string | null) => api<SessionModel>('PUT', `/sessions/${sessionId}/model`, { model });
+export const branchSession = (sessionId: string, messageId: string) => api<Branch>('POST', `/sessions/${sessionId}/fork`, { messageId });
+
+/**
+ * The model an answer ran on, as the tenant names it: the transcript gives "<provider>/<model id>"; an
+ * answer still streaming has only the runtime's model id.
+ */
+export function answerModel(info: { model?: unknown; modelID?: unknown }): string | null {
+  if (typeof info.model === 'string') return info.model;
+  return typeof info.modelID === 'string' ? info.modelID : null;
+}
+
+/** A model's short label: its display name, with its provider when two providers offer models. */
+export function modelLabel(m: Pick<ModelChoice, 'name' | 'provider'>, several: boolean): string {
+  return several ? `${m.name} (${m.provider})` : m.name;
+}
