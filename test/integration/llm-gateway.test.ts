@@ -220,7 +220,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       id: `prov-${p.name}`, tenantId: 't1', baseUrl: null, apiKeySealed: null, models: [], enabled: true, createdAt: new Date(), updatedAt: new Date(), ...p,
     });
     const providers: ProviderRow[] = [
-      row({ name: 'scripted', kind: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKeySealed: `sealed:${SCRIPTED_KEY}`, models: [{ id: 'scripted-1', inputCostPerMTok: 2, outputCostPerMTok: 8 }] }),
+      row({ name: 'scripted', kind: 'openai-compatible', baseUrl: `${fake.url}/v1`, apiKeySealed: `sealed:${SCRIPTED_KEY}`, models: [{ id: 'scripted-1', inputCostPerMTok: 2, outputCostPerMTok: 8 }, { id: 'scripted-big' }] }),
       row({ name: 'claude', kind: 'anthropic', baseUrl: `${claude.url}/v1`, apiKeySealed: `sealed:${CLAUDE_KEY}`, models: [{ id: 'claude-test', inputCostPerMTok: 3, outputCostPerMTok: 15 }] }),
       row({ name: 'slow', kind: 'openai-compatible', baseUrl: `${slow.url}/v1`, apiKeySealed: `sealed:${SLOW_KEY}`, models: [{ id: 'slow-1' }] }),
       row({ name: 'silent', kind: 'openai-compatible', baseUrl: `${silent.url}/v1`, models: [{ id: 'silent-1', inputCostPerMTok: 2, outputCostPerMTok: 8, outputLimit: 1000 }] }),
@@ -232,6 +232,8 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       providers: async (tenantId) => (tenantId === 't1' ? { applied: { defaultModel: 'scripted/scripted-1', providers: ['scripted', 'claude', 'slow', 'silent', 'lingering'] }, providers } : { applied: null, providers: [] }),
       openKey: (sealed) => sealed.replace(/^sealed:/, ''),
       turnOf: async (_caller, named) => (named ? (turns.get(named) ?? null) : null),
+      // The caller's role may not use this one (issue 39).
+      mayUseModel: async (_caller, _turn, ref) => ref !== 'scripted/scripted-big',
       ...spending,
       limitReached: (call) => void limitHits.push(call),
       maxRequestBytes: MAX_BODY,
@@ -395,6 +397,10 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     const r = await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer(), body: chat('gpt-5-not-listed') });
     expect(r.status).toBe(404);
     expect(JSON.parse(r.body.toString()).error.message).toMatch(/lists no model "gpt-5-not-listed"/);
+    // Listed, but not a model the caller's role may use: the agent cannot reach it by calling the gateway itself.
+    const big = await viaProxy(gw('/p/scripted/chat/completions'), { headers: bearer(), body: chat('scripted-big') });
+    expect(big.status).toBe(403);
+    expect(JSON.parse(big.body.toString()).error).toMatchObject({ type: 'permission_error', message: 'agentws: your role may not use the model scripted/scripted-big' });
     expect(fake.requests.length).toBe(before);
     expect(records).toEqual([]);
   });

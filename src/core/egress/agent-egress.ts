@@ -8,7 +8,7 @@ import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, RateLimitedError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
 import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
-import type { RbacPermissions } from '../../kernel/permissions.js';
+import { modelAllowed, type RbacPermissions } from '../../kernel/permissions.js';
 import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
 import { UNKNOWN_SELF, type AgentIdentity, type RuntimeOwner, type RuntimeSelf } from '../runtime/host/runtime-host.js';
@@ -136,6 +136,7 @@ export function createAgentEgress(deps: {
       channel: session.channel,
       budgetKey: planId ? `plan:${planId}` : `session:${session.id}`,
       recorded: (q) => (planId ? deps.plans!.planSpent(q, tenantId, planId) : deps.sessionsRepo.turnSpent(q, tenantId, session.id)),
+      models: session.model ? [session.model] : [],
     };
   }
 
@@ -147,6 +148,13 @@ export function createAgentEgress(deps: {
     },
     openKey: (sealed) => deps.box.open(sealed),
     turnOf: (caller, named) => turnOf(caller, named, caller.self),
+    // The role's allow-list (issue 39), as where turns start: the admins' choices (the tenant's default, the
+    // session's template's model) always; the owner's roles' models.allowed otherwise.
+    mayUseModel: async (caller, turn, ref) => {
+      if (modelAllowed(await deps.permissionsOf(caller.tenantId, caller.userId), ref)) return true;
+      if (turn?.models?.includes(ref)) return true;
+      return (await deps.runtimeRepo.settings(db, caller.tenantId))?.applied?.defaultModel === ref;
+    },
     hold: (caller, turn, price, call) => deps.spending.hold(caller, turn, price, call),
     release: (caller, holdId) => deps.spending.release(caller.tenantId, holdId),
     settle: async (holdId, { caller, turn, provider, model, usage, costUsd, callId, estimated }) => {

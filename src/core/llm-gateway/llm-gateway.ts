@@ -72,6 +72,12 @@ export interface GatewayDeps<C extends GatewayCaller = GatewayCaller> {
    */
   turnOf(caller: C, namedSession: string | null): Promise<GatewayTurn | null>;
   /**
+   * Whether the caller may have a call run on this model ("<provider>/<model id>", issue 39): the agent can
+   * call the gateway itself and name any model of an applied provider, so the role's allow-list is held
+   * here too, not only where turns start. Absent: every listed model.
+   */
+  mayUseModel?(caller: C, turn: GatewayTurn | null, ref: string): Promise<boolean>;
+  /**
    * Holds the most a call may cost against the caller's limits before it is forwarded (or refuses it),
    * with what its record needs should this process die before it settles.
    */
@@ -210,6 +216,9 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
       if (!json || !model) return answer(res, 400, 'invalid_request_error', 'a model call must name its model ("model")');
       const named = req.headers['x-session-id'];
       const turn = await deps.turnOf(caller, typeof named === 'string' && named ? named : null);
+      if (deps.mayUseModel && !(await deps.mayUseModel(caller, turn, `${name}/${model}`))) {
+        return answer(res, 403, 'permission_error', `your role may not use the model ${name}/${model}`);
+      }
       let call = withUsageReport(format, json);
       const price = modelPrice(provider, model);
       const input = estimateInputTokens(call);

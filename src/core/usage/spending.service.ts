@@ -30,6 +30,8 @@ export interface SpendingTurn {
   budgetKey: string;
   /** USD recorded for this turn (or plan) so far, read in the transaction `q`. */
   recorded(q: Queryable): Promise<number>;
+  /** The models the session may run on whatever the role's allow-list says (its template's: an admin's choice). */
+  models?: readonly string[];
 }
 
 export type HoldResult =
