@@ -57,6 +57,7 @@ describe(`admin API (${DB_MODE})`, () => {
       agents: { create: false, delete: false, configure: false, terminal: false, use_templates: [] },
       memory: { read_own: false, read_team: false, read_org: false, write: false, delete: false, share: false },
       tools: { allowed: ['read'], denied: [] },
+      models: { allowed: [] },
       admin: { manage_users: false, manage_roles: false, manage_templates: false, manage_providers: false, view_audit_log: true, manage_tenant: false },
       cost: {},
     });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, startTestApp, type TestApp } from '../helpers/app.js';
+import { api, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { seedPeople } from '../helpers/runtime.js';
 
 /**
@@ -152,11 +152,19 @@ describe('sessions: the models a person may choose', () => {
     const bad = await setMemberModels(['not a ref']);
     expect(bad.status).toBe(400);
     expect(bad.json.message).toContain('models');
-    // A custom role without a list keeps every model (roles made before lists existed did).
+    // A custom role without a list: as every missing member, none granted (the defaults stay usable).
     const made = await api(t, 'POST', '/v1/admin/roles', { token: tokens.owner, body: { name: 'plain', permissions: { agents: { create: true } } } });
     expect(made.status).toBe(201);
-    expect(made.json.role.permissions.models).toEqual({ allowed: '*' });
+    expect(made.json.role.permissions.models).toEqual({ allowed: [] });
     const narrow = await api(t, 'POST', '/v1/admin/roles', { token: tokens.owner, body: { name: 'narrow', permissions: { agents: { create: true }, models: { allowed: ['main/small', '*'] } } } });
     expect(narrow.json.role.permissions.models).toEqual({ allowed: '*' });
+    // Someone who manages roles but may use one model grants no more than that one.
+    const keeper = await api(t, 'POST', '/v1/admin/roles', { token: tokens.owner, body: { name: 'keeper', permissions: { admin: { manage_roles: true }, models: { allowed: ['main/small'] } } } });
+    expect(keeper.status).toBe(201);
+    const token = await signToken(t, { sub: people.ids.mia, tid: people.tenantId, roles: ['keeper'] });
+    const wider = await api(t, 'POST', '/v1/admin/roles', { token, body: { name: 'wider', permissions: { models: { allowed: ['main/small', 'main/big'] } } } });
+    expect(wider.status).toBe(403);
+    expect(wider.json.details).toMatchObject({ exceeds: ['models.allowed:main/big'] });
+    expect((await api(t, 'POST', '/v1/admin/roles', { token, body: { name: 'same', permissions: { models: { allowed: ['main/small'] } } } })).status).toBe(201);
   });
 });

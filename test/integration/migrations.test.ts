@@ -89,6 +89,28 @@ describe(`migrations (${DB_MODE})`, () => {
     await expect(db.query(`insert into scim_tokens (tenant_id, name, token_hash, created_by) values ($1, 'new', 'h3', 'user:x')`, [tenant])).rejects.toThrow(/expires_at/);
   });
 
+  it('0036 gives roles stored before it a model allow-list: every model, none for the system viewer', async () => {
+    const t = await openTestCore({ migrate: false });
+    cleanup = t.close;
+    const { migrator, db } = t.opened.core;
+    const names = readMigrations().map((f) => f.name);
+    const at = names.indexOf('0036_role_models');
+    for (const name of names.slice(0, at)) await migrator.applyOne(name);
+    const tenant = (await db.query<{ id: string }>(`insert into tenants (name, slug) values ('Old', 'old') returning id`)).rows[0].id;
+    const doc = JSON.stringify({ agents: { create: true }, tools: { allowed: '*', denied: [] } });
+    await db.query(
+      `insert into roles (tenant_id, name, description, permissions, is_system) values ($1, 'member', '', $2, true), ($1, 'viewer', '', '{}', true), ($1, 'reviewer', '', $2, false)`,
+      [tenant, doc],
+    );
+    await migrator.applyOne('0036_role_models');
+    const { rows } = await db.query<{ name: string; models: unknown; tools: unknown }>(`select name, permissions->'models' as models, permissions->'tools' as tools from roles order by name`);
+    expect(rows).toEqual([
+      { name: 'member', models: { allowed: '*' }, tools: { allowed: '*', denied: [] } },
+      { name: 'reviewer', models: { allowed: '*' }, tools: { allowed: '*', denied: [] } },
+      { name: 'viewer', models: { allowed: [] }, tools: null },
+    ]);
+  });
+
   it('the audit log is append-only', async () => {
     const t = await openTestCore();
     cleanup = t.close;

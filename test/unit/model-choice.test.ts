@@ -74,8 +74,8 @@ describe('model choice rules (issue 39)', () => {
     expect(grantsBeyond(withModels('*'), systemRolePermissions('admin'))).toEqual([]);
   });
 
-  it('completes a document without a model list to every model; system roles: every model but the viewer\'s; a token without the sessions scope none', () => {
-    expect(completePermissions({}).models).toEqual({ allowed: '*' });
+  it('completes a document without a model list to none beyond the defaults; system roles: every model but the viewer\'s; a token without the sessions scope none', () => {
+    expect(completePermissions({}).models).toEqual({ allowed: [] });
     expect(completePermissions({ models: { allowed: ['a/1', '*'] } }).models).toEqual({ allowed: '*' });
     expect(completePermissions({ models: { allowed: [] } }).models).toEqual({ allowed: [] });
     expect(() => completePermissions({ models: { allowed: ['no slash'] } })).toThrow(/models/);
