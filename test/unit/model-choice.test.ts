@@ -5,6 +5,8 @@ import { completePermissions } from '../../src/core/rbac/rbac.schemas.js';
 import { forkCut } from '../../src/core/sessions/fork-fns.js';
 import { emptyPermissions, grantsBeyond, modelAllowed, systemRolePermissions, unionPermissions, type RbacPermissions } from '../../src/kernel/permissions.js';
 import { maskPermissions } from '../../src/core/tokens/token-fns.js';
+import { clientProperties } from '../../src/core/runtime/event-mapper.js';
+import { modelRefOf, runtimeProviderId } from '../../src/core/runtime/runtime-ids.js';
 
 const withModels = (allowed: string[] | '*'): RbacPermissions => ({ ...emptyPermissions(), models: { allowed } });
 const provider = (name: string, ids: string[], enabled = true): ProviderRow => ({
@@ -82,6 +84,17 @@ describe('model choice rules (issue 39)', () => {
     expect(['owner', 'admin', 'member', 'viewer'].map((r) => systemRolePermissions(r as never).models.allowed)).toEqual(['*', '*', '*', []]);
     expect(maskPermissions(systemRolePermissions('member'), ['memories'], false).models).toEqual({ allowed: [] });
     expect(maskPermissions(systemRolePermissions('member'), ['sessions'], false).models).toEqual({ allowed: '*' });
+  });
+});
+
+describe('the model an answer names', () => {
+  const tenant = '0b6f3c1e-1111-4222-8333-944445555666';
+  it('is "<provider>/<model id>" for one of the tenant\'s providers, nothing for another tenant\'s', () => {
+    expect(modelRefOf(tenant, { providerID: runtimeProviderId(tenant, 'main'), modelID: 'big' })).toBe('main/big');
+    expect(modelRefOf(tenant, { providerID: runtimeProviderId('0b6f3c1e-1111-4222-8333-000000000000', 'main'), modelID: 'big' })).toBeNull();
+    expect(modelRefOf(tenant, { providerID: 'openai', modelID: 'gpt' })).toBeNull();
+    const ev = { type: 'message.updated', properties: { info: { id: 'msg_1', role: 'assistant', sessionID: 'ses_x', providerID: runtimeProviderId(tenant, 'main'), modelID: 'big' } } };
+    expect((clientProperties(ev, 'ours', tenant).info as Record<string, unknown>)).toMatchObject({ model: 'main/big', sessionID: 'ours' });
   });
 });
 

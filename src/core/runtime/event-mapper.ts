@@ -1,3 +1,4 @@
+import { modelRefOf } from './runtime-ids.js';
 import type { RuntimeEvent } from './runtime-events.js';
 
 /**
@@ -167,11 +168,17 @@ export function mapRuntimeEvent(ev: RuntimeEvent): SessionDomainEvent | null {
 
 /**
  * The forwarded properties with our session id wherever the runtime puts its own: at the top, and in
- * the message of a message update and the part of a part update.
+ * the message of a message update and the part of a part update. With the tenant, an answer's update also
+ * names its model ("<provider>/<model id>").
  */
-export function clientProperties(ev: Pick<SessionDomainEvent, 'type' | 'properties'>, sessionId: string): Record<string, unknown> {
+export function clientProperties(ev: Pick<SessionDomainEvent, 'type' | 'properties'>, sessionId: string, tenantId?: string): Record<string, unknown> {
   const out: Record<string, unknown> = { ...ev.properties, sessionID: sessionId };
-  if (ev.type === 'message.updated') out.info = { ...(ev.properties.info as object), sessionID: sessionId };
+  if (ev.type === 'message.updated') {
+    const info = ev.properties.info as Record<string, unknown>;
+    // The model an answer runs on, as the tenant names it (issue 39), as the transcript says it.
+    const model = tenantId && info ? modelRefOf(tenantId, info) : null;
+    out.info = { ...info, ...(model ? { model } : {}), sessionID: sessionId };
+  }
   if (ev.type === 'message.part.updated') out.part = { ...(ev.properties.part as object), sessionID: sessionId };
   return out;
 }

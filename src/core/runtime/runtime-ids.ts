@@ -22,3 +22,21 @@ export function ascendingId(prefix: 'msg' | 'prt' | 'evt'): string {
   for (const b of bytes) rand += BASE62[b % 62];
   return `${prefix}_${stamp}${rand}`;
 }
+
+/** Our providers' ids in the runtime's configuration: namespaced by tenant so tenants never collide. */
+export const runtimeProviderId = (tenantId: string, name: string) => `aws_${tenantId.replaceAll('-', '')}_${name}`;
+
+/**
+ * The tenant's provider name in one of our runtime provider ids (the transcript's assistant messages name
+ * the model they ran on by it); null for an id that is not this tenant's.
+ */
+export function providerNameOf(tenantId: string, providerID: string): string | null {
+  const prefix = runtimeProviderId(tenantId, '');
+  return providerID.startsWith(prefix) && providerID.length > prefix.length ? providerID.slice(prefix.length) : null;
+}
+
+/** An answer's model as the tenant names it ("<provider>/<model id>"), from the runtime's ids; null if not ours. */
+export function modelRefOf(tenantId: string, info: { providerID?: unknown; modelID?: unknown }): string | null {
+  const provider = typeof info.providerID === 'string' ? providerNameOf(tenantId, info.providerID) : null;
+  return provider && typeof info.modelID === 'string' ? `${provider}/${info.modelID}` : null;
+}

@@ -46,17 +46,9 @@ const NPM: Record<ProviderKind, string> = {
   anthropic: '@ai-sdk/anthropic',
 };
 
-/** Our providers' ids in the runtime's configuration: namespaced by tenant so tenants never collide. */
-export const runtimeProviderId = (tenantId: string, name: string) => `aws_${tenantId.replaceAll('-', '')}_${name}`;
-
-/**
- * The tenant's provider name in one of our runtime provider ids (the transcript's assistant messages name
- * the model they ran on by it); null for an id that is not this tenant's.
- */
-export function providerNameOf(tenantId: string, providerID: string): string | null {
-  const prefix = runtimeProviderId(tenantId, '');
-  return providerID.startsWith(prefix) && providerID.length > prefix.length ? providerID.slice(prefix.length) : null;
-}
+// Where they were defined first; they live with the runtime's other ids now.
+import { runtimeProviderId } from './runtime-ids.js';
+export { providerNameOf, runtimeProviderId } from './runtime-ids.js';
 
 export interface ResolvedModel {
   providerID: string;

@@ -343,7 +343,7 @@ export function createSessionStreams(deps: {
         break;
     }
     const id = ev.eventId ?? ascendingId('evt');
-    emit(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id) });
+    emit(ref.id, { id, type: ev.type, properties: clientProperties(ev, ref.id, ref.tenantId) });
     // A plan's subtask asks its person through the parent session: its stream shows the request, its
     // permissions route answers it (sessions.service replyPermission).
     if (ev.kind === 'permissionAsked' && ref.parentId) {

@@ -7,8 +7,8 @@ import type { Ctx, UserActor } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UpstreamError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
-import { ascendingId } from '../runtime/runtime-ids.js';
-import { providerNameOf, type RuntimeService } from '../runtime/runtime.service.js';
+import type { RuntimeService } from '../runtime/runtime.service.js';
+import { ascendingId, modelRefOf } from '../runtime/runtime-ids.js';
 import type { TemplatesRepo } from '../templates/templates.repo.js';
 import { mayUseTemplate } from '../templates/templates.service.js';
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
@@ -104,9 +104,8 @@ export function createSessionsService(deps: {
   const publicMessage = (m: { info: Record<string, any>; parts: Array<Record<string, any>> }, s: SessionRow) => {
     const { path: _path, ...info } = m.info;
     // The model an answer ran on, as the tenant names it ("<provider>/<model id>"; issue 39).
-    const provider = typeof info.providerID === 'string' ? providerNameOf(s.tenantId, info.providerID) : null;
-    const model = provider && typeof info.modelID === 'string' ? { model: `${provider}/${info.modelID}` } : {};
-    return { info: { ...info, ...model, sessionID: s.id }, parts: m.parts.map((p) => ({ ...p, sessionID: s.id })) };
+    const model = modelRefOf(s.tenantId, info);
+    return { info: { ...info, ...(model ? { model } : {}), sessionID: s.id }, parts: m.parts.map((p) => ({ ...p, sessionID: s.id })) };
   };
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
