@@ -475,7 +475,7 @@ export function createCore(deps: CoreDeps) {
   const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   // Issue 39: the model chosen per session (and the models a person may choose), and branches of sessions.
   const sessionModels = createSessionModels({ db, repo: sessionsRepo, audit, runtime, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
-  const sessionFork = createSessionFork({ db, repo: sessionsRepo, audit, pool, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  const sessionFork = createSessionFork({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.

@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
@@ -40,14 +42,15 @@ describe.runIf(DB_MODE === 'postgres')('sessions: model per session and per turn
     expect(listed.json.models.map((m: any) => [m.ref, m.name, m.default])).toEqual([['scripted/fake-model', 'fake-model', true], ['scripted/fake-big', 'Fake Big', false]]);
 
     sessionId = (await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'big one', model: 'scripted/fake-big' } })).json.sessionId;
-    const t1 = await agentTurn(r, tokens.member, [{ text: 'Answer one.' }], { sessionId, text: 'first question' });
-    expect(modelsAsked(t1.requests)).toEqual(['fake-big']);
+    // The first turn writes a file (the branch below keeps its change).
+    const t1 = await agentTurn(r, tokens.member, [{ toolCall: { name: 'write', arguments: { filePath: '/workspace/branch.txt', content: 'one\n' } } }, { text: 'Answer one.' }], { sessionId, text: 'first question' });
+    expect(modelsAsked(t1.requests)).toEqual(['fake-big', 'fake-big']);
     // This turn only: the next one is back on the session's model.
     const t2 = await agentTurn(r, tokens.member, [{ text: 'Answer two.' }], { sessionId, text: 'second question', model: 'scripted/fake-model' });
     expect(modelsAsked(t2.requests)).toEqual(['fake-model']);
     const t3 = await agentTurn(r, tokens.member, [{ text: 'Answer three.' }], { sessionId, text: 'third question' });
     expect(modelsAsked(t3.requests)).toEqual(['fake-big']);
-    expect(answers(t3.messages).map((m) => m.info.model)).toEqual(['scripted/fake-big', 'scripted/fake-model', 'scripted/fake-big']);
+    expect(answers(t3.messages).map((m) => m.info.model)).toEqual(['scripted/fake-big', 'scripted/fake-big', 'scripted/fake-model', 'scripted/fake-big']);
 
     // Back to the default for the session.
     const cleared = await api(r.t, 'PUT', `/v1/sessions/${sessionId}/model`, { token: tokens.member, body: { model: null } });
@@ -66,7 +69,8 @@ describe.runIf(DB_MODE === 'postgres')('sessions: model per session and per turn
   it('branches the session at an answer: the branch holds the messages up to it, continues on its own, and is only its owner\'s', async () => {
     const { tokens } = people;
     const original = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member })).json.messages as Array<{ info: any; parts: any[] }>;
-    expect(original).toHaveLength(6);
+    expect(original).toHaveLength(7);
+    // The first step of the first answer (its write): the branch keeps the whole answer.
     const firstAnswer = original[1];
     expect(firstAnswer.info.role).toBe('assistant');
 
@@ -78,12 +82,17 @@ describe.runIf(DB_MODE === 'postgres')('sessions: model per session and per turn
 
     const forked = await api(r.t, 'POST', `/v1/sessions/${sessionId}/fork`, { token: tokens.member, body: { messageId: firstAnswer.info.id } });
     expect(forked.status).toBe(201);
-    expect(forked.json).toMatchObject({ title: 'big one (branch)', messages: 2, workspace: 'shared', from: { sessionId, messageId: firstAnswer.info.id } });
-    expect(forked.json.message).toContain('undo');
+    expect(forked.json).toMatchObject({ title: 'big one (branch)', messages: 3, workspace: 'shared', from: { sessionId, messageId: firstAnswer.info.id } });
+    expect(forked.json.message).toContain('shares your workspace');
     const branchId = forked.json.sessionId as string;
     const text = (m: { parts: any[] }) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
     const copied = (await api(r.t, 'GET', `/v1/sessions/${branchId}/messages`, { token: tokens.member })).json.messages as Array<{ info: any; parts: any[] }>;
-    expect(copied.map((m) => [m.info.role, text(m)])).toEqual([['user', 'first question'], ['assistant', 'Answer one.']]);
+    expect(copied.map((m) => [m.info.role, text(m)])).toEqual([['user', 'first question'], ['assistant', ''], ['assistant', 'Answer one.']]);
+    // The copied turn keeps what it changed, under the branch's own prompt id.
+    const branchPrompt = copied[0].info.id as string;
+    expect(branchPrompt).not.toBe(original[0].info.id);
+    const changes = (await api(r.t, 'GET', `/v1/sessions/${branchId}/changes`, { token: tokens.member })).json;
+    expect(changes.turns).toEqual([{ messageId: branchPrompt, files: 1, additions: 1, deletions: 0, paths: ['branch.txt'], reverted: false }]);
     expect((await api(r.t, 'GET', '/v1/sessions', { token: tokens.member })).json.sessions.map((s: any) => s.sessionId)).toContain(branchId);
     expect((await api(r.t, 'GET', `/v1/sessions/${branchId}/model`, { token: tokens.member })).json.model).toBe('scripted/fake-big');
     expect((await api(r.t, 'GET', `/v1/sessions/${branchId}/messages`, { token: tokens.owner })).status).toBe(404);
@@ -94,9 +103,16 @@ describe.runIf(DB_MODE === 'postgres')('sessions: model per session and per turn
     expect(sent).toContain('first question');
     expect(sent).toContain('branch question');
     expect(sent).not.toContain('second question');
-    expect(next.messages.map((m) => text(m))).toEqual(['first question', 'Answer one.', 'branch question', 'Answer on the branch.']);
+    expect(next.messages.map((m) => text(m))).toEqual(['first question', '', 'Answer one.', 'branch question', 'Answer on the branch.']);
     // The original is as it was.
-    expect((await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member })).json.messages).toHaveLength(6);
+    expect((await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token: tokens.member })).json.messages).toHaveLength(7);
+    // Undo of the copied turn in the branch puts the files back as before it; redo brings them back.
+    const dir = (await r.t.opened.db.query(`select directory from agent_sessions where id = $1`, [branchId])).rows[0].directory as string;
+    expect(existsSync(join(dir, 'branch.txt'))).toBe(true);
+    expect((await api(r.t, 'POST', `/v1/sessions/${branchId}/revert`, { token: tokens.member, body: { messageId: branchPrompt } })).status).toBe(200);
+    expect(existsSync(join(dir, 'branch.txt'))).toBe(false);
+    expect((await api(r.t, 'POST', `/v1/sessions/${branchId}/unrevert`, { token: tokens.member })).status).toBe(200);
+    expect(readFileSync(join(dir, 'branch.txt'), 'utf8')).toBe('one\n');
     const audit = await api(r.t, 'GET', '/v1/admin/audit-log?action=session.fork', { token: tokens.owner });
     expect(audit.json.entries.some((e: any) => e.action === 'session.fork' && e.sessionId === branchId)).toBe(true);
   }, 180_000);

@@ -93,7 +93,7 @@ describe('the model an answer names', () => {
     expect(modelRefOf(tenant, { providerID: runtimeProviderId(tenant, 'main'), modelID: 'big' })).toBe('main/big');
     expect(modelRefOf(tenant, { providerID: runtimeProviderId('0b6f3c1e-1111-4222-8333-000000000000', 'main'), modelID: 'big' })).toBeNull();
     expect(modelRefOf(tenant, { providerID: 'openai', modelID: 'gpt' })).toBeNull();
-    const ev = { type: 'message.updated', properties: { info: { id: 'msg_1', role: 'assistant', sessionID: 'ses_x', providerID: runtimeProviderId(tenant, 'main'), modelID: 'big' } } };
+    const ev = { type: 'message.updated' as const, properties: { info: { id: 'msg_1', role: 'assistant', sessionID: 'ses_x', providerID: runtimeProviderId(tenant, 'main'), modelID: 'big' } } };
     expect((clientProperties(ev, 'ours', tenant).info as Record<string, unknown>)).toMatchObject({ model: 'main/big', sessionID: 'ours' });
   });
 });

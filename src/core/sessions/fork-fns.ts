@@ -30,4 +30,4 @@ export const branchTitle = (title: string) => `${title.slice(0, 190)} (branch)`;
  * branch cannot have files of its own as of the message it was cut at.
  */
 export const SHARED_WORKSPACE_NOTE =
-  'The branch shares your workspace with your other sessions: your files are as they are now, not as of that message. To get them back as of that message, undo the later turns in the original session (Changes, Undo), then redo there if you want them back.';
+  'The branch shares your workspace with your other sessions: your files are as they are now, not as of that message. The turns it copied keep their changes: Undo on one of them in the branch puts the files back as they were before it (Redo brings them back).';

@@ -6,12 +6,16 @@ import type { AuditService } from '../audit/audit.service.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { branchTitle, forkCut, SHARED_WORKSPACE_NOTE } from './fork-fns.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import type { TurnSnapshots } from './turn-snapshots.js';
 
 /**
  * Branching a session (issue 39): a new session of the same owner whose transcript is a copy of the
  * original's up to a message (the runtime's fork), continued on its own from there. Its template
  * snapshot and chosen model come along. The workspace does not: it is the owner's one workspace, which
- * every session of theirs shares (workspace-dir.ts), so the answer says so (`workspace: "shared"`).
+ * every session of theirs shares (workspace-dir.ts), so the answer says so (`workspace: "shared"`). The
+ * snapshots of the copied turns come along (as refs of the same snapshots): their changes show in the
+ * branch, and an undo there puts the files back as before one of them. Writing the workspace back as of
+ * the message when branching is not offered: it would change the files under the person's other sessions.
  *
  * What it lets reach: only the caller's own session (another's is 404, as every session route), copied
  * into a session of the same owner, in the same runtime and directory; nothing of anyone else's.
@@ -21,6 +25,8 @@ export function createSessionFork(deps: {
   repo: Pick<SessionsRepo, 'insert'>;
   audit: AuditService;
   pool: Pick<RuntimePool, 'client'>;
+  /** The workspace's snapshots around turns: a branch gets those of the turns it copied. Absent: none. */
+  snapshots?: Pick<TurnSnapshots, 'copyTurns'>;
   owned: (ctx: Ctx, id: string, browserSession: string | undefined) => Promise<SessionRow>;
 }) {
   const { db, repo, audit, pool } = deps;
@@ -60,6 +66,13 @@ export function createSessionFork(deps: {
         await audit.record(tx, ctx, { action: 'session.fork', target: `session:${b.id}`, sessionId: b.id, details: { from: s.id, messageId: input.messageId, messages: cut.kept } });
         return b;
       });
+      // The copied turns keep what they changed (Changes, and Undo in the branch), under the branch's ids:
+      // the runtime copied the messages in order, so the prompts pair up in order.
+      if (deps.snapshots) {
+        const was = visible.slice(0, cut.kept).filter((m) => m.info.role === 'user').map((m) => m.info.id);
+        const now = (await client.messages(upstreamId).catch(() => [])).filter((m) => m.info.role === 'user').map((m) => m.info.id);
+        if (was.length === now.length) await deps.snapshots.copyTurns({ tenantId: s.tenantId, userId: s.ownerId }, s.id, branch.id, was.map((id, i) => [id, now[i]]));
+      }
       return { sessionId: branch.id, title: branch.title, from: { sessionId: s.id, messageId: input.messageId }, messages: cut.kept, workspace: 'shared' as const, message: SHARED_WORKSPACE_NOTE };
     },
   };

@@ -152,6 +152,31 @@ export function createTurnSnapshots(deps: {
       await pending.get(sessionId);
     },
     refsOf,
+    /**
+     * A branch of a session (session-fork.ts) gets the snapshots of the turns it copied, under its own
+     * message ids (`pairs`: [the original's prompt, the branch's]): what those turns changed shows in the
+     * branch, and an undo there puts the files back as before one of them. Only refs are written; the
+     * snapshots themselves are shared. Returns how many turns had snapshots. Never throws.
+     */
+    async copyTurns(owner: RuntimeOwner, from: string, to: string, pairs: Array<[string, string]>): Promise<number> {
+      if (!service.enabled || !pairs.length) return 0;
+      try {
+        await pending.get(from);
+        const { turns } = await refsOf(owner, from);
+        let copied = 0;
+        for (const [was, now] of pairs) {
+          const t = turns.get(was);
+          if (!t?.before) continue;
+          await call(owner, 'set', { ref: beforeRef(to, now), id: t.before });
+          if (t.after) await call(owner, 'set', { ref: afterRef(to, now), id: t.after });
+          copied++;
+        }
+        return copied;
+      } catch (err) {
+        deps.log.warn({ err: (err as Error).message, from, to }, 'the snapshots of a branch\'s turns could not be copied: its changes will not be recorded');
+        return 0;
+      }
+    },
     changes: (owner: RuntimeOwner, a: string, b: string, patch: boolean) => call<{ files: FileChange[]; notKept: string[] }>(owner, 'changes', { a, b, patch }),
     /** Puts the workspace back as tree `target`, the state just before saved as the session's redo point. */
     restore: (owner: RuntimeOwner, sessionId: string, target: string) => call<RestoreResult>(owner, 'restore', { target, saveAs: redoRef(sessionId) }),

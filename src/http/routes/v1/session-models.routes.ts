@@ -82,7 +82,7 @@ export async function sessionModelsRoutes(app: App, opts: { core: Core }): Promi
         tags: ['sessions'],
         summary: 'Branch the session at a message into a new session of yours that continues from there',
         description:
-          "The branch's transcript is a copy of this one's up to and including messageId (when it is an answer, the whole answer to its prompt); its template and model come along. Your workspace is one for all your sessions, so the branch shares it (workspace: \"shared\"): files are as they are now; undo the later turns in this session (POST /v1/sessions/:id/revert) to get them as of that message. 404 for another's session or an unknown message. Needs agents.create. Audited (session.fork).",
+          "The branch's transcript is a copy of this one's up to and including messageId (when it is an answer, the whole answer to its prompt); its template and model come along. Your workspace is one for all your sessions, so the branch shares it (workspace: \"shared\"): files are as they are now. The copied turns keep their recorded changes under the branch's message ids (GET /v1/sessions/:branch/changes), so an undo of one in the branch (POST /v1/sessions/:branch/revert) puts the files back as before it. 404 for another's session or an unknown message. Needs agents.create. Audited (session.fork).",
         params: Id,
         headers: BrowserSession,
         body: Type.Object(
