@@ -187,6 +187,20 @@ describe('the web dashboard in Chromium', () => {
     await expect.poll(async () => (await page.getByTestId('audit-entry').allInnerTexts()).find((e) => e.includes(`user:${acme.ids.mia}`)) ?? '', { timeout: 10_000 }).toContain(`user:${alice}`);
     await shoot(page, '07-admin-audit');
 
+    // The models a role may choose (issue 39): the member role narrowed to the default model, then widened back.
+    await page.getByRole('link', { name: 'Custom roles' }).click();
+    const member = page.getByTestId('role-member');
+    expect(await member.innerText()).toContain('every model');
+    await member.getByRole('button', { name: 'Models' }).click();
+    const models = page.getByRole('form', { name: 'Models of role member' });
+    await models.getByRole('radio', { name: /Only these/ }).check();
+    await models.getByRole('button', { name: 'Save models' }).click();
+    await expect.poll(() => member.innerText(), { timeout: 10_000 }).toContain('the default model only');
+    await member.getByRole('button', { name: 'Models' }).click();
+    await page.getByRole('form', { name: 'Models of role member' }).getByRole('radio', { name: /Every model/ }).check();
+    await page.getByRole('form', { name: 'Models of role member' }).getByRole('button', { name: 'Save models' }).click();
+    await expect.poll(() => member.innerText(), { timeout: 10_000 }).toContain('every model');
+
     // A call whose prompt the provider mostly served from its cache (Anthropic-style figures), as the gateway records one.
     await t.opened.core.usage.record(t.opened.db, {
       tenantId: acme.tenantId, userId: alice, sessionId: null, model: 'claude-sonnet', provider: 'claude',
