@@ -64,6 +64,12 @@ const FAN_OUT_BATCH = 200;
  * the process following a runtime for its events: `{ sessionId, event }`, or `{ events: [...] }` of them.
  */
 export const SESSION_EVENTS_CHANNEL = 'sessions.events';
+/**
+ * Published when who may read a session changed (a share revoked, replaced or ended by a hand-over):
+ * `{ sessionId }`. Every serve checks again the viewers following that session's stream and ends the
+ * streams of those who may no longer read it.
+ */
+export const SESSION_ACCESS_CHANNEL = 'sessions.access';
 
 export interface StreamEvent {
   id: string;
@@ -98,6 +104,8 @@ interface SessionState {
 
 interface Sub {
   out: Subscriber;
+  /** A viewer of another person's session (a share): asked again when the session's access changes. */
+  recheck: (() => Promise<boolean>) | null;
   /** Events replayed from the turns' stored ends (not this serve's buffer): not sent again when they come by. */
   replayed: Set<string> | null;
   /**
@@ -131,6 +139,7 @@ export function createSessionStreams(deps: {
   let started = false;
   const refusedOnce = new Set<string>();
   let unsubscribeBus: (() => Promise<void>) | null = null;
+  let unsubscribeAccess: (() => Promise<void>) | null = null;
   let heartbeat: NodeJS.Timeout | null = null;
   let sweeper: NodeJS.Timeout | null = null;
   // Events are handled strictly in arrival order, even when resolving a session needs a query.
@@ -364,6 +373,24 @@ export function createSessionStreams(deps: {
     }
   }
 
+  /**
+   * The session's access changed: each viewer following it here is checked again, and one who may no
+   * longer read it is told (`share.revoked`) and dropped.
+   */
+  async function recheckViewers(sessionId: string): Promise<void> {
+    const s = sessions.get(sessionId);
+    if (!s) return;
+    await Promise.all(
+      [...s.subscribers].filter((sub) => sub.recheck).map(async (sub) => {
+        const still = await sub.recheck!().catch(() => false);
+        if (still || !s.subscribers.has(sub)) return;
+        const id = ascendingId('evt');
+        sub.out.write(sseFrame({ id, data: { id, type: 'share.revoked', properties: { sessionID: sessionId, message: 'The owner stopped sharing this session with you.' } } }));
+        drop(s, sub);
+      }),
+    );
+  }
+
   /** Ends a deleted session's streams and forgets it. */
   function closeSession(sessionId: string): void {
     const s = sessions.get(sessionId);
@@ -426,6 +453,10 @@ export function createSessionStreams(deps: {
           else chain = chain.then(() => arrive(sessionId, event)).catch((err) => log.error({ err: (err as Error).message }, 'session event delivery failed'));
         }
       });
+      unsubscribeAccess = await deps.bus.subscribe(SESSION_ACCESS_CHANNEL, (payload) => {
+        const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId;
+        if (typeof sessionId === 'string') void recheckViewers(sessionId).catch((err) => log.error({ err: (err as Error).message }, 'could not check the viewers of a session again'));
+      });
       heartbeat = setInterval(() => {
         for (const s of sessions.values()) for (const sub of s.subscribers) sub.out.write(sseComment('ping'));
       }, HEARTBEAT_MS);
@@ -439,9 +470,9 @@ export function createSessionStreams(deps: {
      * replays the buffered events after it (or, when that event is still on its way here, starts after it
      * once it comes). Returns the function that removes the subscriber.
      */
-    subscribe(sessionId: string, out: Subscriber, lastEventId?: string, stored: StreamEvent[] = []): () => void {
+    subscribe(sessionId: string, out: Subscriber, lastEventId?: string, stored: StreamEvent[] = [], o: { recheck?: () => Promise<boolean> } = {}): () => void {
       const s = state(sessionId);
-      const sub: Sub = { out, awaiting: null, replayed: null };
+      const sub: Sub = { out, awaiting: null, replayed: null, recheck: o.recheck ?? null };
       if (lastEventId) {
         // How the session's recent turns ended (stored with them), where this serve's buffer has not the
         // event: published before this serve started (a restart) or before its oldest buffered one.
@@ -491,6 +522,17 @@ export function createSessionStreams(deps: {
       }
     },
 
+    /**
+     * Who may read the session changed (a share revoked or replaced, a hand-over): every serve checks its
+     * viewers of it again (SESSION_ACCESS_CHANNEL).
+     */
+    async accessChanged(sessionId: string): Promise<void> {
+      await deps.bus.publish(SESSION_ACCESS_CHANNEL, { sessionId });
+    },
+
+    /** Checks again, in this process, the viewers following the session (as accessChanged does on every serve). */
+    recheckViewers,
+
     get stats() {
       return { sessions: sessions.size, subscribers: subscriberCount, upstreams: upstreams.size, upstreamsConnected: [...upstreams.values()].filter((u) => u.stream.connected).length };
     },
@@ -513,6 +555,8 @@ export function createSessionStreams(deps: {
       for (const s of sessions.values()) for (const sub of [...s.subscribers]) drop(s, sub);
       await unsubscribeBus?.().catch(() => {});
       unsubscribeBus = null;
+      await unsubscribeAccess?.().catch(() => {});
+      unsubscribeAccess = null;
       offPool?.();
       offPool = null;
       await Promise.all([...upstreams.values()].map((u) => u.stream.close()));
