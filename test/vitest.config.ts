@@ -62,6 +62,7 @@ const runtimeSuites = [
   'test/api/sessions-tools.test.ts',
   'test/api/sessions-turn.test.ts',
   'test/api/session-changes.test.ts',
+  'test/api/session-shares-runtime.test.ts',
   'test/api/workspace-files.test.ts',
   'test/api/skills.test.ts',
   'test/api/workspace-terminal.test.ts',
