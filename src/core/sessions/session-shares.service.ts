@@ -156,6 +156,7 @@ export function createSessionSharesService(deps: {
     /** The sessions of other people shared with the caller or their teams, latest activity first. */
     async sharedWithMe(ctx: Ctx) {
       const actor = requireUser(ctx, 'sessions');
+      requireTokenScope(ctx, 'sessions');
       const rows = await repo.sharedWith(db, actor.tenantId, actor.userId);
       return {
         sessions: rows.map((r) => ({
@@ -194,6 +195,7 @@ export function createSessionSharesService(deps: {
      */
     async targets(ctx: Ctx, input: { q: string }): Promise<{ people: Person[]; teams: Array<{ teamId: string; name: string; members: number }> }> {
       const actor = requireUser(ctx, 'sessions');
+      requireTokenScope(ctx, 'sessions');
       const q = input.q.trim().toLowerCase();
       const people =
         q.length < 2
