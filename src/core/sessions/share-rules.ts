@@ -70,8 +70,10 @@ function messageText(m: Message): string {
  * Marked as a record, not instructions: the earlier agent's words may be anybody's.
  */
 export function handoverContext(transcript: Message[], o: { from: string; to: string; folder: string | null }): string {
+  // The record may quote the tag itself (the earlier agent's words may be anybody's): it cannot close the block early.
+  const defused = (t: string) => t.replace(new RegExp(`<(/?)${HANDOVER_CONTEXT_TAG}`, 'gi'), '‹$1' + HANDOVER_CONTEXT_TAG);
   const rendered = transcript
-    .map((m) => ({ role: m.info.role === 'user' ? 'User' : 'Assistant', text: messageText(m) }))
+    .map((m) => ({ role: m.info.role === 'user' ? 'User' : 'Assistant', text: defused(messageText(m)) }))
     .filter((m) => m.text)
     .map((m) => `${m.role}: ${m.text}`);
   const kept: string[] = [];
