@@ -222,7 +222,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
       const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? req.query.lastEventId;
       const ctx = ctxOf(req);
       const browserSession = browserSessionOf(req);
-      const { sessionId, ends } = await sessions.openStream(ctx, { id: req.params.id, browserSession, lastEventId });
+      const { sessionId, ends, viewer } = await sessions.openStream(ctx, { id: req.params.id, browserSession, lastEventId });
       // Checked again whenever the session's access changes (a share revoked, a hand-over): a follower who
       // may no longer read it live is told and the stream ends.
       const recheck = () => sessions.readable(ctx, sessionId, browserSession).then((r) => !r.share || r.share.mode === 'live', () => false);
@@ -238,7 +238,7 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         },
         lastEventId,
         ends,
-        { recheck },
+        { recheck, viewer: viewer !== null },
       );
       onClose(unsubscribe);
       // Revoked while this stream opened: checked once more now that it is subscribed.
