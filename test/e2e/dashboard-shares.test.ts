@@ -28,7 +28,13 @@ describe('the dashboard Share dialog and a teammate following live, in Chromium'
     return page;
   };
   // What this feature shows stays within a phone's width (the header's own wrapping is the phone-width work's).
-  const fits = (page: Page, selector: string) => page.evaluate((sel) => [...document.querySelectorAll(sel)].every((e) => e.getBoundingClientRect().right <= window.innerWidth + 0.5 && e.scrollWidth <= e.clientWidth + 1), selector);
+  type Box = { getBoundingClientRect(): { right: number }; scrollWidth: number; clientWidth: number };
+  type Win = { innerWidth: number; document: { querySelectorAll(s: string): Iterable<Box> } };
+  const fits = (page: Page, selector: string) =>
+    page.evaluate((sel) => {
+      const w = globalThis as unknown as Win;
+      return [...w.document.querySelectorAll(sel)].every((e) => e.getBoundingClientRect().right <= w.innerWidth + 0.5 && e.scrollWidth <= e.clientWidth + 1);
+    }, selector);
 
   beforeAll(async () => {
     browser = await launchChromium();
