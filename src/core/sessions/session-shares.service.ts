@@ -240,6 +240,8 @@ export function createSessionSharesService(deps: {
       const keep = input.keepAccess !== false;
       await db.transaction(async (tx) => {
         if (!(await deps.sessionsRepo.handOver(tx, s.tenantId, s.id, s.ownerId, to.id, directory))) throw new NotFoundError('session not found');
+        // A prompt accepted while the files were copied would run in the new owner's runtime, at their cost: refused instead.
+        if (await deps.sessionsRepo.turnInFlight(tx, s.tenantId, s.id)) throw new ConflictError('a turn was queued in this session meanwhile: hand it over once it has ended', { code: 'turn_running' });
         const n = await repo.revokeAll(tx, s.tenantId, s.id, `user:${actor.userId}`);
         if (keep) await repo.insert(tx, { tenantId: s.tenantId, sessionId: s.id, userId: s.ownerId, teamId: null, mode: 'live', transcript: null, createdBy: to.id });
         await repo.insertHandover(tx, { tenantId: s.tenantId, sessionId: s.id, fromUserId: s.ownerId, toUserId: to.id, transcript, folder: copy.files ? folder : null, files: { ...copy, from: fromPath || '.' } });
