@@ -7,7 +7,8 @@ import { agentTurn, applyScriptedProvider, startRuntimeApp, type RuntimeApp } fr
 /**
  * Sharing in a real headless Chromium (issue 39), one browser and one runtime for every case: the owner
  * shares from the Share dialog (at 1280 px), a teammate on a phone's width (390 px) finds the session under
- * "Shared with me", follows a turn live read-only, and sees the stream end when the owner revokes.
+ * "Shared with me", follows a turn live read-only, and sees the stream end when the owner revokes; then
+ * the owner hands the session over from its dialog and their page turns read-only.
  */
 describe('the dashboard Share dialog and a teammate following live, in Chromium', () => {
   let browser: Browser;
@@ -117,6 +118,20 @@ describe('the dashboard Share dialog and a teammate following live, in Chromium'
     await mate.goto(`${r.t.url}/#/sessions`);
     await mate.getByRole('heading', { name: 'Sessions' }).waitFor();
     expect(await mate.getByRole('region', { name: 'Shared with me' }).count()).toBe(0);
+    expect(uncaught).toEqual([]);
+  }, 60_000);
+
+  it('hands the session over from the dialog: the owner\'s page turns read-only, the teammate owns it', async () => {
+    await owner.getByRole('dialog', { name: 'Share this session' }).getByRole('button', { name: 'Close' }).click();
+    await owner.getByRole('button', { name: 'Hand over…' }).click();
+    const dialog = owner.getByRole('dialog', { name: 'Hand over this session' });
+    await dialog.getByPlaceholder('Name or email').fill('max');
+    await dialog.getByRole('button', { name: 'max <max@acme.example>' }).click();
+    await dialog.getByRole('button', { name: 'Hand over', exact: true }).click();
+    await owner.getByTestId('read-only').waitFor({ timeout: 30_000 });
+    expect(await owner.getByTestId('read-only').innerText()).toContain('shared with you by max <max@acme.example>, live');
+    expect(await owner.getByRole('textbox', { name: 'Message' }).count()).toBe(0);
+    expect((await api(r.t, 'GET', `/v1/sessions/${sessionId}/access`, { token: tok.max })).json.role).toBe('owner');
     expect(uncaught).toEqual([]);
   }, 60_000);
 });
