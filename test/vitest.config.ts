@@ -63,6 +63,7 @@ const runtimeSuites = [
   'test/api/sessions-turn.test.ts',
   'test/api/session-changes.test.ts',
   'test/api/session-models-agent.test.ts',
+  'test/api/session-shares-runtime.test.ts',
   'test/api/workspace-files.test.ts',
   'test/api/skills.test.ts',
   'test/api/workspace-terminal.test.ts',

@@ -59,6 +59,8 @@ import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionChanges } from './sessions/session-changes.js';
 import { createTurnSnapshots } from './sessions/turn-snapshots.js';
+import { createSessionSharesRepo } from './sessions/session-shares.repo.js';
+import { createSessionSharesService } from './sessions/session-shares.service.js';
 import { createSessionsService } from './sessions/sessions.service.js';
 import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
 import { createSessionModels } from './sessions/session-models.js';
@@ -250,6 +252,7 @@ export function createCore(deps: CoreDeps) {
   const embeddersRepo = createEmbeddersRepo();
   const memories = createMemoriesService({ db, repo: memoriesRepo, embedders: embeddersRepo, audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });
   const sessionsRepo = createSessionsRepo();
+  const sessionSharesRepo = createSessionSharesRepo();
   const egress = createAgentEgress({
     db,
     box,
@@ -471,8 +474,23 @@ export function createCore(deps: CoreDeps) {
     limits: config.prompts,
     demo: { allowAnonymous: config.auth.allowAnonymous, operator: () => auth.operator() },
     events: turnEvents,
+    shares: sessionSharesRepo,
+    nameOf: async (tenantId, userId) => {
+      const u = userId ? await usersRepo.findById(db, tenantId, userId) : null;
+      return u ? `${u.displayName || u.handle} <${u.email}>` : 'a former member';
+    },
   });
-  const sessionChanges = createSessionChanges({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  const sessionChanges = createSessionChanges({
+    db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots,
+    owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession),
+    // A viewer reads the changes too; shared as of a moment, those of the turns up to its last prompt then.
+    readable: async (ctx, id, browserSession) => {
+      const { session, share } = await sessions.readable(ctx, id, browserSession);
+      if (share?.mode !== 'as_of_now') return { session, upTo: null };
+      const kept = await sessionSharesRepo.transcriptOf(db, session.tenantId, share.shareId);
+      return { session, upTo: String(kept.filter((m) => m.info.role === 'user').at(-1)?.info.id ?? '') };
+    },
+  });
   // Issue 39: the model chosen per session (and the models a person may choose), and branches of sessions.
   const sessionModels = createSessionModels({ db, repo: sessionsRepo, audit, runtime, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   const sessionFork = createSessionFork({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
@@ -585,6 +603,11 @@ export function createCore(deps: CoreDeps) {
     uploads: config.uploads,
     startRuntime: (owner) => pool.prestart(owner),
   });
+  // Sessions shared read-only and handed over (issue 39).
+  const sessionShares = createSessionSharesService({
+    db, repo: sessionSharesRepo, sessionsRepo, users: usersRepo, teams: createTeamsRepo(), audit, streams, sessions, files: workspaceFiles, permissionsOf,
+    ensureWorkspace: turns.ensureWorkspace, prestart: (owner) => pool.prestart(owner), dataDir: config.dataDir,
+  });
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
   // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.
   const privacy = createPrivacyService({
@@ -618,7 +641,7 @@ export function createCore(deps: CoreDeps) {
     retention,
     workspaceFiles,
     terminals,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

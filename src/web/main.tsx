@@ -3,12 +3,12 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './api';
 import { Shell } from './components';
 import { AdminScreen } from './screens/admin';
-import { ChatScreen } from './screens/chat';
 import { ConnectionsScreen } from './screens/connections';
 import { MemoriesScreen } from './screens/memories';
 import { PlansScreen } from './screens/plans';
 import { SkillsScreen } from './screens/skills';
 import { SessionsScreen } from './screens/sessions';
+import { SessionScreen } from './screens/session-screen';
 import { SignInScreen, type AuthStatus } from './screens/sign-in';
 import { TokensScreen } from './screens/tokens';
 import type { Me } from './types';
@@ -72,7 +72,7 @@ function App() {
   const [screen, id] = route;
   return (
     <Shell me={me} demo={status.auth.allowAnonymous} route={screen}>
-      {screen === 'sessions' && id ? <ChatScreen me={me} sessionId={id} key={id} /> : null}
+      {screen === 'sessions' && id ? <SessionScreen me={me} sessionId={id} key={id} /> : null}
       {screen === 'sessions' && !id ? <SessionsScreen me={me} /> : null}
       {screen === 'plans' ? <PlansScreen planId={id} key={id ?? 'list'} /> : null}
       {screen === 'memories' ? <MemoriesScreen me={me} /> : null}

@@ -155,4 +155,24 @@ describe(`any serve answers any session's stream (${DB_MODE})`, () => {
     expect(onA.events.map((e) => e.data.type)).toEqual(['message.part.delta', 'session.error', 'message.part.delta']);
     expect(onB.events.map((e) => e.id)).toEqual(onA.events.map((e) => e.id));
   });
+
+  it('a revoked share ends a follower\'s stream on the other serve at once; the owner\'s stream goes on (issue 39)', async () => {
+    const { rows } = await a.opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, 'vera', 'vera@anyserve.example', 'Vera') returning id`, [owner.tenantId]);
+    await a.opened.db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'member'`, [owner.tenantId, rows[0].id]);
+    const vera = await signToken(a, { sub: rows[0].id, tid: owner.tenantId, roles: ['member'] });
+    const made = await api(a, 'POST', `/v1/sessions/${sessionId}/shares`, { token, body: { people: ['vera'], mode: 'live' } });
+    expect(made.status, made.text).toBe(201);
+    const follower = await openSse(urlB(), { authorization: `Bearer ${vera}` });
+    const own = await openSse(urlA(), auth());
+    expect([follower.status, own.status]).toEqual([200, 200]);
+    feed([delta(1)]);
+    await follower.until((e) => e.data.type === 'message.part.delta');
+    expect((await api(a, 'DELETE', `/v1/sessions/${sessionId}/shares/${made.json.shares[0].shareId}`, { token })).status).toBe(204);
+    await follower.until((e) => e.data.type === 'share.revoked', 10_000);
+    await expect.poll(() => follower.ended, { timeout: 10_000 }).toBe(true);
+    feed([delta(2)]);
+    await own.until((e) => e.data.type === 'message.part.delta' && e.data.properties.delta === 'word2 ');
+    expect(own.ended).toBe(false);
+    await own.close();
+  });
 });

@@ -60,6 +60,11 @@ export function createSessionChanges(deps: {
   snapshots: TurnSnapshots;
   /** The session the caller may act on, else 404 (sessions.service.ts owned). */
   owned: (ctx: Ctx, id: string, browserSession: string | undefined) => Promise<SessionRow>;
+  /**
+   * The session the caller may read (theirs, or shared with them: session-shares), for the list alone;
+   * `upTo`: a session shared as of a moment shows the turns up to its last prompt then, nothing later.
+   */
+  readable?: (ctx: Ctx, id: string, browserSession: string | undefined) => Promise<{ session: SessionRow; upTo: string | null }>;
 }) {
   const { db, repo, audit, pool, snapshots } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
@@ -89,7 +94,8 @@ export function createSessionChanges(deps: {
      * last, undone turns left out), or those of one turn (`messageId`: its prompt). Owner only.
      */
     async list(ctx: Ctx, input: { id: string; messageId?: string; browserSession?: string }): Promise<ChangeSet> {
-      const s = await deps.owned(ctx, input.id, input.browserSession);
+      const { session: s, upTo } = deps.readable ? await deps.readable(ctx, input.id, input.browserSession) : { session: await deps.owned(ctx, input.id, input.browserSession), upTo: null };
+      if (upTo !== null && input.messageId && input.messageId > upTo) throw new NotFoundError('turn not found in this session');
       const empty: ChangeSet = { sessionId: s.id, messageId: input.messageId ?? null, files: [], totals: totalsOf([]), turns: [], reverted: null, snapshots: snapshots.enabled, recorded: true, pending: false, notKept: [] };
       if (!s.upstreamId) {
         if (input.messageId) throw new NotFoundError('turn not found in this session');
@@ -110,7 +116,10 @@ export function createSessionChanges(deps: {
         const files = capDiffs(c?.files ?? []);
         return { ...empty, files, totals: totalsOf(files), reverted: reverted ? { messageId: reverted.messageId, turns: 0 } : null, recorded: !!t.before, pending: !!t.before && !t.after, notKept: c?.notKept ?? [] };
       }
-      const { prompts, revertedAt, reverted } = await turnsOf(client, s.upstreamId);
+      const all = await turnsOf(client, s.upstreamId);
+      const prompts = upTo === null ? all.prompts : all.prompts.filter((m) => m <= upTo);
+      const { revertedAt: at, reverted } = all;
+      const revertedAt = at >= prompts.length ? -1 : at;
       const revertedOut = reverted ? { messageId: reverted.messageId, turns: revertedAt >= 0 ? prompts.length - revertedAt : 0 } : null;
       if (!snapshots.enabled) return { ...empty, reverted: revertedOut, recorded: false };
       await snapshots.settled(s.id);

@@ -42,6 +42,11 @@ export const REPLAY_EVENTS = 500;
 /** ...and at most this many bytes of them (tool outputs can be large); the older ones go first. */
 export const REPLAY_BYTES = 512 * 1024;
 export const HEARTBEAT_MS = 15_000;
+/**
+ * A viewer's stream (a share) is checked again this often besides when the session's access changes: a
+ * person who left the team a session is shared with, or was deactivated, stops following it within this.
+ */
+const VIEWER_RECHECK_MS = 60_000;
 /** A subscriber that cannot keep up (this much unsent) is dropped; it may reconnect with Last-Event-ID. */
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** Buffers of sessions nobody watches are dropped after this long without events. */
@@ -64,6 +69,12 @@ const FAN_OUT_BATCH = 200;
  * the process following a runtime for its events: `{ sessionId, event }`, or `{ events: [...] }` of them.
  */
 export const SESSION_EVENTS_CHANNEL = 'sessions.events';
+/**
+ * Published when who may read a session changed (a share revoked, replaced or ended by a hand-over):
+ * `{ sessionId }`. Every serve checks again the viewers following that session's stream and ends the
+ * streams of those who may no longer read it.
+ */
+export const SESSION_ACCESS_CHANNEL = 'sessions.access';
 
 export interface StreamEvent {
   id: string;
@@ -98,6 +109,10 @@ interface SessionState {
 
 interface Sub {
   out: Subscriber;
+  /** Whether the follower may still read the session: asked again when the session's access changes. */
+  recheck: (() => Promise<boolean>) | null;
+  /** Another person's session (a share): also asked again now and then (VIEWER_RECHECK_MS), e.g. after leaving a team. */
+  viewer: boolean;
   /** Events replayed from the turns' stored ends (not this serve's buffer): not sent again when they come by. */
   replayed: Set<string> | null;
   /**
@@ -131,6 +146,7 @@ export function createSessionStreams(deps: {
   let started = false;
   const refusedOnce = new Set<string>();
   let unsubscribeBus: (() => Promise<void>) | null = null;
+  let unsubscribeAccess: (() => Promise<void>) | null = null;
   let heartbeat: NodeJS.Timeout | null = null;
   let sweeper: NodeJS.Timeout | null = null;
   // Events are handled strictly in arrival order, even when resolving a session needs a query.
@@ -364,6 +380,24 @@ export function createSessionStreams(deps: {
     }
   }
 
+  /**
+   * The session's access changed: each viewer following it here is checked again, and one who may no
+   * longer read it is told (`share.revoked`) and dropped.
+   */
+  async function recheckViewers(sessionId: string, o: { viewersOnly?: boolean } = {}): Promise<void> {
+    const s = sessions.get(sessionId);
+    if (!s) return;
+    await Promise.all(
+      [...s.subscribers].filter((sub) => sub.recheck && (!o.viewersOnly || sub.viewer)).map(async (sub) => {
+        const still = await sub.recheck!().catch(() => false);
+        if (still || !s.subscribers.has(sub)) return;
+        const id = ascendingId('evt');
+        sub.out.write(sseFrame({ id, data: { id, type: 'share.revoked', properties: { sessionID: sessionId, message: 'The owner stopped sharing this session with you.' } } }));
+        drop(s, sub);
+      }),
+    );
+  }
+
   /** Ends a deleted session's streams and forgets it. */
   function closeSession(sessionId: string): void {
     const s = sessions.get(sessionId);
@@ -426,8 +460,18 @@ export function createSessionStreams(deps: {
           else chain = chain.then(() => arrive(sessionId, event)).catch((err) => log.error({ err: (err as Error).message }, 'session event delivery failed'));
         }
       });
+      unsubscribeAccess = await deps.bus.subscribe(SESSION_ACCESS_CHANNEL, (payload) => {
+        const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId;
+        if (typeof sessionId === 'string') void recheckViewers(sessionId).catch((err) => log.error({ err: (err as Error).message }, 'could not check the viewers of a session again'));
+      });
+      let lastViewerCheck = Date.now();
       heartbeat = setInterval(() => {
         for (const s of sessions.values()) for (const sub of s.subscribers) sub.out.write(sseComment('ping'));
+        if (Date.now() - lastViewerCheck < VIEWER_RECHECK_MS) return;
+        lastViewerCheck = Date.now();
+        for (const [id, s] of sessions) {
+          if ([...s.subscribers].some((sub) => sub.viewer)) void recheckViewers(id, { viewersOnly: true }).catch(() => {});
+        }
       }, HEARTBEAT_MS);
       heartbeat.unref();
       sweeper = setInterval(sweep, 60_000);
@@ -439,9 +483,9 @@ export function createSessionStreams(deps: {
      * replays the buffered events after it (or, when that event is still on its way here, starts after it
      * once it comes). Returns the function that removes the subscriber.
      */
-    subscribe(sessionId: string, out: Subscriber, lastEventId?: string, stored: StreamEvent[] = []): () => void {
+    subscribe(sessionId: string, out: Subscriber, lastEventId?: string, stored: StreamEvent[] = [], o: { recheck?: () => Promise<boolean>; viewer?: boolean } = {}): () => void {
       const s = state(sessionId);
-      const sub: Sub = { out, awaiting: null, replayed: null };
+      const sub: Sub = { out, awaiting: null, replayed: null, recheck: o.recheck ?? null, viewer: o.viewer ?? false };
       if (lastEventId) {
         // How the session's recent turns ended (stored with them), where this serve's buffer has not the
         // event: published before this serve started (a restart) or before its oldest buffered one.
@@ -491,6 +535,17 @@ export function createSessionStreams(deps: {
       }
     },
 
+    /**
+     * Who may read the session changed (a share revoked or replaced, a hand-over): every serve checks its
+     * viewers of it again (SESSION_ACCESS_CHANNEL).
+     */
+    async accessChanged(sessionId: string): Promise<void> {
+      await deps.bus.publish(SESSION_ACCESS_CHANNEL, { sessionId });
+    },
+
+    /** Checks again, in this process, the viewers following the session (as accessChanged does on every serve). */
+    recheckViewers,
+
     get stats() {
       return { sessions: sessions.size, subscribers: subscriberCount, upstreams: upstreams.size, upstreamsConnected: [...upstreams.values()].filter((u) => u.stream.connected).length };
     },
@@ -513,6 +568,8 @@ export function createSessionStreams(deps: {
       for (const s of sessions.values()) for (const sub of [...s.subscribers]) drop(s, sub);
       await unsubscribeBus?.().catch(() => {});
       unsubscribeBus = null;
+      await unsubscribeAccess?.().catch(() => {});
+      unsubscribeAccess = null;
       offPool?.();
       offPool = null;
       await Promise.all([...upstreams.values()].map((u) => u.stream.close()));

@@ -212,6 +212,19 @@ export function createSessionsRepo() {
       await q.query(`update agent_sessions set owner_id = $3, directory = $4, upstream_id = null, browser_session = null, updated_at = now() where id = $1 and tenant_id = $2`, [id, tenantId, userId, directory]);
     },
 
+    /**
+     * Hands a live top-level session from one owner to another (session-shares.service.ts): their workspace,
+     * and no runtime session yet (their runtime makes one). False when it is no longer `from`'s to hand.
+     */
+    async handOver(q: Queryable, tenantId: string, id: string, from: string, to: string, directory: string): Promise<boolean> {
+      const { rows } = await q.query(
+        `update agent_sessions set owner_id = $4, directory = $5, upstream_id = null, browser_session = null, updated_at = now()
+          where id = $1 and tenant_id = $2 and owner_id = $3 and deleted_at is null and parent_id is null returning id`,
+        [id, tenantId, from, to, directory],
+      );
+      return rows.length > 0;
+    },
+
     async insertTurn(
       q: Queryable,
       t: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null; model?: string | null },

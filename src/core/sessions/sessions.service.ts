@@ -18,6 +18,8 @@ import { answerText, queueTurn, sendTurnJob } from './session-turns.js';
 import { TURN_LOST } from './turn-runner.js';
 import { workspaceDir } from '../../lib/data-paths.js';
 import type { TurnEvents } from './turn-events.js';
+import type { SessionSharesRepo, ShareAccess } from './session-shares.repo.js';
+import { handoverContext, withEarlier } from './share-rules.js';
 
 // Names other modules import from here; the rules and jobs they name live beside this file.
 export type { PromptFile, PromptInput } from './prompt-parts.js';
@@ -49,6 +51,10 @@ export function createSessionsService(deps: {
   demo: { allowAnonymous: boolean; operator: () => Promise<{ tenantId: string; userId: string } | null> };
   /** Told, in the deletion's transaction, that a session goes (learned skills discount its recent turns). */
   events: Pick<TurnEvents, 'within'>;
+  /** Sessions shared read-only and handed over (session-shares.service.ts): who else may read, and the earlier conversation. */
+  shares?: Pick<SessionSharesRepo, 'accessOf' | 'transcriptOf' | 'latestHandover' | 'contextPending'>;
+  /** A person's name as others see it ("Ada Lovelace <ada@…>"), for the earlier conversation's header. */
+  nameOf?: (tenantId: string, userId: string | null) => Promise<string>;
 }) {
   const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
@@ -82,6 +88,26 @@ export function createSessionsService(deps: {
     return s;
   }
 
+  /**
+   * The session the caller may READ: their own (as `owned`), or another person's of their tenant shared
+   * with them or their team (session-shares). Only the read routes ask this; everything else stays `owned`,
+   * so a viewer meets 404 there, exactly as a stranger does.
+   */
+  async function readable(ctx: Ctx, id: string, browserSession: string | undefined): Promise<{ session: SessionRow; share: ShareAccess | null }> {
+    const v = await viewer(ctx, browserSession);
+    const own = await repo.findVisible(db, id, v);
+    if (own) return { session: own, share: null };
+    const share = deps.shares ? await deps.shares.accessOf(db, v.tenantId, id, v.userId) : null;
+    const s = share ? await repo.byId(db, v.tenantId, id) : null;
+    if (!share || !s) throw new NotFoundError('session not found');
+    return { session: s, share };
+  }
+
+  /** Every view of another person's session is audited (opening its transcript or its stream; not each event). */
+  async function auditView(ctx: Ctx, s: SessionRow, share: ShareAccess, what: 'transcript' | 'stream'): Promise<void> {
+    await db.transaction((tx) => audit.record(tx, ctx, { action: 'session.view', target: `session:${s.id}`, sessionId: s.id, details: { what, shareId: share.shareId, mode: share.mode, via: share.via, ownerId: s.ownerId } }));
+  }
+
   /** Cost limits of the caller's roles, checked before a turn is queued. */
   async function checkCost(actor: UserActor): Promise<void> {
     const { monthly_limit_usd: monthly, per_request_limit_usd: perRequest } = actor.permissions.cost;
@@ -109,10 +135,15 @@ export function createSessionsService(deps: {
   };
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
-    if (!s.upstreamId) return [];
+    // A handed-over session: the conversation before, kept by the service, then the new owner's runtime's.
+    const earlier = ((await deps.shares?.latestHandover(db, s.tenantId, s.id))?.transcript ?? []) as PublicMessage[];
+    if (!s.upstreamId) return earlier;
     const client = await clientOf(s);
     const [messages, lost, moves, reverted] = await Promise.all([client.messages(s.upstreamId), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id), client.revertState(s.upstreamId)]);
-    return withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s)), lost, s.id), moves, s.id), reverted?.messageId ?? null);
+    // Lost turns and moves before the hand-over are in the earlier conversation already.
+    const cut = String(earlier.at(-1)?.info.id ?? '');
+    const current = withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s)), lost.filter((t) => t.messageId > cut), s.id), moves.filter((m) => m.beforeMessageId > cut), s.id), reverted?.messageId ?? null);
+    return withEarlier(earlier, current);
   }
 
   /**
@@ -188,9 +219,16 @@ export function createSessionsService(deps: {
      * its last answer carries the error, or, when it had none yet, an answer of ours with only the error.
      */
     async messages(ctx: Ctx, input: { id: string; browserSession?: string }) {
-      const s = await owned(ctx, input.id, input.browserSession);
-      return { messages: await transcriptOf(s) };
+      const { session: s, share } = await readable(ctx, input.id, input.browserSession);
+      if (!share) return { messages: await transcriptOf(s) };
+      // Shared as of a moment: the transcript kept then, nothing later.
+      const messages = share.mode === 'as_of_now' ? ((await deps.shares!.transcriptOf(db, s.tenantId, share.shareId)) as PublicMessage[]) : await transcriptOf(s);
+      await auditView(ctx, s, share, 'transcript');
+      return { messages };
     },
+
+    /** The session the caller may read (theirs, or shared with them), with the share that lets them. */
+    readable,
 
     /**
      * A session's transcript exactly as `messages` shows it, for a caller that has already decided who may
@@ -223,8 +261,14 @@ export function createSessionsService(deps: {
       // The turn's model (its own, the session's, the template's or the default): refused here when the
       // person may not choose it or it is not served; checked again as the turn goes (turn-runner.ts).
       const model = await runtime.resolveTurnModel(tenantId, { turn: input.model, session: s.chosenModel, template: s.model }, actor.permissions);
+      // A handed-over session's first turn since: the earlier conversation goes to the agent with it.
+      const handover = deps.shares ? await deps.shares.latestHandover(db, tenantId, s.id) : null;
+      const names = handover ? await Promise.all([deps.nameOf?.(tenantId, handover.fromUserId), deps.nameOf?.(tenantId, handover.toUserId)]) : [];
       return db.transaction(async (tx) => {
         const messageId = ascendingId('msg');
+        if (handover && (await deps.shares!.contextPending(tx, tenantId, s.id, handover.createdAt))) {
+          parts.unshift({ id: ascendingId('prt'), type: 'text', synthetic: true, text: handoverContext(handover.transcript, { from: names[0] ?? 'its previous owner', to: names[1] ?? 'its new owner', folder: handover.folder }) });
+        }
         const { turnId, jobId } = await queueTurn(tx, { repo, queue }, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts, model: input.model || null });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
@@ -351,13 +395,18 @@ export function createSessionsService(deps: {
      * resuming (`lastEventId`) also gets how the session's recent turns ended, as recorded with them: the
      * serve it reconnects to may have started since (its replay buffer is its own) and never seen it.
      */
-    async openStream(ctx: Ctx, input: { id: string; browserSession?: string; lastEventId?: string }): Promise<{ sessionId: string; ends: StoredEvent[] }> {
-      const s = await owned(ctx, input.id, input.browserSession);
+    async openStream(ctx: Ctx, input: { id: string; browserSession?: string; lastEventId?: string }): Promise<{ sessionId: string; ends: StoredEvent[]; viewer: string | null }> {
+      const { session: s, share } = await readable(ctx, input.id, input.browserSession);
+      if (share?.mode === 'as_of_now') {
+        throw new ForbiddenError(`this session was shared with you as of ${share.asOf.toISOString()}: read its transcript; it has no live stream for you`, { code: 'share_not_live', details: { mode: share.mode } });
+      }
+      if (share) await auditView(ctx, s, share, 'stream');
       // A session with a transcript may have a turn running: have its owner's runtime up to hear it. A
-      // person who can prompt and opens a stream is about to: start theirs while they type.
-      if (s.upstreamId || (ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'agents.create'))) warm(s.tenantId, s.ownerId);
+      // person who can prompt and opens a stream is about to: start theirs while they type (not a viewer).
+      if (s.upstreamId || (!share && ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'agents.create'))) warm(s.tenantId, s.ownerId);
       const ends = input.lastEventId ? (await repo.recentEndEvents(db, s.tenantId, s.id)).filter((e) => e.id > input.lastEventId!) : [];
-      return { sessionId: s.id, ends };
+      // A viewer's stream ends when their share does (session-stream.ts recheck).
+      return { sessionId: s.id, ends, viewer: share && ctx.actor.kind === 'user' ? ctx.actor.userId : null };
     },
 
     /**

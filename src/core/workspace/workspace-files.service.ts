@@ -1,4 +1,5 @@
-import { PassThrough, pipeline, type Readable } from 'node:stream';
+import { PassThrough, pipeline, Readable } from 'node:stream';
+import { extract as tarExtract } from 'tar-stream';
 import type { Database } from '../../db/database.js';
 import { requirePermission, requireTokenScope, requireUser } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -9,7 +10,7 @@ import { formatSize } from '../../lib/size.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { dialRunner, type TunnelResponse } from '../runtime/host/runtime-transport.js';
-import { openArchive, FILE_HEADERS, type ArchiveSink, filesError, listDir, openFile, splitPath, writeFile, WORKSPACE_FILES_ROUTE, type FileEntry, type FileOp } from '../runtime/host/workspace-files.js';
+import { archiveDir, openArchive, FILE_HEADERS, type ArchiveSink, filesError, listDir, openFile, splitPath, writeFile, WORKSPACE_FILES_ROUTE, type FileEntry, type FileOp } from '../runtime/host/workspace-files.js';
 
 /**
  * A person's own workspace files through the API: browse, read, download a folder as an archive, upload.
@@ -43,6 +44,18 @@ export interface UploadPart {
 
 type Where = { root: string } | { runnerId: string };
 
+/** What a copy between two people's workspaces left out, by why. */
+export interface CopySkips {
+  /** Symbolic links (never copied: their target is read nowhere). */
+  links: number;
+  /** `.git` directories and what is in them (the previous owner's repository metadata, hooks included). */
+  git: number;
+  /** Past the copy's bounds: the file count, the bytes, or the new owner's quota. */
+  overLimit: number;
+  /** Names the workspace rules refuse, and files that could not be written. */
+  other: number;
+}
+
 export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
   /** The caller's own workspace: authorisation first. */
   function ownerOf(ctx: Ctx): RuntimeOwner {
@@ -75,7 +88,93 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
     throw filesError(res.statusCode, await readJson(res));
   }
 
+  /** Whether a path names something in a person's workspace (a file or a directory). */
+  async function existsIn(owner: RuntimeOwner, path: string): Promise<boolean> {
+    const where = await whereOf(owner);
+    const parts = splitPath(path);
+    const parent = parts.slice(0, -1).join('/');
+    const name = parts.at(-1);
+    try {
+      const listed = 'root' in where ? await listDir(where.root, parent) : ((await readJson(await onRunner(where.runnerId, owner, 'list', { path: parent }, { timeoutMs: 30_000 }))) as { entries: FileEntry[] });
+      return listed.entries.some((e) => e.name === name);
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      // Something that is not a directory on the way: the name is not free.
+      if ((err as AppError).code === 'not_a_directory') return true;
+      throw err;
+    }
+  }
+
   return {
+    existsIn,
+
+    /**
+     * Copies a folder of one person's workspace into a NEW folder of another's (a session handed over:
+     * session-shares.service.ts, which has authorised it). What is read was written by the agent, which
+     * may be hostile: the source is read as an archive (links stored as links, multi-linked and special
+     * files left out: host/workspace-files.ts) and each regular file is written as an upload is, confined
+     * to the target folder (no name in the archive can leave it: `..`, absolute paths and links are
+     * refused, and no link in the target is followed). Symbolic links and `.git` directories are not
+     * copied; past `maxFiles`, `maxBytes` or the new owner's quota the rest is left out. Counted in `skipped`.
+     */
+    async copyBetween(from: RuntimeOwner, to: RuntimeOwner, input: { fromPath: string; toDir: string; maxFiles: number; maxBytes: number }): Promise<{ files: number; bytes: number; skipped: CopySkips }> {
+      const toParts = splitPath(input.toDir, 'folder');
+      const src = await whereOf(from);
+      const dst = await whereOf(to);
+      const quota = await deps.quotaOf(to);
+      const used = quota === null ? 0 : ((await deps.usedBytes(to)) ?? 0);
+      let room = Math.min(input.maxBytes, quota === null ? Number.MAX_SAFE_INTEGER : Math.max(0, quota - used));
+      if ('runnerId' in dst && deps.startRuntime) {
+        const probe = await onRunner(dst.runnerId, to, 'list', { path: '' }, { timeoutMs: 30_000 }).then((res) => (res.resume(), null), (err: unknown) => err);
+        if (probe instanceof NotFoundError && probe.code === 'workspace_empty') await deps.startRuntime(to);
+      }
+      let source: Readable;
+      try {
+        source = 'root' in src ? (await archiveDir(src.root, input.fromPath)).stream : held(await onRunner(src.runnerId, from, 'archive', { path: input.fromPath }));
+      } catch (err) {
+        // Nothing written yet in the previous owner's workspace: nothing to copy.
+        if (err instanceof NotFoundError && (err as AppError).code === 'workspace_empty') return { files: 0, bytes: 0, skipped: { links: 0, git: 0, overLimit: 0, other: 0 } };
+        throw err;
+      }
+      const skipped: CopySkips = { links: 0, git: 0, overLimit: 0, other: 0 };
+      let files = 0;
+      let bytes = 0;
+      const extract = tarExtract();
+      pipeline(source, extract, () => {});
+      for await (const entry of extract) {
+        const h = entry.header;
+        // Entries are named under the archived folder's own name: what follows it is the path inside.
+        const rel = h.name.split('/').slice(1).filter((p) => p !== '');
+        const size = h.size ?? 0;
+        let why: keyof CopySkips | null = null;
+        if (h.type === 'symlink' || h.type === 'link') why = 'links';
+        else if (rel.includes('.git')) why = h.type === 'file' ? 'git' : null;
+        else if (h.type !== 'file') why = h.type === 'directory' ? null : 'other';
+        else if (files >= input.maxFiles || size > room) why = 'overLimit';
+        if (why || h.type !== 'file' || rel.includes('.git')) {
+          if (why) skipped[why]++;
+          entry.resume();
+          continue;
+        }
+        const path = [...toParts, ...rel].join('/');
+        try {
+          const limitName = 'the hand-over copy bound';
+          const body = Readable.from(entry as AsyncIterable<Buffer>);
+          const r = 'root' in dst
+            ? await writeFile(dst.root, path, body, { maxBytes: size, limitName })
+            : ((await readJson(await onRunner(dst.runnerId, to, 'write', { path, maxBytes: String(size), limitName }, { method: 'PUT', body, timeoutMs: 0 }))) as { bytes: number });
+          files++;
+          bytes += r.bytes;
+          room -= r.bytes;
+        } catch (err) {
+          entry.resume();
+          skipped.other++;
+          deps.log.warn({ err: (err as Error).message.slice(0, 200) }, 'a file was not copied into the new owner\'s workspace');
+        }
+      }
+      return { files, bytes, skipped };
+    },
+
     /** The entries of a directory of the caller's workspace ('' : its top); links shown, never followed. */
     async list(ctx: Ctx, input: { path: string }): Promise<{ path: string; entries: FileEntry[]; truncated: boolean }> {
       const owner = ownerOf(ctx);

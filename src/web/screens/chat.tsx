@@ -14,10 +14,18 @@ import { ModelPicker, useModelPicker } from './model-picker';
 
 /** Where a branch's note waits for the branch's own screen (the dashboard moves there). */
 const BRANCHED_KEY = 'agentws.branched';
+import { modeText, personName, type SessionAccess } from '../shares-api';
+import { HandOverDialog, ShareDialog } from './share-dialog';
 
 /** One session: its transcript (streamed as it comes), pending permission requests, and the composer. */
-export function ChatScreen(props: { me: Me; sessionId: string }) {
+export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionAccess; onAccessChanged?: () => void }) {
   const { sessionId } = props;
+  // Somebody else's session shared with this person: read-only (no composer, stop, permissions or workspace);
+  // shared as of a moment, no stream either.
+  const readOnly = props.access?.role === 'viewer';
+  const live = !readOnly || props.access?.mode === 'live';
+  const [dialog, setDialog] = useState<'share' | 'handover' | null>(null);
+  const stopFollowing = useRef<() => void>(() => {});
   const [messages, setMessages] = useState<Msg[] | null>(null);
   const [pending, setPending] = useState<PendingPermission[]>([]);
   const [running, setRunning] = useState(false);
@@ -38,7 +46,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
     void api<{ messages: Msg[] }>('GET', `/sessions/${sessionId}/messages`).then((r) => setMessages(r.messages), (err) => setError(explain(err)));
     setTurnsEnded((n) => n + 1);
   });
-  const canUndo = props.me.permissions.agents.create;
+  const canUndo = props.me.permissions.agents.create && !readOnly;
 
   const loadPending = () =>
     api<{ permissions: PendingPermission[] }>('GET', `/sessions/${sessionId}/permissions`).then(
@@ -77,10 +85,20 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
         setMessages((now) => now ?? []);
       },
     );
-    const stop = follow(
+    const stop = !live ? () => {} : follow(
       `/sessions/${sessionId}/events`,
       (e) => {
         switch (e.type) {
+          // The owner stopped sharing it: the stream ends here, what was read stays on screen.
+          case 'share.revoked':
+            stopFollowing.current();
+            setConnected(false);
+            setError(e.properties.message ?? 'The owner stopped sharing this session with you.');
+            return;
+          // Handed over (to this person, or away from them): what they may do with it changed.
+          case 'session.handed_over':
+            props.onAccessChanged?.();
+            return;
           case 'permission.asked':
             setPending((list) => (list.some((x) => x.id === e.properties.id) ? list : [...list, { id: e.properties.id, sessionId: e.properties.sessionID, permission: e.properties.permission, patterns: e.properties.patterns ?? [], askedAt: new Date().toISOString() }]));
             return;
@@ -141,10 +159,11 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
       (open) => {
         setConnected(open);
         // Requests asked while the stream was away are not replayed forever: ask the service.
-        if (open) void loadPending();
+        if (open && !readOnly) void loadPending();
       },
     );
-    void loadPending();
+    stopFollowing.current = stop;
+    if (!readOnly) void loadPending();
     return () => {
       live = false;
       stop();
@@ -231,14 +250,40 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           <a href="#/sessions">← Sessions</a>
           <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
           {running ? <span class="status">Working…</span> : null}
-          {running && props.me.permissions.agents.create ? <StopButton onStop={turn.stop} stopping={turn.stopping} /> : null}
+          {running && props.me.permissions.agents.create && !readOnly ? <StopButton onStop={turn.stop} stopping={turn.stopping} /> : null}
           {turnCost > 0 ? <span class="cost" data-testid="turn-cost">This turn: {usd(turnCost)}</span> : null}
-          {props.me.permissions.agents.create ? (
+          {props.me.permissions.agents.create && !readOnly ? (
             <button type="button" class="link" onClick={plan}>
               Plan a task…
             </button>
           ) : null}
+          {props.access?.role === 'owner' ? (
+            <button type="button" class="link" onClick={() => setDialog('share')}>
+              Share…
+            </button>
+          ) : null}
+          {props.access?.role === 'owner' && props.me.permissions.agents.create ? (
+            <button type="button" class="link" onClick={() => setDialog('handover')}>
+              Hand over…
+            </button>
+          ) : null}
         </div>
+        {readOnly && props.access ? (
+          <p class="notice read-only" data-testid="read-only">
+            Read-only: shared with you by {personName(props.access.owner)}, {modeText(props.access.mode ?? 'live', props.access.asOf ?? '')}.
+          </p>
+        ) : null}
+        {dialog === 'share' ? <ShareDialog sessionId={sessionId} onClose={() => setDialog(null)} /> : null}
+        {dialog === 'handover' ? (
+          <HandOverDialog
+            sessionId={sessionId}
+            onClose={() => setDialog(null)}
+            onDone={() => {
+              setDialog(null);
+              props.onAccessChanged?.();
+            }}
+          />
+        ) : null}
         <div class="transcript" aria-live="polite">
           {messages === null ? <p class="boot">Loading…</p> : null}
           {messages?.length === 0 ? <p class="empty">No messages yet. Ask the agent something below.</p> : null}
@@ -254,7 +299,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
         <QueuedPrompts queued={turn.queued} onWithdraw={turn.withdraw} />
         <ErrorNote error={error} onClose={() => setError(null)} />
         {notice ? <p class="notice">{notice}</p> : null}
-        {pending.length ? (
+        {pending.length && !readOnly ? (
           <div class="permissions" role="region" aria-label="Permission requests">
             {pending.map((p) => (
               <div class="permission" key={p.id} data-testid="permission">
@@ -279,8 +324,8 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
             ))}
           </div>
         ) : null}
-        {props.me.permissions.agents.create ? <ModelPicker picker={picker} /> : null}
-        {props.me.permissions.agents.create ? (
+        {!readOnly && props.me.permissions.agents.create ? <ModelPicker picker={picker} /> : null}
+        {readOnly ? null : props.me.permissions.agents.create ? (
           <form class="composer" onSubmit={send}>
             <textarea
               name="prompt"
@@ -308,7 +353,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
           <p class="hint">Your role can read this session but not prompt the agent.</p>
         )}
       </section>
-      <WorkspacePane me={props.me} sessionId={sessionId} running={running} turnsEnded={turnsEnded} />
+      {readOnly ? null : <WorkspacePane me={props.me} sessionId={sessionId} running={running} turnsEnded={turnsEnded} />}
     </div>
   );
 }

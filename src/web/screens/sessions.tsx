@@ -3,6 +3,7 @@ import { api, explain } from '../api';
 import { ErrorNote, when } from '../components';
 import type { Me, SessionItem } from '../types';
 import { SetupChecklist, type SetupState } from './setup-checklist';
+import { SharedWithMe } from './shared-with-me';
 
 interface Template {
   slug: string;
@@ -103,6 +104,7 @@ export function SessionsScreen(props: { me: Me }) {
           ))}
         </ul>
       ) : null}
+      <SharedWithMe />
     </section>
   );
 }

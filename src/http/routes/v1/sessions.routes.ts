@@ -228,7 +228,12 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     },
     async (req, reply) => {
       const lastEventId = (req.headers['last-event-id'] as string | undefined) ?? req.query.lastEventId;
-      const { sessionId, ends } = await sessions.openStream(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req), lastEventId });
+      const ctx = ctxOf(req);
+      const browserSession = browserSessionOf(req);
+      const { sessionId, ends, viewer } = await sessions.openStream(ctx, { id: req.params.id, browserSession, lastEventId });
+      // Checked again whenever the session's access changes (a share revoked, a hand-over): a follower who
+      // may no longer read it live is told and the stream ends.
+      const recheck = () => sessions.readable(ctx, sessionId, browserSession).then((r) => !r.share || r.share.mode === 'live', () => false);
       const { res, onClose } = openEventStream(reply);
       const unsubscribe = streams.subscribe(
         sessionId,
@@ -241,8 +246,11 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         },
         lastEventId,
         ends,
+        { recheck, viewer: viewer !== null },
       );
       onClose(unsubscribe);
+      // Revoked while this stream opened: checked once more now that it is subscribed.
+      void streams.recheckViewers(sessionId);
     },
   );
 

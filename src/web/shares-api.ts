@@ -1,0 +1,66 @@
+// The dashboard's calls for sessions shared read-only and handed over (issue 39): src/http/routes/v1/session-shares.routes.ts.
+import { api } from './api';
+
+export type ShareMode = 'live' | 'as_of_now';
+
+export interface Person {
+  userId: string;
+  handle: string;
+  email: string;
+  name: string;
+}
+
+export interface Share {
+  shareId: string;
+  mode: ShareMode;
+  createdAt: string;
+  person: Person | null;
+  team: { teamId: string; name: string } | null;
+}
+
+export interface SharedSession {
+  sessionId: string;
+  title: string;
+  updatedAt: string;
+  owner: Person;
+  shareId: string;
+  mode: ShareMode;
+  sharedAt: string;
+  team: string | null;
+}
+
+/** What the caller may do with a session: theirs, or a read-only view of somebody else's. */
+export interface SessionAccess {
+  sessionId: string;
+  title: string;
+  role: 'owner' | 'viewer';
+  mode: ShareMode | null;
+  asOf: string | null;
+  owner: Person;
+}
+
+export interface HandOverResult {
+  sessionId: string;
+  owner: Person;
+  transcript: { messages: number };
+  workspace: { folder: string | null; files: number; bytes: number; skipped: { links: number; git: number; overLimit: number; other: number } };
+  keptAccess: boolean;
+}
+
+const enc = encodeURIComponent;
+
+export const sharesApi = {
+  access: (sessionId: string) => api<SessionAccess>('GET', `/sessions/${enc(sessionId)}/access`),
+  list: (sessionId: string) => api<{ shares: Share[] }>('GET', `/sessions/${enc(sessionId)}/shares`).then((r) => r.shares),
+  create: (sessionId: string, body: { people?: string[]; teams?: string[]; mode: ShareMode }) => api<{ shares: Share[] }>('POST', `/sessions/${enc(sessionId)}/shares`, body).then((r) => r.shares),
+  revoke: (sessionId: string, shareId: string) => api<void>('DELETE', `/sessions/${enc(sessionId)}/shares/${enc(shareId)}`),
+  sharedWithMe: () => api<{ sessions: SharedSession[] }>('GET', '/sessions/shared-with-me').then((r) => r.sessions),
+  targets: (q: string) => api<{ people: Person[]; teams: Array<{ teamId: string; name: string; members: number }> }>('GET', `/share-targets?q=${enc(q)}`),
+  handOver: (sessionId: string, body: { to: string; keepAccess: boolean }) => api<HandOverResult>('POST', `/sessions/${enc(sessionId)}/handover`, body),
+};
+
+/** A person as the dashboard names them: their name and email. */
+export const personName = (p: Person) => (p.email ? `${p.name} <${p.email}>` : p.name);
+
+/** How a share reads in a list ("live" or "as of <time>"). */
+export const modeText = (mode: ShareMode, at: string) => (mode === 'live' ? 'live' : `as of ${new Date(at).toLocaleString()}`);
