@@ -1,6 +1,8 @@
 import type { ComponentChildren } from 'preact';
+import { useState } from 'preact/hooks';
 import { adminTabs } from './admin-tabs';
 import { api, explain } from './api';
+import { belongsTo, refusalOf, type Refusal } from './refusal';
 import type { Me } from './types';
 
 /** The frame of every signed-in screen: navigation (only what this user may use) and sign-out. */
@@ -78,3 +80,47 @@ export const changer =
       setError(explain(err));
     }
   };
+
+/**
+ * A form's refusal, placed where the person looks (refusal.ts maps the API's answer): one naming an
+ * input of `fields` shows under that input (`at(field)`, in plain words), anything else (403, 409, an
+ * input the form does not show) in its general note (`general`), at the form's top or by its button.
+ * Every form of the dashboard uses it.
+ */
+export function useRefusal(fields: string[] = []) {
+  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const placed = Boolean(refusal?.field && fields.some((f) => belongsTo(refusal.field, f)));
+  return {
+    /** The refusal no input of `fields` shows, naming its input if it has one. */
+    general: refusal && !placed ? refusal.full : null,
+    /** The message for the input `field` (its path, or a path inside it). */
+    at: (field: string) => (refusal && placed && belongsTo(refusal.field, field) ? refusal.message : null),
+    /** The message naming exactly `field`: a section's own complaint, not those of the inputs within it. */
+    only: (field: string) => (refusal && placed && refusal.field === field ? refusal.message : null),
+    clear: () => setRefusal(null),
+    /** Shows a refusal the screen got by itself (an error it caught). */
+    show: (err: unknown) => setRefusal(refusalOf(err)),
+    /** Shows a sentence of the form's own (a check before any call), under `field` when given. */
+    say: (message: string, field?: string) => setRefusal({ field, message, full: message }),
+    /** Runs a change; a failure becomes the refusal (placed by its field) and false. */
+    async run(change: () => Promise<unknown>): Promise<boolean> {
+      try {
+        await change();
+        setRefusal(null);
+        return true;
+      } catch (err) {
+        setRefusal(refusalOf(err));
+        return false;
+      }
+    },
+  };
+}
+
+/** The refusal of one input, right under it (give the input aria-describedby={id}). */
+export function FieldError(props: { message: string | null; id?: string }) {
+  return props.message ? (
+    <span class="field-error" role="alert" id={props.id}>
+      {props.message}
+    </span>
+  ) : null;
+}
