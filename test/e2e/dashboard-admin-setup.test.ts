@@ -230,7 +230,8 @@ describe('the dashboard setup screens in Chromium', () => {
     const scim = (token: string) => fetch(`${t.url}/scim/v2/Users?count=1`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
     expect(await scim(value)).toBe(200);
     const row = page.getByTestId('scim-token-entra');
-    await expect.poll(() => row.innerText()).toContain(`by user:${acme.ids.owner}`);
+    // Who minted it, by name and email (issue 39), not user:<uuid>.
+    await expect.poll(() => row.innerText()).toMatch(/by .+ <owner@acme\.example>/);
     expect(await row.innerText()).toMatch(/active[\s\S]*expires /);
     const listed = (await api(t, 'GET', '/v1/admin/scim/tokens', { token: ownerToken })).json.tokens.find((x: { name: string }) => x.name === 'entra');
     expect(Math.round((Date.parse(listed.expiresAt) - Date.now()) / 86_400_000)).toBe(30);

@@ -184,7 +184,8 @@ export function createSessionsService(deps: {
      */
     async messages(ctx: Ctx, input: { id: string; browserSession?: string }) {
       const s = await owned(ctx, input.id, input.browserSession);
-      return { messages: await transcriptOf(s) };
+      // Its title with it: the chat's header names the session without another call.
+      return { session: { id: s.id, title: s.title }, messages: await transcriptOf(s) };
     },
 
     /**

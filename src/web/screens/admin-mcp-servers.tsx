@@ -184,7 +184,7 @@ export function McpServersTab() {
           <div class="row">
             <label>
               Name
-              <input name="name" value={form.name} required disabled={Boolean(editing)} maxLength={40} pattern="[a-z][a-z0-9-]{0,39}" onInput={set('name')} placeholder="tracker" aria-describedby="mcp-name-error" />
+              <input name="name" value={form.name} required disabled={Boolean(editing)} maxLength={40} pattern="[a-z][a-z0-9\-]{0,39}" onInput={set('name')} placeholder="tracker" aria-describedby="mcp-name-error" />
               <FieldError id="mcp-name-error" message={refusal.at('name')} />
             </label>
             <label class="grow">

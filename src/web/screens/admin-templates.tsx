@@ -69,7 +69,7 @@ export function TemplatesTab() {
           <div class="row">
             <label>
               Slug
-              <input name="slug" value={form.slug} disabled={Boolean(editing)} required pattern="[a-z0-9][a-z0-9-]{0,62}" onInput={set('slug')} placeholder="e.g. code-review" />
+              <input name="slug" value={form.slug} disabled={Boolean(editing)} required pattern="[a-z0-9][a-z0-9\-]{0,62}" onInput={set('slug')} placeholder="e.g. code-review" />
               <FieldError message={refusal.at('slug')} />
             </label>
             <label>

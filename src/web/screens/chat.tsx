@@ -14,6 +14,7 @@ import { WorkspacePane } from './workspace-pane';
 export function ChatScreen(props: { me: Me; sessionId: string }) {
   const { sessionId } = props;
   const [messages, setMessages] = useState<Msg[] | null>(null);
+  const [title, setTitle] = useState<string | null>(null);
   const [pending, setPending] = useState<PendingPermission[]>([]);
   const [running, setRunning] = useState(false);
   const [turnsEnded, setTurnsEnded] = useState(0);
@@ -57,8 +58,12 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
 
   useEffect(() => {
     let live = true;
-    api<{ messages: Msg[] }>('GET', `/sessions/${sessionId}/messages`).then(
-      (r) => live && setMessages((now) => (now && now.length ? mergeHistory(r.messages, now) : r.messages)),
+    api<{ messages: Msg[]; session?: { title: string } }>('GET', `/sessions/${sessionId}/messages`).then(
+      (r) => {
+        if (!live) return;
+        if (r.session) setTitle(r.session.title);
+        setMessages((now) => (now && now.length ? mergeHistory(r.messages, now) : r.messages));
+      },
       (err) => {
         if (!live) return;
         setError(explain(err));
@@ -203,6 +208,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
   return (
     <div class="chat-layout">
       <section class="chat">
+        {title !== null ? <h1 class="chat-title" data-testid="session-title">{title}</h1> : null}
         <div class="chat-head">
           <a href="#/sessions">← Sessions</a>
           <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
@@ -270,11 +276,11 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
                 }
               }}
             />
-            <label class="attach">
-              Attach
+            <label class="attach button" title="Attach files">
+              📎 Attach
               <input ref={fileInput} type="file" multiple onChange={(e) => setFiles(Array.from(e.currentTarget.files ?? []))} />
             </label>
-            {files.length ? <small>{files.map((f) => f.name).join(', ')}</small> : null}
+            {files.length ? <small class="files">{files.map((f) => f.name).join(', ')}</small> : null}
             <button type="submit" class="primary" disabled={sending}>
               Send
             </button>
