@@ -87,7 +87,10 @@ const capital = (s: string) => (s ? s[0].toUpperCase() + s.slice(1) : s);
 const sentence = (s: string) => {
   const t = s.trim();
   if (!t) return t;
-  const first = t[0].toUpperCase() + t.slice(1);
+  // A sentence opening with a plain word gets its capital; one opening with a name as written
+  // (settings.groupTeamMapping, webhookUrl, a model id) keeps it as it is.
+  const word = /^\S+/.exec(t)![0];
+  const first = /^[a-z]+[,:]?$/.test(word) ? t[0].toUpperCase() + t.slice(1) : t;
   return /[.!?)]$/.test(first) ? first : `${first}.`;
 };
 
@@ -121,7 +124,8 @@ function afterField(message: string, field: string): string | null {
   for (const n of names) {
     if (!message.startsWith(n)) continue;
     const rest = message.slice(n.length);
-    const m = /^(?::\s+|\s+(?=(must|is|are|should|cannot|can't|may|needs?|has|was)\b))/.exec(rest);
+    // "settings.egress.allow[1]: ..." under the list's input: the entry's words name the value.
+    const m = /^(?:\[\d+\])?(?::\s+|\s+(?=(must|is|are|should|cannot|can't|may|needs?|has|was)\b))/.exec(rest);
     if (m) return rest.slice(m[0].length);
   }
   return null;

@@ -55,7 +55,7 @@ describe('the dashboard connector tabs in Chromium', () => {
     await form.locator('input[name=token]').fill(GIT_TOKEN);
     await form.locator('textarea[name=access]').fill('role:member=acme/*');
     await form.getByRole('button', { name: 'Add git host' }).click();
-    await page.getByText('baseUrl must be an http or https URL').waitFor();
+    await form.locator('.field-error', { hasText: 'must be an http or https URL' }).waitFor();
     await form.locator('input[name=baseUrl]').fill('https://github.com');
     await form.getByRole('button', { name: 'Add git host' }).click();
     const host = page.getByRole('form', { name: 'Git host github' });
@@ -99,7 +99,7 @@ describe('the dashboard connector tabs in Chromium', () => {
     await form.locator('input[name=secret]').fill(MCP_TOKEN);
     await form.locator('textarea[name=access]').fill('member: lookup, search\nadmin');
     await form.getByRole('button', { name: 'Add MCP server' }).click();
-    await page.getByText('url must be an http(s) URL').waitFor();
+    await form.locator('#mcp-url-error', { hasText: 'must be an http(s) URL' }).waitFor();
     await form.locator('input[name=url]').fill('https://mcp.example.com/mcp');
     await form.getByRole('button', { name: 'Add MCP server' }).click();
     const row = page.getByRole('row', { name: /tracker/ });

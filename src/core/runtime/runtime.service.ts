@@ -285,7 +285,7 @@ export function createRuntimeService(deps: {
       const settings = await repo.settings(db, tenantId);
       const defaultModel = input.defaultModel ?? settings?.defaultModel ?? null;
       if (!defaultModel) throw new ValidationError('choose a default model first', { hint: 'Name it as "<provider>/<model id>": `npx aws runtime apply --default-model <provider>/<model>`, or defaultModel in the request.' });
-      const { provider } = checkModelRef(defaultModel, providers);
+      const { provider } = checkModelRef(defaultModel, providers, 'defaultModel');
       if (!provider.enabled) throw new ValidationError(`the default model's provider "${provider.name}" is disabled`);
       const applied: AppliedState = { defaultModel, providers: providers.filter((p) => p.enabled).map((p) => p.name) };
       await db.transaction(async (tx) => {
@@ -309,7 +309,7 @@ export function createRuntimeService(deps: {
     /** Chooses the tenant's default model ("<provider>/<model id>"); it reaches the runtime at the next apply. */
     async setDefaultModel(ctx: Ctx, model: string) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      checkModelRef(model, await deps.providers.list(db, tenantId));
+      checkModelRef(model, await deps.providers.list(db, tenantId), 'defaultModel');
       await db.transaction(async (tx) => {
         await repo.setDefaultModel(tx, tenantId, model);
         await audit.record(tx, ctx, { action: 'runtime.model_set', target: `tenant:${tenantId}`, details: { defaultModel: model } });

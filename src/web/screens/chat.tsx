@@ -277,7 +277,7 @@ export function ChatScreen(props: { me: Me; sessionId: string }) {
               }}
             />
             <label class="attach button" title="Attach files">
-              📎 Attach
+              Attach files
               <input ref={fileInput} type="file" multiple onChange={(e) => setFiles(Array.from(e.currentTarget.files ?? []))} />
             </label>
             {files.length ? <small class="files">{files.map((f) => f.name).join(', ')}</small> : null}

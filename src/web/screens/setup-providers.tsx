@@ -85,10 +85,13 @@ export function ProvidersTab() {
     void load();
   }, []);
   const run = changer(load, setError);
+  // The default model and Apply: a refusal under the select (or by the button), not at the tab's top.
+  const choice = useRefusal(['defaultModel']);
+  const choose = (change: () => Promise<unknown>) => choice.run(change).then(() => load());
   if (!status) return <ErrorNote error={error} />;
   const models = status.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`));
   const apply = () =>
-    run(async () => {
+    choose(async () => {
       // prepare: the workspace can prompt now, so the admin's own runtime starts meanwhile (the first
       // answer after set-up does not pay the cold start).
       const r = await api<{ pushed: boolean; runtimeError?: string }>('POST', '/admin/runtime/apply', { prepare: true });
@@ -153,7 +156,9 @@ export function ProvidersTab() {
           <select
             value={status.defaultModel && models.includes(status.defaultModel) ? status.defaultModel : ''}
             disabled={!models.length}
-            onChange={(e) => e.currentTarget.value && run(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}
+            name="defaultModel"
+            aria-invalid={choice.at('defaultModel') ? true : undefined}
+            onChange={(e) => e.currentTarget.value && choose(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}
           >
             {/* None chosen yet, or its provider removed or disabled since. */}
             {status.defaultModel && models.includes(status.defaultModel) ? null : <option value="">{models.length ? 'Choose…' : 'Add a provider first'}</option>}
@@ -161,12 +166,14 @@ export function ProvidersTab() {
               <option value={m}>{m}</option>
             ))}
           </select>
+          <FieldError message={choice.at('defaultModel')} />
         </label>
         {status.pendingChanges && status.defaultModel ? (
           <button type="button" class="primary" onClick={apply}>
             Apply changes
           </button>
         ) : null}
+        <FormError message={choice.general} />
       </div>
       <p class="hint" data-testid="applied">
         {status.applied
@@ -220,6 +227,7 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
   const [test, setTest] = useState<TestResult | 'running' | null>(null);
   const [rotating, setRotating] = useState(false);
   const [key, setKey] = useState('');
+  const keyRefusal = useRefusal(['apiKey']);
   const path = `/admin/providers/${encodeURIComponent(p.name)}`;
   const doTest = async () => {
     setTest('running');
@@ -282,16 +290,24 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
               aria-label={`New key for ${p.name}`}
               onSubmit={(e) => {
                 e.preventDefault();
-                if (key) void run(() => api('PATCH', path, { apiKey: key }).then(() => (setKey(''), setRotating(false))));
+                if (!key) return keyRefusal.say('Paste the new key.', 'apiKey');
+                void keyRefusal.run(() => api('PATCH', path, { apiKey: key })).then((ok) => {
+                  if (!ok) return;
+                  setKey('');
+                  setRotating(false);
+                  void run(async () => {}); // reloads the tab: the key is now stored
+                });
               }}
             >
               <label>
                 New API key for {p.name}
-                <input type="password" autoComplete="off" value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+                <input name="apiKey" type="password" autoComplete="off" value={key} aria-invalid={keyRefusal.at('apiKey') ? true : undefined} onInput={(e) => setKey(e.currentTarget.value)} />
+                <FieldError message={keyRefusal.at('apiKey')} />
               </label>
               <button type="submit" class="primary">
                 Save key
               </button>
+              <FormError message={keyRefusal.general} />
             </form>
           </td>
         </tr>
