@@ -125,8 +125,8 @@ function afterField(message: string, field: string): string | null {
     if (!message.startsWith(n)) continue;
     const rest = message.slice(n.length);
     // "settings.egress.allow[1]: ..." under the list's input: the entry's words name the value.
-    const m = /^(?:\[\d+\])?(?::\s+|\s+(?=(must|is|are|should|cannot|can't|may|needs?|has|was)\b))/.exec(rest);
-    if (m) return rest.slice(m[0].length);
+    const m = /^(?:\[(\d+)\])?(?::\s+|\s+(?=(must|is|are|should|cannot|can't|may|needs?|has|was)\b))/.exec(rest);
+    if (m) return m[1] !== undefined ? `Entry ${Number(m[1]) + 1}: ${rest.slice(m[0].length)}` : rest.slice(m[0].length);
   }
   return null;
 }

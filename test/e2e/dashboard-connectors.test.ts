@@ -68,7 +68,8 @@ describe('the dashboard connector tabs in Chromium', () => {
     expect(await host.locator('textarea[name=pushOptions]').inputValue()).toBe('');
     await host.locator('textarea[name=pushOptions]').fill('merge_request.create\n*');
     await host.getByRole('button', { name: 'Save' }).click();
-    await host.getByText(/pushOptions\[1\]/).waitFor();
+    // Under the list, naming the entry (its second line) in plain words.
+    await host.locator('.field-error', { hasText: /^Entry 2: "\*" is not an option key/ }).waitFor();
     await host.locator('textarea[name=pushOptions]').fill('merge_request.create\nmerge_request.*');
     await host.getByRole('button', { name: 'Save' }).click();
     await expect.poll(async () => (await t.opened.db.query(`select access, push_options from git_hosts where name = 'github'`)).rows[0]).toEqual({

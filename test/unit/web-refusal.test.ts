@@ -68,7 +68,7 @@ describe('refusalOf: the API\'s refusal in a form\'s words', () => {
   it('a service\'s refusal: the input from details.field, the message without the field it opens with', () => {
     expect(refusalOf({ status: 400, code: 'bad_request', message: 'days: at most 90', details: { field: 'days' } })).toEqual({ field: 'days', message: 'At most 90.', full: 'Days: at most 90.' });
     expect(refusalOf({ status: 400, code: 'bad_request', message: 'settings.egress.allow[0]: not a host name', details: { field: 'settings.egress.allow[0]' } })).toMatchObject({ field: 'settings.egress.allow.0', message: 'Not a host name.' });
-    expect(refusalOf({ status: 400, code: 'bad_request', message: 'settings.egress.allow[1]: "x!" is not a domain name', details: { field: 'settings.egress.allow' } })).toMatchObject({ field: 'settings.egress.allow', message: '"x!" is not a domain name.' });
+    expect(refusalOf({ status: 400, code: 'bad_request', message: 'settings.egress.allow[1]: "x!" is not a domain name', details: { field: 'settings.egress.allow' } })).toMatchObject({ field: 'settings.egress.allow', message: 'Entry 2: "x!" is not a domain name.' });
     // A name as written keeps its case.
     expect(refusalOf({ status: 400, code: 'bad_request', message: 'webhookUrl must use https' }).full).toBe('webhookUrl must use https.');
     // Without details: the field its message opens with.
