@@ -185,9 +185,11 @@ export function FormError(props: { message: string | null }) {
  * Names for the `user:<uuid>` references some answers carry (who created a SCIM token, who set the
  * embedder): the tenant's people, read once where the viewer may list them; else the reference as is.
  */
-export function usePersonNames(): (ref: string) => string {
+export function usePersonNames(canList = true): (ref: string) => string {
   const [people, setPeople] = useState<Map<string, { name: string; email: string }>>(new Map());
   useEffect(() => {
+    // Only where the viewer may list people (admin.manage_users): a refusal would be a console error.
+    if (!canList) return;
     void api<{ users: Array<{ id: string; handle: string; email: string; displayName: string }> }>('GET', '/admin/users').then(
       (r) => setPeople(new Map(r.users.map((u) => [u.id, { name: u.displayName || u.handle, email: u.email }]))),
       () => {},

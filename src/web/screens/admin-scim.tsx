@@ -21,7 +21,7 @@ const DEFAULT_MAX_DAYS = 365;
  * expires, who minted it, its last use; a new one (or the same name again, which renews it) is shown
  * once. Expired tokens stay listed, so an owner sees why provisioning stopped.
  */
-export function ScimTokensPanel() {
+export function ScimTokensPanel(props: { canUsers?: boolean }) {
   const [tokens, setTokens] = useState<ScimToken[] | null>(null);
   const [maxDays, setMaxDays] = useState(DEFAULT_MAX_DAYS);
   const [error, setError] = useState<string | null>(null);
@@ -43,7 +43,7 @@ export function ScimTokensPanel() {
   const run = changer(load, setError);
 
   const refusal = useRefusal(['name', 'expiresInDays']);
-  const personName = usePersonNames();
+  const personName = usePersonNames(props.canUsers !== false);
   const create = (e: Event) => {
     e.preventDefault();
     void refusal.run(async () => {

@@ -30,7 +30,7 @@ interface ProviderItem {
 const KIND = 'embed-memories';
 const running = (j: Job | null) => j?.status === 'queued' || j?.status === 'running';
 
-export function EmbedderTab() {
+export function EmbedderTab(props: { canUsers?: boolean }) {
   const [state, setState] = useState<{ embedder: Embedder | null; memories?: { embedded: number; pending: number } } | null>(null);
   const [providers, setProviders] = useState<ProviderItem[]>([]);
   const [form, setForm] = useState({ provider: '', model: '', dimensions: '' });
@@ -84,7 +84,7 @@ export function EmbedderTab() {
     }
   };
   const refusal = useRefusal(['provider', 'model', 'dimensions']);
-  const personName = usePersonNames();
+  const personName = usePersonNames(props.canUsers !== false);
   const set = (e: Event) => {
     e.preventDefault();
     setBusy(true);
