@@ -125,8 +125,8 @@ export function createCore(deps: CoreDeps) {
   const { db, bus, queue, config } = deps;
   const clock = deps.clock ?? systemClock;
   const migrator = createMigrator(db);
-  const audit = createAuditService({ repo: createAuditRepo(), bus, db });
   const usersRepo = createUsersRepo();
+  const audit = createAuditService({ repo: createAuditRepo(), bus, db, people: usersRepo });
   const tenantsRepo = createTenantsRepo();
   const rolesRepo = createRolesRepo();
   const assignments = createRoleAssignmentsRepo();
@@ -237,6 +237,12 @@ export function createCore(deps: CoreDeps) {
     managers: (tenantId) => assignments.providerManagers(db, tenantId, 5),
     gitHosts: (tenantId) => gitHosts.sandboxHosts(tenantId),
     mcpServers: (tenantId, userId) => mcpServers.serversFor(tenantId, userId),
+    personOf: async (tenantId, userId) => {
+      const u = (await usersRepo.namesOf(db, tenantId, [userId]))[0];
+      return u ? { id: u.id, name: u.displayName || u.handle, email: u.email } : null;
+    },
+    // Set-up complete: the person's runtime starts and prepares now (sessions.prepare checks they may prompt).
+    afterApply: (ctx) => sessions.prepare(ctx),
   });
   const permissionsOf = async (tenantId: string, userId: string) => rbac.resolvePermissions(tenantId, await assignments.roleNames(db, userId));
   // This process as what it does is recorded (a turn's send attempt, a model call in flight), so that a

@@ -1,11 +1,19 @@
 import type { ComponentChildren } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
 import { adminTabs } from './admin-tabs';
 import { api, explain } from './api';
+import { belongsTo, refusalOf, type Refusal } from './refusal';
 import type { Me } from './types';
 
-/** The frame of every signed-in screen: navigation (only what this user may use) and sign-out. */
+/**
+ * The frame of every signed-in screen: navigation (only what this user may use) and sign-out. On a
+ * narrow screen (under 52rem) the navigation folds behind a Menu button and opens as a column.
+ */
 export function Shell(props: { me: Me; demo: boolean; route: string; children: ComponentChildren }) {
   const { me } = props;
+  const [menu, setMenu] = useState(false);
+  // A link followed from the open menu closes it.
+  useEffect(() => setMenu(false), [props.route]);
   const screens: Array<[string, string]> = [
     ['sessions', 'Sessions'],
     ['plans', 'Plans'],
@@ -18,34 +26,72 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
     // Only when the user's permissions open at least one admin tab.
     ...(adminTabs(me.permissions).length ? ([['admin', 'Admin']] as Array<[string, string]>) : []),
   ];
+  // In demo mode there is no sign-in to end: the page that says so, and how to turn sign-in on.
+  const demoMode = props.demo && me.demo === true;
   const signOut = async () => {
+    if (demoMode) {
+      location.hash = '#/signed-out';
+      return;
+    }
     await api('POST', '/auth/logout').catch(() => {});
     location.hash = '#/sessions';
     location.reload();
   };
   return (
     <div class="shell">
-      <header class="top">
+      <header class={`top ${menu ? 'open' : ''}`}>
         <a class="brand" href="#/sessions">
           Agent Workspace
         </a>
-        <nav aria-label="Main">
-          {screens.map(([id, label]) => (
-            <a href={`#/${id}`} aria-current={props.route === id ? 'page' : undefined}>
-              {label}
-            </a>
-          ))}
-        </nav>
-        <span class="who" title={me.user.email}>
-          {me.user.displayName || me.user.handle} <small>({me.roles.join(', ') || 'no role'})</small>
-          {props.demo && me.user.email ? <small class="tag">demo mode</small> : null}
-        </span>
-        <button type="button" class="link" onClick={signOut}>
-          Sign out
+        <button type="button" class="menu-toggle" aria-expanded={menu} aria-controls="main-menu" onClick={() => setMenu(!menu)}>
+          {menu ? 'Close' : 'Menu'}
         </button>
+        <div class="menu" id="main-menu">
+          <nav aria-label="Main">
+            {screens.map(([id, label]) => (
+              <a href={`#/${id}`} aria-current={props.route === id ? 'page' : undefined}>
+                {label}
+              </a>
+            ))}
+          </nav>
+          <span class="who" title={me.user.email}>
+            {me.user.displayName || me.user.handle} <small>({me.roles.join(', ') || 'no role'})</small>
+            {demoMode ? <small class="tag">demo mode</small> : null}
+          </span>
+          <button type="button" class="link" onClick={signOut}>
+            Sign out
+          </button>
+        </div>
       </header>
       <main>{props.children}</main>
     </div>
+  );
+}
+
+/**
+ * What "Sign out" shows in demo mode: there is no sign-in to end (every visitor acts as the operator),
+ * what demo mode is, and how an administrator turns sign-in on.
+ */
+export function DemoSignedOut(props: { me: Me }) {
+  return (
+    <section class="signed-out" aria-labelledby="signed-out-title">
+      <h1 id="signed-out-title">Nothing to sign out of</h1>
+      <p>
+        This service runs in <b>local demo mode</b>: it asks nobody to sign in, and everyone who opens it acts as its operator, {props.me.user.displayName || props.me.user.handle}
+        {props.me.user.email ? ` (${props.me.user.email})` : ''}. So there is no sign-in to end: closing this tab is all it takes.
+      </p>
+      <p>Demo mode is for trying the service on a machine only you can reach. To have people sign in with their own accounts, an administrator of the machine configures an identity provider and turns demo mode off, then restarts the service:</p>
+      <pre>{`AGENTWS_ALLOW_ANONYMOUS=false
+# Microsoft Entra ID
+AGENTWS_ENTRA_TENANT_ID=<directory (tenant) id>
+# or any other OpenID Connect issuer
+AGENTWS_OIDC_ISSUER_URL=https://issuer.example.com
+AGENTWS_OIDC_CLIENT_ID=<application (client) id>
+AGENTWS_OIDC_CLIENT_SECRET=<client secret>`}</pre>
+      <p>
+        <a href="#/sessions">Back to your sessions</a>
+      </p>
+    </section>
   );
 }
 
@@ -78,3 +124,79 @@ export const changer =
       setError(explain(err));
     }
   };
+
+/**
+ * A form's refusal, placed where the person looks (refusal.ts maps the API's answer): one naming an
+ * input of `fields` shows under that input (`at(field)`, in plain words), anything else (403, 409, an
+ * input the form does not show) in its general note (`general`), at the form's top or by its button.
+ * Every form of the dashboard uses it.
+ */
+export function useRefusal(fields: string[] = [], options: { conflictAt?: string } = {}) {
+  const [refusal, setRefusalRaw] = useState<Refusal | null>(null);
+  // A 409 ("already exists") is about the form's identifying input when it names none itself.
+  const setRefusal = (r: Refusal | null, status?: number) =>
+    setRefusalRaw(r && !r.field && status === 409 && options.conflictAt ? { ...r, field: options.conflictAt, message: r.full } : r);
+  const placed = Boolean(refusal?.field && fields.some((f) => belongsTo(refusal.field, f)));
+  return {
+    /** The refusal no input of `fields` shows, naming its input if it has one. */
+    general: refusal && !placed ? refusal.full : null,
+    /** The message for the input `field` (its path, or a path inside it). */
+    at: (field: string) => (refusal && placed && belongsTo(refusal.field, field) ? refusal.message : null),
+    /** The message naming exactly `field`: a section's own complaint, not those of the inputs within it. */
+    only: (field: string) => (refusal && placed && refusal.field === field ? refusal.message : null),
+    clear: () => setRefusal(null),
+    /** Shows a refusal the screen got by itself (an error it caught). */
+    show: (err: unknown) => setRefusal(refusalOf(err), (err as { status?: number })?.status),
+    /** Shows a sentence of the form's own (a check before any call), under `field` when given. */
+    say: (message: string, field?: string) => setRefusal({ field, message, full: message }),
+    /** Runs a change; a failure becomes the refusal (placed by its field) and false. */
+    async run(change: () => Promise<unknown>): Promise<boolean> {
+      try {
+        await change();
+        setRefusal(null);
+        return true;
+      } catch (err) {
+        setRefusal(refusalOf(err), (err as { status?: number })?.status);
+        return false;
+      }
+    },
+  };
+}
+
+/** The refusal of one input, right under it (give the input aria-describedby={id}). */
+export function FieldError(props: { message: string | null; id?: string }) {
+  return props.message ? (
+    <span class="field-error" role="alert" id={props.id}>
+      {props.message}
+    </span>
+  ) : null;
+}
+
+/** A form's refusal that names none of its inputs, by its buttons. */
+export function FormError(props: { message: string | null }) {
+  return props.message ? (
+    <p class="error form-error" role="alert">
+      {props.message}
+    </p>
+  ) : null;
+}
+
+/**
+ * Names for the `user:<uuid>` references some answers carry (who created a SCIM token, who set the
+ * embedder): the tenant's people, read once where the viewer may list them; else the reference as is.
+ */
+export function usePersonNames(canList = true): (ref: string) => string {
+  const [people, setPeople] = useState<Map<string, { name: string; email: string }>>(new Map());
+  useEffect(() => {
+    // Only where the viewer may list people (admin.manage_users): a refusal would be a console error.
+    if (!canList) return;
+    void api<{ users: Array<{ id: string; handle: string; email: string; displayName: string }> }>('GET', '/admin/users').then(
+      (r) => setPeople(new Map(r.users.map((u) => [u.id, { name: u.displayName || u.handle, email: u.email }]))),
+      () => {},
+    );
+  }, []);
+  return (ref: string) => {
+    const p = people.get(/^user:(.+)$/.exec(ref)?.[1] ?? '');
+    return p ? `${p.name} <${p.email}>` : ref;
+  };
+}

@@ -1,7 +1,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './api';
-import { Shell } from './components';
+import { DemoSignedOut, Shell } from './components';
 import { AdminScreen } from './screens/admin';
 import { ConnectionsScreen } from './screens/connections';
 import { MemoriesScreen } from './screens/memories';
@@ -26,6 +26,12 @@ function useRoute(): string[] {
   return route;
 }
 
+/** Starts the person's runtime if the workspace can prompt (GET /setup says so). */
+const prepareIfReady = () =>
+  api<{ ready: boolean }>('GET', '/setup')
+    .then((s) => (s.ready ? api('POST', '/sessions/prepare') : undefined))
+    .catch(() => {});
+
 type Who = { state: 'loading' } | { state: 'in'; me: Me; status: AuthStatus } | { state: 'out'; status: AuthStatus | null; error?: string };
 
 function App() {
@@ -41,9 +47,10 @@ function App() {
       if (me.status === 'rejected') throw me.reason;
       if (!status) throw (s as PromiseRejectedResult).reason;
       setWho({ state: 'in', me: me.value, status });
-      // Start the person's runtime while they find their way to a prompt (best effort: a full host or
-      // an unready workspace is reported by the prompt itself).
-      if (me.value.permissions.agents.create) void api('POST', '/sessions/prepare').catch(() => {});
+      // Start the person's runtime while they find their way to a prompt (best effort: a full host is
+      // reported by the prompt itself). Only where prompts can run: a workspace not set up yet answers
+      // 409, which the browser would log as an error on every page.
+      if (me.value.permissions.agents.create) void prepareIfReady();
     } catch (err) {
       setWho({ state: 'out', status, error: err instanceof ApiError && err.status === 401 ? undefined : explain(err) });
     }
@@ -54,7 +61,7 @@ function App() {
     let hidden = 0;
     const onVisible = () => {
       if (document.hidden) hidden = Date.now();
-      else if (hidden && Date.now() - hidden > 5 * 60_000) void api('POST', '/sessions/prepare').catch(() => {});
+      else if (hidden && Date.now() - hidden > 5 * 60_000) void prepareIfReady();
     };
     document.addEventListener('visibilitychange', onVisible);
     const stop = keepSignedIn();
@@ -80,7 +87,8 @@ function App() {
       {screen === 'connections' ? <ConnectionsScreen /> : null}
       {screen === 'tokens' ? <TokensScreen /> : null}
       {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} /> : null}
-      {!['sessions', 'plans', 'memories', 'skills', 'connections', 'tokens', 'admin'].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
+      {screen === 'signed-out' && me.demo ? <DemoSignedOut me={me} /> : null}
+      {!['sessions', 'plans', 'memories', 'skills', 'connections', 'tokens', 'admin', ...(me.demo ? ['signed-out'] : [])].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
     </Shell>
   );
 }

@@ -14,6 +14,8 @@ export interface Me {
   user: { id: string; handle: string; email: string; displayName: string; tenantId: string };
   roles: string[];
   permissions: Permissions;
+  /** Acting as the operator in local demo mode, without a sign-in. */
+  demo?: boolean;
 }
 
 export interface SessionItem {

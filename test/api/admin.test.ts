@@ -144,6 +144,8 @@ describe(`admin API (${DB_MODE})`, () => {
       expect(all.json.entries[0]).toEqual({
         id: expect.any(String), ts: '2026-03-01T14:00:00.000Z', tenantId: acme.tenantId, userId: acme.ids.ada, actor: `user:${acme.ids.ada}`,
         action: 'tool.execute', target: 'bash', sessionId: null, channel: 'web', durationMs: 14,
+        // The actor by name and email (issue 39); the target is no person.
+        actorPerson: { id: acme.ids.ada, name: 'ada', email: 'ada@acme.example' }, targetPerson: null,
       });
       expect((await q(`action=tool.execute&userId=${acme.ids.ada}`)).json.count).toBe(5);
       const window = await q('action=tool.execute&since=2026-03-01T02:00:00Z&until=2026-03-01T04:00:00Z');
@@ -162,6 +164,35 @@ describe(`admin API (${DB_MODE})`, () => {
         expect(r.json.error).toBe('validation_failed');
       }
       expect((await q('limit=500')).status).toBe(200);
+    });
+
+    it('names people by name and email (of the entry\'s own tenant only) and filters by a person\'s email, handle or name', async () => {
+      const q = (s: string, token = tok.owner) => api(t, 'GET', `/v1/admin/audit-log?${s}`, { token });
+      // An entry about mel (the target), and one in beta that names an acme person: never named there.
+      await t.opened.db.query(`insert into audit_log (tenant_id, user_id, actor, action, target, channel) values ($1, $2, $3, 'role.assign', $4, 'web')`, [acme.tenantId, acme.ids.ada, `user:${acme.ids.ada}`, `user:${acme.ids.mel}`]);
+      await t.opened.db.query(`insert into audit_log (tenant_id, actor, action, target, channel) values ($1, $2, 'probe.names', $3, 'web')`, [beta.tenantId, `user:${acme.ids.mel}`, `user:${acme.ids.ada}`]);
+      const assign = (await q('action=role.assign')).json.entries.find((e: { target: string }) => e.target === `user:${acme.ids.mel}`);
+      expect([assign.actorPerson, assign.targetPerson]).toEqual([{ id: acme.ids.ada, name: 'ada', email: 'ada@acme.example' }, { id: acme.ids.mel, name: 'mel', email: 'mel@acme.example' }]);
+      const probe = (await q('action=probe.names', tok.betaOwner)).json.entries;
+      expect(probe.map((e: { actorPerson: unknown; targetPerson: unknown }) => [e.actorPerson, e.targetPerson])).toEqual([[null, null]]);
+
+      // By email (any case), handle or display name: entries by the person or about them.
+      const byId = (await q(`user=${acme.ids.mel}&limit=500`)).json.entries.length;
+      expect(byId).toBeGreaterThanOrEqual(11);
+      for (const who of ['MEL@acme.example', 'mel', acme.ids.mel]) {
+        const r = await q(`user=${encodeURIComponent(who)}&limit=500`);
+        expect(r.status, who).toBe(200);
+        expect(r.json.entries.length, who).toBe(byId);
+        expect(r.json.entries.every((e: { userId: string; target: string }) => e.userId === acme.ids.mel || e.target === `user:${acme.ids.mel}`), who).toBe(true);
+      }
+      await t.opened.db.query(`update users set display_name = 'Mel Member' where id = $1`, [acme.ids.mel]);
+      expect((await q(`user=${encodeURIComponent('mel member')}&limit=500`)).json.entries.length).toBe(byId);
+      // A part of a name is not the name; a person of another tenant is no one here: 400 naming `user`.
+      for (const who of ['Member', 'bea@beta.example', beta.ids.bea]) {
+        const r = await q(`user=${encodeURIComponent(who)}`);
+        expect([r.status, r.json.details?.field], who).toEqual([400, 'user']);
+      }
+      await t.opened.db.query(`update users set display_name = 'mel' where id = $1`, [acme.ids.mel]);
     });
   });
 

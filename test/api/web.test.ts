@@ -89,6 +89,16 @@ describe(`demo mode refuses changes other sites ask a browser to make (${DB_MODE
   });
   afterAll(async () => t?.close());
 
+  it('says a caller acts in demo mode (the dashboard\'s sign-out explains it), and serves an icon', async () => {
+    const me = await api(t, 'GET', '/v1/auth/me');
+    expect([me.status, me.json.demo, me.json.user.email]).toEqual([200, true, 'owner@ops.example']);
+    for (const path of ['/favicon.ico', '/favicon.svg']) {
+      const icon = await fetch(`${t.url}${path}`);
+      expect([icon.status, icon.headers.get('content-type')], path).toEqual([200, 'image/svg+xml']);
+      expect(await icon.text()).toMatch(/^<svg /);
+    }
+  });
+
   it('a page of another origin cannot act as the operator; scripts without an Origin still can', async () => {
     const forged = await api(t, 'POST', '/v1/sessions', { body: { title: 'forged' }, headers: { origin: 'http://localhost:3000' } });
     expect(forged.status).toBe(403);

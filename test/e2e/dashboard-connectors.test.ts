@@ -55,7 +55,7 @@ describe('the dashboard connector tabs in Chromium', () => {
     await form.locator('input[name=token]').fill(GIT_TOKEN);
     await form.locator('textarea[name=access]').fill('role:member=acme/*');
     await form.getByRole('button', { name: 'Add git host' }).click();
-    await page.getByText('baseUrl must be an http or https URL').waitFor();
+    await form.locator('.field-error', { hasText: 'must be an http or https URL' }).waitFor();
     await form.locator('input[name=baseUrl]').fill('https://github.com');
     await form.getByRole('button', { name: 'Add git host' }).click();
     const host = page.getByRole('form', { name: 'Git host github' });
@@ -68,7 +68,8 @@ describe('the dashboard connector tabs in Chromium', () => {
     expect(await host.locator('textarea[name=pushOptions]').inputValue()).toBe('');
     await host.locator('textarea[name=pushOptions]').fill('merge_request.create\n*');
     await host.getByRole('button', { name: 'Save' }).click();
-    await host.getByText(/pushOptions\[1\]/).waitFor();
+    // Under the list, naming the entry (its second line) in plain words.
+    await host.locator('.field-error', { hasText: /^Entry 2: "\*" is not an option key/ }).waitFor();
     await host.locator('textarea[name=pushOptions]').fill('merge_request.create\nmerge_request.*');
     await host.getByRole('button', { name: 'Save' }).click();
     await expect.poll(async () => (await t.opened.db.query(`select access, push_options from git_hosts where name = 'github'`)).rows[0]).toEqual({
@@ -99,7 +100,7 @@ describe('the dashboard connector tabs in Chromium', () => {
     await form.locator('input[name=secret]').fill(MCP_TOKEN);
     await form.locator('textarea[name=access]').fill('member: lookup, search\nadmin');
     await form.getByRole('button', { name: 'Add MCP server' }).click();
-    await page.getByText('url must be an http(s) URL').waitFor();
+    await form.locator('#mcp-url-error', { hasText: 'must be an http(s) URL' }).waitFor();
     await form.locator('input[name=url]').fill('https://mcp.example.com/mcp');
     await form.getByRole('button', { name: 'Add MCP server' }).click();
     const row = page.getByRole('row', { name: /tracker/ });

@@ -141,7 +141,12 @@ describe('setting a workspace up in the dashboard', () => {
     await page.getByRole('combobox', { name: 'Default model' }).selectOption('scripted/fake-model');
     await page.getByRole('button', { name: 'Apply changes' }).click();
     await expect.poll(() => page.getByTestId('runtime-readiness').innerText(), { timeout: 20_000 }).toMatch(/^ready/);
-    expect(await page.getByTestId('applied').innerText()).toMatch(/^Applied: scripted\/fake-model with scripted, .+ by user:/);
+    // Who applied it, by name and email (not user:<uuid>).
+    expect(await page.getByTestId('applied').innerText()).toMatch(/^Applied: scripted\/fake-model with scripted, .+ by Olive Owner \(owner@acme\.example\)\./);
+    // Set-up complete: the owner's runtime starts and prepares now, before any prompt (issue 39), so the
+    // first answer does not pay the cold start.
+    const ownersRuntimes = async () => (await t.opened.db.query(`select count(*)::int as n from agent_runtimes where user_id = $1`, [acme.ids.owner])).rows[0].n;
+    await expect.poll(ownersRuntimes, { timeout: 30_000, interval: 200 }).toBe(1);
     await shoot(page, '34-setup-providers-applied');
 
     const actions = (await t.opened.db.query<{ action: string; actor: string }>(`select action, actor from audit_log where tenant_id = $1 and (action like 'provider.%' or action like 'runtime.%') order by ts, seq`, [acme.tenantId])).rows;

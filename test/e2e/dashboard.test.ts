@@ -184,7 +184,8 @@ describe('the web dashboard in Chromium', () => {
     await page.getByRole('textbox', { name: 'Action' }).fill('role.assign');
     await page.getByRole('button', { name: 'Filter' }).click();
     // Alice (the actor) gave mia (the target) the role, through the page.
-    await expect.poll(async () => (await page.getByTestId('audit-entry').allInnerTexts()).find((e) => e.includes(`user:${acme.ids.mia}`)) ?? '', { timeout: 10_000 }).toContain(`user:${alice}`);
+    // People by name and email, not user:<uuid> (issue 39).
+    await expect.poll(async () => (await page.getByTestId('audit-entry').allInnerTexts()).find((e) => e.includes('mia <mia@acme.example>')) ?? '', { timeout: 10_000 }).toContain('Alice Liddell <alice@acme.example>');
     await shoot(page, '07-admin-audit');
 
     // The models a role may choose (issue 39): the member role narrowed to the default model, then widened back.

@@ -30,6 +30,8 @@ export interface AuditFilter {
   tenantId: string | null;
   action?: string;
   userId?: string;
+  /** Entries by any of these users or about them (target `user:<id>`). */
+  people?: string[];
   since?: Date;
   until?: Date;
   /**
@@ -58,6 +60,10 @@ export function createAuditRepo() {
       if (f.tenantId) add('tenant_id = ?', f.tenantId);
       if (f.action) add('action = ?', f.action);
       if (f.userId) add('user_id = ?', f.userId);
+      if (f.people) {
+        args.push(f.people, f.people.map((id) => `user:${id}`));
+        where.push(`(user_id = any($${args.length - 1}::uuid[]) or target = any($${args.length}::text[]))`);
+      }
       if (f.since) add('ts >= ?', f.since);
       if (f.until) add('ts <= ?', f.until);
       if (f.afterId) {

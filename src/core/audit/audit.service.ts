@@ -12,6 +12,8 @@ export const AUDIT_LIMIT_MAX = 500;
 export interface AuditQueryInput {
   action?: string;
   userId?: string;
+  /** A person by id, email, handle or display name (whole values, any case): entries by them or about them. */
+  user?: string;
   since?: string | Date;
   until?: string | Date;
   limit?: number;
@@ -38,13 +40,55 @@ export interface AuditInput {
  * and only if the action committed. Subscribers (e.g. `aws audit tail --follow`) hear of new entries
  * after commit through the event bus.
  */
-export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Queryable }) {
+/** A person an entry names (its actor or its target), as the dashboard shows them. */
+export interface AuditPerson {
+  id: string;
+  name: string;
+  email: string;
+}
+export type NamedAuditEntry = AuditEntry & { actorPerson: AuditPerson | null; targetPerson: AuditPerson | null };
+
+/** The people of a tenant, as the audit log names them (the users repo's). */
+export interface AuditPeople {
+  namesOf(q: Queryable, tenantId: string, ids: string[]): Promise<Array<{ id: string; handle: string; email: string; displayName: string }>>;
+  matching(q: Queryable, tenantId: string, text: string): Promise<string[]>;
+}
+
+const USER_REF = /^user:([0-9a-f-]{36})$/i;
+
+export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Queryable; people?: AuditPeople }) {
+  /** Each entry's actor and target, when a person of the entry's tenant, by name and email. */
+  async function named(entries: AuditEntry[]): Promise<NamedAuditEntry[]> {
+    const byTenant = new Map<string, Set<string>>();
+    for (const e of entries) {
+      if (!e.tenantId) continue;
+      const ids = byTenant.get(e.tenantId) ?? new Set<string>();
+      for (const ref of [e.actor, e.target]) {
+        const m = USER_REF.exec(ref);
+        if (m) ids.add(m[1].toLowerCase());
+      }
+      byTenant.set(e.tenantId, ids);
+    }
+    const people = new Map<string, AuditPerson>();
+    for (const [tenantId, ids] of byTenant) {
+      if (!ids.size || !deps.people) continue;
+      // Only people of the entry's own tenant: an id of another tenant stays an id.
+      for (const u of await deps.people.namesOf(deps.db, tenantId, [...ids])) people.set(`${tenantId}:${u.id}`, { id: u.id, name: u.displayName || u.handle, email: u.email });
+    }
+    const of = (e: AuditEntry, ref: string) => {
+      const m = USER_REF.exec(ref);
+      return (m && e.tenantId && people.get(`${e.tenantId}:${m[1].toLowerCase()}`)) || null;
+    };
+    return entries.map((e) => ({ ...e, actorPerson: of(e, e.actor), targetPerson: of(e, e.target) }));
+  }
+
+
   return {
     /**
      * Audit entries of the caller's tenant, newest first (admin.view_audit_log). The operator may omit
      * the tenant to read every tenant's entries. `count` is the number of entries returned.
      */
-    async query(ctx: Ctx, input: AuditQueryInput): Promise<{ entries: AuditEntry[]; count: number }> {
+    async query(ctx: Ctx, input: AuditQueryInput): Promise<{ entries: NamedAuditEntry[]; count: number }> {
       const tenantId = ctx.actor.kind === 'system' && !ctx.tenantId ? null : requirePermission(ctx, 'admin.view_audit_log');
       const limit = input.limit ?? AUDIT_LIMIT_DEFAULT;
       const problems: string[] = [];
@@ -55,8 +99,14 @@ export function createAuditService(deps: { repo: AuditRepo; bus: EventBus; db: Q
       if (input.afterId !== undefined && !isUuid(input.afterId)) problems.push('afterId must be a UUID');
       if (since && until && since > until) problems.push('since must not be after until');
       if (problems.length) throw new ValidationError(problems.join('; '), { details: { problems } });
-      const entries = await deps.repo.query(deps.db, { tenantId, action: input.action || undefined, userId: input.userId, since, until, afterId: input.afterId, limit });
-      return { entries, count: entries.length };
+      let people: string[] | undefined;
+      if (input.user?.trim()) {
+        if (!tenantId || !deps.people) throw new ValidationError('user: name a tenant to find a person in', { details: { field: 'user' } });
+        people = await deps.people.matching(deps.db, tenantId, input.user);
+        if (!people.length) throw new ValidationError(`user: no one in this workspace has the id, email, handle or name "${input.user.trim()}"`, { details: { field: 'user' } });
+      }
+      const entries = await deps.repo.query(deps.db, { tenantId, action: input.action || undefined, userId: input.userId, people, since, until, afterId: input.afterId, limit });
+      return { entries: await named(entries), count: entries.length };
     },
 
     /**

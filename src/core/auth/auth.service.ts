@@ -18,6 +18,8 @@ export interface Me {
   roles: string[];
   /** What the roles grant together: what a client may offer this user (the service checks again on each call). */
   permissions: UserActor['permissions'];
+  /** Acting as the operator in local demo mode, without a sign-in: there is nothing to sign out of. */
+  demo?: boolean;
 }
 
 /**
@@ -72,6 +74,7 @@ export function createAuthService(
         user: { id: a.userId, handle: profile.handle, email: profile.email, displayName: profile.displayName, tenantId: a.tenantId },
         roles: a.roles,
         permissions: a.permissions,
+        ...(a.via === 'demo' ? { demo: true } : {}),
       });
       // Answered without a promise when the caller's profile came with the authentication (the usual case).
       return a.profile ? of(a.profile) : loadUser(a.tenantId, a.userId).then(of);

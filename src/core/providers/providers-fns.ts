@@ -52,13 +52,16 @@ export function checkModels(models: ProviderInput['models']): void {
   if (dup) throw new ValidationError(`model "${dup}" is listed twice`);
 }
 
-/** Checks a model reference ("<provider>/<model id>") against the tenant's providers (existing, listing the model). */
-export function checkModelRef(ref: string, providers: ProviderRow[]): { provider: ProviderRow; modelId: string } {
+/**
+ * Checks a model reference ("<provider>/<model id>") against the tenant's providers (existing, listing the
+ * model). `field` names the input it came from in the refusal's details, so a form shows it there.
+ */
+export function checkModelRef(ref: string, providers: ProviderRow[], field = 'model'): { provider: ProviderRow; modelId: string } {
   const m = MODEL_REF.exec(ref);
-  if (!m) throw new ValidationError(`model must be "<provider>/<model id>", got "${ref}"`);
+  if (!m) throw new ValidationError(`model must be "<provider>/<model id>", got "${ref}"`, { details: { field } });
   const provider = providers.find((p) => p.name === m[1]);
-  if (!provider) throw new ValidationError(`model ${ref}: no provider "${m[1]}"`);
-  if (!provider.models.some((x) => x.id === m[2])) throw new ValidationError(`model ${ref}: provider "${m[1]}" lists no model "${m[2]}"`, { details: { models: provider.models.map((x) => x.id) } });
+  if (!provider) throw new ValidationError(`model ${ref}: no provider "${m[1]}"`, { details: { field } });
+  if (!provider.models.some((x) => x.id === m[2])) throw new ValidationError(`model ${ref}: provider "${m[1]}" lists no model "${m[2]}"`, { details: { field, models: provider.models.map((x) => x.id) } });
   return { provider, modelId: m[2] };
 }
 

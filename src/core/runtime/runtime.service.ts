@@ -86,6 +86,14 @@ export function createRuntimeService(deps: {
   mcpServers?: (tenantId: string, userId: string) => Promise<string[]>;
   /** A person's workspace quota (runtime-limits.ts), for status. */
   quotaOf?: (owner: RuntimeOwner) => Promise<number | null>;
+  /** A person of the tenant by id, named (who applied the configuration, as the status shows it). */
+  personOf?: (tenantId: string, userId: string) => Promise<{ id: string; name: string; email: string } | null>;
+  /**
+   * Told after an apply by a person who asked for it (`prepare`: the dashboard does, as the set-up
+   * completes): their runtime starts and prepares now rather than at their first prompt (best effort; it
+   * never fails the apply). Not by default: a script applying for others has no prompt coming.
+   */
+  afterApply?: (ctx: Ctx) => Promise<unknown>;
 }) {
   // A name no tool asks under would silently never ask: refused at start-up, as a configuration problem.
   const unknownAsks = deps.askTools.filter((t) => !permissionOfTool(t));
@@ -274,13 +282,13 @@ export function createRuntimeService(deps: {
      * one unreachable or failing): it stays recorded, and serve writes it when it starts the runtime or
      * reconnects to it.
      */
-    async apply(ctx: Ctx, input: { defaultModel?: string }) {
+    async apply(ctx: Ctx, input: { defaultModel?: string; prepare?: boolean }) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
       const providers = await deps.providers.list(db, tenantId);
       const settings = await repo.settings(db, tenantId);
       const defaultModel = input.defaultModel ?? settings?.defaultModel ?? null;
       if (!defaultModel) throw new ValidationError('choose a default model first', { hint: 'Name it as "<provider>/<model id>": `npx aws runtime apply --default-model <provider>/<model>`, or defaultModel in the request.' });
-      const { provider } = checkModelRef(defaultModel, providers);
+      const { provider } = checkModelRef(defaultModel, providers, 'defaultModel');
       if (!provider.enabled) throw new ValidationError(`the default model's provider "${provider.name}" is disabled`);
       const applied: AppliedState = { defaultModel, providers: providers.filter((p) => p.enabled).map((p) => p.name) };
       await db.transaction(async (tx) => {
@@ -293,6 +301,9 @@ export function createRuntimeService(deps: {
         await wake(row).catch(() => {});
         await configure(row, handleOfRow(row, box, deps.dataDir), row.pid, true).catch((err) => failures.push((err as Error).message));
       }
+      // The workspace can prompt now: the person who set it up is about to, so their runtime starts and
+      // prepares meanwhile instead of making the first answer pay the cold start.
+      if (input.prepare && ctx.actor.kind === 'user' && deps.afterApply) void deps.afterApply(ctx).catch((err) => ctx.log.debug({ err: (err as Error).message }, 'runtime not started after apply'));
       if (!failures.length) return { applied, pushed: true };
       ctx.log.warn({ err: failures[0], failed: failures.length }, 'runtime configuration recorded but not written to every running runtime');
       return { applied, pushed: false, runtimeError: failures[0] };
@@ -301,7 +312,7 @@ export function createRuntimeService(deps: {
     /** Chooses the tenant's default model ("<provider>/<model id>"); it reaches the runtime at the next apply. */
     async setDefaultModel(ctx: Ctx, model: string) {
       const tenantId = requirePermission(ctx, 'admin.manage_providers');
-      checkModelRef(model, await deps.providers.list(db, tenantId));
+      checkModelRef(model, await deps.providers.list(db, tenantId), 'defaultModel');
       await db.transaction(async (tx) => {
         await repo.setDefaultModel(tx, tenantId, model);
         await audit.record(tx, ctx, { action: 'runtime.model_set', target: `tenant:${tenantId}`, details: { defaultModel: model } });
@@ -366,11 +377,13 @@ export function createRuntimeService(deps: {
         }),
       };
       const appliedAt = settings?.appliedAt ?? null;
+      const byId = /^user:([0-9a-f-]{36})$/i.exec(settings?.appliedBy ?? '')?.[1];
+      const byPerson = byId && deps.personOf ? await deps.personOf(tenantId, byId) : null;
       return {
         ready: readiness.ready,
         ...(readiness.ready ? {} : { detail: readiness.detail }),
         defaultModel: settings?.defaultModel ?? null,
-        applied: settings?.applied ? { ...settings.applied, at: appliedAt, by: settings.appliedBy } : null,
+        applied: settings?.applied ? { ...settings.applied, at: appliedAt, by: settings.appliedBy, byPerson } : null,
         pendingChanges: !appliedAt || providers.some((p) => p.updatedAt > appliedAt) || (settings?.defaultModel ?? null) !== (settings?.applied?.defaultModel ?? null),
         runtime,
         providers: providers.map(publicProvider),

@@ -220,11 +220,13 @@ export function createSessionsService(deps: {
      */
     async messages(ctx: Ctx, input: { id: string; browserSession?: string }) {
       const { session: s, share } = await readable(ctx, input.id, input.browserSession);
-      if (!share) return { messages: await transcriptOf(s) };
+      // Its title with it: the chat's header names the session without another call.
+      const session = { id: s.id, title: s.title };
+      if (!share) return { session, messages: await transcriptOf(s) };
       // Shared as of a moment: the transcript kept then, nothing later.
       const messages = share.mode === 'as_of_now' ? ((await deps.shares!.transcriptOf(db, s.tenantId, share.shareId)) as PublicMessage[]) : await transcriptOf(s);
       await auditView(ctx, s, share, 'transcript');
-      return { messages };
+      return { session, messages };
     },
 
     /** The session the caller may read (theirs, or shared with them), with the share that lets them. */

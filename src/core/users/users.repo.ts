@@ -41,6 +41,30 @@ export function createUsersRepo() {
       const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and handle = lower($2)`, [tenantId, ref]);
       return rows[0] ?? null;
     },
+    /** Names and emails of the tenant's users among `ids` (ids of another tenant or none are left out). */
+    async namesOf(q: Queryable, tenantId: string, ids: string[]): Promise<Array<{ id: string; handle: string; email: string; displayName: string }>> {
+      const valid = [...new Set(ids.filter(isUuid))];
+      if (!valid.length) return [];
+      const { rows } = await q.query<{ id: string; handle: string; email: string; displayName: string }>(
+        `select id, handle, email, display_name as "displayName" from users where tenant_id = $1 and id = any($2::uuid[])`,
+        [tenantId, valid],
+      );
+      return rows;
+    },
+    /**
+     * The tenant's users a person means by `text`: their id, email or handle, or their display name, each
+     * as a whole value in any case ("ada" is not "Adam"). Several when a name is shared.
+     */
+    async matching(q: Queryable, tenantId: string, text: string): Promise<string[]> {
+      const t = text.trim();
+      if (!t) return [];
+      if (isUuid(t)) return (await this.findById(q, tenantId, t)) ? [t] : [];
+      const { rows } = await q.query<{ id: string }>(
+        `select id from users where tenant_id = $1 and (lower(email) = lower($2) or handle = lower($2) or lower(display_name) = lower($2)) order by created_at`,
+        [tenantId, t],
+      );
+      return rows.map((r) => r.id);
+    },
     async findBySubject(q: Queryable, tenantId: string, subject: string): Promise<UserRow | null> {
       const { rows } = await q.query<UserRow>(`select ${USER_COLS} from users where tenant_id = $1 and external_subject = $2`, [tenantId, subject]);
       return rows[0] ?? null;

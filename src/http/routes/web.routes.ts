@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { Type } from '@sinclair/typebox';
+import type { FastifyReply } from 'fastify';
 import { NotFoundError } from '../../kernel/errors.js';
 import type { App } from '../app-type.js';
 
@@ -26,6 +27,14 @@ export const DASHBOARD_CSP = [
   "form-action 'self'",
   "frame-ancestors 'none'",
 ].join('; ');
+
+/**
+ * The dashboard's icon: a small SVG (a rounded square with a prompt chevron), linked from index.html and
+ * also answered at /favicon.ico, which browsers and tools ask for on their own (a 404 there is logged
+ * as an error in the browser's console).
+ */
+export const FAVICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#1f5fbf"/><path d="M9 10l7 6-7 6" fill="none" stroke="#fff" stroke-width="3" stroke-linecap="round" stroke-linejoin="round"/><path d="M17 23h7" stroke="#fff" stroke-width="3" stroke-linecap="round"/></svg>';
 
 interface Asset {
   type: string;
@@ -79,6 +88,11 @@ export async function webRoutes(app: App, opts: { dir?: string | null } = {}): P
     // Always asked again (it names the current assets); small.
     return reply.header('cache-control', 'no-cache').header('vary', 'accept-encoding').type(files.index.type).send(body);
   });
+
+  const icon = async (_req: unknown, reply: FastifyReply) =>
+    reply.header('cache-control', 'public, max-age=86400').header('x-content-type-options', 'nosniff').type('image/svg+xml').send(FAVICON_SVG);
+  app.get('/favicon.svg', { schema: { hide: true } }, icon);
+  app.get('/favicon.ico', { schema: { hide: true } }, icon);
 
   app.get('/assets/:name', { schema: { hide: true, params: Type.Object({ name: Type.String({ maxLength: 100 }) }) } }, async (req, reply) => {
     const a = files?.assets.get(req.params.name);

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
-import { ErrorNote, when } from '../components';
+import { api } from '../api';
+import { FieldError, FormError, useRefusal, when } from '../components';
 
 interface AuditEntry {
   id: string;
@@ -11,7 +11,17 @@ interface AuditEntry {
   channel: string;
   sessionId: string | null;
   userId: string | null;
+  /** The actor and target when people of the tenant, by name (the API resolves them). */
+  actorPerson?: Person | null;
+  targetPerson?: Person | null;
 }
+interface Person {
+  id: string;
+  name: string;
+  email: string;
+}
+/** A person as the log shows them: name and email; anything else (system:cli, gateway:…) as written. */
+const who = (ref: string, p?: Person | null) => (p ? `${p.name} <${p.email}>` : ref);
 const csvCell = (v: unknown) => {
   const s = v === null || v === undefined ? '' : String(v);
   // A leading = + - @ would run as a formula in a spreadsheet: quote it as text.
@@ -22,28 +32,25 @@ const csvCell = (v: unknown) => {
 /** The tenant's audit log: filtered by action, user and time, exported as CSV. */
 export function AuditTab() {
   const [entries, setEntries] = useState<AuditEntry[] | null>(null);
-  const [filters, setFilters] = useState({ action: '', userId: '', since: '', until: '' });
-  const [error, setError] = useState<string | null>(null);
+  const [filters, setFilters] = useState({ action: '', user: '', since: '', until: '' });
+  const refusal = useRefusal(['action', 'user', 'since', 'until', 'limit']);
   const load = async (e?: Event) => {
     e?.preventDefault();
     const q = new URLSearchParams({ limit: '500' });
     if (filters.action) q.set('action', filters.action);
-    if (filters.userId) q.set('userId', filters.userId);
+    if (filters.user.trim()) q.set('user', filters.user.trim());
     if (filters.since) q.set('since', new Date(filters.since).toISOString());
     if (filters.until) q.set('until', new Date(filters.until).toISOString());
-    try {
-      setEntries((await api<{ entries: AuditEntry[] }>('GET', `/admin/audit-log?${q}`)).entries);
-      setError(null);
-    } catch (err) {
-      setError(explain(err));
-    }
+    await refusal.run(async () => setEntries((await api<{ entries: AuditEntry[] }>('GET', `/admin/audit-log?${q}`)).entries));
   };
   useEffect(() => {
     void load();
   }, []);
   const exportCsv = () => {
-    const cols = ['ts', 'actor', 'action', 'target', 'channel', 'sessionId', 'userId'] as const;
-    const text = [cols.join(','), ...(entries ?? []).map((e) => cols.map((c) => csvCell(e[c])).join(','))].join('\r\n');
+    const cols = ['ts', 'actor', 'actorName', 'actorEmail', 'action', 'target', 'targetName', 'targetEmail', 'channel', 'sessionId', 'userId'] as const;
+    const cell = (e: AuditEntry, c: (typeof cols)[number]) =>
+      c === 'actorName' ? e.actorPerson?.name : c === 'actorEmail' ? e.actorPerson?.email : c === 'targetName' ? e.targetPerson?.name : c === 'targetEmail' ? e.targetPerson?.email : e[c];
+    const text = [cols.join(','), ...(entries ?? []).map((e) => cols.map((c) => csvCell(cell(e, c))).join(','))].join('\r\n');
     const link = document.createElement('a');
     link.href = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
     link.download = `audit-${new Date().toISOString().slice(0, 19)}.csv`;
@@ -55,23 +62,27 @@ export function AuditTab() {
     <div>
       <form class="row" onSubmit={load} aria-label="Filter the audit log">
         <label>
-          Action <input name="action" value={filters.action} onInput={set('action')} placeholder="e.g. role.assign" />
+          Action <input name="action" value={filters.action} onInput={set('action')} placeholder="e.g. role.assign" aria-invalid={refusal.at('action') ? true : undefined} />
+          <FieldError message={refusal.at('action')} />
         </label>
         <label>
-          User id <input name="userId" value={filters.userId} onInput={set('userId')} />
+          Person <input name="user" value={filters.user} onInput={set('user')} placeholder="name, email or handle" aria-invalid={refusal.at('user') ? true : undefined} />
+          <FieldError message={refusal.at('user')} />
         </label>
         <label>
-          Since <input type="datetime-local" name="since" value={filters.since} onInput={set('since')} />
+          Since <input type="datetime-local" name="since" value={filters.since} onInput={set('since')} aria-invalid={refusal.at('since') ? true : undefined} />
+          <FieldError message={refusal.at('since')} />
         </label>
         <label>
-          Until <input type="datetime-local" name="until" value={filters.until} onInput={set('until')} />
+          Until <input type="datetime-local" name="until" value={filters.until} onInput={set('until')} aria-invalid={refusal.at('until') ? true : undefined} />
+          <FieldError message={refusal.at('until')} />
         </label>
         <button type="submit">Filter</button>
         <button type="button" onClick={exportCsv} disabled={!entries?.length}>
           Export CSV
         </button>
+        <FormError message={refusal.general} />
       </form>
-      <ErrorNote error={error} onClose={() => setError(null)} />
       {entries?.length === 0 ? <p class="empty">No entries match.</p> : null}
       {entries?.length ? (
         <table>
@@ -88,9 +99,9 @@ export function AuditTab() {
             {entries.map((e) => (
               <tr key={e.id} data-testid="audit-entry">
                 <td>{when(e.ts)}</td>
-                <td>{e.actor}</td>
+                <td title={e.actor}>{who(e.actor, e.actorPerson)}</td>
                 <td>{e.action}</td>
-                <td>{e.target}</td>
+                <td title={e.target}>{who(e.target, e.targetPerson)}</td>
                 <td>{e.channel}</td>
               </tr>
             ))}

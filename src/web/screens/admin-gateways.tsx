@@ -21,7 +21,7 @@ export interface GatewayInfo {
 export function NewGateway(props: { onCreated: () => Promise<unknown> }) {
   const [open, setOpen] = useState(false);
   const [form, setForm] = useState({ kind: 'bot_chat', botUsername: '', botId: '', botToken: '' });
-  const refusal = useRefusal(['botToken']);
+  const refusal = useRefusal(['kind', 'botUsername', 'botId', 'botToken']);
   if (!open) {
     return (
       <button type="button" class="primary" onClick={() => setOpen(true)}>
@@ -52,10 +52,12 @@ export function NewGateway(props: { onCreated: () => Promise<unknown> }) {
         <label>
           Bot user name
           <input name="botUsername" value={form.botUsername} required maxLength={200} onInput={set('botUsername')} placeholder="acme_bot" />
+          <FieldError message={refusal.at('botUsername')} />
         </label>
         <label>
           Bot id
           <input name="botId" value={form.botId} required maxLength={200} onInput={set('botId')} />
+          <FieldError message={refusal.at('botId')} />
         </label>
         <label>
           Bot token
@@ -82,7 +84,7 @@ export function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promis
   const [token, setToken] = useState('');
   const [rotated, setRotated] = useState(false);
   const [url, setUrl] = useState(g.webhookUrl || `${location.origin}/v1/gateways/${g.id}/webhook`);
-  const refusal = useRefusal();
+  const refusal = useRefusal(['botToken', 'webhookUrl']);
   const change = async (fn: () => Promise<unknown>) => {
     const ok = await refusal.run(fn);
     if (ok) await props.onChanged();
@@ -114,6 +116,7 @@ export function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promis
           <label>
             New bot token
             <input name="botToken" type="password" autocomplete="off" value={token} required onInput={(e) => setToken(e.currentTarget.value)} />
+            <FieldError message={refusal.at('botToken')} />
           </label>
           <button type="submit">Rotate token</button>
           {rotated ? <small class="hint">Token replaced; it is stored sealed and not shown again.</small> : null}
@@ -129,6 +132,7 @@ export function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promis
           <label>
             Webhook URL (https, public)
             <input name="webhookUrl" class="wide" value={url} required onInput={(e) => setUrl(e.currentTarget.value)} />
+            <FieldError message={refusal.at('webhookUrl')} />
           </label>
           <button type="submit">Register webhook</button>
         </form>

@@ -81,7 +81,7 @@ export function McpServersTab() {
   /** The form: a new server (editing null) or changes to the named one. */
   const [form, setForm] = useState<typeof EMPTY | null>(null);
   const [editing, setEditing] = useState<string | null>(null);
-  const refusal = useRefusal(['name', 'url', 'authKind', 'authHeader', 'secret', 'access']);
+  const refusal = useRefusal(['name', 'url', 'authKind', 'authHeader', 'secret', 'access'], { conflictAt: 'name' });
   const load = () => api<{ servers: McpServerInfo[] }>('GET', '/admin/connectors/mcp').then((r) => setServers(r.servers), (err) => setError(explain(err)));
   useEffect(() => void load(), []);
   if (!servers) return <ErrorNote error={error} />;
@@ -184,7 +184,7 @@ export function McpServersTab() {
           <div class="row">
             <label>
               Name
-              <input name="name" value={form.name} required disabled={Boolean(editing)} maxLength={40} pattern="[a-z][a-z0-9-]{0,39}" onInput={set('name')} placeholder="tracker" aria-describedby="mcp-name-error" />
+              <input name="name" value={form.name} required disabled={Boolean(editing)} maxLength={40} pattern="[a-z][a-z0-9\-]{0,39}" onInput={set('name')} placeholder="tracker" aria-describedby="mcp-name-error" />
               <FieldError id="mcp-name-error" message={refusal.at('name')} />
             </label>
             <label class="grow">

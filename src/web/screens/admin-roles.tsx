@@ -70,7 +70,7 @@ export function RolesTab(props: { held: Permissions }) {
   const [models, setModels] = useState<RoleDoc | null>(null);
   const [draft, setDraft] = useState<Draft>(draftOf());
   const [error, setError] = useState<string | null>(null);
-  const refusal = useRefusal(['name', 'permissions.tools']);
+  const refusal = useRefusal(['name', 'permissions.tools'], { conflictAt: 'name' });
   const load = () => api<{ roles: RoleDoc[] }>('GET', '/admin/roles').then((r) => setRoles(r.roles), (err) => setError(explain(err)));
   useEffect(() => {
     void load();

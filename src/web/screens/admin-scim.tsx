@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote, when } from '../components';
+import { changer, ErrorNote, FieldError, FormError, usePersonNames, useRefusal, when } from '../components';
 
 interface ScimToken {
   id: string;
@@ -21,7 +21,7 @@ const DEFAULT_MAX_DAYS = 365;
  * expires, who minted it, its last use; a new one (or the same name again, which renews it) is shown
  * once. Expired tokens stay listed, so an owner sees why provisioning stopped.
  */
-export function ScimTokensPanel() {
+export function ScimTokensPanel(props: { canUsers?: boolean }) {
   const [tokens, setTokens] = useState<ScimToken[] | null>(null);
   const [maxDays, setMaxDays] = useState(DEFAULT_MAX_DAYS);
   const [error, setError] = useState<string | null>(null);
@@ -42,11 +42,14 @@ export function ScimTokensPanel() {
   useEffect(() => void load(), []);
   const run = changer(load, setError);
 
+  const refusal = useRefusal(['name', 'expiresInDays']);
+  const personName = usePersonNames(props.canUsers !== false);
   const create = (e: Event) => {
     e.preventDefault();
-    void run(async () => {
+    void refusal.run(async () => {
       const r = await api<{ name: string; token: string; expiresAt: string; replaced: boolean }>('POST', '/admin/scim/tokens', { name: name.trim(), expiresInDays: days });
       setCreated(r);
+      await load();
     });
   };
   const revoke = (t: ScimToken) => {
@@ -77,12 +80,15 @@ export function ScimTokensPanel() {
       ) : null}
       <form class="card" aria-label="New SCIM token" onSubmit={create}>
         <label>
-          Name <input name="scimName" value={name} required pattern="[a-z0-9][a-z0-9._\-]{0,62}" onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+          Name <input name="scimName" value={name} required pattern="[a-z0-9][a-z0-9._\-]{0,62}" title="lower-case letters, digits, dots, dashes and underscores" aria-invalid={refusal.at('name') ? true : undefined} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+          <FieldError message={refusal.at('name')} />
         </label>
         <label>
           Expires in (days, at most {maxDays}){' '}
-          <input type="number" name="scimDays" min={1} max={maxDays} value={days} required onInput={(e) => setDays(Number((e.target as HTMLInputElement).value))} />
+          <input type="number" name="scimDays" min={1} max={maxDays} value={days} required aria-invalid={refusal.at('expiresInDays') ? true : undefined} onInput={(e) => setDays(Number((e.target as HTMLInputElement).value))} />
+          <FieldError message={refusal.at('expiresInDays')} />
         </label>
+        <FormError message={refusal.general} />
         <button type="submit" class="primary">
           Create or renew SCIM token
         </button>
@@ -94,7 +100,7 @@ export function ScimTokensPanel() {
             <span class="grow">
               <strong>{t.name}</strong> <small class="tag">{t.expired ? 'expired' : 'active'}</small>
               <br />
-              <small>{[`${t.expired ? 'expired' : 'expires'} ${when(t.expiresAt)}`, `created ${when(t.createdAt)} by ${t.createdBy}`, t.lastUsedAt ? `last used ${when(t.lastUsedAt)}` : 'never used'].join(' · ')}</small>
+              <small>{[`${t.expired ? 'expired' : 'expires'} ${when(t.expiresAt)}`, `created ${when(t.createdAt)} by ${personName(t.createdBy)}`, t.lastUsedAt ? `last used ${when(t.lastUsedAt)}` : 'never used'].join(' · ')}</small>
             </span>
             <button type="button" class="danger" onClick={() => revoke(t)}>
               Revoke

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote } from '../components';
+import { changer, ErrorNote, FieldError, useRefusal } from '../components';
 import type { User } from './admin-users';
 
 interface Team {
@@ -21,6 +21,8 @@ export function TeamsTab() {
     void api<{ users: User[] }>('GET', '/admin/users').then((r) => setUsers(r.users), () => {});
   }, []);
   const run = changer(load, setError);
+  // A name already taken is the name's problem: under it too.
+  const refusal = useRefusal(['name'], { conflictAt: 'name' });
   return (
     <div>
       <ErrorNote error={error} onClose={() => setError(null)} />
@@ -29,11 +31,13 @@ export function TeamsTab() {
         aria-label="New team"
         onSubmit={(e) => {
           e.preventDefault();
-          if (name.trim()) void run(() => api('POST', '/admin/teams', { name: name.trim() }).then(() => setName('')));
+          if (!name.trim()) return refusal.say('Give the team a name.', 'name');
+          void refusal.run(() => api('POST', '/admin/teams', { name: name.trim() }).then(() => setName('')).then(load));
         }}
       >
         <label>
-          Team name <input value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
+          Team name <input name="name" value={name} maxLength={100} aria-invalid={refusal.at('name') ? true : undefined} onInput={(e) => setName(e.currentTarget.value)} />
+          <FieldError message={refusal.at('name') ?? refusal.general} />
         </label>
         <button type="submit" class="primary">
           Create team

@@ -20,7 +20,7 @@ export function TemplatesTab() {
   const [editing, setEditing] = useState<string | null>(null);
   const [form, setForm] = useState(blank);
   const [error, setError] = useState<string | null>(null);
-  const refusal = useRefusal(['slug', 'name', 'model', 'systemPrompt']);
+  const refusal = useRefusal(['slug', 'name', 'model', 'systemPrompt'], { conflictAt: 'slug' });
   // The models to suggest, when the editor may read the providers (admin.manage_providers); else typed.
   const [models, setModels] = useState<string[]>([]);
   const load = () => api<{ templates: Template[] }>('GET', '/admin/templates').then((r) => setTemplates(r.templates), (err) => setError(explain(err)));
@@ -69,7 +69,7 @@ export function TemplatesTab() {
           <div class="row">
             <label>
               Slug
-              <input name="slug" value={form.slug} disabled={Boolean(editing)} required pattern="[a-z0-9][a-z0-9-]{0,62}" onInput={set('slug')} placeholder="e.g. code-review" />
+              <input name="slug" value={form.slug} disabled={Boolean(editing)} required pattern="[a-z0-9][a-z0-9\-]{0,62}" onInput={set('slug')} placeholder="e.g. code-review" />
               <FieldError message={refusal.at('slug')} />
             </label>
             <label>

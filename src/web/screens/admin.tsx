@@ -38,7 +38,7 @@ export function AdminScreen(props: { me: Me; tab: string }) {
       {tab === 'usage' ? <UsageTab canUsers={a.manage_users} /> : null}
       {tab === 'teams' ? <TeamsTab /> : null}
       {tab === 'providers' ? <ProvidersTab /> : null}
-      {tab === 'embedder' ? <EmbedderTab /> : null}
+      {tab === 'embedder' ? <EmbedderTab canUsers={a.manage_users} /> : null}
       {tab === 'gateways' ? <GatewaysTab /> : null}
       {tab === 'git' ? <GitHostsTab /> : null}
       {tab === 'mcp' ? <McpServersTab /> : null}
@@ -46,7 +46,7 @@ export function AdminScreen(props: { me: Me; tab: string }) {
       {tab === 'roles' ? <RolesTab held={props.me.permissions} /> : null}
       {tab === 'limits' ? <LimitsTab /> : null}
       {tab === 'sign-in' ? <SignInTab /> : null}
-      {tab === 'sign-in' ? <ScimTokensPanel /> : null}
+      {tab === 'sign-in' ? <ScimTokensPanel canUsers={a.manage_users} /> : null}
       {tab === 'egress' ? <EgressTab /> : null}
     </section>
   );

@@ -27,6 +27,7 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
   const [dialog, setDialog] = useState<'share' | 'handover' | null>(null);
   const stopFollowing = useRef<() => void>(() => {});
   const [messages, setMessages] = useState<Msg[] | null>(null);
+  const [title, setTitle] = useState<string | null>(null);
   const [pending, setPending] = useState<PendingPermission[]>([]);
   const [running, setRunning] = useState(false);
   const [turnsEnded, setTurnsEnded] = useState(0);
@@ -77,8 +78,12 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
       setNotice(branched.slice(sessionId.length + 1));
     }
     let live = true;
-    api<{ messages: Msg[] }>('GET', `/sessions/${sessionId}/messages`).then(
-      (r) => live && setMessages((now) => (now && now.length ? mergeHistory(r.messages, now) : r.messages)),
+    api<{ messages: Msg[]; session?: { title: string } }>('GET', `/sessions/${sessionId}/messages`).then(
+      (r) => {
+        if (!live) return;
+        if (r.session) setTitle(r.session.title);
+        setMessages((now) => (now && now.length ? mergeHistory(r.messages, now) : r.messages));
+      },
       (err) => {
         if (!live) return;
         setError(explain(err));
@@ -246,6 +251,7 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
   return (
     <div class="chat-layout">
       <section class="chat">
+        {title !== null ? <h1 class="chat-title" data-testid="session-title">{title}</h1> : null}
         <div class="chat-head">
           <a href="#/sessions">← Sessions</a>
           <span class={`dot ${connected ? 'on' : 'off'}`} title={connected ? 'Live' : 'Reconnecting…'} aria-label={connected ? 'Live' : 'Reconnecting'} />
@@ -340,11 +346,11 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
                 }
               }}
             />
-            <label class="attach">
-              Attach
+            <label class="attach button" title="Attach files">
+              Attach files
               <input ref={fileInput} type="file" multiple onChange={(e) => setFiles(Array.from(e.currentTarget.files ?? []))} />
             </label>
-            {files.length ? <small>{files.map((f) => f.name).join(', ')}</small> : null}
+            {files.length ? <small class="files">{files.map((f) => f.name).join(', ')}</small> : null}
             <button type="submit" class="primary" disabled={sending}>
               Send
             </button>

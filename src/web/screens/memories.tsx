@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote, when } from '../components';
+import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me } from '../types';
 
 interface Memory {
@@ -35,29 +35,30 @@ export function MemoriesScreen(props: { me: Me }) {
   const [draft, setDraft] = useState({ kind: 'fact', content: '', visibility: 'private' });
   const [error, setError] = useState<string | null>(null);
 
+  const search = useRefusal(['q', 'kind', 'visibility']);
   const load = async (e?: Event) => {
     e?.preventDefault();
     const q = new URLSearchParams({ limit: '100' });
     for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
-    try {
+    await search.run(async () => {
       const r = await api<{ memories: Memory[]; searchMode?: string }>('GET', `/memories?${q}`);
       setMemories(r.memories);
       setMode(r.searchMode);
-    } catch (err) {
-      setError(explain(err));
-    }
+    });
   };
   useEffect(() => {
     void load();
   }, []);
 
   const run = changer(load, setError);
+  const refusal = useRefusal(['kind', 'content', 'visibility']);
   const create = (e: Event) => {
     e.preventDefault();
-    if (!draft.content.trim()) return;
-    void run(async () => {
+    if (!draft.content.trim()) return refusal.say('Write what to remember.', 'content');
+    void refusal.run(async () => {
       await api('POST', '/memories', draft);
       setDraft({ ...draft, content: '' });
+      await load();
     });
   };
   const mine = (m: Memory) => m.author.id === props.me.user.id;
@@ -74,7 +75,8 @@ export function MemoriesScreen(props: { me: Me }) {
       <ErrorNote error={error} onClose={() => setError(null)} />
       <form class="row" onSubmit={load} aria-label="Search memories">
         <label>
-          Search <input type="search" name="q" value={filters.q} onInput={(e) => setFilters({ ...filters, q: e.currentTarget.value })} />
+          Search <input type="search" name="q" value={filters.q} aria-invalid={search.at('q') ? true : undefined} onInput={(e) => setFilters({ ...filters, q: e.currentTarget.value })} />
+          <FieldError message={search.at('q')} />
         </label>
         <label>
           Kind
@@ -96,6 +98,7 @@ export function MemoriesScreen(props: { me: Me }) {
         </label>
         <button type="submit">Search</button>
         {mode ? <small class="hint">answered by {mode} search</small> : null}
+        <FormError message={search.general} />
       </form>
       {p.write ? (
         <form class="row" onSubmit={create} aria-label="New memory">
@@ -108,7 +111,8 @@ export function MemoriesScreen(props: { me: Me }) {
             </select>
           </label>
           <label class="grow">
-            Remember <input name="content" value={draft.content} maxLength={8000} onInput={(e) => setDraft({ ...draft, content: e.currentTarget.value })} placeholder="e.g. I prefer tabs" />
+            Remember <input name="content" value={draft.content} maxLength={8000} aria-invalid={refusal.at('content') ? true : undefined} onInput={(e) => setDraft({ ...draft, content: e.currentTarget.value })} placeholder="e.g. I prefer tabs" />
+            <FieldError message={refusal.at('content')} />
           </label>
           {p.share ? (
             <label>
@@ -123,6 +127,7 @@ export function MemoriesScreen(props: { me: Me }) {
           <button type="submit" class="primary">
             Save
           </button>
+          <FormError message={refusal.general} />
         </form>
       ) : null}
       {memories?.length === 0 ? <p class="empty">No memories{filters.q || filters.kind || filters.visibility ? ' match' : ' yet'}.</p> : null}

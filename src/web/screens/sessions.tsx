@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, when } from '../components';
+import { ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me, SessionItem } from '../types';
 import { SetupChecklist, type SetupState } from './setup-checklist';
 import { SharedWithMe } from './shared-with-me';
@@ -37,18 +37,15 @@ export function SessionsScreen(props: { me: Me }) {
     if (canCreate) void api<{ templates: Template[] }>('GET', '/templates').then((r) => setTemplates(r.templates), () => {});
   }, []);
 
+  const refusal = useRefusal(['title', 'template_slug']);
   const create = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
-    setError(null);
-    try {
+    await refusal.run(async () => {
       const r = await api<{ sessionId: string }>('POST', '/sessions', { title: title.trim() || 'New session', ...(template ? { template_slug: template } : {}) });
       location.hash = `#/sessions/${r.sessionId}`;
-    } catch (err) {
-      setError(explain(err));
-    } finally {
-      setBusy(false);
-    }
+    });
+    setBusy(false);
   };
 
   const remove = async (s: SessionItem) => {
@@ -69,7 +66,8 @@ export function SessionsScreen(props: { me: Me }) {
       {canCreate && (!setup || setup.ready) ? (
         <form class="row" onSubmit={create} aria-label="New session">
           <label>
-            Title <input name="title" value={title} onInput={(e) => setTitle(e.currentTarget.value)} placeholder="What are you working on?" maxLength={200} />
+            Title <input name="title" value={title} onInput={(e) => setTitle(e.currentTarget.value)} placeholder="What are you working on?" maxLength={200} aria-invalid={refusal.at('title') ? true : undefined} />
+            <FieldError message={refusal.at('title')} />
           </label>
           {templates.length ? (
             <label>
@@ -80,11 +78,13 @@ export function SessionsScreen(props: { me: Me }) {
                   <option value={t.slug}>{t.name}</option>
                 ))}
               </select>
+              <FieldError message={refusal.at('template_slug')} />
             </label>
           ) : null}
           <button type="submit" class="primary" disabled={busy}>
             New session
           </button>
+          <FormError message={refusal.general} />
         </form>
       ) : canCreate ? null : (
         <p class="hint">Your role cannot start agent sessions.</p>

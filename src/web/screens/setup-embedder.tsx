@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, when } from '../components';
+import { ErrorNote, FieldError, FormError, usePersonNames, useRefusal, when } from '../components';
 
 // The "Embedder" admin tab (admin.manage_providers): the model memories are embedded with (set, clear),
 // and the backfill that embeds the memories lacking a vector of it, followed to its end. The same routes
@@ -30,7 +30,7 @@ interface ProviderItem {
 const KIND = 'embed-memories';
 const running = (j: Job | null) => j?.status === 'queued' || j?.status === 'running';
 
-export function EmbedderTab() {
+export function EmbedderTab(props: { canUsers?: boolean }) {
   const [state, setState] = useState<{ embedder: Embedder | null; memories?: { embedded: number; pending: number } } | null>(null);
   const [providers, setProviders] = useState<ProviderItem[]>([]);
   const [form, setForm] = useState({ provider: '', model: '', dimensions: '' });
@@ -83,12 +83,20 @@ export function EmbedderTab() {
       setBusy(false);
     }
   };
+  const refusal = useRefusal(['provider', 'model', 'dimensions']);
+  const personName = usePersonNames(props.canUsers !== false);
   const set = (e: Event) => {
     e.preventDefault();
-    void act(async () => {
-      const r = await api<{ backfill: Job | null }>('PUT', '/admin/embedder', { provider: form.provider, model: form.model.trim(), ...(form.dimensions ? { dimensions: Number(form.dimensions) } : {}) });
-      if (r.backfill) setJob(r.backfill);
-    });
+    setBusy(true);
+    // The dimensions as typed, a number when it reads as one: the API names what is wrong with it.
+    const dims = form.dimensions.trim();
+    void refusal
+      .run(async () => {
+        const r = await api<{ backfill: Job | null }>('PUT', '/admin/embedder', { provider: form.provider, model: form.model.trim(), ...(dims ? { dimensions: Number.isFinite(Number(dims)) ? Number(dims) : dims } : {}) });
+        if (r.backfill) setJob(r.backfill);
+        await load();
+      })
+      .finally(() => setBusy(false));
   };
   const backfill = () => act(async () => setJob((await api<{ job: Job }>('POST', '/jobs', { kind: KIND, payload: { limit: Math.max(1, state?.memories?.pending ?? 500) } })).job));
   const clear = () => confirm('Clear the embedder? Stored vectors stay; memory search answers on full text until one is set again.') && act(() => api('DELETE', '/admin/embedder'));
@@ -103,7 +111,7 @@ export function EmbedderTab() {
       {state && !e ? <p class="empty">No embedder: memory search answers on full text. Set one to search memories by meaning too.</p> : null}
       {e ? (
         <p data-testid="embedder">
-          Embedder: <strong>{e.provider}</strong> / {e.model}, {e.dimensions} dimensions <small>(set by {e.updatedBy}, {when(e.updatedAt)})</small>
+          Embedder: <strong>{e.provider}</strong> / {e.model}, {e.dimensions} dimensions <small>(set by {personName(e.updatedBy)}, {when(e.updatedAt)})</small>
           <br />
           {state?.memories ? `${state.memories.embedded} memories embedded, ${state.memories.pending} waiting for a vector of this model.` : null}{' '}
           <button type="button" class="link danger" onClick={clear} disabled={busy}>
@@ -115,25 +123,29 @@ export function EmbedderTab() {
       <form class="row" aria-label="Set the embedder" onSubmit={set}>
         <label>
           Provider
-          <select value={form.provider} onChange={field('provider')} required>
+          <select name="provider" value={form.provider} onChange={field('provider')} required aria-invalid={refusal.at('provider') ? true : undefined}>
             {providers.length ? null : <option value="">No OpenAI or OpenAI-compatible provider</option>}
             {providers.map((p) => (
               <option value={p.name}>{p.name}</option>
             ))}
           </select>
+          <FieldError message={refusal.at('provider')} />
         </label>
         <label>
           Embeddings model
-          <input value={form.model} onInput={field('model')} placeholder="text-embedding-3-small" required maxLength={200} />
+          <input name="model" value={form.model} onInput={field('model')} placeholder="text-embedding-3-small" required maxLength={200} aria-invalid={refusal.at('model') ? true : undefined} />
+          <FieldError message={refusal.at('model')} />
         </label>
         <label>
           Dimensions (optional)
-          <input value={form.dimensions} onInput={field('dimensions')} inputMode="numeric" size={8} />
+          <input name="dimensions" value={form.dimensions} onInput={field('dimensions')} inputMode="numeric" size={8} aria-invalid={refusal.at('dimensions') ? true : undefined} />
+          <FieldError message={refusal.at('dimensions')} />
         </label>
         <button type="submit" class="primary" disabled={busy || !providers.length}>
           {e ? 'Change embedder' : 'Set embedder'}
         </button>
       </form>
+      <FormError message={refusal.general} />
       <p class="hint">Setting it asks the model for one vector first. A change of model re-embeds every memory (a backfill job).</p>
 
       <h2>Backfill</h2>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote, when } from '../components';
+import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 
 // The "Models and runtime" admin tab (admin.manage_providers): the tenant's model providers (add, edit,
 // rotate or remove the key, enable or disable, test, remove), the default model and apply, and the
@@ -36,7 +36,7 @@ interface RuntimeStatus {
   ready: boolean;
   detail?: string;
   defaultModel: string | null;
-  applied: { defaultModel: string; providers: string[]; at: string | null; by: string | null } | null;
+  applied: { defaultModel: string; providers: string[]; at: string | null; by: string | null; byPerson?: { id: string; name: string; email: string } | null } | null;
   pendingChanges: boolean;
   runtime: {
     sandbox: 'on' | 'off';
@@ -85,11 +85,16 @@ export function ProvidersTab() {
     void load();
   }, []);
   const run = changer(load, setError);
+  // The default model and Apply: a refusal under the select (or by the button), not at the tab's top.
+  const choice = useRefusal(['defaultModel']);
+  const choose = (change: () => Promise<unknown>) => choice.run(change).then(() => load());
   if (!status) return <ErrorNote error={error} />;
   const models = status.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`));
   const apply = () =>
-    run(async () => {
-      const r = await api<{ pushed: boolean; runtimeError?: string }>('POST', '/admin/runtime/apply', {});
+    choose(async () => {
+      // prepare: the workspace can prompt now, so the admin's own runtime starts meanwhile (the first
+      // answer after set-up does not pay the cold start).
+      const r = await api<{ pushed: boolean; runtimeError?: string }>('POST', '/admin/runtime/apply', { prepare: true });
       setNotice(r.pushed ? 'Applied: new prompts run on it.' : `Applied and recorded; running runtimes take it when they next start (${r.runtimeError}).`);
     });
   return (
@@ -151,7 +156,9 @@ export function ProvidersTab() {
           <select
             value={status.defaultModel && models.includes(status.defaultModel) ? status.defaultModel : ''}
             disabled={!models.length}
-            onChange={(e) => e.currentTarget.value && run(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}
+            name="defaultModel"
+            aria-invalid={choice.at('defaultModel') ? true : undefined}
+            onChange={(e) => e.currentTarget.value && choose(() => api('PATCH', '/admin/runtime', { defaultModel: e.currentTarget.value }))}
           >
             {/* None chosen yet, or its provider removed or disabled since. */}
             {status.defaultModel && models.includes(status.defaultModel) ? null : <option value="">{models.length ? 'Choose…' : 'Add a provider first'}</option>}
@@ -159,16 +166,18 @@ export function ProvidersTab() {
               <option value={m}>{m}</option>
             ))}
           </select>
+          <FieldError message={choice.at('defaultModel')} />
         </label>
         {status.pendingChanges && status.defaultModel ? (
           <button type="button" class="primary" onClick={apply}>
             Apply changes
           </button>
         ) : null}
+        <FormError message={choice.general} />
       </div>
       <p class="hint" data-testid="applied">
         {status.applied
-          ? `Applied: ${status.applied.defaultModel} with ${status.applied.providers.join(', ') || 'no provider'}${status.applied.at ? `, ${when(status.applied.at)}` : ''}${status.applied.by ? ` by ${status.applied.by}` : ''}.`
+          ? `Applied: ${status.applied.defaultModel} with ${status.applied.providers.join(', ') || 'no provider'}${status.applied.at ? `, ${when(status.applied.at)}` : ''}${status.applied.byPerson ? ` by ${status.applied.byPerson.name} (${status.applied.byPerson.email})` : status.applied.by ? ` by ${status.applied.by}` : ''}.`
           : 'Nothing applied yet: prompts wait for a default model to be applied.'}
         {status.pendingChanges && status.applied ? ' Changes since then wait for Apply.' : ''}
       </p>
@@ -202,8 +211,10 @@ export function ProvidersTab() {
         <ProviderForm
           key={editing}
           p={status.providers.find((p) => p.name === editing)}
-          onDone={() => setEditing(null)}
-          run={run}
+          onDone={() => {
+            setEditing(null);
+            void load();
+          }}
         />
       )}
     </div>
@@ -216,6 +227,7 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
   const [test, setTest] = useState<TestResult | 'running' | null>(null);
   const [rotating, setRotating] = useState(false);
   const [key, setKey] = useState('');
+  const keyRefusal = useRefusal(['apiKey']);
   const path = `/admin/providers/${encodeURIComponent(p.name)}`;
   const doTest = async () => {
     setTest('running');
@@ -278,16 +290,24 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
               aria-label={`New key for ${p.name}`}
               onSubmit={(e) => {
                 e.preventDefault();
-                if (key) void run(() => api('PATCH', path, { apiKey: key }).then(() => (setKey(''), setRotating(false))));
+                if (!key) return keyRefusal.say('Paste the new key.', 'apiKey');
+                void keyRefusal.run(() => api('PATCH', path, { apiKey: key })).then((ok) => {
+                  if (!ok) return;
+                  setKey('');
+                  setRotating(false);
+                  void run(async () => {}); // reloads the tab: the key is now stored
+                });
               }}
             >
               <label>
                 New API key for {p.name}
-                <input type="password" autoComplete="off" value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+                <input name="apiKey" type="password" autoComplete="off" value={key} aria-invalid={keyRefusal.at('apiKey') ? true : undefined} onInput={(e) => setKey(e.currentTarget.value)} />
+                <FieldError message={keyRefusal.at('apiKey')} />
               </label>
               <button type="submit" class="primary">
                 Save key
               </button>
+              <FormError message={keyRefusal.general} />
             </form>
           </td>
         </tr>
@@ -354,7 +374,7 @@ const cacheDefault = (kind: Provider['kind'], field: DraftField): string | undef
 };
 
 /** Adds a provider (no `p`) or changes one: base URL, key, models. */
-function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: () => Promise<unknown>) => Promise<void> }) {
+function ProviderForm(props: { p?: Provider; onDone: () => void }) {
   const { p } = props;
   const [name, setName] = useState(p?.name ?? '');
   const [kind, setKind] = useState<Provider['kind']>(p?.kind ?? 'openai-compatible');
@@ -362,9 +382,14 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
   const [apiKey, setApiKey] = useState('');
   const [models, setModels] = useState<ModelDraft[]>(p ? p.models.map(draftOf) : [draftOf()]);
   const setModel = (i: number, field: DraftField, value: string) => setModels(models.map((m, k) => (k === i ? { ...m, [field]: value } : m)));
+  // Rows without an id are not sent: the API's models.<n> is the n-th row that has one.
+  const sentRows = models.map((m, i) => (m.id.trim() ? i : -1)).filter((i) => i >= 0);
+  const sentIndex = (row: number) => sentRows.indexOf(row);
+  const refusal = useRefusal(['name', 'kind', 'baseUrl', 'apiKey', ...sentRows.flatMap((_, n) => MODEL_FIELDS.map(([f]) => `models.${n}.${f}`))]);
   const submit = (e: Event) => {
     e.preventDefault();
-    const num = (s: string) => (s.trim() === '' ? undefined : Number(s));
+    // A number as typed: "" is unset; anything else is sent as given, so the API names what is wrong with it.
+    const num = (s: string) => (s.trim() === '' ? undefined : Number.isFinite(Number(s)) ? Number(s) : s.trim());
     const list = models
       .filter((m) => m.id.trim())
       .map((m) => ({
@@ -378,11 +403,12 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
         cacheWriteCostPerMTok: num(m.cacheWriteCostPerMTok),
       }));
     const body = { baseUrl: baseUrl.trim() || undefined, models: list, ...(apiKey ? { apiKey } : {}) };
-    void props.run(async () => {
-      if (p) await api('PATCH', `/admin/providers/${encodeURIComponent(p.name)}`, body);
-      else await api('POST', '/admin/providers', { name: name.trim(), kind, ...body });
-      props.onDone();
-    });
+    void refusal
+      .run(async () => {
+        if (p) await api('PATCH', `/admin/providers/${encodeURIComponent(p.name)}`, body);
+        else await api('POST', '/admin/providers', { name: name.trim(), kind, ...body });
+      })
+      .then((ok) => ok && props.onDone());
   };
   return (
     <form class="gateway" aria-label={p ? `Edit ${p.name}` : 'New provider'} onSubmit={submit}>
@@ -390,7 +416,8 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
       <div class="row">
         <label>
           Name
-          <input value={name} disabled={Boolean(p)} required pattern="[a-z0-9][a-z0-9-]{0,39}" title="lower-case letters, digits and dashes" onInput={(e) => setName(e.currentTarget.value)} />
+          <input value={name} disabled={Boolean(p)} required pattern="[a-z0-9][a-z0-9\-]{0,39}" title="lower-case letters, digits and dashes" aria-invalid={refusal.at('name') ? true : undefined} onInput={(e) => setName(e.currentTarget.value)} />
+          <FieldError message={refusal.at('name')} />
         </label>
         <label>
           Kind
@@ -402,19 +429,24 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
         </label>
         <label class="grow">
           Base URL
-          <input value={baseUrl} placeholder={kind === 'openai-compatible' ? 'http://llm.internal:8000/v1' : 'the official API'} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
+          <input value={baseUrl} placeholder={kind === 'openai-compatible' ? 'http://llm.internal:8000/v1' : 'the official API'} aria-invalid={refusal.at('baseUrl') ? true : undefined} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
+          <FieldError message={refusal.at('baseUrl')} />
         </label>
         <label>
           {p?.hasApiKey ? 'New API key (blank: keep)' : 'API key'}
-          <input type="password" autoComplete="off" value={apiKey} onInput={(e) => setApiKey(e.currentTarget.value)} />
+          <input type="password" autoComplete="off" value={apiKey} aria-invalid={refusal.at('apiKey') ? true : undefined} onInput={(e) => setApiKey(e.currentTarget.value)} />
+          <FieldError message={refusal.at('apiKey')} />
         </label>
       </div>
       {models.map((m, i) => (
         <div class="row" aria-label={`Model ${i + 1}`} role="group">
-          {MODEL_FIELDS.map(([field, label]) => (
+          {MODEL_FIELDS.map(([field, label]) => {
+            const said = sentIndex(i) >= 0 ? refusal.at(`models.${sentIndex(i)}.${field}`) : null;
+            return (
             <label>
               {label}
               <input
+                aria-invalid={said ? true : undefined}
                 aria-label={`${label} ${i + 1}`}
                 value={m[field]}
                 placeholder={cacheDefault(kind, field)}
@@ -423,8 +455,10 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
                 size={field === 'id' ? 18 : 7}
                 onInput={(e) => setModel(i, field, e.currentTarget.value)}
               />
+              <FieldError message={said} />
             </label>
-          ))}
+            );
+          })}
           {models.length > 1 ? (
             <button type="button" class="link danger" aria-label={`Remove model ${i + 1}`} onClick={() => setModels(models.filter((_, k) => k !== i))}>
               ×
@@ -432,6 +466,7 @@ function ProviderForm(props: { p?: Provider; onDone: () => void; run: (change: (
           ) : null}
         </div>
       ))}
+      <FormError message={refusal.general} />
       <div class="row">
         <button type="button" onClick={() => setModels([...models, draftOf()])}>
           Add a model

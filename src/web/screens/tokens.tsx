@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote, when } from '../components';
+import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 
 type Scope = 'read' | 'sessions' | 'memories' | 'admin';
 
@@ -49,14 +49,16 @@ export function TokensScreen() {
     );
   useEffect(() => void load(), []);
   const run = changer(load, setError);
+  const refusal = useRefusal(['name', 'scopes', 'expiresInDays']);
 
   const create = (e: Event) => {
     e.preventDefault();
     setCopied(false);
-    void run(async () => {
+    void refusal.run(async () => {
       const r = await api<{ token: PersonalToken; value: string }>('POST', '/me/tokens', { name: name.trim(), scopes, expiresInDays: days });
       setCreated({ name: r.token.name, value: r.value });
       setName('');
+      await load();
     });
   };
   const toggle = (scope: Scope, on: boolean) => setScopes((s) => (on ? [...s, scope] : s.filter((x) => x !== scope)));
@@ -95,7 +97,8 @@ export function TokensScreen() {
       ) : null}
       <form class="card" onSubmit={create} aria-label="New token">
         <label>
-          Name <input value={name} required maxLength={100} placeholder="nightly report" onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+          Name <input name="name" value={name} required maxLength={100} placeholder="nightly report" aria-invalid={refusal.at('name') ? true : undefined} onInput={(e) => setName((e.target as HTMLInputElement).value)} />
+          <FieldError message={refusal.at('name')} />
         </label>
         <fieldset>
           <legend>Scopes</legend>
@@ -106,11 +109,14 @@ export function TokensScreen() {
                 <input type="checkbox" name={h.scope} checked={scopes.includes(h.scope)} onChange={(e) => toggle(h.scope, (e.target as HTMLInputElement).checked)} /> {SCOPE_TEXT[h.scope]}
               </label>
             ))}
+          <FieldError message={refusal.at('scopes')} />
         </fieldset>
         <label>
           Expires in (days, at most {maxDays}){' '}
-          <input type="number" name="days" min={1} max={maxDays} value={days} required onInput={(e) => setDays(Number((e.target as HTMLInputElement).value))} />
+          <input type="number" name="days" min={1} max={maxDays} value={days} required aria-invalid={refusal.at('expiresInDays') ? true : undefined} onInput={(e) => setDays(Number((e.target as HTMLInputElement).value))} />
+          <FieldError message={refusal.at('expiresInDays')} />
         </label>
+        <FormError message={refusal.general} />
         <button type="submit" class="primary" disabled={!name.trim() || !scopes.length}>
           Create token
         </button>

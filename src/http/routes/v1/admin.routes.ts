@@ -10,6 +10,7 @@ import { DateTime, errorResponses } from '../../schemas.js';
 const Uuid = Type.String({ format: 'uuid' });
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 
+const Person = Type.Object({ id: Uuid, name: Type.String({ description: 'Display name, else handle' }), email: Type.String() });
 const AuditEntry = Type.Object({
   id: Uuid,
   ts: DateTime,
@@ -21,6 +22,8 @@ const AuditEntry = Type.Object({
   sessionId: Nullable(Uuid),
   channel: Type.String(),
   durationMs: Type.Union([Type.Integer(), Type.Null()]),
+  actorPerson: Type.Optional(Type.Union([Person, Type.Null()], { description: 'The actor when a person of the entry\'s tenant: name and email' })),
+  targetPerson: Type.Optional(Type.Union([Person, Type.Null()], { description: 'The target when a person of the entry\'s tenant (user:<uuid>): name and email' })),
 });
 
 /** Tokens by kind, adding up to the total (not in SPEC.md: each kind has its own price). */
@@ -76,6 +79,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
         querystring: Type.Object({
           action: Type.Optional(Type.String({ maxLength: 200, description: 'Exact match, e.g. tool.execute' })),
           userId: Type.Optional(Uuid),
+          user: Type.Optional(Type.String({ maxLength: 320, description: 'A person by id, email, handle or display name (whole values, any case): entries by them or about them (target user:<id>). 400 naming `user` when no one matches' })),
           since: Type.Optional(Type.String({ description: 'ISO 8601' })),
           until: Type.Optional(Type.String({ description: 'ISO 8601' })),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: AUDIT_LIMIT_MAX, default: AUDIT_LIMIT_DEFAULT })),

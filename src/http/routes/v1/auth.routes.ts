@@ -30,6 +30,7 @@ const Me = Type.Object({
   }),
   roles: Type.Array(Type.String()),
   permissions: PermissionsDoc,
+  demo: Type.Optional(Type.Boolean({ description: 'true: acting as the operator in local demo mode, without a sign-in (nothing to sign out of)' })),
 });
 
 /**

@@ -59,7 +59,16 @@ const RuntimeStatus = Type.Object({
   ready: Type.Boolean({ description: 'Whether prompts can start (else they get 409 runtime_not_ready)' }),
   detail: Type.Optional(Type.String()),
   defaultModel: Type.Union([Type.String(), Type.Null()]),
-  applied: Type.Union([Type.Object({ defaultModel: Type.String(), providers: Type.Array(Type.String()), at: Type.Union([DateTime, Type.Null()]), by: Type.Union([Type.String(), Type.Null()]) }), Type.Null()]),
+  applied: Type.Union([
+    Type.Object({
+      defaultModel: Type.String(),
+      providers: Type.Array(Type.String()),
+      at: Type.Union([DateTime, Type.Null()]),
+      by: Type.Union([Type.String(), Type.Null()]),
+      byPerson: Type.Optional(Type.Union([Type.Object({ id: Type.String({ format: 'uuid' }), name: Type.String(), email: Type.String() }), Type.Null()], { description: 'Who applied it, when a person of the tenant: name and email' })),
+    }),
+    Type.Null(),
+  ]),
   pendingChanges: Type.Boolean({ description: 'Providers or the default model changed since the last apply' }),
   runtime: Type.Object({
     sandbox: Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'off: agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off, single-user trials only)' }),
@@ -171,11 +180,19 @@ export async function runtimeRoutes(app: App, opts: { core: Core }): Promise<voi
       schema: {
         tags: ['runtime'],
         summary: 'Record the providers and default model as applied, then write them to the runtime',
-        body: Type.Optional(Type.Object({ defaultModel: Type.Optional(ModelRef) }, { additionalProperties: false })),
+        body: Type.Optional(
+          Type.Object(
+            {
+              defaultModel: Type.Optional(ModelRef),
+              prepare: Type.Optional(Type.Boolean({ description: "Also start and prepare the caller's own runtime now, so their first prompt after set-up does not wait for a cold start (the dashboard asks). Best effort: never fails the apply; needs agents.create" })),
+            },
+            { additionalProperties: false },
+          ),
+        ),
         response: { 200: Type.Object({ applied: Applied, pushed: Type.Boolean({ description: 'false: recorded, but the runtime could not take it now (see runtimeError); serve writes it when it starts the runtime or reconnects to it' }), runtimeError: Type.Optional(Type.String()) }), ...errs() },
       },
     },
-    async (req) => runtime.apply(ctxOf(req), { defaultModel: req.body?.defaultModel }),
+    async (req) => runtime.apply(ctxOf(req), { defaultModel: req.body?.defaultModel, prepare: req.body?.prepare }),
   );
 
   app.get('/templates', { schema: { tags: ['sessions'], summary: 'Templates the caller may start sessions from', response: { 200: Type.Object({ templates: Type.Array(Template) }), ...errorResponses(401) } } }, async (req) => ({

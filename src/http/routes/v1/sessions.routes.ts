@@ -135,7 +135,13 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
         summary: 'The session history, from the agent runtime',
         params: Id,
         headers: BrowserSession,
-        response: { 200: Type.Object({ messages: Type.Array(Type.Object({ info: Type.Record(Type.String(), Type.Unknown()), parts: Type.Array(Type.Record(Type.String(), Type.Unknown())) })) }), ...errorResponses(401, 404, 503) },
+        response: {
+          200: Type.Object({
+            session: Type.Optional(Type.Object({ id: Type.String({ format: 'uuid' }), title: Type.String() }, { description: 'The session the messages are of (its title, for a header)' })),
+            messages: Type.Array(Type.Object({ info: Type.Record(Type.String(), Type.Unknown()), parts: Type.Array(Type.Record(Type.String(), Type.Unknown())) })),
+          }),
+          ...errorResponses(401, 404, 503),
+        },
       },
     },
     async (req) => sessions.messages(ctxOf(req), { id: req.params.id, browserSession: browserSessionOf(req) }),
