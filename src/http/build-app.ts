@@ -23,6 +23,7 @@ import { authRoutes } from './routes/v1/auth.routes.js';
 import { runtimeRoutes } from './routes/v1/runtime.routes.js';
 import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { sessionChangesRoutes } from './routes/v1/session-changes.routes.js';
+import { sessionManageRoutes } from './routes/v1/session-manage.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { connectorsGitRoutes } from './routes/v1/connectors-git.routes.js';
 import { memoriesRoutes } from './routes/v1/memories.routes.js';
@@ -158,6 +159,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(setupRoutes, { core });
       await v1.register(sessionsRoutes, { core });
       await v1.register(sessionChangesRoutes, { core });
+      await v1.register(sessionManageRoutes, { core });
       await v1.register(workspaceRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });
