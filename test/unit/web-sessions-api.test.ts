@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { listQuery, resultHref, snippetPieces } from '../../src/web/sessions-api.js';
+import { listQuery, resultHref, snippetPieces } from '../../src/web/sessions-list.js';
 
 describe('the dashboard session list and search helpers', () => {
   it('asks the list for the view, template and page chosen', () => {

@@ -44,6 +44,9 @@ export interface SearchHit {
   headline: string;
 }
 
+/** Matching messages ranked at most per search (the most recent ones). */
+export const RANK_CANDIDATES = 2000;
+
 const LISTED = `s.id, s.title, s.template_slug as "templateSlug", s.created_at as "createdAt", s.updated_at as "updatedAt",
   s.pinned_at as "pinnedAt", s.archived_at as "archivedAt", s.updated_at::text as "cursorAt"`;
 
@@ -114,9 +117,13 @@ export function createSessionManageRepo() {
         `with query as (select websearch_to_tsquery('english', $3) as q),
          mine as (select s.id from agent_sessions s where s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null),
          hits as (
-           select e.session_id, e.message_id, e.role, ts_rank_cd(e.tsv, query.q) as rank
-             from session_search_entries e cross join query
-            where e.tenant_id = $1 and e.tsv @@ query.q and e.session_id in (select id from mine)
+           -- Ranking reads every candidate's vector: a word in most of a person's messages would rank them
+           -- all. The most recent RANK_CANDIDATES matching messages are ranked (a very common word finds
+           -- recent work first); a word in fewer messages than that, every one.
+           select c.session_id, c.message_id, c.role, ts_rank_cd(c.tsv, query.q) as rank
+             from (select e.session_id, e.message_id, e.role, e.tsv from session_search_entries e cross join query
+                    where e.tenant_id = $1 and e.tsv @@ query.q and e.session_id in (select id from mine)
+                    order by e.created_at desc limit ${RANK_CANDIDATES}) c cross join query
            union all
            -- A title says what the whole session is about: its match counts double.
            select s.id, null, 'title', 2 * ts_rank_cd(to_tsvector('english', s.title), query.q)
