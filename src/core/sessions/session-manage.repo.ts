@@ -152,22 +152,27 @@ export function createSessionManageRepo() {
      * noted. One statement per step, the caller's transaction around them.
      */
     async index(q: Queryable, tenantId: string, sessionId: string, rows: IndexRow[], keep: string[], through: string | null): Promise<void> {
-      if (rows.length) {
-        await q.query(
-          `insert into session_search_entries as e (tenant_id, session_id, message_id, role, body)
+      // One statement (atomic, one round trip): the delete does not see the rows inserted beside it,
+      // which `keep` names anyway.
+      await q.query(
+        `with written as (
+           insert into session_search_entries as e (tenant_id, session_id, message_id, role, body)
            select $1, $2, x.message_id, x.role, x.body from jsonb_to_recordset($3::jsonb) as x(message_id text, role text, body text)
-           on conflict (session_id, message_id) do update set body = excluded.body, role = excluded.role where e.body is distinct from excluded.body`,
-          [tenantId, sessionId, JSON.stringify(rows.map((r) => ({ message_id: r.messageId, role: r.role, body: r.body })))],
-        );
-      }
-      await q.query(`delete from session_search_entries where tenant_id = $1 and session_id = $2 and not (message_id = any($3::text[]))`, [tenantId, sessionId, keep]);
-      if (through) await q.query(`update agent_sessions set search_through = $3 where id = $2 and tenant_id = $1`, [tenantId, sessionId, through]);
+           on conflict (session_id, message_id) do update set body = excluded.body, role = excluded.role where e.body is distinct from excluded.body
+           returning 1
+         ), dropped as (
+           delete from session_search_entries where tenant_id = $1 and session_id = $2 and not (message_id = any($4::text[])) returning 1
+         )
+         update agent_sessions set search_through = coalesce($5, search_through) where id = $2 and tenant_id = $1`,
+        [tenantId, sessionId, JSON.stringify(rows.map((r) => ({ message_id: r.messageId, role: r.role, body: r.body }))), keep, through],
+      );
     },
 
-    /** How far the session's transcript is indexed (null: never), if it is a live top-level session. */
-    async indexState(q: Queryable, tenantId: string, sessionId: string): Promise<{ through: string | null } | null> {
-      const { rows } = await q.query<{ through: string | null }>(
-        `select search_through as through from agent_sessions where id = $1 and tenant_id = $2 and deleted_at is null and parent_id is null`,
+    /** How far the session's transcript is indexed (null: never) and the messages held, if it is a live top-level session. */
+    async indexState(q: Queryable, tenantId: string, sessionId: string): Promise<{ through: string | null; held: string[] } | null> {
+      const { rows } = await q.query<{ through: string | null; held: string[] }>(
+        `select s.search_through as through, array(select e.message_id from session_search_entries e where e.session_id = s.id and e.tenant_id = s.tenant_id) as held
+           from agent_sessions s where s.id = $1 and s.tenant_id = $2 and s.deleted_at is null and s.parent_id is null`,
         [sessionId, tenantId],
       );
       return rows[0] ?? null;

@@ -95,15 +95,22 @@ export function createSessionManage(deps: {
     ...(s.claimable ? { claimable: true } : {}),
   });
 
-  /** Writes the session's transcript into the index (the messages past what it held, and drops what the transcript no longer has). */
-  async function indexTranscript(s: SessionRow, through: string | null, messages: Transcript): Promise<number> {
+  /**
+   * Writes a session's transcript into the index: the messages it does not hold yet, those past how far
+   * it was read (a lost turn's answer may have grown), and drops what the transcript no longer has (turns
+   * undone, or left on a lost host). A redo brings undone turns back: not held, they are written again.
+   */
+  async function indexMessages(session: { id: string; tenantId: string }, messages: Transcript): Promise<number> {
+    const state = await repo.indexState(db, session.tenantId, session.id);
+    if (!state) return 0; // deleted meanwhile, or a plan's child session (not listed, not searched)
     // Up to the first answer still being written: what comes after is indexed when its turn ends.
     const open = messages.findIndex((m) => m.info.role === 'assistant' && !m.info.time?.completed && !m.info.error);
     const done = open < 0 ? messages : messages.slice(0, open);
-    const rows = indexRows(done).filter((r) => through === null || r.messageId > through);
+    const held = new Set(state.held);
+    const rows = indexRows(done).filter((r) => !held.has(r.messageId) || state.through === null || r.messageId > state.through);
     const last = done.at(-1)?.info.id;
     const keep = messages.map((m) => String(m.info.id));
-    await db.transaction((tx) => repo.index(tx, s.tenantId, s.id, rows, keep, typeof last === 'string' ? last : through));
+    await repo.index(db, session.tenantId, session.id, rows, keep, typeof last === 'string' ? last : state.through);
     return rows.length;
   }
 
@@ -213,12 +220,13 @@ export function createSessionManage(deps: {
      * work of the process that saw the end; idempotent (every serve that follows the runtime may call it).
      */
     async turnEnded(session: { id: string; tenantId: string }): Promise<void> {
-      const state = await repo.indexState(db, session.tenantId, session.id);
-      if (!state) return; // deleted meanwhile, or a plan's child session (not listed, not searched)
       const s = await deps.sessionsRepo.byId(db, session.tenantId, session.id);
-      if (!s?.upstreamId) return;
-      await indexTranscript(s, state.through, await deps.transcriptOf(s));
+      if (!s?.upstreamId || s.parentId) return;
+      await indexMessages(s, await deps.transcriptOf(s));
     },
+
+    /** The index write of a turn's end, its transcript in hand (turnEnded after it read it; the benchmark). */
+    indexMessages,
 
     /** A session being deleted leaves the index (in the deletion's transaction). */
     dropIndex: repo.dropIndex,
@@ -247,7 +255,7 @@ export function createSessionManage(deps: {
             const s = await deps.sessionsRepo.byId(db, tenantId, id);
             if (!s) continue;
             try {
-              await indexTranscript(s, null, await deps.transcriptOf(s));
+              await indexMessages(s, await deps.transcriptOf(s));
               indexed++;
             } catch (err) {
               failed++;
