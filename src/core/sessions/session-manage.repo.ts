@@ -44,6 +44,8 @@ export interface SearchHit {
   headline: string;
 }
 
+/** The search's text as a query (parameter $3). */
+const Q = `websearch_to_tsquery('english', $3)`;
 /** Matching messages ranked at most per search (the most recent ones). */
 export const RANK_CANDIDATES = 2000;
 
@@ -114,21 +116,23 @@ export function createSessionManageRepo() {
      */
     async search(q: Queryable, tenantId: string, ownerId: string, text: string, limit: number): Promise<SearchHit[]> {
       const { rows } = await q.query<SearchHit & { rank: string | number }>(
-        `with query as (select websearch_to_tsquery('english', $3) as q),
-         mine as (select s.id from agent_sessions s where s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null),
+        // The query is written out where it is used, not taken from a CTE: a constant to the planner, whose
+        // statistics of the index's words then tell a common word (walk the recent entries) from a rare one
+        // (the text index).
+        `with mine as (select s.id from agent_sessions s where s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null),
          hits as (
            -- Ranking reads every candidate's vector: a word in most of a person's messages would rank them
            -- all. The most recent RANK_CANDIDATES matching messages are ranked (a very common word finds
            -- recent work first); a word in fewer messages than that, every one.
-           select c.session_id, c.message_id, c.role, ts_rank_cd(c.tsv, query.q) as rank
-             from (select e.session_id, e.message_id, e.role, e.tsv from session_search_entries e cross join query
-                    where e.tenant_id = $1 and e.tsv @@ query.q and e.session_id in (select id from mine)
-                    order by e.created_at desc limit ${RANK_CANDIDATES}) c cross join query
+           select c.session_id, c.message_id, c.role, ts_rank_cd(c.tsv, ${Q}) as rank
+             from (select e.session_id, e.message_id, e.role, e.tsv from session_search_entries e
+                    where e.tenant_id = $1 and e.tsv @@ ${Q} and e.session_id in (select id from mine)
+                    order by e.created_at desc limit ${RANK_CANDIDATES}) c
            union all
            -- A title says what the whole session is about: its match counts double.
-           select s.id, null, 'title', 2 * ts_rank_cd(to_tsvector('english', s.title), query.q)
-             from agent_sessions s cross join query
-            where s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null and to_tsvector('english', s.title) @@ query.q
+           select s.id, null, 'title', 2 * ts_rank_cd(to_tsvector('english', s.title), ${Q})
+             from agent_sessions s
+            where s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null and to_tsvector('english', s.title) @@ ${Q}
          ),
          best as (
            select distinct on (session_id) session_id, message_id, role, rank from hits order by session_id, rank desc, message_id nulls first
@@ -136,8 +140,8 @@ export function createSessionManageRepo() {
          page as (select * from best order by rank desc, session_id limit $4)
          select page.session_id as "sessionId", s.title, s.updated_at as "updatedAt", s.pinned_at as "pinnedAt", s.archived_at as "archivedAt",
                 page.message_id as "messageId", page.role, page.rank,
-                ts_headline('english', coalesce(e.body, s.title), query.q, '${HEADLINE_OPTIONS}') as headline
-           from page cross join query
+                ts_headline('english', coalesce(e.body, s.title), ${Q}, '${HEADLINE_OPTIONS}') as headline
+           from page
            join agent_sessions s on s.id = page.session_id and s.tenant_id = $1
            left join session_search_entries e on e.session_id = page.session_id and e.message_id = page.message_id
           order by page.rank desc, page.session_id`,
