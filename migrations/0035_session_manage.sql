@@ -19,9 +19,12 @@ create index agent_sessions_title_search_idx on agent_sessions using gin (to_tsv
 -- input or output, no reasoning), one row per message. Rows go with their session (deleted in the
 -- deletion's transaction; purged by the foreign key). Who may search them is read from agent_sessions at
 -- query time (owner_id, deleted_at), never from here, so a claim or hand-over moves them with the session.
+-- owner_id is a copy for the order of the recent-entries index only (refreshed at each index write): a stale
+-- one can hide a session's text from its new owner until its next turn ends, never show it to anyone else.
 create table session_search_entries (
   tenant_id uuid not null references tenants(id) on delete cascade,
   session_id uuid not null references agent_sessions(id) on delete cascade,
+  owner_id uuid not null,
   message_id text not null,
   role text not null check (role in ('user', 'assistant')),
   body text not null,
@@ -33,7 +36,7 @@ create index session_search_entries_tsv_idx on session_search_entries using gin 
 create index session_search_entries_tenant_idx on session_search_entries (tenant_id, session_id);
 -- The most recent matches first: for a word in most of a person's messages the planner walks this until it
 -- has the candidates to rank, instead of reading every match from the text index.
-create index session_search_entries_recent_idx on session_search_entries (tenant_id, created_at desc);
+create index session_search_entries_recent_idx on session_search_entries (tenant_id, owner_id, created_at desc);
 
 -- migrate:down
 drop table if exists session_search_entries;

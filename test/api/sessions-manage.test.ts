@@ -183,6 +183,21 @@ describe(`sessions: manage, search, export (${DB_MODE})`, () => {
     expect((await api(t, 'GET', '/v1/sessions/search?q=kubelet', { token: tok.max })).json.results.map((x: any) => x.sessionId)).toEqual([maxs]);
     expect((await api(t, 'GET', '/v1/sessions/search?q=kubelet', { token: tok.mia })).json.results.map((x: any) => x.sessionId)).toEqual([fleet]);
 
+    // A session that changes hands (a claim, a hand-over) is searched by its new owner only: the previous
+    // owner finds nothing of it at once; the new one once its next turn has been indexed.
+    const moving = await create(tok.mia, 'handed over');
+    await index(acme.tenantId, moving, [{ messageId: 'msg_0005', role: 'user', body: 'zeppelin maintenance schedule' }]);
+    expect((await api(t, 'GET', '/v1/sessions/search?q=zeppelin', { token: tok.mia })).json.results.map((x: any) => x.sessionId)).toEqual([moving]);
+    await t.opened.db.query(`update agent_sessions set owner_id = $2 where id = $1`, [moving, acme.ids.max]);
+    expect((await api(t, 'GET', '/v1/sessions/search?q=zeppelin', { token: tok.mia })).json.results).toEqual([]);
+    await index(acme.tenantId, moving, [
+      { messageId: 'msg_0005', role: 'user', body: 'zeppelin maintenance schedule' },
+      { messageId: 'msg_0006', role: 'assistant', body: 'The zeppelin hangar opens at nine.' },
+    ]);
+    expect((await api(t, 'GET', '/v1/sessions/search?q=zeppelin', { token: tok.max })).json.results.map((x: any) => x.sessionId)).toEqual([moving]);
+    expect((await api(t, 'GET', '/v1/sessions/search?q=schedule', { token: tok.max })).json.results.map((x: any) => x.messageId)).toEqual(['msg_0005']);
+    expect((await api(t, 'GET', '/v1/sessions/search?q=zeppelin', { token: tok.mia })).json.results).toEqual([]);
+
     // A deleted session leaves the index in its deletion's transaction.
     expect((await api(t, 'DELETE', `/v1/sessions/${fleet}`, { token: tok.mia })).status).toBe(204);
     expect((await api(t, 'GET', '/v1/sessions/search?q=kubelet', { token: tok.mia })).json.results).toEqual([]);

@@ -103,8 +103,8 @@ async function seedPerson(o: OpenedCore, tenantId: string, userId: string, n: nu
   if (!messages) return;
   // Bodies of 10-40 words drawn with a skew: the first words of VOCAB are in most messages, most words in few.
   await o.db.query(
-    `insert into session_search_entries (tenant_id, session_id, message_id, role, body)
-     select $1, s.id, 'msg_' || lpad(m::text, 6, '0'), case when m % 2 = 1 then 'user' else 'assistant' end,
+    `insert into session_search_entries (tenant_id, session_id, owner_id, message_id, role, body)
+     select $1, s.id, $2, 'msg_' || lpad(m::text, 6, '0'), case when m % 2 = 1 then 'user' else 'assistant' end,
             (select string_agg(($3::text[])[1 + floor(power(random(), 2.5) * array_length($3::text[], 1))::int], ' ')
                from generate_series(1, 10 + ((m * 7 + s.n) % 31)) w)
        from (select id, row_number() over (order by id) as n from agent_sessions where tenant_id = $1 and owner_id = $2) s

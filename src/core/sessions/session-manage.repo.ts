@@ -126,7 +126,7 @@ export function createSessionManageRepo() {
            -- recent work first); a word in fewer messages than that, every one.
            select c.session_id, c.message_id, c.role, ts_rank_cd(c.tsv, ${Q}) as rank
              from (select e.session_id, e.message_id, e.role, e.tsv from session_search_entries e
-                    where e.tenant_id = $1 and e.tsv @@ ${Q} and e.session_id in (select id from mine)
+                    where e.tenant_id = $1 and e.owner_id = $2 and e.tsv @@ ${Q} and e.session_id in (select id from mine)
                     order by e.created_at desc limit ${RANK_CANDIDATES}) c
            union all
            -- A title says what the whole session is about: its match counts double.
@@ -159,16 +159,23 @@ export function createSessionManageRepo() {
       // One statement (atomic, one round trip): the delete does not see the rows inserted beside it,
       // which `keep` names anyway.
       await q.query(
-        `with written as (
-           insert into session_search_entries as e (tenant_id, session_id, message_id, role, body)
-           select $1, $2, x.message_id, x.role, x.body from jsonb_to_recordset($3::jsonb) as x(message_id text, role text, body text)
-           on conflict (session_id, message_id) do update set body = excluded.body, role = excluded.role where e.body is distinct from excluded.body
+        `with owner as (select owner_id from agent_sessions where id = $2 and tenant_id = $1),
+         written as (
+           insert into session_search_entries as e (tenant_id, session_id, owner_id, message_id, role, body)
+           select $1, $2, owner.owner_id, x.message_id, x.role, x.body from owner, jsonb_to_recordset($3::jsonb) as x(message_id text, role text, body text)
+           on conflict (session_id, message_id) do update set body = excluded.body, role = excluded.role, owner_id = excluded.owner_id
+             where e.body is distinct from excluded.body or e.owner_id <> excluded.owner_id
            returning 1
          ), dropped as (
            delete from session_search_entries where tenant_id = $1 and session_id = $2 and not (message_id = any($4::text[])) returning 1
+         ), moved as (
+           -- The session changed hands since (claimed, handed over): the copy of its owner follows.
+           update session_search_entries e set owner_id = owner.owner_id from owner
+            where e.tenant_id = $1 and e.session_id = $2 and e.owner_id <> owner.owner_id and e.message_id = any($4::text[]) and not (e.message_id = any($6::text[]))
+           returning 1
          )
          update agent_sessions set search_through = coalesce($5, search_through) where id = $2 and tenant_id = $1`,
-        [tenantId, sessionId, JSON.stringify(rows.map((r) => ({ message_id: r.messageId, role: r.role, body: r.body }))), keep, through],
+        [tenantId, sessionId, JSON.stringify(rows.map((r) => ({ message_id: r.messageId, role: r.role, body: r.body }))), keep, through, rows.map((r) => r.messageId)],
       );
     },
 
