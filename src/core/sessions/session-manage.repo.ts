@@ -117,16 +117,17 @@ export function createSessionManageRepo() {
     async search(q: Queryable, tenantId: string, ownerId: string, text: string, limit: number): Promise<SearchHit[]> {
       const { rows } = await q.query<SearchHit & { rank: string | number }>(
         // The query is written out where it is used, not taken from a CTE: a constant to the planner, whose
-        // statistics of the index's words then tell a common word (walk the recent entries) from a rare one
-        // (the text index).
-        `with mine as (select s.id from agent_sessions s where s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null),
-         hits as (
+        // statistics of the index's words then tell a common word (walk the person's recent entries) from a
+        // rare one (the text index). Candidates are taken by the index's copy of the owner (fast); the page
+        // is checked against the session itself (its owner now, not deleted, top-level): a session that
+        // changed hands since its text was indexed drops out there, so twice the page is read before it.
+        `with hits as (
            -- Ranking reads every candidate's vector: a word in most of a person's messages would rank them
            -- all. The most recent RANK_CANDIDATES matching messages are ranked (a very common word finds
            -- recent work first); a word in fewer messages than that, every one.
            select c.session_id, c.message_id, c.role, ts_rank_cd(c.tsv, ${Q}) as rank
              from (select e.session_id, e.message_id, e.role, e.tsv from session_search_entries e
-                    where e.tenant_id = $1 and e.owner_id = $2 and e.tsv @@ ${Q} and e.session_id in (select id from mine)
+                    where e.tenant_id = $1 and e.owner_id = $2 and e.tsv @@ ${Q}
                     order by e.created_at desc limit ${RANK_CANDIDATES}) c
            union all
            -- A title says what the whole session is about: its match counts double.
@@ -137,14 +138,15 @@ export function createSessionManageRepo() {
          best as (
            select distinct on (session_id) session_id, message_id, role, rank from hits order by session_id, rank desc, message_id nulls first
          ),
-         page as (select * from best order by rank desc, session_id limit $4)
+         page as (select * from best order by rank desc, session_id limit $4 * 2)
          select page.session_id as "sessionId", s.title, s.updated_at as "updatedAt", s.pinned_at as "pinnedAt", s.archived_at as "archivedAt",
                 page.message_id as "messageId", page.role, page.rank,
                 ts_headline('english', coalesce(e.body, s.title), ${Q}, '${HEADLINE_OPTIONS}') as headline
            from page
-           join agent_sessions s on s.id = page.session_id and s.tenant_id = $1
+           join agent_sessions s on s.id = page.session_id and s.tenant_id = $1 and s.owner_id = $2 and s.deleted_at is null and s.parent_id is null
            left join session_search_entries e on e.session_id = page.session_id and e.message_id = page.message_id
-          order by page.rank desc, page.session_id`,
+          order by page.rank desc, page.session_id
+          limit $4`,
         [tenantId, ownerId, text, limit],
       );
       return rows.map((r) => ({ ...r, rank: Number(r.rank) }));
