@@ -19,8 +19,9 @@ create index agent_sessions_title_search_idx on agent_sessions using gin (to_tsv
 -- input or output, no reasoning), one row per message. Rows go with their session (deleted in the
 -- deletion's transaction; purged by the foreign key). Who may search them is read from agent_sessions at
 -- query time (owner_id, deleted_at), never from here, so a claim or hand-over moves them with the session.
--- owner_id is a copy for the order of the recent-entries index only (refreshed at each index write): a stale
--- one can hide a session's text from its new owner until its next turn ends, never show it to anyone else.
+-- owner_id is a copy that picks a person's candidates fast (the recent-entries index is keyed by it),
+-- refreshed at each index write; every result is checked against agent_sessions, so a stale copy can hide a
+-- session's text from its new owner until its next turn ends, never show it to anyone else.
 create table session_search_entries (
   tenant_id uuid not null references tenants(id) on delete cascade,
   session_id uuid not null references agent_sessions(id) on delete cascade,
