@@ -35,6 +35,7 @@ const bothModes = [
   'test/api/memories.test.ts',
   'test/api/sessions-any-serve.test.ts',
   'test/api/sessions-delete-race.test.ts',
+  'test/api/sessions-manage.test.ts',
   'test/cli/cli.test.ts',
   'test/cli/gateway-cli.test.ts',
   'test/cli/person-data-cli.test.ts',

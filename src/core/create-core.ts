@@ -58,6 +58,8 @@ import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
 import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionChanges } from './sessions/session-changes.js';
+import { createSessionManage, INDEX_SESSIONS_JOB, indexSessionsKind } from './sessions/session-manage.js';
+import { createSessionManageRepo } from './sessions/session-manage.repo.js';
 import { createTurnSnapshots } from './sessions/turn-snapshots.js';
 import { createSessionSharesRepo } from './sessions/session-shares.repo.js';
 import { createSessionSharesService } from './sessions/session-shares.service.js';
@@ -500,6 +502,14 @@ export function createCore(deps: CoreDeps) {
   // Issue 39: the model chosen per session (and the models a person may choose), and branches of sessions.
   const sessionModels = createSessionModels({ db, repo: sessionsRepo, audit, runtime, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   const sessionFork = createSessionFork({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
+  // Managing, searching and exporting sessions (issue 39): the list, rename/pin/archive, the search index.
+  const sessionManage = createSessionManage({
+    db, repo: createSessionManageRepo(), sessionsRepo, jobsRepo: createJobsRepo(), audit, clock, log: deps.log.child({ part: 'session-manage' }),
+    owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession),
+    viewer: (ctx, browserSession) => sessions.viewer(ctx, browserSession),
+    transcriptOf: (s) => sessions.transcriptOf(s),
+    changesOf: (ctx, id, browserSession) => sessionChanges.list(ctx, { id, browserSession }),
+  });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
@@ -508,6 +518,9 @@ export function createCore(deps: CoreDeps) {
   turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
   turnEvents.on('turn.failed', ({ session, turnId }) => orchestrator.turnEnded(session, `failed:${turnId}`));
+  // The search index follows each turn's end (the answer, or what a failed turn left), in the background.
+  turnEvents.on('turn.ended', ({ session }) => (session.planId ? undefined : sessionManage.turnEnded(session)));
+  turnEvents.on('turn.failed', ({ session }) => (session.parentId ? undefined : sessionManage.turnEnded(session)));
   // A turn's end (idle after its answer, stopped, lost, failed): the workspace's snapshot after it, in the background.
   turnEvents.on('turn.ended', ({ session }) =>
     turnSnapshots.after(async () => {
@@ -522,6 +535,7 @@ export function createCore(deps: CoreDeps) {
   turnEvents.veto((s, turnId) => orchestrator.turnUnwanted(s, turnId));
   // In the cause's transaction: a deleted session's recent turns are discounted, a loaded skill counted.
   turnEvents.on('session.deleting', ({ tx, tenantId, sessionId }) => skills.sessionDeleted(tx, tenantId, sessionId));
+  turnEvents.on('session.deleting', ({ tx, tenantId, sessionId }) => sessionManage.dropIndex(tx, tenantId, sessionId));
   turnEvents.on('skill.loaded', ({ tx, ...load }) => skills.skillLoaded(tx, load));
 
   /** Queues the worker serves, each a thin adapter over one service method. */
@@ -556,7 +570,7 @@ export function createCore(deps: CoreDeps) {
 
   // Embeddings of memories, and the jobs the API starts (today: the embedding backfill).
   const jobsRepo = createJobsRepo();
-  const jobs = createJobsService({ db, repo: jobsRepo, queue, audit, kinds: { [EMBED_MEMORIES_JOB]: embedMemoriesKind(embeddersRepo) } });
+  const jobs = createJobsService({ db, repo: jobsRepo, queue, audit, kinds: { [EMBED_MEMORIES_JOB]: embedMemoriesKind(embeddersRepo), [INDEX_SESSIONS_JOB]: indexSessionsKind() } });
   const embeddings = createEmbeddingsService({
     db,
     repo: embeddersRepo,
@@ -591,6 +605,7 @@ export function createCore(deps: CoreDeps) {
     [EMBED_MEMORY_JOB]: (ctx, data) => embeddings.embedMemory(ctx, data),
     [EMBED_MEMORIES_JOB]: (ctx, data, job) => embeddings.backfill(ctx, data, { retryCount: job.retryCount }),
     [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => embeddings.backfillLost(ctx, data),
+    [INDEX_SESSIONS_JOB]: (ctx, data) => sessionManage.backfill(ctx, data),
     [ORCHESTRATE_PLAN_JOB]: (ctx, data, job) => orchestrator.planJob(ctx, data, job),
     [ORCHESTRATE_STEP_JOB]: (ctx, data) => orchestrator.stepJob(ctx, data),
     [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
@@ -647,7 +662,7 @@ export function createCore(deps: CoreDeps) {
     retention,
     workspaceFiles,
     terminals,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

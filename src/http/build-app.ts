@@ -25,6 +25,7 @@ import { sessionsRoutes } from './routes/v1/sessions.routes.js';
 import { sessionChangesRoutes } from './routes/v1/session-changes.routes.js';
 import { sessionModelsRoutes } from './routes/v1/session-models.routes.js';
 import { sessionSharesRoutes } from './routes/v1/session-shares.routes.js';
+import { sessionManageRoutes } from './routes/v1/session-manage.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { connectorsGitRoutes } from './routes/v1/connectors-git.routes.js';
 import { memoriesRoutes } from './routes/v1/memories.routes.js';
@@ -162,6 +163,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(sessionChangesRoutes, { core });
       await v1.register(sessionModelsRoutes, { core });
       await v1.register(sessionSharesRoutes, { core });
+      await v1.register(sessionManageRoutes, { core });
       await v1.register(workspaceRoutes, { core });
       await v1.register(gatewaysRoutes, { core });
       await v1.register(teamsRoutes, { core });

@@ -39,7 +39,7 @@ describe(`jobs API (${DB_MODE})`, () => {
 
   it('answers 400 naming the field for unknown kinds and bad payloads, before anything else', async () => {
     const cases: Array<[unknown, RegExp]> = [
-      [{ kind: 'reindex-everything', payload: {} }, /^kind: unknown job kind "reindex-everything" \(known: embed-memories\)/],
+      [{ kind: 'reindex-everything', payload: {} }, /^kind: unknown job kind "reindex-everything" \(known: embed-memories, index-sessions\)/],
       [{ kind: EMBED_MEMORIES_JOB, payload: {} }, /^payload\.limit: must be a whole number of at least 1/],
       [{ kind: EMBED_MEMORIES_JOB, payload: { limit: 0 } }, /^payload\.limit: /],
       [{ kind: EMBED_MEMORIES_JOB, payload: { limit: 2.5 } }, /^payload\.limit: /],

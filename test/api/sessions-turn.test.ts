@@ -131,4 +131,34 @@ describe('agent sessions: a full turn', () => {
     expect(viewer.status).toBe(403);
     expect(await running(ids.vic)).toBe(0);
   }, 60_000);
+
+  it('the ended turn is searchable by its owner only and exported with its answer; the index-sessions job fills in a session never indexed', async () => {
+    const { tokens } = people;
+    // The session of the turn above: indexed in the background as its turn ended.
+    const listed = (await api(r.t, 'GET', '/v1/sessions', { token: tokens.member })).json.sessions.find((s: any) => s.title === 'first turn');
+    const search = async (q: string, token = tokens.member) => (await api(r.t, 'GET', `/v1/sessions/search?q=${encodeURIComponent(q)}`, { token })).json.results;
+    await expect.poll(() => search('scripted model'), { timeout: 20_000, interval: 100 }).toEqual([expect.objectContaining({ sessionId: listed.sessionId, role: 'assistant', snippet: 'Hello from the scripted model' })]);
+    expect(await search('say hello')).toEqual([expect.objectContaining({ sessionId: listed.sessionId, role: 'user' })]);
+    expect(await search('scripted model', tokens.owner)).toEqual([]);
+    const messages = (await api(r.t, 'GET', `/v1/sessions/${listed.sessionId}/messages`, { token: tokens.member })).json.messages;
+    expect((await search('scripted'))[0].messageId).toBe(messages[1].info.id);
+
+    const md = await api(r.t, 'GET', `/v1/sessions/${listed.sessionId}/export`, { token: tokens.member });
+    expect(md.text).toContain('### You');
+    expect(md.text).toContain('say hello');
+    expect(md.text).toContain('Hello from the scripted model');
+    const json = (await api(r.t, 'GET', `/v1/sessions/${listed.sessionId}/export?format=json`, { token: tokens.member })).json;
+    expect(json.messages.map((m: any) => m.info.id)).toEqual(messages.map((m: any) => m.info.id));
+
+    // As before the index existed: the job reads the transcript again, with its progress on the job.
+    await r.t.opened.db.query(`delete from session_search_entries where session_id = $1`, [listed.sessionId]);
+    await r.t.opened.db.query(`update agent_sessions set search_through = null where id = $1`, [listed.sessionId]);
+    expect(await search('scripted')).toEqual([]);
+    const job = await api(r.t, 'POST', '/v1/jobs', { token: tokens.owner, body: { kind: 'index-sessions' } });
+    expect(job.status, job.text).toBe(202);
+    await expect
+      .poll(async () => (await api(r.t, 'GET', `/v1/jobs/${job.json.job.id}`, { token: tokens.owner })).json.job, { timeout: 30_000, interval: 200 })
+      .toMatchObject({ status: 'completed', result: { total: 1, indexed: 1, failed: 0, remaining: 0 } });
+    expect(await search('scripted')).toEqual([expect.objectContaining({ sessionId: listed.sessionId })]);
+  }, 90_000);
 });

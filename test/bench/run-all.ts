@@ -22,6 +22,7 @@ import { runtimePool } from './runtime-pool.bench.js';
 import { runtimeWaves } from './runtime-waves.bench.js';
 import { runnersBench } from './runners.bench.js';
 import { serveReady } from './serve-ready.bench.js';
+import { sessionsSearchBench } from './sessions-search.bench.js';
 import { skillsBench } from './skills.bench.js';
 import { spendingBench } from './spending.bench.js';
 import { stopBench } from './stop.bench.js';
@@ -60,6 +61,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   'workspace-files': workspaceFilesBench,
   terminal: terminalBench,
   stop: stopBench,
+  'sessions-search': sessionsSearchBench,
 };
 
 const wanted = process.argv.slice(2);

@@ -166,11 +166,8 @@ export function createSessionsService(deps: {
   }
 
   return {
-    /** SPEC.md sessions rule 1: the caller's sessions (plus demo-mode ones of this browser, until claimed). */
-    async list(ctx: Ctx, input: { browserSession?: string }) {
-      const rows = await repo.listVisible(db, await viewer(ctx, input.browserSession));
-      return rows.map((s) => ({ sessionId: s.id, title: s.title, updatedAt: s.updatedAt, templateSlug: s.templateSlug, ...(s.claimable ? { claimable: true } : {}) }));
-    },
+    /** Who the caller is for the session list (SPEC.md sessions rule 1; the list itself: session-manage.ts). */
+    viewer,
 
     /** Creates a session (agents.create); with a template, snapshots its prompt and model (rule 2). */
     async create(ctx: Ctx, input: { title: string; templateSlug?: string; model?: string; browserSession?: string }): Promise<{ sessionId: string }> {

@@ -175,8 +175,15 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
     };
   }, [sessionId]);
 
+  // A search result opens the session at the message it matched (#/sessions/<id>?m=<messageId>): once.
+  const jumpTo = useRef(new URLSearchParams(location.hash.split('?')[1] ?? '').get('m'));
   useEffect(() => {
-    bottom.current?.scrollIntoView({ block: 'end' });
+    const target = jumpTo.current && messages ? document.getElementById(`m-${jumpTo.current}`) : null;
+    if (messages) jumpTo.current = null;
+    if (target) {
+      target.scrollIntoView({ block: 'center' });
+      target.classList.add('found');
+    } else if (!jumpTo.current) bottom.current?.scrollIntoView({ block: 'end' });
     if (messages && turn.queued.length) turn.arrived(new Set(messages.map((m) => m.info.id)));
   }, [messages]);
 
@@ -369,7 +376,7 @@ function MessageView(props: { m: Msg; onBranch?: () => void }) {
   const stopped = info.error?.name === 'MessageAbortedError';
   const failed = info.error && !stopped ? (info.error.data?.message ?? info.error.message ?? info.error.name) : null;
   return (
-    <article class={`msg ${info.role}`} data-testid={`msg-${info.role}`}>
+    <article class={`msg ${info.role}`} id={`m-${info.id}`} data-testid={`msg-${info.role}`}>
       {parts.map((p) => (p.type === 'text' ? (info.role === 'assistant' ? <Markdown key={p.id} text={p.text ?? ''} frontMatter={false} class="text md" /> : <p class="text" key={p.id}>{p.text}</p>) : p.type === 'tool' ? <ToolCard key={p.id} part={p} /> : p.type === 'file' ? <p class="file" key={p.id}>📎 {String((p as any).filename ?? 'file')}</p> : null))}
       {failed ? <p class="error">{failed}</p> : null}
       {stopped ? <p class="stopped">Stopped.</p> : null}

@@ -11,7 +11,7 @@ export const Job = Type.Object({
   kind: Type.String(),
   status: Type.Union(JOB_STATUSES.map((s) => Type.Literal(s)), { description: 'queued -> running -> completed | failed' }),
   payload: Type.Record(Type.String(), Type.Unknown()),
-  result: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()], { description: 'Progress while running, the outcome when finished (embed-memories: modelKey, total, embedded, remaining, batches)' }),
+  result: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()], { description: 'Progress while running, the outcome when finished (embed-memories: modelKey, total, embedded, remaining, batches; index-sessions: total, indexed, failed, remaining, after)' }),
   error: Type.Union([Type.String(), Type.Null()], { description: 'Why it failed; while running, the last failed attempt that is being retried' }),
   createdBy: Type.String({ description: 'user:<id> or system:<name>' }),
   createdAt: DateTime,
@@ -31,10 +31,10 @@ export async function jobsRoutes(app: App, opts: { core: Core }): Promise<void> 
     {
       schema: {
         tags: ['jobs'],
-        summary: 'Start a job: kind embed-memories with payload { limit } embeds up to limit memories lacking a vector of the current embedder',
+        summary: 'Start a job: embed-memories with payload { limit } embeds up to limit memories lacking a vector of the current embedder; index-sessions (no payload) puts the transcripts of sessions never indexed into the session search',
         body: Type.Object(
           {
-            kind: Type.String({ minLength: 1, maxLength: 100, description: 'embed-memories' }),
+            kind: Type.String({ minLength: 1, maxLength: 100, description: 'embed-memories or index-sessions' }),
             payload: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'embed-memories: { limit: integer >= 1 }' })),
           },
           { additionalProperties: false },

@@ -10,6 +10,7 @@ import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 import { isCleanString } from '../../../lib/clean-string.js';
 import { compileBodyValidator, STRING_RULE } from '../../validation.js';
+import { SessionListPage, SessionListQuery } from './session-manage.routes.js';
 
 /**
  * Browser clients send their local browser-session id in this header (SPEC.md sessions rule 1): demo-mode
@@ -73,25 +74,14 @@ export async function sessionsRoutes(app: App, opts: { core: Core }): Promise<vo
     {
       schema: {
         tags: ['sessions'],
-        summary: "The caller's sessions, most recent first",
+        summary: "The caller's sessions: pinned first, then most recently updated; filtered and paged",
+        description: 'Active (not archived) sessions unless state says otherwise. At most limit (default 100, at most 500) per page; nextCursor (null on the last page) asks for the next with ?cursor=.',
         headers: BrowserSession,
-        response: {
-          200: Type.Object({
-            sessions: Type.Array(
-              Type.Object({
-                sessionId: Type.String({ format: 'uuid' }),
-                title: Type.String(),
-                updatedAt: DateTime,
-                templateSlug: Type.Union([Type.String(), Type.Null()]),
-                claimable: Type.Optional(Type.Boolean({ description: 'A demo-mode session of this browser, not yet claimed (POST /v1/sessions/:id/claim)' })),
-              }),
-            ),
-          }),
-          ...errorResponses(401),
-        },
+        querystring: SessionListQuery,
+        response: { 200: SessionListPage, ...errorResponses(400, 401) },
       },
     },
-    async (req) => ({ sessions: await sessions.list(ctxOf(req), { browserSession: browserSessionOf(req) }) }),
+    async (req) => opts.core.sessionManage.list(ctxOf(req), { ...req.query, browserSession: browserSessionOf(req) }),
   );
 
   app.post(
