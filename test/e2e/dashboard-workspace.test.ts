@@ -49,9 +49,13 @@ describe('a person\'s workspace in the dashboard (files, changes, terminal, answ
   let people: Awaited<ReturnType<typeof seedPeople>>;
 
   beforeAll(async () => {
-    // Both at once (Chromium starts while the app migrates and the runtime comes up); each kept as it
-    // arrives so afterAll closes whichever started if the other failed.
-    await Promise.all([launchChromium().then((b) => (browser = b)), startRuntimeApp().then((a) => (r = a))]);
+    // Both at once (Chromium starts while the app and its runtime come up). Both are awaited before a
+    // failure is thrown, so afterAll closes whichever started.
+    const [launched, started] = await Promise.allSettled([launchChromium(), startRuntimeApp()]);
+    if (launched.status === 'fulfilled') browser = launched.value;
+    if (started.status === 'fulfilled') r = started.value;
+    if (launched.status === 'rejected') throw launched.reason;
+    if (started.status === 'rejected') throw started.reason;
     people = await seedPeople(r.t, 'acme');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
   }, 180_000);
