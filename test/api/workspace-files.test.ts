@@ -91,7 +91,7 @@ function suite(name: string, runner: boolean) {
       await r?.close();
     });
 
-    it('lists the workspace: the agent\'s file, links shown as links, never followed', async () => {
+    it(`lists the workspace: ${runner ? 'the uploaded file' : "the agent's file"}, links shown as links, never followed`, async () => {
       const res = await api(r.t, 'GET', '/v1/workspace/files', { token: people.tokens.member });
       expect(res.status, res.text).toBe(200);
       const by = new Map((res.json.entries as Array<{ name: string }>).map((e) => [e.name, e]));
@@ -220,7 +220,7 @@ function suite(name: string, runner: boolean) {
 
     // On serve only (see the top of the file): the runner's first upload is its set-up above.
     if (!runner) it('a person with no turn yet uploads: their workspace is made where they are placed, and holds only theirs', async () => {
-      // The owner has never run a turn (on a runner host: nothing of theirs is held there yet).
+      // The owner has never run a turn.
       const up = await upload(people.tokens.owner, 'first', [['hello.txt', 'first upload\n']]);
       expect(up.status, await up.clone().text()).toBe(200);
       const list = await api(r.t, 'GET', '/v1/workspace/files?path=first', { token: people.tokens.owner });
