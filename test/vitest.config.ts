@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
+import HeavyFirstSequencer from './heavy-first-sequencer.js';
 
 const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'test/cli/**/*.test.ts'];
 
@@ -112,6 +113,8 @@ export default defineConfig({
     // suite 576 s with two, 490 s with three, all passing (PGlite start-ups, which fought for CPU, are now
     // copies of one migrated data dir).
     maxWorkers: 3,
+    // The longest projects' files first, the short ones last (test/heavy-first-sequencer.ts).
+    sequence: { sequencer: HeavyFirstSequencer },
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       { extends: true, test: { name: 'postgres', include: dbSuites, exclude: [...configDefaults.exclude, ...embeddedOnly, ...runtimeSuites], env: { TEST_DB_MODE: 'postgres' } } },

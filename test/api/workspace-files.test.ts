@@ -12,6 +12,14 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
  * agent wrote is listed, read and archived; what a hostile agent planted (links and hard links to files
  * outside, a link to another person's workspace) never makes the service read or write outside; uploads
  * land as the sandbox's user would write them and the agent reads them in its next turn.
+ *
+ * On a runner host the same module (host/workspace-files.ts) answers through the runner channel, so there
+ * the suite keeps what a hostile agent or another person could try through that channel (planted links,
+ * hard links and FIFOs, paths out, uploads through links and past the limits, another person's files), the
+ * headers the relayed bytes are served with, a first upload that places the person on the host, and
+ * reading while the runtime is stopped. What reads the same as on serve (the upload's owner and modes, the
+ * agent reading an upload in its next turn) is checked on serve only: each of those costs the runner a
+ * turn or a second runtime.
  */
 const LIMITS = { AGENTWS_UPLOAD_FILE_MAX: '64KiB', AGENTWS_UPLOAD_MAX_FILES: '5' };
 
@@ -53,10 +61,19 @@ function suite(name: string, runner: boolean) {
       r = await startRuntimeApp({ runner, vars: LIMITS });
       people = await seedPeople(r.t, 'acme');
       await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
-      // The agent writes a report in a real turn: its workspace now exists where its runtime runs.
-      await agentTurn(r, people.tokens.member, [{ toolCall: { name: 'write', arguments: { filePath: 'report.md', content: '# Report\nall good\n' } } }, { text: 'written' }]);
       const dataDir = runner ? r.runner!.dataDir : r.t.opened.core.config.dataDir;
       ws = join(dataDir, 'workspaces', people.tenantId, people.ids.mia);
+      if (runner) {
+        // A person with no turn yet uploads: their workspace is made on the runner host they are placed on
+        // (which starts their runtime there), never on serve.
+        const first = await upload(people.tokens.member, '', [['report.md', '# Report\nall good\n']]);
+        expect(first.status, await first.clone().text()).toBe(200);
+        expect(readFileSync(join(ws, 'report.md'), 'utf8')).toBe('# Report\nall good\n');
+        expect(existsSync(join(r.t.opened.core.config.dataDir, 'workspaces', people.tenantId, people.ids.mia))).toBe(false);
+      } else {
+        // The agent writes a report in a real turn: its workspace now exists where its runtime runs.
+        await agentTurn(r, people.tokens.member, [{ toolCall: { name: 'write', arguments: { filePath: 'report.md', content: '# Report\nall good\n' } } }, { text: 'written' }]);
+      }
       otherWs = join(dataDir, 'workspaces', people.tenantId, people.ids.owner);
       // What a hostile agent plants (the host's paths: a link is resolved on the host when followed there).
       outside = join(dataDir, 'outside-secret.txt');
@@ -74,7 +91,7 @@ function suite(name: string, runner: boolean) {
       await r?.close();
     });
 
-    it('lists the workspace: the agent\'s file, links shown as links, never followed', async () => {
+    it(`lists the workspace: ${runner ? 'the uploaded file' : "the agent's file"}, links shown as links, never followed`, async () => {
       const res = await api(r.t, 'GET', '/v1/workspace/files', { token: people.tokens.member });
       expect(res.status, res.text).toBe(200);
       const by = new Map((res.json.entries as Array<{ name: string }>).map((e) => [e.name, e]));
@@ -201,8 +218,9 @@ function suite(name: string, runner: boolean) {
       expect((await api(r.t, 'GET', '/v1/workspace/files')).status).toBe(401);
     });
 
-    it('a person with no turn yet uploads: their workspace is made where they are placed, and holds only theirs', async () => {
-      // The owner has never run a turn (on a runner host: nothing of theirs is held there yet).
+    // On serve only (see the top of the file): the runner's first upload is its set-up above.
+    if (!runner) it('a person with no turn yet uploads: their workspace is made where they are placed, and holds only theirs', async () => {
+      // The owner has never run a turn.
       const up = await upload(people.tokens.owner, 'first', [['hello.txt', 'first upload\n']]);
       expect(up.status, await up.clone().text()).toBe(200);
       const list = await api(r.t, 'GET', '/v1/workspace/files?path=first', { token: people.tokens.owner });
@@ -212,7 +230,7 @@ function suite(name: string, runner: boolean) {
       expect((await get(people.tokens.member, '/v1/workspace/file?path=first/hello.txt')).status).toBe(404);
     });
 
-    it('an upload (a folder\'s relative paths) lands as the sandbox\'s user writes, and the agent reads it in its next turn', async () => {
+    if (!runner) it('an upload (a folder\'s relative paths) lands as the sandbox\'s user writes, and the agent reads it in its next turn', async () => {
       const res = await upload(people.tokens.member, 'inbox', [['project/notes/hello.txt', 'uploaded hello 42\n'], ['project/b.txt', 'b']]);
       expect(res.status, await res.clone().text()).toBe(200);
       expect(((await res.json()) as { files: unknown }).files).toEqual([{ path: 'inbox/project/notes/hello.txt', bytes: 18 }, { path: 'inbox/project/b.txt', bytes: 1 }]);
@@ -239,5 +257,5 @@ function suite(name: string, runner: boolean) {
 }
 
 suite('workspace files: a runtime on serve', false);
-suite('workspace files: a runtime on a runner host', true);
+suite('workspace files: a runtime on a runner host (what a hostile agent or another person could reach through the runner channel)', true);
 
