@@ -508,6 +508,7 @@ export function createCore(deps: CoreDeps) {
     owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession),
     viewer: (ctx, browserSession) => sessions.viewer(ctx, browserSession),
     transcriptOf: (s) => sessions.transcriptOf(s),
+    runningTranscriptOf: (s) => sessions.runningTranscriptOf(s),
     changesOf: (ctx, id, browserSession) => sessionChanges.list(ctx, { id, browserSession }),
   });
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its

@@ -75,6 +75,8 @@ export function createSessionManage(deps: {
   viewer: (ctx: Ctx, browserSession: string | undefined) => Promise<Viewer>;
   /** The transcript as the person reads it (sessions.service transcriptOf); starts the owner's runtime if need be. */
   transcriptOf: (s: SessionRow) => Promise<Transcript>;
+  /** The same when the owner's runtime runs, null when it does not (never starts one). */
+  runningTranscriptOf: (s: SessionRow) => Promise<Transcript | null>;
   /** What the session's turns changed (session-changes.ts list), for the export. */
   changesOf: (ctx: Ctx, id: string, browserSession: string | undefined) => Promise<ChangeSet>;
   clock: { now(): Date };
@@ -222,7 +224,11 @@ export function createSessionManage(deps: {
     async turnEnded(session: { id: string; tenantId: string }): Promise<void> {
       const s = await deps.sessionsRepo.byId(db, session.tenantId, session.id);
       if (!s?.upstreamId || s.parentId) return;
-      await indexMessages(s, await deps.transcriptOf(s));
+      // Read only from a runtime that runs: a turn that failed because its owner was deactivated, or whose
+      // runtime went away, must not start one. What is not read now is read at the session's next turn's end
+      // (or by the index-sessions job when the session was never indexed).
+      const messages = await deps.runningTranscriptOf(s);
+      if (messages) await indexMessages(s, messages);
     },
 
     /** The index write of a turn's end, its transcript in hand (turnEnded after it read it; the benchmark). */

@@ -7,6 +7,7 @@ import type { Ctx, UserActor } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UpstreamError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
+import type { RuntimeClient } from '../runtime/runtime-client.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
 import { ascendingId, modelRefOf } from '../runtime/runtime-ids.js';
 import type { TemplatesRepo } from '../templates/templates.repo.js';
@@ -135,10 +136,23 @@ export function createSessionsService(deps: {
   };
 
   async function transcriptOf(s: SessionRow): Promise<PublicMessage[]> {
+    return (await transcriptFrom(s, () => clientOf(s))) as PublicMessage[];
+  }
+
+  /**
+   * The transcript when the owner's runtime runs, null when it does not: for background readers (the
+   * search index at a turn's end), which must never start a runtime, least of all a deactivated person's.
+   */
+  async function runningTranscriptOf(s: SessionRow): Promise<PublicMessage[] | null> {
+    return transcriptFrom(s, () => pool.runningClient({ tenantId: s.tenantId, userId: s.ownerId }));
+  }
+
+  async function transcriptFrom(s: SessionRow, connect: () => Promise<RuntimeClient | null>): Promise<PublicMessage[] | null> {
     // A handed-over session: the conversation before, kept by the service, then the new owner's runtime's.
     const earlier = ((await deps.shares?.latestHandover(db, s.tenantId, s.id))?.transcript ?? []) as PublicMessage[];
     if (!s.upstreamId) return earlier;
-    const client = await clientOf(s);
+    const client = await connect();
+    if (!client) return null;
     const [messages, lost, moves, reverted] = await Promise.all([client.messages(s.upstreamId), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id), client.revertState(s.upstreamId)]);
     // Lost turns and moves before the hand-over are in the earlier conversation already.
     const cut = String(earlier.at(-1)?.info.id ?? '');
@@ -234,6 +248,7 @@ export function createSessionsService(deps: {
      * read it (a person's data export, privacy.service.ts). Starts the owner's runtime if need be.
      */
     transcriptOf,
+    runningTranscriptOf,
 
     /** The session the caller may act on (SPEC.md rule 3: its owner's, else 404), for the session routes of other files. */
     owned,
