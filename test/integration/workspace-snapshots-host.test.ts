@@ -120,14 +120,17 @@ describe('workspace snapshots on the host', () => {
     const target = (await snapshot(ws, store, [])).tree;
     // The agent's side, in a process of its own: the directory swapped for a link to outside and back, again and again.
     const count = join(base, `swaps${n}`);
-    const swapper = spawn('/bin/sh', ['-c', `i=0; while :; do mv ${deep} ${deep}.x && ln -s ${outside} ${deep} && rm ${deep} && mv ${deep}.x ${deep}; i=$((i+1)); echo $i > ${count}; done`], { stdio: 'ignore' });
+    const swapper = spawn('/bin/sh', ['-c', `i=0; while :; do mv ${deep} ${deep}.x && ln -s ${outside} ${deep} && rm ${deep} && mv ${deep}.x ${deep}; i=$((i+1)); echo $i > ${count}.t && mv ${count}.t ${count}; done`], { stdio: 'ignore' });
     try {
       for (let i = 0; i < 30; i++) {
         await snapshot(ws, store, []).catch(() => null);
         await restore(ws, store, target, 'r').catch(() => null);
       }
     } finally {
+      // The count is renamed into place whole, so a kill mid-write never leaves it empty (a loaded CI run read 0).
+      const exited = new Promise((resolve) => swapper.once('exit', resolve));
       swapper.kill('SIGKILL');
+      await exited;
     }
     const swaps = Number(readFileSync(count, 'utf8'));
     expect(swaps).toBeGreaterThan(3);
