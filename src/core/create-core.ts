@@ -327,7 +327,7 @@ export function createCore(deps: CoreDeps) {
     stopped: async (owner, runnerId, pid, o) => {
       credentialCache.delete(owner.userId);
       await runtimeRepo.forgetRunnerRuntime(db, owner.userId, runnerSocket(runnerId), pid >= 0 ? pid : null);
-      await runtimeLost(owner, o?.why ? `on its runner host, ${o.why}` : 'it stopped on its runner host', { idle: o?.idle ?? false });
+      await runtimeLost(owner, o?.why ? `on its runner host, ${o.why}` : 'it stopped on its runner host', { idle: o?.idle ?? false, sentBefore: o?.sentBefore });
     },
     runningOn: async (owner, runnerId) => (await runtimeRepo.runtimeOf(db, owner.userId))?.socketPath === runnerSocket(runnerId),
     gateway: (identity, req, res, url) => egress.forRunners.gateway(identity, req, res, url),
@@ -343,13 +343,13 @@ export function createCore(deps: CoreDeps) {
     refused: (owner, target) => egress.forRunners.refused(owner, target),
     tenantDir: (tenantId) => tenantSharedDir(config.dataDir, tenantId),
     // Turns are made below; a runner is only declared lost once the core runs.
-    runtimeLost: async (owner, reason) => void (await turns.runtimeLost(owner, reason)),
+    runtimeLost: async (owner, reason, o) => void (await turns.runtimeLost(owner, reason, o)),
     quotaOf: runtimeLimits.quotaOf,
     limit: (owner, notice) => runtimeLimits.reached(owner, notice),
     limitsReport: (runner, placed, answer) => runtimeLimits.runnerReport(runner, placed, answer as RunnerLimitsReport),
   });
   // A runtime gone with turns in flight: they end with a clear error (turns are made below).
-  const runtimeLost = (owner: RuntimeOwner, reason: string, o?: { idle?: boolean }): Promise<void> =>
+  const runtimeLost = (owner: RuntimeOwner, reason: string, o?: { idle?: boolean; sentBefore?: Date }): Promise<void> =>
     turns.runtimeLost(owner, reason, o).then(
       () => {},
       (err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns of a lost runtime'),

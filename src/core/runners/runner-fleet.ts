@@ -71,7 +71,7 @@ export interface RunnerRegistry {
   /** Records the runner's figures (its capacity capped at its token's ceiling); answers its state (a drained runner's users are moved). */
   heartbeat(runnerId: string, figures: { resident: number; busy: number; capacity: number }): Promise<{ state: string; sharedStorage: boolean }>;
   /** Runners whose heartbeat stopped, newly marked lost (each returned to exactly one caller). */
-  markLost(): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>>;
+  markLost(): Promise<Array<{ id: string; name: string; lostAt: Date; users: RuntimeOwner[] }>>;
   /** Where a drain would move the user off `from` now, without moving them; null: no other runner has room. */
   moveTarget(owner: RuntimeOwner, from: string): Promise<{ runnerId: string; storage: 'local' | 'shared' } | null>;
   /** A fence taken now for a move to come (the drain's copy is marked with it). */
@@ -111,7 +111,8 @@ export interface RunnerFleetDeps {
   localRunner: boolean;
   /** Records a runtime a runner started (agent_runtimes) and writes its configuration through the channel. */
   started(owner: RuntimeOwner, runnerId: string, runtime: { pid: number; authorization: string }): Promise<void>;
-  stopped(owner: RuntimeOwner, runnerId: string, pid: number, o?: { why: string | null; idle: boolean }): Promise<void>;
+  /** `sentBefore`: only turns sent before then were on that runtime (see runtimeLost). */
+  stopped(owner: RuntimeOwner, runnerId: string, pid: number, o?: { why?: string | null; idle?: boolean; sentBefore?: Date }): Promise<void>;
   /** Whether the user's runtime is recorded as running on this runner. */
   runningOn(owner: RuntimeOwner, runnerId: string): Promise<boolean>;
   /** The gateway host (model calls, memory tools), as the proxy on this host would call it. */
@@ -124,8 +125,12 @@ export interface RunnerFleetDeps {
   refused(identity: RuntimeOwner, target: { host: string; port: number; reason: string }): void;
   /** Where the tenant's shared files are on the control plane. */
   tenantDir(tenantId: string): string;
-  /** A runtime's runner was lost: the turn it ran, if any, ends with a clear error (turn-runner.ts). */
-  runtimeLost(owner: RuntimeOwner, reason: string): Promise<void>;
+  /**
+   * A runtime's runner was lost: the turn it ran, if any, ends with a clear error (turn-runner.ts). Only
+   * turns sent before `sentBefore`: once the runner is marked lost the person's next turn is placed on
+   * another runner at once, and may be in flight there before the sweep reaches them.
+   */
+  runtimeLost(owner: RuntimeOwner, reason: string, o?: { sentBefore?: Date }): Promise<void>;
   /** A person's workspace quota (bytes; null: none), sent with each start (runtime-limits.ts). */
   quotaOf?(owner: RuntimeOwner): Promise<number | null>;
   /** A runtime on a runner met one of its limits (the runner's notice, for a user it holds). */
@@ -357,8 +362,8 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
       log.error({ runner: r.name, users: r.users.length }, 'runner lost (no heartbeat): its users are placed elsewhere at their next turn');
       for (const owner of r.users) {
         placements.delete(owner.userId);
-        await deps.runtimeLost(owner, `its runner host "${r.name}" stopped answering`).catch((err) => log.error({ err: (err as Error).message }, 'could not end a lost turn'));
-        await deps.stopped(owner, r.id, -1).catch(() => {});
+        await deps.runtimeLost(owner, `its runner host "${r.name}" stopped answering`, { sentBefore: r.lostAt }).catch((err) => log.error({ err: (err as Error).message }, 'could not end a lost turn'));
+        await deps.stopped(owner, r.id, -1, { sentBefore: r.lostAt }).catch(() => {});
       }
     }
   }

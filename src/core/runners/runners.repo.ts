@@ -214,13 +214,13 @@ export function createRunnersRepo() {
      * Marks lost the remote runners not heard from for `timeoutMs` (by the database's clock) before `at`
      * (default: now); each is returned once: the update decides.
      */
-    async markLost(q: Queryable, timeoutMs: number, at: Date | null = null): Promise<Array<{ id: string; name: string }>> {
+    async markLost(q: Queryable, timeoutMs: number, at: Date | null = null): Promise<Array<{ id: string; name: string; lostAt: Date }>> {
       return (
-        await q.query<{ id: string; name: string }>(
+        await q.query<{ id: string; name: string; lostAt: Date }>(
           `update runners set state = 'lost', serve_id = null, relay_url = null
            where kind = 'remote' and state in ('active', 'draining')
              and (heartbeat_at is null or heartbeat_at < coalesce($2::timestamptz, now()) - make_interval(secs => $1::float8 / 1000))
-           returning id, name`,
+           returning id, name, now() as "lostAt"`,
           [timeoutMs, at],
         )
       ).rows;

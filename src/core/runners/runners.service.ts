@@ -393,9 +393,9 @@ export function createRunnersService(deps: RunnersDeps) {
      * Remote runners not heard from within the heartbeat timeout, newly marked lost, with the users placed
      * on them (each runner returned to exactly one caller: the update decides). Audited runner.lost.
      */
-    async markLost(now?: Date): Promise<Array<{ id: string; name: string; users: RuntimeOwner[] }>> {
+    async markLost(now?: Date): Promise<Array<{ id: string; name: string; lostAt: Date; users: RuntimeOwner[] }>> {
       const lost = await repo.markLost(db, RUNNER_HEARTBEAT_TIMEOUT_MS, now ?? null);
-      const out: Array<{ id: string; name: string; users: RuntimeOwner[] }> = [];
+      const out: Array<{ id: string; name: string; lostAt: Date; users: RuntimeOwner[] }> = [];
       for (const r of lost) {
         const users = (await repo.placementsOf(db, r.id)).map((p) => ({ tenantId: p.tenantId, userId: p.userId }));
         await db.transaction((tx) => audit.record(tx, systemCtx(deps.log), { tenantId: null, action: 'runner.lost', target: `runner:${r.id}`, details: { name: r.name, users: users.length } }));

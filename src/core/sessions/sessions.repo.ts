@@ -482,14 +482,15 @@ export function createSessionsRepo() {
      * The user's turns in flight (handed to their runtime, not ended) are lost: marked so and returned,
      * each to exactly one caller. Only recent ones: a turn sent hours ago whose end went unseen is not news.
      */
-    async loseTurns(q: Queryable, tenantId: string, userId: string, error: string): Promise<Array<{ id: string; sessionId: string }>> {
+    async loseTurns(q: Queryable, tenantId: string, userId: string, error: string, sentBefore: Date | null = null): Promise<Array<{ id: string; sessionId: string }>> {
       return (
         await q.query<{ id: string; sessionId: string }>(
           `update agent_turns set status = 'lost', error = $3
             where tenant_id = $1 and status = 'sent' and sent_at > now() - interval '6 hours'
+              and ($4::timestamptz is null or sent_at <= $4)
               and session_id in (select id from agent_sessions where tenant_id = $1 and owner_id = $2)
            returning id, session_id as "sessionId"`,
-          [tenantId, userId, error],
+          [tenantId, userId, error, sentBefore],
         )
       ).rows;
     },

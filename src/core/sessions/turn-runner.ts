@@ -218,7 +218,7 @@ export function createTurnRunner(deps: {
      * (the runtime was stopped while running nothing, by its own account), turns still marked in flight
      * had ended unseen: they are marked so, and nobody is told.
      */
-    async runtimeLost(owner: { tenantId: string; userId: string }, reason: string, o: { idle?: boolean } = {}): Promise<number> {
+    async runtimeLost(owner: { tenantId: string; userId: string }, reason: string, o: { idle?: boolean; sentBefore?: Date } = {}): Promise<number> {
       if (o.idle) {
         await repo.endUserTurns(db, owner.tenantId, owner.userId);
         return 0;
@@ -226,7 +226,7 @@ export function createTurnRunner(deps: {
       // Nobody reads the answers of its model calls still in flight any more; the provider bills them
       // while they run: aborted now, and charged.
       deps.cutModelCalls?.(owner, Date.now());
-      const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, lostMessage(reason));
+      const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, lostMessage(reason), o.sentBefore ?? null);
       for (const t of lost) await reportLost({ ...t, tenantId: owner.tenantId, ownerId: owner.userId }, reason);
       return lost.length;
     },
