@@ -200,8 +200,12 @@ describe('runner hosts: a runtime on a runner', () => {
     const deltas = () => sse.events.filter((e) => e.data.type === 'message.part.delta').map((e) => e.data.properties.delta).join('');
     await sse.until(() => deltas().includes('w3 '), 60_000);
     const call = r.llm.requests.slice(before).find((q) => !q.title)!;
+    // A runner marked lost before this turn was sent cannot have had it (the person's next turn is placed
+    // on another runner at once, and may be in flight there when the sweep reaches them): left alone.
+    const mia = { tenantId: people.tenantId, userId: people.ids.mia };
+    expect(await r.t.opened.core.turns.runtimeLost(mia, 'its runner host "r0" stopped answering', { sentBefore: new Date(Date.now() - 60_000) })).toBe(0);
     // What the fleet does when the runner stops answering (no heartbeat for 30 s): its users' turns are lost.
-    await r.t.opened.core.turns.runtimeLost({ tenantId: people.tenantId, userId: people.ids.mia }, 'its runner host "r1" stopped answering');
+    await r.t.opened.core.turns.runtimeLost(mia, 'its runner host "r1" stopped answering', { sentBefore: new Date(Date.now() + 5_000) });
     await sse.until((e) => e.data.type === 'session.error' && e.data.properties.error?.code === 'turn_lost', 10_000);
     // The provider's answer is abandoned at once, not relayed to its end (ten seconds of it) to nobody.
     await expect.poll(() => call.hungUp, { interval: 50 }).toBe(true);
