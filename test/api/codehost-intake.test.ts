@@ -315,6 +315,18 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
       const unsigned = await post(gh, { headers: { 'content-type': ct ?? 'application/json' }, body });
       expect(unsigned.status).toBe(401);
     }
+    // NUL and lone surrogates (valid JSON escapes PostgreSQL will not store in text or jsonb): taken on as U+FFFD.
+    const odd = githubDelivery({ secret: SECRET.github, actor: mia, title: 'a\u0000b\ud800c', issueBody: '\udc00body', comment: '@agent do \u0000 it' });
+    const oddAnswer = await post(gh, odd);
+    expect(oddAnswer).toEqual({ status: 202, json: { ok: true, outcome: 'queued' } });
+    const [oddRow] = await rowsOf('gh', odd.deliveryId);
+    const [oddJob] = await jobsOf(CODE_HOST_RUN_JOB, oddRow.id);
+    expect(oddJob.data.trigger.target).toMatchObject({ title: 'a\uFFFDb\uFFFDc', body: '\uFFFDbody' });
+    expect(oddJob.data.trigger.comment.body).toBe('do \uFFFD it');
+    const nulUrl = githubDelivery({ secret: SECRET.github, actor: mia });
+    nulUrl.payload.issue.html_url = 'https://github.com/acme/widgets/issues/7\u0000';
+    const nulBody = JSON.stringify(nulUrl.payload);
+    expect(await post(gh, { headers: { ...signedBody(nulBody).headers }, body: nulBody })).toEqual({ status: 202, json: { ok: true, outcome: 'ignored' } });
     // Duplicated signature headers are not taken.
     const d = githubDelivery({ secret: SECRET.github, actor: mia });
     const dup = await fetch(`${t.url}/v1/codehost/webhooks/${gh}`, {
