@@ -473,7 +473,8 @@ export function refusalText(reason: Exclude<RefusalReason, 'not_allowed_repo' | 
     case 'unmapped':
       return `Sorry, I can't take this on: the account ${who} is not linked to a person of this workspace. Connect your account to this git host in the workspace's dashboard (Settings, Git connections), then ask again.`;
     case 'deactivated':
-      return `Sorry, I can't take this on: the workspace person linked to ${who} is deactivated.`;
+      // Said without telling the public issue whose account in the workspace it is, or that it was deactivated.
+      return `Sorry, I can't take this on: ${who} cannot hand work to the agents of this workspace. An administrator of the workspace can tell why.`;
     case 'no_permission':
       return `Sorry, I can't take this on: ${who}'s role in the workspace does not allow handing issues to an agent (it needs agents.create and agents.code_host). An administrator of the workspace can grant it.`;
     case 'rate_limited':
