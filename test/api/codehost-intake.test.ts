@@ -222,6 +222,8 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
     const gt = giteaDelivery({ secret: SECRET.gitea, actor: { login: 'eve-gt', id: 32, email: 'eve@acme.example' }, target: 'pull_request' });
     expect((await post(hosts.gt.hookId, gt)).json.outcome).toBe('queued');
     await refusedCase('gl', gitlabDelivery({ secret: SECRET.gitlab, actor: { login: 'eve-gl', id: 31 } }), 'unmapped', { reply: true, actor: 'system:codehost' });
+    // mia is connected to gl as Mia-Dev: another GitLab account showing her email is not her.
+    await refusedCase('gl', gitlabDelivery({ secret: SECRET.gitlab, actor: { login: 'impostor', id: 33, email: 'mia@acme.example' } }), 'unmapped', { reply: true, actor: 'system:codehost' });
     await refusedCase('gt', giteaDelivery({ secret: SECRET.gitea, actor: { login: 'eve-gt', id: 32 } }), 'unmapped', { reply: true, actor: 'system:codehost' });
   });
 
