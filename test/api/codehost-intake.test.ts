@@ -84,7 +84,7 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
   });
 
   const post = (hookId: string, d: { headers: Record<string, string>; body: string | Buffer }) =>
-    fetch(`${t.url}/v1/codehost/webhooks/${hookId}`, { method: 'POST', headers: d.headers, body: d.body }).then(async (r) => ({ status: r.status, json: await r.json().catch(() => null) }));
+    fetch(`${t.url}/v1/codehost/webhooks/${hookId}`, { method: 'POST', headers: d.headers, body: d.body }).then(async (r) => ({ status: r.status, json: (await r.json().catch(() => null)) as any }));
   const rowsOf = async (host: string, deliveryId: string) =>
     (await db().query(`select id, outcome, reason, repo, target_type as "targetType", target_number as "targetNumber", actor_login as "actorLogin", user_id as "userId", replays, event from code_host_deliveries where host_id = $1 and delivery_id = $2`, [hosts[host].id, deliveryId])).rows;
   const jobsOf = async (name: string, deliveryRowId: string) =>
