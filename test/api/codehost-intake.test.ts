@@ -167,6 +167,10 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
       const r = await post(id, d);
       expect(r.status, id).toBe(404);
     }
+    // An unknown id is answered before its body is read: 404, not 413.
+    const big = githubDelivery({ secret: SECRET.github, actor: mia, issueBody: 'x'.repeat(2_000_000) });
+    expect((await post(hookIdOf(), big)).status).toBe(404);
+    expect((await post(hosts.off.hookId, big)).status).toBe(404);
     // A path segment past the framework's limit is its 414 (a client error all the same).
     expect((await post('a'.repeat(300), d)).status).toBe(414);
     // beta's host (its own row and secret, equal to gh's in this suite) knows no mia-dev: another tenant's people are not mapped.

@@ -231,6 +231,11 @@ export function createCodeHostIntake(deps: {
       return accept(input);
     },
 
+    /** Whether a webhook id names an enabled webhook (the route asks before reading a body: no body is read for nothing). */
+    async known(hookId: string): Promise<boolean> {
+      return (await hostOf(hookId)) !== null;
+    },
+
     /**
      * The admin's "send a test delivery" (called by the code-host admin service, which authorises): a
      * `ping` signed with the host's own secret, through the same verification and recording as any
