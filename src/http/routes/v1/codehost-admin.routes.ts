@@ -78,13 +78,13 @@ export async function codeHostAdminRoutes(app: App, opts: { core: Core }): Promi
         tags,
         summary: "Generate the webhook's secret (the first time: its URL too, and turns it on) or rotate it; 201 with the secret, shown this once",
         params: Name,
-        body: Type.Optional(Type.Object({ kind: Type.Optional(Kind) }, { additionalProperties: false })),
+        body: Type.Object({ kind: Type.Optional(Kind) }, { additionalProperties: false, description: '{} to rotate; the kind the first time' }),
         response: { 201: Type.Object({ ...Webhook.properties, webhookUrl: Type.String(), secret: Type.String() }), ...errs() },
       },
     },
     async (req, reply) => {
       reply.header('cache-control', 'no-store');
-      return reply.status(201).send(await codeHostAdmin.rotateSecret(ctxOf(req), req.params.name, req.body ?? {}));
+      return reply.status(201).send(await codeHostAdmin.rotateSecret(ctxOf(req), req.params.name, req.body));
     },
   );
 
