@@ -109,6 +109,9 @@ import { createPrivacyService } from './privacy/privacy.service.js';
 import { createRetentionService, RETENTION_CRON, RETENTION_JOB } from './retention/retention.service.js';
 import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
 import { createPromiseCache } from '../lib/promise-cache.js';
+import { createCodeHostIntake } from './codehost/codehost-intake.service.js';
+import { createCodeHostDeliveriesRepo } from './codehost/codehost-deliveries.repo.js';
+import { CODE_HOST_SWEEP_CRON, CODE_HOST_SWEEP_JOB } from './codehost/codehost-contract.js';
 
 export interface CoreDeps {
   db: Database;
@@ -596,8 +599,16 @@ export function createCore(deps: CoreDeps) {
     revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, deactivated: personStop.deactivated, clock,
   });
 
+  // Issue 40 (A): code hosts' webhooks. A delivery is verified, recorded once per delivery id, and (in
+  // the same transaction) a trigger's run queued for codeHostRuns (B) or its refusal answered and audited.
+  const codeHostIntake = createCodeHostIntake({
+    db, repo: createCodeHostDeliveriesRepo(), hosts: gitHostsRepo, connections: gitConnectionsRepo, users: usersRepo, assignments, rbac, audit, queue, box, clock,
+    log: deps.log.child({ part: 'codehost' }),
+  });
+  // End of issue 40 (A).
+
   // Issue 40 (C): the admin side of code-host webhooks (URL, secret once, mention/label/repos, deliveries, test).
-  const codeHostAdmin = createCodeHostAdmin({ db, repo: createCodeHostAdminRepo(), audit, box, publicUrl: config.server.publicUrl });
+  const codeHostAdmin = createCodeHostAdmin({ db, repo: createCodeHostAdminRepo(), audit, box, publicUrl: config.server.publicUrl, intake: codeHostIntake });
 
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
@@ -617,6 +628,7 @@ export function createCore(deps: CoreDeps) {
     [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
     [RECORD_TRAJECTORY_JOB]: (ctx, data) => skills.recordJob(ctx, data),
     [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
+    [CODE_HOST_SWEEP_JOB]: (ctx) => codeHostIntake.sweepJob(ctx),
   };
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
@@ -662,10 +674,12 @@ export function createCore(deps: CoreDeps) {
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
   schedules[RETENTION_JOB] = RETENTION_CRON;
+  schedules[CODE_HOST_SWEEP_JOB] = CODE_HOST_SWEEP_CRON;
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
     retention,
+    codeHostIntake,
     workspaceFiles,
     terminals,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,

@@ -8,6 +8,11 @@ export interface RbacPermissions {
     configure: boolean;
     /** Open a terminal in one's own sandbox (the dashboard's Terminal tab, GET /v1/workspace/terminal). */
     terminal: boolean;
+    /**
+     * Hand work to an agent from a git host (issue 40): a comment starting with the host's mention, or its
+     * trigger label, on an issue or pull request runs a session of this person (with agents.create).
+     */
+    code_host: boolean;
     use_templates: string[] | '*';
   };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
@@ -35,7 +40,7 @@ export const SYSTEM_ROLE_NAMES: readonly SystemRoleName[] = ['owner', 'admin', '
 /** A document granting nothing: the base every partial document is completed from. */
 export function emptyPermissions(): RbacPermissions {
   return {
-    agents: { create: false, delete: false, configure: false, terminal: false, use_templates: [] },
+    agents: { create: false, delete: false, configure: false, terminal: false, code_host: false, use_templates: [] },
     memory: { read_own: false, read_team: false, read_org: false, write: false, delete: false, share: false },
     tools: { allowed: [], denied: [] },
     models: { allowed: [] },
@@ -53,7 +58,7 @@ export function emptyPermissions(): RbacPermissions {
 
 function allPermissions(): RbacPermissions {
   return {
-    agents: { create: true, delete: true, configure: true, terminal: true, use_templates: '*' },
+    agents: { create: true, delete: true, configure: true, terminal: true, code_host: true, use_templates: '*' },
     memory: { read_own: true, read_team: true, read_org: true, write: true, delete: true, share: true },
     tools: { allowed: '*', denied: [] },
     models: { allowed: '*' },
@@ -83,6 +88,7 @@ export function systemRolePermissions(role: SystemRoleName): RbacPermissions {
       const p = emptyPermissions();
       p.agents.create = true;
       p.agents.terminal = true;
+      p.agents.code_host = true;
       p.agents.use_templates = '*';
       p.memory.read_own = true;
       p.memory.read_team = true;
@@ -104,7 +110,7 @@ export function systemRolePermissions(role: SystemRoleName): RbacPermissions {
 export const SYSTEM_ROLE_DESCRIPTIONS: Record<SystemRoleName, string> = {
   owner: 'All permissions, including managing the tenant',
   admin: 'All permissions except managing the tenant',
-  member: 'Create and use agents, open a terminal in their own workspace, read and write own memories, read team memories',
+  member: 'Create and use agents, open a terminal in their own workspace, hand issues to agents from git hosts, read and write own memories, read team memories',
   viewer: 'Read-only access to sessions and memories; no agent execution',
 };
 

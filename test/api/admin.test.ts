@@ -54,7 +54,7 @@ describe(`admin API (${DB_MODE})`, () => {
     const r = await api(t, 'POST', '/v1/admin/roles', { token: tok.admin, body: { name: 'auditor', permissions: { admin: { view_audit_log: true }, tools: { allowed: ['read'] } } } });
     expect(r.status).toBe(201);
     expect(r.json.role.permissions).toEqual({
-      agents: { create: false, delete: false, configure: false, terminal: false, use_templates: [] },
+      agents: { create: false, delete: false, configure: false, terminal: false, code_host: false, use_templates: [] },
       memory: { read_own: false, read_team: false, read_org: false, write: false, delete: false, share: false },
       tools: { allowed: ['read'], denied: [] },
       models: { allowed: [] },

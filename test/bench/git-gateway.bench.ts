@@ -9,6 +9,7 @@ import { createGitGateway } from '../../src/core/connectors/git-gateway.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { createGitServer } from '../fixtures/git-server.js';
 import { median, report } from './bench-utils.js';
+import { NO_WEBHOOK } from '../../src/core/connectors/git-hosts.repo.js';
 
 const AUTH = `Basic ${Buffer.from('x-access-token:bench-token').toString('base64')}`;
 const SIZE_MB = 50;
@@ -41,7 +42,7 @@ export async function gitGatewayBench(): Promise<boolean> {
     const gateway = createGitGateway({
       hosts: {
         forAgent: async () => ({
-          host: { id: 'h', tenantId: 't', name: 'corp', baseUrl: base, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: '', access: [{ who: '*', repos: ['org/*'] }], protectedRefs: [], protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: [], createdAt: new Date(), updatedAt: new Date() },
+          host: { id: 'h', tenantId: 't', name: 'corp', baseUrl: base, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: '', access: [{ who: '*', repos: ['org/*'] }], protectedRefs: [], protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: [], ...NO_WEBHOOK, createdAt: new Date(), updatedAt: new Date() },
           authorization: AUTH,
           as: { kind: 'service' as const },
           user: { handle: 'bench', roles: [], teams: [] },

@@ -10,6 +10,7 @@ import type { AuditInput } from '../../src/core/audit/audit.service.js';
 import { createGitGateway } from '../../src/core/connectors/git-gateway.js';
 import type { GitAgentView } from '../../src/core/connectors/git-hosts.service.js';
 import { silentLogger } from '../../src/kernel/logger.js';
+import { NO_WEBHOOK } from '../../src/core/connectors/git-hosts.repo.js';
 
 /**
  * The git gateway alone, with the host's git (no sandbox, no database): git's own http-backend behind a
@@ -53,7 +54,7 @@ describe('git gateway', () => {
           await new Promise((r) => setTimeout(r, 30));
           if (name !== 'corp') return null;
           const view: GitAgentView = {
-            host: { id: 'h', tenantId: 't', name: 'corp', baseUrl, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: 'x', access: [{ who: 'role:member', repos: ['org/*'] }], protectedRefs: ['refs/heads/main'], protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: [], createdAt: new Date(), updatedAt: new Date() },
+            host: { id: 'h', tenantId: 't', name: 'corp', baseUrl, username: '', credentialKind: 'token', app: null, oauth: null, oauthSecretSealed: null, userConnections: 'off', secretSealed: 'x', access: [{ who: 'role:member', repos: ['org/*'] }], protectedRefs: ['refs/heads/main'], protectDefault: true, branchPrefix: 'agent/{handle}/', pushOptions: [], ...NO_WEBHOOK, createdAt: new Date(), updatedAt: new Date() },
             authorization: serviceAuth,
             as: { kind: 'service' },
             user: { handle: 'mia', roles: [_owner.userId === 'nobody' ? 'viewer' : 'member'], teams: [] },

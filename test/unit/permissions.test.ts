@@ -7,7 +7,7 @@ const F = false;
 describe('system role documents', () => {
   it('owner has every permission including manage_tenant', () => {
     expect(systemRolePermissions('owner')).toEqual({
-      agents: { create: T, delete: T, configure: T, terminal: T, use_templates: '*' },
+      agents: { create: T, delete: T, configure: T, terminal: T, code_host: T, use_templates: '*' },
       memory: { read_own: T, read_team: T, read_org: T, write: T, delete: T, share: T },
       tools: { allowed: '*', denied: [] },
       models: { allowed: '*' },
@@ -25,7 +25,7 @@ describe('system role documents', () => {
 
   it('member creates and uses agents, opens a terminal in their workspace, reads and writes own memories, reads team memories', () => {
     expect(systemRolePermissions('member')).toEqual({
-      agents: { create: T, delete: F, configure: F, terminal: T, use_templates: '*' },
+      agents: { create: T, delete: F, configure: F, terminal: T, code_host: T, use_templates: '*' },
       memory: { read_own: T, read_team: T, read_org: F, write: T, delete: F, share: F },
       tools: { allowed: '*', denied: [] },
       models: { allowed: '*' },
@@ -36,7 +36,7 @@ describe('system role documents', () => {
 
   it('viewer is read-only with no agent execution', () => {
     expect(systemRolePermissions('viewer')).toEqual({
-      agents: { create: F, delete: F, configure: F, terminal: F, use_templates: [] },
+      agents: { create: F, delete: F, configure: F, terminal: F, code_host: F, use_templates: [] },
       memory: { read_own: T, read_team: T, read_org: F, write: F, delete: F, share: F },
       tools: { allowed: [], denied: [] },
       models: { allowed: [] },

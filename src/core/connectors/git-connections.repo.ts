@@ -59,6 +59,18 @@ export function createGitConnectionsRepo() {
       );
       return rows[0] ?? null;
     },
+    /**
+     * The person whose connection to a host is the host account `account` (issue 40: who wrote a comment on
+     * the host), matched case-insensitively as hosts match logins. A connection whose account was not
+     * looked up (empty) matches nothing. At most two rows: two people connected to the same account is
+     * ambiguous, and the caller decides (the intake maps neither).
+     */
+    async findByAccount(q: Queryable, tenantId: string, hostId: string, account: string): Promise<GitConnectionRow[]> {
+      if (!account) return [];
+      return (
+        await q.query<GitConnectionRow>(`select ${CONN} from git_connections c where c.tenant_id = $1 and c.host_id = $2 and c.account <> '' and lower(c.account) = lower($3) order by c.created_at limit 2`, [tenantId, hostId, account])
+      ).rows;
+    },
     async ofUser(q: Queryable, tenantId: string, userId: string): Promise<GitConnectionRow[]> {
       return (await q.query<GitConnectionRow>(`select ${CONN} from git_connections c where c.tenant_id = $1 and c.user_id = $2`, [tenantId, userId])).rows;
     },

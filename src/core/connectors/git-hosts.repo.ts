@@ -1,6 +1,7 @@
 import type { Queryable } from '../../db/database.js';
 import type { GitAccessRule } from './git-fns.js';
 import type { GitOAuthClient, UserConnections } from './git-oauth-fns.js';
+import type { CodeHostKind } from '../codehost/codehost-contract.js';
 
 export type GitCredentialKind = 'token' | 'github_app' | 'none';
 /** A GitHub App installation (its private key is the host's sealed secret). */
@@ -29,13 +30,33 @@ export interface GitHostRow {
   branchPrefix: string;
   /** Push options agents may send (git-fns.ts pushOptionAllowed); empty: none. */
   pushOptions: string[];
+  /** Which host software it is (issue 40: how its webhooks and REST calls look); null until webhooks are set up. */
+  kind: CodeHostKind | null;
+  /** The random id in the webhook URL (/v1/codehost/webhooks/<id>); null: no webhook. */
+  webhookId: string | null;
+  webhookSecretSealed: string | null;
+  webhookEnabled: boolean;
+  /** A comment starting with this asks the agent (`@agent`). */
+  mention: string;
+  /** Adding this label asks the agent (`agent`). */
+  triggerLabel: string;
+  /** Repository patterns (git-fns.ts repoMatches) whose issues may ask; empty: none. */
+  webhookRepos: string[];
   createdAt: Date;
   updatedAt: Date;
 }
 
 const HOST = `h.id, h.tenant_id as "tenantId", h.name, h.base_url as "baseUrl", h.username, h.credential_kind as "credentialKind", h.secret_sealed as "secretSealed",
   h.app, h.oauth, h.oauth_secret_sealed as "oauthSecretSealed", h.user_connections as "userConnections", h.access,
-  h.protected_refs as "protectedRefs", h.protect_default as "protectDefault", h.branch_prefix as "branchPrefix", h.push_options as "pushOptions", h.created_at as "createdAt", h.updated_at as "updatedAt"`;
+  h.protected_refs as "protectedRefs", h.protect_default as "protectDefault", h.branch_prefix as "branchPrefix", h.push_options as "pushOptions",
+  h.kind, h.webhook_id as "webhookId", h.webhook_secret_sealed as "webhookSecretSealed", h.webhook_enabled as "webhookEnabled", h.mention,
+  h.trigger_label as "triggerLabel", h.webhook_repos as "webhookRepos", h.created_at as "createdAt", h.updated_at as "updatedAt"`;
+
+/** The webhook columns (issue 40): written by the code-host admin service's own SQL, not by insert/update here. */
+export type WebhookColumns = 'kind' | 'webhookId' | 'webhookSecretSealed' | 'webhookEnabled' | 'mention' | 'triggerLabel' | 'webhookRepos';
+
+/** The webhook columns of a host without webhooks (their defaults, migration 0038). */
+export const NO_WEBHOOK: Pick<GitHostRow, WebhookColumns> = Object.freeze({ kind: null, webhookId: null, webhookSecretSealed: null, webhookEnabled: false, mention: '@agent', triggerLabel: 'agent', webhookRepos: [] });
 
 export type GitHostPatch = Partial<Pick<GitHostRow, 'baseUrl' | 'username' | 'credentialKind' | 'secretSealed' | 'app' | 'oauth' | 'oauthSecretSealed' | 'userConnections' | 'access' | 'protectedRefs' | 'protectDefault' | 'branchPrefix' | 'pushOptions'>>;
 
@@ -47,8 +68,8 @@ export function createGitHostsRepo() {
     async findByName(q: Queryable, tenantId: string, name: string): Promise<GitHostRow | null> {
       return (await q.query<GitHostRow>(`select ${HOST} from git_hosts h where h.tenant_id = $1 and h.name = $2`, [tenantId, name])).rows[0] ?? null;
     },
-    /** Null when the tenant has a host of that name already. */
-    async insert(q: Queryable, h: Omit<GitHostRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<GitHostRow | null> {
+    /** Null when the tenant has a host of that name already. Webhooks start off (their columns' defaults). */
+    async insert(q: Queryable, h: Omit<GitHostRow, 'id' | 'createdAt' | 'updatedAt' | WebhookColumns>): Promise<GitHostRow | null> {
       const { rows } = await q.query<GitHostRow>(
         `insert into git_hosts as h (tenant_id, name, base_url, username, secret_sealed, access, protected_refs, protect_default, branch_prefix,
                                      credential_kind, app, oauth, oauth_secret_sealed, user_connections, push_options)
@@ -57,6 +78,14 @@ export function createGitHostsRepo() {
          h.credentialKind, h.app ? JSON.stringify(h.app) : null, h.oauth ? JSON.stringify(h.oauth) : null, h.oauthSecretSealed, h.userConnections, h.pushOptions],
       );
       return rows[0] ?? null;
+    },
+    /**
+     * The host a webhook delivery names (issue 40): the one lookup not filtered by tenant, since a delivery
+     * arrives before anyone is known; the random id is the only thing it is found by, and the delivery must
+     * then verify with that host's secret.
+     */
+    async findByWebhookId(q: Queryable, webhookId: string): Promise<GitHostRow | null> {
+      return (await q.query<GitHostRow>(`select ${HOST} from git_hosts h where h.webhook_id = $1`, [webhookId])).rows[0] ?? null;
     },
     async findById(q: Queryable, tenantId: string, id: string): Promise<GitHostRow | null> {
       return (await q.query<GitHostRow>(`select ${HOST} from git_hosts h where h.tenant_id = $1 and h.id = $2`, [tenantId, id])).rows[0] ?? null;

@@ -16,7 +16,7 @@ const Usd = Type.Optional(Type.Number({ minimum: 0 }));
 /** A permission document where every member is optional; missing members mean "not granted". */
 export const PartialPermissions = Type.Object(
   {
-    agents: Type.Optional(Type.Object({ create: Flag, delete: Flag, configure: Flag, terminal: Flag, use_templates: Type.Optional(NamesOrAll) }, { additionalProperties: false })),
+    agents: Type.Optional(Type.Object({ create: Flag, delete: Flag, configure: Flag, terminal: Flag, code_host: Flag, use_templates: Type.Optional(NamesOrAll) }, { additionalProperties: false })),
     memory: Type.Optional(
       Type.Object({ read_own: Flag, read_team: Flag, read_org: Flag, write: Flag, delete: Flag, share: Flag }, { additionalProperties: false }),
     ),

@@ -139,9 +139,10 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
           // The terminal may be taken from (or given back to) a system role too: a tenant that wants no
           // shell in its sandboxes turns it off on the member role without making a custom one.
           // So may its model allow-list (issue 39): limiting the member role's models is the common case.
-          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, agents: { ...p.agents, terminal: null }, cost: null, models: null }));
+          // And agents.code_host (issue 40): a tenant that wants no issue handed to agents turns it off there.
+          const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, agents: { ...p.agents, terminal: null, code_host: null }, cost: null, models: null }));
           if (fixed(permissions) !== fixed(role.permissions) || (input.description !== undefined && input.description.trim() !== role.description)) {
-            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits, agents.terminal and models can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
+            throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits, agents.terminal, agents.code_host and models can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
           }
         }
         checkGrant(ctx, permissions, `change the role "${role.name}"`);

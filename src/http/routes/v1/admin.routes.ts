@@ -177,7 +177,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
       schema: {
         tags: ['admin'],
         summary: 'Change a role (admin.manage_roles): each permission group given replaces that group, groups left out keep their value',
-        description: 'A system role keeps its document and description except its cost limits, agents.terminal and models.allowed (400 otherwise). The new document must be within your own permissions (403 naming what it exceeds); only owners change the owner role.',
+        description: 'A system role keeps its document and description except its cost limits, agents.terminal, agents.code_host and models.allowed (400 otherwise). The new document must be within your own permissions (403 naming what it exceeds); only owners change the owner role.',
         params: Type.Object({ roleId: Uuid }),
         body: Type.Object({ description: Type.Optional(Type.String({ maxLength: 500 })), permissions: Type.Optional(PartialPermissions) }, { additionalProperties: false }),
         response: { 200: Type.Object({ role: Role }), ...errorResponses(400, 401, 403, 404) },
