@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from '../../src/core/codehost/codehost-contract.js';
+import { ensureQueues } from '../../src/jobs/boss.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
+import { githubDelivery } from '../fixtures/code-host-deliveries.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 
 /**
@@ -15,6 +18,8 @@ describe("a git host's webhook, admin API", () => {
 
   beforeAll(async () => {
     t = await startTestApp();
+    // The queues the intake sends to (made at start-up for the handlers the core registers; idempotent).
+    await ensureQueues(t.opened.boss, [CODE_HOST_RUN_JOB, CODE_HOST_REPLY_JOB]);
     acme = await seedTenant(t, 'acme-hooks', [{ handle: 'mia', roles: ['member'] }, { handle: 'ada', roles: ['admin'] }]);
     const beta = await seedTenant(t, 'beta-hooks');
     tok.owner = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
@@ -131,5 +136,37 @@ describe("a git host's webhook, admin API", () => {
     expect(r.json.deliveries[0]).toMatchObject({ event: 'issue_comment', repo: 'acme/api', targetType: 'issue', targetNumber: 12, actorLogin: 'octo', replays: 0, receivedAt: '2026-11-29T01:00:05.000Z' });
     expect((await api(t, 'GET', `${hook()}/deliveries?limit=1`, { token: tok.admin })).json.deliveries).toHaveLength(1);
     expect((await api(t, 'GET', `${hook()}/deliveries?limit=0`, { token: tok.admin })).status).toBe(400);
+  });
+
+  it('a rotation takes effect at the intake at once: the old secret 401, the new one verifies; a test delivery goes through it', async () => {
+    const first = await api(t, 'POST', `${hook('forge')}/secret`, { token: tok.admin, body: { kind: 'github' } });
+    await api(t, 'PUT', hook('forge'), { token: tok.admin, body: { repos: ['acme/*'] } });
+    const send = (secret: string) => {
+      const d = githubDelivery({ secret, repo: 'acme/api', actor: { login: 'stranger', id: 7 } });
+      return fetch(first.json.webhookUrl, { method: 'POST', headers: d.headers, body: d.body }).then((r) => r.status);
+    };
+    // The intake has this host cached (by its hook id) after the first delivery.
+    expect(await send(first.json.secret)).toBe(202);
+    const second = await api(t, 'POST', `${hook('forge')}/secret`, { token: tok.admin, body: {} });
+    expect(await send(first.json.secret)).toBe(401);
+    expect(await send(second.json.secret)).toBe(202);
+    // Turned off: the intake answers 404 at once; on again, it verifies again.
+    await api(t, 'PUT', hook('forge'), { token: tok.admin, body: { enabled: false } });
+    expect(await send(second.json.secret)).toBe(404);
+    await api(t, 'PUT', hook('forge'), { token: tok.admin, body: { enabled: true } });
+
+    const test = await api(t, 'POST', `${hook('forge')}/test`, { token: tok.admin });
+    expect(test.status).toBe(200);
+    expect(test.json).toMatchObject({ outcome: 'test', deliveryId: expect.any(String) });
+    const list = (await api(t, 'GET', `${hook('forge')}/deliveries`, { token: tok.admin })).json.deliveries;
+    // Newest first: the test's ping, the two deliveries that verified (the one with the old secret left no row), the earlier test's row.
+    expect(list.map((d: any) => [d.event, d.outcome, d.reason, d.deliveryId === 'd-3'])).toEqual([
+      ['ping', 'test', null, false],
+      ['issue_comment', 'refused', 'unmapped', false],
+      ['issue_comment', 'refused', 'unmapped', false],
+      ['issue_comment', 'ignored', null, true],
+    ]);
+    const audit = (await t.opened.db.query(`select details from audit_log where tenant_id = $1 and action = 'codehost.webhook_test'`, [acme.tenantId])).rows;
+    expect(audit).toEqual([{ details: expect.objectContaining({ outcome: 'test', deliveryId: test.json.deliveryId }) }]);
   });
 });

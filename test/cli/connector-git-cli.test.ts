@@ -187,6 +187,16 @@ describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
     expect(set.code, set.stderr).toBe(0);
     expect(JSON.parse(set.stdout)).toMatchObject({ changed: ['mention', 'label', 'enabled'], webhook: { enabled: false, mention: '@acme-bot', label: 'ai-fix' } });
     expect(await hook()).toMatchObject({ enabled: false, mention: '@acme-bot', label: 'ai-fix', repos: ['acme/*', 'acme-infra/**'] });
+    // Off: no test delivery (the intake would answer 404); on again, one goes through the intake and is listed.
+    const offTest = await run(['connector', 'git', 'webhook', 'hooks', '--test']);
+    expect(offTest.code).toBe(1);
+    expect(offTest.stderr).toMatch(/the webhook is off/);
+    const tested = await run(['connector', 'git', 'webhook', 'hooks', '--enable', '--test', '--deliveries', '--json']);
+    expect(tested.code, tested.stderr).toBe(0);
+    const out = JSON.parse(tested.stdout);
+    expect(out).toMatchObject({ changed: ['enabled'], test: { outcome: 'test' }, webhook: { enabled: true } });
+    expect(out.deliveries).toEqual([expect.objectContaining({ deliveryId: out.test.deliveryId, event: 'ping', outcome: 'test' })]);
+    expect((await run(['connector', 'git', 'webhook', 'hooks', '--deliveries'])).stdout).toMatch(/ping +test/);
     const audit = JSON.stringify((await t.opened.db.query(`select action, details from audit_log where action like 'codehost.%' order by ts`)).rows);
     expect(audit).not.toContain(secret);
     expect(audit).not.toContain(made.secret);

@@ -72,7 +72,7 @@ export function CodeHostPanel(props: { host: { name: string; baseUrl: string } }
   const setup = HOST_SETUP[hook.kind ?? kind];
 
   return (
-    <section class="card code-host" aria-label={`Webhook of ${name}`}>
+    <section class="code-host" aria-label={`Webhook of ${name}`}>
       <h4>Issues to pull requests</h4>
       <ErrorNote error={error} onClose={() => setError(null)} />
       <p class="hint">
