@@ -51,7 +51,7 @@ describe(`role edits and tenant settings over the API (${DB_MODE})`, () => {
     const member = await roleId('member');
     const widened = await patch(member, { permissions: { admin: { manage_users: true } } });
     expect(widened.status).toBe(400);
-    expect(widened.json.message).toContain('only its cost limits, agents.terminal and models can change');
+    expect(widened.json.message).toContain('only its cost limits, agents.terminal, agents.code_host and models can change');
     expect((await patch(member, { description: 'Something else' })).status).toBe(400);
     // The terminal is the one grant a system role may lose (and get back).
     const agents = systemRolePermissions('member').agents;
@@ -59,6 +59,12 @@ describe(`role edits and tenant settings over the API (${DB_MODE})`, () => {
     expect(noTerminal.status).toBe(200);
     expect(noTerminal.json.role.permissions.agents).toEqual({ ...agents, terminal: false });
     expect((await patch(member, { permissions: { agents } })).json.role.permissions.agents.terminal).toBe(true);
+    // So may handing issues to agents from git hosts (issue 40), without touching the rest.
+    const noCodeHost = await patch(member, { permissions: { agents: { ...agents, code_host: false } } });
+    expect(noCodeHost.status).toBe(200);
+    expect(noCodeHost.json.role.permissions.agents).toEqual({ ...agents, code_host: false });
+    expect((await patch(member, { permissions: { agents: { ...agents, code_host: false, delete: true } } })).status).toBe(400);
+    expect((await patch(member, { permissions: { agents } })).json.role.permissions.agents.code_host).toBe(true);
 
     const limited = await patch(member, { permissions: { cost: { monthly_limit_usd: 20, per_request_limit_usd: 1 } } });
     expect(limited.status).toBe(200);

@@ -84,7 +84,7 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
   });
 
   const post = (hookId: string, d: { headers: Record<string, string>; body: string | Buffer }) =>
-    fetch(`${t.url}/v1/codehost/webhooks/${hookId}`, { method: 'POST', headers: d.headers, body: d.body }).then(async (r) => ({ status: r.status, json: await r.json().catch(() => null) }));
+    fetch(`${t.url}/v1/codehost/webhooks/${hookId}`, { method: 'POST', headers: d.headers, body: d.body }).then(async (r) => ({ status: r.status, json: (await r.json().catch(() => null)) as any }));
   const rowsOf = async (host: string, deliveryId: string) =>
     (await db().query(`select id, outcome, reason, repo, target_type as "targetType", target_number as "targetNumber", actor_login as "actorLogin", user_id as "userId", replays, event from code_host_deliveries where host_id = $1 and delivery_id = $2`, [hosts[host].id, deliveryId])).rows;
   const jobsOf = async (name: string, deliveryRowId: string) =>
@@ -167,6 +167,10 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
       const r = await post(id, d);
       expect(r.status, id).toBe(404);
     }
+    // An unknown id is answered before its body is read: 404, not 413.
+    const big = githubDelivery({ secret: SECRET.github, actor: mia, issueBody: 'x'.repeat(2_000_000) });
+    expect((await post(hookIdOf(), big)).status).toBe(404);
+    expect((await post(hosts.off.hookId, big)).status).toBe(404);
     // A path segment past the framework's limit is its 414 (a client error all the same).
     expect((await post('a'.repeat(300), d)).status).toBe(414);
     // beta's host (its own row and secret, equal to gh's in this suite) knows no mia-dev: another tenant's people are not mapped.
@@ -222,6 +226,8 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
     const gt = giteaDelivery({ secret: SECRET.gitea, actor: { login: 'eve-gt', id: 32, email: 'eve@acme.example' }, target: 'pull_request' });
     expect((await post(hosts.gt.hookId, gt)).json.outcome).toBe('queued');
     await refusedCase('gl', gitlabDelivery({ secret: SECRET.gitlab, actor: { login: 'eve-gl', id: 31 } }), 'unmapped', { reply: true, actor: 'system:codehost' });
+    // mia is connected to gl as Mia-Dev: another GitLab account showing her email is not her.
+    await refusedCase('gl', gitlabDelivery({ secret: SECRET.gitlab, actor: { login: 'impostor', id: 33, email: 'mia@acme.example' } }), 'unmapped', { reply: true, actor: 'system:codehost' });
     await refusedCase('gt', giteaDelivery({ secret: SECRET.gitea, actor: { login: 'eve-gt', id: 32 } }), 'unmapped', { reply: true, actor: 'system:codehost' });
   });
 
@@ -315,6 +321,18 @@ describe(`code host webhook intake (${DB_MODE})`, () => {
       const unsigned = await post(gh, { headers: { 'content-type': ct ?? 'application/json' }, body });
       expect(unsigned.status).toBe(401);
     }
+    // NUL and lone surrogates (valid JSON escapes PostgreSQL will not store in text or jsonb): taken on as U+FFFD.
+    const odd = githubDelivery({ secret: SECRET.github, actor: mia, title: 'a\u0000b\ud800c', issueBody: '\udc00body', comment: '@agent do \u0000 it' });
+    const oddAnswer = await post(gh, odd);
+    expect(oddAnswer).toEqual({ status: 202, json: { ok: true, outcome: 'queued' } });
+    const [oddRow] = await rowsOf('gh', odd.deliveryId);
+    const [oddJob] = await jobsOf(CODE_HOST_RUN_JOB, oddRow.id);
+    expect(oddJob.data.trigger.target).toMatchObject({ title: 'a\uFFFDb\uFFFDc', body: '\uFFFDbody' });
+    expect(oddJob.data.trigger.comment.body).toBe('do \uFFFD it');
+    const nulUrl = githubDelivery({ secret: SECRET.github, actor: mia });
+    nulUrl.payload.issue.html_url = 'https://github.com/acme/widgets/issues/7\u0000';
+    const nulBody = JSON.stringify(nulUrl.payload);
+    expect(await post(gh, { headers: { ...signedBody(nulBody).headers }, body: nulBody })).toEqual({ status: 202, json: { ok: true, outcome: 'ignored' } });
     // Duplicated signature headers are not taken.
     const d = githubDelivery({ secret: SECRET.github, actor: mia });
     const dup = await fetch(`${t.url}/v1/codehost/webhooks/${gh}`, {

@@ -12,6 +12,7 @@ import {
   RATE_PER_REPO_HOUR,
   refusalText,
   repoAllowed,
+  storable,
   testDeliveryHeaders,
   usableEmail,
   verifyDelivery,
@@ -253,6 +254,8 @@ describe('parseDelivery: what is not a request is ignored, never thrown', () => 
     const commitNote = gitlabDelivery({ secret: SECRET });
     commitNote.payload.object_attributes.noteable_type = 'Commit';
     expect(parse(resigned(commitNote, SECRET))).toEqual({ ignored: 'noteable:Commit' });
+    commitNote.payload.object_attributes.noteable_type = 'Snippet\u0000';
+    expect(parse(resigned(commitNote, SECRET))).toEqual({ ignored: 'noteable:other' });
     // GitLab's confidential issues name their hooks apart; the same rules apply.
     const confidential = gitlabDelivery({ secret: SECRET });
     expect(parseDelivery('gitlab', 'Confidential Note Hook', raw(confidential), CFG)).toHaveProperty('trigger');
@@ -320,6 +323,15 @@ describe('parseDelivery: what is not a request is ignored, never thrown', () => 
     const body = proto.body.replace('{"action":"created"', '{"__proto__":{"action":"created","type":"Bot"},"constructor":{"prototype":{"x":1}},"action":"created"');
     expect(parseDelivery('github', 'issue_comment', Buffer.from(body), CFG)).toHaveProperty('trigger');
     expect(({} as Record<string, unknown>).x).toBeUndefined();
+  });
+});
+
+describe('storable', () => {
+  it('replaces NUL and lone surrogates, keeps pairs and everything else', () => {
+    expect(storable('a\u0000b')).toBe('a\uFFFDb');
+    expect(storable('\ud800x\udc00')).toBe('\uFFFDx\uFFFD');
+    expect(storable('😀 ok')).toBe('😀 ok');
+    expect(storable('😀'.slice(0, 1))).toBe('\uFFFD');
   });
 });
 

@@ -109,7 +109,11 @@ export function createCodeHostIntake(deps: {
     }
     if (t.actor.email) {
       const u = await deps.users.findByEmail(db, host.tenantId, t.actor.email);
-      if (u) return { person: { userId: u.id, handle: u.handle, mappedBy: 'email' }, active: u.deactivatedAt === null };
+      // Someone connected to this host is known there by their account alone: another account showing their
+      // email (hosts differ in whether they verify emails) is not them.
+      if (u && !(await deps.connections.find(db, host.tenantId, host.id, u.id))) {
+        return { person: { userId: u.id, handle: u.handle, mappedBy: 'email' }, active: u.deactivatedAt === null };
+      }
     }
     return null;
   }
@@ -225,6 +229,11 @@ export function createCodeHostIntake(deps: {
      */
     receive(input: { hookId: string; headers: WebhookHeaders; rawBody: Buffer; requestId?: string }): Promise<ReceiveResult> {
       return accept(input);
+    },
+
+    /** Whether a webhook id names an enabled webhook (the route asks before reading a body: no body is read for nothing). */
+    async known(hookId: string): Promise<boolean> {
+      return (await hostOf(hookId)) !== null;
     },
 
     /**

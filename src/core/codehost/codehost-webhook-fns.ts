@@ -101,10 +101,18 @@ export function eventOf(kind: CodeHostKind, headers: WebhookHeaders): string {
 type Json = Record<string, unknown>;
 const obj = (v: unknown): Json | undefined => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Json) : undefined);
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+/**
+ * What PostgreSQL cannot store goes: NUL (not in text, nor as \u0000 in jsonb, where the job and the audit
+ * entry carry these strings) and lone surrogates (jsonb refuses their escapes) become U+FFFD. Without this
+ * a signed body holding them would fail the delivery's transaction: a 5xx.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+export const storable = (v: string): string => v.replace(/\u0000/g, '\uFFFD').replace(LONE_SURROGATE, '\uFFFD');
 /** A string, bounded (longer: cut, never refused: an issue body may be long); undefined when not a string. */
-const text = (v: unknown, max: number): string | undefined => (typeof v === 'string' ? (v.length > max ? v.slice(0, max) : v) : undefined);
-/** A short name that must be whole (a login, a branch): undefined when absent, empty or too long. */
-const name = (v: unknown, max = MAX_NAME): string | undefined => (typeof v === 'string' && v.length > 0 && v.length <= max && !/[\x00-\x1f\x7f]/.test(v) ? v : undefined);
+const text = (v: unknown, max: number): string | undefined => (typeof v === 'string' ? storable(v.length > max ? v.slice(0, max) : v) : undefined);
+/** A short name that must be whole (a login, a branch): undefined when absent, empty, too long, or not storable as is. */
+const name = (v: unknown, max = MAX_NAME): string | undefined =>
+  typeof v === 'string' && v.length > 0 && v.length <= max && !/[\x00-\x1f\x7f]/.test(v) && storable(v) === v ? v : undefined;
 /** An id the host gives as a number (or a string of digits). */
 const idOf = (v: unknown): string | undefined =>
   typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? String(v) : typeof v === 'string' && /^\d{1,20}$/.test(v) ? v : undefined;
@@ -112,7 +120,8 @@ const idOf = (v: unknown): string | undefined =>
 const numberOf = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v > 0 && v <= 2_147_483_647 ? v : undefined);
 /** Only web links (a link shown in the dashboard must not be `javascript:`). */
 function urlOf(v: unknown): string | undefined {
-  if (typeof v !== 'string' || v.length > MAX_URL) return undefined;
+  // No control characters or spaces at all (the URL parser would quietly drop or encode some; the raw string is what is kept).
+  if (typeof v !== 'string' || v.length > MAX_URL || !/^[\x21-\x7e\u00a0-\uffff]+$/.test(v) || storable(v) !== v) return undefined;
   try {
     const u = new URL(v);
     return u.protocol === 'https:' || u.protocol === 'http:' ? v : undefined;
@@ -307,7 +316,7 @@ function gitlab(event: string, p: Json, cfg: ParseConfig): Read {
   };
   if (ev === 'Note Hook') {
     const type = attrs.noteable_type;
-    if (type !== 'Issue' && type !== 'MergeRequest') return { ignored: `noteable:${typeof type === 'string' ? type.slice(0, 40) : 'none'}` };
+    if (type !== 'Issue' && type !== 'MergeRequest') return { ignored: `noteable:${name(type, 40) ?? 'other'}` };
     // Edits of a note come as Note Hooks too (with action `update`, GitLab 16+); system notes are GitLab's own.
     if (attrs.action !== undefined && attrs.action !== 'create') return { ignored: `action:${name(attrs.action, 50) ?? 'other'}` };
     if (attrs.system === true) return { ignored: 'system_note' };
@@ -464,7 +473,8 @@ export function refusalText(reason: Exclude<RefusalReason, 'not_allowed_repo' | 
     case 'unmapped':
       return `Sorry, I can't take this on: the account ${who} is not linked to a person of this workspace. Connect your account to this git host in the workspace's dashboard (Settings, Git connections), then ask again.`;
     case 'deactivated':
-      return `Sorry, I can't take this on: the workspace person linked to ${who} is deactivated.`;
+      // Said without telling the public issue whose account in the workspace it is, or that it was deactivated.
+      return `Sorry, I can't take this on: ${who} cannot hand work to the agents of this workspace. An administrator of the workspace can tell why.`;
     case 'no_permission':
       return `Sorry, I can't take this on: ${who}'s role in the workspace does not allow handing issues to an agent (it needs agents.create and agents.code_host). An administrator of the workspace can grant it.`;
     case 'rate_limited':

@@ -3,6 +3,7 @@ import { WEBHOOK_MAX_BYTES } from '../../../core/codehost/codehost-contract.js';
 import type { Core } from '../../../core/create-core.js';
 import type { App } from '../../app-type.js';
 import { errorResponses } from '../../schemas.js';
+import { NotFoundError } from '../../../kernel/errors.js';
 
 const Accepted = Type.Object({
   ok: Type.Boolean(),
@@ -27,6 +28,10 @@ export async function codehostWebhooksRoutes(app: App, { core }: { core: Core })
       {
         config: { auth: 'none' },
         bodyLimit: WEBHOOK_MAX_BYTES,
+        // Before the body is read: an unknown id is 404 at once, whatever is being uploaded.
+        onRequest: async (req) => {
+          if (!(await intake.known((req.params as { hookId: string }).hookId))) throw new NotFoundError('no such webhook');
+        },
         schema: {
           tags: ['codehost'],
           summary: "A code host's webhook delivery (GitHub, GitLab or Gitea; verified with the webhook's secret)",
