@@ -83,6 +83,8 @@ import { createGitConnectionsRepo } from './connectors/git-connections.repo.js';
 import { createGitConnectionsService } from './connectors/git-connections.service.js';
 import { createGitCredentials } from './connectors/git-credentials.js';
 import { createGitHostsRepo } from './connectors/git-hosts.repo.js';
+import { createCodeHostAdmin } from './codehost/codehost-admin.service.js';
+import { createCodeHostAdminRepo } from './codehost/codehost-admin.repo.js';
 import { createGitHostsService } from './connectors/git-hosts.service.js';
 import { createMcpServersRepo } from './connectors/mcp-servers.repo.js';
 import { createMcpServersService } from './connectors/mcp-servers.service.js';
@@ -605,6 +607,9 @@ export function createCore(deps: CoreDeps) {
   });
   // End of issue 40 (A).
 
+  // Issue 40 (C): the admin side of code-host webhooks (URL, secret once, mention/label/repos, deliveries, test).
+  const codeHostAdmin = createCodeHostAdmin({ db, repo: createCodeHostAdminRepo(), audit, box, publicUrl: config.server.publicUrl, intake: codeHostIntake });
+
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
       await tenants.provisionWorkspace(ctx, data);
@@ -678,6 +683,7 @@ export function createCore(deps: CoreDeps) {
     workspaceFiles,
     terminals,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    codeHostAdmin,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
      * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's

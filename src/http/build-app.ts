@@ -29,6 +29,7 @@ import { sessionManageRoutes } from './routes/v1/session-manage.routes.js';
 import { gatewaysRoutes } from './routes/v1/gateways.routes.js';
 import { connectorsGitRoutes } from './routes/v1/connectors-git.routes.js';
 import { codehostWebhooksRoutes } from './routes/v1/codehost-webhooks.routes.js';
+import { codeHostAdminRoutes } from './routes/v1/codehost-admin.routes.js';
 import { memoriesRoutes } from './routes/v1/memories.routes.js';
 import { teamsRoutes } from './routes/v1/teams.routes.js';
 import { tokensRoutes } from './routes/v1/tokens.routes.js';
@@ -177,6 +178,7 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
       await v1.register(runnersRoutes, { core });
       await v1.register(connectorsGitRoutes, { core });
       await v1.register(codehostWebhooksRoutes, { core });
+      await v1.register(codeHostAdminRoutes, { core });
       await v1.register(mcpConnectorsRoutes, { core });
       await v1.register(retentionRoutes, { core });
       await v1.register(privacyRoutes, { core });

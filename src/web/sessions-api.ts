@@ -2,7 +2,7 @@
 import { api } from './api.js';
 import { listQuery, type ListView } from './sessions-list.js';
 
-export { listQuery, resultHref, snippetPieces, type ListView } from './sessions-list.js';
+export { listQuery, originHref, resultHref, snippetPieces, type ListView } from './sessions-list.js';
 
 export interface ListedSession {
   sessionId: string;
@@ -13,6 +13,8 @@ export interface ListedSession {
   pinned: boolean;
   archived: boolean;
   claimable?: boolean;
+  /** The code host's issue or pull request it was started from (issue 40). */
+  origin?: { url: string; label: string } | null;
 }
 
 export interface SessionPage {

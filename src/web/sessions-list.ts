@@ -30,3 +30,18 @@ export function snippetPieces(snippet: string, highlights: Array<[number, number
   if (at < snippet.length) out.push({ text: snippet.slice(at), hit: false });
   return out;
 }
+
+/**
+ * The link of a session a code host started (issue 40): the issue or pull request it came from. The URL
+ * came in a webhook delivery (the host's payload), so only an http(s) URL becomes a link: never
+ * `javascript:` or `data:`. Null: show the label without a link.
+ */
+export function originHref(url: string | null | undefined): string | null {
+  if (!url) return null;
+  try {
+    const u = new URL(url);
+    return u.protocol === 'https:' || u.protocol === 'http:' ? u.href : null;
+  } catch {
+    return null;
+  }
+}

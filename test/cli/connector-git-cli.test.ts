@@ -145,4 +145,60 @@ describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
     row = await host();
     expect(row).toMatchObject({ oauth: null, oauthSecret: null, mode: 'off' });
   });
+
+  /** `aws connector git webhook` (issue 40): the secret printed once and stored sealed, settings checked, the deliveries listed. */
+  it("turns a host's webhook on, prints the secret once, rotates it, sets what triggers a run", async () => {
+    const add = await run(['connector', 'git', 'add', 'hooks', '--base-url', 'https://github.com', '--token-stdin', '--access', 'role:member=acme/*'], TOKEN);
+    expect(add.code, add.stderr).toBe(0);
+    const hook = async () => (await t.opened.db.query(`select kind, webhook_id as id, webhook_secret_sealed as sealed, webhook_enabled as enabled, mention, trigger_label as label, webhook_repos as repos from git_hosts where name = 'hooks'`)).rows[0]!;
+
+    const none = await run(['connector', 'git', 'webhook', 'hooks']);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stderr).toMatch(/takes no webhook yet/);
+    const noKind = await run(['connector', 'git', 'webhook', 'hooks', '--enable']);
+    expect(noKind.code).toBe(1);
+    expect(noKind.stderr).toMatch(/kind is needed/);
+
+    const on = await run(['connector', 'git', 'webhook', 'hooks', '--enable', '--kind', 'github', '--repo', 'acme/*', '--repo', 'acme-infra/**', '--json']);
+    expect(on.code, on.stderr).toBe(0);
+    const made = JSON.parse(on.stdout);
+    let row = await hook();
+    expect(made).toMatchObject({ webhook: { host: 'hooks', kind: 'github', enabled: true, secretSet: true, repos: ['acme/*', 'acme-infra/**'], webhookUrl: `${t.url}/v1/codehost/webhooks/${row.id}` }, changed: ['secret (generated, on)', 'repos'] });
+    expect(open(row.sealed)).toBe(made.secret);
+
+    // Shown once: reading the webhook again never prints it; a rotation prints the new one on stdout alone.
+    const show = await run(['connector', 'git', 'webhook', 'hooks', '--json']);
+    expect(JSON.parse(show.stdout)).not.toHaveProperty('secret');
+    expect(show.stdout).not.toContain(made.secret);
+    const rotated = await run(['connector', 'git', 'webhook', 'hooks', '--rotate']);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const secret = rotated.stdout.trim();
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(secret).not.toBe(made.secret);
+    expect(rotated.stderr).toMatch(/events Issue comments, Issues, Pull request review comments/);
+    row = await hook();
+    expect(open(row.sealed)).toBe(secret);
+    expect(`${rotated.stderr}`).not.toContain(secret);
+
+    const bad = await run(['connector', 'git', 'webhook', 'hooks', '--mention', 'agent']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/mention must be "@"/);
+    const set = await run(['connector', 'git', 'webhook', 'hooks', '--mention', '@acme-bot', '--label', 'ai-fix', '--disable', '--json']);
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ changed: ['mention', 'label', 'enabled'], webhook: { enabled: false, mention: '@acme-bot', label: 'ai-fix' } });
+    expect(await hook()).toMatchObject({ enabled: false, mention: '@acme-bot', label: 'ai-fix', repos: ['acme/*', 'acme-infra/**'] });
+    // Off: no test delivery (the intake would answer 404); on again, one goes through the intake and is listed.
+    const offTest = await run(['connector', 'git', 'webhook', 'hooks', '--test']);
+    expect(offTest.code).toBe(1);
+    expect(offTest.stderr).toMatch(/the webhook is off/);
+    const tested = await run(['connector', 'git', 'webhook', 'hooks', '--enable', '--test', '--deliveries', '--json']);
+    expect(tested.code, tested.stderr).toBe(0);
+    const out = JSON.parse(tested.stdout);
+    expect(out).toMatchObject({ changed: ['enabled'], test: { outcome: 'test' }, webhook: { enabled: true } });
+    expect(out.deliveries).toEqual([expect.objectContaining({ deliveryId: out.test.deliveryId, event: 'ping', outcome: 'test' })]);
+    expect((await run(['connector', 'git', 'webhook', 'hooks', '--deliveries'])).stdout).toMatch(/ping +test/);
+    const audit = JSON.stringify((await t.opened.db.query(`select action, details from audit_log where action like 'codehost.%' order by ts`)).rows);
+    expect(audit).not.toContain(secret);
+    expect(audit).not.toContain(made.secret);
+  });
 });

@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { createGitConnectionsRepo } from '../../src/core/connectors/git-connections.repo.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
+import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from '../../src/core/codehost/codehost-contract.js';
+import { ensureQueues } from '../../src/jobs/boss.js';
+import { githubDelivery } from '../fixtures/code-host-deliveries.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { launchChromium, shoot } from '../helpers/browser.js';
 
@@ -10,7 +13,8 @@ import { launchChromium, shoot } from '../helpers/browser.js';
  * browser for both: each connector registered with its token, a refusal shown at its field, the access
  * edited, disabled and removed, as a person would; the token never comes back to the page. The API tokens
  * screen (issue 29) shares the app and the browser (its own tenant and context): a file of its own cost a
- * CI run an app and a Chromium start for one test.
+ * CI run an app and a Chromium start for one test. So do a git host's webhook panel and the sessions
+ * list's mark of a session a code host started (issue 40).
  */
 describe('the dashboard connector tabs and API tokens screen in Chromium', () => {
   let browser: Browser;
@@ -277,5 +281,78 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
     await item.getByRole('button', { name: 'Revoke' }).click();
     await item.getByText('revoked').waitFor();
     expect((await api(t, 'GET', '/v1/sessions', { token: value })).status).toBe(401);
+  });
+
+  /**
+   * A git host's webhook (issue 40): turned on in the host's panel, the URL and the secret shown once (gone
+   * after a reload, never in the page again), a test delivery through the real intake listed as "test",
+   * and a comment delivery signed as GitHub signs it, by someone nobody mapped, listed as refused.
+   */
+  it("a git host's webhook: URL and secret once, a test delivery, a refused comment in the deliveries", async () => {
+    const tenant = await seedTenant(t, 'acme-hooks');
+    // The queues the intake sends to (made at start-up for the handlers the core registers; idempotent).
+    await ensureQueues(t.opened.boss, [CODE_HOST_RUN_JOB, CODE_HOST_REPLY_JOB]);
+    const owner = await signToken(t, { sub: tenant.ids.owner, tid: tenant.tenantId, roles: ['owner'] });
+    expect((await api(t, 'POST', '/v1/admin/connectors/git', { token: owner, body: { name: 'github', baseUrl: 'https://github.com', token: GIT_TOKEN, access: [{ who: '*', repos: ['acme/*'] }] } })).status).toBe(201);
+    const page = await pageAs(tenant.tenantId, tenant.ids.owner, ['owner']);
+    await page.goto(`${t.url}/#/admin/git`);
+    const panel = page.getByRole('region', { name: 'Webhook of github' });
+    // The kind is guessed from the base URL.
+    expect(await panel.locator('select[name=kind]').inputValue()).toBe('github');
+    await panel.getByRole('button', { name: 'Turn on webhooks' }).click();
+    const secret = (await panel.getByTestId('webhook-secret').textContent())!.trim();
+    expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    await panel.getByText('it will not be shown again').waitFor();
+    const url = (await panel.getByTestId('webhook-url').textContent())!.trim();
+    expect(url).toMatch(new RegExp(`^${t.url}/v1/codehost/webhooks/[A-Za-z0-9_-]{24}$`));
+    await panel.getByText('Events: Issue comments, Issues, Pull request review comments').waitFor();
+    await panel.locator('textarea[name=repos]').fill('acme/*');
+    await panel.getByRole('button', { name: 'Save webhook' }).click();
+    await expect.poll(async () => (await t.opened.db.query(`select webhook_repos as repos from git_hosts where tenant_id = $1`, [tenant.tenantId])).rows[0].repos).toEqual(['acme/*']);
+
+    await page.reload();
+    await panel.getByTestId('webhook-url').waitFor();
+    expect(await panel.getByTestId('webhook-secret-box').count()).toBe(0);
+    expect(await page.content()).not.toContain(secret);
+
+    await panel.getByRole('button', { name: 'Send a test delivery' }).click();
+    await panel.getByText('Test delivery: test').waitFor();
+    const outcomes = () => panel.getByTestId('delivery-outcome').allTextContents();
+    await expect.poll(outcomes).toEqual(['test']);
+
+    // GitHub's comment on an issue, signed with the secret, by an account no person here is mapped to.
+    const d = githubDelivery({ secret, repo: 'acme/api', number: 12, comment: '@agent please fix the flaky test', actor: { login: 'stranger', id: 999 } });
+    const res = await fetch(url, { method: 'POST', headers: d.headers, body: d.body });
+    expect(res.status).toBe(202);
+    await panel.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(outcomes).toEqual(['refused · unmapped', 'test']);
+    const row = panel.getByTestId('delivery').first();
+    expect(await row.textContent()).toContain('stranger');
+    expect(await row.getByRole('link', { name: 'acme/api#12', exact: true }).getAttribute('href')).toBe('https://github.com/acme/api/issues/12');
+    expect(await page.content()).not.toContain(secret);
+    await shoot(page, '44-admin-git-host-webhook');
+  });
+
+  /** A session a code host started carries its issue's link in the sessions list; a payload's non-http URL is no link. */
+  it('the sessions list marks a session started from an issue with its link', async () => {
+    const tenant = await seedTenant(t, 'acme-origin', [{ handle: 'mo', roles: ['member'] }]);
+    const page = await pageAs(tenant.tenantId, tenant.ids.mo, ['member']);
+    const insert = (title: string, url: string | null, label: string | null) =>
+      t.opened.db.query(`insert into agent_sessions (tenant_id, owner_id, title, directory, origin_url, origin_label) values ($1, $2, $3, '/tmp/x', $4, $5)`, [tenant.tenantId, tenant.ids.mo, title, url, label]);
+    await insert('acme/api#12: Flaky login test', 'https://github.com/acme/api/issues/12', 'acme/api#12');
+    await insert('acme/web#3: Hostile', 'javascript:alert(1)', 'acme/web#3');
+    await insert('A chat of my own', null, null);
+    await page.goto(`${t.url}/#/sessions`);
+    const row = (title: string) => page.getByTestId('session-row').filter({ hasText: title });
+    const link = row('Flaky login test').getByRole('link', { name: 'acme/api#12', exact: true });
+    expect(await link.getAttribute('href')).toBe('https://github.com/acme/api/issues/12');
+    expect(await link.getAttribute('target')).toBe('_blank');
+    expect(await link.getAttribute('rel')).toBe('noopener noreferrer');
+    // The title still opens the session.
+    expect(await row('Flaky login test').locator('a').first().getAttribute('href')).toMatch(/^#\/sessions\//);
+    await row('Hostile').getByTestId('session-origin').waitFor();
+    expect(await row('Hostile').getByRole('link', { name: 'acme/web#3', exact: true }).count()).toBe(0);
+    expect(await row('A chat of my own').getByTestId('session-origin').count()).toBe(0);
+    await shoot(page, '45-sessions-origin');
   });
 });

@@ -20,6 +20,9 @@ export interface ListedSession {
   claimable: boolean;
   /** updated_at as text, exact to the microsecond: the paging key. */
   cursorAt: string;
+  /** A code host's issue or pull request this session was started from (issue 40; set by codehost-runs). */
+  originUrl: string | null;
+  originLabel: string | null;
 }
 
 export interface ListFilter {
@@ -50,7 +53,7 @@ const Q = `websearch_to_tsquery('english', $3)`;
 export const RANK_CANDIDATES = 2000;
 
 const LISTED = `s.id, s.title, s.template_slug as "templateSlug", s.created_at as "createdAt", s.updated_at as "updatedAt",
-  s.pinned_at as "pinnedAt", s.archived_at as "archivedAt", s.updated_at::text as "cursorAt"`;
+  s.pinned_at as "pinnedAt", s.archived_at as "archivedAt", s.updated_at::text as "cursorAt", s.origin_url as "originUrl", s.origin_label as "originLabel"`;
 
 /** Query text with numbered parameters, built up one condition at a time. */
 function params() {

@@ -95,6 +95,7 @@ export function createSessionManage(deps: {
     pinnedAt: s.pinnedAt,
     archivedAt: s.archivedAt,
     ...(s.claimable ? { claimable: true } : {}),
+    origin: s.originUrl ? { url: s.originUrl, label: s.originLabel ?? s.originUrl } : null,
   });
 
   /**

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
+import { CodeHostPanel } from './admin-code-host';
 
 interface AccessRule {
   who: string;
@@ -69,7 +70,12 @@ export function GitHostsTab() {
       </p>
       <GitHostForm onSaved={load} />
       {hosts?.length === 0 ? <p class="empty">No git hosts yet: agents reach only public repositories.</p> : null}
-      {hosts?.map((h) => <GitHostForm key={h.name} host={h} onSaved={load} />)}
+      {hosts?.map((h) => (
+        <div key={h.name}>
+          <GitHostForm host={h} onSaved={load} />
+          <CodeHostPanel host={h} />
+        </div>
+      ))}
     </div>
   );
 }

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me } from '../types';
-import { exportUrl, listSessions, resultHref, searchSessions, snippetPieces, updateSession, type ListedSession, type ListView, type SearchResult } from '../sessions-api';
+import { exportUrl, listSessions, originHref, resultHref, searchSessions, snippetPieces, updateSession, type ListedSession, type ListView, type SearchResult } from '../sessions-api';
 import { SetupChecklist, type SetupState } from './setup-checklist';
 import { SharedWithMe } from './shared-with-me';
 
@@ -224,6 +224,7 @@ function SessionRow(props: { s: ListedSession; onChange: (c: { title?: string; p
           {s.archived ? <small class="tag"> · archived</small> : null}
         </a>
       )}
+      {s.origin ? <Origin origin={s.origin} /> : null}
       <small>{when(s.updatedAt)}</small>
       <span class="actions">
         <button type="button" class="link" onClick={() => props.onChange({ pinned: !s.pinned })} aria-label={`${s.pinned ? 'Unpin' : 'Pin'} ${s.title}`}>
@@ -252,6 +253,32 @@ function SessionRow(props: { s: ListedSession; onChange: (c: { title?: string; p
         </details>
       </span>
     </li>
+  );
+}
+
+/**
+ * Where a code host's comment or label started this session (issue 40): the issue or pull request, in a
+ * new tab. The URL came from the host's webhook payload: only an http(s) one is a link (originHref).
+ */
+function Origin(props: { origin: { url: string; label: string } }) {
+  const href = originHref(props.origin.url);
+  const body = (
+    <>
+      <svg class="icon" viewBox="0 0 16 16" width="12" height="12" aria-hidden="true">
+        <circle cx="8" cy="8" r="6.5" fill="none" stroke="currentColor" stroke-width="1.5" />
+        <circle cx="8" cy="8" r="1.6" fill="currentColor" />
+      </svg>{' '}
+      {props.origin.label}
+    </>
+  );
+  return href ? (
+    <a class="badge origin" href={href} target="_blank" rel="noopener noreferrer" title={`Started from ${props.origin.label}`} data-testid="session-origin">
+      {body}
+    </a>
+  ) : (
+    <span class="badge origin" data-testid="session-origin">
+      {body}
+    </span>
   );
 }
 

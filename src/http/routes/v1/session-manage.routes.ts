@@ -24,6 +24,9 @@ export const SessionListItem = Type.Object({
   pinnedAt: Type.Union([DateTime, Type.Null()]),
   archivedAt: Type.Union([DateTime, Type.Null()]),
   claimable: Type.Optional(Type.Boolean({ description: 'A demo-mode session of this browser, not yet claimed (POST /v1/sessions/:id/claim)' })),
+  origin: Type.Optional(
+    Type.Union([Type.Object({ url: Type.String(), label: Type.String() }), Type.Null()], { description: "The code host's issue or pull request a session was started from (a comment or label there); null for any other session" }),
+  ),
 });
 
 export const SessionListQuery = Type.Object(

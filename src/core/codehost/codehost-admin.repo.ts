@@ -1,0 +1,85 @@
+import type { Queryable } from '../../db/database.js';
+import type { CodeHostKind, DeliveryOutcome } from './codehost-contract.js';
+
+/** A git host's webhook settings (migration 0038's columns of git_hosts). */
+export interface WebhookRow {
+  hostId: string;
+  tenantId: string;
+  name: string;
+  kind: CodeHostKind | null;
+  webhookId: string | null;
+  secretSealed: string | null;
+  enabled: boolean;
+  mention: string;
+  label: string;
+  repos: string[];
+}
+
+/** One delivery as the admin's log shows it (code_host_deliveries). */
+export interface DeliveryRow {
+  id: string;
+  deliveryId: string;
+  event: string;
+  outcome: Exclude<DeliveryOutcome, 'replayed'>;
+  reason: string | null;
+  repo: string | null;
+  targetType: 'issue' | 'pull_request' | null;
+  targetNumber: number | null;
+  targetUrl: string | null;
+  actorLogin: string | null;
+  /** The tenant's person the actor mapped to (null: unmapped, or not a trigger). */
+  handle: string | null;
+  replays: number;
+  receivedAt: Date;
+}
+
+const WEBHOOK = `h.id as "hostId", h.tenant_id as "tenantId", h.name, h.kind, h.webhook_id as "webhookId", h.webhook_secret_sealed as "secretSealed",
+  h.webhook_enabled as enabled, h.mention, h.trigger_label as label, h.webhook_repos as repos`;
+
+export type WebhookPatch = Partial<Pick<WebhookRow, 'kind' | 'webhookId' | 'secretSealed' | 'enabled' | 'mention' | 'label' | 'repos'>>;
+
+/**
+ * The admin side of code-host webhooks (issue 40): the webhook columns of git_hosts (the host's other
+ * columns stay git-hosts.repo.ts's) and a read of the deliveries log the intake writes.
+ */
+export function createCodeHostAdminRepo() {
+  return {
+    async find(q: Queryable, tenantId: string, name: string): Promise<WebhookRow | null> {
+      return (await q.query<WebhookRow>(`select ${WEBHOOK} from git_hosts h where h.tenant_id = $1 and h.name = $2`, [tenantId, name])).rows[0] ?? null;
+    },
+    /** Locks the host's row: a change made from its current settings (two admins rotating at once get one secret each, in turn). */
+    async findForUpdate(q: Queryable, tenantId: string, name: string): Promise<WebhookRow | null> {
+      return (await q.query<WebhookRow>(`select ${WEBHOOK} from git_hosts h where h.tenant_id = $1 and h.name = $2 for update`, [tenantId, name])).rows[0] ?? null;
+    },
+    /** Writes the fields given (undefined: unchanged). Null when the host is gone. */
+    async update(q: Queryable, tenantId: string, hostId: string, p: WebhookPatch): Promise<WebhookRow | null> {
+      const columns: Record<keyof WebhookPatch, string> = {
+        kind: 'kind', webhookId: 'webhook_id', secretSealed: 'webhook_secret_sealed', enabled: 'webhook_enabled', mention: 'mention', label: 'trigger_label', repos: 'webhook_repos',
+      };
+      const sets: string[] = [];
+      const values: unknown[] = [tenantId, hostId];
+      for (const [key, column] of Object.entries(columns) as Array<[keyof WebhookPatch, string]>) {
+        if (p[key] === undefined) continue;
+        values.push(p[key]);
+        sets.push(`${column} = $${values.length}`);
+      }
+      const { rows } = await q.query<WebhookRow>(`update git_hosts h set ${[...sets, 'updated_at = now()'].join(', ')} where h.tenant_id = $1 and h.id = $2 returning ${WEBHOOK}`, values);
+      return rows[0] ?? null;
+    },
+    /** The host's latest deliveries, newest first (the index code_host_deliveries_recent serves it). */
+    async recent(q: Queryable, tenantId: string, hostId: string, limit: number): Promise<DeliveryRow[]> {
+      const { rows } = await q.query<DeliveryRow>(
+        `select d.id, d.delivery_id as "deliveryId", d.event, d.outcome, d.reason, d.repo, d.target_type as "targetType", d.target_number as "targetNumber",
+                d.target_url as "targetUrl", d.actor_login as "actorLogin", u.handle, d.replays, d.received_at as "receivedAt"
+           from code_host_deliveries d left join users u on u.id = d.user_id and u.tenant_id = d.tenant_id
+          where d.tenant_id = $1 and d.host_id = $2
+          order by d.received_at desc, d.id desc
+          limit $3`,
+        [tenantId, hostId, limit],
+      );
+      return rows;
+    },
+  };
+}
+
+export type CodeHostAdminRepo = ReturnType<typeof createCodeHostAdminRepo>;
