@@ -107,6 +107,9 @@ import { createPrivacyService } from './privacy/privacy.service.js';
 import { createRetentionService, RETENTION_CRON, RETENTION_JOB } from './retention/retention.service.js';
 import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
 import { createPromiseCache } from '../lib/promise-cache.js';
+import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from './codehost/codehost-contract.js';
+import { createCodeHostRunsRepo } from './codehost/codehost-runs.repo.js';
+import { CODE_HOST_TURN_END_JOB, createCodeHostRuns } from './codehost/codehost-runs.service.js';
 
 export interface CoreDeps {
   db: Database;
@@ -594,6 +597,21 @@ export function createCore(deps: CoreDeps) {
     revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, deactivated: personStop.deactivated, clock,
   });
 
+  // Issue 40 (B): a code host's issue or review comment run as a turn of the person's agent, its result a
+  // pull request (the commit and push run inside their sandbox); answered on the host, never silently.
+  const codeHostRuns = createCodeHostRuns({
+    db, repo: createCodeHostRunsRepo(), hosts: gitHostsRepo, credentials: gitCredentials, users: usersRepo,
+    actorOf: async (tenantId, userId) => {
+      const roles = await assignments.roleNames(db, userId);
+      return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
+    },
+    sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), monthSpent: spending.monthSpent,
+    audit, queue, publicUrl: config.server.publicUrl, log: deps.log.child({ part: 'codehost' }),
+  });
+  turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));
+  turnEvents.on('turn.failed', ({ session, turnId }) => codeHostRuns.turnEnded(session.tenantId, session.id, turnId, `failed:${turnId}`));
+  // End of issue 40 (B).
+
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
       await tenants.provisionWorkspace(ctx, data);
@@ -612,6 +630,9 @@ export function createCore(deps: CoreDeps) {
     [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
     [RECORD_TRAJECTORY_JOB]: (ctx, data) => skills.recordJob(ctx, data),
     [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
+    [CODE_HOST_RUN_JOB]: (ctx, data) => codeHostRuns.runJob(ctx, data),
+    [CODE_HOST_REPLY_JOB]: (ctx, data) => codeHostRuns.replyJob(ctx, data),
+    [CODE_HOST_TURN_END_JOB]: (ctx, data) => codeHostRuns.turnEndJob(ctx, data),
   };
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
@@ -661,6 +682,7 @@ export function createCore(deps: CoreDeps) {
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
     retention,
+    codeHostRuns,
     workspaceFiles,
     terminals,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,

@@ -15,9 +15,10 @@ export interface UserActor {
   permissions: RbacPermissions;
   /**
    * How the caller proved who they are; `agent`: the user's agent runtime acting for them; `pat`: a
-   * personal access token (its scopes below, its permissions already narrowed to them).
+   * personal access token (its scopes below, its permissions already narrowed to them); `codehost`: a
+   * code host's webhook asked for the person's agent (issue 40: their comment or label, mapped to them).
    */
-  via: 'token' | 'api-key' | 'demo' | 'gateway' | 'agent' | 'pat';
+  via: 'token' | 'api-key' | 'demo' | 'gateway' | 'agent' | 'pat' | 'codehost';
   /** A personal access token's scopes and id (via `pat` only). */
   token?: { id: string; scopes: ReadonlyArray<'read' | 'sessions' | 'memories' | 'admin'> };
   /** The user's profile as loaded while authenticating (saves /auth/me a second query). */

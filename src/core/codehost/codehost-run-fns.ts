@@ -130,7 +130,7 @@ export function cloneScript(o: { dir: string; url: string; startFrom: string; br
 }
 
 /**
- * After the turn: commits what changed (as the person, with the service's message), and pushes HEAD to
+ * After the turn: commits what changed (authored by the person, with the service's message), and pushes HEAD to
  * `branch` at `url` when there is anything new since `since` (the agent may have committed itself).
  * Prints `<nonce>:none` or `<nonce>:pushed:<sha>`; a failed push exits 6 with git's words above.
  */
@@ -140,7 +140,9 @@ export function finishScript(o: { dir: string; url: string; branch: string; sinc
     `g() { ${GIT} "$@"; }`,
     `cd ${shq(o.dir)} || exit 3`,
     'g add -A || exit 4',
-    `if ! g diff --cached --quiet; then g -c user.name=${shq(o.name)} -c user.email=${shq(o.email)} -c commit.gpgSign=false commit -q --no-verify -m ${shq(o.message)} || exit 5; fi`,
+    // The person is the author (the sandbox's environment names every commit "agent", and the environment
+    // wins over -c user.*); the committer stays the sandbox's agent identity.
+    `if ! g diff --cached --quiet; then env GIT_AUTHOR_NAME=${shq(o.name)} GIT_AUTHOR_EMAIL=${shq(o.email)} ${GIT} -c commit.gpgSign=false commit -q --no-verify -m ${shq(o.message)} || exit 5; fi`,
     'head=$(g rev-parse HEAD) || exit 4',
     `if [ "$head" = ${shq(o.since)} ]; then printf '%s:none\\n' ${m}; exit 0; fi`,
     `g push -q --no-verify ${shq(o.url)} ${shq(`HEAD:refs/heads/${o.branch}`)} 2>&1 || exit 6`,
