@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CODE_HOST_RUN_JOB, type CodeHostKind, type CodeHostRunJob, type CodeHostTrigger } from '../../src/core/codehost/codehost-contract.js';
+import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB, type CodeHostKind, type CodeHostReplyJob, type CodeHostRunJob, type CodeHostTrigger } from '../../src/core/codehost/codehost-contract.js';
 import { cloneDirFor } from '../../src/core/codehost/codehost-run-fns.js';
 import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
@@ -101,7 +101,7 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
       const dir = cloneDirFor(h.name, h.repo, number);
       r.llm.script(edit(dir, 'fix.txt', 'fixed'));
       const sent = Date.now();
-      await queueRun(kind, trigger(kind, { number, title: 'Footer says Copyrite', body: 'Please fix the footer typo.', commentId: asked, commentBody: 'fix it' }));
+      const first = await queueRun(kind, trigger(kind, { number, title: 'Footer says Copyrite', body: 'Please fix the footer typo.', commentId: asked, commentBody: 'fix it' }));
 
       const working = await waitComment(kind, number, /^Working on it: /);
       console.info(`[codehost-run] ${kind}: "working on it" ${Date.now() - sent} ms after the job was queued`);
@@ -135,6 +135,14 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
       // Every REST call carried the credential; the token went nowhere in the open.
       expect(h.fake.calls.every((c) => c.account === 'svc-bot')).toBe(true);
       expect(commentsOn(kind, number).join('\n')).not.toContain(TOKEN);
+      // The same job again (pg-boss retries it, another serve takes it): nothing is told twice, no second turn.
+      if (kind === 'github') {
+        const told = h.fake.comments.length;
+        const turns = (await db().query(`select count(*)::int as n from agent_turns where session_id = $1`, [sessionId])).rows[0].n;
+        await r.t.opened.core.jobHandlers[CODE_HOST_RUN_JOB](systemCtx(silentLogger, { tenantId: acme.tenantId }), first, { id: 'retry', retryCount: 1 } as never);
+        expect(h.fake.comments.length).toBe(told);
+        expect((await db().query(`select count(*)::int as n from agent_turns where session_id = $1`, [sessionId])).rows[0].n).toBe(turns);
+      }
 
       // A follow-up comment on the pull request: the same session, a new commit on the same branch, no second pull request.
       const again = h.fake.addComment(h.repo, pr.number, '@agent also add a note', { author: 'octo' });
@@ -184,5 +192,13 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     expect((await db().query(`select session_id from code_host_runs where tenant_id = $1 and target_number = $2 and host_id = $3`, [acme.tenantId, limited, h.id])).rows).toEqual([{ session_id: null }]);
     const audit = (await db().query(`select details from audit_log where tenant_id = $1 and action = 'codehost.refused'`, [acme.tenantId])).rows;
     expect(audit).toEqual([{ details: expect.objectContaining({ reason: 'cost_limit' }) }]);
+
+    // The intake's refusals (codehost-reply): posted once per key, however often the job runs.
+    const unmapped = h.fake.addIssue(h.repo, { title: 'x', body: 'y' });
+    const reply: CodeHostReplyJob = { tenantId: acme.tenantId, hostId: h.id, repo: h.repo, projectId: null, target: { type: 'issue', number: unmapped }, text: 'Sorry, @octo is not a person of this workspace.', key: `refused:${randomUUID()}` };
+    await r.t.opened.core.queue.send(CODE_HOST_REPLY_JOB, reply, { singletonKey: reply.key });
+    await waitComment('github', unmapped, /^Sorry, @octo/);
+    await r.t.opened.core.jobHandlers[CODE_HOST_REPLY_JOB](systemCtx(silentLogger, { tenantId: acme.tenantId }), reply, { id: 'again', retryCount: 1 } as never);
+    expect(commentsOn('github', unmapped)).toHaveLength(1);
   });
 });
