@@ -630,9 +630,9 @@ export function createCore(deps: CoreDeps) {
     [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
     [RECORD_TRAJECTORY_JOB]: (ctx, data) => skills.recordJob(ctx, data),
     [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
-    [CODE_HOST_RUN_JOB]: (ctx, data) => codeHostRuns.runJob(ctx, data),
+    [CODE_HOST_RUN_JOB]: (ctx, data, job) => codeHostRuns.runJob(ctx, data, job),
     [CODE_HOST_REPLY_JOB]: (ctx, data) => codeHostRuns.replyJob(ctx, data),
-    [CODE_HOST_TURN_END_JOB]: (ctx, data) => codeHostRuns.turnEndJob(ctx, data),
+    [CODE_HOST_TURN_END_JOB]: (ctx, data, job) => codeHostRuns.turnEndJob(ctx, data, job),
   };
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
