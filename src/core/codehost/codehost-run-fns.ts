@@ -161,7 +161,6 @@ export function readMarks(output: string, nonce: string): { head: string | null;
 /** The last lines of a script's output for an answer on the host (the markers and control characters out). */
 export function outputTail(output: string, nonce: string, max = 800): string {
   const m = `${MARK}_${nonce}`;
-  // eslint-disable-next-line no-control-regex
   const clean = output.replace(/\r/g, '').replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '');
   const lines = clean.split('\n').filter((l) => l.trim() && !l.startsWith(m));
   const tail = lines.join('\n');
