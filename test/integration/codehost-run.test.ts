@@ -82,8 +82,9 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     await r.t.opened.core.queue.send(CODE_HOST_RUN_JOB, job, { singletonKey: `codehost:${job.deliveryRowId}`, retryLimit: 5 });
     return job;
   };
+  // Usage stays well under the scripted model's context (32k): more makes opencode compact the session.
   const edit = (dir: string, file: string, text: string): FakeStep[] => [
-    { toolCall: { name: 'bash', arguments: { command: `cd /workspace/${dir} && printf '%s\\n' '${text}' > ${file} && echo EDITED`, description: 'edit' } }, usage: { prompt: 40_000, completion: 2_000 } },
+    { toolCall: { name: 'bash', arguments: { command: `cd /workspace/${dir} && printf '%s\\n' '${text}' > ${file} && echo EDITED`, description: 'edit' } }, usage: { prompt: 5_000, completion: 1_000 } },
     { text: `Wrote ${file}.`, usage: { prompt: 1_000, completion: 100 } },
   ];
   const commentsOn = (kind: CodeHostKind, number: number) => hosts[kind].fake.comments.filter((c) => c.number === number && c.author === 'svc-bot').map((c) => c.body);
@@ -119,6 +120,7 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
       expect(git(['--git-dir', bare(h.repo), 'rev-parse', 'refs/heads/main'])).toBe(mainBefore);
       expect(summary).toContain(pr.number.toString());
       expect(summary).toContain('`fix.txt` (added, +1 −0)');
+      expect(summary).toContain("The agent's summary:\n```text\nWrote fix.txt.\n```");
       expect(summary).toMatch(/Cost of this turn: \$\d+\.\d{4}\./);
       const cost = Number(/Cost of this turn: \$([0-9]+\.[0-9]{4})/.exec(summary)![1]);
       expect(cost).toBeGreaterThan(0);

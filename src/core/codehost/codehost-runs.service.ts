@@ -332,7 +332,8 @@ export function createCodeHostRuns(deps: {
           await answer('failed', `the commit the sandbox reported (${finished.sha.slice(0, 12)}) is not the head of ${run.branch} on the host (${onHost ? onHost.slice(0, 12) : 'no such branch'}); no pull request was opened`, costUsd);
           return;
         }
-        const agentSummary = (await deps.sessions.lastAnswer(jobCtx, { id: run.sessionId }).catch(() => null))?.text ?? '';
+        // The agent's own account of the turn (its last answer), read as the system (the job's ctx, in the run's tenant).
+        const agentSummary = (await deps.sessions.lastAnswer({ ...jobCtx, tenantId: run.tenantId }, { id: run.sessionId }).catch(() => null))?.text ?? '';
         const existing = run.prNumber ? { number: run.prNumber, url: run.prUrl ?? '' } : await api.findPullRequest(ref, run.branch);
         const closes = run.targetType === 'issue' ? `Closes #${run.targetNumber}.\n\n` : '';
         const pr = existing ?? (await api.openPullRequest(ref, { head: run.branch, base: run.base, title, body: `${closes}Made by ${user.handle}'s agent: ${url}`, draft: false }));
