@@ -100,6 +100,7 @@ import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
 import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from './codehost/codehost-contract.js';
 import { createCodeHostRunsRepo } from './codehost/codehost-runs.repo.js';
 import { CODE_HOST_TURN_END_JOB, createCodeHostRuns } from './codehost/codehost-runs.service.js';
+import { turnOutcome } from './sessions/session-turns.js';
 import { createChatClient } from './llm-gateway/chat-client.js';
 import { createSkillFiles } from './skills/skill-files.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
@@ -551,6 +552,7 @@ export function createCore(deps: CoreDeps) {
       return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
     },
     sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), monthSpent: spending.monthSpent,
+    outcome: (s, turnId) => turnOutcome({ db, repo: sessionsRepo, pool }, s, turnId),
     audit, queue, publicUrl: config.server.publicUrl, log: deps.log.child({ part: 'codehost' }),
   });
   turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));

@@ -163,7 +163,7 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     });
   }
 
-  it('a turn without changes is answered, no pull request; a person over their cost limit is answered and no turn runs', async () => {
+  it('a turn without changes is answered, no pull request; a failed turn says why; a person over their cost limit is answered and no turn runs', async () => {
     const h = hosts.github;
     const pullsBefore = h.fake.pulls.length;
     const number = h.fake.addIssue(h.repo, { title: 'Is the footer right?', body: 'Just check.' });
@@ -178,6 +178,14 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     // A label (no comment): the reaction is on the issue itself.
     expect(h.fake.reactions).toContainEqual(expect.objectContaining({ on: 'issue', id: number, content: 'eyes' }));
     expect((await db().query(`select status, pr_number from code_host_runs where tenant_id = $1 and target_number = $2 and host_id = $3`, [acme.tenantId, number, h.id])).rows).toEqual([{ status: 'no_changes', pr_number: null }]);
+
+    // The model refuses the turn: nothing changed because the turn failed, and the answer says so.
+    const broken = h.fake.addIssue(h.repo, { title: 'Broken', body: 'Try.' });
+    r.llm.script([{ error: { status: 400, message: 'the scripted provider refuses this request' } }]);
+    await queueRun('github', trigger('github', { number: broken, title: 'Broken', body: 'Try.', commentId: null }));
+    const failed = await waitComment('github', broken, /could not be completed/);
+    expect(failed).toContain('the scripted provider refuses this request');
+    expect((await db().query(`select status from code_host_runs where tenant_id = $1 and target_number = $2 and host_id = $3`, [acme.tenantId, broken, h.id])).rows).toEqual([{ status: 'failed' }]);
 
     // The member role now allows no spending this month.
     const role = (await db().query<{ id: string }>(`select id from roles where tenant_id = $1 and name = 'member'`, [acme.tenantId])).rows[0].id;

@@ -54,8 +54,9 @@ export function createCodeHostRuns(deps: {
   sessions: {
     create(ctx: Ctx, input: { title: string }): Promise<{ sessionId: string }>;
     prompt(ctx: Ctx, input: { id: string; text: string }): Promise<{ turnId: string; messageId: string }>;
-    lastAnswer(ctx: Ctx, input: { id: string }): Promise<{ messageId: string; text: string } | null>;
   };
+  /** How a turn ended, from the transcript (session-turns.ts turnOutcome): its answer, or the error it ended on. */
+  outcome: (s: SessionRow, turnId: string) => Promise<{ done: false } | { done: true; error: string | null; text: string }>;
   sessionsRepo: { byId(q: Queryable, tenantId: string, id: string): Promise<SessionRow | null>; claimLedgerKey(q: Tx, key: string): Promise<boolean> };
   changes: { list(ctx: Ctx, input: { id: string; messageId?: string }): Promise<{ files: ChangedFile[]; pending: boolean }> };
   runtimeClient: (owner: { tenantId: string; userId: string }) => Promise<RuntimeClient>;
@@ -306,6 +307,10 @@ export function createCodeHostRuns(deps: {
         const costUsd = await repo.costSince(db, run.tenantId, run.sessionId, turn.createdAt);
         const title = session.title.replace(/^[^#]*#\d+:\s*/, '') || session.title;
 
+        // The agent's own account of the turn (its answer), or the error it ended on.
+        const o = await deps.outcome(session, turnId).catch(() => null);
+        const ended = o?.done ? o : { error: null, text: '' };
+        const agentSummary = ended.text;
         const client = await deps.runtimeClient({ tenantId: run.tenantId, userId: user.id });
         const finished = await finishInSandbox(client, {
           dir, url: cloneUrl(host, run.repo), branch: run.branch, since: run.headSha ?? '', message: `${title}\n\nAsked in ${run.repo}#${run.targetNumber}; made by ${user.handle}'s agent (session ${run.sessionId}).`,
@@ -317,6 +322,12 @@ export function createCodeHostRuns(deps: {
           return;
         }
         if (!finished.sha) {
+          // Nothing changed because the turn itself failed (the provider refused, the turn was aborted): said so.
+          if (ended.error) {
+            await repo.update(db, run.tenantId, run.id, { status: run.prNumber ? 'opened' : 'failed' });
+            await answer('failed', `the agent's turn ended with an error: ${ended.error}`, costUsd);
+            return;
+          }
           if (!run.prNumber) await repo.update(db, run.tenantId, run.id, { status: 'no_changes' });
           await answer('no_changes', '', costUsd);
           return;
@@ -332,8 +343,6 @@ export function createCodeHostRuns(deps: {
           await answer('failed', `the commit the sandbox reported (${finished.sha.slice(0, 12)}) is not the head of ${run.branch} on the host (${onHost ? onHost.slice(0, 12) : 'no such branch'}); no pull request was opened`, costUsd);
           return;
         }
-        // The agent's own account of the turn (its last answer), read as the system (the job's ctx, in the run's tenant).
-        const agentSummary = (await deps.sessions.lastAnswer({ ...jobCtx, tenantId: run.tenantId }, { id: run.sessionId }).catch(() => null))?.text ?? '';
         const existing = run.prNumber ? { number: run.prNumber, url: run.prUrl ?? '' } : await api.findPullRequest(ref, run.branch);
         const closes = run.targetType === 'issue' ? `Closes #${run.targetNumber}.\n\n` : '';
         const pr = existing ?? (await api.openPullRequest(ref, { head: run.branch, base: run.base, title, body: `${closes}Made by ${user.handle}'s agent: ${url}`, draft: false }));
