@@ -284,7 +284,6 @@ export function createCodeHostRuns(deps: {
         await commentOnce(`codehost:end:${turnId}`, api, ref, where, answerText(k, { sessionUrl: url, detail, costUsd }));
       };
       try {
-
         if (status === 'failed' || status === 'lost' || data.turnId) {
           await repo.update(db, run.tenantId, run.id, { status: run.prNumber ? 'opened' : 'failed' });
           await answer(status === 'lost' ? 'lost' : 'failed', turn.error ?? 'the turn failed');
