@@ -70,6 +70,7 @@ const runtimeSuites = [
   'test/api/skills.test.ts',
   'test/api/workspace-terminal.test.ts',
   'test/integration/backup.test.ts',
+  'test/integration/codehost-run.test.ts',
   'test/integration/crash-recovery.test.ts',
   'test/integration/gateway-loop.test.ts',
   'test/integration/git-connections.test.ts',

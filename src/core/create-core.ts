@@ -99,6 +99,10 @@ import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
 import { createMetricsService } from './metrics/metrics.service.js';
 import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
+import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from './codehost/codehost-contract.js';
+import { createCodeHostRunsRepo } from './codehost/codehost-runs.repo.js';
+import { CODE_HOST_TURN_END_JOB, createCodeHostRuns } from './codehost/codehost-runs.service.js';
+import { turnOutcome } from './sessions/session-turns.js';
 import { createChatClient } from './llm-gateway/chat-client.js';
 import { createSkillFiles } from './skills/skill-files.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
@@ -544,6 +548,22 @@ export function createCore(deps: CoreDeps) {
   turnEvents.on('session.deleting', ({ tx, tenantId, sessionId }) => sessionManage.dropIndex(tx, tenantId, sessionId));
   turnEvents.on('skill.loaded', ({ tx, ...load }) => skills.skillLoaded(tx, load));
 
+  // Issue 40 (B): a code host's issue or review comment run as a turn of the person's agent, its result a
+  // pull request (the commit and push run inside their sandbox); answered on the host, never silently.
+  const codeHostRuns = createCodeHostRuns({
+    db, repo: createCodeHostRunsRepo(), hosts: gitHostsRepo, credentials: gitCredentials, users: usersRepo,
+    actorOf: async (tenantId, userId) => {
+      const roles = await assignments.roleNames(db, userId);
+      return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
+    },
+    sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), monthSpent: spending.monthSpent,
+    outcome: (s, turnId) => turnOutcome({ db, repo: sessionsRepo, pool }, s, turnId),
+    audit, queue, publicUrl: config.server.publicUrl, log: deps.log.child({ part: 'codehost' }),
+  });
+  turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));
+  turnEvents.on('turn.failed', ({ session, turnId }) => codeHostRuns.turnEnded(session.tenantId, session.id, turnId, `failed:${turnId}`));
+  // End of issue 40 (B).
+
   /** Queues the worker serves, each a thin adapter over one service method. */
   // Messaging gateways and pairing.
   const platforms = createPlatforms({ botChatApiUrl: config.gateways.botChatApiUrl, teamChatApiUrl: config.gateways.teamChatApiUrl });
@@ -670,6 +690,10 @@ export function createCore(deps: CoreDeps) {
     auditFloorDays: config.retention.auditFloorDays,
   });
   jobHandlers[RETENTION_JOB] = (ctx) => retention.runAll(ctx);
+  // Issue 40 (B): a trigger's run, a reply on the host, a run's turn ended.
+  jobHandlers[CODE_HOST_RUN_JOB] = (ctx, data, job) => codeHostRuns.runJob(ctx, data, job);
+  jobHandlers[CODE_HOST_REPLY_JOB] = (ctx, data) => codeHostRuns.replyJob(ctx, data);
+  jobHandlers[CODE_HOST_TURN_END_JOB] = (ctx, data, job) => codeHostRuns.turnEndJob(ctx, data, job);
 
   /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
   const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
@@ -682,6 +706,7 @@ export function createCore(deps: CoreDeps) {
     codeHostIntake,
     workspaceFiles,
     terminals,
+    codeHostRuns,
     runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     codeHostAdmin,
     /**

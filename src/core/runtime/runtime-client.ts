@@ -199,6 +199,52 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       return { id: p.id, pid: p.pid, command: p.command, cwd: p.cwd };
     },
 
+    /**
+     * A command of the service's, run in the sandbox next to the agent (issue 40: git for a code-host run),
+     * through the same pty as the terminal: same user, filesystem view, egress proxy and environment as
+     * the agent's bash tool, on this machine or a runner host alike. What opencode 1.18.33 does with it
+     * (read from the binary): `POST /pty {command, args, cwd, title, env}` spawns `command args` (plus `-l`
+     * when it is a login shell: for `sh -c` that is only `$0`) with the runtime's environment and `env`;
+     * output is buffered from the start and replayed to a socket that connects later, but a pty whose
+     * process has exited refuses a connection. So `script` runs inside `/bin/sh -c`, and after it the
+     * shell prints `<marker>:<exit status>` and waits on its terminal: the socket reads everything,
+     * however fast the script was, and the pty is removed (its shell killed) once the marker is read or
+     * the time is up. `marker` must be unguessable to the agent (the output is the sandbox's).
+     */
+    async runCommand(script: string, o: { marker: string; timeoutMs: number; env?: Record<string, string>; title?: string }): Promise<{ exitCode: number | null; output: string }> {
+      const wrapped = `( ${script}\n) </dev/null; printf '\\n%s:%s\\n' ${o.marker} "$?"; read -r _`;
+      const r = await call('POST', '/pty', { body: { command: '/bin/sh', args: ['-c', wrapped], title: o.title ?? 'agentws command', env: o.env ?? {} } });
+      if (r.status !== 200) throw fail(`run a command (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
+      const id = (r.json as { id: string }).id;
+      let output = '';
+      try {
+        const conn = await this.connectPty(id);
+        try {
+          const exitCode = await new Promise<number | null>((resolve) => {
+            const done = new RegExp(`\\n${o.marker}:(\\d+)\\r?\\n`);
+            const timer = setTimeout(() => resolve(null), o.timeoutMs);
+            conn.onOutput((text) => {
+              output += text;
+              const m = done.exec(output.replace(/\r\n/g, '\n'));
+              if (m) {
+                clearTimeout(timer);
+                resolve(Number(m[1]));
+              }
+            });
+            conn.onClosed(() => {
+              clearTimeout(timer);
+              resolve(null);
+            });
+          });
+          return { exitCode, output: output.replace(/\r\n/g, '\n') };
+        } finally {
+          conn.close();
+        }
+      } finally {
+        await this.removePty(id).catch(() => {});
+      }
+    },
+
     /** The terminal's size in characters (`PUT /pty/:id`); false when the runtime no longer has it. */
     async resizePty(id: string, cols: number, rows: number): Promise<boolean> {
       const r = await call('PUT', `/pty/${encodeURIComponent(id)}`, { body: { size: { cols, rows } }, timeoutMs: 5000 });
