@@ -7,8 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB, type CodeHostKind, type CodeHostReplyJob, type CodeHostRunJob, type CodeHostTrigger } from '../../src/core/codehost/codehost-contract.js';
 import { cloneDirFor } from '../../src/core/codehost/codehost-run-fns.js';
 import { systemCtx } from '../../src/kernel/context.js';
+import { createSecretBox } from '../../src/lib/secret-box.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { startCodeHostApi, type CodeHostApiServer } from '../fixtures/code-host-api.js';
+import { githubDelivery } from '../fixtures/code-host-deliveries.js';
 import type { FakeStep } from '../fixtures/fake-llm.js';
 import { api } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -162,6 +164,35 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
       expect((await db().query(`select session_id, head_sha from code_host_runs where tenant_id = $1 and host_id = $2`, [acme.tenantId, h.id])).rows).toEqual([{ session_id: sessionId, head_sha: head2 }]);
     });
   }
+
+  it('the whole way: an admin turns the webhook on, a signed GitHub comment reaches the public webhook, and the person\'s pull request follows', async () => {
+    const h = hosts.github;
+    // As the admin does it: a secret (shown once) and the repositories the webhook serves.
+    const made = await api(r.t, 'POST', `/v1/admin/connectors/git/${h.name}/webhook/secret`, { token: acme.tokens.owner, body: { kind: 'github' } });
+    expect(made.status, made.text).toBe(201);
+    const { webhookUrl, secret } = made.json as { webhookUrl: string; secret: string };
+    const set = await api(r.t, 'PUT', `/v1/admin/connectors/git/${h.name}/webhook`, { token: acme.tokens.owner, body: { repos: ['github-org/*'], enabled: true } });
+    expect(set.status, set.text).toBe(200);
+    // The commenter is known by their connection to this host.
+    const box = createSecretBox([r.t.env.config().secrets.encryptionKey]);
+    await db().query(`insert into git_connections (tenant_id, host_id, user_id, account, access_sealed, scopes) values ($1, $2, $3, 'octo-hook', $4, 'repo')`, [acme.tenantId, h.id, acme.ids.mia, box.seal('unused')]);
+    const number = h.fake.addIssue(h.repo, { title: 'Header typo', body: 'The header says Welcom.' });
+    const asked = h.fake.addComment(h.repo, number, '@agent fix the header', { author: 'octo-hook' });
+    r.llm.script(edit(cloneDirFor(h.name, h.repo, number), 'header.txt', 'Welcome'));
+    const d = githubDelivery({ secret, repo: h.repo, number, title: 'Header typo', issueBody: 'The header says Welcom.', comment: '@agent fix the header', actor: { login: 'octo-hook', id: 5 }, commentId: asked, webBase: h.fake.url, defaultBranch: 'main' });
+    const sent = Date.now();
+    const res = await fetch(webhookUrl, { method: 'POST', headers: d.headers, body: d.body });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ outcome: 'queued' });
+    await waitComment('github', number, /^Working on it: /);
+    console.info(`[codehost-run] github: "working on it" ${Date.now() - sent} ms after the delivery`);
+    await waitComment('github', number, /^Opened pull request/);
+    expect(h.fake.pulls.filter((p) => p.head === `agent/mia/${number}`)).toEqual([expect.objectContaining({ base: 'main', state: 'open' })]);
+    // The host sends it again (its retry): recorded once, nothing runs twice.
+    const again = await fetch(webhookUrl, { method: 'POST', headers: d.headers, body: d.body });
+    expect(again.status).toBe(200);
+    expect((await db().query(`select count(*)::int as n from code_host_runs where tenant_id = $1 and host_id = $2 and target_number = $3`, [acme.tenantId, h.id, number])).rows[0].n).toBe(1);
+  });
 
   it('a turn without changes is answered, no pull request; a failed turn says why; a person over their cost limit is answered and no turn runs', async () => {
     const h = hosts.github;
