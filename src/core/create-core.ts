@@ -558,7 +558,7 @@ export function createCore(deps: CoreDeps) {
     },
     sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), monthSpent: spending.monthSpent,
     outcome: (s, turnId) => turnOutcome({ db, repo: sessionsRepo, pool }, s, turnId),
-    audit, queue, publicUrl: config.server.publicUrl, log: deps.log.child({ part: 'codehost' }),
+    audit, queue, publicUrl: config.server.publicUrl, askTools: config.runtime.askTools, log: deps.log.child({ part: 'codehost' }),
   });
   turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));
   turnEvents.on('turn.failed', ({ session, turnId }) => codeHostRuns.turnEnded(session.tenantId, session.id, turnId, `failed:${turnId}`));

@@ -18,6 +18,7 @@ import {
   sessionTitle,
   shq,
   summaryComment,
+  workingText,
 } from '../../src/core/codehost/codehost-run-fns.js';
 
 const trigger = (o: Partial<CodeHostTrigger> = {}): CodeHostTrigger => ({
@@ -99,6 +100,12 @@ describe('code host runs: pure parts (issue 40)', () => {
     expect(answerText('cost_limit', { sessionUrl: null, detail: '$5.00 of $5 spent this month' })).toMatch(/cost limit.*\$5\.00 of \$5/);
     expect(answerText('failed', { sessionUrl: 's', detail: 'git said ```no```' })).toContain('````text');
     expect(answerText('lost', { sessionUrl: 's' })).toMatch(/stopped before finishing/);
+  });
+
+  it('says where the person answers when the runtime asks before some tools', () => {
+    const url = 'https://agents.example/#/sessions/0b6a1f4e-0000-4000-8000-000000000001';
+    expect(workingText(url)).toBe(`Working on it: ${url}`);
+    expect(workingText(url, ['bash', 'edit'])).toBe(`Working on it: ${url}\n\nThe agent asks you before it uses \`bash\`, \`edit\`: answer it in the session.`);
   });
 
   it('reads only markers carrying the nonce', () => {

@@ -169,8 +169,14 @@ export function outputTail(output: string, nonce: string, max = 800): string {
 
 // ---------------------------------------------------------------- texts posted on the host
 
-export function workingText(sessionUrl: string): string {
-  return `Working on it: ${sessionUrl}`;
+/**
+ * The first answer on the host. Where the runtime asks the person before some tools (AGENTWS_RUNTIME_ASK_TOOLS,
+ * `bash` by default), the turn waits at the first such use until they answer in the session: said here,
+ * or a handed-over issue would look stuck.
+ */
+export function workingText(sessionUrl: string, askTools: readonly string[] = []): string {
+  const asks = askTools.length ? `\n\nThe agent asks you before it uses ${askTools.map((t) => `\`${t}\``).join(', ')}: answer it in the session.` : '';
+  return `Working on it: ${sessionUrl}${asks}`;
 }
 
 export interface ChangedFile {

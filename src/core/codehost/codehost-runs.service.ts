@@ -64,12 +64,15 @@ export function createCodeHostRuns(deps: {
   audit: AuditService;
   queue: JobQueue;
   publicUrl: string;
+  /** The runtime tools that ask the person before each use (AGENTWS_RUNTIME_ASK_TOOLS): the host is told where to answer. */
+  askTools?: readonly string[];
   log: Logger;
   /** Tests: another REST client (default: createCodeHostApi over fetch). */
   apiOf?: (kind: CodeHostKind, apiBase: string, token: string, webBase: string) => CodeHostApi;
 }) {
   const { db, repo, audit, queue, log } = deps;
-  const sessionUrl = (id: string) => `${deps.publicUrl}/sessions/${id}`;
+  // The dashboard's own address of the session (its routes are in the fragment: /sessions/<id> is no page).
+  const sessionUrl = (id: string) => `${deps.publicUrl}/#/sessions/${id}`;
   const claim = (key: string) => db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, key));
 
   /**
@@ -191,7 +194,7 @@ export function createCodeHostRuns(deps: {
         // Told at once, before the clone: a reaction on what asked, and the session's link.
         if (await claim(`codehost:ack:${deliveryRowId}`)) {
           await api.react(ref, asked, trigger.comment?.id ?? null, 'eyes').catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the reaction failed'));
-          await api.comment(ref, asked, workingText(sessionUrl(sessionId))).catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the "working on it" comment failed'));
+          await api.comment(ref, asked, workingText(sessionUrl(sessionId), deps.askTools ?? [])).catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the "working on it" comment failed'));
         }
 
         const dir = cloneDirFor(host.name, run.repo, run.targetNumber);
