@@ -119,17 +119,6 @@ export function createSessionsRepo() {
       return rows[0] ?? null;
     },
 
-    async listVisible(q: Queryable, v: Viewer): Promise<Array<SessionRow & { claimable: boolean }>> {
-      const { rows } = await q.query<SessionRow & { claimable: boolean }>(
-        `select ${SESSION}, s.owner_id <> $2 as claimable from agent_sessions s
-          where s.tenant_id = $1 and s.deleted_at is null and s.parent_id is null
-            and (s.owner_id = $2 or ($3::text is not null and $4::uuid is not null and s.browser_session = $3 and s.owner_id = $4))
-          order by s.updated_at desc, s.id limit 1000`,
-        [v.tenantId, v.userId, v.browserSession, v.operatorId],
-      );
-      return rows;
-    },
-
     /**
      * By the runtime's session id alone: the runtime's events name nothing else, so this lookup is how
      * the session stream learns which tenant an event belongs to (runtime ids are ours to bind, unique).
