@@ -210,6 +210,15 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     expect(h.fake.reactions).toContainEqual(expect.objectContaining({ on: 'issue', id: number, content: 'eyes' }));
     expect((await db().query(`select status, pr_number from code_host_runs where tenant_id = $1 and target_number = $2 and host_id = $3`, [acme.tenantId, number, h.id])).rows).toEqual([{ status: 'no_changes', pr_number: null }]);
 
+    // Someone else asks on the same issue: the run (its session, its branch) stays its first person's; they
+    // are told so, and nothing of theirs runs in it.
+    const turnsOfMia = (await db().query(`select count(*)::int as n from agent_turns where tenant_id = $1`, [acme.tenantId])).rows[0].n;
+    const other = h.fake.addComment(h.repo, number, '@agent try again', { author: 'octo-owner' });
+    await queueRun('github', trigger('github', { number, title: 'Is the footer right?', body: 'Just check.', commentId: other, commentBody: 'try again' }), acme.ids.owner);
+    await waitComment('github', number, /another person's agent works on this already/);
+    expect((await db().query(`select count(*)::int as n from agent_turns where tenant_id = $1`, [acme.tenantId])).rows[0].n).toBe(turnsOfMia);
+    expect((await db().query(`select user_id from code_host_runs where tenant_id = $1 and target_number = $2 and host_id = $3`, [acme.tenantId, number, h.id])).rows).toEqual([{ user_id: acme.ids.mia }]);
+
     // The model refuses the turn: nothing changed because the turn failed, and the answer says so.
     const broken = h.fake.addIssue(h.repo, { title: 'Broken', body: 'Try.' });
     r.llm.script([{ error: { status: 400, message: 'the scripted provider refuses this request' } }]);
