@@ -194,6 +194,40 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     expect((await db().query(`select count(*)::int as n from code_host_runs where tenant_id = $1 and host_id = $2 and target_number = $3`, [acme.tenantId, h.id, number])).rows[0].n).toBe(1);
   });
 
+  it('a second comment while the agent still works on the first waits for that turn\'s end, then pushes on the same branch', async () => {
+    const h = hosts.github;
+    const number = h.fake.addIssue(h.repo, { title: 'Two asks', body: 'One after the other.' });
+    const dir = cloneDirFor(h.name, h.repo, number);
+    let release!: () => void;
+    const held = new Promise<void>((res) => (release = res));
+    // The first turn's model call is held: the turn is working when the second comment comes.
+    const [firstStep, ...rest] = edit(dir, 'one.txt', 'one');
+    r.llm.script([{ ...firstStep, until: held }, ...rest, ...edit(dir, 'two.txt', 'two')]);
+    const c1 = h.fake.addComment(h.repo, number, '@agent first', { author: 'octo' });
+    await queueRun('github', trigger('github', { number, title: 'Two asks', body: 'One after the other.', commentId: c1, commentBody: 'first' }));
+    const working = await waitComment('github', number, /^Working on it: /);
+    const sessionId = /\/sessions\/([0-9a-f-]{36})/.exec(working)![1];
+    const turns = async () => (await db().query(`select count(*)::int as n from agent_turns where session_id = $1`, [sessionId])).rows[0].n;
+    await expect.poll(turns).toBe(1);
+    const c2 = h.fake.addComment(h.repo, number, '@agent second', { author: 'octo' });
+    await queueRun('github', trigger('github', { number, title: 'Two asks', body: 'One after the other.', commentId: c2, commentBody: 'second' }));
+    // Told at once (its reaction), but nothing of it runs while the first turn works.
+    await expect.poll(() => h.fake.reactions.some((x) => x.on === 'comment' && x.id === c2)).toBe(true);
+    await new Promise((res) => setTimeout(res, 1500));
+    expect(await turns()).toBe(1);
+    release();
+    await waitComment('github', number, /^Opened pull request/);
+    const pr = h.fake.pulls.find((p) => p.head === `agent/mia/${number}`)!;
+    await waitComment('github', pr.number, /^Pushed new changes to pull request/);
+    const branch = `agent/mia/${number}`;
+    const head = git(['--git-dir', bare(h.repo), 'rev-parse', `refs/heads/${branch}`]);
+    expect(git(['--git-dir', bare(h.repo), 'show', `${head}:one.txt`])).toBe('one');
+    expect(git(['--git-dir', bare(h.repo), 'show', `${head}:two.txt`])).toBe('two');
+    // Two commits, one per turn: the first pushed before the second began.
+    expect(git(['--git-dir', bare(h.repo), 'ls-tree', '--name-only', `${head}^`]).split('\n')).toEqual(expect.arrayContaining(['one.txt']));
+    expect(git(['--git-dir', bare(h.repo), 'ls-tree', '--name-only', `${head}^`]).split('\n')).not.toContain('two.txt');
+  });
+
   it('a turn without changes is answered, no pull request; a failed turn says why; a person over their cost limit is answered and no turn runs', async () => {
     const h = hosts.github;
     const pullsBefore = h.fake.pulls.length;

@@ -13,7 +13,7 @@ import type { SessionRow } from '../sessions/sessions.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import { apiBaseOf, tokenOfAuthorization } from './codehost-api-fns.js';
 import { createCodeHostApi } from './codehost-api.js';
-import { AUDIT, type CodeHostApi, type CodeHostKind, type CodeHostReplyJob, type CodeHostRunJob, type RepoRef } from './codehost-contract.js';
+import { AUDIT, CODE_HOST_RUN_JOB, type CodeHostApi, type CodeHostKind, type CodeHostReplyJob, type CodeHostRunJob, type RepoRef } from './codehost-contract.js';
 import { answerText, branchFor, cloneDirFor, composePrompt, filesInClone, sessionTitle, summaryComment, workingText, type AnswerKind, type ChangedFile } from './codehost-run-fns.js';
 import type { CodeHostRunRow, CodeHostRunsRepo } from './codehost-runs.repo.js';
 import { cloneInSandbox, finishInSandbox } from './sandbox-git.js';
@@ -30,6 +30,9 @@ export interface CodeHostTurnEndJob {
 /** How long a turn's end waits for the workspace snapshot after it (its changed files) to be taken. */
 const SNAPSHOT_WAIT_MS = 30_000;
 const JOB = { retryLimit: 5 };
+/** A trigger on a run whose turn is still working comes back this much later, for as long as the run has moved within BUSY_RUN_MAX_MS. */
+const BUSY_RUN_RETRY_S = 5;
+const BUSY_RUN_MAX_MS = 60 * 60_000;
 /** The queue's last attempt of a job (the intake queues codehost-run with the same retryLimit). */
 const lastTry = (attempt: JobInfo | undefined) => (attempt?.retryCount ?? 0) >= JOB.retryLimit;
 /** What the host may read of a failure: our own errors' words (they carry no token), else nothing of the internals. */
@@ -195,6 +198,17 @@ export function createCodeHostRuns(deps: {
         if (await claim(`codehost:ack:${deliveryRowId}`)) {
           await api.react(ref, asked, trigger.comment?.id ?? null, 'eyes').catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the reaction failed'));
           await api.comment(ref, asked, workingText(sessionUrl(sessionId), deps.askTools ?? [])).catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the "working on it" comment failed'));
+        }
+
+        // The run's previous turn is still working, or its end (commit, push, pull request) not yet done: the
+        // clone folder is the agent's and the service's until then. This one waits and comes back (the
+        // session would order the turns, but the fetch and checkout below would run under the agent).
+        if (run.status === 'running' && run.lastTurnId && run.lastDeliveryRowId !== deliveryRowId && Date.now() - run.updatedAt.getTime() < BUSY_RUN_MAX_MS) {
+          await queue.send(CODE_HOST_RUN_JOB, job, { ...JOB, startAfterSeconds: BUSY_RUN_RETRY_S, singletonKey: `codehost:${deliveryRowId}:after:${run.lastTurnId}` }).catch((err) => {
+            if (!(err instanceof JobAlreadyQueuedError)) throw err;
+          });
+          jlog.info({ runId: run.id }, 'code host run: the previous turn is still working; this one follows it');
+          return;
         }
 
         const dir = cloneDirFor(host.name, run.repo, run.targetNumber);
