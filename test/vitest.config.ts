@@ -31,6 +31,7 @@ const bothModes = [
   'test/integration/upgrade.test.ts',
   'test/integration/worker.test.ts',
   'test/api/admin.test.ts',
+  'test/api/codehost-intake.test.ts',
   'test/api/embedders.test.ts',
   'test/api/jobs.test.ts',
   'test/api/memories.test.ts',
