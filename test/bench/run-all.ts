@@ -5,7 +5,7 @@
  */
 import { auditLog } from './audit.bench.js';
 import { changesBench } from './changes.bench.js';
-import { codeHostWebhooks } from './codehost-webhooks.bench.js';
+import { codeHostWebhooks, codeHostWorking } from './codehost-webhooks.bench.js';
 import { authMeThroughput } from './auth-me-throughput.bench.js';
 import { authStatusThroughput } from './auth-status-throughput.bench.js';
 import { cliStartup } from './cli-startup.bench.js';
@@ -64,6 +64,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   stop: stopBench,
   'sessions-search': sessionsSearchBench,
   'codehost-webhooks': codeHostWebhooks,
+  'codehost-working': codeHostWorking,
 };
 
 const wanted = process.argv.slice(2);
