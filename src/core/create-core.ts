@@ -548,7 +548,7 @@ export function createCore(deps: CoreDeps) {
   turnEvents.on('session.deleting', ({ tx, tenantId, sessionId }) => sessionManage.dropIndex(tx, tenantId, sessionId));
   turnEvents.on('skill.loaded', ({ tx, ...load }) => skills.skillLoaded(tx, load));
 
-  // Issue 40 (B): a code host's issue or review comment run as a turn of the person's agent, its result a
+  // Code hosts (issue 40): an issue or review comment run as a turn of the person's agent, its result a
   // pull request (the commit and push run inside their sandbox); answered on the host, never silently.
   const codeHostRuns = createCodeHostRuns({
     db, repo: createCodeHostRunsRepo(), hosts: gitHostsRepo, credentials: gitCredentials, users: usersRepo,
@@ -562,7 +562,6 @@ export function createCore(deps: CoreDeps) {
   });
   turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));
   turnEvents.on('turn.failed', ({ session, turnId }) => codeHostRuns.turnEnded(session.tenantId, session.id, turnId, `failed:${turnId}`));
-  // End of issue 40 (B).
 
   /** Queues the worker serves, each a thin adapter over one service method. */
   // Messaging gateways and pairing.
@@ -619,16 +618,16 @@ export function createCore(deps: CoreDeps) {
     revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, deactivated: personStop.deactivated, clock,
   });
 
-  // Issue 40 (A): code hosts' webhooks. A delivery is verified, recorded once per delivery id, and (in
+  // Code hosts' webhooks (issue 40). A delivery is verified, recorded once per delivery id, and (in
   // the same transaction) a trigger's run queued for codeHostRuns (B) or its refusal answered and audited.
+  const codeHostDeliveriesRepo = createCodeHostDeliveriesRepo();
   const codeHostIntake = createCodeHostIntake({
-    db, repo: createCodeHostDeliveriesRepo(), hosts: gitHostsRepo, connections: gitConnectionsRepo, users: usersRepo, assignments, rbac, audit, queue, box, clock,
+    db, repo: codeHostDeliveriesRepo, hosts: gitHostsRepo, connections: gitConnectionsRepo, users: usersRepo, assignments, rbac, audit, queue, box, clock,
     log: deps.log.child({ part: 'codehost' }),
   });
-  // End of issue 40 (A).
 
-  // Issue 40 (C): the admin side of code-host webhooks (URL, secret once, mention/label/repos, deliveries, test).
-  const codeHostAdmin = createCodeHostAdmin({ db, repo: createCodeHostAdminRepo(), audit, box, publicUrl: config.server.publicUrl, intake: codeHostIntake });
+  // The admin side of code-host webhooks (URL, secret once, mention/label/repos, deliveries, test).
+  const codeHostAdmin = createCodeHostAdmin({ db, repo: createCodeHostAdminRepo(), deliveries: codeHostDeliveriesRepo, audit, box, publicUrl: config.server.publicUrl, intake: codeHostIntake });
 
   const jobHandlers: JobHandlers = {
     [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
@@ -690,7 +689,7 @@ export function createCore(deps: CoreDeps) {
     auditFloorDays: config.retention.auditFloorDays,
   });
   jobHandlers[RETENTION_JOB] = (ctx) => retention.runAll(ctx);
-  // Issue 40 (B): a trigger's run, a reply on the host, a run's turn ended.
+  // Code hosts (issue 40): a trigger's run, a reply on the host, a run's turn ended.
   jobHandlers[CODE_HOST_RUN_JOB] = (ctx, data, job) => codeHostRuns.runJob(ctx, data, job);
   jobHandlers[CODE_HOST_REPLY_JOB] = (ctx, data) => codeHostRuns.replyJob(ctx, data);
   jobHandlers[CODE_HOST_TURN_END_JOB] = (ctx, data, job) => codeHostRuns.turnEndJob(ctx, data, job);

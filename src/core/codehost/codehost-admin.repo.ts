@@ -1,5 +1,5 @@
 import type { Queryable } from '../../db/database.js';
-import type { CodeHostKind, DeliveryOutcome } from './codehost-contract.js';
+import type { CodeHostKind } from './codehost-contract.js';
 
 /** A git host's webhook settings (migration 0038's columns of git_hosts). */
 export interface WebhookRow {
@@ -15,23 +15,6 @@ export interface WebhookRow {
   repos: string[];
 }
 
-/** One delivery as the admin's log shows it (code_host_deliveries). */
-export interface DeliveryRow {
-  id: string;
-  deliveryId: string;
-  event: string;
-  outcome: Exclude<DeliveryOutcome, 'replayed'>;
-  reason: string | null;
-  repo: string | null;
-  targetType: 'issue' | 'pull_request' | null;
-  targetNumber: number | null;
-  targetUrl: string | null;
-  actorLogin: string | null;
-  /** The tenant's person the actor mapped to (null: unmapped, or not a trigger). */
-  handle: string | null;
-  replays: number;
-  receivedAt: Date;
-}
 
 const WEBHOOK = `h.id as "hostId", h.tenant_id as "tenantId", h.name, h.kind, h.webhook_id as "webhookId", h.webhook_secret_sealed as "secretSealed",
   h.webhook_enabled as enabled, h.mention, h.trigger_label as label, h.webhook_repos as repos`;
@@ -40,7 +23,7 @@ export type WebhookPatch = Partial<Pick<WebhookRow, 'kind' | 'webhookId' | 'secr
 
 /**
  * The admin side of code-host webhooks (issue 40): the webhook columns of git_hosts (the host's other
- * columns stay git-hosts.repo.ts's) and a read of the deliveries log the intake writes.
+ * columns stay git-hosts.repo.ts's). The deliveries log is codehost-deliveries.repo.ts's.
  */
 export function createCodeHostAdminRepo() {
   return {
@@ -65,19 +48,6 @@ export function createCodeHostAdminRepo() {
       }
       const { rows } = await q.query<WebhookRow>(`update git_hosts h set ${[...sets, 'updated_at = now()'].join(', ')} where h.tenant_id = $1 and h.id = $2 returning ${WEBHOOK}`, values);
       return rows[0] ?? null;
-    },
-    /** The host's latest deliveries, newest first (the index code_host_deliveries_recent serves it). */
-    async recent(q: Queryable, tenantId: string, hostId: string, limit: number): Promise<DeliveryRow[]> {
-      const { rows } = await q.query<DeliveryRow>(
-        `select d.id, d.delivery_id as "deliveryId", d.event, d.outcome, d.reason, d.repo, d.target_type as "targetType", d.target_number as "targetNumber",
-                d.target_url as "targetUrl", d.actor_login as "actorLogin", u.handle, d.replays, d.received_at as "receivedAt"
-           from code_host_deliveries d left join users u on u.id = d.user_id and u.tenant_id = d.tenant_id
-          where d.tenant_id = $1 and d.host_id = $2
-          order by d.received_at desc, d.id desc
-          limit $3`,
-        [tenantId, hostId, limit],
-      );
-      return rows;
     },
   };
 }

@@ -5,7 +5,8 @@ import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, UnavailableError, ValidationError } from '../../kernel/errors.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { checkKind, checkLabel, checkMention, checkRepos, newHookId, newWebhookSecret, webhookUrl } from './codehost-admin-fns.js';
-import type { CodeHostAdminRepo, DeliveryRow, WebhookPatch, WebhookRow } from './codehost-admin.repo.js';
+import type { CodeHostAdminRepo, WebhookPatch, WebhookRow } from './codehost-admin.repo.js';
+import type { CodeHostDeliveriesRepo, LoggedDelivery } from './codehost-deliveries.repo.js';
 import { AUDIT, type CodeHostKind } from './codehost-contract.js';
 
 /** A host's webhook as admins see it: never its secret, only whether one is set. */
@@ -42,7 +43,7 @@ export const DELIVERIES_LIMIT_MAX = 200;
  * deliveries with (shown once, stored sealed), sets the mention, label and repositories that trigger a
  * run, reads the log of deliveries and sends a signed test delivery through the intake.
  */
-export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRepo; audit: AuditService; box: SecretBox; publicUrl: string; intake?: IntakeForAdmin }) {
+export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRepo; deliveries: Pick<CodeHostDeliveriesRepo, 'log'>; audit: AuditService; box: SecretBox; publicUrl: string; intake?: IntakeForAdmin }) {
   const { db, repo, audit, box } = deps;
   const access = (ctx: Ctx) => requirePermission(ctx, 'admin.manage_providers');
   const checked = <T>(field: string, f: () => T): T => {
@@ -125,9 +126,9 @@ export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRep
     },
 
     /** The host's latest deliveries with their outcome, newest first. */
-    async deliveries(ctx: Ctx, name: string, limit = 50): Promise<DeliveryRow[]> {
+    async deliveries(ctx: Ctx, name: string, limit = 50): Promise<LoggedDelivery[]> {
       const w = await load(access(ctx), name);
-      return repo.recent(db, w.tenantId, w.hostId, Math.max(1, Math.min(DELIVERIES_LIMIT_MAX, Math.floor(limit))));
+      return deps.deliveries.log(db, w.tenantId, w.hostId, Math.max(1, Math.min(DELIVERIES_LIMIT_MAX, Math.floor(limit))));
     },
 
     /**

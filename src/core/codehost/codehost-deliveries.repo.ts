@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import type { DeliveryOutcome } from './codehost-contract.js';
 
 /** A delivery a host sent (issue 40): the replay guard and the admin's log of outcomes. */
 export interface DeliveryRow {
@@ -21,6 +22,24 @@ export interface DeliveryRow {
 }
 
 export type NewDelivery = Omit<DeliveryRow, 'replays' | 'receivedAt'>;
+
+/** One delivery as the admin's log shows it (code_host_deliveries). */
+export interface LoggedDelivery {
+  id: string;
+  deliveryId: string;
+  event: string;
+  outcome: Exclude<DeliveryOutcome, 'replayed'>;
+  reason: string | null;
+  repo: string | null;
+  targetType: 'issue' | 'pull_request' | null;
+  targetNumber: number | null;
+  targetUrl: string | null;
+  actorLogin: string | null;
+  /** The tenant's person the actor mapped to (null: unmapped, or not a trigger). */
+  handle: string | null;
+  replays: number;
+  receivedAt: Date;
+}
 
 const COLS = `d.id, d.tenant_id as "tenantId", d.host_id as "hostId", d.delivery_id as "deliveryId", d.event, d.outcome, d.reason, d.repo,
   d.target_type as "targetType", d.target_number as "targetNumber", d.target_url as "targetUrl", d.actor_login as "actorLogin", d.user_id as "userId",
@@ -67,7 +86,21 @@ export function createCodeHostDeliveriesRepo() {
       return rows[0]?.n ?? 0;
     },
 
-    /** The latest deliveries of a host, newest first (the admin's log). */
+    /** The admin's log: the host's latest deliveries with the person each mapped to, newest first (the index code_host_deliveries_recent serves it). */
+    async log(q: Queryable, tenantId: string, hostId: string, limit: number): Promise<LoggedDelivery[]> {
+      const { rows } = await q.query<LoggedDelivery>(
+        `select d.id, d.delivery_id as "deliveryId", d.event, d.outcome, d.reason, d.repo, d.target_type as "targetType", d.target_number as "targetNumber",
+                d.target_url as "targetUrl", d.actor_login as "actorLogin", u.handle, d.replays, d.received_at as "receivedAt"
+           from code_host_deliveries d left join users u on u.id = d.user_id and u.tenant_id = d.tenant_id
+          where d.tenant_id = $1 and d.host_id = $2
+          order by d.received_at desc, d.id desc
+          limit $3`,
+        [tenantId, hostId, limit],
+      );
+      return rows;
+    },
+
+    /** The latest deliveries of a host, newest first (as stored). */
     async recent(q: Queryable, tenantId: string, hostId: string, limit: number): Promise<DeliveryRow[]> {
       return (
         await q.query<DeliveryRow>(`select ${COLS} from code_host_deliveries d where d.tenant_id = $1 and d.host_id = $2 order by d.received_at desc, d.id limit $3`, [
