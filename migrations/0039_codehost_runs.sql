@@ -22,6 +22,11 @@ create table code_host_runs (
   status text not null default 'running' check (status in ('running', 'opened', 'no_changes', 'failed', 'refused')),
   last_turn_id uuid,
   last_delivery_row_id uuid,
+  -- The delivery working on the run now (from its clone to its turn's end): another trigger on the same
+  -- run waits for it, so two never clone, check out or push in the run's folder at once. Taken over when
+  -- older than an hour (a worker that died with it).
+  working_delivery_row_id uuid,
+  working_since timestamptz,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   unique (host_id, repo, target_type, target_number)

@@ -86,6 +86,23 @@ export function createCodeHostRunsRepo() {
       return rows[0] ?? null;
     },
     /**
+     * Takes the run for a delivery: true when it was free (or already this delivery's, or held for more
+     * than an hour by a worker that died), false while another delivery works on it.
+     */
+    async claim(q: Queryable, tenantId: string, id: string, deliveryRowId: string): Promise<boolean> {
+      const { rowCount } = await q.query(
+        `update code_host_runs set working_delivery_row_id = $3, working_since = now()
+          where tenant_id = $1 and id = $2
+            and (working_delivery_row_id is null or working_delivery_row_id = $3 or working_since < now() - interval '1 hour')`,
+        [tenantId, id, deliveryRowId],
+      );
+      return (rowCount ?? 0) > 0;
+    },
+    /** Frees the run, if this delivery still holds it. */
+    async release(q: Queryable, tenantId: string, id: string, deliveryRowId: string): Promise<void> {
+      await q.query(`update code_host_runs set working_delivery_row_id = null, working_since = null where tenant_id = $1 and id = $2 and working_delivery_row_id = $3`, [tenantId, id, deliveryRowId]);
+    },
+    /**
      * The sessions list's marker of a host-triggered session (agent_sessions.origin_url/origin_label, added
      * with this table by migration 0039 for this one writer; read by session-manage.repo.ts).
      */

@@ -30,9 +30,8 @@ export interface CodeHostTurnEndJob {
 /** How long a turn's end waits for the workspace snapshot after it (its changed files) to be taken. */
 const SNAPSHOT_WAIT_MS = 30_000;
 const JOB = { retryLimit: 5 };
-/** A trigger on a run whose turn is still working comes back this much later, for as long as the run has moved within BUSY_RUN_MAX_MS. */
+/** A trigger on a run another delivery works on comes back this much later (codehost-runs.repo.ts claim). */
 const BUSY_RUN_RETRY_S = 5;
-const BUSY_RUN_MAX_MS = 60 * 60_000;
 /** The queue's last attempt of a job (the intake queues codehost-run with the same retryLimit). */
 const lastTry = (attempt: JobInfo | undefined) => (attempt?.retryCount ?? 0) >= JOB.retryLimit;
 /** What the host may read of a failure: our own errors' words (they carry no token), else nothing of the internals. */
@@ -63,6 +62,8 @@ export function createCodeHostRuns(deps: {
   sessionsRepo: { byId(q: Queryable, tenantId: string, id: string): Promise<SessionRow | null>; claimLedgerKey(q: Tx, key: string): Promise<boolean> };
   changes: { list(ctx: Ctx, input: { id: string; messageId?: string }): Promise<{ files: ChangedFile[]; pending: boolean }> };
   runtimeClient: (owner: { tenantId: string; userId: string }) => Promise<RuntimeClient>;
+  /** The person's runtime is in use (a command of ours runs in it): not idle, not frozen. */
+  keepAwake?: (userId: string) => void;
   monthSpent: (tenantId: string, userId: string) => Promise<number>;
   audit: AuditService;
   queue: JobQueue;
@@ -144,6 +145,12 @@ export function createCodeHostRuns(deps: {
       const conn = await apiFor(host, trigger.kind, user.id);
       if (!conn) return;
       const { api } = conn;
+      let claimed: string | null = null;
+      // Seen: a reaction on what asked, once, also when the run must wait for another request first.
+      const react = async () => {
+        if (!(await claim(`codehost:react:${deliveryRowId}`))) return;
+        await api.react(ref, asked, trigger.comment?.id ?? null, 'eyes').catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the reaction failed'));
+      };
       try {
         const ctx = await userCtx(tenantId, user.id, jlog);
 
@@ -169,6 +176,15 @@ export function createCodeHostRuns(deps: {
         }
         // A retry of a delivery whose turn was handed over already.
         if (run.lastDeliveryRowId === deliveryRowId && run.lastTurnId) return;
+        // Another delivery works on this run (cloning, its turn working, or its end not yet pushed): the run's
+        // folder is its own and the agent's until then. This one waits and comes back.
+        if (!(await repo.claim(db, tenantId, run.id, deliveryRowId))) {
+          await react();
+          await queue.send(CODE_HOST_RUN_JOB, job, { ...JOB, startAfterSeconds: BUSY_RUN_RETRY_S, singletonKey: `codehost:${deliveryRowId}:wait:${Date.now()}` });
+          jlog.info({ runId: run.id }, 'code host run: another request works on this run; this one follows it');
+          return;
+        }
+        claimed = run.id;
         const followUp = run.sessionId !== null;
 
         const refused = await costRefusal(ctx.actor);
@@ -195,26 +211,15 @@ export function createCodeHostRuns(deps: {
         }
 
         // Told at once, before the clone: a reaction on what asked, and the session's link.
+        await react();
         if (await claim(`codehost:ack:${deliveryRowId}`)) {
-          await api.react(ref, asked, trigger.comment?.id ?? null, 'eyes').catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the reaction failed'));
           await api.comment(ref, asked, workingText(sessionUrl(sessionId), deps.askTools ?? [])).catch((err) => jlog.warn({ err: (err as Error).message }, 'code host: the "working on it" comment failed'));
-        }
-
-        // The run's previous turn is still working, or its end (commit, push, pull request) not yet done: the
-        // clone folder is the agent's and the service's until then. This one waits and comes back (the
-        // session would order the turns, but the fetch and checkout below would run under the agent).
-        if (run.status === 'running' && run.lastTurnId && run.lastDeliveryRowId !== deliveryRowId && Date.now() - run.updatedAt.getTime() < BUSY_RUN_MAX_MS) {
-          await queue.send(CODE_HOST_RUN_JOB, job, { ...JOB, startAfterSeconds: BUSY_RUN_RETRY_S, singletonKey: `codehost:${deliveryRowId}:after:${run.lastTurnId}` }).catch((err) => {
-            if (!(err instanceof JobAlreadyQueuedError)) throw err;
-          });
-          jlog.info({ runId: run.id }, 'code host run: the previous turn is still working; this one follows it');
-          return;
         }
 
         const dir = cloneDirFor(host.name, run.repo, run.targetNumber);
         const startFrom = run.prNumber !== null || trigger.head?.ref === run.branch ? run.branch : run.base;
         const client = await deps.runtimeClient({ tenantId, userId: user.id });
-        const cloned = await cloneInSandbox(client, { dir, url: cloneUrl(host, run.repo), startFrom, branch: run.branch });
+        const cloned = await cloneInSandbox(client, { dir, url: cloneUrl(host, run.repo), startFrom, branch: run.branch }, () => deps.keepAwake?.(user.id));
         if (!cloned.ok) {
           await repo.update(db, tenantId, run.id, { status: run.prNumber ? 'opened' : 'failed', lastDeliveryRowId: deliveryRowId });
           await commentOnce(`codehost:answer:${deliveryRowId}`, api, ref, asked, answerText('failed', { sessionUrl: sessionUrl(sessionId), detail: `the repository could not be cloned: ${cloned.detail}` }));
@@ -240,11 +245,16 @@ export function createCodeHostRuns(deps: {
           return;
         }
         await repo.update(db, tenantId, run.id, { headSha: cloned.sha, lastTurnId: turn.turnId, lastDeliveryRowId: deliveryRowId, status: 'running' });
+        // Held on until that turn's end is pushed and answered (turnEndJob frees it).
+        claimed = null;
         jlog.info({ runId: run.id, sessionId, turnId: turn.turnId }, 'code host run: turn queued');
       } catch (err) {
         // The last attempt: the host hears why rather than nothing (earlier ones are retried by the queue).
         if (lastTry(attempt)) await commentOnce(`codehost:answer:${deliveryRowId}`, api, ref, asked, answerText('failed', { sessionUrl: null, detail: failureText(err) })).catch(() => {});
         throw err;
+      } finally {
+        // Ended without handing a turn over (refused, failed, or retried by the queue): the run is free.
+        if (claimed) await repo.release(db, tenantId, claimed, deliveryRowId).catch(() => {});
       }
     },
 
@@ -297,6 +307,9 @@ export function createCodeHostRuns(deps: {
       // Once the run has a pull request, the conversation is there (reviews, follow-ups): answered there.
       const where = run.prNumber !== null ? { type: 'pull_request' as const, number: run.prNumber } : targetOf(run);
       const url = sessionUrl(run.sessionId);
+      // The run is the next delivery's once this end is answered (or given up): runJob's claim.
+      const release = () => (run.lastDeliveryRowId ? repo.release(db, run.tenantId, run.id, run.lastDeliveryRowId).catch(() => {}) : Promise.resolve());
+      let retried = false;
       const answer = async (k: AnswerKind, detail: string, costUsd?: number) => {
         await commentOnce(`codehost:end:${turnId}`, api, ref, where, answerText(k, { sessionUrl: url, detail, costUsd }));
       };
@@ -331,7 +344,7 @@ export function createCodeHostRuns(deps: {
         const finished = await finishInSandbox(client, {
           dir, url: cloneUrl(host, run.repo), branch: run.branch, since: run.headSha ?? '', message: `${title}\n\nAsked in ${run.repo}#${run.targetNumber}; made by ${user.handle}'s agent (session ${run.sessionId}).`,
           name: user.displayName || user.handle, email: user.email,
-        });
+        }, () => deps.keepAwake?.(user.id));
         if (!finished.ok) {
           await repo.update(db, run.tenantId, run.id, { status: run.prNumber ? 'opened' : 'failed' });
           await answer('failed', `the push did not go through:\n${finished.detail}`, costUsd);
@@ -373,7 +386,10 @@ export function createCodeHostRuns(deps: {
         await commentOnce(`codehost:end:${turnId}`, api, ref, where, summaryComment({ prUrl: pr.url, prNumber: pr.number, kind, branch: run.branch, files: inClone, costUsd, sessionUrl: url, updated: !!existing, summary: agentSummary }));
       } catch (err) {
         if (lastTry(attempt)) await answer('failed', failureText(err)).catch(() => {});
+        else retried = true;
         throw err;
+      } finally {
+        if (!retried) await release();
       }
     },
 

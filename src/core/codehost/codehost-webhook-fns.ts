@@ -202,6 +202,36 @@ export function parseDelivery(kind: CodeHostKind, event: string, rawBody: Buffer
 type Read = { trigger: Omit<CodeHostTrigger, 'kind' | 'deliveryId'> } | { ignored: string };
 const MALFORMED = { ignored: 'malformed' } as const;
 
+/** The trigger a reader ends with: the same shape for every host and way (a comment, or a label: no comment). */
+function triggerOf(t: {
+  repo: string;
+  projectId: number | null;
+  isPr: boolean;
+  number: number;
+  title: string;
+  body: string;
+  url: string;
+  comment: CodeHostTrigger['comment'];
+  actor: CodeHostTrigger['actor'];
+  defaultBranch: string;
+  /** A pull request's head, where the payload carries it (else the run reads it from the host). */
+  pr: { head: { ref: string; sha: string }; fromFork: boolean } | undefined;
+}): Read {
+  return {
+    trigger: {
+      repo: t.repo,
+      projectId: t.projectId,
+      target: { type: t.isPr ? 'pull_request' : 'issue', number: t.number, title: t.title, body: t.body, url: t.url },
+      via: t.comment ? 'comment' : 'label',
+      comment: t.comment,
+      actor: t.actor,
+      defaultBranch: t.defaultBranch,
+      head: t.pr?.head ?? null,
+      fromFork: t.pr?.fromFork ?? false,
+    },
+  };
+}
+
 function actorOf(user: Json | undefined, loginKey: 'login' | 'username'): CodeHostTrigger['actor'] | undefined {
   const login = name(user?.[loginKey]);
   const id = idOf(user?.id);
@@ -250,19 +280,7 @@ function github(event: string, p: Json, cfg: ParseConfig): Read {
     // issue_comment on a pull request carries no head (only pull_request_review_comment does): the run reads it from the host.
     const pr = event === 'pull_request_review_comment' ? pullHead(item) : undefined;
     if (event === 'pull_request_review_comment' && !pr) return MALFORMED;
-    return {
-      trigger: {
-        repo,
-        projectId: null,
-        target: { type: isPr ? 'pull_request' : 'issue', number, title, body: text(item?.body, MAX_TEXT) ?? '', url },
-        via: 'comment',
-        comment: { id: commentId, body: asked, url: commentUrl },
-        actor,
-        defaultBranch,
-        head: pr?.head ?? null,
-        fromFork: pr?.fromFork ?? false,
-      },
-    };
+    return triggerOf({ repo, projectId: null, isPr, number, title, body: text(item?.body, MAX_TEXT) ?? '', url, comment: { id: commentId, body: asked, url: commentUrl }, actor, defaultBranch, pr });
   }
   // issues / pull_request
   if (action !== 'labeled') return { ignored: `action:${action ?? 'none'}` };
@@ -275,19 +293,7 @@ function github(event: string, p: Json, cfg: ParseConfig): Read {
   const actor = actorOf(sender, 'login');
   const pr = isPr ? pullHead(item) : undefined;
   if (!number || title === undefined || !url || !actor || (isPr && !pr)) return MALFORMED;
-  return {
-    trigger: {
-      repo,
-      projectId: null,
-      target: { type: isPr ? 'pull_request' : 'issue', number, title, body: text(item?.body, MAX_TEXT) ?? '', url },
-      via: 'label',
-      comment: null,
-      actor,
-      defaultBranch,
-      head: pr?.head ?? null,
-      fromFork: pr?.fromFork ?? false,
-    },
-  };
+  return triggerOf({ repo, projectId: null, isPr, number, title, body: text(item?.body, MAX_TEXT) ?? '', url, comment: null, actor, defaultBranch, pr });
 }
 
 // GitLab: Note Hook (on an issue or merge request), Issue Hook / Merge Request Hook gaining the label.
@@ -333,19 +339,7 @@ function gitlab(event: string, p: Json, cfg: ParseConfig): Read {
     const url = number ? itemUrl(item, isPr, number) : undefined;
     const pr = isPr ? mrHead(item) : undefined;
     if (!number || title === undefined || !commentId || !commentUrl || !url || (isPr && !pr)) return MALFORMED;
-    return {
-      trigger: {
-        repo,
-        projectId,
-        target: { type: isPr ? 'pull_request' : 'issue', number, title, body: text(item?.description, MAX_TEXT) ?? '', url },
-        via: 'comment',
-        comment: { id: commentId, body: asked, url: commentUrl },
-        actor,
-        defaultBranch,
-        head: pr?.head ?? null,
-        fromFork: pr?.fromFork ?? false,
-      },
-    };
+    return triggerOf({ repo, projectId: projectId, isPr, number, title, body: text(item?.description, MAX_TEXT) ?? '', url, comment: { id: commentId, body: asked, url: commentUrl }, actor, defaultBranch, pr });
   }
   // Issue Hook / Merge Request Hook: the label must be among the current labels and not among the previous.
   const labels = obj(obj(p.changes)?.labels);
@@ -359,19 +353,7 @@ function gitlab(event: string, p: Json, cfg: ParseConfig): Read {
   const url = number ? itemUrl(attrs, isPr, number) : undefined;
   const pr = isPr ? mrHead(attrs) : undefined;
   if (!number || title === undefined || !url || (isPr && !pr)) return MALFORMED;
-  return {
-    trigger: {
-      repo,
-      projectId,
-      target: { type: isPr ? 'pull_request' : 'issue', number, title, body: text(attrs.description, MAX_TEXT) ?? '', url },
-      via: 'label',
-      comment: null,
-      actor,
-      defaultBranch,
-      head: pr?.head ?? null,
-      fromFork: pr?.fromFork ?? false,
-    },
-  };
+  return triggerOf({ repo, projectId: projectId, isPr, number, title, body: text(attrs.description, MAX_TEXT) ?? '', url, comment: null, actor, defaultBranch, pr });
 }
 
 // Gitea: issue_comment (is_pull for a pull request; pull_request_comment accepted too), issues/pull_request `label_updated`.
@@ -399,20 +381,8 @@ function gitea(event: string, p: Json, cfg: ParseConfig): Read {
     const title = text(issue?.title, MAX_TITLE);
     const url = urlOf(issue?.html_url);
     if (!actor || !commentId || !commentUrl || !number || title === undefined || !url) return MALFORMED;
-    return {
-      trigger: {
-        repo,
-        projectId: null,
-        target: { type: isPr ? 'pull_request' : 'issue', number, title, body: text(issue?.body, MAX_TEXT) ?? '', url },
-        via: 'comment',
-        comment: { id: commentId, body: asked, url: commentUrl },
-        actor,
-        defaultBranch,
-        // As GitHub's issue_comment: no head in the payload; the run reads it from the host.
-        head: null,
-        fromFork: false,
-      },
-    };
+    // As GitHub's issue_comment: no head in the payload; the run reads it from the host.
+    return triggerOf({ repo, projectId: null, isPr, number, title, body: text(issue?.body, MAX_TEXT) ?? '', url, comment: { id: commentId, body: asked, url: commentUrl }, actor, defaultBranch, pr: undefined });
   }
   // issues / pull_request: Gitea says `label_updated` with the labels as they are now (not which was added).
   if (action !== 'label_updated') return { ignored: `action:${action ?? 'none'}` };
@@ -434,19 +404,7 @@ function gitea(event: string, p: Json, cfg: ParseConfig): Read {
     if (ref && sha) pr = { head: { ref, sha }, fromFork: headRepo === undefined || headRepo !== baseRepo };
   }
   if (!number || title === undefined || !url || !actor || (isPr && !pr)) return MALFORMED;
-  return {
-    trigger: {
-      repo,
-      projectId: null,
-      target: { type: isPr ? 'pull_request' : 'issue', number, title, body: text(item?.body, MAX_TEXT) ?? '', url },
-      via: 'label',
-      comment: null,
-      actor,
-      defaultBranch,
-      head: pr?.head ?? null,
-      fromFork: pr?.fromFork ?? false,
-    },
-  };
+  return triggerOf({ repo, projectId: null, isPr, number, title, body: text(item?.body, MAX_TEXT) ?? '', url, comment: null, actor, defaultBranch, pr });
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -24,24 +24,28 @@ export interface SandboxGitResult {
   detail: string;
 }
 
-async function run(client: RuntimeClient, script: string, nonce: string, title: string) {
+/** How often a command's wait counts as use of the runtime: a runtime unused for a while is frozen (runtime-host.ts), and a long clone must not be frozen under it. */
+const KEEP_AWAKE_MS = 2000;
+
+async function run(client: RuntimeClient, script: string, nonce: string, title: string, keepAwake?: () => void) {
   const marker = `__AGENTWS_EXIT_${nonce}`;
-  const r = await client.runCommand(script, { marker, timeoutMs: SCRIPT_TIMEOUT_MS, env: ENV, title });
+  const awake = keepAwake ? setInterval(keepAwake, KEEP_AWAKE_MS) : null;
+  const r = await client.runCommand(script, { marker, timeoutMs: SCRIPT_TIMEOUT_MS, env: ENV, title }).finally(() => awake && clearInterval(awake));
   return { ...r, marks: readMarks(r.output, nonce), tail: outputTail(r.output.replaceAll(marker, ''), nonce) };
 }
 
 /** The repository cloned (or, from an earlier turn, brought up to date) in `dir` of the workspace, on `branch`. */
-export async function cloneInSandbox(client: RuntimeClient, o: { dir: string; url: string; startFrom: string; branch: string }): Promise<SandboxGitResult> {
+export async function cloneInSandbox(client: RuntimeClient, o: { dir: string; url: string; startFrom: string; branch: string }, keepAwake?: () => void): Promise<SandboxGitResult> {
   const nonce = randomBytes(12).toString('hex');
-  const r = await run(client, cloneScript({ ...o, nonce }), nonce, 'agentws: clone');
+  const r = await run(client, cloneScript({ ...o, nonce }), nonce, 'agentws: clone', keepAwake);
   if (r.exitCode === 0 && r.marks.head) return { ok: true, sha: r.marks.head, detail: '' };
   return { ok: false, sha: null, detail: r.exitCode === null ? `git did not finish within ${SCRIPT_TIMEOUT_MS / 1000} s` : r.tail || `git exited with ${r.exitCode}` };
 }
 
 /** What the turn changed, committed and pushed to `branch`; sha null when there was nothing new since `since`. */
-export async function finishInSandbox(client: RuntimeClient, o: { dir: string; url: string; branch: string; since: string; message: string; name: string; email: string }): Promise<SandboxGitResult> {
+export async function finishInSandbox(client: RuntimeClient, o: { dir: string; url: string; branch: string; since: string; message: string; name: string; email: string }, keepAwake?: () => void): Promise<SandboxGitResult> {
   const nonce = randomBytes(12).toString('hex');
-  const r = await run(client, finishScript({ ...o, nonce }), nonce, 'agentws: push');
+  const r = await run(client, finishScript({ ...o, nonce }), nonce, 'agentws: push', keepAwake);
   if (r.exitCode === 0 && r.marks.none) return { ok: true, sha: null, detail: '' };
   if (r.exitCode === 0 && r.marks.pushed) return { ok: true, sha: r.marks.pushed, detail: '' };
   return { ok: false, sha: null, detail: r.exitCode === null ? `git did not finish within ${SCRIPT_TIMEOUT_MS / 1000} s` : r.tail || `git exited with ${r.exitCode}` };

@@ -273,13 +273,33 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       } catch (err) {
         throw runtimeUnavailable((err as Error).message);
       }
+      // Output and the close are kept until someone listens (the caller does once this returns): the
+      // runtime replays a terminal's output at once, and a command may have ended before that.
       const output: Array<(text: string) => void> = [];
       const closed: Array<(why: string) => void> = [];
+      const early: string[] = [];
+      let ended: string | null = null;
       socket.onFrame((f) => {
-        if (f.kind === 'text') for (const l of output) l(f.data);
-        else if (f.kind === 'close') for (const l of closed) l(f.reason || `the terminal's socket closed (${f.code})`);
+        if (f.kind === 'text') {
+          if (output.length) for (const l of output) l(f.data);
+          else early.push(f.data);
+        } else if (f.kind === 'close') {
+          ended = f.reason || `the terminal's socket closed (${f.code})`;
+          for (const l of closed) l(ended);
+        }
       });
-      return { write: (text) => socket.send(text), onOutput: (l) => void output.push(l), onClosed: (l) => void closed.push(l), close: () => socket.close() };
+      return {
+        write: (text) => socket.send(text),
+        onOutput: (l) => {
+          output.push(l);
+          if (output.length === 1) for (const text of early.splice(0)) l(text);
+        },
+        onClosed: (l) => {
+          closed.push(l);
+          if (ended !== null) l(ended);
+        },
+        close: () => socket.close(),
+      };
     },
 
     async abort(sessionId: string): Promise<void> {

@@ -138,19 +138,41 @@ export interface RuntimeSocket {
   onFrame(listener: (f: SocketFrame) => void): void;
 }
 
+/**
+ * The frames of a socket, kept until its first listener: a runtime sends what it has (a terminal's
+ * buffered output) as soon as the socket opens, often in the same packet as the upgrade's answer, so
+ * before whoever opened it could listen. Those first frames are the ones a caller needs most (a command
+ * that already ended: its whole output).
+ */
+function frameFanout() {
+  const listeners: Array<(f: SocketFrame) => void> = [];
+  const pending: SocketFrame[] = [];
+  let closed = false;
+  return {
+    get closed() {
+      return closed;
+    },
+    emit(f: SocketFrame) {
+      if (closed) return;
+      if (f.kind === 'close') closed = true;
+      if (!listeners.length) pending.push(f);
+      else for (const l of listeners) l(f);
+    },
+    listen(l: (f: SocketFrame) => void) {
+      listeners.push(l);
+      if (listeners.length === 1) for (const f of pending.splice(0)) l(f);
+    },
+  };
+}
+
 /** Opens a runtime's WebSocket at `path`; rejects when the runtime refuses it (its status in the message). */
 export function openRuntimeSocket(ep: RuntimeEndpoint, path: string): Promise<RuntimeSocket> {
   if (ep.tunnel) return openTunnelSocket(ep, path);
   return new Promise((resolve, reject) => {
     const url = ep.socketPath ? `ws+unix://${ep.socketPath}:${path}` : new URL(path, ep.url!.replace(/^http/, 'ws')).toString();
     const ws = new WebSocket(url, { headers: { authorization: ep.authorization }, perMessageDeflate: false, handshakeTimeout: 10_000 });
-    const listeners: Array<(f: SocketFrame) => void> = [];
-    let closed = false;
-    const emit = (f: SocketFrame) => {
-      if (closed) return;
-      if (f.kind === 'close') closed = true;
-      for (const l of listeners) l(f);
-    };
+    const frames = frameFanout();
+    const emit = frames.emit;
     ws.on('unexpected-response', (_req, res) => {
       res.resume();
       reject(new Error(`the runtime refused the socket (HTTP ${res.statusCode})`));
@@ -165,7 +187,7 @@ export function openRuntimeSocket(ep: RuntimeEndpoint, path: string): Promise<Ru
       resolve({
         send: (text) => ws.readyState === WebSocket.OPEN && ws.send(text),
         close: () => ws.close(),
-        onFrame: (l) => void listeners.push(l),
+        onFrame: frames.listen,
       });
     });
   });
@@ -180,15 +202,11 @@ async function openTunnelSocket(ep: RuntimeEndpoint, path: string): Promise<Runt
     up.end();
     throw new Error(`the runtime refused the socket (HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 200)})`);
   }
-  const listeners: Array<(f: SocketFrame) => void> = [];
-  let closed = false;
+  const frames = frameFanout();
   const emit = (f: SocketFrame) => {
-    if (closed) return;
-    if (f.kind === 'close') {
-      closed = true;
-      up.end();
-    }
-    for (const l of listeners) l(f);
+    if (frames.closed) return;
+    if (f.kind === 'close') up.end();
+    frames.emit(f);
   };
   const read = frameReader(emit);
   res.on('data', (c: Buffer) => {
@@ -202,11 +220,11 @@ async function openTunnelSocket(ep: RuntimeEndpoint, path: string): Promise<Runt
   res.on('end', () => emit({ kind: 'close', code: 1006, reason: 'the runner ended the socket' }));
   res.on('error', (err) => emit({ kind: 'close', code: 1011, reason: err.message }));
   return {
-    send: (text) => void (closed || up.write(encodeFrame({ kind: 'text', data: text }))),
+    send: (text) => void (frames.closed || up.write(encodeFrame({ kind: 'text', data: text }))),
     close: () => {
-      if (closed) return;
+      if (frames.closed) return;
       up.end(encodeFrame({ kind: 'close', code: 1000, reason: '' }));
     },
-    onFrame: (l) => void listeners.push(l),
+    onFrame: frames.listen,
   };
 }
