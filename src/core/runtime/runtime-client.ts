@@ -24,6 +24,9 @@ export interface PromptBody {
 }
 
 /** `onUnreachable`: the runtime did not answer (it may have stopped): the caller forgets what it cached. */
+/** How long runCommand waits on a quiet connection before it connects again (the output is replayed whole). */
+const COMMAND_QUIET_MS = 5000;
+
 export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => void = () => {}) {
   const { endpoint, directory } = handle;
 
@@ -216,30 +219,40 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       const r = await call('POST', '/pty', { body: { command: '/bin/sh', args: ['-c', wrapped], title: o.title ?? 'agentws command', env: o.env ?? {} } });
       if (r.status !== 200) throw fail(`run a command (${JSON.stringify(r.json)?.slice(0, 300)})`, r);
       const id = (r.json as { id: string }).id;
+      const done = new RegExp(`\\n${o.marker}:(\\d+)\\r?\\n`);
+      const deadline = Date.now() + o.timeoutMs;
       let output = '';
+      let exitCode: number | null = null;
       try {
-        const conn = await this.connectPty(id);
-        try {
-          const exitCode = await new Promise<number | null>((resolve) => {
-            const done = new RegExp(`\\n${o.marker}:(\\d+)\\r?\\n`);
-            const timer = setTimeout(() => resolve(null), o.timeoutMs);
-            conn.onOutput((text) => {
-              output += text;
-              const m = done.exec(output.replace(/\r\n/g, '\n'));
-              if (m) {
-                clearTimeout(timer);
-                resolve(Number(m[1]));
-              }
+        // Read until the marker. A connection that goes quiet without it is made again: opencode replays
+        // the terminal's whole output to each new connection, and under load a run's first connection
+        // once never carried the marker (the bench saw 1 command in 22 wait until the runtime stopped).
+        for (let ended = false; exitCode === null && !ended && Date.now() < deadline; ) {
+          const conn = await this.connectPty(id);
+          output = '';
+          try {
+            ended = await new Promise<boolean>((resolve) => {
+              const quiet = setTimeout(() => resolve(false), Math.min(COMMAND_QUIET_MS, Math.max(0, deadline - Date.now())));
+              conn.onOutput((text) => {
+                output += text;
+                quiet.refresh();
+                const m = done.exec(output.replace(/\r\n/g, '\n'));
+                if (m) {
+                  clearTimeout(quiet);
+                  exitCode = Number(m[1]);
+                  resolve(true);
+                }
+              });
+              conn.onClosed(() => {
+                clearTimeout(quiet);
+                resolve(true);
+              });
             });
-            conn.onClosed(() => {
-              clearTimeout(timer);
-              resolve(null);
-            });
-          });
-          return { exitCode, output: output.replace(/\r\n/g, '\n') };
-        } finally {
-          conn.close();
+          } finally {
+            conn.close();
+          }
         }
+        return { exitCode, output: output.replace(/\r\n/g, '\n') };
       } finally {
         await this.removePty(id).catch(() => {});
       }
