@@ -100,7 +100,11 @@ describe('the dashboard at 390 and 1280 px wide', () => {
   }
 
   async function visit(page: Page, route: string, ready: (page: Page) => Promise<unknown>): Promise<void> {
-    await page.goto(`${t.url}/?${route.replace(/\W/g, '-')}#/${route}`);
+    // From one screen to the next as a person goes, by the address's #route (the app is loaded once a page);
+    // the same screen again is loaded afresh, so nothing of what was typed there stays.
+    const now = new URL(page.url());
+    if (now.origin === t.url && now.hash !== `#/${route}`) await page.evaluate((hash) => ((globalThis as any).location.hash = hash), `#/${route}`);
+    else await page.goto(`${t.url}/?${route.replace(/\W/g, '-')}#/${route}`);
     await ready(page);
     // Until nothing has been in flight for 100 ms: what Playwright's 'networkidle' waits for, but it waits
     // 500 ms of quiet after every screen (~60 screens a run: most of this file's time went there). A
@@ -123,7 +127,7 @@ describe('the dashboard at 390 and 1280 px wide', () => {
     ['skills', (p) => p.getByRole('heading', { name: 'Skills' }).waitFor()],
     ['connections', (p) => p.getByRole('heading', { name: 'Connections' }).waitFor()],
     ['tokens', (p) => p.getByRole('heading', { name: 'API tokens' }).waitFor()],
-    ...ADMIN_TABS.map((tab): [string, (page: Page) => Promise<unknown>] => [`admin/${tab}`, (p) => p.locator('nav.tabs a[aria-current=page]').waitFor()]),
+    ...ADMIN_TABS.map((tab): [string, (page: Page) => Promise<unknown>] => [`admin/${tab}`, (p) => p.locator(`nav.tabs a[aria-current=page][href="#/admin/${tab}"]`).waitFor()]),
   ];
   // Forms that open on a click: each checked open too.
   const forms: Array<[string, string]> = [
