@@ -138,9 +138,9 @@ describe('the dashboard at 390 and 1280 px wide', () => {
     ['admin/mcp', 'New MCP server'],
   ];
 
-  // Each screen loaded once, at the phone's width, and checked there and again at the desktop's: the layout
-  // is CSS alone (no script reads the window's width), so a resize lays it out as a load at that width
-  // would, for half the page loads (each load of a screen at 1280 px is in the tests below too: menu, sign-in).
+  // Each screen visited once, at the phone's width, and checked there and again at the desktop's: the layout
+  // is CSS alone (no script reads the window's width), so a resize lays it out as a page opened at that
+  // width would, for half the visits (pages opened at 1280 px: the menu and sign-in tests below).
   it('every screen at 390 x 844 and at 1280 x 900: no sideways scroll, no console error, valid patterns', async () => {
     const { page, problems } = await open(PHONE, 'owner');
     const atBothSizes = async (name: string, also?: () => Promise<void>) => {

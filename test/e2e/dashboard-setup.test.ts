@@ -257,7 +257,7 @@ describe('setting a workspace up in the dashboard', () => {
    * matters: listed after a reload, the API's refusal shown, the audit log holding the entry, the setting
    * taking effect. Each person is signed in by their access cookie (the sign-in itself is
    * dashboard.test.ts's). In a tenant of their own, with no model set up (no runtime), in this file's app
-   * and browser (dashboard-admin-setup.test.ts until then: its own start-up for nothing it needed).
+   * and browser (dashboard-admin-setup.test.ts started an app and a browser of its own for them).
    */
   describe('the admin setup screens and the session list', () => {
     let acme: Awaited<ReturnType<typeof seedTenant>>;
