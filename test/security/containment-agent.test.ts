@@ -66,10 +66,25 @@ for (const where of ['this host', 'a runner host'] as const) describe(`containme
       otherTenantMarker: betaMarker,
       ...(r.runner ? { runnerToken: r.runner.token } : {}),
     };
-    // The other user of the same tenant, and a member of the other tenant, leave a file in their workspaces.
-    for (const [token, marker] of [[acme.tokens.owner, ownerMarker], [beta.tokens.member, betaMarker]]) {
-      const w = await turn(token, call('write', { filePath: `${marker.split('-')[0]}-secret.txt`, content: `${marker}\n` }));
-      expect(w.tools.map((p) => p.state?.status)).toEqual(['completed']);
+    // The other user of the same tenant, and a member of the other tenant, leave a file in their workspaces
+    // (their runtimes stay up beside the hostile member's, whose first turn here starts it). The three
+    // runtimes start side by side: the model answers each by its prompt, not from the one scripted queue.
+    r.llm.respond((req) => {
+      const m = /^setup (\S+)$/.exec(req.lastUser.trim());
+      if (!m) return undefined;
+      if ((req.body.messages as Array<{ role: string }>).some((x) => x.role === 'tool')) return { text: 'done' };
+      if (m[1] === 'warm') return { toolCall: { name: 'bash', arguments: { command: 'echo warm', description: 'warm' } } };
+      return { toolCall: { name: 'write', arguments: { filePath: `${m[1].split('-')[0]}-secret.txt`, content: `${m[1]}\n` } } };
+    });
+    try {
+      const setup = await Promise.all([
+        agentTurn(r, acme.tokens.owner, [], { text: `setup ${ownerMarker}`, title: 'probe' }),
+        agentTurn(r, beta.tokens.member, [], { text: `setup ${betaMarker}`, title: 'probe' }),
+        agentTurn(r, acme.tokens.member, [], { text: 'setup warm', title: 'probe' }),
+      ]);
+      for (const w of setup) expect(w.tools.map((p) => p.state?.status)).toEqual(['completed']);
+    } finally {
+      r.llm.respond(null);
     }
   }, 300_000);
   afterAll(async () => {
