@@ -54,6 +54,9 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     const text = await res.text();
     return { status: res.status, json: text ? JSON.parse(text) : null, text };
   };
+  // Runner administration through the core, as the CLI does it (its commands are runner-cli.test.ts's): a
+  // CLI process each time cost a second or two of CPU for nothing this suite checks.
+  const admin = () => systemCtx(silentLogger);
   const placementOf = async (userId: string) => (await opened.db.query<{ name: string; fence: string }>(`select r.name, p.fence from runtime_placements p join runners r on r.id = p.runner_id where p.user_id = $1`, [userId])).rows[0] ?? null;
 
   function startRunner(name: string, o: { control: string; token: string; dataDir: string; shared: boolean }) {
@@ -122,8 +125,7 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     const add = await call(serveA, 'POST', '/v1/admin/providers', owner, { name: 'scripted', kind: 'openai-compatible', baseUrl: `${llm.url}/v1`, apiKey: 'sk-scripted-secret', models: [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096 }] });
     expect(add.status, add.text).toBe(201);
     expect((await call(serveA, 'POST', '/v1/admin/runtime/apply', owner, { defaultModel: 'scripted/fake-model' })).status).toBe(200);
-    const token = (await runCli(['runner', 'token', 'create', 'fleet', '--json'], { env })).stdout;
-    const fleetToken = JSON.parse(token).token as string;
+    const fleetToken = (await opened.core.runners.createToken(admin(), { name: 'fleet' })).token;
     const shared = join(env.dir, 'shared-storage');
     startRunner('r1', { control: serveA.url, token: fleetToken, dataDir: shared, shared: true });
     startRunner('r2', { control: serveA.url, token: fleetToken, dataDir: shared, shared: true });
@@ -283,8 +285,7 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     const ws = join(env.dir, 'r3', 'workspaces', tenantId, users[who].id);
     expect(existsSync(ws)).toBe(true);
     writeFileSync(join(ws, 'notes.txt'), 'written on r3\n');
-    const drained = await runCli(['runner', 'drain', 'r3', '--json'], { env });
-    expect(drained.code, drained.stderr).toBe(0);
+    await opened.core.runners.drain(admin(), 'r3');
     const deadline = Date.now() + 60_000;
     let p = await placementOf(users[who].id);
     while (p?.name === 'r3' && Date.now() < deadline) {
@@ -329,8 +330,8 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
   }, 60_000);
 
   it.skipIf(process.env.AGENTWS_ONLY_FIRST)('a revoked runner token is refused', async () => {
-    const created = JSON.parse((await runCli(['runner', 'token', 'create', 'spare', '--json'], { env })).stdout);
-    expect((await runCli(['runner', 'token', 'revoke', 'spare'], { env })).code).toBe(0);
+    const created = await opened.core.runners.createToken(admin(), { name: 'spare' });
+    await opened.core.runners.revokeToken(admin(), 'spare');
     const child = startRunner('r4', { control: serveA.url, token: created.token, dataDir: join(env.dir, 'r4'), shared: false });
     const deadline = Date.now() + 20_000;
     while (!/refused this runner token/.test(runners.get('r4')!.logs()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
@@ -344,7 +345,7 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     const fleetToken = runners.get('r2')!.token;
     startRunner('r5', { control: serveA.url, token: fleetToken, dataDir: join(env.dir, 'r5'), shared: false });
     startRunner('r6', { control: serveB.url, token: fleetToken, dataDir: join(env.dir, 'r6'), shared: false });
-    expect((await runCli(['runner', 'drain', 'r2'], { env })).code).toBe(0);
+    await opened.core.runners.drain(admin(), 'r2');
     const stateOf = async (name: string) => (await opened.core.runners.list(systemCtx(silentLogger))).find((r) => r.name === name);
     const until = async (what: string, check: () => Promise<boolean>, ms: number) => {
       const deadline = Date.now() + ms;
@@ -371,11 +372,11 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     expect(readFileSync(join(wsOn(x), 'notes.txt'), 'utf8')).toBe('before-the-drain\n');
 
     // Drain x: the files move to y, and are gone from x once the copy is there.
-    expect((await runCli(['runner', 'drain', x], { env })).code).toBe(0);
+    await opened.core.runners.drain(admin(), x);
     await until('u7 to move to y', async () => (await placementOf(U))?.name === y, 90_000);
     await until('the files to leave x', async () => !existsSync(wsOn(x)), 20_000);
     expect(readFileSync(join(wsOn(y), 'notes.txt'), 'utf8')).toBe('before-the-drain\n');
-    expect((await runCli(['runner', 'resume', x], { env })).code).toBe(0);
+    await opened.core.runners.resume(admin(), x);
 
     // A turn after the drain, on y: the stream says the workspace moved intact; the file is there.
     const second = await turn(serveB, 'u7', 'probe cat notes.txt; echo after-the-drain > notes.txt', first.sessionId);
