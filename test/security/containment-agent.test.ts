@@ -160,10 +160,15 @@ for (const where of ['this host', 'a runner host'] as const) describe(`containme
     expect(output).toMatch(/py 42/);
   });
   it('works: glob and grep tools find a file in the workspace', async () => {
-    await turn(acme.tokens.member, call('write', { filePath: 'docs/needle.md', content: 'a needle in the haystack\n' }));
-    const g = await turn(acme.tokens.member, call('glob', { pattern: '**/needle.md' }));
-    expect(g.output).toMatch(/needle\.md/);
-    const s = await turn(acme.tokens.member, call('grep', { pattern: 'needle in the' }));
-    expect(s.output).toMatch(/needle\.md/);
+    // One turn: the file written, then found by each tool.
+    const { tools } = await turn(acme.tokens.member, [
+      { toolCall: { name: 'write', arguments: { filePath: 'docs/needle.md', content: 'a needle in the haystack\n' } } },
+      { toolCall: { name: 'glob', arguments: { pattern: '**/needle.md' } } },
+      { toolCall: { name: 'grep', arguments: { pattern: 'needle in the' } } },
+      { text: 'done' },
+    ]);
+    expect(tools.map((p) => p.state?.status)).toEqual(['completed', 'completed', 'completed']);
+    expect(tools[1].state.output).toMatch(/needle\.md/);
+    expect(tools[2].state.output).toMatch(/needle\.md/);
   });
 });
