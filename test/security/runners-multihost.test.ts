@@ -7,7 +7,7 @@ import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
-import { BIN, cleanEnv, runCli, startServe, type ServeProcess } from '../helpers/cli.js';
+import { BIN, cleanEnv, startServe, type ServeProcess } from '../helpers/cli.js';
 import { createNetwork, netnsAvailable, type Network } from '../helpers/netns.js';
 import { openSse } from '../helpers/runtime.js';
 import { createTestEnv, type TestEnv } from '../helpers/test-env.js';
@@ -106,11 +106,12 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
       if (m[1] === 'sleep') return { toolCall: { name: 'bash', arguments: { command: `echo started; sleep ${m[2]}`, description: 'wait' } } };
       return { toolCall: { name: 'bash', arguments: { command: m[2], description: 'probe' } } };
     });
+    // A copy of the migrated template (`aws migrate` is the CLI suites'): migrating afresh cost seconds of CPU.
     env = await createTestEnv({
       mode: 'postgres',
+      migrated: true,
       vars: { AGENTWS_LOCAL_RUNNER: 'off', AGENTWS_HOST: net.controlAddress, AGENTWS_PUBLIC_URL: PUBLIC_URL, AGENTWS_RUNTIME_ASK_TOOLS: '', AGENTWS_SERVE_RUNS_WORKER: 'false', AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS: String(HEARTBEAT_TIMEOUT_MS) },
     });
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
     opened = await openCore(env.config(), silentLogger);
     const seeded = await opened.core.tenants.seedTenant(systemCtx(silentLogger), { name: 'acme', slug: 'acme', ownerEmail: 'owner@acme.example' });
     tenantId = seeded.tenant.id;
