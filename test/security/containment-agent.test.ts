@@ -34,7 +34,7 @@ for (const where of ['this host', 'a runner host'] as const) describe(`containme
 
   /** One turn as `token`: the model makes `steps`, every permission it asks is approved by the same user. */
   async function turn(token: string, steps: FakeStep[]) {
-    const { tools } = await agentTurn(r, token, steps, { title: 'probe' });
+    const { tools } = await agentTurn(r, token, steps, { title: 'probe', toolsEnded: true });
     // Tool metadata too: some probes report what they saw there (bash's exit code and output).
     const output = tools.map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}${JSON.stringify(p.state?.metadata ?? {})}`).join('\n');
     return { tools, output };
