@@ -241,6 +241,7 @@ export function parseConfigValues(input: {
       workspaceQuotaMaxBytes,
       localRunner: values.AGENTWS_LOCAL_RUNNER === 'on',
       relayUrl: str('AGENTWS_RELAY_URL').replace(/\/+$/, '') || null,
+      runnerHeartbeatTimeoutMs: values.AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS as number,
     },
     gateways: {
       botChatApiUrl: str('AGENTWS_BOT_CHAT_API_URL').replace(/\/+$/, ''),

@@ -299,7 +299,7 @@ export function createCore(deps: CoreDeps) {
   });
   // Runner hosts (issue 26): the registry of runners, tokens and placements, and this process's side of
   // their channels. Runners are made here, before the pool: the pool places users through the fleet.
-  const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator() });
+  const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator(), heartbeatTimeoutMs: config.runtime.runnerHeartbeatTimeoutMs });
   /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
   let localRunnerId: string | null = null;
   /** While this process serves the runtimes (startRuntime): its model-call cuts and sweep of left-behind calls. */
@@ -323,6 +323,7 @@ export function createCore(deps: CoreDeps) {
   const fleet = createRunnerFleet({
     registry: runners,
     localRunner: config.runtime.localRunner,
+    heartbeatTimeoutMs: config.runtime.runnerHeartbeatTimeoutMs,
     bus,
     log: deps.log.child({ part: 'runners' }),
     relayKey: relayKey(config.secrets.jwtSecret),

@@ -51,7 +51,8 @@ const RULES_CACHE_MS = 2000;
 /**
  * How long a runner keeps its runtimes without hearing from the control plane (it syncs every 5 s):
  * under the control plane's heartbeat timeout (30 s), so they are stopped here before anyone else
- * can be given their users.
+ * can be given their users. A control plane with another timeout (AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS)
+ * tells its lease with each sync.
  */
 export const LEASE_MS = 20_000;
 const MAX_BACKOFF_MS = 30_000;
@@ -83,6 +84,8 @@ export function createRunnerAgent(o: RunnerOptions) {
   let lastStatus: PoolStatus | null = null;
   /** When the control plane last confirmed this runner's leases (see the self-fence in start). */
   let lastSync = Date.now();
+  /** LEASE_MS, or what the control plane said with its last sync (two thirds of its heartbeat timeout). */
+  let leaseMs = LEASE_MS;
   let fenceTimer: NodeJS.Timeout | null = null;
   /** Runtimes being configured by the control plane (through this channel) before the host hands them out. */
   const configuring = new Map<string, RuntimeHandle>();
@@ -597,6 +600,8 @@ export function createRunnerAgent(o: RunnerOptions) {
             if (l) l.fence = fence;
           }
           lastSync = Date.now();
+          // Bounded: a lease is never shorter than a second (a sync that says nonsense must not stop every runtime).
+          if (typeof body.leaseMs === 'number' && Number.isFinite(body.leaseMs)) leaseMs = Math.min(Math.max(body.leaseMs, 1000), 3_600_000);
           const s = runtimes.status();
           lastStatus = s;
           const users = runtimes.live().map((l) => ({ userId: l.userId, state: l.state, running: l.running, idleMs: l.idleMs }));
@@ -702,11 +707,11 @@ export function createRunnerAgent(o: RunnerOptions) {
     async start(): Promise<void> {
       mkdirSync(o.dataDir, { recursive: true, mode: 0o700 });
       await runtimes.start();
-      // Self-fence: a runner cut off from the control plane for longer than LEASE_MS stops its runtimes,
+      // Self-fence: a runner cut off from the control plane for longer than its lease stops its runtimes,
       // before the control plane declares it lost (RUNNER_HEARTBEAT_TIMEOUT_MS) and places its users
       // elsewhere: with shared storage, two runtimes must never write one user's files at once.
       fenceTimer = setInterval(() => {
-        if (Date.now() - lastSync < LEASE_MS || !runtimes.live().length) return;
+        if (Date.now() - lastSync < leaseMs || !runtimes.live().length) return;
         log.error({ silentMs: Date.now() - lastSync }, 'no word from the control plane: stopping every runtime here (their users may be placed elsewhere)');
         leases.clear();
         for (const l of runtimes.live()) void runtimes.stopUser(l.userId);

@@ -74,8 +74,10 @@ async function startRunnerFor(t: TestApp): Promise<NonNullable<RuntimeApp['runne
  * One turn as `token` in a new session (or `sessionId`): the scripted model takes `steps`, every permission
  * the turn asks is answered `once`; resolves when the turn ended, with its session's transcript, tool parts,
  * their outputs and errors joined, and the model requests it made (title requests left out).
+ * `toolsEnded`: instead of a fixed 300 ms after the end, the transcript is read until each of its tool
+ * parts has ended (completed or error; 10 s at most), for a suite of many short turns.
  */
-export async function agentTurn(r: RuntimeApp, token: string, steps: FakeStep[], o: { text?: string; sessionId?: string; title?: string; model?: string } = {}) {
+export async function agentTurn(r: RuntimeApp, token: string, steps: FakeStep[], o: { text?: string; sessionId?: string; title?: string; model?: string; toolsEnded?: boolean } = {}) {
   const sessionId = o.sessionId ?? ((await api(r.t, 'POST', '/v1/sessions', { token, body: { title: o.title ?? 'turn' } })).json.sessionId as string);
   const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
   r.llm.script(steps);
@@ -92,9 +94,15 @@ export async function agentTurn(r: RuntimeApp, token: string, steps: FakeStep[],
     if (Date.now() > deadline) throw new Error(`turn did not end: ${sse.events.map((e) => e.data.type).join(', ')}`);
     await new Promise((res) => setTimeout(res, 50));
   }
-  await new Promise((res) => setTimeout(res, 300));
+  if (!o.toolsEnded) await new Promise((res) => setTimeout(res, 300));
   await sse.close();
-  const messages = (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Array<{ info: any; parts: Array<Record<string, any>> }>;
+  const transcript = async () => (await api(r.t, 'GET', `/v1/sessions/${sessionId}/messages`, { token })).json.messages as Array<{ info: any; parts: Array<Record<string, any>> }>;
+  let messages = await transcript();
+  const ended = (m: typeof messages) => m.flatMap((x) => x.parts).every((p) => p.type !== 'tool' || p.state?.status === 'completed' || p.state?.status === 'error');
+  for (const until = Date.now() + 10_000; o.toolsEnded && !ended(messages) && Date.now() < until; ) {
+    await new Promise((res) => setTimeout(res, 100));
+    messages = await transcript();
+  }
   const tools = messages.flatMap((m) => m.parts).filter((p) => p.type === 'tool');
   const output = tools.map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}`).join('\n');
   const requests = r.llm.requests.slice(before).filter((q) => !q.title);

@@ -259,7 +259,7 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
       expect(await svc().markLost()).toEqual([]);
       await age(r1.id, 31_000);
       const lost = await svc().markLost();
-      expect(lost).toEqual([{ id: r1.id, name: 'r1', users: [users[0]] }]);
+      expect(lost).toEqual([{ id: r1.id, name: 'r1', lostAt: expect.any(Date), users: [users[0]] }]);
       expect(await svc().markLost()).toEqual([]);
       expect(await audits('runner.lost', `runner:${r1.id}`)).toEqual([expect.objectContaining({ actor: 'system:runners', details: expect.objectContaining({ name: 'r1', users: 1 }) })]);
       const list = await svc().list(ctx);

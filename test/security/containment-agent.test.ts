@@ -34,7 +34,7 @@ for (const where of ['this host', 'a runner host'] as const) describe(`containme
 
   /** One turn as `token`: the model makes `steps`, every permission it asks is approved by the same user. */
   async function turn(token: string, steps: FakeStep[]) {
-    const { tools } = await agentTurn(r, token, steps, { title: 'probe' });
+    const { tools } = await agentTurn(r, token, steps, { title: 'probe', toolsEnded: true });
     // Tool metadata too: some probes report what they saw there (bash's exit code and output).
     const output = tools.map((p) => `${p.state?.output ?? ''}${p.state?.error ?? ''}${JSON.stringify(p.state?.metadata ?? {})}`).join('\n');
     return { tools, output };
@@ -66,10 +66,25 @@ for (const where of ['this host', 'a runner host'] as const) describe(`containme
       otherTenantMarker: betaMarker,
       ...(r.runner ? { runnerToken: r.runner.token } : {}),
     };
-    // The other user of the same tenant, and a member of the other tenant, leave a file in their workspaces.
-    for (const [token, marker] of [[acme.tokens.owner, ownerMarker], [beta.tokens.member, betaMarker]]) {
-      const w = await turn(token, call('write', { filePath: `${marker.split('-')[0]}-secret.txt`, content: `${marker}\n` }));
-      expect(w.tools.map((p) => p.state?.status)).toEqual(['completed']);
+    // The other user of the same tenant, and a member of the other tenant, leave a file in their workspaces
+    // (their runtimes stay up beside the hostile member's, whose first turn here starts it). The three
+    // runtimes start side by side: the model answers each by its prompt, not from the one scripted queue.
+    r.llm.respond((req) => {
+      const m = /^setup (\S+)$/.exec(req.lastUser.trim());
+      if (!m) return undefined;
+      if ((req.body.messages as Array<{ role: string }>).some((x) => x.role === 'tool')) return { text: 'done' };
+      if (m[1] === 'warm') return { toolCall: { name: 'bash', arguments: { command: 'echo warm', description: 'warm' } } };
+      return { toolCall: { name: 'write', arguments: { filePath: `${m[1].split('-')[0]}-secret.txt`, content: `${m[1]}\n` } } };
+    });
+    try {
+      const setup = await Promise.all([
+        agentTurn(r, acme.tokens.owner, [], { text: `setup ${ownerMarker}`, title: 'probe' }),
+        agentTurn(r, beta.tokens.member, [], { text: `setup ${betaMarker}`, title: 'probe' }),
+        agentTurn(r, acme.tokens.member, [], { text: 'setup warm', title: 'probe' }),
+      ]);
+      for (const w of setup) expect(w.tools.map((p) => p.state?.status)).toEqual(['completed']);
+    } finally {
+      r.llm.respond(null);
     }
   }, 300_000);
   afterAll(async () => {
@@ -145,10 +160,15 @@ for (const where of ['this host', 'a runner host'] as const) describe(`containme
     expect(output).toMatch(/py 42/);
   });
   it('works: glob and grep tools find a file in the workspace', async () => {
-    await turn(acme.tokens.member, call('write', { filePath: 'docs/needle.md', content: 'a needle in the haystack\n' }));
-    const g = await turn(acme.tokens.member, call('glob', { pattern: '**/needle.md' }));
-    expect(g.output).toMatch(/needle\.md/);
-    const s = await turn(acme.tokens.member, call('grep', { pattern: 'needle in the' }));
-    expect(s.output).toMatch(/needle\.md/);
+    // One turn: the file written, then found by each tool.
+    const { tools } = await turn(acme.tokens.member, [
+      { toolCall: { name: 'write', arguments: { filePath: 'docs/needle.md', content: 'a needle in the haystack\n' } } },
+      { toolCall: { name: 'glob', arguments: { pattern: '**/needle.md' } } },
+      { toolCall: { name: 'grep', arguments: { pattern: 'needle in the' } } },
+      { text: 'done' },
+    ]);
+    expect(tools.map((p) => p.state?.status)).toEqual(['completed', 'completed', 'completed']);
+    expect(tools[1].state.output).toMatch(/needle\.md/);
+    expect(tools[2].state.output).toMatch(/needle\.md/);
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MEMORY_MCP_SERVER } from '../../src/core/memories/memory-mcp.js';
@@ -56,7 +56,7 @@ describe('containment: the agent cannot configure its own runtime', { timeout: 1
     ]),
     // Its own runtime's API, with the password from its environment: merge the keys into the global config.
     `pw=$(for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null; done | grep -a '^OPENCODE_SERVER_PASSWORD=' | head -1 | cut -d= -f2-)`,
-    `nohup sh -c "sleep 2; curl -s -m 20 --noproxy '*' -u opencode:$pw -X PATCH -H 'content-type: application/json' --data-binary @/workspace/planted.json http://127.0.0.1:4096/global/config > /workspace/planted-patch.txt 2>&1" > /dev/null 2>&1 &`,
+    `nohup sh -c "sleep 2; curl -s -m 20 --noproxy '*' -u opencode:$pw -X PATCH -H 'content-type: application/json' --data-binary @/workspace/planted.json http://127.0.0.1:4096/global/config > /workspace/planted-patch.txt 2>&1; echo patch-ended >> /workspace/planted-patch.txt" > /dev/null 2>&1 &`,
     'echo planting done',
   ].join('\n');
 
@@ -117,8 +117,9 @@ describe('containment: the agent cannot configure its own runtime', { timeout: 1
     ]);
     expect(tools.map((p) => p.state?.status), output).toEqual(['completed', 'completed', 'completed']);
     expect(output).toMatch(/planting done/);
-    // Let the planted PATCH land (or fail) before anything reloads the runtime.
-    await new Promise((res) => setTimeout(res, 4000));
+    // Let the planted PATCH land (or fail) before anything reloads the runtime: its script says when curl ended.
+    const patched = join(workspace(), 'planted-patch.txt');
+    await expect.poll(() => (existsSync(patched) ? readFileSync(patched, 'utf8') : ''), { timeout: 30_000, interval: 200 }).toContain('patch-ended');
   });
 
   it('after an apply (the runtime reloads its configuration), none of it is in effect', async () => {

@@ -34,17 +34,24 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
     return { toolCall: { name: 'bash', arguments: { command: m[3], description: m[1], ...(m[2] ? { timeout: Number(m[2]) } : {}) } } };
   };
 
-  /** A turn of `token`: resolves once it ended (idle, or an error), with its stream's events and its tools' outputs. */
-  async function turn(token: string, text: string, sessionId?: string) {
-    const id = sessionId ?? ((await api(r.t, 'POST', '/v1/sessions', { token, body: { title: text.slice(0, 30) } })).json.sessionId as string);
+  /**
+   * A turn of `token`: resolves once it ended (idle, or an error), with its stream's events and its tools'
+   * outputs. `onToolRunning` is called once its tool runs (or the turn ended without one). A limit's notice
+   * that comes after the end is not waited for here: limitsOf reads it back with Last-Event-ID.
+   */
+  async function turn(token: string, text: string, o: { onToolRunning?: () => void } = {}) {
+    const id = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: text.slice(0, 30) } })).json.sessionId as string;
     const sse = await openSse(`${r.t.url}/v1/sessions/${id}/events`, { authorization: `Bearer ${token}` });
     const t0 = performance.now();
     const sent = await api(r.t, 'POST', `/v1/sessions/${id}/prompt`, { token, body: { text, agent: 'build' } });
     expect(sent.status, sent.text).toBe(202);
-    await sse.until((e) => e.data.type === 'session.idle' || e.data.type === 'session.error', 150_000);
+    const ended = (e: { data: any }) => e.data.type === 'session.idle' || e.data.type === 'session.error';
+    if (o.onToolRunning) {
+      const cb = o.onToolRunning;
+      void sse.until((e) => ended(e) || (e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool' && e.data.properties.part?.state?.status === 'running'), 150_000).then(cb, cb);
+    }
+    await sse.until(ended, 150_000);
     const ms = performance.now() - t0;
-    // What arrives just after the end (a limit's notice read a moment later).
-    await sse.quiet(1500, 8000);
     await sse.close();
     const messages = ((await api(r.t, 'GET', `/v1/sessions/${id}/messages`, { token })).json.messages ?? []) as Array<{ parts: Array<Record<string, any>> }>;
     const output = messages
@@ -81,9 +88,11 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
 
   /** Starts the hostile turn, waits until its tool runs, then runs the victim's turn beside it. */
   async function beside(hostile: string, victim: number) {
-    const h = turn(acme.tokens.member, hostile);
-    // The hostile command is under way before the other person's turn starts.
-    await new Promise((x) => setTimeout(x, 1500));
+    // The hostile command is under way (its tool runs) before the other person's turn starts.
+    let running!: () => void;
+    const underWay = new Promise<void>((x) => (running = x));
+    const h = turn(acme.tokens.member, hostile, { onToolRunning: running });
+    await underWay;
     const { result, statuses } = await readyAllAlong(Promise.all([h, turn(beta.tokens.member, victimWork(victim))]));
     const [hostileTurn, victimTurn] = result;
     expect(statuses.length).toBeGreaterThan(0);
@@ -126,9 +135,8 @@ describe.runIf(root)('limits: a hostile agent beside another person\'s turn, on 
     beta = await seedPeople(r.t, 'beta');
     await applyScriptedProvider(r.t, acme.tokens.owner, r.llm);
     await applyScriptedProvider(r.t, beta.tokens.owner, r.llm);
-    // Both runtimes up before the cases (a cold start is not what they measure).
-    await turn(acme.tokens.member, 'run warm-a: echo warm');
-    await turn(beta.tokens.member, 'run warm-b: echo warm');
+    // Both runtimes up before the cases (a cold start is not what they measure); started side by side.
+    await Promise.all([turn(acme.tokens.member, 'run warm-a: echo warm'), turn(beta.tokens.member, 'run warm-b: echo warm')]);
   }, 180_000);
   afterAll(async () => {
     r?.llm.respond(null);

@@ -42,13 +42,21 @@ describe.runIf(can.ok && root)('limits: a hostile agent on a runner host (networ
     return { toolCall: { name: 'bash', arguments: { command: m[2], description: m[1] } } };
   };
 
-  async function turn(token: string, text: string) {
+  /**
+   * A turn of `token`, once it ended. `onToolRunning` is called once its tool runs (or the turn ended
+   * without one). A limit's notice that comes after the end is not waited for here: limitsOf reads it back.
+   */
+  async function turn(token: string, text: string, o: { onToolRunning?: () => void } = {}) {
     const id = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: text.slice(0, 30) } })).json.sessionId as string;
     const sse = await openSse(`${r.t.url}/v1/sessions/${id}/events`, { authorization: `Bearer ${token}` });
     const sent = await api(r.t, 'POST', `/v1/sessions/${id}/prompt`, { token, body: { text, agent: 'build' } });
     expect(sent.status, sent.text).toBe(202);
-    await sse.until((e) => e.data.type === 'session.idle' || e.data.type === 'session.error', 150_000);
-    await sse.quiet(1500, 8000);
+    const ended = (e: { data: any }) => e.data.type === 'session.idle' || e.data.type === 'session.error';
+    if (o.onToolRunning) {
+      const cb = o.onToolRunning;
+      void sse.until((e) => ended(e) || (e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool' && e.data.properties.part?.state?.status === 'running'), 150_000).then(cb, cb);
+    }
+    await sse.until(ended, 150_000);
     await sse.close();
     const messages = ((await api(r.t, 'GET', `/v1/sessions/${id}/messages`, { token })).json.messages ?? []) as Array<{ parts: Array<Record<string, any>> }>;
     const output = messages
@@ -128,7 +136,8 @@ describe.runIf(can.ok && root)('limits: a hostile agent on a runner host (networ
     } catch {
       // gone
     }
-    await new Promise((res) => setTimeout(res, 1000));
+    // A second for it to stop its runtimes, less once it has exited.
+    if (runner && runner.exitCode === null && runner.signalCode === null) await Promise.race([new Promise((res) => runner.once('exit', res)), new Promise((res) => setTimeout(res, 1000))]);
     try {
       if (runner?.pid) process.kill(-runner.pid, 'SIGKILL');
     } catch {
@@ -145,8 +154,11 @@ describe.runIf(can.ok && root)('limits: a hostile agent on a runner host (networ
     const { rows } = await r.t.opened.db.query<{ socket_path: string }>(`select socket_path from agent_runtimes where tenant_id = $1`, [acme.tenantId]);
     expect(rows.length).toBe(2);
     expect(rows.every((x) => x.socket_path.startsWith('runner:')), logs.slice(-2000)).toBe(true);
-    const hostile = turn(acme.tokens.member, `run alloc: python3 -c 'l = []\nfor _ in range(32): l.append(b"x" * (256 << 20))\nprint("allocated", len(l))'; echo "exit=$?"`);
-    await new Promise((res) => setTimeout(res, 1500));
+    // The allocation is under way (its tool runs) before the other person's turn starts.
+    let running!: () => void;
+    const underWay = new Promise<void>((res) => (running = res));
+    const hostile = turn(acme.tokens.member, `run alloc: python3 -c 'l = []\nfor _ in range(32): l.append(b"x" * (256 << 20))\nprint("allocated", len(l))'; echo "exit=$?"`, { onToolRunning: running });
+    await underWay;
     const statuses: number[] = [];
     let done = false;
     const poll = (async () => {

@@ -143,6 +143,12 @@ describe('loadConfig', () => {
     expect(problems.map((p) => p.variable)).toEqual(['AGENTWS_MEMORY_WRITES_PER_MINUTE', 'AGENTWS_MEMORY_QUOTA']);
   });
 
+  it('the runner heartbeat timeout: 30 s unless set; at least 6 s (the control plane syncs every sixth of it)', () => {
+    expect(loadConfig({ env: { ...SECRETS } }).runtime.runnerHeartbeatTimeoutMs).toBe(30_000);
+    expect(loadConfig({ env: { ...SECRETS, AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS: '12000' } }).runtime.runnerHeartbeatTimeoutMs).toBe(12_000);
+    expect(problemsOf(() => loadConfig({ env: { ...SECRETS, AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS: '1000' } })).map((p) => p.variable)).toEqual(['AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS']);
+  });
+
   it('runtime limits and the workspace quota: sizes as people write them, auto and off, bounded; the quota never over its ceiling', () => {
     const GiB = 1024 ** 3;
     expect(loadConfig({ env: { ...SECRETS } }).runtime).toMatchObject({ memoryMax: 'auto', pidsMax: 1024, tmpBytes: GiB, workspaceQuotaBytes: 10 * GiB, workspaceQuotaMaxBytes: 100 * GiB });

@@ -16,6 +16,7 @@ import { createListeners } from '../../lib/listeners.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { sendJson } from '../../lib/send-json.js';
 import { parseLimitNotice, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
+import { RUNNER_HEARTBEAT_TIMEOUT_MS } from './runner-fns.js';
 
 /**
  * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'
@@ -26,7 +27,6 @@ import { parseLimitNotice, type LimitNotice } from '../runtime/host/runtime-limi
  * lease fence, and is refused unless the runner holds that user's lease now: a runner declared lost that
  * comes back cannot act for a user placed elsewhere since.
  */
-const HEARTBEAT_MS = 5000;
 const AUTH_CACHE_MS = 5000;
 const NONE_RUNNING: ReadonlySet<string> = new Set();
 const PLACEMENT_CACHE_MS = 3000;
@@ -105,6 +105,12 @@ export interface RunnerFleetDeps {
   relayKey: string;
   /** This process (its id in runners.serve_id). */
   serveId: string;
+  /**
+   * How long without a heartbeat before a runner is lost (AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS, 30 s by
+   * default). Its runners are synced every sixth of it (5 s), and told to stop their runtimes after two
+   * thirds of it without a sync (20 s): the same margins whatever the timeout.
+   */
+  heartbeatTimeoutMs?: number;
   /** The id of this serve's own local runner, when it hosts runtimes itself (null: it does not). */
   localRunnerId: () => string | null;
   /** Whether this control plane hosts runtimes itself; when not, every runtime is placed on a runner. */
@@ -141,6 +147,9 @@ export interface RunnerFleetDeps {
 
 export function createRunnerFleet(deps: RunnerFleetDeps) {
   const { registry, log } = deps;
+  const heartbeatTimeoutMs = deps.heartbeatTimeoutMs ?? RUNNER_HEARTBEAT_TIMEOUT_MS;
+  const heartbeatMs = Math.round(heartbeatTimeoutMs / 6);
+  const leaseMs = Math.round((heartbeatTimeoutMs * 2) / 3);
   let relayUrl: string | null = null;
   const auth = createPromiseCache<{ id: string } | null>({ ttlMs: AUTH_CACHE_MS });
   const placements = createPromiseCache<Placement & PlacedFiles & { kind: 'local' | 'remote' }>({ ttlMs: PLACEMENT_CACHE_MS, max: 50_000 });
@@ -275,7 +284,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
    */
   async function sync(runnerId: string, name = runnerId): Promise<void> {
     const placed = await registry.placementsOf(runnerId);
-    const s = await links.call<SyncAnswer>(runnerId, 'POST', '/sync', { placements: placed }, 10_000);
+    const s = await links.call<SyncAnswer>(runnerId, 'POST', '/sync', { placements: placed, leaseMs }, 10_000);
     const { state, sharedStorage } = await registry.heartbeat(runnerId, { resident: Number(s?.resident), busy: Number(s?.busy), capacity: Number(s?.capacity) });
     await deps.limitsReport?.({ id: runnerId, name }, new Set(placed.map((p) => p.userId)), s).catch((err) => log.warn({ runner: name, err: (err as Error).message }, 'could not record a runner\'s limits'));
     if (Array.isArray(s?.copies) && s.copies.length) await setAsideStale(runnerId, s.copies);
@@ -522,7 +531,7 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
           if (links.local(runner.id)) log.warn({ runner: runner.name, err: (err as Error).message }, 'runner heartbeat failed');
         });
       void beat();
-      const timer = setInterval(beat, HEARTBEAT_MS);
+      const timer = setInterval(beat, heartbeatMs);
       timer.unref();
       clearInterval(heartbeats.get(runner.id));
       heartbeats.set(runner.id, timer);

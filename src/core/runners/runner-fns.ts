@@ -54,11 +54,11 @@ export function runnerHealthy(r: Pick<RunnerLoad, 'state' | 'heartbeatAt'>, now:
  * keep a new user waiting for hours of idle timeout); the fewest busy by share first. Null when every
  * runtime of every runner has a turn running.
  */
-export function chooseRunner<R extends RunnerLoad>(runners: R[], now: Date, o: { exclude?: string[]; placed?: Map<string, number>; needShared?: boolean } = {}): R | null {
+export function chooseRunner<R extends RunnerLoad>(runners: R[], now: Date, o: { exclude?: string[]; placed?: Map<string, number>; needShared?: boolean; timeoutMs?: number } = {}): R | null {
   const recent = (r: R) => o.placed?.get(r.id) ?? 0;
   const load = (r: R) => r.resident + recent(r);
   const busy = (r: R) => Math.min(r.resident, r.busy ?? r.resident) + recent(r);
-  const usable = runners.filter((r) => r.state === 'active' && runnerHealthy(r, now) && !o.exclude?.includes(r.id) && r.capacity > 0 && (!o.needShared || r.sharedStorage === true));
+  const usable = runners.filter((r) => r.state === 'active' && runnerHealthy(r, now, o.timeoutMs) && !o.exclude?.includes(r.id) && r.capacity > 0 && (!o.needShared || r.sharedStorage === true));
   const byName = (a: R, b: R) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
   const roomy = usable.filter((r) => load(r) < r.capacity).sort((a, b) => load(a) / a.capacity - load(b) / b.capacity || load(a) - load(b) || byName(a, b));
   if (roomy.length) return roomy[0];

@@ -59,6 +59,8 @@ export interface RunnersDeps {
   log: Logger;
   /** The operator user and tenant (AGENTWS_OPERATOR_EMAIL): whose owners may manage runners over the API. */
   operator?: () => Promise<{ tenantId: string; userId: string } | null>;
+  /** How long without a heartbeat before a remote runner is lost (AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS). */
+  heartbeatTimeoutMs?: number;
 }
 
 /**
@@ -70,6 +72,7 @@ export interface RunnersDeps {
  */
 export function createRunnersService(deps: RunnersDeps) {
   const { db, repo, audit, clock } = deps;
+  const timeoutMs = deps.heartbeatTimeoutMs ?? RUNNER_HEARTBEAT_TIMEOUT_MS;
 
   /** Runner administration: the CLI, or an owner of the operator's tenant; anyone else 403. */
   async function requireOperator(ctx: Ctx, what: string): Promise<void> {
@@ -128,7 +131,7 @@ export function createRunnersService(deps: RunnersDeps) {
     }
   }
 
-  const healthOf = (r: RunnerRow, now: Date): boolean => (r.kind === 'local' ? r.state === 'active' || r.state === 'draining' : runnerHealthy(r, now));
+  const healthOf = (r: RunnerRow, now: Date): boolean => (r.kind === 'local' ? r.state === 'active' || r.state === 'draining' : runnerHealthy(r, now, timeoutMs));
 
   const publicRunner = (r: RunnerRow, now: Date) => ({
     id: r.id,
@@ -167,7 +170,7 @@ export function createRunnersService(deps: RunnersDeps) {
       // A serve's local runner has no heartbeat: while active it is as healthy as the serve that asks.
       runners.map((r) => (r.kind === 'local' ? { ...r, heartbeatAt: r.state === 'active' ? now : r.heartbeatAt } : r)),
       now,
-      { exclude: o.exclude, placed: new Map(runners.map((r) => [r.id, r.recent])), needShared: o.needShared },
+      { exclude: o.exclude, placed: new Map(runners.map((r) => [r.id, r.recent])), needShared: o.needShared, timeoutMs },
     );
   }
 
@@ -183,7 +186,7 @@ export function createRunnersService(deps: RunnersDeps) {
       const now = await repo.now(tx);
       const current = await repo.lockPlacement(tx, owner.userId);
       const held = current ? await repo.runnerById(tx, current.runnerId) : null;
-      const verdict = placementVerdict(current, held, owner.tenantId, now);
+      const verdict = placementVerdict(current, held, owner.tenantId, now, timeoutMs);
       if (verdict.keep && current && held) return { ...current, runnerName: held.name, kind: held.kind, moved: false };
       // A new runner is chosen: one choice at a time, on figures read under the lock.
       await repo.lockChoice(tx);
@@ -394,7 +397,7 @@ export function createRunnersService(deps: RunnersDeps) {
      * on them (each runner returned to exactly one caller: the update decides). Audited runner.lost.
      */
     async markLost(now?: Date): Promise<Array<{ id: string; name: string; lostAt: Date; users: RuntimeOwner[] }>> {
-      const lost = await repo.markLost(db, RUNNER_HEARTBEAT_TIMEOUT_MS, now ?? null);
+      const lost = await repo.markLost(db, timeoutMs, now ?? null);
       const out: Array<{ id: string; name: string; lostAt: Date; users: RuntimeOwner[] }> = [];
       for (const r of lost) {
         const users = (await repo.placementsOf(db, r.id)).map((p) => ({ tenantId: p.tenantId, userId: p.userId }));
@@ -451,7 +454,7 @@ export function createRunnersService(deps: RunnersDeps) {
     async remove(ctx: Ctx, name: string): Promise<{ name: string; removed: true; users: number }> {
       await requireOperator(ctx, 'removing runners');
       const r = await runnerNamed(name);
-      const gone = r.state === 'lost' || r.state === 'offline' || (r.kind === 'remote' && runnerHealth(r, await repo.now(db)) === 'stale');
+      const gone = r.state === 'lost' || r.state === 'offline' || (r.kind === 'remote' && runnerHealth(r, await repo.now(db), timeoutMs) === 'stale');
       if (!gone) throw new ConflictError(`runner "${name}" is ${r.state} and connected`, { hint: 'Drain it (`npx aws runner drain`), stop it, then remove it.' });
       await db.transaction(async (tx) => {
         await repo.dropPlacementsOf(tx, r.id);
