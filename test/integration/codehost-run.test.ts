@@ -228,6 +228,37 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     expect(git(['--git-dir', bare(h.repo), 'ls-tree', '--name-only', `${head}^`]).split('\n')).not.toContain('two.txt');
   });
 
+  it('a comment on someone\'s pull request conversation (no head in the delivery): worked on from its head, the pull request against it; a fork\'s is refused', async () => {
+    const h = hosts.github;
+    // Someone's pull request from a branch of this repository.
+    const seed = join(root, 'feature-seed');
+    git(['clone', '-q', bare(h.repo), seed]);
+    git(['checkout', '-q', '-b', 'feature/login'], seed);
+    git(['commit', '-q', '--allow-empty', '-m', 'login form'], seed);
+    git(['push', '-q', 'origin', 'feature/login'], seed);
+    const theirs = h.fake.addPull(h.repo, { head: 'feature/login', base: 'main', title: 'Login form', author: 'octo' });
+    const asked = h.fake.addComment(h.repo, theirs, '@agent add a note', { author: 'octo' });
+    const dir = cloneDirFor(h.name, h.repo, theirs);
+    r.llm.script(edit(dir, 'login-note.txt', 'noted'));
+    // As GitHub's issue_comment on a pull request: the target is the pull request, its head not given.
+    await queueRun('github', trigger('github', { type: 'pull_request', number: theirs, title: 'Login form', body: '', commentId: asked, commentBody: 'add a note' }));
+    await waitComment('github', theirs, /^Opened pull request/);
+    const ours = h.fake.pulls.find((p) => p.head === `agent/mia/pr-${theirs}`);
+    expect(ours).toMatchObject({ base: 'feature/login', author: 'svc-bot' });
+    const head = git(['--git-dir', bare(h.repo), 'rev-parse', `refs/heads/agent/mia/pr-${theirs}`]);
+    expect(git(['--git-dir', bare(h.repo), 'log', '-1', '--format=%s', `${head}^`])).toBe('login form');
+
+    // A pull request from a fork: told why, nothing runs.
+    const turnsBefore = (await db().query(`select count(*)::int as n from agent_turns where tenant_id = $1`, [acme.tenantId])).rows[0].n;
+    const forked = h.fake.addPull(h.repo, { head: 'patch-1', base: 'main', title: 'From a fork', author: 'mallory', fork: true });
+    const c = h.fake.addComment(h.repo, forked, '@agent merge this', { author: 'octo' });
+    await queueRun('github', trigger('github', { type: 'pull_request', number: forked, title: 'From a fork', body: '', commentId: c, commentBody: 'merge this' }));
+    await waitComment('github', forked, /from a fork/);
+    expect((await db().query(`select count(*)::int as n from audit_log where tenant_id = $1 and action = 'codehost.refused' and details->>'reason' = 'fork'`, [acme.tenantId])).rows[0].n).toBe(1);
+    expect((await db().query(`select count(*)::int as n from agent_turns where tenant_id = $1`, [acme.tenantId])).rows[0].n).toBe(turnsBefore);
+    expect(h.fake.pulls.filter((p) => p.base === 'patch-1')).toEqual([]);
+  });
+
   it('a turn without changes is answered, no pull request; a failed turn says why; a person over their cost limit is answered and no turn runs', async () => {
     const h = hosts.github;
     const pullsBefore = h.fake.pulls.length;
@@ -274,7 +305,7 @@ describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'
     expect(commentsOn('github', limited)).toEqual([refused]);
     expect((await db().query(`select count(*)::int as n from agent_turns where tenant_id = $1`, [acme.tenantId])).rows[0].n).toBe(turnsBefore);
     expect((await db().query(`select session_id from code_host_runs where tenant_id = $1 and target_number = $2 and host_id = $3`, [acme.tenantId, limited, h.id])).rows).toEqual([{ session_id: null }]);
-    const audit = (await db().query(`select details from audit_log where tenant_id = $1 and action = 'codehost.refused'`, [acme.tenantId])).rows;
+    const audit = (await db().query(`select details from audit_log where tenant_id = $1 and action = 'codehost.refused' and details->>'reason' <> 'fork'`, [acme.tenantId])).rows;
     expect(audit).toEqual([{ details: expect.objectContaining({ reason: 'cost_limit' }) }]);
 
     // The intake's refusals (codehost-reply): posted once per key, however often the job runs.

@@ -10,12 +10,14 @@ import {
   commentRequest,
   findPullRequestRequest,
   getIssueRequest,
+  getPullRequestRequest,
   hostMessage,
   openPullRequestRequest,
   parseBranchHead,
   parseComment,
   parseIssue,
   parsePullRequest,
+  parsePullRequestHead,
   parsePullRequestList,
   reactRequest,
   tokenOfAuthorization,
@@ -104,6 +106,16 @@ describe('code host REST shapes (issue 40)', () => {
     expect(parsePullRequestList('github', [], gh, 'x')).toBeNull();
     expect(parsePullRequestList('gitlab', [{ iid: 3, web_url: 'w', source_branch: 'x', source_project_id: 42 }], gl, 'x')).toEqual({ number: 3, url: 'w' });
     expect(parsePullRequestList('gitlab', [{ iid: 3, web_url: 'w', source_branch: 'x', source_project_id: 43 }], gl, 'x')).toBeNull();
+    // A pull request's head, and whether it is a fork's (another repository, or none left).
+    expect(getPullRequestRequest('github', gh, 7)).toEqual({ method: 'GET', path: '/repos/acme/web/pulls/7' });
+    expect(getPullRequestRequest('gitlab', gl, 7)).toEqual({ method: 'GET', path: '/projects/42/merge_requests/7' });
+    expect(getPullRequestRequest('gitea', gh, 7)).toEqual({ method: 'GET', path: '/repos/acme/web/pulls/7' });
+    expect(parsePullRequestHead('github', { head: { ref: 'feature/x', sha: SHA, repo: { full_name: 'Acme/Web' } } }, gh)).toEqual({ head: { ref: 'feature/x', sha: SHA }, fromFork: false });
+    expect(parsePullRequestHead('gitea', { head: { ref: 'x', sha: SHA, repo: { full_name: 'mallory/web' } } }, gh).fromFork).toBe(true);
+    expect(parsePullRequestHead('github', { head: { ref: 'x', sha: SHA, repo: null } }, gh).fromFork).toBe(true);
+    expect(parsePullRequestHead('gitlab', { source_branch: 'x', sha: SHA, source_project_id: 42, target_project_id: 42 }, gl)).toEqual({ head: { ref: 'x', sha: SHA }, fromFork: false });
+    expect(parsePullRequestHead('gitlab', { source_branch: 'x', sha: SHA, source_project_id: 77, target_project_id: 42 }, gl).fromFork).toBe(true);
+    expect(() => parsePullRequestHead('github', { head: { ref: 'x', sha: 'nope' } }, gh)).toThrow(/head/);
     expect(parseBranchHead('github', { commit: { sha: SHA } })).toBe(SHA);
     expect(parseBranchHead('gitlab', { commit: { id: SHA } })).toBe(SHA);
     expect(() => parseBranchHead('gitea', { commit: { id: 'not a sha' } })).toThrow();

@@ -120,6 +120,12 @@ export function findPullRequestRequest(kind: CodeHostKind, ref: RepoRef, head: s
   return { method: 'GET', path: `${repoPath(ref.repo)}/pulls?head=${seg(`${owner}:${head}`)}&state=open` };
 }
 
+/** One pull request (GitHub, Gitea `/pulls/:n`; GitLab the merge request by `iid`). */
+export function getPullRequestRequest(kind: CodeHostKind, ref: RepoRef, number: number): HostRequest {
+  if (kind === 'gitlab') return { method: 'GET', path: `${project(ref)}/merge_requests/${num(number)}` };
+  return { method: 'GET', path: `${repoPath(ref.repo)}/pulls/${num(number)}` };
+}
+
 export function branchRequest(kind: CodeHostKind, ref: RepoRef, branch: string): HostRequest {
   if (kind === 'gitlab') return { method: 'GET', path: `${project(ref)}/repository/branches/${branchPath(kind, branch)}` };
   return { method: 'GET', path: `${repoPath(ref.repo)}/branches/${branchPath(kind, branch)}` };
@@ -173,6 +179,27 @@ export function parsePullRequestList(kind: CodeHostKind, json: unknown, ref: Rep
     }
   }
   return null;
+}
+
+/**
+ * A pull request's head and whether it is a fork's: GitHub and Gitea `head.ref`, `head.sha` and
+ * `head.repo.full_name` (another repository, or none left: a fork); GitLab `source_branch`, `sha` and
+ * `source_project_id` against `target_project_id`.
+ */
+export function parsePullRequestHead(kind: CodeHostKind, json: unknown, ref: RepoRef): { head: { ref: string; sha: string }; fromFork: boolean } {
+  const j = obj(json);
+  const sha40 = (v: unknown) => (typeof v === 'string' && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(v) ? v : null);
+  if (kind === 'gitlab') {
+    const sha = sha40(j.sha);
+    if (typeof j.source_branch !== 'string' || !j.source_branch || !sha) throw bad('merge request source branch');
+    const fromFork = j.source_project_id === undefined || j.target_project_id === undefined || j.source_project_id !== j.target_project_id;
+    return { head: { ref: j.source_branch, sha }, fromFork };
+  }
+  const h = obj(j.head);
+  const sha = sha40(h.sha);
+  if (typeof h.ref !== 'string' || !h.ref || !sha) throw bad('pull request head');
+  const headRepo = str(obj(h.repo).full_name);
+  return { head: { ref: h.ref, sha }, fromFork: !headRepo || headRepo.toLowerCase() !== ref.repo.toLowerCase() };
 }
 
 /** A branch's head commit: GitHub `commit.sha`, GitLab and Gitea `commit.id`. */

@@ -5,6 +5,8 @@ import {
   branchRequest,
   commentRequest,
   findPullRequestRequest,
+  getPullRequestRequest,
+  parsePullRequestHead,
   getIssueRequest,
   hostMessage,
   openPullRequestRequest,
@@ -82,6 +84,9 @@ export function createCodeHostApi(kind: CodeHostKind, apiBase: string, token: st
     },
     async findPullRequest(ref, head) {
       return parsePullRequestList(kind, (await call(findPullRequestRequest(kind, ref, head))).json, ref, head);
+    },
+    async pullRequestHead(ref, number) {
+      return parsePullRequestHead(kind, (await call(getPullRequestRequest(kind, ref, number))).json, ref);
     },
     async branchHead(ref, branch) {
       const r = await call(branchRequest(kind, ref, branch), true);

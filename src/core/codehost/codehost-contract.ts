@@ -104,6 +104,11 @@ export interface CodeHostApi {
   /** The open pull request of a head branch, if any (a follow-up pushes to it instead of opening another). */
   findPullRequest(repo: RepoRef, head: string): Promise<{ number: number; url: string } | null>;
   branchHead(repo: RepoRef, branch: string): Promise<string | null>;
+  /**
+   * A pull request's head as the host answers it, and whether it comes from another repository (a fork).
+   * A comment on a pull request's conversation (GitHub's and Gitea's issue_comment) carries no head.
+   */
+  pullRequestHead(repo: RepoRef, number: number): Promise<{ head: { ref: string; sha: string }; fromFork: boolean }>;
 }
 export interface RepoRef {
   repo: string;

@@ -16,6 +16,7 @@ import { createCodeHostApi } from './codehost-api.js';
 import { AUDIT, CODE_HOST_RUN_JOB, type CodeHostApi, type CodeHostKind, type CodeHostReplyJob, type CodeHostRunJob, type RepoRef } from './codehost-contract.js';
 import { answerText, branchFor, cloneDirFor, composePrompt, filesInClone, sessionTitle, summaryComment, workingText, type AnswerKind, type ChangedFile } from './codehost-run-fns.js';
 import type { CodeHostRunRow, CodeHostRunsRepo } from './codehost-runs.repo.js';
+import { refusalText } from './codehost-webhook-fns.js';
 import { cloneInSandbox, finishInSandbox } from './sandbox-git.js';
 
 /** A turn of a code-host session ended (or failed): the commit, push, pull request and answer (B internal). */
@@ -129,7 +130,8 @@ export function createCodeHostRuns(deps: {
      * clone the repository in the person's sandbox, and hand the agent its prompt.
      */
     async runJob(jobCtx: Ctx, job: CodeHostRunJob, attempt?: JobInfo): Promise<void> {
-      const { tenantId, hostId, deliveryRowId, person, trigger } = job;
+      const { tenantId, hostId, deliveryRowId, person } = job;
+      let { trigger } = job;
       const jlog = jobCtx.log.child({ part: 'codehost', delivery: deliveryRowId });
       const host = await deps.hosts.findById(db, tenantId, hostId);
       const user = await deps.users.findById(db, tenantId, person.userId);
@@ -153,6 +155,22 @@ export function createCodeHostRuns(deps: {
       };
       try {
         const ctx = await userCtx(tenantId, user.id, jlog);
+
+        // A comment on a pull request's conversation carries no head (GitHub's and Gitea's issue_comment):
+        // read from the host, and a fork's pull request refused here, as the intake refuses those it can see.
+        if (trigger.target.type === 'pull_request' && !trigger.head) {
+          const pr = await api.pullRequestHead(ref, trigger.target.number);
+          if (pr.fromFork) {
+            if (await claim(`codehost:answer:${deliveryRowId}`)) {
+              await db.transaction((tx) =>
+                audit.record(tx, ctx, { action: AUDIT.refused, target: `codehost:${host.name}/${trigger.repo}#${trigger.target.number}`, details: { reason: 'fork', repo: trigger.repo, deliveryRowId } }),
+              );
+              await api.comment(ref, asked, refusalText('fork', { login: trigger.actor.login, mention: host.mention, label: host.triggerLabel }));
+            }
+            return;
+          }
+          trigger = { ...trigger, head: pr.head };
+        }
 
         // The run: the one asked on this target before, or the one whose pull request this is, or a new one.
         let run =
