@@ -254,6 +254,10 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     const before = await turn(serveA, who, 'answer before the crash');
     const token = users[who].token;
     const sse = await openSse(`${serveB.url}/v1/sessions/${before.sessionId}/events`, { authorization: `Bearer ${token}` });
+    // serveA follows it too: the next turn's stream opens there only once serveA has relayed the loss (an
+    // event published by another serve reaches this one over the bus a moment later: under load, after
+    // the next turn's stream had opened, where it passed for that turn's end).
+    const sseA = await openSse(`${serveA.url}/v1/sessions/${before.sessionId}/events`, { authorization: `Bearer ${token}` });
     expect((await call(serveB, 'POST', `/v1/sessions/${before.sessionId}/prompt`, token, { text: 'sleep 60', agent: 'build' })).status).toBe(202);
     const sleeping = (e: { data: any }) => e.data.type === 'message.part.updated' && e.data.properties.part?.type === 'tool' && e.data.properties.part?.state?.status === 'running';
     await sse.until(sleeping, 60_000);
@@ -266,6 +270,8 @@ describe.skipIf(!can.ok)('runner hosts on separate machines (network namespaces)
     const error = sse.events.slice(from).find((e) => e.data.type === 'session.error');
     expect(error?.data.properties.error ?? error?.data.properties, JSON.stringify(end.map((e) => e.data.type))).toMatchObject({ code: 'turn_lost' });
     await sse.close();
+    await sseA.until((e) => e.data.type === 'session.error' && e.data.properties.error?.code === 'turn_lost', 30_000);
+    await sseA.close();
     // The next turn: on r2 (shared storage), with the earlier transcript.
     const after = await turn(serveA, who, 'answer after the crash', before.sessionId);
     const lostFor = Date.now() - killedAt;
