@@ -71,7 +71,7 @@ describe(`sessions: access, templates and prompt forms (${DB_MODE})`, () => {
     expect(prompt.json).toEqual({ jobId: expect.any(String), sessionId: mine, turnId: expect.any(String), messageId: expect.any(String) });
     const list = await api(t, 'GET', '/v1/sessions', { token: tok.mia });
     expect(list.json.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual([mine, other]);
-    expect(list.json.sessions[0]).toEqual({ sessionId: mine, title: 'mine', updatedAt: expect.any(String), createdAt: expect.any(String), templateSlug: null, pinned: false, archived: false, pinnedAt: null, archivedAt: null });
+    expect(list.json.sessions[0]).toEqual({ sessionId: mine, title: 'mine', updatedAt: expect.any(String), createdAt: expect.any(String), templateSlug: null, pinned: false, archived: false, pinnedAt: null, archivedAt: null, origin: null });
     // The turn, its job and its audit entry were written together.
     const { rows } = await t.opened.db.query(`select t.status, j.state from agent_turns t join pgboss.job j on j.data->>'turnId' = t.id::text where t.session_id = $1`, [mine]);
     expect(rows).toEqual([{ status: 'queued', state: 'created' }]);

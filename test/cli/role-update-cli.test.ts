@@ -28,7 +28,7 @@ describe(`role update (${DB_MODE})`, () => {
 
     const widen = await runCommand(['role', 'update', 'member', '--permissions', '{"admin":{"manage_users":true}}'], { env });
     expect(widen.code).toBe(1);
-    expect(widen.stderr).toContain('only its cost limits, agents.terminal and models can change');
+    expect(widen.stderr).toContain('only its cost limits, agents.terminal, agents.code_host and models can change');
     const bad = await runCommand(['role', 'update', 'member', '--monthly-limit', 'lots'], { env });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('--monthly-limit must be a number');

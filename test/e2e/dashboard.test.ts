@@ -87,6 +87,8 @@ describe('the web dashboard in Chromium', () => {
     await signIn();
     await page.getByRole('heading', { name: 'Sessions' }).waitFor();
     expect(await page.locator('.who').innerText()).toContain('Alice Liddell');
+    // The list comes after the screen's heading (on a loaded machine, a moment after).
+    await page.getByText('No sessions yet.').waitFor();
     expect(await page.getByText('No sessions yet.').count()).toBe(1);
     // A member: no admin screens offered.
     expect(await page.getByRole('link', { name: 'Admin' }).count()).toBe(0);
