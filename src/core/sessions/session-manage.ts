@@ -44,9 +44,6 @@ import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
 
 /** The job that indexes sessions whose transcripts were never indexed (the backfill). */
 export const INDEX_SESSIONS_JOB = 'index-sessions';
-/** How often a turn's end reads the transcript while its answer still shows as being written, and how far apart. */
-const TURN_END_READS = 5;
-const TURN_END_READ_GAP_MS = 400;
 /** Sessions read per batch of the backfill (each asks its owner's runtime for the transcript). */
 const BACKFILL_BATCH = 20;
 
@@ -231,19 +228,8 @@ export function createSessionManage(deps: {
       // Read only from a runtime that runs: a turn that failed because its owner was deactivated, or whose
       // runtime went away, must not start one. What is not read now is read at the session's next turn's end
       // (or by the index-sessions job when the session was never indexed).
-      // The runtime says the turn ended as its answer completes; should its transcript still show the answer
-      // as being written, the answer would wait for the next turn's end to become searchable (a loaded CI
-      // run once found a just-ended answer unsearchable). Read again briefly before indexing what is there.
-      for (let read = 1; ; read++) {
-        const messages = await deps.runningTranscriptOf(s);
-        if (!messages) return;
-        const writing = messages.some((m) => m.info.role === 'assistant' && !m.info.time?.completed && !m.info.error);
-        if (!writing || read >= TURN_END_READS) {
-          await indexMessages(s, messages);
-          return;
-        }
-        await new Promise((r) => setTimeout(r, TURN_END_READ_GAP_MS));
-      }
+      const messages = await deps.runningTranscriptOf(s);
+      if (messages) await indexMessages(s, messages);
     },
 
     /** The index write of a turn's end, its transcript in hand (turnEnded after it read it; the benchmark). */
