@@ -91,6 +91,10 @@ describe('agent sessions: a full turn', () => {
 
   it('a cold prompt\'s stream says what the start is doing (starting, started, sent) before the answer', async () => {
     const { tokens, ids } = people;
+    // The turn before is indexed for search from the running runtime as it ends (a stopped one is never
+    // started for it): that read finishes before this stops the runtime (under load it once had not).
+    const indexed = async () => (await r.t.opened.db.query(`select count(*)::int as n from session_search_entries where owner_id = $1 and role = 'assistant'`, [ids.mia])).rows[0].n;
+    await expect.poll(indexed, { timeout: 20_000, interval: 100 }).toBeGreaterThan(0);
     await r.t.opened.core.pool.stopUser(ids.mia);
     const created = await api(r.t, 'POST', '/v1/sessions', { token: tokens.member, body: { title: 'cold' } });
     const sessionId = created.json.sessionId as string;
