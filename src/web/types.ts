@@ -1,7 +1,7 @@
 // Shapes of the API's answers the dashboard reads (SPEC.md; the OpenAPI document at /v1/openapi.json).
 
 export interface Permissions {
-  agents: { create: boolean; delete: boolean; configure: boolean; terminal?: boolean; use_templates: string[] | '*' };
+  agents: { create: boolean; delete: boolean; configure: boolean; terminal?: boolean; code_host?: boolean; use_templates: string[] | '*' };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
   /** The models the role may choose (issue 39); absent in documents older than it: every model. */

@@ -400,6 +400,20 @@ describe('setting a workspace up in the dashboard', () => {
       expect((await audited('role.update')).some((e) => e.target === `role:${reader.id}`)).toBe(true);
     });
 
+    it('system roles: issue hand-over from a git host (agents.code_host) taken from the member role and given back', async () => {
+      const page = await open('owner', 'roles');
+      const member = page.getByTestId('role-member');
+      const memberRole = async () => ((await api(t, 'GET', '/v1/admin/roles', { token: ownerToken })).json.roles as Array<{ name: string; permissions: any }>).find((r) => r.name === 'member')!;
+      await member.getByRole('button', { name: 'Take issue hand-over away' }).click();
+      await member.getByRole('button', { name: 'Give issue hand-over back' }).waitFor();
+      expect((await memberRole()).permissions.agents.code_host).toBe(false);
+      // Nothing else of the role moved: the terminal is still theirs.
+      expect((await memberRole()).permissions.agents.terminal).toBe(true);
+      await member.getByRole('button', { name: 'Give issue hand-over back' }).click();
+      await member.getByRole('button', { name: 'Take issue hand-over away' }).waitFor();
+      expect((await memberRole()).permissions.agents.code_host).toBe(true);
+    });
+
     it('cost limits: set per role, kept after a reload and applied to the role\'s members; a role beyond the editor\'s own is refused', async () => {
       const page = await open('owner', 'limits');
       const member = page.getByTestId('limits-member');

@@ -16,7 +16,7 @@ export interface RoleDoc {
 
 /** The yes/no permissions of a role document, by group, as the API names them. */
 const FLAGS = {
-  agents: ['create', 'delete', 'configure', 'terminal'],
+  agents: ['create', 'delete', 'configure', 'terminal', 'code_host'],
   memory: ['read_own', 'read_team', 'read_org', 'write', 'delete', 'share'],
   admin: ['manage_users', 'manage_roles', 'manage_templates', 'manage_providers', 'view_audit_log', 'manage_tenant'],
 } as const;
@@ -62,7 +62,8 @@ function documentOf(d: Draft) {
  * Custom roles (admin.manage_roles): create one, or edit its permission document. Only what the editor
  * holds can be granted (the API refuses the rest, and its refusal is shown): the permissions they do not
  * hold are disabled. System roles are listed for reference; their cost limits are on the Cost limits tab,
- * and the terminal (agents.terminal) is taken from or given back to them here.
+ * and the terminal (agents.terminal) and issues handed over from a git host (agents.code_host) are taken
+ * from or given back to them here.
  */
 export function RolesTab(props: { held: Permissions }) {
   const [roles, setRoles] = useState<RoleDoc[] | null>(null);
@@ -94,9 +95,9 @@ export function RolesTab(props: { held: Permissions }) {
       await load();
     }
   };
-  const toggleTerminal = async (r: RoleDoc) => {
+  const toggleAgents = async (r: RoleDoc, flag: 'terminal' | 'code_host') => {
     try {
-      await api('PATCH', `/admin/roles/${r.id}`, { permissions: { agents: { ...r.permissions.agents, terminal: !r.permissions.agents.terminal } } });
+      await api('PATCH', `/admin/roles/${r.id}`, { permissions: { agents: { ...r.permissions.agents, [flag]: !r.permissions.agents[flag] } } });
       await load();
     } catch (err) {
       setError(explain(err));
@@ -214,11 +215,20 @@ export function RolesTab(props: { held: Permissions }) {
                     </button>
                   )}{' '}
                   {r.isSystem ? (
-                    // A system role keeps its document, but the terminal can be taken from it (or given back).
-                    r.name === 'viewer' && !r.permissions.agents.terminal ? null : (
-                      <button type="button" class="link" onClick={() => void toggleTerminal(r)}>
-                        {r.permissions.agents.terminal ? 'Take the terminal away' : 'Give the terminal back'}
-                      </button>
+                    // A system role keeps its document, but the terminal and issue hand-over can be taken from it (or given back).
+                    r.name === 'viewer' && !r.permissions.agents.terminal && !r.permissions.agents.code_host ? null : (
+                      <>
+                        {r.name === 'viewer' && !r.permissions.agents.terminal ? null : (
+                          <button type="button" class="link" onClick={() => void toggleAgents(r, 'terminal')}>
+                            {r.permissions.agents.terminal ? 'Take the terminal away' : 'Give the terminal back'}
+                          </button>
+                        )}{' '}
+                        {r.name === 'viewer' && !r.permissions.agents.code_host ? null : (
+                          <button type="button" class="link" onClick={() => void toggleAgents(r, 'code_host')}>
+                            {r.permissions.agents.code_host ? 'Take issue hand-over away' : 'Give issue hand-over back'}
+                          </button>
+                        )}
+                      </>
                     )
                   ) : (
                     <button type="button" class="link" onClick={() => open(r)}>
