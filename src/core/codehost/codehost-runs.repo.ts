@@ -1,5 +1,4 @@
 import type { Queryable } from '../../db/database.js';
-import type { CodeHostKind } from './codehost-contract.js';
 
 /** One issue or pull request handed to an agent (migration 0039): its session, branch and pull request. */
 export interface CodeHostRunRow {
@@ -113,14 +112,6 @@ export function createCodeHostRunsRepo() {
     async costSince(q: Queryable, tenantId: string, sessionId: string, since: Date): Promise<number> {
       const { rows } = await q.query<{ cost: string | null }>(`select sum(cost_usd) as cost from usage_records where tenant_id = $1 and session_id = $2 and created_at >= $3`, [tenantId, sessionId, since]);
       return Number(rows[0]?.cost ?? 0);
-    },
-    /**
-     * The host's kind (git_hosts.kind, migration 0038: which REST dialect it speaks). Read here rather than
-     * through git-hosts.repo.ts so a run needs nothing of the intake's part; null: not set (no webhooks).
-     */
-    async hostKind(q: Queryable, tenantId: string, hostId: string): Promise<CodeHostKind | null> {
-      const k = (await q.query<{ kind: string | null }>(`select kind from git_hosts where tenant_id = $1 and id = $2`, [tenantId, hostId])).rows[0]?.kind;
-      return k === 'github' || k === 'gitlab' || k === 'gitea' ? k : null;
     },
     /** A turn's start and prompt (agent_turns: the sessions capability's; read only). */
     async turnStart(q: Queryable, tenantId: string, turnId: string): Promise<{ createdAt: Date; messageId: string; status: string; error: string | null } | null> {

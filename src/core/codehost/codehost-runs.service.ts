@@ -299,6 +299,8 @@ export function createCodeHostRuns(deps: {
       if (!run?.sessionId || !run.lastTurnId) return;
       const turnId = data.turnId ?? run.lastTurnId;
       if (turnId !== run.lastTurnId) return;
+      // The run is the next delivery's once this end is answered (or given up): runJob's claim.
+      const release = () => (run.lastDeliveryRowId ? repo.release(db, run.tenantId, run.id, run.lastDeliveryRowId).catch(() => {}) : Promise.resolve());
       const [host, user, turn, session] = await Promise.all([
         deps.hosts.findById(db, run.tenantId, run.hostId),
         deps.users.findById(db, run.tenantId, run.userId),
@@ -315,18 +317,16 @@ export function createCodeHostRuns(deps: {
         status = (await repo.turnStart(db, run.tenantId, turnId))?.status ?? status;
       }
       if (!data.turnId && ['queued', 'sending', 'sent'].includes(status)) return;
-      const kind = await repo.hostKind(db, run.tenantId, run.hostId);
-      if (!kind) return;
-      const conn = await apiFor(host, kind, user.id);
-      if (!conn) return;
+      const { kind } = host;
+      const conn = kind ? await apiFor(host, kind, user.id) : null;
+      // Nothing can be said on the host (its kind unset since, no credential): the run is free all the same.
+      if (!kind || !conn) return release();
       const { api } = conn;
       const ctx = await userCtx(run.tenantId, user.id, jobCtx.log);
       const ref = refOf(run);
       // Once the run has a pull request, the conversation is there (reviews, follow-ups): answered there.
       const where = run.prNumber !== null ? { type: 'pull_request' as const, number: run.prNumber } : targetOf(run);
       const url = sessionUrl(run.sessionId);
-      // The run is the next delivery's once this end is answered (or given up): runJob's claim.
-      const release = () => (run.lastDeliveryRowId ? repo.release(db, run.tenantId, run.id, run.lastDeliveryRowId).catch(() => {}) : Promise.resolve());
       let retried = false;
       const answer = async (k: AnswerKind, detail: string, costUsd?: number) => {
         await commentOnce(`codehost:end:${turnId}`, api, ref, where, answerText(k, { sessionUrl: url, detail, costUsd }));
@@ -414,9 +414,8 @@ export function createCodeHostRuns(deps: {
     /** A reply queued by the intake (a refusal) or a run: posted once (its key claimed in the ledger). */
     async replyJob(_ctx: Ctx, data: CodeHostReplyJob): Promise<void> {
       const host = await deps.hosts.findById(db, data.tenantId, data.hostId);
-      const kind = await repo.hostKind(db, data.tenantId, data.hostId);
-      if (!host || !kind) return;
-      const conn = await apiFor(host, kind, null);
+      if (!host?.kind) return;
+      const conn = await apiFor(host, host.kind, null);
       if (!conn) return;
       await commentOnce(`codehost:reply:${data.key}`, conn.api, { repo: data.repo, projectId: data.projectId }, data.target, data.text);
     },
