@@ -730,7 +730,17 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       const chunk = Buffer.alloc(64 * 1024, 'a');
       while (written < TOTAL && !res.destroyed) {
         written += chunk.length;
-        if (!res.write(chunk)) await new Promise((r) => res.once('drain', r).once('close', r));
+        if (!res.write(chunk)) {
+          // Both listeners go once either fires (one left per wait piled up: Node's MaxListeners warning).
+          await new Promise<void>((r) => {
+            const go = () => {
+              res.off('drain', go);
+              res.off('close', go);
+              r();
+            };
+            res.once('drain', go).once('close', go);
+          });
+        }
       }
       res.end();
     });
