@@ -557,7 +557,7 @@ export function createCore(deps: CoreDeps) {
       const roles = await assignments.roleNames(db, userId);
       return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
     },
-    sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), keepAwake: (userId) => pool.keepAwake(userId), monthSpent: spending.monthSpent,
+    sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), keepAwake: (userId) => pool.keepAwake(userId),
     outcome: (s, turnId) => turnOutcome({ db, repo: sessionsRepo, pool }, s, turnId),
     audit, queue, publicUrl: config.server.publicUrl, askTools: config.runtime.askTools, log: deps.log.child({ part: 'codehost' }),
   });

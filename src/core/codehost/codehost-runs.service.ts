@@ -57,6 +57,7 @@ export function createCodeHostRuns(deps: {
   sessions: {
     create(ctx: Ctx, input: { title: string }): Promise<{ sessionId: string }>;
     prompt(ctx: Ctx, input: { id: string; text: string }): Promise<{ turnId: string; messageId: string }>;
+    checkCost(actor: UserActor): Promise<void>;
   };
   /** How a turn ended, from the transcript (session-turns.ts turnOutcome): its answer, or the error it ended on. */
   outcome: (s: SessionRow, turnId: string) => Promise<{ done: false } | { done: true; error: string | null; text: string }>;
@@ -65,7 +66,6 @@ export function createCodeHostRuns(deps: {
   runtimeClient: (owner: { tenantId: string; userId: string }) => Promise<RuntimeClient>;
   /** The person's runtime is in use (a command of ours runs in it): not idle, not frozen. */
   keepAwake?: (userId: string) => void;
-  monthSpent: (tenantId: string, userId: string) => Promise<number>;
   audit: AuditService;
   queue: JobQueue;
   publicUrl: string;
@@ -105,13 +105,15 @@ export function createCodeHostRuns(deps: {
     return { tenantId, actor, requestId: randomUUID(), log, channel: 'codehost' };
   }
 
-  /** Why the person's cost limits refuse a turn now (the same rule sessions.prompt applies), or null. */
+  /** Why the person's cost limits refuse a turn now (sessions.checkCost, the check a prompt makes), or null. */
   async function costRefusal(actor: UserActor): Promise<string | null> {
-    const { monthly_limit_usd: monthly, per_request_limit_usd: perRequest } = actor.permissions.cost;
-    if (perRequest !== undefined && perRequest <= 0) return 'the role allows no spending per request';
-    if (monthly === undefined) return null;
-    const spent = await deps.monthSpent(actor.tenantId, actor.userId);
-    return spent >= monthly ? `$${spent.toFixed(2)} of $${monthly} spent this month` : null;
+    try {
+      await deps.sessions.checkCost(actor);
+      return null;
+    } catch (err) {
+      if (err instanceof RateLimitedError && err.code === 'cost_limit_exceeded') return err.message;
+      throw err;
+    }
   }
 
   /** A comment on the host, at most once per key (the ledger claim comes first: a retry never posts twice). */

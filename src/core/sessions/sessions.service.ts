@@ -183,6 +183,9 @@ export function createSessionsService(deps: {
     /** Who the caller is for the session list (SPEC.md sessions rule 1; the list itself: session-manage.ts). */
     viewer,
 
+    /** The caller's cost limits, checked as a prompt checks them (RateLimitedError `cost_limit_exceeded`). */
+    checkCost,
+
     /** Creates a session (agents.create); with a template, snapshots its prompt and model (rule 2). */
     async create(ctx: Ctx, input: { title: string; templateSlug?: string; model?: string; browserSession?: string }): Promise<{ sessionId: string }> {
       const tenantId = requirePermission(ctx, 'agents.create');
