@@ -50,6 +50,15 @@ export class ValidationError extends AppError {
   }
 }
 
+/** Runs a pure check that throws a plain message; its refusal becomes a 400 naming the field. */
+export function checkedField<T>(field: string, check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    throw new ValidationError((err as Error).message, { details: { field } });
+  }
+}
+
 export class UnauthenticatedError extends AppError {
   readonly status = 401;
   constructor(message = 'authentication required', options?: AppErrorOptions) {

@@ -2,7 +2,7 @@ import type { Database } from '../../db/database.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
-import { ConflictError, NotFoundError, UnavailableError, ValidationError } from '../../kernel/errors.js';
+import { checkedField, ConflictError, NotFoundError, UnavailableError, ValidationError } from '../../kernel/errors.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { checkKind, checkLabel, checkMention, checkRepos, newHookId, newWebhookSecret, webhookUrl } from './codehost-admin-fns.js';
 import type { CodeHostAdminRepo, WebhookPatch, WebhookRow } from './codehost-admin.repo.js';
@@ -46,13 +46,6 @@ export const DELIVERIES_LIMIT_MAX = 200;
 export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRepo; deliveries: Pick<CodeHostDeliveriesRepo, 'log'>; audit: AuditService; box: SecretBox; publicUrl: string; intake?: IntakeForAdmin }) {
   const { db, repo, audit, box } = deps;
   const access = (ctx: Ctx) => requirePermission(ctx, 'admin.manage_providers');
-  const checked = <T>(field: string, f: () => T): T => {
-    try {
-      return f();
-    } catch (err) {
-      throw new ValidationError((err as Error).message, { details: { field } });
-    }
-  };
   const notFound = (name: string) => new NotFoundError(`git host "${name}" not found`, { hint: 'List them with `npx aws connector git list`.' });
   const view = (w: WebhookRow): PublicWebhook => ({
     host: w.name,
@@ -86,7 +79,7 @@ export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRep
      */
     async rotateSecret(ctx: Ctx, name: string, input: { kind?: CodeHostKind } = {}): Promise<PublicWebhook & { webhookUrl: string; secret: string }> {
       const tenantId = access(ctx);
-      const kind = input.kind === undefined ? undefined : checked('kind', () => checkKind(input.kind));
+      const kind = input.kind === undefined ? undefined : checkedField('kind', () => checkKind(input.kind));
       const secret = newWebhookSecret();
       const out = await db.transaction(async (tx) => {
         const current = await repo.findForUpdate(tx, tenantId, name);
@@ -107,10 +100,10 @@ export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRep
     async update(ctx: Ctx, name: string, input: WebhookSettings): Promise<PublicWebhook> {
       const tenantId = access(ctx);
       const patch: WebhookPatch = {};
-      if (input.kind !== undefined) patch.kind = checked('kind', () => checkKind(input.kind));
-      if (input.mention !== undefined) patch.mention = checked('mention', () => checkMention(input.mention));
-      if (input.label !== undefined) patch.label = checked('label', () => checkLabel(input.label));
-      if (input.repos !== undefined) patch.repos = checked('repos', () => checkRepos(input.repos));
+      if (input.kind !== undefined) patch.kind = checkedField('kind', () => checkKind(input.kind));
+      if (input.mention !== undefined) patch.mention = checkedField('mention', () => checkMention(input.mention));
+      if (input.label !== undefined) patch.label = checkedField('label', () => checkLabel(input.label));
+      if (input.repos !== undefined) patch.repos = checkedField('repos', () => checkRepos(input.repos));
       if (input.enabled !== undefined) patch.enabled = input.enabled;
       if (!Object.keys(patch).length) throw new ValidationError('body: give at least one of kind, mention, label, repos, enabled', { details: { field: 'body' } });
       const w = await db.transaction(async (tx) => {

@@ -4,7 +4,7 @@ import type { SecretBox } from '../../lib/secret-box.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
-import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
+import { checkedField, ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
 import type { UsersRepo } from '../users/users.repo.js';
 import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
@@ -96,13 +96,6 @@ export function createGitHostsService(deps: {
   const { db, repo, audit, box } = deps;
   const access = (ctx: Ctx) => requirePermission(ctx, 'admin.manage_providers');
 
-  const checked = <T>(field: string, f: () => T): T => {
-    try {
-      return f();
-    } catch (err) {
-      throw new ValidationError((err as Error).message, { details: { field } });
-    }
-  };
   const checkUsername = (u: string) => {
     if (u.length > 200 || /[:\s]/.test(u)) throw new ValidationError('username must not contain ":" or spaces', { details: { field: 'username' } });
     return u;
@@ -148,7 +141,7 @@ export function createGitHostsService(deps: {
     return {
       appId: checkId('githubApp.appId', app.appId),
       installationId: checkId('githubApp.installationId', app.installationId),
-      apiUrl: checked('githubApp.apiUrl', () => checkEndpoint('githubApp.apiUrl', app.apiUrl ?? githubApiUrl(baseUrl))).replace(/\/+$/, ''),
+      apiUrl: checkedField('githubApp.apiUrl', () => checkEndpoint('githubApp.apiUrl', app.apiUrl ?? githubApiUrl(baseUrl))).replace(/\/+$/, ''),
     };
   };
   const checkOAuth = (o: NonNullable<GitHostInput['oauth']>, baseUrl: string): GitOAuthClient => {
@@ -157,7 +150,7 @@ export function createGitHostsService(deps: {
     const endpoint = (field: 'authorizeUrl' | 'tokenUrl') => {
       const v = o[field] ?? preset?.[field];
       if (!v) throw new ValidationError(`oauth.${field} is needed (or oauth.preset: ${OAUTH_PRESETS.join(', ')})`, { details: { field: `oauth.${field}` } });
-      return checked(`oauth.${field}`, () => checkEndpoint(`oauth.${field}`, v));
+      return checkedField(`oauth.${field}`, () => checkEndpoint(`oauth.${field}`, v));
     };
     const userUrl = o.userUrl ?? preset?.userUrl ?? '';
     const scopes = o.scopes ?? preset?.scopes ?? '';
@@ -166,7 +159,7 @@ export function createGitHostsService(deps: {
       clientId: checkId('oauth.clientId', o.clientId),
       authorizeUrl: endpoint('authorizeUrl'),
       tokenUrl: endpoint('tokenUrl'),
-      userUrl: userUrl ? checked('oauth.userUrl', () => checkEndpoint('oauth.userUrl', userUrl)) : '',
+      userUrl: userUrl ? checkedField('oauth.userUrl', () => checkEndpoint('oauth.userUrl', userUrl)) : '',
       scopes,
     };
   };
@@ -203,7 +196,7 @@ export function createGitHostsService(deps: {
     async add(ctx: Ctx, input: GitHostInput): Promise<PublicGitHost> {
       const tenantId = access(ctx);
       if (typeof input.name !== 'string' || !GIT_HOST_NAME_RE.test(input.name)) throw new ValidationError('name must be lowercase letters, digits and "-" (at most 40), e.g. github', { details: { field: 'name' } });
-      const baseUrl = checked('baseUrl', () => normaliseBaseUrl(input.baseUrl));
+      const baseUrl = checkedField('baseUrl', () => normaliseBaseUrl(input.baseUrl));
       const credentialKind: GitCredentialKind = input.credentialKind ?? (input.githubApp ? 'github_app' : 'token');
       if (!['token', 'github_app', 'none'].includes(credentialKind)) throw new ValidationError('credentialKind must be token, github_app or none', { details: { field: 'credentialKind' } });
       const row = {
@@ -220,11 +213,11 @@ export function createGitHostsService(deps: {
         oauth: input.oauth ? checkOAuth(input.oauth, baseUrl) : null,
         oauthSecretSealed: input.oauth?.clientSecret !== undefined ? box.seal(checkSecret('oauth.clientSecret', input.oauth.clientSecret)) : null,
         userConnections: checkMode(input.userConnections ?? 'off'),
-        access: checked('access', () => checkAccessRules(input.access ?? [])),
+        access: checkedField('access', () => checkAccessRules(input.access ?? [])),
         protectedRefs: checkProtected(input.protectedRefs ?? DEFAULT_PROTECTED_REFS),
         protectDefault: input.protectDefault ?? true,
         branchPrefix: checkPrefix(input.branchPrefix ?? DEFAULT_BRANCH_PREFIX),
-        pushOptions: checked('pushOptions', () => checkPushOptionRules(input.pushOptions ?? [])),
+        pushOptions: checkedField('pushOptions', () => checkPushOptionRules(input.pushOptions ?? [])),
       };
       checkCoherent(row);
       const added = await db.transaction(async (tx) => {
@@ -247,7 +240,7 @@ export function createGitHostsService(deps: {
         const current = await repo.findForUpdate(tx, tenantId, name);
         if (!current) throw new NotFoundError(`git host "${name}" not found`);
         const patch: GitHostPatch = {};
-        if (input.baseUrl !== undefined) patch.baseUrl = checked('baseUrl', () => normaliseBaseUrl(input.baseUrl!));
+        if (input.baseUrl !== undefined) patch.baseUrl = checkedField('baseUrl', () => normaliseBaseUrl(input.baseUrl!));
         const baseUrl = patch.baseUrl ?? current.baseUrl;
         if (input.username !== undefined) patch.username = checkUsername(input.username);
         if (input.credentialKind !== undefined) {
@@ -273,11 +266,11 @@ export function createGitHostsService(deps: {
           else if (input.oauth.clientSecret !== undefined) patch.oauthSecretSealed = box.seal(checkSecret('oauth.clientSecret', input.oauth.clientSecret));
         }
         if (input.userConnections !== undefined) patch.userConnections = checkMode(input.userConnections);
-        if (input.access !== undefined) patch.access = checked('access', () => checkAccessRules(input.access));
+        if (input.access !== undefined) patch.access = checkedField('access', () => checkAccessRules(input.access));
         if (input.protectedRefs !== undefined) patch.protectedRefs = checkProtected(input.protectedRefs);
         if (input.protectDefault !== undefined) patch.protectDefault = input.protectDefault;
         if (input.branchPrefix !== undefined) patch.branchPrefix = checkPrefix(input.branchPrefix);
-        if (input.pushOptions !== undefined) patch.pushOptions = checked('pushOptions', () => checkPushOptionRules(input.pushOptions));
+        if (input.pushOptions !== undefined) patch.pushOptions = checkedField('pushOptions', () => checkPushOptionRules(input.pushOptions));
         checkCoherent({ ...current, ...patch });
         const h = (await repo.update(tx, tenantId, name, patch))!;
         deps.credentials.forget(h.id);
