@@ -1,5 +1,4 @@
 import type { Queryable } from '../../db/database.js';
-import type { DeliveryOutcome } from './codehost-contract.js';
 
 /** A delivery a host sent (issue 40): the replay guard and the admin's log of outcomes. */
 export interface DeliveryRow {
@@ -23,23 +22,8 @@ export interface DeliveryRow {
 
 export type NewDelivery = Omit<DeliveryRow, 'replays' | 'receivedAt'>;
 
-/** One delivery as the admin's log shows it (code_host_deliveries). */
-export interface LoggedDelivery {
-  id: string;
-  deliveryId: string;
-  event: string;
-  outcome: Exclude<DeliveryOutcome, 'replayed'>;
-  reason: string | null;
-  repo: string | null;
-  targetType: 'issue' | 'pull_request' | null;
-  targetNumber: number | null;
-  targetUrl: string | null;
-  actorLogin: string | null;
-  /** The tenant's person the actor mapped to (null: unmapped, or not a trigger). */
-  handle: string | null;
-  replays: number;
-  receivedAt: Date;
-}
+/** One delivery as the admin's log shows it: the person it mapped to by handle (null: unmapped, or not a trigger). */
+export type LoggedDelivery = Omit<DeliveryRow, 'tenantId' | 'hostId' | 'userId'> & { handle: string | null };
 
 const COLS = `d.id, d.tenant_id as "tenantId", d.host_id as "hostId", d.delivery_id as "deliveryId", d.event, d.outcome, d.reason, d.repo,
   d.target_type as "targetType", d.target_number as "targetNumber", d.target_url as "targetUrl", d.actor_login as "actorLogin", d.user_id as "userId",
