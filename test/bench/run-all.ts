@@ -19,6 +19,7 @@ import { memoriesBench } from './memories.bench.js';
 import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimeMemory } from './runtime-memory.bench.js';
+import { runtimeCold, runtimeColdServe } from './runtime-cold.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { runtimeWaves } from './runtime-waves.bench.js';
 import { runnersBench } from './runners.bench.js';
@@ -51,6 +52,8 @@ const benches: Record<string, () => Promise<boolean>> = {
   'runtime-pool': runtimePool,
   'runtime-waves': runtimeWaves,
   'runtime-memory': runtimeMemory,
+  'runtime-cold': runtimeCold,
+  'runtime-cold-serve': runtimeColdServe,
   runners: runnersBench,
   'memory-injection': memoryInjection,
   memories: memoriesBench,

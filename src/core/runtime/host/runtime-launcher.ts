@@ -171,6 +171,15 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     // 3.2-4.0 % of a core after a tool-calling turn here, 24 GiB; 3 GiB measured the same as 8), and its
     // heap would need 5.6 GiB to reach pressure. runtime-pool benchmark and test/integration/runtime-idle.
     BUN_JSC_forceRAMSize: String(JS_RAM_BYTES),
+    // No FTL, JavaScriptCore's top tier (its LLVM-like compiler, on the JIT worker threads): a runtime's
+    // start compiled code in it that ran only while opencode loaded (its JIT workers used ~0.5 s of CPU
+    // before the first answer, ~0.3 s without it), and its turns are too short to earn the compiles back.
+    // Measured side by side in six runs (runtime-cold benchmark, a loaded 2-core VM): exec -> first text
+    // -0.13 to -0.7 s (median -0.36), CPU to it -0.12 to -0.55 s; later turns of 200 and 2000 words
+    // 3-91 ms faster; idle CPU within the spread (1.0-1.15 % of a core either way); RSS / PSS of an idle
+    // runtime ~+7 / +9 MB (2-3 %). Without the DFG too (only the baseline JIT) the start was as fast but
+    // turns of 2000 words took +57 %.
+    BUN_JSC_useFTLJIT: '0',
     OPENCODE_DISABLE_MODELS_FETCH: '1',
     // An empty models.dev catalog instead of the one built into the binary (every provider and model
     // models.dev knows, ~4.4 MB of source): the runtime decodes that catalog at its first prompt, ~1 s of
@@ -218,6 +227,8 @@ export function createRuntimeLauncher(options: {
   binary?: string;
   /** Size of the sandbox's /tmp (a tmpfs), bytes (AGENTWS_RUNTIME_TMP_SIZE). */
   tmpBytes?: number;
+  /** Added to (or overriding) runtimeEnv: a variant of the runtime's environment under measurement (the runtime-cold benchmark). */
+  extraEnv?: Record<string, string>;
 }) {
   const { log } = options;
 
@@ -258,7 +269,7 @@ export function createRuntimeLauncher(options: {
         nodeBinDir,
         pluginDir: preparePluginDir(options.dataDir),
         managedConfig: d.managed,
-        env: runtimeEnv({ home: SANDBOX_PATHS.home, password, proxy: `http://127.0.0.1:${INNER_PROXY_PORT}`, path: sandboxPath(true), tmp: SANDBOX_PATHS.tmp }),
+        env: { ...runtimeEnv({ home: SANDBOX_PATHS.home, password, proxy: `http://127.0.0.1:${INNER_PROXY_PORT}`, path: sandboxPath(true), tmp: SANDBOX_PATHS.tmp }), ...options.extraEnv },
         command: innerCommand(),
       };
       const bwrap = which('bwrap');
@@ -272,7 +283,7 @@ export function createRuntimeLauncher(options: {
     } else {
       const { port } = await proxy({ port: 0 });
       const argv = [...limitsPrefix(limits), ...nicePrefix(options.nice), binary, 'serve', '--port', '0', '--hostname', '127.0.0.1'];
-      const env = runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp, managed: d.managed });
+      const env = { ...runtimeEnv({ home: d.home, password, proxy: `http://127.0.0.1:${port}`, path: process.env.PATH ?? '/usr/bin:/bin', tmp: d.tmp, managed: d.managed }), ...options.extraEnv };
       // Filled in from the line it prints.
       endpoint = { url: '', authorization: basic(password) };
       directory = dirs.workspace;
