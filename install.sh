@@ -65,8 +65,8 @@ Options:
   --zram               set up compressed swap in memory (zram) on this host, where
                        idle agent runtimes are paged out (README "Sizing a host"):
                        installs Debian's systemd-zram-generator (zram-tools where
-                       that package is missing), writes its configuration (1.5x
-                       RAM of uncompressed pages, at most 128 GiB; zstd where the
+                       that package is missing), writes its configuration (2x RAM
+                       of pages before compression, at most 150000 MiB; zstd where the
                        kernel offers it, else lz4; priority 100) and
                        /etc/sysctl.d/90-agentws-zram.conf (vm.swappiness,
                        vm.page-cluster), applies the sysctls and starts the swap
@@ -746,19 +746,20 @@ render_systemd_units() {
 # container's, and takes root; it is set up only when the operator says so (--zram, or yes when asked).
 ZRAM_MARK='# Written by install.sh --zram (Agent Workspace Service); re-running it rewrites this file.'
 ZRAM_DEVICE=zram0
-# The uncompressed capacity of the device, as a share of RAM: 150 %. zram-size is what the device holds
-# before compression; lz4 stored idle runtime memory at ~2.85x here (410 MB in 144 MB), so a full device
-# takes ~half of RAM and holds ~1.5x RAM of paged-out memory, leaving the other half for the runtimes
-# with a turn, the service and the database. "Half of RAM" as zram-size (the package's default, and
-# Fedora's) would hold a sixth of RAM once compressed: ~48 paged-out runtimes on 24 GB, a third of what
-# the host can keep in memory. Pages that compress badly only fill RAM sooner; the service counts what
-# each runtime holds in the pool (not the device's size) before it places another.
-ZRAM_PERCENT=150
-# At most 128 GiB however large the host: AGENTWS_RUNTIME_MAX stops at 500 runtimes, and 500 paged-out
-# runtimes at ~256 MiB of uncompressed pages each fill 125 GiB. The cap matters because the kernel
-# allocates the device's page table (16 bytes a 4 KiB page, 0.4 % of the size: 148 MB for 36 GiB,
-# measured) when the device is set up, used or not.
-ZRAM_MAX_MIB=131072
+# The device's size, counted before compression, as a share of RAM: 200 %. It is sized to what the
+# service pages out (runtime-capacity.ts): a paged-out runtime holds ~100 MiB of RAM (what stays resident
+# and its share of the compressed pool) and puts ~300 MiB in swap, so the memory for runtimes (RAM less a
+# tenth) holds usable/100 MiB runtimes, usable/400 MiB of them resident, and the rest need
+# (1/100 - 1/400) x 300 MiB = 2.25 x usable of swap: ~2x RAM. A smaller device leaves RAM unused (24 GB:
+# 174 people at 1.5x RAM, 214 at 2x); a larger one is never filled. Not the package's "half of RAM": that
+# is 0.5x RAM before compression, ~40 paged-out runtimes on 24 GB. At lz4's ~2.85x (measured here) a full
+# device takes ~70 % of RAM, which is what those runtimes hold; the service counts it before placing more.
+ZRAM_PERCENT=200
+# At most 150000 MiB however large the host: a host runs at most 500 runtimes (AGENTWS_RUNTIME_MAX), and
+# 500 x 300 MiB is all they put in swap. The cap matters because the kernel allocates the device's page
+# table (16 bytes a 4 KiB page, 0.4 % of the size: 148 MB for 36 GiB, measured) when the device is set
+# up, used or not.
+ZRAM_MAX_MIB=150000
 
 zram_root() { printf '%s' "${ZRAM_DIR%/}"; }
 zram_rendering() { [[ -n $ZRAM_DIR ]]; }
@@ -889,8 +890,8 @@ zram_generator_text() { # zram_generator_text ALGORITHM
   printf '%s\n' "$ZRAM_MARK"
   cat <<EOT
 # Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host").
-# zram-size is the uncompressed capacity, from RAM at each boot (ram: MemTotal in MiB): 1.5x RAM, which
-# at the ~3x measured for idle runtime memory takes about half of RAM when full; at most 128 GiB.
+# zram-size is the capacity before compression, from RAM at each boot (ram: MemTotal in MiB): 2x RAM,
+# what the runtimes that RAM holds paged out put in swap (install.sh says why); at most 150000 MiB.
 [$ZRAM_DEVICE]
 zram-size = min(ram * $ZRAM_PERCENT / 100, $ZRAM_MAX_MIB)
 EOT
@@ -910,8 +911,8 @@ zramswap_text() { # zramswap_text ALGORITHM
     $0 == b { skip = 1; next }  $0 == e { skip = 0; next }  !skip' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'
   printf '%s\n' "$ZRAMSWAP_BEGIN"
   cat <<EOT
-# Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host"): 1.5x RAM of
-# uncompressed pages (about half of RAM when full, at ~3x), at most 128 GiB; computed when install.sh ran
+# Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host"): 2x RAM of
+# pages before compression, at most 150000 MiB; computed when install.sh ran
 # ($(mem_total_mib) MiB of RAM): re-run it after changing the host's memory. PERCENT would override SIZE.
 PERCENT=
 SIZE=$(zram_size_mib)
@@ -937,7 +938,7 @@ setup_zram() {
   fi
   backend=$(choose_zram_backend)
   algorithm=$(choose_zram_algorithm)
-  log "compressed swap: $backend, ${algorithm:-the default compressor of the kernel}, $ZRAM_PERCENT % of RAM uncompressed (at most $((ZRAM_MAX_MIB / 1024)) GiB)${ZRAM_DIR:+, written under $ZRAM_DIR}"
+  log "compressed swap: $backend, ${algorithm:-the default compressor of the kernel}, $ZRAM_PERCENT % of RAM before compression (at most $ZRAM_MAX_MIB MiB)${ZRAM_DIR:+, written under $ZRAM_DIR}"
   local pkg=systemd-zram-generator
   [[ $backend == zram-tools ]] && pkg=zram-tools
   # The package before its configuration: installing it after would meet a file of ours in its place.

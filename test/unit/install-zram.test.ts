@@ -57,8 +57,8 @@ describe('install.sh --zram, rendered into a directory', () => {
     const conf = readFileSync(generatorConf, 'utf8');
     expect(conf).toMatch(/^\[zram0\]$/m);
     expect(settings(conf)).toEqual({
-      // 1.5x RAM of uncompressed pages (about half of RAM once compressed), at most 128 GiB.
-      'zram-size': 'min(ram * 150 / 100, 131072)',
+      // 2x RAM before compression (what the runtimes RAM holds paged out put in swap), at most 150000 MiB.
+      'zram-size': 'min(ram * 200 / 100, 150000)',
       'compression-algorithm': expectedAlgorithm,
       'swap-priority': '100',
     });
@@ -104,7 +104,7 @@ describe('install.sh --zram, rendered into a directory', () => {
     expect(text.match(/agentws install.sh --zram: begin/g)).toHaveLength(1);
     // What zramswap gets: it sources the file, later lines winning, and an empty PERCENT leaves SIZE (MiB) in force.
     const sourced = spawnSync('bash', ['-c', `. '${file}'; printf '%s|%s|%s|%s' "$ALGO" "$PERCENT" "$SIZE" "$PRIORITY"`], { encoding: 'utf8' });
-    expect(sourced.stdout).toBe(`${expectedAlgorithm}||${Math.min(Math.floor((memTotalMiB * 150) / 100), 131072)}|100`);
+    expect(sourced.stdout).toBe(`${expectedAlgorithm}||${Math.min(Math.floor((memTotalMiB * 200) / 100), 150000)}|100`);
     expect(settings(readFileSync(join(tools, 'etc/sysctl.d/90-agentws-zram.conf'), 'utf8'))['vm.page-cluster']).toBe('0');
   });
 
