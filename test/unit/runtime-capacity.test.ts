@@ -101,4 +101,13 @@ describe('memory pressure with swap: paging out before stopping', () => {
   it('does nothing above the floor', () => {
     expect(relief({ ...host, availableBytes: floor, swapFreeBytes: 8 * GiB }, rts)).toEqual({ pageOut: [], stop: [] });
   });
+
+  it('counts a page-out under way as memory freed, and neither pages out nor stops that runtime meanwhile', () => {
+    const underWay = rts.map((r) => (r.name === 'idle-old' ? { ...r, pagingNow: true } : r));
+    // The kernel does not show what idle-old's page-out frees yet: nothing more is done for it.
+    expect(names(relief({ ...host, availableBytes: floor - 0.5 * GiB, swapFreeBytes: 8 * GiB }, underWay))).toEqual({ pageOut: [], stop: [] });
+    // Shorter than it frees: the next least recently used is paged out, idle-old is left to finish.
+    expect(names(relief({ ...host, availableBytes: floor - 1.5 * GiB, swapFreeBytes: 8 * GiB }, underWay))).toEqual({ pageOut: ['idle-mid'], stop: [] });
+    expect(names(relief({ ...host, availableBytes: 0, swapFreeBytes: 8 * GiB }, underWay)).stop).not.toContain('idle-old');
+  });
 });

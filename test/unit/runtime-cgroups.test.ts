@@ -94,13 +94,19 @@ describe('runtime cgroups on a hybrid host (v1 memory, pids and cpu; v2 beside t
     expect(g.usage().swapBytes).toBe(150 * 1024 ** 2);
   });
 
-  it('paging on: the service\'s own group out of swap, the runtimes\' groups in; a page-out empties the v1 group through force_empty', async () => {
+  it('paging on: the service in a leaf of its own out of swap (not the group it shared), the runtimes\' groups in; a page-out empties the v1 group through force_empty', async () => {
     const { fs, host } = hybrid();
     const own = join(fs, 'memory/process_api/abc');
     const cg = openRuntimeCgroups(silentLogger, { want: { freezer: true, memory: true }, total, host, paging: true });
     const parent = join(own, `agentws-runtimes-${PID}`);
-    expect(read(own, 'memory.swappiness')).toBe('0');
-    expect(read(parent, 'memory.swappiness')).toBe('100');
+    const leaf = join(own, `agentws-service-${PID}`);
+    expect(read(leaf, 'cgroup.procs')).toBe(String(PID));
+    expect(read(leaf, 'memory.swappiness')).toBe('0');
+    expect(read(leaf, 'memory.move_charge_at_immigrate')).toBe('1');
+    expect(existsSync(join(own, 'memory.swappiness'))).toBe(false);
+    // Opened again from inside the leaf: the runtimes' parent stays beside it.
+    const again = openRuntimeCgroups(silentLogger, { want: { memory: true }, total, host: { ...host, selfCgroup: host.selfCgroup.replace('/process_api/abc', `/process_api/abc/agentws-service-${PID}`) }, paging: true });
+    expect(again.group('x', { memoryMaxBytes: GiB, pidsMax: null })!.procs).toEqual([join(parent, 'x', 'cgroup.procs')]);
     mkdirSync(join(parent, 'u'), { recursive: true });
     writeFileSync(join(parent, 'u', 'memory.swappiness'), '0');
     const g = cg.group('u', { memoryMaxBytes: GiB, pidsMax: null })!;
@@ -112,11 +118,12 @@ describe('runtime cgroups on a hybrid host (v1 memory, pids and cpu; v2 beside t
     expect(r).toMatchObject({ beforeBytes: 300 * 1024 ** 2 });
   });
 
-  it('paging on, the service in the root memory group: the host\'s swappiness is left alone', () => {
+  it('paging on, the service in the root memory group: it moves to a leaf; the host\'s swappiness (the root\'s) is left alone', () => {
     const { fs, host } = hybrid();
     const atRoot = { ...host, selfCgroup: host.selfCgroup.replace('4:memory:/process_api/abc', '4:memory:/') };
     openRuntimeCgroups(silentLogger, { want: { memory: true }, total, host: atRoot, paging: true });
     expect(existsSync(join(fs, 'memory', 'memory.swappiness'))).toBe(false);
+    expect(read(fs, 'memory', `agentws-service-${PID}`, 'memory.swappiness')).toBe('0');
   });
 
   it('a limit turned off is not asked of the kernel, and says why', () => {

@@ -63,8 +63,14 @@ export interface HeldRuntime {
   idle: boolean;
   /** Memory it holds now (its share of a compressed pool included), when measured. */
   bytes?: number;
-  /** Its memory is in swap already. */
+  /** Its memory is in swap already (or cannot be put there: a page-out of it failed). */
   pagedOut?: boolean;
+  /**
+   * A page-out of it is under way: what it frees counts as freed already (the kernel's available figure
+   * shows it only once the page-out is done, a second or so later), and it is neither paged out again nor
+   * stopped in the middle.
+   */
+  pagingNow?: boolean;
 }
 
 /**
@@ -80,8 +86,9 @@ export function relief<T extends HeldRuntime>(
   runtimeBytes = RUNTIME_BUDGET_BYTES,
 ): { pageOut: T[]; stop: T[] } {
   let short = pressureFloorBytes(m.totalBytes) - m.availableBytes;
+  for (const r of runtimes) if (r.pagingNow) short -= Math.max(0, (r.bytes || runtimeBytes) - PAGED_RESIDUE_BYTES);
   if (short <= 0) return { pageOut: [], stop: [] };
-  const idle = [...runtimes].filter((x) => x.idle).sort((a, b) => a.lastUsed - b.lastUsed);
+  const idle = [...runtimes].filter((x) => x.idle && !x.pagingNow).sort((a, b) => a.lastUsed - b.lastUsed);
   const pageOut: T[] = [];
   let swapFree = m.swapFreeBytes ?? 0;
   for (const r of idle) {

@@ -299,11 +299,13 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
       problems.set(c, problems.get(c) ?? `no cgroup ${c} controller is mounted (cgroup v2 or v1)`);
       continue;
     }
-    const own = ownDir(m, host.selfCgroup, c);
-    if (!own) {
+    const seen = ownDir(m, host.selfCgroup, c);
+    if (!seen) {
       problems.set(c, `this process's ${c} cgroup is not visible under ${m.point}`);
       continue;
     }
+    // Moved into its leaf by an earlier opening in this process (keepServiceOutOfSwap): beside the leaf.
+    const own = basename(seen) === `${SERVICE_LEAF_PREFIX}${host.pid}` ? dirname(seen) : seen;
     const parent = join(own, `${PARENT_PREFIX}${host.pid}`);
     try {
       mkdirSync(parent, { recursive: true });
@@ -316,7 +318,7 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
     }
   }
   for (const [c, why] of problems) if (!chosen.has(c)) unavailable[c] = why;
-  if (o.paging && chosen.has('memory')) keepServiceOutOfSwap(chosen.get('memory')!, mounts, host, log);
+  if (o.paging && chosen.has('memory')) keepServiceOutOfSwap(chosen.get('memory')!, host, log);
   return build();
 
   function build(): RuntimeCgroups {
@@ -336,25 +338,34 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
 /**
  * The service's own memory is never what the host swaps: the runtimes are paged out on purpose, and the
  * kernel's own reclaim under pressure must not pick the API's or an embedded database's pages instead.
- * v2: `memory.swap.max` 0 on the service's leaf (absolute). v1: swappiness 0 on its group (its anonymous
- * memory is then left alone by the host's reclaim; the runtimes' parent gets its own swappiness, since
- * v1 groups inherit it when made). Never v1's root group: its swappiness is the host's vm.swappiness.
+ * v2: `memory.swap.max` 0 on the service's leaf (absolute; the leaf exists once the runtimes' controllers
+ * are enabled). v1: this process moves into a leaf of its own memory group (`agentws-service-<pid>`, its
+ * charges with it) with swappiness 0, so that its anonymous memory is left alone by the host's reclaim;
+ * the group it came from, which it may share with other processes (a shell's, a container's), keeps its
+ * own setting, and so does a root group (whose swappiness is the host's vm.swappiness).
  */
-function keepServiceOutOfSwap(h: Hierarchy, mounts: Mount[], host: CgroupHost, log: Logger): void {
+function keepServiceOutOfSwap(h: Hierarchy, host: CgroupHost, log: Logger): void {
   const own = dirname(h.parent);
+  const leaf = join(own, `${SERVICE_LEAF_PREFIX}${host.pid}`);
   try {
     if (h.kind === 'cgroup2') {
-      const leaf = join(own, `${SERVICE_LEAF_PREFIX}${host.pid}`);
       if (existsSync(join(leaf, 'memory.swap.max'))) writeFileSync(join(leaf, 'memory.swap.max'), '0');
       else return void log.warn({ group: own }, 'the service\'s memory may be swapped: its cgroup has no memory.swap.max of its own');
     } else {
-      if (mounts.some((m) => !m.v2 && m.point === own)) return void log.warn('the service runs in the root memory cgroup: its memory may be swapped like any process\'s');
-      writeFileSync(join(own, 'memory.swappiness'), '0');
-      writeFileSync(join(h.parent, 'memory.swappiness'), String(RUNTIME_SWAPPINESS));
+      mkdirSync(leaf, { recursive: true });
+      // What this process already holds moves with it where the kernel still does that (deprecated in v1;
+      // 6.x refuses it: EINVAL). Else what it allocates from now on: the runtimes are opened at start.
+      try {
+        writeFileSync(join(leaf, 'memory.move_charge_at_immigrate'), '1');
+      } catch {
+        // new allocations only
+      }
+      writeFileSync(join(leaf, 'memory.swappiness'), '0');
+      writeFileSync(join(leaf, 'cgroup.procs'), String(host.pid));
     }
-    log.debug({ group: own }, 'the service\'s memory is kept out of swap');
+    log.debug({ group: leaf }, 'the service\'s memory is kept out of swap');
   } catch (err) {
-    log.warn({ group: own, err: errCode(err) }, 'could not keep the service\'s memory out of swap');
+    log.warn({ group: leaf, err: errCode(err) }, 'could not keep the service\'s memory out of swap');
   }
 }
 

@@ -832,7 +832,7 @@ export function createRuntimeHost(deps: {
       { ...mem, swapFreeBytes: canPage ? swap.freeBytes : 0 },
       [...entries.values()]
         .filter((e) => !e.stopping)
-        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || !!e.paging || e.pageOutFailed })),
+        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || e.pageOutFailed, pagingNow: !!e.paging })),
     );
     for (const v of pressure.pageOut) {
       log.warn({ userId: v.e.owner.userId, availableMb: Math.round(mem.availableBytes / 2 ** 20) }, 'the host is short of memory: paging out the least recently used idle runtime');
