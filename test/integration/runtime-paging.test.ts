@@ -94,8 +94,14 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime paging: idle runtimes pa
   async function started(pool: RuntimePool, o: RuntimeOwner): Promise<RuntimeHandle> {
     const h = await pool.acquire(o);
     const client = createRuntimeClient(h);
-    await client.warmUp();
-    expect((await client.health()).healthy).toBe(true);
+    // In use meanwhile (as a turn's events keep it): not frozen in the middle of it by the short freeze time.
+    const inUse = setInterval(() => pool.touch(o.userId), 100);
+    try {
+      await client.warmUp();
+      expect((await client.health()).healthy).toBe(true);
+    } finally {
+      clearInterval(inUse);
+    }
     return h;
   }
   /** Every state each runtime was seen in, sampled every 50 ms until stopped. */
@@ -233,11 +239,13 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime paging: idle runtimes pa
       try {
         // 100 MB short of the floor: paging b out (a few hundred MB) is enough.
         pressure = { base: pressureFloorBytes(total) - 100 * MiB, heldAtBase: held() };
-        await expect.poll(() => stateOf(pool, b), { timeout: 20_000, interval: 100 }).toBe('paged-out');
+        await expect.poll(() => states.seen(b).includes('paged-out') || !isProcessAlive(pids[1]), { timeout: 20_000, interval: 100 }).toBe(true);
         await new Promise((r) => setTimeout(r, 3000));
-        expect(told().availableBytes, 'paging b out gave the host its memory back').toBeGreaterThan(pressureFloorBytes(total));
-        expect(pids.map(isProcessAlive)).toEqual([true, true, true]);
-        expect([stateOf(pool, a), stateOf(pool, b), stateOf(pool, c)]).toEqual(['ready', 'paged-out', 'frozen']);
+        const phase1 = `states seen: a ${states.seen(a)}, b ${states.seen(b)}, c ${states.seen(c)}; alive ${pids.map(isProcessAlive)}; available ${mb(told().availableBytes - pressureFloorBytes(total))} over the floor`;
+        expect(pids.map(isProcessAlive), `nothing is stopped while paging is enough: ${phase1}`).toEqual([true, true, true]);
+        expect(told().availableBytes, `paging out gave the host its memory back: ${phase1}`).toBeGreaterThan(pressureFloorBytes(total));
+        // b alone was enough (a few hundred MB for 100 MB short): c, used more recently, keeps its memory.
+        expect([stateOf(pool, a), stateOf(pool, b), stateOf(pool, c)], phase1).toEqual(['ready', 'paged-out', 'frozen']);
 
         // Far short: paging out every idle runtime is not enough. Idle ones are stopped, never a.
         pressure = { base: pressureFloorBytes(total) - 3 * GiB, heldAtBase: held() };
