@@ -14,9 +14,9 @@ import { setUpZramSwap, type ZramSwap } from '../helpers/zram-swap.js';
 const N = Number(process.env.BENCH_PAGEOUT_RUNTIMES ?? 6);
 /** Of them, how many take a turn while frozen and resident (the baseline); the others while paged out. */
 const K = Math.max(1, Math.floor(N / 2));
-/** serve's timings here: frozen after FREEZE_S idle, paged out PAGEOUT_S after that (short, for the bench). */
+/** serve's timings here: frozen after FREEZE_S idle, paged out PAGEOUT_S after that (short, for the bench; longer than the N first turns take side by side, ~15 s here, so that the baseline is read before any pages out). */
 const FREEZE_S = Number(process.env.BENCH_PAGEOUT_FREEZE_S ?? 2);
-const PAGEOUT_S = Number(process.env.BENCH_PAGEOUT_AFTER_S ?? 15);
+const PAGEOUT_S = Number(process.env.BENCH_PAGEOUT_AFTER_S ?? 45);
 /** How long idle CPU is read while every runtime is paged out. */
 const IDLE_MS = Number(process.env.BENCH_PAGEOUT_IDLE_MS ?? 15_000);
 /** Targets (issue 41). */
