@@ -192,6 +192,8 @@ interface Entry {
   pagedOut: boolean;
   /** A page-out in progress: a thaw waits for it (see RuntimeCgroup.pageOut). */
   paging: Promise<void> | null;
+  /** The last page-out failed: not tried again until the runtime has been used. */
+  pageOutFailed: boolean;
 }
 
 /** Which limits hold the runtimes of this host, and why one does not (for status, /readyz and the report). */
@@ -604,6 +606,7 @@ export function createRuntimeHost(deps: {
     const wasPaged = e.pagedOut;
     await e.group.thaw();
     e.pagedOut = false;
+    e.pageOutFailed = false;
     if (wasPaged) e.memoryReadAt = 0;
     log.debug({ userId: e.owner.userId, ms: Math.round((performance.now() - t0) * 10) / 10, pagedOut: wasPaged }, 'agent runtime thawed');
   }
@@ -626,7 +629,7 @@ export function createRuntimeHost(deps: {
    * the host; a runtime used meanwhile (thawed, busy, stopping) is left as it is.
    */
   function pageOut(e: Entry, why: string): Promise<void> {
-    if (e.paging || e.pagedOut || !e.group || !e.handle || e.stopping) return e.paging ?? Promise.resolve();
+    if (e.paging || e.pagedOut || e.pageOutFailed || !e.group || !e.handle || e.stopping) return e.paging ?? Promise.resolve();
     const group = e.group;
     const run = pageOuts.then(async () => {
       if (entries.get(e.owner.userId) !== e || e.stopping || e.running.size > 0 || e.group !== group) return;
@@ -637,7 +640,10 @@ export function createRuntimeHost(deps: {
       e.memoryReadAt = 0;
       log.info({ userId: e.owner.userId, why, beforeMb: Math.round(r.beforeBytes / 2 ** 20), afterMb: Math.round(r.afterBytes / 2 ** 20), ms: Math.round(r.ms) }, 'agent runtime paged out');
     });
-    const settled = run.catch((err) => log.warn({ userId: e.owner.userId, err: (err as Error).message }, 'could not page out an agent runtime'));
+    const settled = run.catch((err) => {
+      e.pageOutFailed = true;
+      log.warn({ userId: e.owner.userId, err: (err as Error).message }, 'could not page out an agent runtime');
+    });
     const tracked: Promise<void> = settled.finally(() => {
       if (e.paging === tracked) e.paging = null;
     });
@@ -663,7 +669,7 @@ export function createRuntimeHost(deps: {
     if (short && !pagingUnavailable()) {
       // Short of memory, not of places: paging out the least recently used idle runtime that still holds
       // its memory is enough when it frees what one more needs.
-      const resident = idle.find((e) => !e.pagedOut && !e.paging);
+      const resident = idle.find((e) => !e.pagedOut && !e.paging && !e.pageOutFailed);
       if (resident) {
         await pageOut(resident, 'making room for another user: the host is short of memory');
         if (roomForOneMore(memory())) return;
@@ -698,7 +704,7 @@ export function createRuntimeHost(deps: {
       return waitStart(e, ahead);
     }
     onStarting?.();
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0, pagedOut: false, paging: null };
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0, pagedOut: false, paging: null, pageOutFailed: false };
     entries.set(owner.userId, entry);
     const starting = launch(entry);
     entry.starting = starting;
@@ -817,7 +823,7 @@ export function createRuntimeHost(deps: {
       if (now - e.lastUsed > deps.idleMs) void stopEntry(e, 'idle');
       else if (e.group?.canFreeze && !e.group.frozen && deps.freezeAfterMs > 0 && now - e.lastUsed > deps.freezeAfterMs) {
         void e.group.freeze().then(() => log.debug({ userId: e.owner.userId }, 'agent runtime frozen while idle'));
-      } else if (canPage && e.group?.frozen && !e.pagedOut && !e.paging && now - e.lastUsed > deps.freezeAfterMs + deps.pageOutAfterMs!) {
+      } else if (canPage && e.group?.frozen && !e.pagedOut && !e.paging && !e.pageOutFailed && now - e.lastUsed > deps.freezeAfterMs + deps.pageOutAfterMs!) {
         void pageOut(e, 'frozen a while');
       }
     }
@@ -826,7 +832,7 @@ export function createRuntimeHost(deps: {
       { ...mem, swapFreeBytes: canPage ? swap.freeBytes : 0 },
       [...entries.values()]
         .filter((e) => !e.stopping)
-        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || !!e.paging })),
+        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || !!e.paging || e.pageOutFailed })),
     );
     for (const v of pressure.pageOut) {
       log.warn({ userId: v.e.owner.userId, availableMb: Math.round(mem.availableBytes / 2 ** 20) }, 'the host is short of memory: paging out the least recently used idle runtime');
