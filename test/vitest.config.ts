@@ -47,6 +47,7 @@ const bothModes = [
 // Suites that check the embedded mode only (their describe runs if DB_MODE === 'embedded').
 const embeddedOnly = [
   'test/integration/runtime-density.test.ts',
+  'test/integration/runtime-paging.test.ts',
   'test/integration/runtime-pool.test.ts',
   'test/cli/init-interactive.test.ts',
   'test/cli/runtime-probe.test.ts',

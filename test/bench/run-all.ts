@@ -19,6 +19,7 @@ import { memoriesBench } from './memories.bench.js';
 import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimeMemory } from './runtime-memory.bench.js';
+import { runtimePageout } from './runtime-pageout.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { runtimeWaves } from './runtime-waves.bench.js';
 import { runnersBench } from './runners.bench.js';
@@ -50,6 +51,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   spending: spendingBench,
   'runtime-pool': runtimePool,
   'runtime-waves': runtimeWaves,
+  'runtime-pageout': runtimePageout,
   'runtime-memory': runtimeMemory,
   runners: runnersBench,
   'memory-injection': memoryInjection,
