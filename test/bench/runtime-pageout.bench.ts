@@ -9,6 +9,7 @@ import { benchMembers, modelFirstWordMs, personTurn, type TurnTimes } from './be
 import { treeCpuMs } from '../helpers/process-tree.js';
 import { runtimeGroup } from '../helpers/runtime-group.js';
 import { setUpZramSwap, type ZramSwap } from '../helpers/zram-swap.js';
+import { zstdEstimate } from './page-compressibility.js';
 
 /** Runtimes measured (each after a first turn). */
 const N = Number(process.env.BENCH_PAGEOUT_RUNTIMES ?? 6);
@@ -17,6 +18,8 @@ const K = Math.max(1, Math.floor(N / 2));
 /** serve's timings here: frozen after FREEZE_S idle, paged out PAGEOUT_S after that (short, for the bench; longer than the N first turns take side by side, ~15 s here, so that the baseline is read before any pages out). */
 const FREEZE_S = Number(process.env.BENCH_PAGEOUT_FREEZE_S ?? 2);
 const PAGEOUT_S = Number(process.env.BENCH_PAGEOUT_AFTER_S ?? 45);
+/** The zram compressor (this kernel: lzo-rle, lzo, lz4). */
+const ALGORITHM = process.env.BENCH_PAGEOUT_ZRAM_ALG ?? 'lzo-rle';
 /** How long idle CPU is read while every runtime is paged out. */
 const IDLE_MS = Number(process.env.BENCH_PAGEOUT_IDLE_MS ?? 15_000);
 /** Targets (issue 41). */
@@ -38,7 +41,7 @@ const memAvailableKb = () => Number(/^MemAvailable:\s+(\d+) kB/m.exec(readFileSy
 
 /**
  * Idle runtimes paged out to compressed swap (issue 41's targets), on `aws serve` (PostgreSQL, worker in
- * serve) with a zram swap the bench sets up (lz4; removed after) and short timings (frozen after FREEZE_S,
+ * serve) with a zram swap the bench sets up (lzo-rle by default, BENCH_PAGEOUT_ZRAM_ALG; removed after) and short timings (frozen after FREEZE_S,
  * paged out PAGEOUT_S later). N people take a first turn each, side by side; once their runtimes are
  * frozen, what each holds of the host's memory is read (PSS of its sandbox's processes: the baseline,
  * frozen and resident); K of them take a turn then (first streamed text from a frozen resident runtime).
@@ -51,8 +54,8 @@ const memAvailableKb = () => Number(/^MemAvailable:\s+(\d+) kB/m.exec(readFileSy
  *   npm run bench -- runtime-pageout   (BENCH_PAGEOUT_RUNTIMES, _FREEZE_S, _AFTER_S, _IDLE_MS)
  */
 export async function runtimePageout(): Promise<boolean> {
-  const name = `idle runtimes paged out to compressed swap (zram, lz4): memory held, first answer after, CPU (${N} runtimes, PostgreSQL, worker in serve)`;
-  const setup = await setUpZramSwap();
+  const name = `idle runtimes paged out to compressed swap (zram, ${ALGORITHM}): memory held, first answer after, CPU (${N} runtimes, PostgreSQL, worker in serve)`;
+  const setup = await setUpZramSwap({ algorithm: ALGORITHM });
   if (!setup.swap) return report(name, { skipped: setup.reason }, { ok: false, target: 'zram swap set up by the bench (root, zram module)' });
   const zram = setup.swap;
   const root = new URL('../..', import.meta.url).pathname;
@@ -128,6 +131,10 @@ export async function runtimePageout(): Promise<boolean> {
         process.stderr.write(`  [runtime-pageout] a turn of person ${i + 1}, runtime frozen and resident\n`);
         warm.push(await personTurn(serve.url, who[i].member, { sessionId: who[i].sessionId }));
       }
+      // What zstd would make of the same memory (this kernel's zram has lzo-rle at best): one page in four of
+      // the last runtime, read while it is frozen and resident (it is paged out later, untouched meanwhile).
+      const treePids = (pid: number): number[] => [pid, ...(tree.get(pid) ?? []).flatMap(treePids)];
+      const zstd = zstdEstimate(treePids(runtimes[N - 1].sandboxPid), [1, 3], 4);
       if (performance.now() - frozenAt > PAGEOUT_S * 1000) throw new Error('the frozen runtimes\' turns took longer than the page-out time: raise BENCH_PAGEOUT_AFTER_S');
 
       // The page-outs: serve's CPU while they happen (nothing else runs), to every runtime paged out.
@@ -187,6 +194,16 @@ export async function runtimePageout(): Promise<boolean> {
           'paged out: of it resident PSS / share of the zram pool (median)': `${mb(median(paged.map((p) => p.pss)))} / ${mb(median(paged.map((p) => p.poolKb)))} (SwapPss ${mb(median(paged.map((p) => p.swapPss)))})`,
           'paged out: group memory / in swap (median)': `${mb(median(pagedGroups.map((g) => (g.memoryBytes ?? 0) / 1024)))} / ${mb(median(pagedGroups.map((g) => (g.swapBytes ?? 0) / 1024)))}`,
           'zram: stored / compressed / pool memory': z ? `${mb(z.origBytes / 1024)} / ${mb(z.comprBytes / 1024)} / ${mb(z.memUsedBytes / 1024)} (${(z.origBytes / Math.max(1, z.memUsedBytes)).toFixed(2)}x)` : '-',
+          'zstd instead (this kernel has none): one runtime\'s resident anonymous pages compressed page by page': (() => {
+            const nonZero = zstd.storedBytes - zstd.zeroPages * 4096;
+            const algPerByte = z && z.origBytes > 0 ? z.comprBytes / z.origBytes : NaN;
+            const heldWith = (level: number) => {
+              // The pool's share scaled by how much smaller zstd's pages are than the zram compressor's on the same kind of memory.
+              const factor = zstd.compressedBytes[level] / Math.max(1, zstd.storedBytes) / algPerByte;
+              return median(paged.map((p) => p.pss + p.poolKb * factor));
+            };
+            return `${mb(zstd.storedBytes / 1024)} in ${zstd.pages} pages (${zstd.zeroPages} zero): zstd-1 ${mb(zstd.compressedBytes[1] / 1024)} (${(nonZero / zstd.compressedBytes[1]).toFixed(2)}x of the non-zero), zstd-3 ${mb(zstd.compressedBytes[3] / 1024)} (${(nonZero / zstd.compressedBytes[3]).toFixed(2)}x); ${ALGORITHM} in zram here ${(1 / algPerByte).toFixed(2)}x of all it stores. Held per runtime paged out with zstd (estimate): zstd-1 ${mb(heldWith(1))}, zstd-3 ${mb(heldWith(3))}`;
+          })(),
           'host MemAvailable (the whole host, others\' work included): before the turns / frozen / paged out': `${mb(availableBefore)} / ${mb(availableFrozen)} / ${mb(availableAfter)}: paging out gave back ${mb(availableAfter - availableFrozen)}, ${mb((availableAfter - availableFrozen) / N)} a runtime (by the held figures: ${mb(residentMedian - heldMedian)})`,
           'first text, frozen resident runtime: p50 / max; over the model': `${stats(warm.map((t) => t.toText))} ms; ${ms(warmOver)}  ${mark(verdicts.warm)} (<= ${FROZEN_OVER_MODEL_TARGET_MS})`,
           'first text, paged-out runtime thawed: p50 / max; over the model': `${stats(thawed.map((t) => t.toText))} ms; ${ms(thawedOver)}  ${mark(verdicts.thawed)} (<= ${PAGED_OVER_MODEL_TARGET_MS}); ${(thawedOver - warmOver).toFixed(0)} ms more than frozen resident`,

@@ -15,7 +15,7 @@ import { benchMembers, modelFirstWordMs, personTurn, type TurnTimes } from './be
  * recently used idle runtimes are paged out to swap, then stopped, to make room, and a turn that finds
  * every runtime busy waits in the queue (its stream says so).
  *
- * With BENCH_WAVES_ZRAM=1 (the default as root) the bench sets up a zram swap first (lz4, sized
+ * With BENCH_WAVES_ZRAM=1 (the default as root) the bench sets up a zram swap first (lzo-rle, sized
  * BENCH_WAVES_ZRAM_GB, by default twice the host's memory: a paged-out runtime stores ~300 MB in it and
  * holds a fraction of that in RAM; removed after), and serve pages idle runtimes out after
  * BENCH_WAVES_PAGEOUT_S frozen (30 s here, instead of serve's 5 min, so the waves see it). Target (issue

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 /**
  * Compressed swap for a test or a benchmark that pages idle runtimes out (issue 41), set up by it and
- * removed after, the way an operator's zram-tools would: a zram device with lz4, made swap with a high
+ * removed after, the way an operator's zram-tools would: a zram device with lzo-rle (as install.sh --zram chooses without zstd), made swap with a high
  * priority. A host that already has swap keeps it and the caller uses it (nothing is changed or removed).
  *
  * Several test processes (vitest's workers, a bench beside them, another engineer's run) may want it at
@@ -199,9 +199,9 @@ function leftovers(): { on: string | null } {
 
 /**
  * Compressed swap for the calling process: the host's swap when it has some, else a zram device set up
- * here (lz4, `sizeBytes`, default 8 GiB; swap priority 100). Call `teardown()` after (afterAll, finally).
+ * here (lzo-rle, `sizeBytes`, default 8 GiB; swap priority 100). Call `teardown()` after (afterAll, finally).
  */
-export async function setUpZramSwap(o: { sizeBytes?: number } = {}): Promise<ZramSwapSetup> {
+export async function setUpZramSwap(o: { sizeBytes?: number; algorithm?: string } = {}): Promise<ZramSwapSetup> {
   if (process.getuid?.() !== 0) return { swap: null, reason: 'not root: swap cannot be set up' };
   if (!existsSync('/sys/class/zram-control') && zramDevices().length === 0) {
     run('modprobe', ['zram', 'num_devices=1']);
@@ -237,8 +237,10 @@ export async function setUpZramSwap(o: { sizeBytes?: number } = {}): Promise<Zra
     };
     const algorithms = read(`/sys/block/${device}/comp_algorithm`) ?? '';
     try {
-      // The algorithm can only be chosen before the size is set; lz4 is what the mechanism was measured with.
-      if (/\blz4\b/.test(algorithms)) writeFileSync(`/sys/block/${device}/comp_algorithm`, 'lz4');
+      // The algorithm can only be chosen before the size is set: lzo-rle by default, as install.sh --zram
+      // chooses on a kernel without zstd (this one).
+      const algorithm = o.algorithm ?? 'lzo-rle';
+      if (new RegExp(`(^|[\\s\\[])${algorithm}([\\s\\]]|$)`).test(algorithms)) writeFileSync(`/sys/block/${device}/comp_algorithm`, algorithm);
       writeFileSync(`/sys/block/${device}/disksize`, String(sizeBytes));
     } catch (err) {
       return fail(`cannot configure ${device}: ${(err as Error).message}`);
