@@ -38,6 +38,7 @@ const bothModes = [
   'test/api/sessions-any-serve.test.ts',
   'test/api/sessions-delete-race.test.ts',
   'test/api/sessions-manage.test.ts',
+  'test/api/sign-in-links.test.ts',
   'test/cli/cli.test.ts',
   'test/cli/gateway-cli.test.ts',
   'test/cli/person-data-cli.test.ts',
