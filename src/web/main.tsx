@@ -115,4 +115,8 @@ if (/^#?\/?(sessions\/?)?$/.test(location.hash)) {
   prefetch('/sessions');
   prefetch('/setup');
 }
-render(<App />, document.getElementById('app')!);
+// Emptied first: Preact diffs against what is there, and leaves index.html's "Loading…" beside a first
+// screen that is not the loading one (a sign-in link's page).
+const root = document.getElementById('app')!;
+root.replaceChildren();
+render(<App />, root);
