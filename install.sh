@@ -875,6 +875,9 @@ ZRAM_SYSCTL_FILE=/etc/sysctl.d/90-agentws-zram.conf
 # upgrades): drop-ins override it (zram-generator.conf(5)).
 ZRAM_GENERATOR_FILE=/etc/systemd/zram-generator.conf.d/90-agentws.conf
 ZRAMSWAP_FILE=/etc/default/zramswap
+# PostgreSQL on this host is the control plane's too: kept out of swap like the service (cgroup v2; systemd
+# ignores the setting on v1, where swappiness 180 may still push its cold pages out under pressure).
+PG_NOSWAP_FILE=/etc/systemd/system/postgresql@.service.d/90-agentws-noswap.conf
 
 zram_sysctl_text() {
   local swappiness
@@ -926,6 +929,19 @@ EOT
   printf '%s\n' 'PRIORITY=100' "$ZRAMSWAP_END"
 }
 
+pg_noswap_text() {
+  cat <<EOT
+$ZRAM_MARK
+# The appliance's database answers at RAM speed whatever the agents do: idle runtimes are what goes to
+# swap (README, "Sizing a host"). Applies when PostgreSQL next restarts.
+[Service]
+MemorySwapMax=0
+EOT
+}
+
+# Debian's PostgreSQL runs as postgresql@<version>-<cluster>.service: a drop-in for every cluster.
+pg_unit_present() { [[ -f /lib/systemd/system/postgresql@.service || -f /usr/lib/systemd/system/postgresql@.service || -f /etc/systemd/system/postgresql@.service ]]; }
+
 zram_active() { grep -q "^/dev/${ZRAM_DEVICE}[[:space:]]" /proc/swaps 2>/dev/null; }
 
 setup_zram() {
@@ -956,6 +972,10 @@ setup_zram() {
     write_host_file "$ZRAMSWAP_FILE" "$(zramswap_text "$algorithm")" && changed=1
   fi
   write_host_file "$ZRAM_SYSCTL_FILE" "$(zram_sysctl_text)" || true
+  local pg_changed=0
+  if [[ $rendering == 1 ]] || pg_unit_present; then
+    write_host_file "$PG_NOSWAP_FILE" "$(pg_noswap_text)" && pg_changed=1
+  fi
 
   if [[ $rendering == 1 ]]; then
     log "--zram-dir: nothing installed, applied or started"
@@ -970,6 +990,10 @@ setup_zram() {
     warn "this host also swaps to ${others% }: once zram is full, vm.swappiness $(zram_swappiness) (meant for swap in memory) sends pages there too; consider turning it off"
   fi
   as_root sysctl -q -p "$ZRAM_SYSCTL_FILE" || warn "could not apply $ZRAM_SYSCTL_FILE now (it applies at the next boot)"
+  if [[ $pg_changed == 1 && -d /run/systemd/system ]]; then
+    as_root systemctl daemon-reload
+    log "PostgreSQL is kept out of swap from its next restart (MemorySwapMax=0; cgroup v2 hosts): not restarted now"
+  fi
 
   local unit=dev-$ZRAM_DEVICE.swap restart="systemctl restart systemd-zram-setup@$ZRAM_DEVICE.service"
   if [[ $backend == zram-tools ]]; then unit=zramswap.service; restart="systemctl restart zramswap.service"; fi

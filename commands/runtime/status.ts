@@ -4,7 +4,7 @@ import { colors } from '../../src/cli/output.js';
 import { formatSize } from '../../src/lib/size.js';
 
 export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
-  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, the hosts\' runtimes (capacity, resident, frozen, memory), the limits that hold them, and who is near a limit.';
+  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, the hosts\' runtimes (capacity, resident, frozen, paged out, memory, swap), the limits that hold them, and who is near a limit.';
   static override description =
     'Exits 0 whether or not the workspace is ready (check "ready" in --json); it fails only when the status cannot be read. Not ready means prompts fail with runtime_not_ready until an admin applies a provider and a default model. "pendingChanges" means providers or the default model changed since the last apply.';
   static override examples = ['<%= config.bin %> runtime status', '<%= config.bin %> runtime status --tenant acme --json'];

@@ -63,6 +63,8 @@ describe('install.sh --zram, rendered into a directory', () => {
       'swap-priority': '100',
     });
     expect(settings(readFileSync(sysctlConf, 'utf8'))).toEqual({ 'vm.swappiness': String(expectedSwappiness), 'vm.page-cluster': '0' });
+    // The database on this host is the control plane's: out of swap too.
+    expect(readFileSync(join(dir, 'etc/systemd/system/postgresql@.service.d/90-agentws-noswap.conf'), 'utf8')).toMatch(/^\[Service\]\nMemorySwapMax=0$/m);
     // The package's own /etc/systemd/zram-generator.conf (a conffile) is left alone: the drop-in overrides it.
     expect(existsSync(join(dir, 'etc/systemd/zram-generator.conf'))).toBe(false);
     // Nothing was written on the host itself.

@@ -21,10 +21,11 @@ import { createStartGate } from './start-gate.js';
  * their process), in `aws serve` (its local runner) or in `aws runner`. A runtime starts on demand, is
  * frozen after `freezeAfterMs` without use (no CPU at all; thawed in milliseconds by the next request,
  * runtime-cgroups.ts), paged out to swap after `pageOutAfterMs` more (it then holds a fraction of its
- * memory: compressed, with zram; its next turn brings back what it touches), stops after `idleMs`, restarts with back-off when it crashes, and at most `max` run
- * at once (by default what the host's memory holds, runtime-capacity.ts): to start one more, the least
- * recently used runtime with no turn running is stopped; when every runtime is busy, the caller is told to
- * wait (RuntimeBusyError) and its turn waits in the queue. When the host runs short of memory, idle
+ * memory: compressed, with zram; its next turn brings back what it touches), stops after `idleMs`,
+ * restarts with back-off when it crashes, and at most `max` run at once (by default what the host's
+ * memory holds, runtime-capacity.ts): to start one more, the least recently used runtime with no turn
+ * running is stopped; when every runtime is busy, the caller is told to wait (RuntimeBusyError) and its
+ * turn waits in the queue. When the host runs short of memory, idle
  * runtimes are paged out, least recently used first, and stopped only when that is not enough, never one
  * with a turn running (runtime-capacity.ts relief).
  *
@@ -215,7 +216,7 @@ export interface LimitsStatus {
   pageOutAfterMs: number | null;
   /** The host's swap (bytes), and what its compressed pool takes of the memory; null: not read. */
   swap: { totalBytes: number; freeBytes: number; compressedStoredBytes: number | null; compressedUsedBytes: number | null } | null;
-  /** Why a limit is missing here: `memory`, `processes`, `cpu`, `disk`. */
+  /** Why a limit is missing here: `memory`, `processes`, `cpu`, `disk`; and why idle runtimes are not paged out: `paging`. */
   unavailable: Record<string, string>;
 }
 
