@@ -53,13 +53,33 @@ Options:
                        'postgres' when passwordless TCP access is not possible
                        (implied when CI=true)
   --systemd            render systemd units for `serve` and `worker` (does not
-                       run systemctl; prints the commands to run next)
+                       run systemctl; prints the commands to run next). On a
+                       terminal it also asks whether to set up compressed swap
+                       (--zram; default no); otherwise it prints how to.
   --no-systemd         never render systemd units
   --unit-dir DIR       where to write unit files (default: /etc/systemd/system)
   --config PATH        KEY=value env file used by the units
                        (default: /etc/agentws/config.env)
   --data-dir DIR       writable data directory for the units (default: /var/lib/agentws)
   --user NAME          user the services run as (default: agentws)
+  --zram               set up compressed swap in memory (zram) on this host, where
+                       idle agent runtimes are paged out (README "Sizing a host"):
+                       installs Debian's systemd-zram-generator (zram-tools where
+                       that package is missing), writes its configuration (2x RAM
+                       of pages before compression, at most 150000 MiB; zstd where the
+                       kernel offers it, else lzo-rle, else lz4; priority 100) and
+                       /etc/sysctl.d/90-agentws-zram.conf (vm.swappiness,
+                       vm.page-cluster), applies the sysctls and starts the swap
+                       device when systemd runs. Root (or sudo). Not in a
+                       container: swap is the container host's.
+  --no-zram            do not set up compressed swap, and do not ask
+  --zram-dir DIR       write the --zram files under DIR (DIR/etc/...) instead of /,
+                       and install, apply and start nothing (a dry run to read or
+                       test what --zram writes)
+  --zram-backend NAME  generator (systemd-zram-generator) or zram-tools; default:
+                       the one installed, else the generator where apt has it
+  --zram-algorithm NAME  compressor instead of the automatic choice (one that
+                       /sys/block/zram0/comp_algorithm lists)
   --serve              after installing: run `./bin/run.js init --yes` if no config
                        exists at ${AGENTWS_CONFIG:-./.agentws/config.env}, then
                        exec `./bin/run.js serve`
@@ -87,6 +107,8 @@ Examples:
   bash install.sh --with-postgres --no-systemd      # + local PostgreSQL/pgvector for tests
   bash install.sh --with-chromium --no-npm          # + Chromium for the browser tests
   bash install.sh --systemd --unit-dir /tmp/units   # render units somewhere else
+  sudo bash install.sh --systemd --zram             # units, and compressed swap for idle runtimes
+  bash install.sh --no-npm --zram --zram-dir /tmp/z # what --zram would write, written under /tmp/z
   bash install.sh --serve                           # build, init (embedded db), serve
   bash install.sh --test                            # everything the tests need, then the whole suite
   bash install.sh --test -- test/unit/tokens.test.ts  # the same, then one test file
@@ -109,6 +131,10 @@ CONFIG_PATH=/etc/agentws/config.env
 RUNNER_ENV=/etc/agentws/runner.env
 DATA_DIR=/var/lib/agentws
 SVC_USER=agentws
+ZRAM=ask            # ask | yes | no
+ZRAM_DIR=
+ZRAM_BACKEND=auto   # auto | generator | zram-tools
+ZRAM_ALGORITHM=
 
 case "${CI:-}" in ''|0|false|FALSE|no) ;; *) CI_MODE=1 ;; esac
 
@@ -137,6 +163,14 @@ while [[ $# -gt 0 ]]; do
     --data-dir=*) DATA_DIR=${1#*=} ;;
     --user) need_arg "$@"; SVC_USER=$2; shift ;;
     --user=*) SVC_USER=${1#*=} ;;
+    --zram) ZRAM=yes ;;
+    --no-zram) ZRAM=no ;;
+    --zram-dir) need_arg "$@"; ZRAM_DIR=$2; shift ;;
+    --zram-dir=*) ZRAM_DIR=${1#*=} ;;
+    --zram-backend) need_arg "$@"; ZRAM_BACKEND=$2; shift ;;
+    --zram-backend=*) ZRAM_BACKEND=${1#*=} ;;
+    --zram-algorithm) need_arg "$@"; ZRAM_ALGORITHM=$2; shift ;;
+    --zram-algorithm=*) ZRAM_ALGORITHM=${1#*=} ;;
     *) printf '==> ERROR: unknown option: %s (see --help)\n' "$1" >&2; exit 2 ;;
   esac
   shift
@@ -147,6 +181,14 @@ if [[ ${#TEST_ARGS[@]} -gt 0 && $TEST == 0 ]]; then
 fi
 if [[ $TEST == 1 && $SERVE == 1 ]]; then
   printf '==> ERROR: --serve and --test are two runs: run the tests, then serve (see --help)\n' >&2; exit 2
+fi
+case $ZRAM_BACKEND in auto|generator|zram-tools) ;; *) printf '==> ERROR: --zram-backend is generator or zram-tools, not %s\n' "$ZRAM_BACKEND" >&2; exit 2 ;; esac
+[[ -z $ZRAM_ALGORITHM || $ZRAM_ALGORITHM =~ ^[a-z0-9-]+$ ]] || { printf '==> ERROR: invalid --zram-algorithm %s\n' "$ZRAM_ALGORITHM" >&2; exit 2; }
+if [[ -n $ZRAM_DIR && $ZRAM == ask ]]; then
+  # Rendering somewhere else is itself the operator's yes: there is nothing to ask about.
+  ZRAM=yes
+elif [[ -n $ZRAM_DIR && $ZRAM == no ]]; then
+  printf '==> ERROR: --zram-dir writes what --zram would: it goes with --zram, not --no-zram\n' >&2; exit 2
 fi
 if [[ $SYSTEMD == auto ]]; then
   # Units go with a PostgreSQL install, not with a test run that sets one up.
@@ -199,13 +241,17 @@ as_postgres() {
 }
 
 APT_UPDATED=0
-apt_install() {
-  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this installer supports Debian/Ubuntu only (missing: $*)"
+apt_update_once() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this installer supports Debian/Ubuntu only"
   if [[ $APT_UPDATED == 0 ]]; then
     log "apt-get update"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || die "apt-get update failed"
     APT_UPDATED=1
   fi
+}
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this installer supports Debian/Ubuntu only (missing: $*)"
+  apt_update_once
   log "apt-get install -y $*"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" </dev/null \
     || die "apt-get install $* failed"
@@ -693,6 +739,308 @@ render_systemd_units() {
   printf '    systemctl daemon-reload && systemctl enable --now agentws-runner.service\n' >&2
 }
 
+# ---------------------------------------------------------------- compressed swap (--zram)
+# An idle runtime is frozen and, after AGENTWS_RUNTIME_PAGEOUT_SECONDS, its memory is pushed out to swap
+# (runtime-cgroups.ts pageOut). Swap in memory, compressed (zram), makes that cheap both ways: no disk, a
+# page back in a few microseconds when its person returns. Swap is the host's to configure, never a
+# container's, and takes root; it is set up only when the operator says so (--zram, or yes when asked).
+ZRAM_MARK='# Written by install.sh --zram (Agent Workspace Service); re-running it rewrites this file.'
+ZRAM_DEVICE=zram0
+# The device's size, counted before compression, as a share of RAM: 200 %. It is sized to what the
+# service pages out (runtime-capacity.ts): a paged-out runtime holds ~100 MiB of RAM (what stays resident
+# and its share of the compressed pool) and puts ~300 MiB in swap, so the memory for runtimes (RAM less a
+# tenth) holds usable/100 MiB runtimes, usable/400 MiB of them resident, and the rest need
+# (1/100 - 1/400) x 300 MiB = 2.25 x usable of swap: ~2x RAM. A smaller device leaves RAM unused (24 GB:
+# 174 people at 1.5x RAM, 214 at 2x); a larger one is never filled. Not the package's "half of RAM": that
+# is 0.5x RAM before compression, ~40 paged-out runtimes on 24 GB. At lzo-rle's ~3.6x on idle runtimes
+# (measured here) a full device takes ~55 % of RAM, which is what those runtimes hold; the service counts
+# it before placing more.
+ZRAM_PERCENT=200
+# At most 150000 MiB however large the host: a host runs at most 500 runtimes (AGENTWS_RUNTIME_MAX), and
+# 500 x 300 MiB is all they put in swap. The cap matters because the kernel allocates the device's page
+# table (16 bytes a 4 KiB page, 0.4 % of the size: 148 MB for 36 GiB, measured) when the device is set
+# up, used or not.
+ZRAM_MAX_MIB=150000
+
+zram_root() { printf '%s' "${ZRAM_DIR%/}"; }
+zram_rendering() { [[ -n $ZRAM_DIR ]]; }
+
+# A container whose /sys is read-only (podman's and docker's default): its swap is its host's. A
+# container marker alone is not enough: some VMs are made from container images and keep the marker
+# (a /.dockerenv) with a kernel, a writable /sys and zram of their own (the development VMs here).
+in_container() {
+  local marked=1
+  if command -v systemd-detect-virt >/dev/null 2>&1 && systemd-detect-virt --container --quiet; then marked=0; fi
+  [[ -f /run/.containerenv || -f /.dockerenv ]] && marked=0
+  [[ $marked == 0 ]] || return 1
+  awk '$5 == "/sys" { split($6, o, ","); ro = (o[1] == "ro") } END { exit ro ? 0 : 1 }' /proc/self/mountinfo
+}
+
+# The compressors the kernel offers zram: the device's own list (on kernels before 6.12 reading it loads
+# the crypto modules it names), else the crypto API's loaded algorithms (/proc/crypto), else nothing.
+zram_offered_algorithms() {
+  local f
+  for f in /sys/block/zram*/comp_algorithm; do
+    if [[ -r $f ]]; then tr -d '[]' <"$f"; return 0; fi
+  done
+  awk -F': *' '$1 ~ /^name/ { print $2 }' /proc/crypto 2>/dev/null | tr '\n' ' ' || true
+}
+
+# zstd where the kernel offers it: on idle runtimes' memory it packs ~4.8x against lzo-rle's 3.6x and lz4's
+# 3.4x (runtime-pageout bench: zstd estimated page by page on the same memory; this kernel has none), and a
+# thawed runtime brings back only the pages its next turn touches. Else lzo-rle (the kernel's own default):
+# measured against lz4 in the same bench, it held each paged-out runtime in 87 MB against 98 MB, and the
+# first answer after a thaw came sooner (371 against 408 ms over the model). Else lz4. None listed (an
+# unusual kernel): its default.
+choose_zram_algorithm() {
+  local offered
+  offered=" $(zram_offered_algorithms) "
+  if [[ -n $ZRAM_ALGORITHM ]]; then
+    if [[ -n ${offered// /} && $offered != *" $ZRAM_ALGORITHM "* ]]; then
+      die "--zram-algorithm $ZRAM_ALGORITHM: this kernel offers zram only:${offered% }"
+    fi
+    printf '%s' "$ZRAM_ALGORITHM"
+  elif [[ $offered == *" zstd "* ]]; then printf zstd
+  elif [[ $offered == *" lzo-rle "* ]]; then printf lzo-rle
+  elif [[ $offered == *" lz4 "* || -z ${offered// /} ]]; then printf lz4
+  fi
+}
+
+# vm.swappiness weighs swapping anonymous pages against dropping file pages. The kernel's doc
+# (admin-guide/sysctl/vm.rst) sets it from how much cheaper swap-in is than a file read: N times cheaper
+# gives 200*N/(N+1). A zram page comes back in a few microseconds of CPU, a file page from disk in
+# ~100 us or more: N of 10 or so, hence 180 (ChromeOS and Pop!_OS use the same on zram). Then, under
+# pressure, the kernel pushes out idle runtimes' cold heaps before the page cache the running ones read
+# from. Kernels before 5.8 stop at 100.
+zram_swappiness() {
+  local v
+  v=$(uname -r); v=${v%%-*}
+  if version_ge "$v" 5.8; then printf 180; else printf 100; fi
+}
+
+mem_total_mib() { awk '/^MemTotal:/ { printf "%d", $2 / 1024 }' /proc/meminfo; }
+
+zram_size_mib() { # for zram-tools, which takes a fixed size (the generator computes it at each boot)
+  local ram size
+  ram=$(mem_total_mib)
+  size=$((ram * ZRAM_PERCENT / 100))
+  (( size > ZRAM_MAX_MIB )) && size=$ZRAM_MAX_MIB
+  printf '%d' "$size"
+}
+
+pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'; }
+pkg_candidate() {
+  local c
+  command -v apt-cache >/dev/null 2>&1 || return 1
+  c=$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+  [[ -n $c && $c != '(none)' ]]
+}
+
+# systemd-zram-generator (systemd's own, in Debian since bookworm) where it is installed or apt has it;
+# zram-tools (Debian's older zramswap service) where only that one is there.
+choose_zram_backend() {
+  if [[ $ZRAM_BACKEND != auto ]]; then printf '%s' "$ZRAM_BACKEND"; return; fi
+  if pkg_installed systemd-zram-generator; then printf generator
+  elif pkg_installed zram-tools; then printf zram-tools
+  elif pkg_candidate systemd-zram-generator; then printf generator
+  elif pkg_candidate zram-tools; then printf zram-tools
+  elif zram_rendering; then printf generator
+  else die "neither systemd-zram-generator nor zram-tools is in this host's apt sources (Debian 12 and later have both)"
+  fi
+}
+
+# Writes TEXT to FILE (under --zram-dir when given) when it differs; says which. Returns 1 when unchanged.
+ZRAM_WROTE=()
+write_host_file() { # write_host_file FILE TEXT
+  local dest
+  dest=$(zram_root)$1
+  if [[ -f $dest ]] && [[ $(cat "$dest") == "$2" ]]; then
+    log "unchanged: $dest"
+    return 1
+  fi
+  local dir tmp
+  dir=$(dirname "$dest")
+  if [[ ! -d $dir ]]; then mkdir -p "$dir" 2>/dev/null || as_root mkdir -p "$dir"; fi
+  tmp=$(mktemp)
+  TMP_DIRS+=("$tmp")
+  printf '%s\n' "$2" >"$tmp"
+  if [[ -w $dir ]]; then install -m 0644 "$tmp" "$dest"; else as_root install -m 0644 "$tmp" "$dest"; fi
+  rm -f "$tmp"
+  log "wrote $dest"
+  ZRAM_WROTE+=("$1")
+}
+
+ZRAM_SYSCTL_FILE=/etc/sysctl.d/90-agentws-zram.conf
+# A drop-in, not the package's own /etc/systemd/zram-generator.conf (a conffile dpkg would ask about at
+# upgrades): drop-ins override it (zram-generator.conf(5)).
+ZRAM_GENERATOR_FILE=/etc/systemd/zram-generator.conf.d/90-agentws.conf
+ZRAMSWAP_FILE=/etc/default/zramswap
+# PostgreSQL on this host is the control plane's too: kept out of swap like the service (cgroup v2; systemd
+# ignores the setting on v1, where swappiness 180 may still push its cold pages out under pressure).
+PG_NOSWAP_FILE=/etc/systemd/system/postgresql@.service.d/90-agentws-noswap.conf
+
+zram_sysctl_text() {
+  local swappiness
+  swappiness=$(zram_swappiness)
+  cat <<EOT
+$ZRAM_MARK
+# For swap in compressed memory (zram) only: README, "Sizing a host".
+# Swapping to memory costs a few microseconds of CPU a page, reading a file back from disk far more
+# (kernel doc admin-guide/sysctl/vm.rst: 200*N/(N+1) when swap-in is N times cheaper; ChromeOS and
+# Pop!_OS use 180 on zram): idle runtimes' cold pages go before the page cache busy ones read from.
+vm.swappiness = $swappiness
+# No read-ahead on swap-in: zram has no seek to save, and each extra page is one more decompression.
+vm.page-cluster = 0
+EOT
+}
+
+zram_generator_text() { # zram_generator_text ALGORITHM
+  printf '%s\n' "$ZRAM_MARK"
+  cat <<EOT
+# Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host").
+# zram-size is the capacity before compression, from RAM at each boot (ram: MemTotal in MiB): 2x RAM,
+# what the runtimes that RAM holds paged out put in swap (install.sh says why); at most 150000 MiB.
+[$ZRAM_DEVICE]
+zram-size = min(ram * $ZRAM_PERCENT / 100, $ZRAM_MAX_MIB)
+EOT
+  if [[ -n $1 ]]; then printf 'compression-algorithm = %s\n' "$1"; fi
+  printf '%s\n' '# Above any disk swap: the kernel fills zram first.' 'swap-priority = 100'
+}
+
+# zram-tools reads /etc/default/zramswap, a conffile of its own with the operator's settings commented
+# out: our block goes last (the file is sourced: later lines win), replaced on every run.
+ZRAMSWAP_BEGIN='# --- agentws install.sh --zram: begin (re-running install.sh --zram rewrites this block)'
+ZRAMSWAP_END='# --- agentws install.sh --zram: end'
+zramswap_text() { # zramswap_text ALGORITHM
+  local current=
+  [[ -f $(zram_root)$ZRAMSWAP_FILE ]] && current=$(cat "$(zram_root)$ZRAMSWAP_FILE")
+  # What is there, without an earlier block of ours.
+  printf '%s\n' "$current" | awk -v b="$ZRAMSWAP_BEGIN" -v e="$ZRAMSWAP_END" '
+    $0 == b { skip = 1; next }  $0 == e { skip = 0; next }  !skip' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'
+  printf '%s\n' "$ZRAMSWAP_BEGIN"
+  cat <<EOT
+# Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host"): 2x RAM of
+# pages before compression, at most 150000 MiB; computed when install.sh ran
+# ($(mem_total_mib) MiB of RAM): re-run it after changing the host's memory. PERCENT would override SIZE.
+PERCENT=
+SIZE=$(zram_size_mib)
+EOT
+  if [[ -n $1 ]]; then printf 'ALGO=%s\n' "$1"; fi
+  printf '%s\n' 'PRIORITY=100' "$ZRAMSWAP_END"
+}
+
+pg_noswap_text() {
+  cat <<EOT
+$ZRAM_MARK
+# The appliance's database answers at RAM speed whatever the agents do: idle runtimes are what goes to
+# swap (README, "Sizing a host"). Applies when PostgreSQL next restarts.
+[Service]
+MemorySwapMax=0
+EOT
+}
+
+# Debian's PostgreSQL runs as postgresql@<version>-<cluster>.service: a drop-in for every cluster.
+pg_unit_present() { [[ -f /lib/systemd/system/postgresql@.service || -f /usr/lib/systemd/system/postgresql@.service || -f /etc/systemd/system/postgresql@.service ]]; }
+
+zram_active() { grep -q "^/dev/${ZRAM_DEVICE}[[:space:]]" /proc/swaps 2>/dev/null; }
+
+setup_zram() {
+  local rendering=0 backend algorithm
+  zram_rendering && rendering=1
+  if [[ $rendering == 0 ]]; then
+    in_container && die "--zram: this is a container (read-only /sys); swap is its host's to set up (run install.sh --zram on the host; README \"Containers\")"
+    [[ $(uname -s) == Linux ]] || die "--zram: zram is Linux's"
+    # Loads zram (making zram0) so that its list of compressors can be read; the generator loads it at boot.
+    [[ -e /sys/block/$ZRAM_DEVICE ]] || as_root modprobe zram 2>/dev/null || warn "could not load the zram module (modprobe zram)"
+  fi
+  if [[ $rendering == 0 && $ZRAM_BACKEND == auto ]] && ! pkg_installed systemd-zram-generator && ! pkg_installed zram-tools \
+    && ! pkg_candidate systemd-zram-generator && ! pkg_candidate zram-tools; then
+    apt_update_once # old package lists, or none yet (a fresh image)
+  fi
+  backend=$(choose_zram_backend)
+  algorithm=$(choose_zram_algorithm)
+  log "compressed swap: $backend, ${algorithm:-the default compressor of the kernel}, $ZRAM_PERCENT % of RAM before compression (at most $ZRAM_MAX_MIB MiB)${ZRAM_DIR:+, written under $ZRAM_DIR}"
+  local pkg=systemd-zram-generator
+  [[ $backend == zram-tools ]] && pkg=zram-tools
+  # The package before its configuration: installing it after would meet a file of ours in its place.
+  if [[ $rendering == 0 ]] && ! pkg_installed "$pkg"; then apt_install "$pkg"; fi
+
+  local changed=0
+  if [[ $backend == generator ]]; then
+    write_host_file "$ZRAM_GENERATOR_FILE" "$(zram_generator_text "$algorithm")" && changed=1
+  else
+    write_host_file "$ZRAMSWAP_FILE" "$(zramswap_text "$algorithm")" && changed=1
+  fi
+  write_host_file "$ZRAM_SYSCTL_FILE" "$(zram_sysctl_text)" || true
+  local pg_changed=0
+  if [[ $rendering == 1 ]] || pg_unit_present; then
+    write_host_file "$PG_NOSWAP_FILE" "$(pg_noswap_text)" && pg_changed=1
+  fi
+
+  if [[ $rendering == 1 ]]; then
+    log "--zram-dir: nothing installed, applied or started"
+    return 0
+  fi
+  if [[ -f /sys/module/zswap/parameters/enabled ]] && [[ $(cat /sys/module/zswap/parameters/enabled) == Y ]]; then
+    warn "zswap is on: it would compress pages on their way into zram a second time; turn it off (kernel command line zswap.enabled=0)"
+  fi
+  local others
+  others=$(awk -v d="/dev/$ZRAM_DEVICE" 'NR > 1 && $1 != d { printf "%s ", $1 }' /proc/swaps 2>/dev/null || true)
+  if [[ -n $others ]]; then
+    warn "this host also swaps to ${others% }: once zram is full, vm.swappiness $(zram_swappiness) (meant for swap in memory) sends pages there too; consider turning it off"
+  fi
+  as_root sysctl -q -p "$ZRAM_SYSCTL_FILE" || warn "could not apply $ZRAM_SYSCTL_FILE now (it applies at the next boot)"
+  if [[ $pg_changed == 1 && -d /run/systemd/system ]]; then
+    as_root systemctl daemon-reload
+    log "PostgreSQL is kept out of swap from its next restart (MemorySwapMax=0; cgroup v2 hosts): not restarted now"
+  fi
+
+  local unit=dev-$ZRAM_DEVICE.swap restart="systemctl restart systemd-zram-setup@$ZRAM_DEVICE.service"
+  if [[ $backend == zram-tools ]]; then unit=zramswap.service; restart="systemctl restart zramswap.service"; fi
+  if [[ ! -d /run/systemd/system ]]; then
+    warn "systemd is not running here: the swap device starts at the next boot under systemd (or now: $([[ $backend == generator ]] && echo "/lib/systemd/system-generators/zram-generator --setup-device $ZRAM_DEVICE && swapon -p 100 /dev/$ZRAM_DEVICE" || echo "zramswap start"))"
+  elif zram_active; then
+    if [[ $changed == 1 ]]; then
+      # Restarting it would first move everything in it back into memory: the operator's call, at a quiet time.
+      log "/dev/$ZRAM_DEVICE is already swap: the new settings apply at the next boot, or now with: $restart (it moves what is paged out back into memory first)"
+    else
+      log "/dev/$ZRAM_DEVICE is swap already"
+    fi
+  else
+    as_root systemctl daemon-reload
+    [[ $backend == zram-tools ]] && as_root systemctl enable zramswap.service
+    as_root systemctl start "$unit" || die "systemctl start $unit failed (journalctl -u $unit)"
+  fi
+  if zram_active; then
+    log "compressed swap on: $(awk -v d="/dev/$ZRAM_DEVICE" '$1 == d { printf "%s, %d MiB, priority %s", $1, $3 / 1024, $5 }' /proc/swaps)"
+  fi
+}
+
+# Without --zram or --no-zram: with --systemd on a terminal, ask (default no); otherwise one line on how.
+maybe_zram() {
+  case $ZRAM in
+    yes) setup_zram; return ;;
+    no) return 0 ;;
+  esac
+  [[ $SYSTEMD == yes ]] || return 0
+  if [[ -f $ZRAM_GENERATOR_FILE || -f $ZRAM_SYSCTL_FILE ]]; then
+    log "compressed swap: set up by an earlier install.sh --zram ($ZRAM_SYSCTL_FILE); --zram again to refresh it"
+    return 0
+  fi
+  if in_container; then
+    log "compressed swap: its host's to set up, with install.sh --zram there (this is a container with a read-only /sys); README \"Containers\""
+    return 0
+  fi
+  if [[ $CI_MODE == 0 && -t 0 && -t 2 ]]; then
+    local answer=
+    read -r -p "==> Page idle agent runtimes out to compressed swap in memory (zram; installs systemd-zram-generator, sets vm.swappiness)? [y/N] " answer || true
+    case $answer in
+      [yY]|[yY][eE][sS]) setup_zram; return ;;
+    esac
+  fi
+  log "compressed swap (zram) not set up: idle runtimes stay in memory; to page them out, re-run with --zram (README \"Sizing a host\")"
+}
+
 # ---------------------------------------------------------------- chromium (browser tests)
 # The dashboard's end-to-end tests drive a real Chromium through playwright-core; `npx playwright install`
 # downloads browsers from a CDN these machines cannot reach, so Debian's package is the browser.
@@ -793,6 +1141,7 @@ fi
 if [[ $SYSTEMD == yes ]]; then
   render_systemd_units
 fi
+maybe_zram
 
 if [[ $TEST == 1 ]]; then
   log "the test suite on Node.js $(node --version) ($(command -v node)), npm $(npm --version) ($(command -v npm)): npm test${TEST_ARGS[*]:+ -- ${TEST_ARGS[*]}}"

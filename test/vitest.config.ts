@@ -38,6 +38,7 @@ const bothModes = [
   'test/api/sessions-any-serve.test.ts',
   'test/api/sessions-delete-race.test.ts',
   'test/api/sessions-manage.test.ts',
+  'test/api/sign-in-links.test.ts',
   'test/cli/cli.test.ts',
   'test/cli/gateway-cli.test.ts',
   'test/cli/person-data-cli.test.ts',
@@ -47,6 +48,7 @@ const bothModes = [
 // Suites that check the embedded mode only (their describe runs if DB_MODE === 'embedded').
 const embeddedOnly = [
   'test/integration/runtime-density.test.ts',
+  'test/integration/runtime-paging.test.ts',
   'test/integration/runtime-pool.test.ts',
   'test/cli/init-interactive.test.ts',
   'test/cli/runtime-probe.test.ts',

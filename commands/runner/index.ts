@@ -7,7 +7,7 @@ import { untilSignal } from '../../src/cli/signals.js';
 import { ConfigError } from '../../src/kernel/errors.js';
 import { runtimeCapacity } from '../../src/core/runtime/host/runtime-capacity.js';
 import { runtimeMemoryDefault } from '../../src/core/runtime/host/runtime-limits-fns.js';
-import { readHostMemory } from '../../src/lib/host-memory.js';
+import { readHostMemory, readSwap } from '../../src/lib/host-memory.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { createRunnerAgent } from '../../src/runner/runner-agent.js';
 import { readRunnerSettings } from '../../src/runner/runner-settings.js';
@@ -40,7 +40,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
     const s = settings.value;
     const log = createLogger(s.logLevel, 1);
     const hostMemory = readHostMemory();
-    const capacity = s.max ?? runtimeCapacity(hostMemory);
+    const capacity = s.max ?? runtimeCapacity({ ...hostMemory, swapBytes: s.pageOutAfterMs > 0 && s.freezeAfterMs > 0 ? readSwap().totalBytes : 0 });
     const agent = createRunnerAgent({
       controlUrl: s.controlUrl,
       token: s.token,
@@ -50,6 +50,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
       nice: s.nice,
       idleMs: s.idleMs,
       freezeAfterMs: s.freezeAfterMs,
+      pageOutAfterMs: s.pageOutAfterMs,
       limits: { memoryMaxBytes: s.memoryMax === 'auto' ? runtimeMemoryDefault(hostMemory.totalBytes) : s.memoryMax, pidsMax: s.pidsMax, tmpBytes: s.tmpBytes },
       log,
     });

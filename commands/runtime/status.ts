@@ -4,7 +4,7 @@ import { colors } from '../../src/cli/output.js';
 import { formatSize } from '../../src/lib/size.js';
 
 export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
-  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, the hosts\' runtimes (capacity, resident, frozen, memory), the limits that hold them, and who is near a limit.';
+  static override summary = 'Whether prompts can start: readiness, default model, applied state, pending changes, the hosts\' runtimes (capacity, resident, frozen, paged out, memory, swap), the limits that hold them, and who is near a limit.';
   static override description =
     'Exits 0 whether or not the workspace is ready (check "ready" in --json); it fails only when the status cannot be read. Not ready means prompts fail with runtime_not_ready until an admin applies a provider and a default model. "pendingChanges" means providers or the default model changed since the last apply.';
   static override examples = ['<%= config.bin %> runtime status', '<%= config.bin %> runtime status --tenant acme --json'];
@@ -38,7 +38,7 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
       const hosts = s.runtime.hosts.length
         ? s.runtime.hosts.map(
             (h) =>
-              `${h.hostname} (serve pid ${h.pid}): ${h.resident} of ${h.capacity} resident (${h.frozen} frozen, ${h.starting} starting, ${h.busy} with a turn), ` +
+              `${h.hostname} (serve pid ${h.pid}): ${h.resident} of ${h.capacity} resident (${h.frozen} frozen${h.pagedOut ? `, ${h.pagedOut} of them paged out` : ''}, ${h.starting} starting, ${h.busy} with a turn), ` +
               `${gb(h.runtimesMemoryBytes)} held by runtimes, ${gb(h.memoryAvailableBytes)} of ${gb(h.memoryTotalBytes)} available; ` +
               (h.freezer ? `idle runtimes frozen (${h.freezer})` : c.yellow('idle runtimes cannot be frozen here (no writable cgroup)')) +
               limitsLine(h.limits, h.diskFreeBytes, h.diskTotalBytes),
@@ -53,12 +53,19 @@ export default class RuntimeStatus extends BaseCommand<typeof RuntimeStatus> {
           l.cpu ? `equal CPU shares (${l.cpu})` : null,
           l.tmpBytes ? `/tmp ${size(l.tmpBytes)} in memory` : null,
           l.disk ? 'workspace quota measured' : null,
+          l.paging ? `idle runtimes paged out to swap after ${Math.round((l.pageOutAfterMs ?? 0) / 1000)} s frozen (${l.paging})` : null,
         ].filter(Boolean);
+        const sw = l.swap;
+        const swapLine = sw && sw.totalBytes > 0
+          ? `\n${' '.repeat(17)}swap: ${size(sw.freeBytes)} free of ${size(sw.totalBytes)}` +
+            (sw.compressedStoredBytes !== null && sw.compressedUsedBytes !== null ? ` (compressed: ${size(sw.compressedStoredBytes)} held in ${size(sw.compressedUsedBytes)} of memory)` : '')
+          : '';
         const missing = Object.entries(l.unavailable ?? {}).filter(([k]) => k !== 'disk' || !l.disk).map(([k, why]) => `${k}: ${why}`);
         return `\n${' '.repeat(17)}limits: ${held.join(', ') || 'none'}` +
           (missing.length ? `\n${' '.repeat(17)}${c.yellow(`not held: ${missing.join('; ')}`)}` : '') +
           (l.disk && l.unavailable?.disk ? `\n${' '.repeat(17)}${c.yellow(`disk quota: ${l.unavailable.disk}`)}` : '') +
-          (free !== null && total ? `\n${' '.repeat(17)}data disk: ${size(free)} free of ${size(total)}` : '');
+          (free !== null && total ? `\n${' '.repeat(17)}data disk: ${size(free)} free of ${size(total)}` : '') +
+          swapLine;
       }
       const near = s.runtime.people.filter((p) => p.near.length || p.overQuota);
       const people = near.length

@@ -228,6 +228,7 @@ export function parseConfigValues(input: {
       idleMs: (values.AGENTWS_RUNTIME_IDLE_MINUTES as number) * 60_000,
       max: runtimeMax,
       freezeAfterMs: (values.AGENTWS_RUNTIME_FREEZE_SECONDS as number) * 1000,
+      pageOutAfterMs: (values.AGENTWS_RUNTIME_PAGEOUT_SECONDS as number) * 1000,
       terminalIdleMs: (values.AGENTWS_TERMINAL_IDLE_SECONDS as number) * 1000,
       egressPrivateAllow: str('AGENTWS_EGRESS_PRIVATE_ALLOW'),
       egressPorts: egressPorts.ports,

@@ -34,7 +34,7 @@ import { createAgentEgress } from './egress/agent-egress.js';
 import { probeSandbox } from './runtime/host/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/host/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/host/runtime-capacity.js';
-import { readHostMemory } from '../lib/host-memory.js';
+import { readHostMemory, readSwap } from '../lib/host-memory.js';
 import { createTerminalService } from './terminal/terminal.service.js';
 import { createRuntimePool, runnerToolCallOrigin, type RuntimeRecords } from './runtime/runtime-pool.js';
 import { createRuntimeLimits, type RunnerLimitsReport } from './runtime/runtime-limits.js';
@@ -221,7 +221,8 @@ export function createCore(deps: CoreDeps) {
   const providers = createProvidersService({ db, repo: providersRepo, audit, box });
   // How many runtimes this host holds: set, or what its memory holds (runtime-capacity.ts).
   const hostMemory = readHostMemory();
-  const capacity = config.runtime.max ?? runtimeCapacity(hostMemory);
+  // Where idle runtimes are paged out to swap, the swap holds more of them (runtime-capacity.ts).
+  const capacity = config.runtime.max ?? runtimeCapacity({ ...hostMemory, swapBytes: config.runtime.pageOutAfterMs > 0 && config.runtime.freezeAfterMs > 0 ? readSwap().totalBytes : 0 });
   // What bounds each runtime (memory, processes, /tmp) and each person's workspace quota (issue 37).
   const runtimeLimits = createRuntimeLimits({
     db, repo: runtimeRepo, tenants: tenantsRepo, config: config.runtime, hostMemoryBytes: hostMemory.totalBytes, audit, log: deps.log.child({ part: 'runtime' }),
@@ -375,6 +376,7 @@ export function createCore(deps: CoreDeps) {
     max: capacity,
     idleMs: config.runtime.idleMs,
     freezeAfterMs: config.runtime.freezeAfterMs,
+    pageOutAfterMs: config.runtime.pageOutAfterMs,
     sandboxed: config.runtime.sandbox,
     credentialKey: config.secrets.encryptionKey,
     launcher: () => (launcher ??= createRuntimeLauncher({ dataDir: config.dataDir, sandbox: config.runtime.sandbox, nice: config.runtime.nice, tmpBytes: config.runtime.tmpBytes, log: deps.log.child({ part: 'runtime' }) })),
@@ -391,7 +393,7 @@ export function createCore(deps: CoreDeps) {
       const refusal = pool.refusal;
       if (refusal) return { sandbox, available: false, problem: `${refusal.problem}. ${refusal.hint ?? ''}`.trim() };
       const l = pool.hosting ? pool.limits() : null;
-      const limits = l ? { memory: l.memory, processes: l.processes, cpu: l.cpu, disk: l.disk, unavailable: l.unavailable } : undefined;
+      const limits = l ? { memory: l.memory, processes: l.processes, cpu: l.cpu, disk: l.disk, paging: l.paging, unavailable: l.unavailable } : undefined;
       return { sandbox, available: true, ...(sandbox === 'off' ? { warning: 'agents run unsandboxed (AGENTWS_RUNTIME_SANDBOX=off): single-user trials only' } : {}), ...(limits ? { limits } : {}) };
     },
   });

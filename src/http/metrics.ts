@@ -50,7 +50,7 @@ export function registerMetrics(app: App, core: Core, config: Config): Registry 
   const databaseUp = new Gauge({ ...reg, name: 'agentws_database_up', help: '1 when the database answered this scrape\'s reads; 0 leaves out the series read from it (jobs, pending pairing codes)' });
   const jobs = new Gauge({ ...reg, name: 'agentws_jobs', help: 'Jobs in the job queue (all processes), by queue and state: created (waiting), retry (waiting for a retry), active (running), failed (for good, kept 7 days)', labelNames: ['queue', 'state'] });
   const jobsWaiting = new Gauge({ ...reg, name: 'agentws_jobs_oldest_waiting_seconds', help: 'Age of the oldest job ready to run that no worker has taken, by queue (0: none waiting)', labelNames: ['queue'] });
-  const runtimes = new Gauge({ ...reg, name: 'agentws_runtimes', help: 'Agent runtimes this process hosts, by state (starting; ready: awake; frozen: idle, using no CPU until its next request)', labelNames: ['state'] });
+  const runtimes = new Gauge({ ...reg, name: 'agentws_runtimes', help: 'Agent runtimes this process hosts, by state (starting; ready: awake; frozen: idle, using no CPU until its next request; paged_out: frozen, its memory in swap)', labelNames: ['state'] });
   const runtimesMemory = new Gauge({ ...reg, name: 'agentws_runtimes_memory_bytes', help: 'Private resident memory of the processes of the runtimes this process hosts (read every 30 s)' });
   const hostMemory = new Gauge({ ...reg, name: 'agentws_host_memory_bytes', help: 'The host\'s memory as the runtime pool weighs it (its cgroup limit inside a container), by kind: total, available', labelNames: ['kind'] });
   const runtimesBusy = new Gauge({ ...reg, name: 'agentws_runtimes_busy', help: 'Runtimes of this process with a turn running' });
@@ -134,6 +134,7 @@ export function registerMetrics(app: App, core: Core, config: Config): Registry 
     runtimes.set({ state: 'starting' }, s.runtimes.starting);
     runtimes.set({ state: 'ready' }, s.runtimes.ready);
     runtimes.set({ state: 'frozen' }, s.runtimes.frozen);
+    runtimes.set({ state: 'paged_out' }, s.runtimes.pagedOut);
     runtimesMemory.set(s.runtimes.memoryBytes);
     hostMemory.set({ kind: 'total' }, s.runtimes.hostMemoryTotalBytes);
     hostMemory.set({ kind: 'available' }, s.runtimes.hostMemoryAvailableBytes);

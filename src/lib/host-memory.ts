@@ -75,3 +75,42 @@ export function readHostMemory(): HostMemory {
   }
   return { totalBytes, availableBytes };
 }
+
+/**
+ * The host's swap: how much there is and is free (/proc/meminfo), and, when it is compressed in memory
+ * (zram devices listed in /proc/swaps), how much the pool stores and what that costs in RAM: a page in
+ * zram is not free memory, it holds its compressed size (mm_stat's mem_used_total), so what a paged-out
+ * runtime really holds is its swapped bytes times `usedBytes / storedBytes`. Swap on a disk costs no RAM.
+ */
+export interface SwapInfo {
+  totalBytes: number;
+  freeBytes: number;
+  /** The zram devices swapped to: bytes stored (uncompressed) and the RAM they use; null: no zram swap. */
+  zram: { storedBytes: number; usedBytes: number } | null;
+}
+
+export function readSwap(): SwapInfo {
+  const meminfo = read('/proc/meminfo') ?? '';
+  const totalBytes = meminfoField(meminfo, 'SwapTotal') ?? 0;
+  const freeBytes = meminfoField(meminfo, 'SwapFree') ?? 0;
+  let stored = 0;
+  let used = 0;
+  let anyZram = false;
+  for (const line of (read('/proc/swaps') ?? '').split('\n').slice(1)) {
+    const dev = /^\/dev\/(zram\d+)\s/.exec(line)?.[1];
+    if (!dev) continue;
+    // mm_stat: orig_data_size compr_data_size mem_used_total mem_limit mem_used_max same_pages ...
+    const f = (read(`/sys/block/${dev}/mm_stat`) ?? '').trim().split(/\s+/).map(Number);
+    if (f.length < 3 || !f.every(Number.isFinite)) continue;
+    anyZram = true;
+    stored += f[0];
+    used += f[2];
+  }
+  return { totalBytes, freeBytes, zram: anyZram ? { storedBytes: stored, usedBytes: used } : null };
+}
+
+/** The RAM that `swappedBytes` of a process's memory holds in the host's swap (its share of a zram pool; 0 on disk swap). */
+export function swapHeldBytes(swappedBytes: number, swap: SwapInfo): number {
+  if (!swap.zram || swap.zram.storedBytes <= 0) return 0;
+  return Math.round((swappedBytes * swap.zram.usedBytes) / swap.zram.storedBytes);
+}

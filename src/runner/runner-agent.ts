@@ -42,6 +42,8 @@ export interface RunnerOptions {
   nice: number;
   idleMs: number;
   freezeAfterMs: number;
+  /** Time frozen after which a runtime is paged out to swap; 0 or absent: never. */
+  pageOutAfterMs?: number;
   /** What bounds each runtime (memory, processes: null = off) and its /tmp's size; the quota comes with each start. */
   limits?: { memoryMaxBytes: number | null; pidsMax: number | null; tmpBytes: number };
   log: Logger;
@@ -222,6 +224,7 @@ export function createRunnerAgent(o: RunnerOptions) {
     max: o.info.capacity,
     idleMs: o.idleMs,
     freezeAfterMs: o.freezeAfterMs,
+    pageOutAfterMs: o.pageOutAfterMs,
     sandboxed: o.sandbox,
     // Gateway credentials are the control plane's to derive and check: nothing here depends on this key.
     credentialKey: randomSecret(32),
@@ -624,7 +627,7 @@ export function createRunnerAgent(o: RunnerOptions) {
           // them for status (for users it has placed here only).
           const usage = s.usage.map(({ tenantId: _t, ...u }) => u);
           const limits = { ...s.limits, freezer: s.freezer, freezerUnavailable: s.freezerUnavailable };
-          return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users, usage, limits, disk: s.disk, ...(copies ? { copies } : {}) });
+          return json(res, 200, { capacity: s.capacity, resident: s.resident, busy: s.busy, frozen: s.frozen, pagedOut: s.pagedOut, starting: s.starting, runtimesMemoryBytes: s.runtimesMemoryBytes, memory: s.memory, users, usage, limits, disk: s.disk, ...(copies ? { copies } : {}) });
         }
         default:
           return json(res, 404, { error: 'not_found', message: `POST ${p}` });

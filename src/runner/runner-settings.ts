@@ -18,6 +18,7 @@ export interface RunnerSettings {
   max: number | null;
   idleMs: number;
   freezeAfterMs: number;
+  pageOutAfterMs: number;
   nice: number;
   /** Each runtime's memory limit: bytes, auto (from the host's memory), or null (off). */
   memoryMax: number | 'auto' | null;
@@ -126,6 +127,7 @@ export function readRunnerSettings(
     max,
     idleMs: int('AGENTWS_RUNTIME_IDLE_MINUTES', 240, 1, 10080) * 60_000,
     freezeAfterMs: int('AGENTWS_RUNTIME_FREEZE_SECONDS', 10, 0, 86400) * 1000,
+    pageOutAfterMs: int('AGENTWS_RUNTIME_PAGEOUT_SECONDS', 300, 0, 86400) * 1000,
     nice: int('AGENTWS_RUNTIME_NICE', 10, 0, 19),
     memoryMax: size<number | 'auto' | null>('AGENTWS_RUNTIME_MEMORY_MAX', 'auto', { auto: true, off: true, min: 512 * 1024 ** 2 }),
     pidsMax,

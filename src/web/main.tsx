@@ -10,6 +10,7 @@ import { SkillsScreen } from './screens/skills';
 import { SessionsScreen } from './screens/sessions';
 import { SessionScreen } from './screens/session-screen';
 import { SignInScreen, type AuthStatus } from './screens/sign-in';
+import { SignInLinkScreen } from './screens/sign-in-link';
 import { TokensScreen } from './screens/tokens';
 import type { Me } from './types';
 
@@ -73,6 +74,19 @@ function App() {
     };
   }, []);
 
+  // A one-time sign-in link, whoever is signed in now: using it signs this browser in as its person.
+  if (route[0] === 'sign-in-link') {
+    return (
+      <SignInLinkScreen
+        token={route[1]}
+        onSignedIn={() => {
+          setWho({ state: 'loading' });
+          location.replace('#/sessions');
+          void load();
+        }}
+      />
+    );
+  }
   if (who.state === 'loading') return <p class="boot">Loading…</p>;
   if (who.state === 'out') return <SignInScreen status={who.status} error={who.error} />;
   const { me, status } = who;
@@ -101,4 +115,8 @@ if (/^#?\/?(sessions\/?)?$/.test(location.hash)) {
   prefetch('/sessions');
   prefetch('/setup');
 }
-render(<App />, document.getElementById('app')!);
+// Emptied first: Preact diffs against what is there, and leaves index.html's "Loading…" beside a first
+// screen that is not the loading one (a sign-in link's page).
+const root = document.getElementById('app')!;
+root.replaceChildren();
+render(<App />, root);

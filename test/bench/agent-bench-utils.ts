@@ -103,6 +103,17 @@ export function removeDir(dir: string): void {
   else rmSync(dir, { recursive: true, force: true });
 }
 
+/**
+ * What one runtime holds of the host's memory (kB): its sandbox's processes' PSS, and their SwapPss times
+ * `poolRatio`, the RAM a zram pool spends per byte it stores (mm_stat's mem_used_total / orig_data_size;
+ * 0 for swap on a disk, which costs no RAM). A paged-out runtime's figure counts its share of the pool.
+ */
+export function heldKb(sandboxPid: number, tree: Map<number, number[]>, poolRatio: number): { pss: number; swapPss: number; poolKb: number; held: number } {
+  const m = treeMemoryKb(sandboxPid, tree);
+  const poolKb = m.swapPss * poolRatio;
+  return { pss: m.pss, swapPss: m.swapPss, poolKb, held: m.pss + poolKb };
+}
+
 /** Resident set size of one process (VmRSS, kB), from /proc; its children are not included. */
 export function rssKb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));

@@ -20,6 +20,7 @@ import { orchestratorBench } from './orchestrator.bench.js';
 import { promptLatency } from './prompt-latency.bench.js';
 import { runtimeMemory } from './runtime-memory.bench.js';
 import { runtimeCold, runtimeColdServe } from './runtime-cold.bench.js';
+import { runtimePageout } from './runtime-pageout.bench.js';
 import { runtimePool } from './runtime-pool.bench.js';
 import { runtimeWaves } from './runtime-waves.bench.js';
 import { runnersBench } from './runners.bench.js';
@@ -51,6 +52,7 @@ const benches: Record<string, () => Promise<boolean>> = {
   spending: spendingBench,
   'runtime-pool': runtimePool,
   'runtime-waves': runtimeWaves,
+  'runtime-pageout': runtimePageout,
   'runtime-memory': runtimeMemory,
   'runtime-cold': runtimeCold,
   'runtime-cold-serve': runtimeColdServe,

@@ -210,20 +210,24 @@ describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
 
     // The host as its serve reported it (runtime_hosts): capacity, what is resident and frozen, memory;
     // a report older than 90 s belongs to a serve that is gone and is not shown.
-    await sql(env, `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer)
-                    values ('box-1', 4242, 54, 12, 9, 1, 2, 3221225472, 25769803776, 17179869184, 'cgroup2'),
-                           ('box-old', 4343, 54, 30, 0, 0, 0, 0, 25769803776, 0, null)`);
+    await sql(env, `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, paged_out, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer)
+                    values ('box-1', 4242, 54, 12, 9, 4, 1, 2, 3221225472, 25769803776, 17179869184, 'cgroup2'),
+                           ('box-old', 4343, 54, 30, 0, 0, 0, 0, 0, 25769803776, 0, null)`);
     await sql(env, `update runtime_hosts set reported_at = now() - interval '10 minutes' where hostname = 'box-old'`);
     const withHost = JSON.parse((await run(['runtime', 'status', '--json'])).stdout);
     expect(withHost.runtime.hosts).toEqual([
-      { hostname: 'box-1', pid: 4242, capacity: 54, resident: 12, frozen: 9, starting: 1, busy: 2, runtimesMemoryBytes: 3221225472, memoryTotalBytes: 25769803776, memoryAvailableBytes: 17179869184, freezer: 'cgroup2', limits: null, diskTotalBytes: null, diskFreeBytes: null, reportedAt: expect.any(String) },
+      { hostname: 'box-1', pid: 4242, capacity: 54, resident: 12, frozen: 9, pagedOut: 4, starting: 1, busy: 2, runtimesMemoryBytes: 3221225472, memoryTotalBytes: 25769803776, memoryAvailableBytes: 17179869184, freezer: 'cgroup2', limits: null, diskTotalBytes: null, diskFreeBytes: null, reportedAt: expect.any(String) },
     ]);
     expect(withHost.runtime.max).toBe(54);
-    expect((await run(['runtime', 'status'])).stdout).toMatch(/box-1 \(serve pid 4242\): 12 of 54 resident \(9 frozen, 1 starting, 2 with a turn\), 3\.0 GB held by runtimes, 16\.0 GB of 24\.0 GB available; idle runtimes frozen \(cgroup2\)/);
+    expect((await run(['runtime', 'status'])).stdout).toMatch(/box-1 \(serve pid 4242\): 12 of 54 resident \(9 frozen, 4 of them paged out, 1 starting, 2 with a turn\), 3\.0 GB held by runtimes, 16\.0 GB of 24\.0 GB available; idle runtimes frozen \(cgroup2\)/);
 
     // Which limits hold there, and why not the others (issue 37); who is near one (runtime_usage), the
     // workspace's people only.
-    const limits = { memory: 'cgroup1', memoryMaxBytes: 4294967296, processes: 'cgroup1', processesMax: 1024, cpu: null, tmpBytes: 1073741824, disk: 'measured', unavailable: { cpu: 'cannot create a cgroup under /sys/fs/cgroup/cpu (EACCES)', disk: 'measured, not enforced by the kernel' } };
+    const limits = {
+      memory: 'cgroup1', memoryMaxBytes: 4294967296, processes: 'cgroup1', processesMax: 1024, cpu: null, tmpBytes: 1073741824, disk: 'measured',
+      paging: 'cgroup1', pageOutAfterMs: 300_000, swap: { totalBytes: 50 * 1024 ** 3, freeBytes: 49 * 1024 ** 3, compressedStoredBytes: 1024 ** 3, compressedUsedBytes: 350 * 1024 ** 2 },
+      unavailable: { cpu: 'cannot create a cgroup under /sys/fs/cgroup/cpu (EACCES)', disk: 'measured, not enforced by the kernel' },
+    };
     await sql(env, `update runtime_hosts set limits = $1, disk_total_bytes = 270582939648, disk_free_bytes = 83751862272 where hostname = 'box-1'`, [JSON.stringify(limits)]);
     const [alice] = await sql<{ id: string; tenant_id: string }>(env, `select id, tenant_id from users where email = 'alice@acme.example'`);
     const [bob] = await sql<{ id: string; tenant_id: string }>(env, `select id, tenant_id from users where email = 'bob@beta.example'`);
@@ -240,6 +244,9 @@ describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
     const text = human2.stdout;
     expect(text).toMatch(/limits: memory 4 GiB each \(cgroup1\), 1024 processes each \(cgroup1\), \/tmp 1 GiB in memory, workspace quota measured/);
     expect(text).toMatch(/not held: cpu: cannot create a cgroup under \/sys\/fs\/cgroup\/cpu \(EACCES\)/);
+    // Idle runtimes paged out there, and the host's swap with what its compressed pool holds.
+    expect(text).toMatch(/idle runtimes paged out to swap after 300 s frozen \(cgroup1\)/);
+    expect(text).toMatch(/swap: 49 GiB free of 50 GiB \(compressed: 1 GiB held in 350 MiB of memory\)/);
     expect(text).toMatch(/alice: memory 3\.5 GiB of 4 GiB, 40 of 1024 processes, disk 12 GiB of 10 GiB PAST THE QUOTA: new turns refused/);
     expect(text).not.toMatch(/bob/);
     await sql(env, `delete from runtime_hosts`);

@@ -8,6 +8,7 @@ import { startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-c
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { api, seedTenant, signInAs, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { launchChromium, shoot } from '../helpers/browser.js';
+import { runCommand } from '../helpers/cli.js';
 
 const KEY = 'sk-right-key-0123456789abcdef';
 const WRONG = 'sk-wrong-key-fedcba9876543210';
@@ -94,6 +95,35 @@ describe('setting a workspace up in the dashboard', () => {
     await page.getByRole('heading', { name: 'Providers' }).waitFor();
     expect(page.url()).toBe(`${t.url}/#/admin/providers`);
     expect(await page.getByTestId('runtime-readiness').innerText()).toMatch(/^not ready/);
+  });
+
+  it('a one-time sign-in link from `aws user sign-in-link` signs the owner in, with no identity provider and no demo mode; once', async () => {
+    expect((await api(t, 'GET', '/v1/auth/status')).json.auth).toMatchObject({ allowAnonymous: false, entraConfigured: false });
+    const made = await runCommand(['user', 'sign-in-link', 'owner@acme.example', '--tenant', 'acme'], { env: t.env });
+    expect(made.code, made.stderr).toBe(0);
+    const url = made.stdout.trim();
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+    try {
+      const p = await context.newPage();
+      await p.goto(url);
+      // Nothing used by opening it (a previewer would stop here), and the token already out of the address bar.
+      const button = p.getByRole('button', { name: 'Sign in' });
+      await button.waitFor();
+      expect(p.url()).toBe(`${t.url}/#/sign-in-link`);
+      await shoot(p, '37-sign-in-link');
+      await button.click();
+      await p.getByText('Olive Owner (owner)').waitFor();
+      expect(p.url()).toBe(`${t.url}/#/sessions`);
+      await p.getByTestId('setup-checklist').waitFor();
+      expect((await context.cookies()).map((c) => `${c.name} ${c.path} ${c.httpOnly} ${c.sameSite}`).sort()).toEqual(['agentws_access / true Lax', 'agentws_refresh /v1/auth true Lax']);
+
+      const later = await context.newPage();
+      await later.goto(url);
+      await later.getByRole('button', { name: 'Sign in' }).click();
+      expect(await later.getByRole('alert').innerText()).toMatch(/^this sign-in link was already used .*: a link signs in once — Ask the operator for a new link/);
+    } finally {
+      await context.close();
+    }
   });
 
   it('the providers screen: add with models and prices, a test the provider refuses, rotate the key, test, default model, apply', async () => {

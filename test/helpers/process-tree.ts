@@ -60,11 +60,15 @@ export async function treeCpuShare(pid: number, ms: number): Promise<number> {
 /**
  * Memory of a process and all its descendants (kB): resident (RSS, shared pages counted in every
  * process that maps them) and proportional (PSS, shared pages divided among those processes: what a
- * process tree really costs the host when several run the same binary), from /proc/<pid>/smaps_rollup.
+ * process tree really costs the host when several run the same binary), and what of it is in swap
+ * (Swap, and SwapPss: swapped pages divided the same way), from /proc/<pid>/smaps_rollup. Reading it
+ * does not bring swapped pages back.
  */
-export function treeMemoryKb(pid: number, tree: Map<number, number[]> = processTree()): { rss: number; pss: number; processes: number } {
+export function treeMemoryKb(pid: number, tree: Map<number, number[]> = processTree()): { rss: number; pss: number; swap: number; swapPss: number; processes: number } {
   let rss = 0;
   let pss = 0;
+  let swap = 0;
+  let swapPss = 0;
   let processes = 0;
   for (const p of [pid, ...descendantsOf(pid, tree)]) {
     let text: string;
@@ -73,9 +77,12 @@ export function treeMemoryKb(pid: number, tree: Map<number, number[]> = processT
     } catch {
       continue;
     }
-    rss += Number(/^Rss:\s+(\d+) kB/m.exec(text)?.[1] ?? 0);
-    pss += Number(/^Pss:\s+(\d+) kB/m.exec(text)?.[1] ?? 0);
+    const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+    rss += kb('Rss');
+    pss += kb('Pss');
+    swap += kb('Swap');
+    swapPss += kb('SwapPss');
     processes++;
   }
-  return { rss, pss, processes };
+  return { rss, pss, swap, swapPss, processes };
 }

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -88,7 +88,42 @@ describe('runtime cgroups on a hybrid host (v1 memory, pids and cpu; v2 beside t
     writeFileSync(join(memParent, 'user_1', 'memory.oom_control'), 'oom_kill_disable 0\nunder_oom 0\noom_kill 2\n');
     writeFileSync(join(fs, 'pids', `agentws-runtimes-${PID}`, 'user_1', 'pids.current'), '37\n');
     writeFileSync(join(fs, 'pids', `agentws-runtimes-${PID}`, 'user_1', 'pids.events'), 'max 7\n');
-    expect(g.usage()).toEqual({ memoryBytes: 800 * 1024 ** 2, memoryMaxBytes: 1.5 * GiB, oomKills: 2, pids: 37, pidsMax: 300, pidsRefused: 7 });
+    expect(g.usage()).toEqual({ memoryBytes: 800 * 1024 ** 2, memoryMaxBytes: 1.5 * GiB, oomKills: 2, pids: 37, pidsMax: 300, pidsRefused: 7, swapBytes: null });
+    // With swap accounting, v1 counts memory and swap together: the difference is what is in swap.
+    writeFileSync(join(memParent, 'user_1', 'memory.memsw.usage_in_bytes'), String(1050 * 1024 ** 2));
+    expect(g.usage().swapBytes).toBe(150 * 1024 ** 2);
+  });
+
+  it('paging on: the service in a leaf of its own out of swap (not the group it shared), the runtimes\' groups in; a page-out empties the v1 group through force_empty', async () => {
+    const { fs, host } = hybrid();
+    const own = join(fs, 'memory/process_api/abc');
+    const cg = openRuntimeCgroups(silentLogger, { want: { freezer: true, memory: true }, total, host, paging: true });
+    const parent = join(own, `agentws-runtimes-${PID}`);
+    const leaf = join(own, `agentws-service-${PID}`);
+    expect(read(leaf, 'cgroup.procs')).toBe(String(PID));
+    expect(read(leaf, 'memory.swappiness')).toBe('0');
+    expect(read(leaf, 'memory.move_charge_at_immigrate')).toBe('1');
+    expect(existsSync(join(own, 'memory.swappiness'))).toBe(false);
+    // Opened again from inside the leaf: the runtimes' parent stays beside it.
+    const again = openRuntimeCgroups(silentLogger, { want: { memory: true }, total, host: { ...host, selfCgroup: host.selfCgroup.replace('/process_api/abc', `/process_api/abc/agentws-service-${PID}`) }, paging: true });
+    expect(again.group('x', { memoryMaxBytes: GiB, pidsMax: null })!.procs).toEqual([join(parent, 'x', 'cgroup.procs')]);
+    mkdirSync(join(parent, 'u'), { recursive: true });
+    writeFileSync(join(parent, 'u', 'memory.swappiness'), '0');
+    const g = cg.group('u', { memoryMaxBytes: GiB, pidsMax: null })!;
+    // Inherited from the service's group when the kernel made it: set again.
+    expect(read(parent, 'u', 'memory.swappiness')).toBe('100');
+    writeFileSync(join(parent, 'u', 'memory.usage_in_bytes'), String(300 * 1024 ** 2));
+    const r = await g.pageOut();
+    expect(read(parent, 'u', 'memory.force_empty')).toBe('0');
+    expect(r).toMatchObject({ beforeBytes: 300 * 1024 ** 2 });
+  });
+
+  it('paging on, the service in the root memory group: it moves to a leaf; the host\'s swappiness (the root\'s) is left alone', () => {
+    const { fs, host } = hybrid();
+    const atRoot = { ...host, selfCgroup: host.selfCgroup.replace('4:memory:/process_api/abc', '4:memory:/') };
+    openRuntimeCgroups(silentLogger, { want: { memory: true }, total, host: atRoot, paging: true });
+    expect(existsSync(join(fs, 'memory', 'memory.swappiness'))).toBe(false);
+    expect(read(fs, 'memory', `agentws-service-${PID}`, 'memory.swappiness')).toBe('0');
   });
 
   it('a limit turned off is not asked of the kernel, and says why', () => {
@@ -134,6 +169,28 @@ describe('runtime cgroups on a unified (v2) host: systemd with Delegate=yes, a c
     writeFileSync(join(parent, 'u', 'memory.stat'), `anon 1\ninactive_file ${200 * 1024 ** 2}\n`);
     writeFileSync(join(parent, 'u', 'memory.events'), 'low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n');
     expect(g.usage()).toMatchObject({ memoryBytes: 500 * 1024 ** 2, memoryMaxBytes: GiB, oomKills: 1 });
+  });
+
+  it('a page-out asks memory.reclaim for all the group holds, swap opened for it and closed again; the service\'s leaf kept out of swap', async () => {
+    const { own, host } = unified('memory pids');
+    const moved = { ...host, selfCgroup: `0::/system.slice/agentws.service/agentws-service-${PID}\n` };
+    const leaf = join(own, `agentws-service-${PID}`);
+    mkdirSync(leaf, { recursive: true });
+    writeFileSync(join(leaf, 'memory.swap.max'), 'max');
+    const cg = openRuntimeCgroups(silentLogger, { want: { freezer: true, memory: true }, total, host: moved, paging: true });
+    expect(read(leaf, 'memory.swap.max')).toBe('0');
+    const parent = join(own, `agentws-runtimes-${PID}`);
+    mkdirSync(join(parent, 'u'), { recursive: true });
+    writeFileSync(join(parent, 'u', 'memory.swap.max'), 'max');
+    const g = cg.group('u', { memoryMaxBytes: GiB, pidsMax: null })!;
+    expect(read(parent, 'u', 'memory.swap.max')).toBe('0');
+    writeFileSync(join(parent, 'u', 'memory.current'), String(400 * 1024 ** 2));
+    writeFileSync(join(parent, 'u', 'memory.swap.current'), String(0));
+    await g.pageOut();
+    expect(read(parent, 'u', 'memory.reclaim')).toBe(String(400 * 1024 ** 2));
+    // Back to no swap past the limit while it runs: what was swapped stays swapped.
+    expect(read(parent, 'u', 'memory.swap.max')).toBe('0');
+    expect(g.usage().swapBytes).toBe(0);
   });
 
   it('opened again by a process that moved itself into its leaf: the runtimes\' parent stays beside the leaf', () => {

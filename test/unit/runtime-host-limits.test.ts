@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { openRuntimeCgroups, type CgroupUsage, type RuntimeCgroups } from '../../src/core/runtime/host/runtime-cgroups.js';
 import type { DiskSpace } from '../../src/core/runtime/host/runtime-disk.js';
+import type { HostMemory, SwapInfo } from '../../src/lib/host-memory.js';
 import { createRuntimeHost, type HostRecords, type RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
 import type { LimitNotice } from '../../src/core/runtime/host/runtime-limits-fns.js';
 import type { LaunchLimits, RuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';
@@ -25,15 +26,28 @@ interface FakeGroup {
   frozen: boolean;
   froze: number;
   killed: number;
+  /** Page-outs asked, and whether the group was frozen at each. */
+  pagedOut: boolean[];
 }
 
-function world(o: { cgroups?: 'fake' | 'none'; quota?: number | null; measure?: () => number; space?: () => DiskSpace } = {}) {
+function world(
+  o: {
+    cgroups?: 'fake' | 'none';
+    quota?: number | null;
+    measure?: () => number;
+    space?: () => DiskSpace;
+    freezeAfterMs?: number;
+    pageOutAfterMs?: number;
+    swap?: () => SwapInfo;
+    memory?: () => HostMemory;
+  } = {},
+) {
   const dataDir = mkdtempSync(join(tmpdir(), 'aws-host-'));
   const groups = new Map<string, FakeGroup>();
   const cgroups: RuntimeCgroups = {
     mechanisms: () => ({ freezer: 'cgroup2', memory: 'cgroup1', pids: 'cgroup1', cpu: 'cgroup1', unavailable: {} }),
     group(name, limits) {
-      const g: FakeGroup = { usage: { memoryBytes: 300 * MiB, memoryMaxBytes: limits.memoryMaxBytes, oomKills: 0, pids: 12, pidsMax: limits.pidsMax, pidsRefused: 0 }, frozen: false, froze: 0, killed: 0 };
+      const g: FakeGroup = { usage: { memoryBytes: 300 * MiB, memoryMaxBytes: limits.memoryMaxBytes, oomKills: 0, pids: 12, pidsMax: limits.pidsMax, pidsRefused: 0, swapBytes: 0 }, frozen: false, froze: 0, killed: 0, pagedOut: [] };
       groups.set(name, g);
       return {
         procs: [`/fake/${name}/cgroup.procs`],
@@ -50,6 +64,12 @@ function world(o: { cgroups?: 'fake' | 'none'; quota?: number | null; measure?: 
           g.frozen = false;
         },
         usage: () => ({ ...g.usage }),
+        pageOut: async () => {
+          g.pagedOut.push(g.frozen);
+          const beforeBytes = g.usage.memoryBytes!;
+          g.usage = { ...g.usage, memoryBytes: 20 * MiB, swapBytes: beforeBytes - 20 * MiB };
+          return { beforeBytes, afterBytes: 20 * MiB, ms: 1 };
+        },
         kill: () => void g.killed++,
         remove: () => {},
       };
@@ -95,7 +115,10 @@ function world(o: { cgroups?: 'fake' | 'none'; quota?: number | null; measure?: 
     dataDir,
     max: 4,
     idleMs: 600_000,
-    freezeAfterMs: 0,
+    freezeAfterMs: o.freezeAfterMs ?? 0,
+    pageOutAfterMs: o.pageOutAfterMs ?? 0,
+    ...(o.swap ? { swap: o.swap } : {}),
+    ...(o.memory ? { memory: o.memory, recentUseMs: 0 } : {}),
     sweepMs: 100,
     diskWatchMs: 100,
     sandboxed: true,
@@ -237,5 +260,78 @@ describe('runtime host: the limits of each runtime', () => {
     expect(s.limits).toMatchObject({ memory: null, processes: null, cpu: null, disk: 'measured' });
     expect(s.limits.unavailable).toMatchObject({ memory: expect.stringMatching(/no cgroup memory controller is mounted/), processes: expect.stringMatching(/no cgroup pids controller/), cpu: expect.stringMatching(/no cgroup cpu controller/) });
     expect(s.resident).toBe(1);
+  });
+});
+
+describe('runtime host: idle runtimes paged out to swap', () => {
+  const zram = (): SwapInfo => ({ totalBytes: 8 * GiB, freeBytes: 8 * GiB, zram: { storedBytes: 300 * MiB, usedBytes: 100 * MiB } });
+  const other: RuntimeOwner = { tenantId: 't1', userId: 'u2' };
+
+  it('frozen a while, a runtime is paged out (frozen as it is); its next use thaws it; status counts it and its share of the compressed pool', async () => {
+    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 200, swap: zram });
+    await w.host.start();
+    await w.host.acquire(owner);
+    await poll(() => w.host.live()[0].state).toBe('paged-out');
+    expect(w.group().pagedOut).toEqual([true]);
+    const s = w.host.status();
+    expect(s).toMatchObject({ frozen: 1, pagedOut: 1 });
+    expect(s.limits).toMatchObject({ paging: 'cgroup1', pageOutAfterMs: 200, swap: { totalBytes: 8 * GiB, compressedStoredBytes: 300 * MiB, compressedUsedBytes: 100 * MiB } });
+    expect(s.limits.unavailable.paging).toBeUndefined();
+    // The fake group keeps no RSS (no pids): what it holds is its 280 MiB in swap at the pool's 1:3.
+    await poll(() => Math.round(w.host.status().runtimesMemoryBytes / MiB)).toBe(Math.round(280 / 3));
+    await w.host.acquire(owner);
+    expect(w.host.live()[0].state).toBe('ready');
+    expect(w.group().frozen).toBe(false);
+    expect(w.host.status().pagedOut).toBe(0);
+  });
+
+  it('a runtime with a turn running is never paged out', async () => {
+    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 100, swap: zram });
+    await w.host.start();
+    await w.host.acquire(owner);
+    w.host.setRunning(owner.userId, 'ses_1', true);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(w.group().pagedOut).toEqual([]);
+    expect(w.host.live()[0].state).toBe('ready');
+  });
+
+  it('without swap it stays frozen and resident, and status says why and how to turn it on', async () => {
+    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 100, swap: () => ({ totalBytes: 0, freeBytes: 0, zram: null }) });
+    await w.host.start();
+    await w.host.acquire(owner);
+    await poll(() => w.host.live()[0].state).toBe('frozen');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(w.group().pagedOut).toEqual([]);
+    const l = w.host.limits();
+    expect(l.paging).toBeNull();
+    expect(l.unavailable.paging).toMatch(/no swap on this host.*install\.sh --systemd --zram/);
+  });
+
+  it('turned off, it says so', async () => {
+    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 0, swap: zram });
+    await w.host.start();
+    expect(w.host.limits().unavailable.paging).toBe('turned off (AGENTWS_RUNTIME_PAGEOUT_SECONDS=0)');
+  });
+
+  it('under memory pressure, idle runtimes are paged out (least recently used first) before any is stopped; a busy one is left alone', async () => {
+    let available = 20 * GiB;
+    const w = world({ freezeAfterMs: 60_000, pageOutAfterMs: 60_000, swap: zram, memory: () => ({ totalBytes: 24 * GiB, availableBytes: available }) });
+    await w.host.start();
+    await w.host.acquire(owner);
+    await w.host.acquire(other);
+    w.host.setRunning(other.userId, 'ses_1', true);
+    await new Promise((r) => setTimeout(r, 50));
+    // 200 MiB under the floor (half the 2.4 GiB reserve): paging u1 out (300 MiB, 20 left) covers it.
+    available = 1.2 * GiB - 200 * MiB;
+    await poll(() => w.groups.get('u1')!.pagedOut).toEqual([true]);
+    // What paging out gave back (the kernel's figure, here the test's).
+    available = 20 * GiB;
+    await new Promise((r) => setTimeout(r, 400));
+    expect(w.stopped).toEqual([]);
+    available = 1.2 * GiB - 200 * MiB;
+    expect(w.groups.get('u2')!.pagedOut).toEqual([]);
+    // Still short with nothing more to page out: the idle (paged-out) one is stopped, never the busy one.
+    await poll(() => w.stopped.length).toBe(1);
+    expect(w.host.live().map((l) => l.userId)).toEqual(['u2']);
   });
 });

@@ -20,6 +20,19 @@ export interface SignInRow {
   revokedAt: Date | null;
 }
 
+/** A one-time sign-in link (`aws user sign-in-link`), as stored: its token only as a hash. */
+export interface SignInLinkRow {
+  id: string;
+  tenantId: string;
+  userId: string;
+  createdBy: string;
+  createdAt: Date;
+  expiresAt: Date;
+  usedAt: Date | null;
+}
+
+const LINK = `id, tenant_id as "tenantId", user_id as "userId", created_by as "createdBy", created_at as "createdAt", expires_at as "expiresAt", used_at as "usedAt"`;
+
 const SIGN_IN = `id, tenant_id as "tenantId", user_id as "userId", auth_time as "authTime", expires_at as "expiresAt", revoked_at as "revokedAt"`;
 
 /** All SQL of authentication: pending browser sign-ins, sign-ins, and the caller look-ups of every request. */
@@ -75,6 +88,38 @@ export function createAuthRepo() {
         s.now,
         s.reason,
       ]);
+    },
+
+    /** Stores a new sign-in link (its token's hash); links that ended a day ago are dropped on the way. */
+    async insertSignInLink(q: Queryable, s: { tenantId: string; userId: string; tokenHash: string; createdBy: string; now: Date; expiresAt: Date }): Promise<SignInLinkRow> {
+      await q.query(`delete from auth_sign_in_links where expires_at < $1`, [new Date(s.now.getTime() - 24 * 3600_000)]);
+      const { rows } = await q.query<SignInLinkRow>(
+        `insert into auth_sign_in_links (tenant_id, user_id, token_hash, created_by, created_at, expires_at) values ($1, $2, $3, $4, $5, $6) returning ${LINK}`,
+        [s.tenantId, s.userId, s.tokenHash, s.createdBy, s.now, s.expiresAt],
+      );
+      return rows[0];
+    },
+
+    /**
+     * Takes a sign-in link (single use, in one statement: of two requests racing with the same token,
+     * one gets the row): null when unknown, used or expired.
+     */
+    async takeSignInLink(q: Queryable, tokenHash: string, now: Date): Promise<SignInLinkRow | null> {
+      const { rows } = await q.query<SignInLinkRow>(
+        `update auth_sign_in_links set used_at = $2 where token_hash = $1 and used_at is null and expires_at > $2 returning ${LINK}`,
+        [tokenHash, now],
+      );
+      return rows[0] ?? null;
+    },
+
+    /** A link by its token's hash, whatever its state (to say why it was refused). */
+    async findSignInLink(q: Queryable, tokenHash: string): Promise<SignInLinkRow | null> {
+      const { rows } = await q.query<SignInLinkRow>(`select ${LINK} from auth_sign_in_links where token_hash = $1`, [tokenHash]);
+      return rows[0] ?? null;
+    },
+
+    async noteSignInLinkUse(q: Queryable, s: { tenantId: string; id: string; signInId: string }): Promise<void> {
+      await q.query(`update auth_sign_in_links set sign_in_id = $3 where tenant_id = $1 and id = $2`, [s.tenantId, s.id, s.signInId]);
     },
 
     /**

@@ -5,6 +5,7 @@ import type { PersonalTokensService } from '../tokens/personal-tokens.service.js
 import type { UserRow } from '../users/users.repo.js';
 import { createAuthentication } from './authentication.js';
 import { createSessionTokens } from './session-tokens.js';
+import { createSignInLinks } from './sign-in-links.js';
 import { createSignInService, type SignInDeps } from './sign-in.service.js';
 import type { TokenService } from './tokens.js';
 
@@ -40,6 +41,7 @@ export function createAuthService(
   const { operatorActor, loadUser } = authn;
   const sessionTokens = createSessionTokens({ ...deps, authn });
   const signIn = createSignInService(deps, sessionTokens);
+  const links = createSignInLinks(deps, sessionTokens);
 
   return {
     /** SPEC.md /auth/status: what the login page should offer. */
@@ -58,6 +60,8 @@ export function createAuthService(
 
     startLogin: signIn.startLogin,
     completeLogin: signIn.completeLogin,
+    createSignInLink: links.create,
+    signInWithLink: links.use,
     refresh: sessionTokens.refresh,
     logout: sessionTokens.logout,
     authenticate: authn.authenticate,

@@ -16,12 +16,12 @@ export const FILES_PREFIX = 'files/';
 
 /**
  * Tables whose rows describe this moment of this host, not the organisation's data: live runtimes and
- * hosts, sign-ins in flight, model calls in flight, where users' runtimes are placed (placed afresh at
+ * hosts, sign-ins in flight (and one-time sign-in links: minutes long, never brought back by a restore), model calls in flight, where users' runtimes are placed (placed afresh at
  * their next turn), the runners registered now (they register again when they dial in; their tokens are
  * kept), git connections being made (ten-minute OAuth states) and the migrations table (a restore
  * rebuilds the schema by migrating).
  */
-export const TRANSIENT_TABLES: readonly string[] = ['agent_runtimes', 'runtime_hosts', 'auth_login_states', 'model_call_holds', 'runtime_placements', 'runners', 'schema_migrations', 'git_oauth_states'];
+export const TRANSIENT_TABLES: readonly string[] = ['agent_runtimes', 'runtime_hosts', 'auth_login_states', 'auth_sign_in_links', 'model_call_holds', 'runtime_placements', 'runners', 'schema_migrations', 'git_oauth_states'];
 
 /**
  * Which paths of the data dir (relative, '/'-separated) belong in a backup: workspaces, the tenants'

@@ -33,7 +33,9 @@ export interface MetricsSnapshot {
   runtimes: {
     starting: number;
     ready: number;
+    /** Frozen and resident (paged-out ones are counted apart). */
     frozen: number;
+    pagedOut: number;
     busy: number;
     max: number;
     available: boolean;
@@ -118,7 +120,8 @@ export function createMetricsService(deps: {
       runtimes: {
         starting: pool.starting,
         ready: pool.ready,
-        frozen: pool.frozen,
+        frozen: pool.frozen - pool.pagedOut,
+        pagedOut: pool.pagedOut,
         busy: pool.busy,
         max: deps.maxRuntimes,
         available: deps.pool.hosting && !deps.pool.refusal,

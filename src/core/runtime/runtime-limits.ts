@@ -39,6 +39,7 @@ export interface RunnerLimitsReport {
   capacity: number;
   resident: number;
   frozen?: number;
+  pagedOut?: number;
   starting?: number;
   busy: number;
   runtimesMemoryBytes?: number;
@@ -141,6 +142,7 @@ export function createRuntimeLimits(deps: {
         capacity: int(r.capacity),
         resident: int(r.resident),
         frozen: int(r.frozen),
+        pagedOut: int(r.pagedOut),
         starting: int(r.starting),
         busy: int(r.busy),
         runtimesMemoryBytes: num(r.runtimesMemoryBytes) ?? 0,
@@ -171,7 +173,8 @@ function sanitizeLimits(l: unknown): (LimitsStatus & { freezer: string | null; f
   const x = l as Record<string, unknown>;
   const unavailable: Record<string, string> = {};
   const u = x.unavailable && typeof x.unavailable === 'object' ? (x.unavailable as Record<string, unknown>) : {};
-  for (const k of ['memory', 'processes', 'cpu', 'disk']) if (text(u[k])) unavailable[k] = text(u[k])!;
+  for (const k of ['memory', 'processes', 'cpu', 'disk', 'paging']) if (text(u[k])) unavailable[k] = text(u[k])!;
+  const sw = x.swap && typeof x.swap === 'object' ? (x.swap as Record<string, unknown>) : null;
   return {
     memory: kind(x.memory) as LimitsStatus['memory'],
     memoryMaxBytes: num(x.memoryMaxBytes),
@@ -180,6 +183,9 @@ function sanitizeLimits(l: unknown): (LimitsStatus & { freezer: string | null; f
     cpu: kind(x.cpu) as LimitsStatus['cpu'],
     tmpBytes: num(x.tmpBytes),
     disk: x.disk === 'measured' ? 'measured' : null,
+    paging: kind(x.paging) as LimitsStatus['paging'],
+    pageOutAfterMs: num(x.pageOutAfterMs),
+    swap: sw ? { totalBytes: num(sw.totalBytes) ?? 0, freeBytes: num(sw.freeBytes) ?? 0, compressedStoredBytes: num(sw.compressedStoredBytes), compressedUsedBytes: num(sw.compressedUsedBytes) } : null,
     unavailable,
     freezer: kind(x.freezer),
     freezerUnavailable: text(x.freezerUnavailable),

@@ -87,6 +87,7 @@ export function createDbRuntimeRecords(deps: {
         capacity: s.capacity,
         resident: s.resident,
         frozen: s.frozen,
+        pagedOut: s.pagedOut,
         starting: s.starting,
         busy: s.busy,
         runtimesMemoryBytes: s.runtimesMemoryBytes,

@@ -43,6 +43,8 @@ export interface RuntimeHostRow {
   capacity: number;
   resident: number;
   frozen: number;
+  /** Of the frozen, those paged out to swap. */
+  pagedOut: number;
   starting: number;
   busy: number;
   runtimesMemoryBytes: number;
@@ -60,7 +62,7 @@ export interface RuntimeHostRow {
 }
 export type RuntimeHostReport = Omit<RuntimeHostRow, 'startedAt' | 'reportedAt'>;
 
-const HOST = `hostname, host_pid as "hostPid", capacity, resident, frozen, starting, busy, runtimes_memory_bytes::float8 as "runtimesMemoryBytes",
+const HOST = `hostname, host_pid as "hostPid", capacity, resident, frozen, paged_out as "pagedOut", starting, busy, runtimes_memory_bytes::float8 as "runtimesMemoryBytes",
   memory_total_bytes::float8 as "memoryTotalBytes", memory_available_bytes::float8 as "memoryAvailableBytes", freezer, limits,
   disk_total_bytes::float8 as "diskTotalBytes", disk_free_bytes::float8 as "diskFreeBytes", started_at as "startedAt", reported_at as "reportedAt"`;
 
@@ -142,15 +144,16 @@ export function createRuntimeRepo() {
     /** The host's latest report (one row per hosting process, replaced at each report). */
     async reportHost(q: Queryable, r: RuntimeHostReport): Promise<void> {
       await q.query(
-        `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer, limits, disk_total_bytes, disk_free_bytes, reported_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
-         on conflict (hostname, host_pid) do update set capacity = excluded.capacity, resident = excluded.resident, frozen = excluded.frozen, starting = excluded.starting,
+        `insert into runtime_hosts (hostname, host_pid, capacity, resident, frozen, starting, busy, runtimes_memory_bytes, memory_total_bytes, memory_available_bytes, freezer, limits, disk_total_bytes, disk_free_bytes, paged_out, reported_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now())
+         on conflict (hostname, host_pid) do update set capacity = excluded.capacity, resident = excluded.resident, frozen = excluded.frozen, paged_out = excluded.paged_out, starting = excluded.starting,
            busy = excluded.busy, runtimes_memory_bytes = excluded.runtimes_memory_bytes, memory_total_bytes = excluded.memory_total_bytes,
            memory_available_bytes = excluded.memory_available_bytes, freezer = excluded.freezer, limits = excluded.limits,
            disk_total_bytes = excluded.disk_total_bytes, disk_free_bytes = excluded.disk_free_bytes, reported_at = now()`,
         [
           r.hostname, r.hostPid, r.capacity, r.resident, r.frozen, r.starting, r.busy, Math.round(r.runtimesMemoryBytes), Math.round(r.memoryTotalBytes), Math.round(r.memoryAvailableBytes), r.freezer,
           r.limits ? JSON.stringify(r.limits) : null, r.diskTotalBytes === null ? null : Math.round(r.diskTotalBytes), r.diskFreeBytes === null ? null : Math.round(r.diskFreeBytes),
+          r.pagedOut,
         ],
       );
     },

@@ -339,6 +339,7 @@ export function createRuntimeService(deps: {
           capacity: h.capacity,
           resident: h.resident,
           frozen: h.frozen,
+          pagedOut: h.pagedOut,
           starting: h.starting,
           busy: h.busy,
           runtimesMemoryBytes: h.runtimesMemoryBytes,

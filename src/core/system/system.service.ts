@@ -20,7 +20,7 @@ export interface Readiness {
      * null; disk: measured or null) and, in `unavailable`, why one does not and what the disk quota does
      * not cover. Absent when this process hosts no runtime.
      */
-    limits?: { memory: string | null; processes: string | null; cpu: string | null; disk: string | null; unavailable: Record<string, string> };
+    limits?: { memory: string | null; processes: string | null; cpu: string | null; disk: string | null; paging?: string | null; unavailable: Record<string, string> };
   };
 }
 

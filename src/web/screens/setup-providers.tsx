@@ -49,13 +49,24 @@ interface RuntimeStatus {
       capacity: number;
       resident: number;
       frozen: number;
+      pagedOut?: number;
       starting: number;
       busy: number;
       runtimesMemoryBytes: number;
       memoryTotalBytes: number;
       memoryAvailableBytes: number;
       freezer: string | null;
-      limits: { memory: string | null; memoryMaxBytes: number | null; processes: string | null; processesMax: number | null; cpu: string | null; disk: string | null; unavailable: Record<string, string> } | null;
+      limits: {
+        memory: string | null;
+        memoryMaxBytes: number | null;
+        processes: string | null;
+        processesMax: number | null;
+        cpu: string | null;
+        disk: string | null;
+        paging?: string | null;
+        pageOutAfterMs?: number | null;
+        unavailable: Record<string, string>;
+      } | null;
     }>;
     workspaceQuotaBytes: number | null;
     people: Array<{ userId: string; handle: string; running: boolean; memoryBytes: number | null; memoryMaxBytes: number | null; pids: number | null; pidsMax: number | null; diskBytes: number | null; diskQuotaBytes: number | null; near: string[]; overQuota: boolean }>;
@@ -109,7 +120,7 @@ export function ProvidersTab() {
       </p>
       {status.runtime.hosts.map((h) => (
         <p key={`${h.hostname}:${h.pid}`} data-testid="runtime-host">
-          Host {h.hostname}: {h.resident} of {h.capacity} runtimes resident ({h.frozen} frozen, {h.starting} starting, {h.busy} with a turn), {gb(h.runtimesMemoryBytes)} held by them,{' '}
+          Host {h.hostname}: {h.resident} of {h.capacity} runtimes resident ({h.frozen} frozen{h.pagedOut ? `, ${h.pagedOut} of them paged out` : ''}, {h.starting} starting, {h.busy} with a turn), {gb(h.runtimesMemoryBytes)} held by them,{' '}
           {gb(h.memoryAvailableBytes)} of {gb(h.memoryTotalBytes)} available{h.freezer ? '' : '; idle runtimes cannot be frozen there'}
           {h.limits ? (
             <>
@@ -118,8 +129,23 @@ export function ProvidersTab() {
                 Each runtime: {h.limits.memory ? `memory ${h.limits.memoryMaxBytes ? gb(h.limits.memoryMaxBytes) : '?'}` : 'no memory limit'}, {h.limits.processes ? `${h.limits.processesMax} processes` : 'no process limit'},{' '}
                 {h.limits.cpu ? 'an equal CPU share' : 'no CPU share'}; workspace quota {h.limits.disk ?? 'off'}
               </small>
+              {h.limits.paging ? (
+                <>
+                  <br />
+                  <small class="hint" data-testid="runtime-paging">
+                    Idle runtimes are paged out to swap after {Math.round((h.limits.pageOutAfterMs ?? 0) / 1000)} s frozen
+                  </small>
+                </>
+              ) : h.limits.unavailable.paging ? (
+                <>
+                  <br />
+                  <span class="warn" data-testid="runtime-paging">
+                    Idle runtimes stay resident there: {h.limits.unavailable.paging}
+                  </span>
+                </>
+              ) : null}
               {Object.entries(h.limits.unavailable)
-                .filter(([k]) => k !== 'disk')
+                .filter(([k]) => k !== 'disk' && k !== 'paging')
                 .map(([k, why]) => (
                   <span class="warn">
                     <br />

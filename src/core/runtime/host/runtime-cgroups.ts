@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative } from 'node:path';
 import { isProcessAlive } from '../../../lib/process-state.js';
 import type { Logger } from '../../../kernel/logger.js';
@@ -15,7 +16,11 @@ import type { Logger } from '../../../kernel/logger.js';
  *  - an equal CPU weight (v2 `cpu.weight`, v1 `cpu.shares`): under contention each runtime gets the same
  *    share whatever number of processes it runs, so 500 busy processes of one person weigh what one
  *    process of another does;
- *  - the freezer (v2 `cgroup.freeze`, v1 `freezer.state`): an idle runtime uses no CPU at all.
+ *  - the freezer (v2 `cgroup.freeze`, v1 `freezer.state`): an idle runtime uses no CPU at all;
+ *  - paging out (v2 `memory.reclaim`, v1 `memory.force_empty`): a runtime frozen a while has its memory
+ *    pushed to swap (compressed, with zram) and holds a fraction of it until its next turn touches it.
+ *    The service's own group is kept out of swap (v2 `memory.swap.max` 0 on its leaf, v1 swappiness 0):
+ *    the API and an embedded database answer at RAM speed whatever the agents do.
  *
  * All runtime groups sit under one parent group per hosting process (`agentws-runtimes-<pid>`, beside the
  * service in its own cgroup), which holds what the runtimes may take together: the host's memory less the
@@ -63,6 +68,15 @@ export interface CgroupUsage {
   pidsMax: number | null;
   /** Forks refused at the limit since the group was made. */
   pidsRefused: number;
+  /** Of the group's memory, what is in swap now (uncompressed bytes); null: not known here. */
+  swapBytes: number | null;
+}
+
+/** What one page-out did: the group's memory before and after (bytes, as `usage().memoryBytes` counts it), and how long it took. */
+export interface PageOutResult {
+  beforeBytes: number;
+  afterBytes: number;
+  ms: number;
 }
 
 export interface RuntimeCgroup {
@@ -80,6 +94,14 @@ export interface RuntimeCgroup {
   thaw(): Promise<void>;
   /** The group's memory, processes and their limits now. */
   usage(): CgroupUsage;
+  /**
+   * Pushes the group's memory out to swap, as much as the kernel can (a frozen group: all but a few MB);
+   * null when there is no memory controller here. Runs in libuv's thread pool (the kernel's reclaim takes
+   * ~0.5 s per 100 MB of system time): the event loop goes on meanwhile. Only for a frozen group: a running
+   * one would fault its pages back as fast as v1's force_empty pushes them out, and that loop ends only
+   * when the group is empty.
+   */
+  pageOut(): Promise<PageOutResult | null>;
   /** Kills every process in the group (SIGKILL through cgroup.kill on v2, else one by one). */
   kill(): void;
   /** Removes the group once its processes are gone (best effort). */
@@ -99,6 +121,8 @@ const SERVICE_LEAF_PREFIX = 'agentws-service-';
 /** cgroup v2's default weight and v1's default shares: every runtime group gets exactly this. */
 const V2_WEIGHT = 100;
 const V1_SHARES = 1024;
+/** v1 reclaim of a runtime's group: anonymous memory goes to swap as readily as files are dropped (zram has no seek). */
+const RUNTIME_SWAPPINESS = 100;
 /** The runtimes' parent weighs half what the service does under contention. */
 export const RUNTIMES_CPU_FRACTION = 0.5;
 
@@ -229,6 +253,8 @@ export interface OpenOptions {
   total: { memoryBytes: number | null; pids: number | null };
   /** The host's view (tests give a fake one over a directory tree). */
   host?: CgroupHost;
+  /** Idle runtimes will be paged out to swap: keep the service's own memory out of it. */
+  paging?: boolean;
 }
 
 /**
@@ -273,11 +299,13 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
       problems.set(c, problems.get(c) ?? `no cgroup ${c} controller is mounted (cgroup v2 or v1)`);
       continue;
     }
-    const own = ownDir(m, host.selfCgroup, c);
-    if (!own) {
+    const seen = ownDir(m, host.selfCgroup, c);
+    if (!seen) {
       problems.set(c, `this process's ${c} cgroup is not visible under ${m.point}`);
       continue;
     }
+    // Moved into its leaf by an earlier opening in this process (keepServiceOutOfSwap): beside the leaf.
+    const own = basename(seen) === `${SERVICE_LEAF_PREFIX}${host.pid}` ? dirname(seen) : seen;
     const parent = join(own, `${PARENT_PREFIX}${host.pid}`);
     try {
       mkdirSync(parent, { recursive: true });
@@ -290,6 +318,7 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
     }
   }
   for (const [c, why] of problems) if (!chosen.has(c)) unavailable[c] = why;
+  if (o.paging && chosen.has('memory')) keepServiceOutOfSwap(chosen.get('memory')!, host, log);
   return build();
 
   function build(): RuntimeCgroups {
@@ -303,6 +332,40 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
     if (Object.keys(unavailable).some((c) => o.want[c as Controller])) log.warn({ unavailable }, 'some runtime limits are not available on this host');
     else if (wanted.length) log.debug({ mechanisms }, 'runtime cgroups');
     return createGroups(mechanisms, chosen);
+  }
+}
+
+/**
+ * The service's own memory is never what the host swaps: the runtimes are paged out on purpose, and the
+ * kernel's own reclaim under pressure must not pick the API's or an embedded database's pages instead.
+ * v2: `memory.swap.max` 0 on the service's leaf (absolute; the leaf exists once the runtimes' controllers
+ * are enabled). v1: this process moves into a leaf of its own memory group (`agentws-service-<pid>`, its
+ * charges with it) with swappiness 0, so that its anonymous memory is left alone by the host's reclaim;
+ * the group it came from, which it may share with other processes (a shell's, a container's), keeps its
+ * own setting, and so does a root group (whose swappiness is the host's vm.swappiness).
+ */
+function keepServiceOutOfSwap(h: Hierarchy, host: CgroupHost, log: Logger): void {
+  const own = dirname(h.parent);
+  const leaf = join(own, `${SERVICE_LEAF_PREFIX}${host.pid}`);
+  try {
+    if (h.kind === 'cgroup2') {
+      if (existsSync(join(leaf, 'memory.swap.max'))) writeFileSync(join(leaf, 'memory.swap.max'), '0');
+      else return void log.warn({ group: own }, 'the service\'s memory may be swapped: its cgroup has no memory.swap.max of its own');
+    } else {
+      mkdirSync(leaf, { recursive: true });
+      // What this process already holds moves with it where the kernel still does that (deprecated in v1;
+      // 6.x refuses it: EINVAL). Else what it allocates from now on: the runtimes are opened at start.
+      try {
+        writeFileSync(join(leaf, 'memory.move_charge_at_immigrate'), '1');
+      } catch {
+        // new allocations only
+      }
+      writeFileSync(join(leaf, 'memory.swappiness'), '0');
+      writeFileSync(join(leaf, 'cgroup.procs'), String(host.pid));
+    }
+    log.debug({ group: leaf }, 'the service\'s memory is kept out of swap');
+  } catch (err) {
+    log.warn({ group: leaf, err: errCode(err) }, 'could not keep the service\'s memory out of swap');
   }
 }
 
@@ -405,6 +468,9 @@ function createGroups(mechanisms: CgroupMechanisms, chosen: Map<Controller, Hier
         if (pidsCtl) write(join(pidsCtl.dir, 'pids.max'), limits.pidsMax ? String(limits.pidsMax) : 'max');
         if (cpu) write(join(cpu.dir, cpu.kind === 'cgroup2' ? 'cpu.weight' : 'cpu.shares'), String(cpu.kind === 'cgroup2' ? V2_WEIGHT : V1_SHARES));
         if (freezer) write(join(freezer.dir, freezer.kind === 'cgroup2' ? 'cgroup.freeze' : 'freezer.state'), freezer.kind === 'cgroup2' ? '0' : 'THAWED');
+        // v1: a group's reclaim swaps nothing at swappiness 0, which it may have inherited from the
+        // service's own group (kept out of swap): a runtime's memory may go to swap when it is paged out.
+        if (memory?.kind === 'cgroup1') writeIf(join(memory.dir, 'memory.swappiness'), String(RUNTIME_SWAPPINESS));
       } catch (err) {
         for (const d of dirs) removeTree(d);
         throw new Error(`cannot set the runtime's cgroup limits (${errCode(err)})`);
@@ -418,7 +484,7 @@ function createGroups(mechanisms: CgroupMechanisms, chosen: Map<Controller, Hier
           .split('\n')
           .filter(Boolean)
           .map(Number);
-      return {
+      const group: RuntimeCgroup = {
         procs: dirs.map((d) => join(d, 'cgroup.procs')),
         canFreeze: !!freezer,
         get frozen() {
@@ -452,13 +518,46 @@ function createGroups(mechanisms: CgroupMechanisms, chosen: Map<Controller, Hier
             memoryMaxBytes = limits.memoryMaxBytes;
             oomKills = field(read(join(memory.dir, 'memory.oom_control')), 'oom_kill') ?? 0;
           }
+          let swapBytes: number | null = null;
+          if (memory?.kind === 'cgroup2') swapBytes = num(read(join(memory.dir, 'memory.swap.current')));
+          else if (memory) {
+            // v1 counts memory and swap together in memsw (when swap accounting is on): the difference is swap.
+            const memsw = num(read(join(memory.dir, 'memory.memsw.usage_in_bytes')));
+            const usage = num(read(join(memory.dir, 'memory.usage_in_bytes')));
+            swapBytes = memsw !== null && usage !== null ? Math.max(0, memsw - usage) : null;
+          }
           let pidsNow: number | null = null;
           let pidsRefused = 0;
           if (pidsCtl) {
             pidsNow = num(read(join(pidsCtl.dir, 'pids.current')));
             pidsRefused = field(read(join(pidsCtl.dir, 'pids.events')), 'max') ?? 0;
           }
-          return { memoryBytes, memoryMaxBytes, oomKills, pids: pidsNow, pidsMax: pidsCtl ? limits.pidsMax : null, pidsRefused };
+          return { memoryBytes, memoryMaxBytes, oomKills, pids: pidsNow, pidsMax: pidsCtl ? limits.pidsMax : null, pidsRefused, swapBytes };
+        },
+        async pageOut(): Promise<PageOutResult | null> {
+          if (!memory) return null;
+          const t0 = performance.now();
+          const beforeBytes = group.usage().memoryBytes ?? 0;
+          if (memory.kind === 'cgroup2') {
+            // memory.swap.max is 0 while the runtime runs (past its limit it is not pushed to swap, where it
+            // would slow the host): opened for this reclaim only. What it swaps stays in swap after.
+            const swapMax = join(memory.dir, 'memory.swap.max');
+            const swapAllowed = read(swapMax).trim();
+            if (swapAllowed === '0') await writeFile(swapMax, limits.memoryMaxBytes ? String(limits.memoryMaxBytes) : 'max');
+            try {
+              const current = num(read(join(memory.dir, 'memory.current'))) ?? 0;
+              // The kernel answers EAGAIN when it reclaimed less than asked: what it could is done.
+              await writeFile(join(memory.dir, 'memory.reclaim'), String(current)).catch((err) => {
+                if (errCode(err) !== 'EAGAIN') throw err;
+              });
+            } finally {
+              if (swapAllowed === '0') await writeFile(swapMax, '0').catch(() => {});
+            }
+          } else {
+            // v1: reclaims until the group is empty or the kernel stops finding pages it can take.
+            await writeFile(join(memory.dir, 'memory.force_empty'), '0');
+          }
+          return { beforeBytes, afterBytes: group.usage().memoryBytes ?? 0, ms: performance.now() - t0 };
         },
         kill() {
           const v2 = dirs.find((d) => existsSync(join(d, 'cgroup.kill')));
@@ -482,6 +581,7 @@ function createGroups(mechanisms: CgroupMechanisms, chosen: Map<Controller, Hier
           for (const d of dirs) removeTree(d);
         },
       };
+      return group;
     },
     close() {
       for (const p of parents) removeTree(p);

@@ -3,12 +3,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { workspaceDir } from '../../../lib/data-paths.js';
-import { readHostMemory, type HostMemory } from '../../../lib/host-memory.js';
+import { readHostMemory, readSwap, swapHeldBytes, type HostMemory, type SwapInfo } from '../../../lib/host-memory.js';
 import { createListeners } from '../../../lib/listeners.js';
 import { processDescendants, processesAnonKb } from '../../../lib/process-state.js';
 import { AppError, UnavailableError } from '../../../kernel/errors.js';
 import type { Logger } from '../../../kernel/logger.js';
-import { pressureVictims, roomForOneMore } from './runtime-capacity.js';
+import { relief, roomForOneMore } from './runtime-capacity.js';
 import { openRuntimeCgroups, type CgroupKind, type CgroupMechanisms, type CgroupUsage, type RuntimeCgroup, type RuntimeCgroups } from './runtime-cgroups.js';
 import { diskSpace, measureDisk, type DiskSpace } from './runtime-disk.js';
 import { diskFloorBytes, growing, inodeFloor, limitStopWhy, overQuota, pidsVerdict, runtimesMemoryTotal, runtimesPidsTotal, scanDue, type LimitNotice } from './runtime-limits-fns.js';
@@ -20,11 +20,14 @@ import { createStartGate } from './start-gate.js';
  * The runtimes this machine hosts: one per user (the unit of isolation: their sessions, their workspace,
  * their process), in `aws serve` (its local runner) or in `aws runner`. A runtime starts on demand, is
  * frozen after `freezeAfterMs` without use (no CPU at all; thawed in milliseconds by the next request,
- * runtime-cgroups.ts), stops after `idleMs`, restarts with back-off when it crashes, and at most `max` run
- * at once (by default what the host's memory holds, runtime-capacity.ts): to start one more, the least
- * recently used runtime with no turn running is stopped; when every runtime is busy, the caller is told to
- * wait (RuntimeBusyError) and its turn waits in the queue. When the host runs short of memory, idle
- * runtimes are stopped, least recently used first, never one with a turn running.
+ * runtime-cgroups.ts), paged out to swap after `pageOutAfterMs` more (it then holds a fraction of its
+ * memory: compressed, with zram; its next turn brings back what it touches), stops after `idleMs`,
+ * restarts with back-off when it crashes, and at most `max` run at once (by default what the host's
+ * memory holds, runtime-capacity.ts): to start one more, the least recently used runtime with no turn
+ * running is stopped; when every runtime is busy, the caller is told to wait (RuntimeBusyError) and its
+ * turn waits in the queue. When the host runs short of memory, idle
+ * runtimes are paged out, least recently used first, and stopped only when that is not enough, never one
+ * with a turn running (runtime-capacity.ts relief).
  *
  * This is the part of the pool that runs next to the agents. It decides nothing about tenants (the
  * control plane's runtime-pool.ts decides where a user's runtime runs and reaches the others), and knows
@@ -183,9 +186,15 @@ interface Entry {
   quotaBytes: number | null;
   /** Its files' last measure: bytes (null: never measured), when, how long it took, the filesystem's free bytes then. */
   disk: { bytes: number | null; at: number; ms: number; freeAt: number };
-  /** Private memory of its processes when last read (bytes), and when. */
+  /** What it holds of the host's memory when last read (bytes: its processes' private memory, and its share of a compressed swap), and when. */
   memoryBytes: number;
   memoryReadAt: number;
+  /** Its memory was pushed out to swap since it was frozen (until it is thawed). */
+  pagedOut: boolean;
+  /** A page-out in progress: a thaw waits for it (see RuntimeCgroup.pageOut). */
+  paging: Promise<void> | null;
+  /** The last page-out failed: not tried again until the runtime has been used. */
+  pageOutFailed: boolean;
 }
 
 /** Which limits hold the runtimes of this host, and why one does not (for status, /readyz and the report). */
@@ -201,7 +210,13 @@ export interface LimitsStatus {
   tmpBytes: number | null;
   /** The workspace quota: measured by the host (the kernel enforces none; see the README), or off. */
   disk: 'measured' | null;
-  /** Why a limit is missing here: `memory`, `processes`, `cpu`, `disk`. */
+  /** How idle runtimes are paged out to swap (cgroup2 `memory.reclaim`, cgroup1 `memory.force_empty`); null: they stay resident (see unavailable.paging). */
+  paging: CgroupKind | null;
+  /** Frozen this long (ms), an idle runtime is paged out (AGENTWS_RUNTIME_PAGEOUT_SECONDS), when paging holds. */
+  pageOutAfterMs: number | null;
+  /** The host's swap (bytes), and what its compressed pool takes of the memory; null: not read. */
+  swap: { totalBytes: number; freeBytes: number; compressedStoredBytes: number | null; compressedUsedBytes: number | null } | null;
+  /** Why a limit is missing here: `memory`, `processes`, `cpu`, `disk`; and why idle runtimes are not paged out: `paging`. */
   unavailable: Record<string, string>;
 }
 
@@ -228,7 +243,10 @@ export interface PoolStatus {
   capacity: number;
   resident: number;
   ready: number;
+  /** Frozen, paged-out ones included. */
   frozen: number;
+  /** Of the frozen, those whose memory is in swap. */
+  pagedOut: number;
   starting: number;
   busy: number;
   runtimesMemoryBytes: number;
@@ -282,6 +300,10 @@ export function createRuntimeHost(deps: {
   recentUseMs?: number;
   /** Idle time after which a runtime is frozen; 0: never (AGENTWS_RUNTIME_FREEZE_SECONDS). */
   freezeAfterMs: number;
+  /** Time frozen after which a runtime is paged out to swap; 0 or absent: never (AGENTWS_RUNTIME_PAGEOUT_SECONDS). */
+  pageOutAfterMs?: number;
+  /** The host's swap now (tests pass their own to simulate a host without). */
+  swap?: () => SwapInfo;
   /** Runtime starts run at once (default: one per core, at most 4); the others wait their turn. */
   startsAtOnce?: number;
   /** How long a turn waits while its runtime's start is queued (tests shorten it). */
@@ -333,6 +355,9 @@ export function createRuntimeHost(deps: {
   /** Where people's files are (their own filesystem, when the operator gave them one), else the data directory. */
   const spaceDir = () => (existsSync(join(deps.dataDir, 'workspaces')) ? join(deps.dataDir, 'workspaces') : deps.dataDir);
   const memory = deps.memory ?? readHostMemory;
+  const swapNow = deps.swap ?? readSwap;
+  /** Page-outs run one after another: each is a burst of the kernel's time (~0.5 s per 100 MB) on one core. */
+  let pageOuts: Promise<void> = Promise.resolve();
   const host = hostname();
   let lastReport = { at: 0, key: '' };
   const gate = createStartGate(deps.startsAtOnce ?? Math.max(1, Math.min(4, availableParallelism())));
@@ -549,8 +574,10 @@ export function createRuntimeHost(deps: {
     const l = e.launched ?? launched;
     if (l) {
       log.info({ userId: e.owner.userId, why }, 'stopping agent runtime');
-      // A frozen process cannot act on its SIGTERM (nor, under cgroup v1, die of a SIGKILL) until thawed.
+      // A frozen process cannot act on its SIGTERM (nor, under cgroup v1, die of a SIGKILL) until thawed;
+      // not in the middle of a page-out (thaw).
       const group = e.group;
+      if (e.paging) await e.paging;
       await group?.thaw();
       await l.stop();
       // Whatever the agent left in its group (a process that outlived the sandbox's pid 1 a moment) goes too.
@@ -568,12 +595,62 @@ export function createRuntimeHost(deps: {
     }
   }
 
-  /** Lets a frozen runtime run again (before anything is asked of it). */
+  /**
+   * Lets a frozen runtime run again (before anything is asked of it). A page-out under way is waited for
+   * first (a second or two): thawed in the middle of it, the runtime would fault its pages back as fast as
+   * the kernel pushes them out. Its memory in swap comes back as its next turn touches it.
+   */
   async function thaw(e: Entry): Promise<void> {
+    if (e.paging) await e.paging;
     if (!e.group?.frozen) return;
     const t0 = performance.now();
+    const wasPaged = e.pagedOut;
     await e.group.thaw();
-    log.debug({ userId: e.owner.userId, ms: Math.round((performance.now() - t0) * 10) / 10 }, 'agent runtime thawed');
+    e.pagedOut = false;
+    e.pageOutFailed = false;
+    if (wasPaged) e.memoryReadAt = 0;
+    log.debug({ userId: e.owner.userId, ms: Math.round((performance.now() - t0) * 10) / 10, pagedOut: wasPaged }, 'agent runtime thawed');
+  }
+
+  /** Why idle runtimes cannot be paged out here (null: they can). */
+  function pagingUnavailable(swap: SwapInfo | null = null): string | null {
+    if (!deps.pageOutAfterMs) return 'turned off (AGENTWS_RUNTIME_PAGEOUT_SECONDS=0)';
+    const m = cgroups?.mechanisms();
+    if (!m) return cgroupsMissing ?? 'this process hosts no runtime';
+    if (!m.freezer) return `idle runtimes are not frozen here (${m.unavailable.freezer ?? 'no freezer'})`;
+    if (!m.memory) return `no memory cgroup for the runtimes (${m.unavailable.memory ?? 'unavailable'})`;
+    if ((swap ?? swapNow()).totalBytes <= 0) {
+      return 'no swap on this host: idle runtimes stay resident (about 300 MB each). Turn on compressed swap (`sudo ./install.sh --systemd --zram`, or Debian\'s systemd-zram-generator), then restart the service; README "Sizing a host"';
+    }
+    return null;
+  }
+
+  /**
+   * Pushes a frozen idle runtime's memory out to swap (frozen first if it is not yet). One at a time on
+   * the host; a runtime used meanwhile (thawed, busy, stopping) is left as it is.
+   */
+  function pageOut(e: Entry, why: string): Promise<void> {
+    if (e.paging || e.pagedOut || e.pageOutFailed || !e.group || !e.handle || e.stopping) return e.paging ?? Promise.resolve();
+    const group = e.group;
+    const run = pageOuts.then(async () => {
+      if (entries.get(e.owner.userId) !== e || e.stopping || e.running.size > 0 || e.group !== group) return;
+      if (!group.frozen) await group.freeze();
+      const r = await group.pageOut();
+      if (!r) return;
+      e.pagedOut = true;
+      e.memoryReadAt = 0;
+      log.info({ userId: e.owner.userId, why, beforeMb: Math.round(r.beforeBytes / 2 ** 20), afterMb: Math.round(r.afterBytes / 2 ** 20), ms: Math.round(r.ms) }, 'agent runtime paged out');
+    });
+    const settled = run.catch((err) => {
+      e.pageOutFailed = true;
+      log.warn({ userId: e.owner.userId, err: (err as Error).message }, 'could not page out an agent runtime');
+    });
+    const tracked: Promise<void> = settled.finally(() => {
+      if (e.paging === tracked) e.paging = null;
+    });
+    e.paging = tracked;
+    pageOuts = settled;
+    return tracked;
   }
 
   function touch(userId: string): void {
@@ -590,6 +667,15 @@ export function createRuntimeHost(deps: {
     if (!full && !short) return;
     const now = Date.now();
     const idle = [...entries.values()].filter((e) => e.handle && e.running.size === 0 && now - e.lastUsed > (deps.recentUseMs ?? RECENT_USE_MS)).sort((a, b) => a.lastUsed - b.lastUsed);
+    if (short && !pagingUnavailable()) {
+      // Short of memory, not of places: paging out the least recently used idle runtime that still holds
+      // its memory is enough when it frees what one more needs.
+      const resident = idle.find((e) => !e.pagedOut && !e.paging && !e.pageOutFailed);
+      if (resident) {
+        await pageOut(resident, 'making room for another user: the host is short of memory');
+        if (roomForOneMore(memory())) return;
+      }
+    }
     if (!idle.length) throw new RuntimeBusyError(deps.max, full ? 'capacity' : 'memory');
     await stopEntry(idle[0], full ? 'making room for another user' : 'making room for another user: the host is short of memory');
   }
@@ -619,7 +705,7 @@ export function createRuntimeHost(deps: {
       return waitStart(e, ahead);
     }
     onStarting?.();
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0 };
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0, pagedOut: false, paging: null, pageOutFailed: false };
     entries.set(owner.userId, entry);
     const starting = launch(entry);
     entry.starting = starting;
@@ -713,7 +799,7 @@ export function createRuntimeHost(deps: {
           frozenHere.push(e);
         }
         for (const e of awake) await measureEntry(e, space).catch(() => {});
-        for (const e of frozenHere) if (entries.get(e.owner.userId) === e && !e.stopping && e.group) await e.group.thaw();
+        for (const e of frozenHere) if (entries.get(e.owner.userId) === e && !e.stopping && e.group) await thaw(e);
         if (!awake.some((e) => overQuota(e.disk.bytes, e.quotaBytes))) log.error('the data directory\'s filesystem is short of space and no runtime is past its quota: add space, or lower the quotas (AGENTWS_WORKSPACE_QUOTA, the tenants\' settings.workspace.quotaMb)');
         return;
       }
@@ -731,19 +817,29 @@ export function createRuntimeHost(deps: {
     const now = Date.now();
     for (const e of [...entries.values()]) watchLimits(e);
     for (const [userId, u] of usage) if (!entries.has(userId) && now - u.changedAt > USAGE_KEEP_MS) usage.delete(userId);
+    const swap = swapNow();
+    const canPage = !pagingUnavailable(swap);
     for (const e of [...entries.values()]) {
       if (!e.handle || e.running.size > 0 || e.stopping) continue;
       if (now - e.lastUsed > deps.idleMs) void stopEntry(e, 'idle');
       else if (e.group?.canFreeze && !e.group.frozen && deps.freezeAfterMs > 0 && now - e.lastUsed > deps.freezeAfterMs) {
         void e.group.freeze().then(() => log.debug({ userId: e.owner.userId }, 'agent runtime frozen while idle'));
+      } else if (canPage && e.group?.frozen && !e.pagedOut && !e.paging && !e.pageOutFailed && now - e.lastUsed > deps.freezeAfterMs + deps.pageOutAfterMs!) {
+        void pageOut(e, 'frozen a while');
       }
     }
     const mem = memory();
-    const victims = pressureVictims(
-      mem,
-      [...entries.values()].filter((e) => !e.stopping).map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes })),
+    const pressure = relief(
+      { ...mem, swapFreeBytes: canPage ? swap.freeBytes : 0 },
+      [...entries.values()]
+        .filter((e) => !e.stopping)
+        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || e.pageOutFailed, pagingNow: !!e.paging })),
     );
-    for (const v of victims) {
+    for (const v of pressure.pageOut) {
+      log.warn({ userId: v.e.owner.userId, availableMb: Math.round(mem.availableBytes / 2 ** 20) }, 'the host is short of memory: paging out the least recently used idle runtime');
+      void pageOut(v.e, 'memory pressure');
+    }
+    for (const v of pressure.stop) {
       log.warn({ userId: v.e.owner.userId, availableMb: Math.round(mem.availableBytes / 2 ** 20) }, 'the host is short of memory: stopping the least recently used idle runtime');
       void stopEntry(v.e, 'memory pressure');
     }
@@ -753,10 +849,14 @@ export function createRuntimeHost(deps: {
   function status(mem: HostMemory = memory()): PoolStatus {
     const now = Date.now();
     let runtimesMemoryBytes = 0;
+    let swap: SwapInfo | null = null;
     for (const e of entries.values()) {
       // Read every MEMORY_READ_MS only: cheap (/proc/<pid>/status), but one read per process of each runtime.
       if (e.launched && now - e.memoryReadAt > MEMORY_READ_MS) {
-        e.memoryBytes = processesAnonKb(e.group?.pids() ?? [e.launched.pid, ...processDescendants(e.launched.pid)]) * 1024;
+        swap ??= swapNow();
+        // Resident private memory, and the RAM its pages in a compressed swap take (none for a disk's).
+        const swapped = e.group?.usage().swapBytes ?? 0;
+        e.memoryBytes = processesAnonKb(e.group?.pids() ?? [e.launched.pid, ...processDescendants(e.launched.pid)]) * 1024 + swapHeldBytes(swapped, swap);
         e.memoryReadAt = now;
       }
       runtimesMemoryBytes += e.launched ? e.memoryBytes : 0;
@@ -767,20 +867,21 @@ export function createRuntimeHost(deps: {
       resident: all.length,
       ready: all.filter((e) => e.handle && !e.group?.frozen).length,
       frozen: all.filter((e) => e.handle && e.group?.frozen).length,
+      pagedOut: all.filter((e) => e.handle && e.group?.frozen && e.pagedOut).length,
       starting: all.filter((e) => !e.handle).length,
       busy: all.filter((e) => e.running.size > 0).length,
       runtimesMemoryBytes,
       memory: mem,
       freezer: cgroups?.mechanisms().freezer ?? null,
       freezerUnavailable: cgroups?.mechanisms().freezer ? null : (cgroups?.mechanisms().unavailable.freezer ?? cgroupsMissing ?? 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)'),
-      limits: limitsStatus(),
+      limits: limitsStatus(swap ?? swapNow()),
       disk: space,
       usage: [...usage.values()].map(({ changedAt: _c, ...u }) => u),
     };
   }
 
   /** Which limits hold here, and why not the others. */
-  function limitsStatus(): LimitsStatus {
+  function limitsStatus(swap: SwapInfo = swapNow()): LimitsStatus {
     const m: CgroupMechanisms | null = cgroups?.mechanisms() ?? null;
     const missing = cgroupsMissing ?? 'this process hosts no runtime';
     const unavailable: Record<string, string> = {};
@@ -791,6 +892,8 @@ export function createRuntimeHost(deps: {
     unavailable.disk = deps.quotaOf
       ? 'measured, not enforced by the kernel: writes past the quota succeed until the next measure (seconds; sooner when the disk runs short), then the runtime is stopped and new turns are refused'
       : 'no workspace quota (AGENTWS_WORKSPACE_QUOTA=off)';
+    const noPaging = pagingUnavailable(swap);
+    if (noPaging) unavailable.paging = noPaging;
     return {
       memory: m?.memory ?? null,
       memoryMaxBytes: m?.memory ? (deps.limits?.memoryMaxBytes ?? null) : null,
@@ -799,6 +902,9 @@ export function createRuntimeHost(deps: {
       cpu: m?.cpu ?? null,
       tmpBytes: deps.sandboxed ? (deps.limits?.tmpBytes ?? null) : null,
       disk: deps.quotaOf ? 'measured' : null,
+      paging: noPaging ? null : (m?.memory ?? null),
+      pageOutAfterMs: noPaging ? null : deps.pageOutAfterMs!,
+      swap: { totalBytes: swap.totalBytes, freeBytes: swap.freeBytes, compressedStoredBytes: swap.zram?.storedBytes ?? null, compressedUsedBytes: swap.zram?.usedBytes ?? null },
       unavailable,
     };
   }
@@ -807,7 +913,7 @@ export function createRuntimeHost(deps: {
   async function report(mem: HostMemory): Promise<void> {
     if (!hosting || refusal) return;
     const s = status(mem);
-    const key = JSON.stringify([s.resident, s.frozen, s.starting, s.busy, Math.round(s.runtimesMemoryBytes / 2 ** 24), Math.round(s.memory.availableBytes / 2 ** 26)]);
+    const key = JSON.stringify([s.resident, s.frozen, s.pagedOut, s.starting, s.busy, Math.round(s.runtimesMemoryBytes / 2 ** 24), Math.round(s.memory.availableBytes / 2 ** 26)]);
     const now = Date.now();
     if (key === lastReport.key && now - lastReport.at < REPORT_MS) return;
     lastReport = { at: now, key };
@@ -891,7 +997,7 @@ export function createRuntimeHost(deps: {
       return [...entries.values()].map((e) => ({
         ...e.owner,
         pid: e.launched?.pid ?? null,
-        state: !e.handle ? ('starting' as const) : e.group?.frozen ? ('frozen' as const) : ('ready' as const),
+        state: !e.handle ? ('starting' as const) : e.group?.frozen ? (e.pagedOut ? ('paged-out' as const) : ('frozen' as const)) : ('ready' as const),
         running: e.running.size,
         idleMs: Date.now() - e.lastUsed,
       }));
@@ -918,7 +1024,9 @@ export function createRuntimeHost(deps: {
           deps.openCgroups ??
           (() =>
             openRuntimeCgroups(log, {
-              want: { freezer: deps.freezeAfterMs > 0, memory: !!deps.limits?.memoryMaxBytes, pids: !!deps.limits?.pidsMax, cpu: true },
+              // The memory controller also pages idle runtimes out, with no limit set.
+              want: { freezer: deps.freezeAfterMs > 0, memory: !!deps.limits?.memoryMaxBytes || !!deps.pageOutAfterMs, pids: !!deps.limits?.pidsMax, cpu: true },
+              paging: !!deps.pageOutAfterMs && deps.freezeAfterMs > 0,
               offWhy: { freezer: 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)', memory: 'turned off (AGENTWS_RUNTIME_MEMORY_MAX=off)', pids: 'turned off (AGENTWS_RUNTIME_PIDS_MAX=off)' },
               total: { memoryBytes: runtimesMemoryTotal(mem.totalBytes), pids: runtimesPidsTotal(readInt('/proc/sys/kernel/pid_max', 32768), readInt('/proc/sys/kernel/threads-max', 32768)) },
             }));
@@ -942,7 +1050,7 @@ export function createRuntimeHost(deps: {
           space = readSpace(spaceDir());
         }
       } else cgroupsMissing = refuse.problem;
-      const every = deps.sweepMs ?? Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS));
+      const every = deps.sweepMs ?? Math.max(250, Math.min(SWEEP_MS, deps.idleMs / 2, deps.freezeAfterMs > 0 ? deps.freezeAfterMs / 2 : SWEEP_MS, deps.pageOutAfterMs ? deps.pageOutAfterMs / 2 : SWEEP_MS));
       sweeper = setInterval(sweep, every);
       sweeper.unref();
       void report(memory()).catch(() => {});

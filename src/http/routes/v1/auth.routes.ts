@@ -5,6 +5,7 @@ import type { RbacPermissions } from '../../../kernel/permissions.js';
 import { PartialPermissions } from '../../../core/rbac/rbac.schemas.js';
 import type { App } from '../../app-type.js';
 import { ACCESS_COOKIE, readCookie, REFRESH_COOKIE, serializeCookie } from '../../cookies.js';
+import { CSRF_HEADER } from '../../csrf.js';
 import { csrfCheck, ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
 
@@ -55,6 +56,11 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
   // Fixed for the life of the process (config is parsed once), so built once, not per request.
   const status = { auth: auth.status() };
   const forgery = csrfCheck(config.server.publicUrl);
+  /** A completed sign-in's cookies, the same whichever way the person signed in (identity provider or link). */
+  const signInCookies = (s: { accessToken: string; refreshToken: string }) => [
+    serializeCookie(ACCESS_COOKIE, s.accessToken, { maxAgeS: ACCESS_TTL_S, path: '/', secure, sameSite: 'Lax' }),
+    serializeCookie(REFRESH_COOKIE, s.refreshToken, { maxAgeS: REFRESH_TTL_S, path: '/v1/auth', secure, sameSite: 'Lax' }),
+  ];
 
   app.get(
     '/auth/status',
@@ -100,12 +106,35 @@ export async function authRoutes(app: App, opts: { core: Core }): Promise<void> 
       // The URL the provider redirected to, as registered: the public URL, not whatever Host was sent.
       const callbackUrl = new URL(req.url, config.server.publicUrl);
       const signedIn = await auth.completeLogin(ctxOf(req), { callbackUrl });
-      reply.header('set-cookie', [
-        serializeCookie(ACCESS_COOKIE, signedIn.accessToken, { maxAgeS: ACCESS_TTL_S, path: '/', secure, sameSite: 'Lax' }),
-        serializeCookie(REFRESH_COOKIE, signedIn.refreshToken, { maxAgeS: REFRESH_TTL_S, path: '/v1/auth', secure, sameSite: 'Lax' }),
-      ]);
+      reply.header('set-cookie', signInCookies(signedIn));
       reply.header('cache-control', 'no-store');
       return reply.redirect(signedIn.redirectTo, 302);
+    },
+  );
+
+  app.post(
+    '/auth/link',
+    {
+      config: { auth: 'none', rateLimit: AUTH_RATE_LIMIT },
+      schema: {
+        tags: ['auth'],
+        summary: 'Sign in with a one-time sign-in link (`aws user sign-in-link`): sets the same cookies as the callback',
+        description: `The dashboard's page for a link (\`/#/sign-in-link/<token>\`: the token in the fragment, which browsers never send) posts its token here when the person presses Sign in, with the ${CSRF_HEADER} header from this service's own origin. A link works once, within its minutes, for a user still active and still an owner or admin; audited as auth.sign_in (via sign-in-link) or auth.sign_in_denied, with the client address and never the token. Sets ${ACCESS_COOKIE} and ${REFRESH_COOKIE} exactly as /v1/auth/callback does.`,
+        security: [],
+        body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) }),
+        response: { 200: Type.Object({ user: Me.properties.user, roles: Type.Array(Type.String()) }), ...errorResponses(400, 403, 429) },
+      },
+    },
+    async (req, reply) => {
+      // The header too (as a cookie-signed change needs): another site's form cannot send it, so nobody
+      // can sign a browser in as someone else (login CSRF) with a link of their own.
+      const forged = forgery(req, 'cookie');
+      if (forged) throw forged;
+      const signedIn = await auth.signInWithLink(ctxOf(req), { token: req.body.token, ip: req.ip });
+      reply.header('set-cookie', signInCookies(signedIn));
+      reply.header('cache-control', 'no-store');
+      const { id, handle, email, displayName, tenantId } = signedIn.user;
+      return { user: { id, handle, email, displayName, tenantId }, roles: signedIn.roles };
     },
   );
 
