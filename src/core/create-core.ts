@@ -86,6 +86,7 @@ import { createGitHostsRepo } from './connectors/git-hosts.repo.js';
 import { createCodeHostAdmin } from './codehost/codehost-admin.service.js';
 import { createCodeHostAdminRepo } from './codehost/codehost-admin.repo.js';
 import { createGitHostsService } from './connectors/git-hosts.service.js';
+import { sandboxGitConfig } from './connectors/git-fns.js';
 import { createMcpServersRepo } from './connectors/mcp-servers.repo.js';
 import { createMcpServersService } from './connectors/mcp-servers.service.js';
 import { createTeamsService } from './teams/teams.service.js';
@@ -247,7 +248,7 @@ export function createCore(deps: CoreDeps) {
     bus,
     skills: (tenantId) => skillFiles.materialise(tenantId),
     managers: (tenantId) => assignments.providerManagers(db, tenantId, 5),
-    gitHosts: (tenantId) => gitHosts.sandboxHosts(tenantId),
+    gitConfig: async (tenantId, gatewayHost, credential) => sandboxGitConfig(await gitHosts.sandboxHosts(tenantId), gatewayHost, credential),
     mcpServers: (tenantId, userId) => mcpServers.serversFor(tenantId, userId),
     personOf: async (tenantId, userId) => {
       const u = (await usersRepo.namesOf(db, tenantId, [userId]))[0];

@@ -1,4 +1,4 @@
-import { MEMORY_MCP_SERVER } from '../runtime/host/agent-endpoints.js';
+import { MCP_CONNECTOR_PATH_PREFIX, MEMORY_MCP_SERVER } from '../runtime/host/agent-endpoints.js';
 
 /**
  * The rules of MCP connectors (issue 28), without I/O: what an admin may register, which roles reach
@@ -6,8 +6,6 @@ import { MEMORY_MCP_SERVER } from '../runtime/host/agent-endpoints.js';
  * The gateway (mcp-gateway.ts) and the service (mcp-servers.service.ts) apply them.
  */
 
-/** Where connectors answer on the gateway host: `<prefix><name>`, one exact path per server. */
-export const MCP_CONNECTOR_PATH_PREFIX = '/mcp/connectors/';
 /** A server's name: its path segment, its key in the runtime's configuration and its tools' prefix. */
 export const MCP_SERVER_NAME = /^[a-z][a-z0-9-]{0,39}$/;
 /** Names the runtime's configuration already uses for the service's own servers. */

@@ -3,7 +3,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AuditInput } from '../audit/audit.service.js';
 import type { Logger } from '../../kernel/logger.js';
-import { GATEWAY_HOST } from '../runtime/host/agent-endpoints.js';
+import { GATEWAY_HOST, MCP_CONNECTOR_PATH_PREFIX } from '../runtime/host/agent-endpoints.js';
 import type { RuntimeIdentity, RuntimeOwner, RuntimeSelf } from '../runtime/host/runtime-host.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import {
@@ -16,7 +16,6 @@ import {
   screenAnswer,
   sseEvent,
   toolCallOutcome,
-  MCP_CONNECTOR_PATH_PREFIX,
   type ClassifiedRequest,
 } from './mcp-fns.js';
 import type { McpServerGrant } from './mcp-servers.service.js';

@@ -5,7 +5,8 @@ import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
-import { accessProblems, checkAuthHeader, checkServerUrl, grantFor, MCP_CONNECTOR_PATH_PREFIX, normaliseAccessEntry, secretProblems, serverNameProblems, type McpAccessEntry, type McpAuthKind, type McpGrant } from './mcp-fns.js';
+import { accessProblems, checkAuthHeader, checkServerUrl, grantFor, normaliseAccessEntry, secretProblems, serverNameProblems, type McpAccessEntry, type McpAuthKind, type McpGrant } from './mcp-fns.js';
+import { MCP_CONNECTOR_PATH_PREFIX } from '../runtime/host/agent-endpoints.js';
 import type { McpServerRow, McpServersRepo } from './mcp-servers.repo.js';
 import type { McpServerInput, McpServerPatch } from './mcp-servers.schemas.js';
 

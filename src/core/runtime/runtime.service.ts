@@ -8,15 +8,13 @@ import { hasPermission, requirePermission, tenantOf } from '../../kernel/authz.j
 import { actorString, type Ctx } from '../../kernel/context.js';
 import { AppError, ConfigError, ValidationError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
-import { GATEWAY_HOST, MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from './host/agent-endpoints.js';
+import { GATEWAY_HOST, MCP_CONNECTOR_PATH_PREFIX, MEMORY_MCP_PATH, MEMORY_MCP_SERVER } from './host/agent-endpoints.js';
 import { createRuntimeClient } from './runtime-client.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
 import { RUNTIME_USED_CHANNEL } from './runtime-pool.js';
 import { HOST_REPORT_FRESH_MS, gatewayCredential, type RuntimeOwner } from './host/runtime-host.js';
 import { nearLimits, overQuota, usageAsOf } from './host/runtime-limits-fns.js';
 import { MANAGED_GITCONFIG_KEY, managedConfigDir, runtimeRoot, writeManagedConfig } from './host/managed-config.js';
-import { sandboxGitConfig } from '../connectors/git-fns.js';
-import { MCP_CONNECTOR_PATH_PREFIX } from '../connectors/mcp-fns.js';
 import { handleOfRow } from './runtime-records.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
@@ -80,8 +78,11 @@ export function createRuntimeService(deps: {
   skills?: (tenantId: string) => Promise<{ dir: string | null; allow: string[]; deny: string[] }>;
   /** People of the tenant who may set it up (admin.manage_providers): who a member is told to ask. */
   managers?: (tenantId: string) => Promise<Array<{ handle: string; displayName: string; email: string }>>;
-  /** The tenant's git hosts (name, base URL): the sandbox's git config sends them to the git gateway. */
-  gitHosts?: (tenantId: string) => Promise<Array<{ name: string; baseUrl: string }>>;
+  /**
+   * The sandbox's git config text for a tenant (empty: none): its git hosts sent to the git gateway on
+   * `gatewayHost`, which this runtime's `credential` authenticates to (connectors/git-fns.ts sandboxGitConfig).
+   */
+  gitConfig?: (tenantId: string, gatewayHost: string, credential: string) => Promise<string>;
   /** The tenant's MCP connectors the user's roles may use (names): listed in the runtime, at the gateway host. */
   mcpServers?: (tenantId: string, userId: string) => Promise<string[]>;
   /** A person's workspace quota (runtime-limits.ts), for status. */
@@ -197,7 +198,7 @@ export function createRuntimeService(deps: {
     };
     // The sandbox's git config, written beside opencode.json (managed-config.ts): the tenant's git hosts
     // rewritten to the git gateway, which adds their credentials (git-fns.ts sandboxGitConfig).
-    const gitconfig = sandboxGitConfig(deps.gitHosts ? await deps.gitHosts(tenantId) : [], GATEWAY_HOST, credential);
+    const gitconfig = deps.gitConfig ? await deps.gitConfig(tenantId, GATEWAY_HOST, credential) : '';
     const withGit = gitconfig ? { ...config, [MANAGED_GITCONFIG_KEY]: gitconfig } : config;
     return { config: withGit, fingerprint: createHash('sha256').update(JSON.stringify(withGit)).digest('hex') };
   }
