@@ -3,7 +3,7 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
 import { CACHE_PRICE_FLAG_TEXT, checkAgainst, keyFlags, MODEL_FLAG_TEXT, parseModelSpec, resolveApiKey, withCachePrices } from '../../src/cli/provider-input.js';
 import { ValidationError } from '../../src/kernel/errors.js';
-import { ProviderPatch } from '../../src/core/runtime/runtime.schemas.js';
+import { ProviderPatch } from '../../src/core/providers/providers.schemas.js';
 
 export default class ProviderUpdate extends BaseCommand<typeof ProviderUpdate> {
   static override summary = 'Change a provider: rotate its API key, replace its models, change its base URL, enable or disable it.';

@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core';
 import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { ValidationError } from '../kernel/errors.js';
-import type { ProviderModel } from '../core/runtime/runtime.schemas.js';
+import type { ProviderModel } from '../core/providers/providers.schemas.js';
 import { resolveSecret } from './secret-input.js';
 
 const NUMBER = /^\d+(\.\d+)?$/;

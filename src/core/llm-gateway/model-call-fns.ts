@@ -1,5 +1,5 @@
 import type { ModelPrices } from '../providers/providers-fns.js';
-import type { ProviderKind } from '../runtime/runtime.schemas.js';
+import type { ProviderKind } from '../providers/providers.schemas.js';
 import type { CallUsage } from './usage-tap.js';
 
 /**

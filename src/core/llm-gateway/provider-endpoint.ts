@@ -1,6 +1,6 @@
 import { modelPrices, type ModelPrices } from '../providers/providers-fns.js';
 import type { ProviderRow } from '../providers/providers.repo.js';
-import type { ProviderKind } from '../runtime/runtime.schemas.js';
+import type { ProviderKind } from '../providers/providers.schemas.js';
 
 /**
  * What every call to a tenant's provider needs, whoever makes it: the LLM gateway forwarding a runtime's

@@ -1,5 +1,5 @@
 import type { Queryable } from '../../db/database.js';
-import type { ProviderKind, ProviderModel } from '../runtime/runtime.schemas.js';
+import type { ProviderKind, ProviderModel } from './providers.schemas.js';
 
 /** A tenant's model provider: where model calls go, with which (sealed) key, offering which models. */
 export interface ProviderRow {

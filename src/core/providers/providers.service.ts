@@ -6,7 +6,7 @@ import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import { ChatCallError, createChatClient } from '../llm-gateway/chat-client.js';
 import { testFailure, testSuccess, type ProviderTestOutcome } from '../llm-gateway/provider-test-fns.js';
-import { PROVIDER_NAME, type ProviderInput, type ProviderPatch } from '../runtime/runtime.schemas.js';
+import { PROVIDER_NAME, type ProviderInput, type ProviderPatch } from './providers.schemas.js';
 import { checkBaseUrl, checkModels, providerOrigin, publicProvider } from './providers-fns.js';
 import type { ProviderRow, ProvidersRepo } from './providers.repo.js';
 

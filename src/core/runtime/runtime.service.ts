@@ -19,7 +19,7 @@ import { handleOfRow } from './runtime-records.js';
 import { ASKABLE_TOOL_NAMES, permissionOfTool } from './runtime-tools.js';
 import { SANDBOX_PATHS } from './host/sandbox.js';
 import type { AppliedState, RuntimeRepo } from './runtime.repo.js';
-import { MODEL_REF, type ProviderKind, type ProviderModel } from './runtime.schemas.js';
+import { MODEL_REF, type ProviderKind, type ProviderModel } from '../providers/providers.schemas.js';
 import { checkModelRef, modelPrices, publicProvider } from '../providers/providers-fns.js';
 import type { ProviderRow, ProvidersRepo } from '../providers/providers.repo.js';
 import { checkModelChoice, effectiveModel, modelCatalog, type ModelSource } from '../providers/model-choice-fns.js';

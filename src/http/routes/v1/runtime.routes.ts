@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
-import { ProviderInput, ProviderModel, ProviderPatch } from '../../../core/runtime/runtime.schemas.js';
+import { ProviderInput, ProviderModel, ProviderPatch } from '../../../core/providers/providers.schemas.js';
 import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
