@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { ValidationError } from '../../kernel/errors.js';
+import { SHARED_MEMORY_POLICIES, type PrivacySettings, type SharedMemoryPolicy } from '../tenants/tenant-settings-fns.js';
 
 /**
  * The rules of a person's data on request (issue 29 item 5), pure: the pseudonym an erased person is
@@ -106,33 +106,8 @@ export function isAboutPerson(e: AuditPersonFields, p: Person): boolean {
   return e.userId === p.id || scrubAuditEntry(e, p, '\u0000').changed;
 }
 
-/**
- * What happens to the erased person's memories shared with their team or organisation (tenant setting
- * `privacy.sharedMemoriesOnErase`): `remove` (the default: erasure erases what they wrote) or
- * `keep-anonymous` (kept for the others, authored by a pseudonymous placeholder user). Private memories
- * are removed either way.
- */
-export const SHARED_MEMORY_POLICIES = ['remove', 'keep-anonymous'] as const;
-export type SharedMemoryPolicy = (typeof SHARED_MEMORY_POLICIES)[number];
+/** What erasure does with shared memories unless the tenant says otherwise (tenants/tenant-settings-fns.ts SHARED_MEMORY_POLICIES). */
 export const DEFAULT_SHARED_MEMORY_POLICY: SharedMemoryPolicy = 'remove';
-
-export interface PrivacySettings {
-  sharedMemoriesOnErase?: SharedMemoryPolicy;
-}
-
-/** `settings.privacy` as an update sends it, checked (400 naming the field). */
-export function parsePrivacySettings(input: unknown): PrivacySettings {
-  if (!input || typeof input !== 'object' || Array.isArray(input)) throw new ValidationError('settings.privacy: an object', { details: { field: 'settings.privacy' } });
-  const out: PrivacySettings = {};
-  const policy = (input as Record<string, unknown>).sharedMemoriesOnErase;
-  if (policy !== undefined) {
-    if (!SHARED_MEMORY_POLICIES.includes(policy as SharedMemoryPolicy)) {
-      throw new ValidationError(`settings.privacy.sharedMemoriesOnErase: one of ${SHARED_MEMORY_POLICIES.join(', ')}`, { details: { field: 'settings.privacy.sharedMemoriesOnErase' } });
-    }
-    out.sharedMemoriesOnErase = policy as SharedMemoryPolicy;
-  }
-  return out;
-}
 
 /** The policy a tenant's stored settings name (the default when unset or unknown). */
 export function sharedMemoryPolicy(settings: Record<string, unknown>): SharedMemoryPolicy {

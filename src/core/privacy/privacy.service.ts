@@ -31,8 +31,8 @@ import {
   sharedMemoryPolicy,
   type ExportCounts,
   type Person,
-  type SharedMemoryPolicy,
 } from './privacy-fns.js';
+import type { SharedMemoryPolicy } from '../tenants/tenant-settings-fns.js';
 
 /**
  * A person's data on request (issue 29 item 5): everything the appliance holds about them as one archive,

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ValidationError } from '../../kernel/errors.js';
+import { SCIM_TOKEN_MAX_DAYS_LIMIT } from '../tenants/tenant-settings-fns.js';
 
 /**
  * The rules of SCIM 2.0 provisioning (RFC 7643 schemas, RFC 7644 protocol), pure: tokens, filters, PATCH
@@ -54,7 +55,6 @@ export const SCIM_TOKEN_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
  */
 export const SCIM_TOKEN_DEFAULT_DAYS = 180;
 export const SCIM_TOKEN_MAX_DAYS_DEFAULT = 365;
-export const SCIM_TOKEN_MAX_DAYS_LIMIT = 366;
 
 /** The tenant's longest SCIM token lifetime in days: settings.tokens.scimMaxDays when set and valid, else the default. */
 export function scimMaxDaysOf(settings: Record<string, unknown>): number {

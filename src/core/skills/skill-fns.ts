@@ -55,12 +55,12 @@ export const TASK_JACCARD = 0.4;
 export const MIN_CLUSTER = 3;
 export const MIN_SESSIONS = 2;
 /**
- * The different people whose work a proposal needs (tenant setting `skills.minUsers`, 1-20): a skill
+ * The different people whose work a proposal needs (tenant setting `skills.minUsers`, 1 to
+ * tenants/tenant-settings-fns.ts MIN_USERS_MAX): a skill
  * reaches everyone, so one person's work alone is not a pattern of the organisation, and a member cannot
  * make their own turns and one of a colleague's into a skill.
  */
 export const MIN_USERS_DEFAULT = 2;
-export const MIN_USERS_MAX = 20;
 /** Two requests in a row this alike (word Jaccard) ask for the same thing: the second redoes the first. */
 export const REDO_JACCARD = 0.8;
 

@@ -15,6 +15,7 @@ import type { ProvidersRepo } from '../providers/providers.repo.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
+import { MIN_USERS_MAX } from '../tenants/tenant-settings-fns.js';
 import type { UsageService } from '../usage/usage.service.js';
 import {
   isRedo,
@@ -23,7 +24,6 @@ import {
   MIN_CLUSTER,
   MIN_SESSIONS,
   MIN_USERS_DEFAULT,
-  MIN_USERS_MAX,
   parseSkillMd,
   renderSkillMd,
   skillFlags,

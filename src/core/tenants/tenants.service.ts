@@ -1,6 +1,3 @@
-import { normaliseHost, normaliseListEntry } from '../runtime/host/egress-policy.js';
-import { TOKEN_MAX_DAYS_LIMIT } from '../tokens/token-fns.js';
-import { SCIM_TOKEN_MAX_DAYS_LIMIT } from '../scim/scim-fns.js';
 import { mkdir } from 'node:fs/promises';
 import type { Database, Tx } from '../../db/database.js';
 import { slugify } from '../../lib/slug.js';
@@ -14,55 +11,12 @@ import type { UsersRepo, UserRow } from '../users/users.repo.js';
 import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
 import type { RolesRepo } from '../rbac/roles.repo.js';
 import { parseSeedTenantInput, type SeedTenantInput } from './tenants.schemas.js';
-import { MIN_USERS_MAX } from '../skills/skill-fns.js';
 import type { TenantRow, TenantsRepo } from './tenants.repo.js';
 import type { TeamsRepo } from '../teams/teams.repo.js';
-import { parsePrivacySettings, type PrivacySettings } from '../privacy/privacy-fns.js';
+import { checkTenantSettings, type MemorySettings, type PrivacySettings, type SignInSettings, type SkillSettings, type TenantSettingsInput } from './tenant-settings-fns.js';
 import { tenantWorkspacesDir } from '../../lib/data-paths.js';
 
 export const PROVISION_WORKSPACE_JOB = 'tenant-provision-workspace';
-
-/** Tenant settings `skills`: the people a proposal needs, and the hosts a learnt skill may name unflagged. */
-export interface SkillSettings {
-  minUsers?: number;
-  allowedHosts?: string[];
-}
-
-/** `settings.skills` checked (400 naming the field) and normalised: host names lower-case, `*.` dropped. */
-function skillSettings(input: SkillSettings): SkillSettings {
-  const out: SkillSettings = {};
-  if (input.minUsers !== undefined) {
-    if (!Number.isInteger(input.minUsers) || input.minUsers < 1 || input.minUsers > MIN_USERS_MAX) {
-      throw new ValidationError(`settings.skills.minUsers: an integer from 1 to ${MIN_USERS_MAX}`, { details: { field: 'settings.skills.minUsers' } });
-    }
-    out.minUsers = input.minUsers;
-  }
-  if (input.allowedHosts !== undefined) {
-    out.allowedHosts = input.allowedHosts.map((d, i) => {
-      const host = normaliseHost(d.replace(/^\*?\./, ''));
-      if (!host) throw new ValidationError(`settings.skills.allowedHosts[${i}]: "${d}" is not a host name`, { details: { field: 'settings.skills.allowedHosts' } });
-      return host;
-    });
-  }
-  return out;
-}
-
-/**
- * Tenant settings `memory`: `agentSavesNeedRelease`, every memory an agent saves waits (quarantined) for
- * its person's release, whatever it says (the screening's patterns are never complete).
- */
-export interface MemorySettings {
-  agentSavesNeedRelease?: boolean;
-}
-
-/**
- * Tenant settings `signIn`: `applyGroupMapping`, each sign-in sets the roles and teams the person's
- * identity-provider groups map to (groupRoleMapping, groupTeamMapping). Off by default: SPEC.md's sign-in
- * does not apply the mapping.
- */
-export interface SignInSettings {
-  applyGroupMapping?: boolean;
-}
 
 export interface SeedTenantResult {
   tenant: TenantRow;
@@ -194,54 +148,12 @@ export function createTenantsService(deps: {
      * `signIn.applyGroupMapping`, whether each sign-in applies groupRoleMapping and `groupTeamMapping`
      * (group -> team name; the teams must exist) from the ID token's groups (default false, as SPEC.md).
      */
-    async updateSettings(ctx: Ctx, input: { settings: { groupRoleMapping?: Record<string, string>; groupTeamMapping?: Record<string, string>; signIn?: SignInSettings; egress?: { allow?: string[]; deny?: string[]; ports?: number[] }; skills?: SkillSettings; memory?: MemorySettings; privacy?: PrivacySettings; tokens?: { maxDays?: number; scimMaxDays?: number }; workspace?: { quotaMb?: number | null } } }) {
+    async updateSettings(ctx: Ctx, input: { settings: TenantSettingsInput }) {
       const tenantId = requirePermission(ctx, 'admin.manage_tenant');
-      const quotaMb = input.settings?.workspace?.quotaMb;
-      if (quotaMb !== undefined && quotaMb !== null) {
-        const maxMb = Math.floor((deps.workspaceQuotaMaxBytes ?? 100 * 1024 ** 3) / 1024 ** 2);
-        if (!Number.isInteger(quotaMb) || quotaMb < 100 || quotaMb > maxMb) {
-          throw new ValidationError(`settings.workspace.quotaMb: a whole number of MiB from 100 to ${maxMb} (the operator's AGENTWS_WORKSPACE_QUOTA_MAX), or null for the default`, { details: { field: 'settings.workspace.quotaMb' } });
-        }
-      }
+      const maxMb = Math.floor((deps.workspaceQuotaMaxBytes ?? 100 * 1024 ** 3) / 1024 ** 2);
+      const { quotaMb, egress: egressRules, skills: skillRules, memory, privacy, tokens: tokenRules, signIn } = checkTenantSettings(input.settings, maxMb);
       const mapping = input.settings?.groupRoleMapping;
-      const egress = input.settings?.egress;
-      // Addresses and ranges too: a deny list of names alone is stepped around by dialling the address.
-      const entries = (field: 'allow' | 'deny', list: string[]) =>
-        list.map((d, i) => {
-          const entry = normaliseListEntry(d);
-          if (!entry) throw new ValidationError(`settings.egress.${field}[${i}]: "${d}" is not a domain name, an address or a CIDR range`, { details: { field: `settings.egress.${field}` } });
-          return entry;
-        });
-      const ports = (list: number[]) => {
-        const bad = list.findIndex((p) => !Number.isInteger(p) || p < 1 || p > 65535);
-        if (bad >= 0) throw new ValidationError(`settings.egress.ports[${bad}]: ${String(list[bad])} is not a port (1-65535)`, { details: { field: 'settings.egress.ports' } });
-        return [...new Set(list)].sort((a, b) => a - b);
-      };
-      const egressRules = egress
-        ? {
-            ...(egress.allow !== undefined ? { allow: entries('allow', egress.allow) } : {}),
-            ...(egress.deny !== undefined ? { deny: entries('deny', egress.deny) } : {}),
-            ...(egress.ports !== undefined ? { ports: ports(egress.ports) } : {}),
-          }
-        : undefined;
-      const skillRules = input.settings?.skills ? skillSettings(input.settings.skills) : undefined;
-      const memory = input.settings?.memory;
-      const privacy = input.settings?.privacy !== undefined ? parsePrivacySettings(input.settings.privacy) : undefined;
-      if (memory?.agentSavesNeedRelease !== undefined && typeof memory.agentSavesNeedRelease !== 'boolean') {
-        throw new ValidationError('settings.memory.agentSavesNeedRelease: true or false', { details: { field: 'settings.memory.agentSavesNeedRelease' } });
-      }
       const teamMapping = input.settings?.groupTeamMapping;
-      const signIn = input.settings?.signIn;
-      const tokenRules = input.settings?.tokens;
-      if (tokenRules?.maxDays !== undefined && !(Number.isInteger(tokenRules.maxDays) && tokenRules.maxDays >= 1 && tokenRules.maxDays <= TOKEN_MAX_DAYS_LIMIT)) {
-        throw new ValidationError(`settings.tokens.maxDays: an integer from 1 to ${TOKEN_MAX_DAYS_LIMIT}`, { details: { field: 'settings.tokens.maxDays' } });
-      }
-      if (tokenRules?.scimMaxDays !== undefined && !(Number.isInteger(tokenRules.scimMaxDays) && tokenRules.scimMaxDays >= 1 && tokenRules.scimMaxDays <= SCIM_TOKEN_MAX_DAYS_LIMIT)) {
-        throw new ValidationError(`settings.tokens.scimMaxDays: an integer from 1 to ${SCIM_TOKEN_MAX_DAYS_LIMIT}`, { details: { field: 'settings.tokens.scimMaxDays' } });
-      }
-      if (signIn?.applyGroupMapping !== undefined && typeof signIn.applyGroupMapping !== 'boolean') {
-        throw new ValidationError('settings.signIn.applyGroupMapping: true or false', { details: { field: 'settings.signIn.applyGroupMapping' } });
-      }
       return db.transaction(async (tx) => {
         const tenant = await repo.findById(tx, tenantId);
         if (!tenant) throw new NotFoundError('tenant not found');

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { RbacPermissions } from '../../kernel/permissions.js';
+import { TOKEN_MAX_DAYS_LIMIT } from '../tenants/tenant-settings-fns.js';
 
 /**
  * Personal access tokens' pure rules: their format, their scopes and what the scopes leave of a person's
@@ -14,9 +15,8 @@ export const PAT_DISPLAY_CHARS = PAT_PREFIX.length + 6;
 export const TOKEN_SCOPES = ['read', 'sessions', 'memories', 'admin'] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
-/** Tenant setting `tokens.maxDays`: the longest lifetime a token may be created with. */
+/** Tenant setting `tokens.maxDays`: the longest lifetime a token may be created with (at most TOKEN_MAX_DAYS_LIMIT). */
 export const TOKEN_MAX_DAYS_DEFAULT = 90;
-export const TOKEN_MAX_DAYS_LIMIT = 366;
 export const TOKEN_NAME_MAX = 100;
 
 /** A new token: the value (shown once), its hash (stored) and its display prefix. */

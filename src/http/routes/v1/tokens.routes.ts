@@ -1,7 +1,8 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { Core } from '../../../core/create-core.js';
 import type { PersonalTokenRow } from '../../../core/tokens/personal-tokens.repo.js';
-import { TOKEN_MAX_DAYS_LIMIT, TOKEN_NAME_MAX, TOKEN_SCOPES } from '../../../core/tokens/token-fns.js';
+import { TOKEN_NAME_MAX, TOKEN_SCOPES } from '../../../core/tokens/token-fns.js';
+import { TOKEN_MAX_DAYS_LIMIT } from '../../../core/tenants/tenant-settings-fns.js';
 import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
