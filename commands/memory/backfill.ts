@@ -3,7 +3,7 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../src/cli/base-command.js';
 import { createJobProgress } from '../../src/cli/job-progress.js';
 import { info } from '../../src/cli/output.js';
-import { EMBED_MEMORIES_JOB } from '../../src/core/embeddings/embeddings.service.js';
+import { EMBED_MEMORIES_JOB } from '../../src/core/memories/memory-indexer.js';
 
 /** How often the job's row is read while following it. */
 const POLL_MS = 500;

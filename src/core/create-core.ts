@@ -95,7 +95,8 @@ import { createScimService } from './scim/scim.service.js';
 import { createEmbeddingClient } from './embeddings/embedding-client.js';
 import { createEmbeddersRepo } from './embeddings/embedders.repo.js';
 import { createEmbeddersService } from './embeddings/embedders.service.js';
-import { createEmbeddingsService, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './embeddings/embeddings.service.js';
+import { createEmbeddingsService } from './embeddings/embeddings.service.js';
+import { createMemoryIndexer, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './memories/memory-indexer.js';
 import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
 import { createMetricsService } from './metrics/metrics.service.js';
@@ -603,16 +604,17 @@ export function createCore(deps: CoreDeps) {
   const embeddings = createEmbeddingsService({
     db,
     repo: embeddersRepo,
-    memories: memoriesRepo,
     providers: providersRepo,
-    jobsRepo,
     usage,
     spending,
     client: createEmbeddingClient({ openKey: (sealed) => box.open(sealed) }),
-    queue,
     log: deps.log.child({ part: 'embeddings' }),
   });
-  const embedders = createEmbeddersService({ db, repo: embeddersRepo, memories: memoriesRepo, providers: providersRepo, audit, embeddings, enqueueJob: jobs.enqueue });
+  const memoryIndexer = createMemoryIndexer({ db, repo: embeddersRepo, memories: memoriesRepo, embeddings, jobsRepo, queue });
+  const embedders = createEmbeddersService({
+    db, repo: embeddersRepo, memories: memoriesRepo, providers: providersRepo, audit, embeddings,
+    queueBackfill: (tx, ctx, tenantId, limit) => jobs.enqueue(tx, ctx, tenantId, EMBED_MEMORIES_JOB, { limit }, { concurrent: true }),
+  });
 
   // Teams (memories are made above, with the agent's egress).
   const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
@@ -642,9 +644,9 @@ export function createCore(deps: CoreDeps) {
     [ANALYTICS_JOB]: (ctx, data) => sessionAnalytics.recordAnalytics(ctx, data),
     [GATEWAY_SEND_JOB]: (ctx, data) => pairingService.sendJob(ctx, data),
     [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
-    [EMBED_MEMORY_JOB]: (ctx, data) => embeddings.embedMemory(ctx, data),
-    [EMBED_MEMORIES_JOB]: (ctx, data, job) => embeddings.backfill(ctx, data, { retryCount: job.retryCount }),
-    [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => embeddings.backfillLost(ctx, data),
+    [EMBED_MEMORY_JOB]: (ctx, data) => memoryIndexer.embedMemory(ctx, data),
+    [EMBED_MEMORIES_JOB]: (ctx, data, job) => memoryIndexer.backfill(ctx, data, { retryCount: job.retryCount }),
+    [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => memoryIndexer.backfillLost(ctx, data),
     [INDEX_SESSIONS_JOB]: (ctx, data) => sessionManage.backfill(ctx, data),
     [ORCHESTRATE_PLAN_JOB]: (ctx, data, job) => orchestrator.planJob(ctx, data, job),
     [ORCHESTRATE_STEP_JOB]: (ctx, data) => orchestrator.stepJob(ctx, data),
@@ -710,7 +712,7 @@ export function createCore(deps: CoreDeps) {
     workspaceFiles,
     terminals,
     codeHostRuns,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, memoryIndexer, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     codeHostAdmin,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker

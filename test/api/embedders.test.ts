@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemCtx } from '../../src/kernel/context.js';
-import { BACKFILL_RETRY_LIMIT, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/embeddings/embeddings.service.js';
+import { BACKFILL_RETRY_LIMIT, EMBED_BATCH, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB } from '../../src/core/memories/memory-indexer.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { startWorker } from '../../src/jobs/worker.js';
 import { fakeEmbedding, startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
@@ -156,7 +156,7 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
         tenants.beta.tenantId,
         tenants.beta.ids.owner,
       ]);
-      expect(await core.embeddings.queueMemoryEmbedding(tx, tenants.beta.tenantId, rows[0].id)).toBe(true);
+      expect(await core.memoryIndexer.queueMemoryEmbedding(tx, tenants.beta.tenantId, rows[0].id)).toBe(true);
       return rows[0].id;
     });
     const queued = (await db().query(`select data from pgboss.job where name = $1 and data->>'memoryId' = $2`, [EMBED_MEMORY_JOB, late])).rows;
@@ -322,7 +322,7 @@ describe(`embedders and embedding jobs (${DB_MODE})`, () => {
     expect(await core.embeddings.embedQuery(tenants.beta.tenantId, 'anything')).toBeNull();
     expect(await audited('beta', 'embedder.clear')).toMatchObject([{ details: { modelKey: expect.stringMatching(/\/fake-embed-16\/16$/) } }]);
     // Without an embedder nothing is queued for new memories, and a backfill cannot start.
-    await db().transaction(async (tx) => expect(await core.embeddings.queueMemoryEmbedding(tx, tenants.beta.tenantId, crypto.randomUUID())).toBe(false));
+    await db().transaction(async (tx) => expect(await core.memoryIndexer.queueMemoryEmbedding(tx, tenants.beta.tenantId, crypto.randomUUID())).toBe(false));
     const post = await api(t, 'POST', '/v1/jobs', { token: tok.beta, body: { kind: EMBED_MEMORIES_JOB, payload: { limit: 5 } } });
     expect(post.status).toBe(409);
     expect(post.json).toMatchObject({ error: 'no_embedder', hint: expect.stringContaining('embedder set') });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EMBED_MEMORIES_JOB } from '../../src/core/embeddings/embeddings.service.js';
+import { EMBED_MEMORIES_JOB } from '../../src/core/memories/memory-indexer.js';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { parseConfigValues } from '../../src/config/load-config.js';
 import { systemCtx, type Ctx, type UserActor } from '../../src/kernel/context.js';
-import { EMBED_BATCH, EMBED_MEMORIES_JOB, type BackfillData } from '../../src/core/embeddings/embeddings.service.js';
+import { EMBED_BATCH, EMBED_MEMORIES_JOB, type BackfillData } from '../../src/core/memories/memory-indexer.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { createMemoriesRepo, type MemoriesRepo, type Viewer } from '../../src/core/memories/memories.repo.js';
 import { candidateCount, type MemoryKind, type MemoryVisibility } from '../../src/core/memories/memory-fns.js';

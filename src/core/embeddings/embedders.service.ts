@@ -1,4 +1,4 @@
-import type { Database, Tx } from '../../db/database.js';
+import type { Database, Queryable, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../../kernel/authz.js';
 import { actorString, type Ctx } from '../../kernel/context.js';
@@ -8,8 +8,7 @@ import type { TenantJobRow } from '../jobs/jobs.repo.js';
 import type { ProvidersRepo } from '../providers/providers.repo.js';
 import { EmbeddingCallError, hasEmbeddings } from './embedding-client.js';
 import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
-import type { MemoriesRepo } from '../memories/memories.repo.js';
-import { EMBED_MEMORIES_JOB, type EmbeddingsService } from './embeddings.service.js';
+import type { EmbeddingsService } from './embeddings.service.js';
 import { MAX_EMBEDDING_DIMENSIONS, modelKeyOf } from './model-key.js';
 
 /** A model id as providers name them (`text-embedding-3-small`, `nomic-embed-text:latest`, `BAAI/bge-m3`). */
@@ -37,12 +36,16 @@ export type PublicEmbedder = ReturnType<typeof publicEmbedder>;
 export function createEmbeddersService(deps: {
   db: Database;
   repo: EmbeddersRepo;
-  memories: Pick<MemoriesRepo, 'countEmbedded' | 'countPending'>;
+  /** What the embedder's vectors are made for (the memories): how many have one of a model, and lack one. */
+  memories: { countEmbedded(q: Queryable, tenantId: string, modelKey: string): Promise<number>; countPending(q: Queryable, tenantId: string, modelKey: string): Promise<number> };
   providers: Pick<ProvidersRepo, 'find'>;
   audit: AuditService;
   embeddings: Pick<EmbeddingsService, 'probe'>;
-  /** The jobs API's enqueue (row, queue job and audit in the caller's transaction). */
-  enqueueJob(tx: Tx, ctx: Ctx, tenantId: string, kind: string, payload: Record<string, unknown>, options?: { concurrent?: boolean }): Promise<TenantJobRow>;
+  /**
+   * Queues the re-embedding of `limit` memories through the jobs API (row, queue job and audit in the
+   * caller's transaction): the memories' backfill (memories/memory-indexer.ts).
+   */
+  queueBackfill(tx: Tx, ctx: Ctx, tenantId: string, limit: number): Promise<TenantJobRow>;
 }) {
   const { db, repo, memories, audit } = deps;
 
@@ -107,7 +110,7 @@ export function createEmbeddersService(deps: {
         // someone starts (`aws memory backfill`), as SPEC.md says.
         let backfill: TenantJobRow | null = null;
         if (previous && previous !== modelKey && pending > 0) {
-          backfill = await deps.enqueueJob(tx, ctx, tenantId, EMBED_MEMORIES_JOB, { limit: pending }, { concurrent: true });
+          backfill = await deps.queueBackfill(tx, ctx, tenantId, pending);
         }
         await audit.record(tx, ctx, {
           action: 'embedder.set',

@@ -4,7 +4,7 @@ import { isUuid } from '../../lib/ids.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, requireUser, type PermissionName } from '../../kernel/authz.js';
 import type { Ctx, UserActor } from '../../kernel/context.js';
-import { EMBED_MEMORY_JOB } from '../embeddings/embeddings.service.js';
+import { EMBED_MEMORY_JOB } from './memory-indexer.js';
 import { vectorLiteral } from '../embeddings/model-key.js';
 import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, UnprocessableError, ValidationError } from '../../kernel/errors.js';
 import type { JobQueue } from '../jobs/job-queue.js';
@@ -35,7 +35,7 @@ import {
 } from './memory-fns.js';
 
 // The job that embeds one new memory, queued in the transaction that creates it when the tenant has an
-// embedder (data `{ tenantId, memoryId }`); its handler lives with the embedders.
+// embedder (data `{ tenantId, memoryId }`); its handler is the memories' indexer (memory-indexer.ts).
 export { EMBED_MEMORY_JOB };
 
 /**
