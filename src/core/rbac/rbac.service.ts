@@ -6,7 +6,6 @@ import { requirePermission } from '../../kernel/authz.js';
 import { actorString, type Ctx } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { EventBus } from '../../kernel/events.js';
-import type { UsersRepo } from '../users/users.repo.js';
 import { grantsBeyond, unionPermissions, type RbacPermissions } from '../../kernel/permissions.js';
 import { completePermissions, ROLE_NAME } from './rbac.schemas.js';
 import type { RoleAssignmentsRepo } from './role-assignments.repo.js';
@@ -16,7 +15,15 @@ import type { RolesRepo } from './roles.repo.js';
 export const RBAC_CHANGED = 'rbac.changed';
 const CACHE_TTL_MS = 30_000;
 
-export function createRbacService(deps: { db: Database; roles: RolesRepo; assignments: RoleAssignmentsRepo; users: UsersRepo; audit: AuditService; bus: EventBus; clock: Clock }) {
+/**
+ * The people roles are assigned to, as this service needs them: a user of the tenant by id (users.repo.ts),
+ * described here so that roles, which the users' repo reads, do not import it back.
+ */
+export interface RbacUsers {
+  findById(q: Queryable, tenantId: string, id: string): Promise<{ id: string } | null>;
+}
+
+export function createRbacService(deps: { db: Database; roles: RolesRepo; assignments: RoleAssignmentsRepo; users: RbacUsers; audit: AuditService; bus: EventBus; clock: Clock }) {
   const { db, roles, assignments, users, audit, bus, clock } = deps;
   // Role documents per tenant, kept briefly: resolving permissions is on every authenticated request.
   // Changes invalidate through the bus; the TTL bounds staleness if an event is missed.

@@ -1,9 +1,8 @@
-import type { Database, Tx } from '../../db/database.js';
+import type { Database, Queryable, Tx } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../kernel/errors.js';
-import type { GatewaysRepo } from '../gateways/gateways.repo.js';
 import type { RoleAssignmentsRepo } from '../rbac/role-assignments.repo.js';
 import type { UsersRepo } from './users.repo.js';
 
@@ -11,8 +10,11 @@ export function createUsersService(deps: {
   db: Database;
   repo: UsersRepo;
   assignments: RoleAssignmentsRepo;
-  /** A gateway's service user is not removed while the gateway acts as it. */
-  gateways: Pick<GatewaysRepo, 'servedBy'>;
+  /**
+   * A gateway's service user is not removed while the gateway acts as it: the ids of the gateways that
+   * act as a user (gateways.repo.ts servedBy; described here, as gateways import the users' repo).
+   */
+  gateways: { servedBy(q: Queryable, tenantId: string, userId: string): Promise<string[]> };
   audit: AuditService;
   /** Ends every sign-in of a user in the removing transaction (auth.revokeUser). */
   revokeSignIns: (tx: Tx, input: { tenantId: string; userId: string }) => Promise<void>;
