@@ -7,7 +7,7 @@ import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { gatewayCredential, UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
 import { OWNER_INACTIVE } from '../../src/core/sessions/turn-runner.js';
-import { PLAN_OWNER_INACTIVE } from '../../src/core/users/person-stop.js';
+import { PLAN_OWNER_INACTIVE } from '../../src/core/sessions/person-stop.js';
 import { sendTurnJob } from '../../src/core/sessions/session-turns.js';
 import { ascendingId } from '../../src/core/runtime/runtime-ids.js';
 import { api, signToken } from '../helpers/app.js';

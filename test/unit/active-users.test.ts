@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createInProcessBus } from '../../src/db/event-bus.js';
 import { AUTH_REVOKED } from '../../src/core/auth/authentication.js';
-import { ACTIVE_TTL_MS, createActiveUsers, INACTIVE_TTL_MS } from '../../src/core/users/active-users.js';
+import { ACTIVE_TTL_MS, createActiveUsers, INACTIVE_TTL_MS } from '../../src/core/auth/active-users.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 
 const T = 't1';

@@ -77,7 +77,7 @@ export function createAgentEgress(deps: {
   /** The tenants' MCP connectors: forwarded at /mcp/connectors/<name> on the gateway host (mcp-gateway.ts). */
   mcpServers?: Pick<McpServersService, 'grantOf'>;
   /**
-   * Whether a runtime's owner is still an active person (users/active-users.ts: cached, a boolean when
+   * Whether a runtime's owner is still an active person (auth/active-users.ts: cached, a boolean when
    * known). Absent: every owner is.
    */
   ownerActive?: (tenantId: string, userId: string) => boolean | Promise<boolean>;

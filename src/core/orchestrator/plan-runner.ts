@@ -109,7 +109,7 @@ export interface PlanRunnerDeps {
   pool: Pick<RuntimePool, 'client' | 'runningClient'>;
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
-  /** Whether the plan's person is still active (users/active-users.ts); absent: always. */
+  /** Whether the plan's person is still active (auth/active-users.ts); absent: always. */
   ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   clock: Clock;
   log: Logger;

@@ -83,7 +83,7 @@ export function createScimService(deps: {
   tenants: Pick<TenantsRepo, 'findById'>;
   /**
    * A person was deactivated, in this transaction: their queued turns fail here, and once it commits
-   * their agent is stopped and their plans cancelled (users/person-stop.ts). Absent: nothing more.
+   * their agent is stopped and their plans cancelled (sessions/person-stop.ts). Absent: nothing more.
    */
   deactivated?: (tx: Tx, ctx: Ctx, owner: { tenantId: string; userId: string }) => Promise<{ queuedTurns: number }>;
   clock: Clock;

@@ -90,7 +90,7 @@ export function createTurnRunner(deps: {
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
    */
   events: Pick<TurnEvents, 'emit' | 'unwanted'>;
-  /** Whether the session's owner is still active (users/active-users.ts); absent: always. */
+  /** Whether the session's owner is still active (auth/active-users.ts); absent: always. */
   ownerActive?: (tenantId: string, userId: string) => Promise<boolean>;
   /** The workspace's snapshot before each turn (turn-snapshots.ts; its after is taken on the turn's end); absent: none. */
   snapshots?: Pick<TurnSnapshots, 'before' | 'forget'>;

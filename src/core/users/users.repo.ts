@@ -93,7 +93,7 @@ export function createUsersRepo() {
       );
       return rows[0];
     },
-    /** Whether the user exists in the tenant and is not deactivated (active-users.ts asks, cached). */
+    /** Whether the user exists in the tenant and is not deactivated (auth/active-users.ts asks, cached). */
     async isActive(q: Queryable, tenantId: string, id: string): Promise<boolean> {
       if (!isUuid(id)) return false;
       const { rows } = await q.query<{ active: boolean }>(`select deactivated_at is null as active from users where tenant_id = $1 and id = $2`, [tenantId, id]);

@@ -20,7 +20,7 @@ export function createUsersService(deps: {
   revokeSignIns: (tx: Tx, input: { tenantId: string; userId: string }) => Promise<void>;
   /** The operator user, whom demo mode and the service API key act as. */
   operator: () => Promise<{ tenantId: string; userId: string } | null>;
-  /** In the removing transaction: the person's runtime is stopped once it commits (person-stop.ts). */
+  /** In the removing transaction: the person's runtime is stopped once it commits (sessions/person-stop.ts). */
   removed?: (tx: Tx, owner: { tenantId: string; userId: string }) => void;
 }) {
   const { db, repo, assignments, audit } = deps;

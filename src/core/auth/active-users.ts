@@ -1,7 +1,7 @@
 import type { Clock } from '../../lib/clock.js';
 import type { EventBus } from '../../kernel/events.js';
 import type { Logger } from '../../kernel/logger.js';
-import { AUTH_REVOKED } from '../auth/authentication.js';
+import { AUTH_REVOKED } from './authentication.js';
 
 /**
  * How long an answer "this person is active" is reused per process. A deactivation or removal is heard at

@@ -2,10 +2,10 @@ import type { Tx } from '../../db/database.js';
 import type { Ctx } from '../../kernel/context.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
-import type { SessionStreams } from '../sessions/session-stream.js';
-import type { SessionsRepo } from '../sessions/sessions.repo.js';
-import type { TurnEvents } from '../sessions/turn-events.js';
-import { OWNER_INACTIVE } from '../sessions/turn-runner.js';
+import type { SessionStreams } from './session-stream.js';
+import type { SessionsRepo } from './sessions.repo.js';
+import type { TurnEvents } from './turn-events.js';
+import { OWNER_INACTIVE } from './turn-runner.js';
 
 /** The error of a plan cancelled because its person was deactivated. */
 export const PLAN_OWNER_INACTIVE = 'cancelled: the person this plan belongs to was deactivated';
@@ -17,7 +17,7 @@ export const PLAN_OWNER_INACTIVE = 'cancelled: the person this plan belongs to w
  * are cancelled (their running subtasks aborted), their runtime is stopped wherever it runs (here, on
  * another serve of the host, on a runner), which ends a turn in flight, and every process forgets it knew
  * them active. Until the runtime is gone, and if it cannot be stopped (a runner out of reach), the gateway
- * host refuses it (active-users.ts): the model, the memory tools, git and MCP. A removal deletes the
+ * host refuses it (auth/active-users.ts): the model, the memory tools, git and MCP. A removal deletes the
  * turns and plans with the user row; only the runtime is left to stop.
  */
 export function createPersonStop(deps: {
