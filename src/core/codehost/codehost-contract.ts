@@ -4,7 +4,9 @@
  * agreement of all three (it is the seam between codehost-intake, codehost-runs and the admin screen).
  */
 
-export type CodeHostKind = 'github' | 'gitlab' | 'gitea';
+// Typed with the git hosts, whose `kind` it is (the git hosts' repo does not import the code hosts).
+import type { CodeHostKind } from '../connectors/git-hosts.repo.js';
+export type { CodeHostKind };
 export const CODE_HOST_KINDS: readonly CodeHostKind[] = ['github', 'gitlab', 'gitea'];
 
 /** What a delivery asked for, normalised from any of the three hosts (codehost-webhook-fns.ts parseDelivery). */

@@ -1,7 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 import type { GitAccessRule } from './git-fns.js';
 import type { GitOAuthClient, UserConnections } from './git-oauth-fns.js';
-import type { CodeHostKind } from '../codehost/codehost-contract.js';
 
 export type GitCredentialKind = 'token' | 'github_app' | 'none';
 /** A GitHub App installation (its private key is the host's sealed secret). */
@@ -10,6 +9,9 @@ export interface GitHubApp {
   installationId: string;
   apiUrl: string;
 }
+
+/** Which host software a git host is (its `kind`): what code hosts (codehost/) speak webhooks and REST to. */
+export type CodeHostKind = 'github' | 'gitlab' | 'gitea';
 
 export interface GitHostRow {
   id: string;
