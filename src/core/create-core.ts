@@ -105,7 +105,7 @@ import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from './codehost/codehost-cont
 import { createCodeHostRunsRepo } from './codehost/codehost-runs.repo.js';
 import { CODE_HOST_TURN_END_JOB, createCodeHostRuns } from './codehost/codehost-runs.service.js';
 import { turnOutcome } from './sessions/session-turns.js';
-import { createChatClient } from './llm-gateway/chat-client.js';
+import { askProvider, createChatClient } from './llm-gateway/chat-client.js';
 import { createSkillFiles } from './skills/skill-files.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
 import { createSkillsService, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skills/skills.service.js';
@@ -220,7 +220,9 @@ export function createCore(deps: CoreDeps) {
   });
   const runtimeRepo = createRuntimeRepo();
   const providersRepo = createProvidersRepo();
-  const providers = createProvidersService({ db, repo: providersRepo, audit, box });
+  // The provider test calls the provider with the chat client every service-side model call uses.
+  const providerChat = createChatClient({ openKey: (sealed) => box.open(sealed) });
+  const providers = createProvidersService({ db, repo: providersRepo, audit, box, ask: (p, model, question) => askProvider(providerChat, p, model, question) });
   // How many runtimes this host holds: set, or what its memory holds (runtime-capacity.ts).
   const hostMemory = readHostMemory();
   // Where idle runtimes are paged out to swap, the swap holds more of them (runtime-capacity.ts).

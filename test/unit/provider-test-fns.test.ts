@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { testFailure, testSuccess } from '../../src/core/llm-gateway/provider-test-fns.js';
+import { testFailure, testSuccess } from '../../src/core/providers/provider-test-fns.js';
 
 const KEY = 'sk-secret-0123456789';
 

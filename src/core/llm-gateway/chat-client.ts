@@ -1,4 +1,5 @@
 import type { ProviderRow } from '../providers/providers.repo.js';
+import type { ProviderAnswer, ProviderQuestion } from '../providers/provider-test-fns.js';
 import { postJson, providerMessage, type PostJsonAnswer } from './post-json.js';
 import { providerAuthHeaders, providerBaseUrl } from './provider-endpoint.js';
 
@@ -150,6 +151,20 @@ export function createChatClient(deps: { openKey(sealed: string): string }) {
 }
 
 export type ChatClient = ReturnType<typeof createChatClient>;
+
+/**
+ * A provider test's one question (providers.service.ts test): the answer's text, or the provider's refusal
+ * as a ChatCallError reports it (a timeout or an unreachable provider: status null). Anything else throws.
+ */
+export async function askProvider(chat: Pick<ChatClient, 'complete'>, provider: ProviderRow, model: string, question: ProviderQuestion): Promise<ProviderAnswer> {
+  try {
+    const answer = await chat.complete(provider, model, { messages: [{ role: 'user', content: question.prompt }], maxTokens: question.maxTokens, timeoutMs: question.timeoutMs });
+    return { ok: true, text: answer.text };
+  } catch (err) {
+    if (!(err instanceof ChatCallError)) throw err;
+    return { ok: false, message: err.message, status: err.status };
+  }
+}
 
 /** An OpenAI `chat.completion` object. */
 function readOpenAi(json: any): ParsedAnswer {

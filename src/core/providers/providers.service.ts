@@ -4,8 +4,7 @@ import type { AuditService } from '../audit/audit.service.js';
 import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
-import { ChatCallError, createChatClient } from '../llm-gateway/chat-client.js';
-import { testFailure, testSuccess, type ProviderTestOutcome } from '../llm-gateway/provider-test-fns.js';
+import { testFailure, testSuccess, type ProviderAnswer, type ProviderQuestion } from './provider-test-fns.js';
 import { PROVIDER_NAME, type ProviderInput, type ProviderPatch } from './providers.schemas.js';
 import { checkBaseUrl, checkModels, providerOrigin, publicProvider } from './providers-fns.js';
 import type { ProviderRow, ProvidersRepo } from './providers.repo.js';
@@ -19,11 +18,19 @@ export const PROVIDER_TEST_TIMEOUT_MS = 15_000;
  * A tenant's model providers (admin.manage_providers): registered, changed, removed and tested here; a
  * change reaches the runtimes at the next apply (runtime.service.ts), which reads them from the same repo.
  */
-export function createProvidersService(deps: { db: Database; repo: ProvidersRepo; audit: AuditService; box: SecretBox }) {
+export function createProvidersService(deps: {
+  db: Database;
+  repo: ProvidersRepo;
+  audit: AuditService;
+  box: SecretBox;
+  /**
+   * The provider test's call: made with the code every service-side model call uses (the same base URL,
+   * key header and error reading as the LLM gateway: llm-gateway/chat-client.ts askProvider, given by
+   * create-core, so that providers, which the gateway reads, do not import it back).
+   */
+  ask(provider: ProviderRow, model: string, question: ProviderQuestion): Promise<ProviderAnswer>;
+}) {
   const { db, repo, audit, box } = deps;
-  // The provider test calls the provider with the code every service-side model call uses (the same
-  // base URL, key header and error reading as the LLM gateway: provider-endpoint.ts, post-json.ts).
-  const chat = createChatClient({ openKey: (sealed) => box.open(sealed) });
 
   async function load(tenantId: string, name: string): Promise<ProviderRow> {
     const p = await repo.find(db, tenantId, name);
@@ -124,14 +131,8 @@ export function createProvidersService(deps: { db: Database; repo: ProvidersRepo
       }
       const key = p.apiKeySealed ? box.open(p.apiKeySealed) : '';
       const started = performance.now();
-      let outcome: ProviderTestOutcome;
-      try {
-        const answer = await chat.complete(p, model, { messages: [{ role: 'user', content: PROVIDER_TEST_PROMPT }], maxTokens: PROVIDER_TEST_MAX_TOKENS, timeoutMs: PROVIDER_TEST_TIMEOUT_MS });
-        outcome = testSuccess(answer.text, key);
-      } catch (err) {
-        if (!(err instanceof ChatCallError)) throw err;
-        outcome = testFailure(err.message, err.status, key);
-      }
+      const answer = await deps.ask(p, model, { prompt: PROVIDER_TEST_PROMPT, maxTokens: PROVIDER_TEST_MAX_TOKENS, timeoutMs: PROVIDER_TEST_TIMEOUT_MS });
+      const outcome = answer.ok ? testSuccess(answer.text, key) : testFailure(answer.message, answer.status, key);
       const latencyMs = Math.round(performance.now() - started);
       await db.transaction((tx) =>
         audit.record(tx, ctx, { action: 'provider.test', target: `provider:${name}`, details: { model, ok: outcome.ok, latencyMs, ...(outcome.ok ? {} : { status: outcome.status }) } }),

@@ -4,6 +4,20 @@
  */
 export type ProviderTestOutcome = { ok: true; reply: string } | { ok: false; status: number | null; message: string };
 
+/** The provider test's question: one short prompt, a handful of tokens back, a short wait. */
+export interface ProviderQuestion {
+  prompt: string;
+  maxTokens: number;
+  timeoutMs: number;
+}
+
+/**
+ * What the chat client made of a question (llm-gateway/chat-client.ts askProvider): the answer's text, or
+ * the provider's refusal (a ChatCallError's message and status; null when it could not be reached or did
+ * not answer in time).
+ */
+export type ProviderAnswer = { ok: true; text: string } | { ok: false; message: string; status: number | null };
+
 /** The longest reply shown (the model was asked for one word; a chatty one is cut). */
 export const PROVIDER_TEST_REPLY_MAX = 200;
 
