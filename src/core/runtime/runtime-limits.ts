@@ -1,11 +1,10 @@
-import type { Database } from '../../db/database.js';
+import type { Database, Queryable } from '../../db/database.js';
 import { systemCtx } from '../../kernel/context.js';
 import { silentLogger, type Logger } from '../../kernel/logger.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../../kernel/errors.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { formatSize } from '../../lib/size.js';
-import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { LimitsStatus, PoolStatus, RuntimeOwner, RuntimeUsage } from './host/runtime-host.js';
 import { effectiveQuotaBytes, overQuota, runtimeMemoryDefault, type LimitNotice } from './host/runtime-limits-fns.js';
 import type { RuntimeRepo } from './runtime.repo.js';
@@ -52,7 +51,8 @@ export interface RunnerLimitsReport {
 export function createRuntimeLimits(deps: {
   db: Database;
   repo: RuntimeRepo;
-  tenants: Pick<TenantsRepo, 'findById'>;
+  /** A tenant's settings (tenants.repo.ts findById: described here, as the tenants' settings use the runtime host's egress rules). */
+  tenants: { findById(q: Queryable, id: string): Promise<{ settings: Record<string, unknown> } | null> };
   config: {
     memoryMax: number | 'auto' | null;
     pidsMax: number | null;
