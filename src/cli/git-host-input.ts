@@ -5,6 +5,7 @@ import type { GitAccessRule } from '../core/connectors/git-fns.js';
 import type { GitHostInput, PublicGitHost } from '../core/connectors/git-hosts.service.js';
 import type { UserConnections } from '../core/connectors/git-oauth-fns.js';
 import { resolveSecret, type SecretKind } from './secret-input.js';
+import { AccessSyntaxError, formatGitAccessRule, parseGitAccessRule } from '../lib/access-grammar.js';
 
 const GIT_TOKEN: SecretKind = { flag: 'token', noun: 'git token', short: 'token', shellVar: '$GIT_TOKEN' };
 
@@ -23,12 +24,15 @@ export const gitHostFlags = {
   }),
 };
 
-/** `role:member=org/*,org/api` → {who, repos}. */
+/** `role:member=org/*,org/api` → {who, repos} (the grammar the dashboard reads too: lib/access-grammar.ts). */
 export function parseAccess(values: string[]): GitAccessRule[] {
   return values.map((v) => {
-    const eq = v.lastIndexOf('=');
-    if (eq <= 0) throw new ValidationError(`--access "${v}" must be <who>=<pattern>[,<pattern>...], e.g. role:member=org/*`);
-    return { who: v.slice(0, eq).trim(), repos: v.slice(eq + 1).split(',').map((p) => p.trim()).filter(Boolean) };
+    try {
+      return parseGitAccessRule(v);
+    } catch (err) {
+      if (err instanceof AccessSyntaxError) throw new ValidationError(`--access ${err.message}`);
+      throw err;
+    }
   });
 }
 
@@ -40,7 +44,7 @@ export async function resolveGitToken(flags: { token?: string; 'token-stdin'?: b
 
 /** One line per host for `list` and after add/update. */
 export function describeAccess(rules: GitAccessRule[]): string {
-  return rules.length ? rules.map((r) => `${r.who}=${r.repos.join(',')}`).join(' ') : '(nobody)';
+  return rules.length ? rules.map(formatGitAccessRule).join(' ') : '(nobody)';
 }
 
 /** The push options agents may send, for people. */

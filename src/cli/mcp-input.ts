@@ -2,43 +2,30 @@ import { Flags } from '@oclif/core';
 import type { McpAccessEntry } from '../core/connectors/mcp-fns.js';
 import { ValidationError } from '../kernel/errors.js';
 import { resolveSecret } from './secret-input.js';
+import { AccessSyntaxError, parseMcpAccess, type McpAccessKind } from '../lib/access-grammar.js';
 
-/** One `<role>` (all) or `<role>=<a>,<b>` (those) spec of a flag. */
-function parseSpec(flag: string, spec: string, example: string): { role: string; list: '*' | string[] } {
-  const at = spec.indexOf('=');
-  const role = (at < 0 ? spec : spec.slice(0, at)).trim();
-  if (!role) throw new ValidationError(`--${flag} "${spec}": name a role, e.g. --${flag} ${example}`);
-  if (at < 0) return { role, list: '*' };
-  const list = spec.slice(at + 1).trim();
-  return { role, list: list === '*' ? '*' : list ? list.split(',').map((t) => t.trim()).filter(Boolean) : [] };
-}
+/** Each kind's flag, and an example of it. */
+const FLAGS: Record<McpAccessKind, { flag: string; example: string }> = {
+  tools: { flag: 'allow', example: 'member=search,get_issue' },
+  resources: { flag: 'allow-resources', example: '"member=docs://handbook/*"' },
+  prompts: { flag: 'allow-prompts', example: 'member=triage' },
+};
 
 /**
  * The access list of an MCP connector as the CLI writes it, one entry per role named in any of:
  * `--allow <role>` (every tool) or `--allow <role>=<tool>,<tool>` (those tools); `--allow-resources
  * <role>` (every resource) or `<role>=<uri>,<prefix>*`; `--allow-prompts <role>` (every prompt) or
- * `<role>=<prompt>,...`. Each repeatable; a role not named in one of them gets none of that kind.
+ * `<role>=<prompt>,...`. Each repeatable; a role not named in one of them gets none of that kind. The
+ * grammar the dashboard reads too (lib/access-grammar.ts).
  */
 export function parseAllow(tools: readonly string[], resources: readonly string[] = [], prompts: readonly string[] = []): McpAccessEntry[] {
-  const byRole = new Map<string, Required<McpAccessEntry>>();
-  const entry = (role: string) => {
-    let e = byRole.get(role);
-    if (!e) byRole.set(role, (e = { role, tools: [], resources: [], prompts: [] }));
-    return e;
-  };
-  const take = (flag: string, specs: readonly string[], kind: 'tools' | 'resources' | 'prompts', example: string) => {
-    const seen = new Set<string>();
-    for (const spec of specs) {
-      const { role, list } = parseSpec(flag, spec, example);
-      if (seen.has(role)) throw new ValidationError(`--${flag} names the role ${role} twice: give its whole list once, e.g. --${flag} ${example}`);
-      seen.add(role);
-      entry(role)[kind] = list;
-    }
-  };
-  take('allow', tools, 'tools', 'member=search,get_issue');
-  take('allow-resources', resources, 'resources', '"member=docs://handbook/*"');
-  take('allow-prompts', prompts, 'prompts', 'member=triage');
-  return [...byRole.values()];
+  try {
+    return parseMcpAccess({ tools, resources, prompts });
+  } catch (err) {
+    if (!(err instanceof AccessSyntaxError) || !err.kind) throw err;
+    const { flag, example } = FLAGS[err.kind];
+    throw new ValidationError(`--${flag} ${err.message}, e.g. --${flag} ${example}`);
+  }
 }
 
 const listText = (l: '*' | readonly string[] | undefined) => (l === '*' ? '*' : (l ?? []).join(','));
