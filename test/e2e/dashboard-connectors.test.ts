@@ -69,6 +69,10 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
     expect(await host.locator('input[name=token]').inputValue()).toBe('');
     expect(await host.locator('textarea[name=access]').inputValue()).toBe('role:member=acme/*');
 
+    // A rule without "=" is refused at its field, as the CLI refuses it (one grammar: lib/access-grammar.ts).
+    await host.locator('textarea[name=access]').fill('role:member=acme/*\nteam:ops');
+    await host.getByRole('button', { name: 'Save' }).click();
+    await host.locator('.field-error', { hasText: 'Access: "team:ops" must be <who>=<pattern>[,<pattern>...], e.g. role:member=org/*' }).waitFor();
     await host.locator('textarea[name=access]').fill('role:member=acme/*\nteam:ops=infra/**');
     // Push options agents may send (none by default): one a line; a malformed one refused at its field.
     expect(await host.locator('textarea[name=pushOptions]').inputValue()).toBe('');
@@ -104,7 +108,11 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
     await form.locator('input[name=name]').fill('tracker');
     await form.locator('input[name=url]').fill('ftp://mcp.example.com/mcp');
     await form.locator('input[name=secret]').fill(MCP_TOKEN);
-    await form.locator('textarea[name=access]').fill('member: lookup, search\nadmin');
+    // The CLI's grammar (`--allow member=lookup,search`), refusing what the CLI refuses, at its field.
+    await form.locator('textarea[name=access]').fill('member=lookup\nmember=search');
+    await form.getByRole('button', { name: 'Add MCP server' }).click();
+    await form.locator('#mcp-access-error', { hasText: 'Roles: names the role member twice: give its whole list once, e.g. member=search,get_issue' }).waitFor();
+    await form.locator('textarea[name=access]').fill('member=lookup,search\nadmin');
     await form.getByRole('button', { name: 'Add MCP server' }).click();
     await form.locator('#mcp-url-error', { hasText: 'must be an http(s) URL' }).waitFor();
     await form.locator('input[name=url]').fill('https://mcp.example.com/mcp');
@@ -119,8 +127,8 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
     await edit.locator('textarea[name=access]').fill('member');
     // Resources and prompts apart: none unless listed.
     expect(await edit.locator('textarea[name=resources]').inputValue()).toBe('');
-    await edit.locator('textarea[name=resources]').fill('member: docs://handbook/*, tickets://T-1');
-    await edit.locator('textarea[name=prompts]').fill('member: triage\nadmin');
+    await edit.locator('textarea[name=resources]').fill('member=docs://handbook/*,tickets://T-1');
+    await edit.locator('textarea[name=prompts]').fill('member=triage\nadmin');
     await edit.getByRole('button', { name: 'Save changes' }).click();
     await page.getByText('member: all tools, resources docs://handbook/*, tickets://T-1, prompts triage').waitFor();
     await row.getByRole('button', { name: 'Disable' }).click();
@@ -138,9 +146,9 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
     // Edited again, the form shows the grants as stored.
     await row.getByRole('button', { name: 'Edit' }).click();
     const again = page.getByRole('form', { name: 'Edit MCP server tracker' });
-    expect(await again.locator('textarea[name=access]').inputValue()).toBe('member\nadmin: ');
-    expect(await again.locator('textarea[name=resources]').inputValue()).toBe('member: docs://handbook/*, tickets://T-1');
-    expect(await again.locator('textarea[name=prompts]').inputValue()).toBe('member: triage\nadmin');
+    expect(await again.locator('textarea[name=access]').inputValue()).toBe('member\nadmin=');
+    expect(await again.locator('textarea[name=resources]').inputValue()).toBe('member=docs://handbook/*,tickets://T-1');
+    expect(await again.locator('textarea[name=prompts]').inputValue()).toBe('member=triage\nadmin');
     await again.getByRole('button', { name: 'Cancel' }).click();
 
     await row.getByRole('button', { name: 'Remove' }).click();

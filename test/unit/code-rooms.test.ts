@@ -108,6 +108,15 @@ describe('code rooms', () => {
     expect(edges.get('src/http/build-app.ts')!.length).toBeGreaterThan(10);
   });
 
+  it('the dashboard (src/web) shares of the rest of src only modules that import nothing (its bundle includes them)', () => {
+    const webFiles = (dir: string): string[] =>
+      readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? webFiles(join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [join(dir, e.name)] : []));
+    // The dashboard imports without extensions (the bundler's resolution): the shared module is a .ts file.
+    const shared = [...new Set(webFiles('src/web').flatMap((f) => importsOf(f).filter((t) => t.startsWith('src/') && !t.startsWith('src/web/')).map((t) => (t.endsWith('.ts') ? t : `${t}.ts`))))];
+    expect(shared).toEqual(['src/lib/access-grammar.ts']);
+    for (const f of shared) expect(importsOf(f)).toEqual([]);
+  });
+
   it('areas of the core import one way (no two areas import each other)', () => {
     expect(areasImportingEachOther()).toEqual([]);
   });

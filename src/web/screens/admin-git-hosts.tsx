@@ -3,6 +3,7 @@ import { api, explain } from '../api';
 import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 import { CodeHostPanel } from './admin-code-host';
+import { AccessSyntaxError, formatGitAccessRule, parseGitAccessRule } from '../../lib/access-grammar';
 
 interface AccessRule {
   who: string;
@@ -26,18 +27,11 @@ interface GitHost {
   pushOptions: string[];
 }
 
-/** Access rules as one line each: `role:member=org/*,org/api`. */
-const accessText = (rules: AccessRule[]) => rules.map((r) => `${r.who}=${r.repos.join(',')}`).join('\n');
-const parseAccess = (text: string): AccessRule[] =>
-  text
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean)
-    .map((l) => {
-      const eq = l.lastIndexOf('=');
-      return { who: eq > 0 ? l.slice(0, eq).trim() : l, repos: eq > 0 ? l.slice(eq + 1).split(',').map((p) => p.trim()).filter(Boolean) : [] };
-    });
 const lines = (text: string) => text.split('\n').map((l) => l.trim()).filter(Boolean);
+/** Access rules as one line each, in the CLI's grammar (`role:member=org/*,org/api`: lib/access-grammar.ts). */
+const accessText = (rules: AccessRule[]) => rules.map(formatGitAccessRule).join('\n');
+/** The rules of the text, one a line; a line that is no rule throws AccessSyntaxError (the CLI refuses it too). */
+const parseAccess = (text: string): AccessRule[] => lines(text).map(parseGitAccessRule);
 
 /** Where a host sends people back after they allow a connection: registered with the host's OAuth client. */
 const callbackUrl = () => `${location.origin}/v1/connections/git/callback`;
@@ -114,10 +108,18 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
   const hasToken = h?.credentialKind === 'token';
   const save = async (e: Event) => {
     e.preventDefault();
+    let access: AccessRule[];
+    try {
+      access = parseAccess(form.access);
+    } catch (err) {
+      if (!(err instanceof AccessSyntaxError)) throw err;
+      refusal.say(`Access: ${err.message}`, 'access');
+      return;
+    }
     const body: Record<string, unknown> = {
       baseUrl: form.baseUrl.trim(),
       username: form.username.trim(),
-      access: parseAccess(form.access),
+      access,
       protectedRefs: lines(form.protectedRefs),
       protectDefault: form.protectDefault,
       branchPrefix: form.branchPrefix.trim(),
@@ -287,7 +289,7 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
       </fieldset>
       <div class="row">
         <label>
-          Access (one rule a line: role:&lt;name&gt;, team:&lt;name&gt; or * = patterns)
+          Access (one rule a line, <code>&lt;who&gt;=&lt;pattern&gt;,&lt;pattern&gt;</code>: who is role:&lt;name&gt;, team:&lt;name&gt; or *)
           <textarea name="access" rows={3} value={form.access} onInput={set('access')} placeholder="role:member=acme/*" />
           <FieldError message={refusal.at('access')} />
         </label>

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
+import { AccessSyntaxError, formatMcpAccess, parseMcpAccess } from '../../lib/access-grammar';
 
 interface McpAccess {
   role: string;
@@ -23,41 +24,20 @@ interface McpServerInfo {
 
 type Kind = 'tools' | 'resources' | 'prompts';
 
-/**
- * One line per role with any of this kind: `member` (every one) or `member: search, get_issue` (those).
- * Tools list every role (a role with none still has the server); resources and prompts only the roles given some.
- */
-const accessLines = (access: McpAccess[], kind: Kind) =>
-  access
-    .filter((a) => kind === 'tools' || a[kind] === '*' || a[kind].length)
-    .map((a) => (a[kind] === '*' ? a.role : `${a.role}: ${(a[kind] as string[]).join(', ')}`))
-    .join('\n');
-const parseLines = (text: string) =>
-  text
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean)
-    .map((l) => {
-      const at = l.indexOf(':');
-      // A resource URI has a colon of its own: the role is what comes before the first ": " (or a bare role).
-      const sep = l.indexOf(': ');
-      const cut = sep >= 0 ? sep : at >= 0 && !l.slice(at + 1).startsWith('/') ? at : -1;
-      if (cut < 0) return { role: l, list: '*' as const };
-      const list = l.slice(cut + 1).trim();
-      return { role: l.slice(0, cut).trim(), list: list === '*' ? ('*' as const) : list.split(/[\s,]+/).filter(Boolean) };
-    });
-/** The three text areas as one access list: a role named in any of them gets an entry, none of a kind it is not named in. */
-const parseAccess = (text: Record<Kind, string>): McpAccess[] => {
-  const byRole = new Map<string, McpAccess>();
-  for (const kind of ['tools', 'resources', 'prompts'] as const) {
-    for (const { role, list } of parseLines(text[kind])) {
-      const e = byRole.get(role) ?? { role, tools: [], resources: [], prompts: [] };
-      e[kind] = list;
-      byRole.set(role, e);
-    }
-  }
-  return [...byRole.values()];
+/** The text areas' lines, one a line per role, in the CLI's grammar (`member`, `member=search,get_issue`: lib/access-grammar.ts). */
+const accessLines = (access: McpAccess[], kind: Kind) => formatMcpAccess(access, kind).join('\n');
+/** Each kind's field (the tools are the `access` text area), and an example of a line of it. */
+const FIELDS: Record<Kind, { field: string; label: string; example: string }> = {
+  tools: { field: 'access', label: 'Roles', example: 'member=search,get_issue' },
+  resources: { field: 'resources', label: 'Resources', example: 'member=docs://handbook/*' },
+  prompts: { field: 'prompts', label: 'Prompts', example: 'member=triage' },
 };
+const lines = (text: string) => text.split('\n').map((l) => l.trim()).filter(Boolean);
+/**
+ * The three text areas as one access list (a role named in any of them gets an entry, none of a kind it
+ * is not named in). A line the CLI would refuse throws AccessSyntaxError, naming its kind.
+ */
+const parseAccess = (text: Record<Kind, string>): McpAccess[] => parseMcpAccess({ tools: lines(text.tools), resources: lines(text.resources), prompts: lines(text.prompts) });
 const summary = (a: McpAccess) =>
   [
     `${a.role}: ${a.tools === '*' ? 'all tools' : a.tools.join(', ') || 'no tools'}`,
@@ -81,7 +61,7 @@ export function McpServersTab() {
   /** The form: a new server (editing null) or changes to the named one. */
   const [form, setForm] = useState<typeof EMPTY | null>(null);
   const [editing, setEditing] = useState<string | null>(null);
-  const refusal = useRefusal(['name', 'url', 'authKind', 'authHeader', 'secret', 'access'], { conflictAt: 'name' });
+  const refusal = useRefusal(['name', 'url', 'authKind', 'authHeader', 'secret', 'access', 'resources', 'prompts'], { conflictAt: 'name' });
   const load = () => api<{ servers: McpServerInfo[] }>('GET', '/admin/connectors/mcp').then((r) => setServers(r.servers), (err) => setError(explain(err)));
   useEffect(() => void load(), []);
   if (!servers) return <ErrorNote error={error} />;
@@ -101,7 +81,16 @@ export function McpServersTab() {
       // Blank while editing: the stored token stays (it is never shown); switching to none drops it.
       ...(f.secret ? { secret: f.secret } : editing && f.authKind === 'none' ? { secret: null } : {}),
     };
-    const body = { url: f.url.trim(), ...credential, access: parseAccess({ tools: f.access, resources: f.resources, prompts: f.prompts }) };
+    let access: McpAccess[];
+    try {
+      access = parseAccess({ tools: f.access, resources: f.resources, prompts: f.prompts });
+    } catch (err) {
+      if (!(err instanceof AccessSyntaxError) || !err.kind) throw err;
+      const { field, label, example } = FIELDS[err.kind];
+      refusal.say(`${label}: ${err.message}, e.g. ${example}`, field);
+      return;
+    }
+    const body = { url: f.url.trim(), ...credential, access };
     const ok = await refusal.run(() => (editing ? api('PATCH', `/admin/connectors/mcp/${encodeURIComponent(editing)}`, body) : api('POST', '/admin/connectors/mcp', { name: f.name.trim(), ...body })));
     if (ok) {
       setForm(null);
@@ -218,18 +207,20 @@ export function McpServersTab() {
             ) : null}
           </div>
           <label>
-            Roles that may use it, one a line: <code>member</code> for every tool, <code>member: search, get_issue</code> for those tools
-            <textarea name="access" rows={4} value={form.access} onInput={set('access')} placeholder={'member: search\nadmin'} aria-describedby="mcp-access-error" />
+            Roles that may use it, one a line: <code>member</code> for every tool, <code>member=search,get_issue</code> for those tools
+            <textarea name="access" rows={4} value={form.access} onInput={set('access')} placeholder={'member=search\nadmin'} aria-describedby="mcp-access-error" />
             <FieldError id="mcp-access-error" message={refusal.at('access')} />
           </label>
           <div class="row">
             <label class="grow">
-              Resources they may read (none unless listed): <code>member</code> for all, <code>member: docs://handbook/*, tickets://T-1</code> for those (a prefix ends in *)
-              <textarea name="resources" rows={2} value={form.resources} onInput={set('resources')} placeholder="member: docs://handbook/*" />
+              Resources they may read (none unless listed): <code>member</code> for all, <code>member=docs://handbook/*,tickets://T-1</code> for those (a prefix ends in *)
+              <textarea name="resources" rows={2} value={form.resources} onInput={set('resources')} placeholder="member=docs://handbook/*" aria-describedby="mcp-resources-error" />
+              <FieldError id="mcp-resources-error" message={refusal.at('resources')} />
             </label>
             <label class="grow">
-              Prompts they may use (none unless listed): <code>member</code> for all, <code>member: triage</code> for those
-              <textarea name="prompts" rows={2} value={form.prompts} onInput={set('prompts')} placeholder="member: triage" />
+              Prompts they may use (none unless listed): <code>member</code> for all, <code>member=triage</code> for those
+              <textarea name="prompts" rows={2} value={form.prompts} onInput={set('prompts')} placeholder="member=triage" aria-describedby="mcp-prompts-error" />
+              <FieldError id="mcp-prompts-error" message={refusal.at('prompts')} />
             </label>
           </div>
           <ErrorNote error={refusal.general} onClose={refusal.clear} />
