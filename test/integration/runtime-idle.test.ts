@@ -1,4 +1,6 @@
+import { readdirSync, readlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processDescendants } from '../../src/lib/process-state.js';
 import { treeCpuShare } from '../helpers/process-tree.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -15,6 +17,14 @@ import { DB_MODE } from '../helpers/test-env.js';
 // 10 s: a storm (50-85 % of a core) shows within it as clearly as within 20 s.
 const IDLE_MS = 10_000;
 const STORM = 0.2;
+
+const linkOf = (p: string) => {
+  try {
+    return readlinkSync(p);
+  } catch {
+    return '';
+  }
+};
 
 describe.runIf(DB_MODE === 'postgres')('an idle runtime after a turn (real bubblewrap, real opencode)', () => {
   let r: RuntimeApp;
@@ -39,5 +49,16 @@ describe.runIf(DB_MODE === 'postgres')('an idle runtime after a turn (real bubbl
     await new Promise((res) => setTimeout(res, 3000));
     const share = await treeCpuShare(rows[0].pid, IDLE_MS);
     expect(share, `the idle runtime used ${(share * 100).toFixed(1)} % of a core`).toBeLessThan(STORM);
+    // After a turn, at most one inotify instance (opencode's watch of the workspace's .git): they are
+    // counted per user on the host, and with its file watcher opencode took two a runtime, so that the
+    // 65th runtime's first turn hung on a host at the default 128 (runtime-launcher.ts, runtime-host.ts).
+    const inotify = [rows[0].pid, ...processDescendants(rows[0].pid)].flatMap((pid) => {
+      try {
+        return readdirSync(`/proc/${pid}/fd`).filter((fd) => linkOf(`/proc/${pid}/fd/${fd}`) === 'anon_inode:inotify');
+      } catch {
+        return [];
+      }
+    });
+    expect(inotify.length, 'inotify instances held by the runtime after a turn').toBeLessThanOrEqual(1);
   }, 120_000);
 });

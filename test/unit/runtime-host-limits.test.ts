@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -40,6 +40,7 @@ function world(
     pageOutAfterMs?: number;
     swap?: () => SwapInfo;
     memory?: () => HostMemory;
+    inotifyLimitFile?: string;
   } = {},
 ) {
   const dataDir = mkdtempSync(join(tmpdir(), 'aws-host-'));
@@ -119,6 +120,8 @@ function world(
     pageOutAfterMs: o.pageOutAfterMs ?? 0,
     ...(o.swap ? { swap: o.swap } : {}),
     ...(o.memory ? { memory: o.memory, recentUseMs: 0 } : {}),
+    // Not this host's sysctl: a file of the test's, or none.
+    inotifyLimitFile: o.inotifyLimitFile ?? null,
     sweepMs: 100,
     diskWatchMs: 100,
     sandboxed: true,
@@ -333,5 +336,21 @@ describe('runtime host: idle runtimes paged out to swap', () => {
     // Still short with nothing more to page out: the idle (paged-out) one is stopped, never the busy one.
     await poll(() => w.stopped.length).toBe(1);
     expect(w.host.live().map((l) => l.userId)).toEqual(['u2']);
+  });
+});
+
+describe('runtime host: the host\'s inotify budget', () => {
+  it('raises fs.inotify.max_user_instances to what its runtimes want (each opencode holds one, their tools want some), never lowers it', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'aws-inotify-')), 'max_user_instances');
+    writeFileSync(file, '128\n');
+    const w = world({ inotifyLimitFile: file });
+    await w.host.start();
+    // 4 runtimes: 128 for the host's own, 4 for each.
+    expect(readFileSync(file, 'utf8')).toBe('144');
+    expect(w.host.limits().unavailable.inotify).toBeUndefined();
+    writeFileSync(file, '8192');
+    const again = world({ inotifyLimitFile: file });
+    await again.host.start();
+    expect(readFileSync(file, 'utf8')).toBe('8192');
   });
 });

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, hostname } from 'node:os';
 import { join } from 'node:path';
 import { workspaceDir } from '../../../lib/data-paths.js';
@@ -11,7 +11,7 @@ import type { Logger } from '../../../kernel/logger.js';
 import { relief, roomForOneMore } from './runtime-capacity.js';
 import { openRuntimeCgroups, type CgroupKind, type CgroupMechanisms, type CgroupUsage, type RuntimeCgroup, type RuntimeCgroups } from './runtime-cgroups.js';
 import { diskSpace, measureDisk, type DiskSpace } from './runtime-disk.js';
-import { diskFloorBytes, growing, inodeFloor, limitStopWhy, overQuota, pidsVerdict, runtimesMemoryTotal, runtimesPidsTotal, scanDue, type LimitNotice } from './runtime-limits-fns.js';
+import { diskFloorBytes, growing, inodeFloor, inotifyInstancesWanted, limitStopWhy, overQuota, pidsVerdict, runtimesMemoryTotal, runtimesPidsTotal, scanDue, type LimitNotice } from './runtime-limits-fns.js';
 import type { LaunchedRuntime, RuntimeLauncher } from './runtime-launcher.js';
 import { runtimeUnavailable, type RuntimeHandle } from './runtime-transport.js';
 import { createStartGate } from './start-gate.js';
@@ -327,6 +327,8 @@ export function createRuntimeHost(deps: {
   sweepMs?: number;
   /** Prepares a runtime an early start brought up (runtime-client's warmUp): it runs while the person types. */
   prepare?: (handle: RuntimeHandle) => Promise<void>;
+  /** The host's fs.inotify.max_user_instances (tests give a file of their own; null: leave it). */
+  inotifyLimitFile?: string | null;
   /** Finds a tool call in the runtime (runtime-tool-calls.ts); without it a runtime cannot tell a call's origin. */
   locate?: (handle: RuntimeHandle, call: { tool: string; input: Record<string, unknown> }) => Promise<ToolCallOrigin | null>;
 }) {
@@ -343,6 +345,8 @@ export function createRuntimeHost(deps: {
   let cgroups: RuntimeCgroups | null = null;
   /** Why cgroups are not there at all (when openCgroups gave none). */
   let cgroupsMissing: string | null = null;
+  /** The host's inotify budget falls short of the capacity and could not be raised: why (status). */
+  let inotifyShort: string | null = null;
   /** Each person's latest figures (kept a while after their runtime stopped: their files stay). */
   const usage = new Map<string, RuntimeUsage & { changedAt: number }>();
   /** The data directory's filesystem when last read. */
@@ -889,6 +893,7 @@ export function createRuntimeHost(deps: {
     if (!m?.memory) unavailable.memory = why('memory') ?? 'unavailable';
     if (!m?.pids) unavailable.processes = why('pids') ?? 'unavailable';
     if (!m?.cpu) unavailable.cpu = why('cpu') ?? 'unavailable';
+    if (inotifyShort) unavailable.inotify = inotifyShort;
     unavailable.disk = deps.quotaOf
       ? 'measured, not enforced by the kernel: writes past the quota succeed until the next measure (seconds; sooner when the disk runs short), then the runtime is stopped and new turns are refused'
       : 'no workspace quota (AGENTWS_WORKSPACE_QUOTA=off)';
@@ -1030,6 +1035,7 @@ export function createRuntimeHost(deps: {
               offWhy: { freezer: 'turned off (AGENTWS_RUNTIME_FREEZE_SECONDS=0)', memory: 'turned off (AGENTWS_RUNTIME_MEMORY_MAX=off)', pids: 'turned off (AGENTWS_RUNTIME_PIDS_MAX=off)' },
               total: { memoryBytes: runtimesMemoryTotal(mem.totalBytes), pids: runtimesPidsTotal(readInt('/proc/sys/kernel/pid_max', 32768), readInt('/proc/sys/kernel/threads-max', 32768)) },
             }));
+        inotifyShort = raiseInotifyLimit(deps.max, log, deps.inotifyLimitFile);
         try {
           cgroups = open();
           if (!cgroups) cgroupsMissing = 'no cgroups (turned off)';
@@ -1082,3 +1088,29 @@ export function createRuntimeHost(deps: {
 }
 
 export type RuntimeHost = ReturnType<typeof createRuntimeHost>;
+
+/**
+ * Raises the host's fs.inotify.max_user_instances to what `capacity` runtimes want when it is lower and
+ * this process may (root): past the limit a runtime's opencode cannot watch its workspace and its turn
+ * hangs before the model is asked (seen at the 65th runtime, with 128). Returns why it stays short, or null.
+ */
+function raiseInotifyLimit(capacity: number, log: Logger, file: string | null = '/proc/sys/fs/inotify/max_user_instances'): string | null {
+  if (!file) return null;
+  const wanted = inotifyInstancesWanted(capacity);
+  let now: number;
+  try {
+    now = Number(readFileSync(file, 'utf8').trim());
+  } catch {
+    return null;
+  }
+  if (!Number.isFinite(now) || now >= wanted) return null;
+  try {
+    writeFileSync(file, String(wanted));
+    log.info({ from: now, to: wanted, capacity }, 'raised fs.inotify.max_user_instances for the runtimes (counted per user on the host; each runtime and its tools want some)');
+    return null;
+  } catch (err) {
+    const why = `fs.inotify.max_user_instances is ${now}, under the ${wanted} that ${capacity} runtimes want (${(err as NodeJS.ErrnoException).code ?? 'not writable'}): past it a runtime cannot start its turns. As root: sysctl -w fs.inotify.max_user_instances=${wanted}, and in /etc/sysctl.d to keep it`;
+    log.warn({ now, wanted }, why);
+    return why;
+  }
+}

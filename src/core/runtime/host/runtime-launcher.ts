@@ -189,6 +189,14 @@ export function runtimeEnv(o: { home: string; password: string; proxy: string; p
     // request was byte for byte the same with either catalog.
     OPENCODE_MODELS_PATH: join(o.home, '.config', 'opencode', MODELS_FILE),
     OPENCODE_DISABLE_AUTOUPDATE: '1',
+    // No file watcher: it watches the workspace's .git directory for opencode's own interface (nothing of
+    // the service reads its events; what a turn changed comes from the snapshots), with two inotify
+    // instances per runtime, and inotify instances are counted per user on the host (128 by default:
+    // fs.inotify.max_user_instances), whatever the sandbox's user namespace. The 65th runtime on a host
+    // could not make its watcher, and its first turn hung before the model was asked (runtime-waves with
+    // paged-out runtimes, 80 people). Without it, a runtime holds none, and inotify stays for the agent's
+    // own tools.
+    OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER: 'true',
     OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
     OPENCODE_DISABLE_CLAUDE_CODE: '1',
     // Its built-in plugins sign in to and adapt particular providers (Codex, GitHub Copilot, GitLab,

@@ -40,6 +40,16 @@ export function runtimesPidsTotal(pidMax: number, threadsMax: number): number {
   return Math.max(RUNTIME_PIDS_DEFAULT, Math.floor(Math.min(pidMax, threadsMax) / 2));
 }
 
+/**
+ * inotify instances the host's user must be allowed for `capacity` runtimes. The kernel counts them per
+ * user on the host (fs.inotify.max_user_instances, 128 by default), whatever the sandbox's user
+ * namespace: every runtime's opencode holds one (it watches the workspace's .git), and the agent's own
+ * tools (a dev server, a test watcher) want some: four a runtime, and the host's own 128 besides.
+ */
+export function inotifyInstancesWanted(capacity: number): number {
+  return 128 + 4 * capacity;
+}
+
 /** The sandbox's /tmp (a tmpfs in the runtime's memory) when AGENTWS_RUNTIME_TMP_SIZE is not set. */
 export const RUNTIME_TMP_DEFAULT = GiB;
 
