@@ -169,11 +169,13 @@ export async function openApiDocument(): Promise<OpenApiDoc> {
     cwd: ROOT,
     env: { AGENTWS_JWT_SECRET: 'docs-generator-'.padEnd(32, 'x'), AGENTWS_ENCRYPTION_KEY: 'A'.repeat(43) },
   });
-  const standIn = (): unknown => new Proxy(function () {}, { get: (_t, k) => (k === 'then' ? undefined : standIn()), apply: () => standIn() });
+  const standIn = (): unknown => new Proxy(function () {}, { get: (_t, k) => (k === 'then' ? undefined : standIn()), apply: () => undefined });
   const core = new Proxy({ config } as Record<string | symbol, unknown>, { get: (t, k) => (k in t ? t[k] : k === 'then' ? undefined : standIn()) }) as unknown as Core;
   const app = await buildApp(core, config);
   await app.ready();
-  return JSON.parse(JSON.stringify(app.swagger())) as OpenApiDoc;
+  const doc = JSON.parse(JSON.stringify(app.swagger())) as OpenApiDoc;
+  await app.close();
+  return doc;
 }
 
 function schemaName(s: Schema | undefined, doc: OpenApiDoc): string {
