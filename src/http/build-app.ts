@@ -17,6 +17,7 @@ import { registerMetrics } from './metrics.js';
 import { registerErrorHandler } from './error-handler.js';
 import { healthRoutes } from './routes/health.routes.js';
 import { webRoutes } from './routes/web.routes.js';
+import { docsRoutes } from './routes/docs.routes.js';
 import { authPlugin } from './plugins/auth.js';
 import { adminRoutes } from './routes/v1/admin.routes.js';
 import { authRoutes } from './routes/v1/auth.routes.js';
@@ -146,6 +147,8 @@ export async function buildApp(core: Core, config: Config, options: BuildAppOpti
   registerMetrics(app, core, config);
   await app.register(healthRoutes, { core });
   await app.register(webRoutes);
+  // The docs at /docs and the API reference at /docs/api: public, no sign-in (docs.routes.ts).
+  await app.register(docsRoutes);
   // WebSocket routes (the workspace terminal): a message is at most a paste of keystrokes; no compression
   // (a keystroke is a few bytes, and compression state per socket costs memory).
   await app.register(websocket, { options: { server: apiUpgrades as never, maxPayload: TERMINAL_INPUT_MAX_CHARS * 4, perMessageDeflate: false } });

@@ -1,6 +1,9 @@
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DOCS_API_CSP, DOCS_CSP } from '../../src/http/routes/docs.routes.js';
 import { DASHBOARD_CSP, dashboardDir } from '../../src/http/routes/web.routes.js';
+import { docPages } from '../../scripts/docs/markdown.js';
+import { ROOT } from '../../scripts/docs/references.js';
 import { api, seedTenant, signInAs, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
@@ -51,6 +54,44 @@ describe(`the dashboard at / and its CSRF defence (${DB_MODE})`, () => {
     expect((await fetch(`${t.url}/assets/${css}`)).headers.get('content-type')).toBe('text/css; charset=utf-8');
     expect((await fetch(`${t.url}/assets/app-000000000000.js`)).status).toBe(404);
     expect((await fetch(`${t.url}/assets/..%2Fweb%2Findex.html`)).status).toBe(404);
+  });
+
+  it('serves the docs at /docs and the API reference at /docs/api, without sign-in, under the dashboard\'s policy for scripts', async () => {
+    // Every Markdown page of the repository's docs is a page at /docs, reached from the map's navigation.
+    const index = await fetch(`${t.url}/docs`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(index.headers.get('content-security-policy')).toBe(DOCS_CSP);
+    expect(DOCS_CSP).toBe(DASHBOARD_CSP);
+    const html = await index.text();
+    expect(html).not.toMatch(/<script>|<script(?![^>]*\bsrc=)[^>]*>|\sstyle=/); // no inline script or style
+    const urls = docPages(ROOT).map((p) => (p === 'README.md' ? '/docs/readme' : `/${p.replace(/(\/README)?\.md$/, '')}`));
+    expect(urls).toEqual(expect.arrayContaining(['/docs', '/docs/reference/configuration', '/docs/reference/commands', '/docs/reference/api']));
+    for (const url of urls) {
+      expect(html, url).toContain(`href="${url}"`);
+      const page = await fetch(`${t.url}${url}`);
+      expect([page.status, page.headers.get('content-security-policy')], url).toEqual([200, DOCS_CSP]);
+    }
+    const config = await (await fetch(`${t.url}/docs/reference/configuration`)).text();
+    expect(config).toContain('<h2 id="agentws_runtime_max">');
+    expect(await (await fetch(`${t.url}/docs/reference/commands`)).text()).toContain('<h2 id="aws-init">');
+    expect((await fetch(`${t.url}/docs/no-such-page`)).status).toBe(404);
+    const css = /href="(\/docs\/assets\/docs-[0-9a-f]{12}\.css)"/.exec(html)![1];
+    expect((await fetch(`${t.url}${css}`)).headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+
+    // The API reference: Swagger UI from this origin over the service's own document.
+    const ui = await fetch(`${t.url}/docs/api`);
+    expect(ui.status).toBe(200);
+    expect(ui.headers.get('content-security-policy')).toBe(DOCS_API_CSP);
+    expect(DOCS_API_CSP).toContain("script-src 'self';");
+    expect(DOCS_API_CSP).not.toMatch(/unsafe-inline|unsafe-eval|https?:/);
+    const uiHtml = await ui.text();
+    expect(uiHtml).not.toMatch(/<script>|<script(?![^>]*\bsrc=)[^>]*>/);
+    for (const src of uiHtml.match(/(?<=src=")[^"]+/g)!) expect((await fetch(new URL(src, `${t.url}/docs/api`))).status, src).toBe(200);
+    const init = await fetch(`${t.url}/docs/api/static/swagger-initializer.js`);
+    expect(init.headers.get('content-security-policy')).toBe(DOCS_API_CSP);
+    expect(await init.text()).toContain('X-Agentws-Csrf');
+    expect((await api(t, 'GET', '/docs/api/json')).json).toEqual((await api(t, 'GET', '/v1/openapi.json')).json);
   });
 
   it('asks a change made with the cookie for the CSRF header; a bearer token needs none', async () => {
