@@ -57,12 +57,6 @@ export interface PlatformOptions {
   timeoutMs?: number;
 }
 
-/** Production base URLs. */
-export const DEFAULT_PLATFORM_URLS = {
-  botChatApiUrl: 'https://api.telegram.org',
-  teamChatApiUrl: 'https://smba.trafficmanager.net/teams',
-} as const;
-
 export const BOT_CHAT_SECRET_HEADER = 'x-telegram-bot-api-secret-token';
 /** Telegram's rule for secret_token; the secret must be generated within it (e.g. 32 random bytes, base64url). */
 export const BOT_CHAT_SECRET_PATTERN = /^[A-Za-z0-9_-]{1,256}$/;

@@ -130,20 +130,16 @@ export function normaliseMemoryText(text: string): string {
     .trim();
 }
 
-/** The names of the signals a text trips (empty: it reads like a note, not like instructions). */
+/**
+ * The names of the signals a text trips (empty: it reads like a note, not like instructions). A memory the
+ * agent saves that trips any is saved `quarantined` and never injected into a turn until their person
+ * releases it: text the agent read somewhere (a web page, a file, a chat) can try to plant orders that a
+ * later session would obey.
+ */
 export function instructionSignals(content: string): string[] {
   const found = new Set<string>();
   for (const [name, re] of INSTRUCTION_SIGNALS) if (re.test(content)) found.add(name);
   return [...found];
-}
-
-/**
- * Whether a memory the agent saves reads like instructions to a model. Such memories are saved
- * `quarantined` and never injected into a turn until their person releases them: text the agent read
- * somewhere (a web page, a file, a chat) can try to plant orders that a later session would obey.
- */
-export function looksLikeInstructions(content: string): boolean {
-  return instructionSignals(content).length > 0;
 }
 
 /** The signals of a text as a model would read it: normalised first, whatever was stored. */
