@@ -9,11 +9,11 @@ import {
   looksLikeRunnerToken,
   newRunnerToken,
   placementVerdict,
-  RUNNER_HEARTBEAT_MS,
   RUNNER_HEARTBEAT_TIMEOUT_MS,
   RUNNER_NAME,
   runnerHealth,
   runnerHealthy,
+  runnerTimings,
   runnerTokenHash,
   type RunnerLoad,
 } from '../../src/core/runners/runner-fns.js';
@@ -50,7 +50,8 @@ describe('runner tokens', () => {
 
 describe('runner health', () => {
   it('heartbeats every 5 s; stale after 30 s without one', () => {
-    expect(RUNNER_HEARTBEAT_MS).toBe(5000);
+    expect(runnerTimings()).toEqual({ heartbeatMs: 5000, leaseMs: 20_000 });
+    expect(runnerTimings(60_000)).toEqual({ heartbeatMs: 10_000, leaseMs: 40_000 });
     expect(RUNNER_HEARTBEAT_TIMEOUT_MS).toBe(30_000);
     expect(runnerHealth({ heartbeatAt: ago(29_999) }, now)).toBe('healthy');
     expect(runnerHealth({ heartbeatAt: ago(30_000) }, now)).toBe('healthy');

@@ -16,7 +16,7 @@ import { createListeners } from '../../lib/listeners.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { sendJson } from '../../lib/send-json.js';
 import { parseLimitNotice, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
-import { RUNNER_HEARTBEAT_TIMEOUT_MS } from './runner-fns.js';
+import { runnerTimings } from './runner-fns.js';
 
 /**
  * The control plane's side of its runner hosts: takes their channels (runner-links.ts), places users'
@@ -147,9 +147,7 @@ export interface RunnerFleetDeps {
 
 export function createRunnerFleet(deps: RunnerFleetDeps) {
   const { registry, log } = deps;
-  const heartbeatTimeoutMs = deps.heartbeatTimeoutMs ?? RUNNER_HEARTBEAT_TIMEOUT_MS;
-  const heartbeatMs = Math.round(heartbeatTimeoutMs / 6);
-  const leaseMs = Math.round((heartbeatTimeoutMs * 2) / 3);
+  const { heartbeatMs, leaseMs } = runnerTimings(deps.heartbeatTimeoutMs);
   let relayUrl: string | null = null;
   const auth = createPromiseCache<{ id: string } | null>({ ttlMs: AUTH_CACHE_MS });
   const placements = createPromiseCache<Placement & PlacedFiles & { kind: 'local' | 'remote' }>({ ttlMs: PLACEMENT_CACHE_MS, max: 50_000 });

@@ -4,10 +4,17 @@ import { createHash, randomBytes } from 'node:crypto';
  * The rules of runner hosts, pure: tokens, health, and where a user's runtime goes.
  */
 
-/** The serve holding a runner's channel checks on it this often (its heartbeat). */
-export const RUNNER_HEARTBEAT_MS = 5000;
 /** A runner not heard from for this long is lost: its users are placed elsewhere. */
 export const RUNNER_HEARTBEAT_TIMEOUT_MS = 30_000;
+
+/**
+ * How often the serve holding a runner's channel syncs with it (its heartbeat), and how long the runner
+ * keeps its runtimes without a sync (its lease): a sixth and two thirds of the heartbeat timeout, the same
+ * margins whatever the timeout (5 s and 20 s by default).
+ */
+export function runnerTimings(timeoutMs = RUNNER_HEARTBEAT_TIMEOUT_MS): { heartbeatMs: number; leaseMs: number } {
+  return { heartbeatMs: Math.round(timeoutMs / 6), leaseMs: Math.round((timeoutMs * 2) / 3) };
+}
 
 export const RUNNER_TOKEN_PREFIX = 'agwr_';
 /** A runner token: the prefix (so a leaked one is recognisable) and 32 random bytes, base64url. */
