@@ -74,7 +74,7 @@ export const gitCredentialFlags = {
 type CredentialFlags = { [K in keyof typeof gitCredentialFlags]?: string };
 
 /** A file a flag names, read whole; unreadable: a usage error naming the flag. */
-export function readFlagFile(flag: string, path: string): string {
+function readFlagFile(flag: string, path: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (err) {

@@ -38,7 +38,7 @@ export const MODEL_FLAG_TEXT = {
     'The numbers are optional and read from the end, so ids with colons (llama3.1:8b) work; leave a field empty to skip it (gpt-4.1:::2:8). An id that itself ends in :<number> takes four empty fields after it (gemma:2::::). Defaults: 128000 context tokens, 8192 output tokens, no cost. Prompt-cache prices: --cache-price.',
 };
 
-export const CACHE_PRICE_HINT =
+const CACHE_PRICE_HINT =
   'Write --cache-price <model id>=<USD per M cache read>:<USD per M cache write>, e.g. --cache-price claude-sonnet-4-5=0.3:3.75; leave one out to keep its default (gpt-4.1=0.5, or claude-x=:6)';
 
 /** Help text of --cache-price (add and update). */
@@ -76,7 +76,7 @@ export const keyFlags = {
   'api-key': Flags.string({ summary: 'The API key itself (warns: it may be recorded in shell history; prefer --api-key-stdin).', exclusive: ['api-key-stdin'] }),
 };
 
-export const MODEL_HINT = 'Write --model <id> or --model <id>:<context tokens>:<output tokens>:<USD per M input tokens>:<USD per M output tokens>, e.g. --model gpt-4.1-mini:1047576:32768:0.4:1.6';
+const MODEL_HINT = 'Write --model <id> or --model <id>:<context tokens>:<output tokens>:<USD per M input tokens>:<USD per M output tokens>, e.g. --model gpt-4.1-mini:1047576:32768:0.4:1.6';
 
 const FLAG_OF: Record<string, string> = { kind: '--kind', baseUrl: '--base-url', apiKey: 'the API key', enabled: '--disabled' };
 
@@ -89,8 +89,6 @@ export function checkAgainst(schema: TSchema, value: unknown): void {
   const where = top === 'models' ? `--model #${Number(index) + 1}${field ? ` (${field})` : ''}` : FLAG_OF[top] ?? (top || 'input');
   throw new ValidationError(`${where} is invalid: ${first.message.replace(/^Expected/, 'expected')}`, top === 'models' ? { hint: MODEL_HINT } : undefined);
 }
-
-export { canPrompt, promptSecret, readStdinSecret } from './secret-input.js';
 
 export interface KeySources {
   /** --api-key <key> */

@@ -7,7 +7,7 @@ export function canPrompt(): boolean {
 }
 
 /** Reads a secret piped on stdin (`printf %s "$KEY" | ...`), without the trailing newline `echo` adds. */
-export async function readStdinSecret(noun = 'API key'): Promise<string> {
+async function readStdinSecret(noun = 'API key'): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
@@ -19,7 +19,7 @@ export async function readStdinSecret(noun = 'API key'): Promise<string> {
 }
 
 /** Asks for a secret on the terminal, masked; the prompt goes to stderr so stdout stays for results. */
-export async function promptSecret(message: string, options: { allowEmpty?: boolean; short?: string } = {}): Promise<string> {
+async function promptSecret(message: string, options: { allowEmpty?: boolean; short?: string } = {}): Promise<string> {
   const { password } = await import('@inquirer/prompts');
   const noun = options.short ?? 'key';
   try {

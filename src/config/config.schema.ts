@@ -6,7 +6,7 @@
  * The config file written by `aws init` uses the same names in KEY=value form, so the same file also
  * works as a systemd EnvironmentFile.
  */
-export type VarKind = 'string' | 'int' | 'bool' | 'enum' | 'url' | 'path' | 'secret';
+type VarKind = 'string' | 'int' | 'bool' | 'enum' | 'url' | 'path' | 'secret';
 
 export interface VarSpec {
   name: string;

@@ -9,7 +9,7 @@ import { parseSizeSetting } from '../lib/size.js';
 import { CONFIG_VARS, type Config, type ConfigVarName, type VarSpec } from './config.schema.js';
 
 /** Where the config file lives when neither --config nor AGENTWS_CONFIG says otherwise. */
-export const DEFAULT_CONFIG_PATH = './.agentws/config.env';
+const DEFAULT_CONFIG_PATH = './.agentws/config.env';
 
 export interface LoadConfigOptions {
   /** Explicit path (the --config flag); wins over AGENTWS_CONFIG. */

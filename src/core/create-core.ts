@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import type { Config } from '../config/config.schema.js';
 import type { Database } from '../db/database.js';
 import { createMigrator } from '../db/migrator.js';

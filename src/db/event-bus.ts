@@ -70,7 +70,7 @@ export function utf8Pieces(text: string, max: number): string[] {
  * with back-off if it drops; events sent while it was down are lost, so subscribers that must not miss
  * anything re-read state after `reconnected` (as SPEC.md's gateway stream clients do).
  */
-export function createPostgresBus(db: Database, log: Logger): EventBus {
+function createPostgresBus(db: Database, log: Logger): EventBus {
   const handlers = new Map<string, Set<EventHandler>>();
   let client: pg.Client | null = null;
   let connecting: Promise<pg.Client> | null = null;

@@ -41,7 +41,7 @@ async function ping(db: Database, what: string): Promise<void> {
 }
 
 /** host:port/db of a URL, without credentials: safe to show in errors and logs. */
-export function describeUrl(url: string): string {
+function describeUrl(url: string): string {
   try {
     const u = new URL(url);
     return `${u.hostname}:${u.port || 5432}${u.pathname}`;

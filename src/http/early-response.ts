@@ -4,9 +4,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
  * After an early answer, how much more of the request body is read (and thrown away), for how long in
  * all, and how long a pause in the upload may last before the connection is closed.
  */
-export const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
-export const DRAIN_MAX_MS = 30_000;
-export const DRAIN_IDLE_MS = 2_000;
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+const DRAIN_MAX_MS = 30_000;
+const DRAIN_IDLE_MS = 2_000;
 
 /**
  * An error answered before the request body was read whole: 401 (authentication runs before the body

@@ -2,7 +2,7 @@
  * What publishing inside a transaction needs of it (the database's Tx has this shape): delivery after it
  * commits, or a NOTIFY in it. Declared here so the kernel needs nothing of the database room.
  */
-export interface EventTx {
+interface EventTx {
   afterCommit(fn: () => void): void;
   query(text: string, values?: unknown[]): Promise<unknown>;
 }

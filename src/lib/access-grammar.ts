@@ -29,7 +29,7 @@ export interface GitAccessRuleText {
 }
 
 /** The git access grammar, as refusals name it. */
-export const GIT_ACCESS_SYNTAX = '<who>=<pattern>[,<pattern>...], e.g. role:member=org/*';
+const GIT_ACCESS_SYNTAX = '<who>=<pattern>[,<pattern>...], e.g. role:member=org/*';
 
 /** `role:member=org/*,org/api` → {who, repos}: who ends at the last `=`; a rule without one is refused. */
 export function parseGitAccessRule(text: string): GitAccessRuleText {
@@ -43,10 +43,10 @@ export function formatGitAccessRule(rule: GitAccessRuleText): string {
   return `${rule.who}=${rule.repos.join(',')}`;
 }
 
-export const MCP_ACCESS_KINDS = ['tools', 'resources', 'prompts'] as const;
+const MCP_ACCESS_KINDS = ['tools', 'resources', 'prompts'] as const;
 export type McpAccessKind = (typeof MCP_ACCESS_KINDS)[number];
 /** Every one of a kind (`*`), or those named. */
-export type McpAccessList = '*' | string[];
+type McpAccessList = '*' | string[];
 
 /** One role's list of one kind. */
 export interface McpAccessSpec {

@@ -4,7 +4,7 @@ import { pino, type Logger as PinoLogger, type DestinationStream } from 'pino';
  * Structured JSON logs. Anything that may carry a credential is redacted by path, so a secret that
  * reaches a log call by mistake is still not written.
  */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   // Exact paths only: pino checks every path on every log call, and wildcards walk every key, which
   // costs measurable throughput on the access log. Code that logs credentials under other names is a
   // bug these paths are not meant to hide.

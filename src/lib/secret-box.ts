@@ -12,7 +12,7 @@ export interface SecretBox {
   open(sealed: string): string;
 }
 
-export class SecretBoxError extends Error {}
+class SecretBoxError extends Error {}
 
 export function keyIdOf(key: Buffer): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 8);

@@ -56,7 +56,7 @@ const RULES_CACHE_MS = 2000;
  * can be given their users. A control plane with another timeout (AGENTWS_RUNNER_HEARTBEAT_TIMEOUT_MS)
  * tells its lease with each sync.
  */
-export const LEASE_MS = 20_000;
+const LEASE_MS = 20_000;
 const MAX_BACKOFF_MS = 30_000;
 /** A sync tells the control plane which users' files are here (it sets aside those placed elsewhere since): the first of each channel, then this often. */
 const COPIES_EVERY_MS = 5 * 60_000;

@@ -33,7 +33,7 @@ export interface RunnerSettings {
  * Variables that carry a secret of the appliance: a runner runs agents an attacker may steer, so it
  * refuses to start with any of them in its environment rather than hold one in reach of a sandbox escape.
  */
-export const CONTROL_PLANE_SECRETS = [
+const CONTROL_PLANE_SECRETS = [
   'DATABASE_URL',
   'AGENTWS_DATABASE_URL',
   'AGENTWS_ENCRYPTION_KEY',

@@ -39,7 +39,7 @@ export function onSignedOut(fn: Listener): () => void {
 
 const BROWSER_SESSION_KEY = 'agentws.browserSession';
 /** This browser's id for sessions it starts in demo mode, so signing in later can claim them (SPEC rule 1). */
-export function browserSession(): string {
+function browserSession(): string {
   let id = localStorage.getItem(BROWSER_SESSION_KEY);
   if (!id) {
     id = crypto.randomUUID();
@@ -50,7 +50,7 @@ export function browserSession(): string {
 
 let refreshing: Promise<boolean> | null = null;
 /** Exchanges the refresh cookie for a new access cookie; false when there is no sign-in to refresh. */
-export function refresh(): Promise<boolean> {
+function refresh(): Promise<boolean> {
   refreshing ??= fetch('/v1/auth/refresh', { method: 'POST', credentials: 'same-origin', headers: { 'x-agentws-csrf': '1' } })
     .then((r) => r.ok)
     .catch(() => false)

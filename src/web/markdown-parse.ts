@@ -9,7 +9,7 @@ export type Inline =
   | { t: 'b' | 'i' | 's'; children: Inline[] }
   | { t: 'a'; href: string; children: Inline[] };
 
-export type Align = 'left' | 'center' | 'right' | null;
+type Align = 'left' | 'center' | 'right' | null;
 
 export type Block =
   | { t: 'h'; level: number; children: Inline[] }
@@ -329,9 +329,4 @@ function closing(text: string, from: number, run: string): number {
     }
   }
   return -1;
-}
-
-/** The plain text of inline content (a link's label, a heading's anchor). */
-export function textOf(nodes: Inline[]): string {
-  return nodes.map((n) => (typeof n === 'string' ? n : n.t === 'code' ? n.text : textOf(n.children))).join('');
 }

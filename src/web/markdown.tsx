@@ -121,7 +121,7 @@ function inlines(nodes: Inline[]): ComponentChildren[] {
 }
 
 /** A fenced code block: coloured by its language, with a button that copies its text. */
-export function CodeBlock(props: { text: string; lang: string }) {
+function CodeBlock(props: { text: string; lang: string }) {
   const [copied, setCopied] = useState<'yes' | 'no' | null>(null);
   const copy = () =>
     navigator.clipboard.writeText(props.text).then(

@@ -2,7 +2,7 @@
 import { api } from './api.js';
 import { listQuery, type ListView } from './sessions-list.js';
 
-export { listQuery, originHref, resultHref, snippetPieces, type ListView } from './sessions-list.js';
+export { originHref, resultHref, snippetPieces, type ListView } from './sessions-list.js';
 
 export interface ListedSession {
   sessionId: string;

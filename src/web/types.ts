@@ -18,12 +18,6 @@ export interface Me {
   demo?: boolean;
 }
 
-export interface SessionItem {
-  sessionId: string;
-  title: string;
-  updatedAt: string;
-}
-
 export interface Part {
   id: string;
   messageID?: string;

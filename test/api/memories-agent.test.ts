@@ -2,7 +2,7 @@ import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatewayCredential } from '../../src/core/runtime/host/runtime-host.js';
 import { createSecretBox } from '../../src/lib/secret-box.js';
-import { type FakeStep } from '../fixtures/fake-llm.js';
+import type { FakeStep } from '../fixtures/fake-llm.js';
 import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';

@@ -7,7 +7,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { opencodeBinary } from '../../src/core/runtime/host/opencode-process.js';
 import { linkPlugin, preparePluginDir, runtimeEnv } from '../../src/core/runtime/host/runtime-launcher.js';
@@ -401,56 +400,6 @@ export async function openStreams(urls: string[], headers: Record<string, string
     }),
   );
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------------
-// A loopback proxy in front of the runtime that timestamps the runtime-bound requests it forwards.
-
-export interface RuntimeProxy {
-  url: string;
-  /** Arrivals of `POST …/prompt_async` (performance.now() when the request's headers arrived). */
-  prompts: Array<{ t: number; path: string }>;
-  /** Arrivals of every request, same clock. */
-  all: Array<{ t: number; method: string; path: string }>;
-  close(): Promise<void>;
-}
-
-/**
- * Forwards every request to `target` unchanged (method, path, headers, body) and streams every response
- * back as it comes, which keeps long-lived streams such as `/global/event` live; notes when each
- * `POST /session/:id/prompt_async` arrives.
- */
-export async function startRuntimeProxy(target: string): Promise<RuntimeProxy> {
-  const agent = new http.Agent({ keepAlive: true });
-  const prompts: RuntimeProxy['prompts'] = [];
-  const all: RuntimeProxy['all'] = [];
-  const server = http.createServer((req, res) => {
-    const t = performance.now();
-    all.push({ t, method: req.method!, path: req.url! });
-    if (req.method === 'POST' && /\/prompt_async(\?|$)/.test(req.url ?? '')) prompts.push({ t, path: req.url! });
-    const up = http.request(`${target}${req.url}`, { method: req.method, headers: req.headers, agent }, (ur) => {
-      res.writeHead(ur.statusCode ?? 502, ur.headers);
-      res.socket?.setNoDelay(true);
-      ur.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    res.on('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
-    req.pipe(up);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    prompts,
-    all,
-    close: () =>
-      new Promise((r) => {
-        server.closeAllConnections();
-        agent.destroy();
-        server.close(() => r());
-      }),
-  };
 }
 
 /** `aws worker` on the config of a bench serve (same extra environment), pinned like serve; resolves once started. */

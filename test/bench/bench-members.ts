@@ -13,7 +13,7 @@ export interface Member {
 }
 
 /** Events the session stream adds itself; every other type comes from the user's runtime. */
-export const SERVICE_EVENTS = new Set(['runtime.waiting', 'runtime.starting', 'runtime.started', 'turn.sent']);
+const SERVICE_EVENTS = new Set(['runtime.waiting', 'runtime.starting', 'runtime.started', 'turn.sent']);
 
 /**
  * `n` member users of the init tenant (handles `<prefix><i>`), each with a recorded sign-in and an access
@@ -59,7 +59,7 @@ export async function call(base: string, token: string, method: string, path: st
   return { status: res.status, json: text ? JSON.parse(text) : undefined };
 }
 
-export const until = async (what: string, cond: () => boolean, timeoutMs: number) => {
+const until = async (what: string, cond: () => boolean, timeoutMs: number) => {
   const deadline = Date.now() + timeoutMs;
   while (!cond()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

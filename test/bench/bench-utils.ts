@@ -76,7 +76,7 @@ function canPin(): boolean {
   return pinChecked;
 }
 
-export const adminUrl = defaultAdminUrl;
+const adminUrl = defaultAdminUrl;
 
 /** A fresh (empty) PostgreSQL database for a benchmark, made as the tests make theirs; dropped by the returned function. */
 export async function scratchDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> }> {

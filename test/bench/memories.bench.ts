@@ -195,7 +195,6 @@ function denseVector(text: string, topic: string): number[] {
 
 /** pgvector's text input, short: most coordinates of a hashed bag of words are 0. */
 const literal = (v: number[], digits = 6) => `[${v.map((x) => (x === 0 ? '0' : x.toPrecision(digits))).join(',')}]`;
-const dot = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i], 0);
 
 // ---------------------------------------------------------------------------------------------------
 // The installation: a core on PostgreSQL or on the embedded database, a tenant with people and teams.

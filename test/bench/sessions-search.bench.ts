@@ -207,7 +207,7 @@ async function measure(label: string, o: OpenedCore, targets: { search: number; 
   const sessions = (await o.db.query<{ id: string }>(`select id from agent_sessions where owner_id = $1 order by id limit $2`, [person, TURNS])).rows.map((x) => x.id);
   const ids = Array.from({ length: PER_SESSION }, (_, i) => `msg_${String(i + 1).padStart(6, '0')}`);
   const rt = rng(5);
-  const text = (n: number) => Array.from({ length: n }, () => VOCAB[Math.floor(Math.pow(rt(), 2.5) * VOCAB.length)]).join(' ');
+  const text = (n: number) => Array.from({ length: n }, () => VOCAB[Math.floor(rt() ** 2.5 * VOCAB.length)]).join(' ');
   const turnT: number[] = [];
   const noteT: number[] = [];
   const cpu2 = process.cpuUsage();

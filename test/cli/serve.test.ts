@@ -2,9 +2,7 @@ import { runtimeCapacity } from '../../src/core/runtime/host/runtime-capacity.js
 import { readHostMemory } from '../../src/lib/host-memory.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isProcessAlive } from '../../src/lib/process-state.js';
 import { runCli, startServe, type ServeProcess } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 

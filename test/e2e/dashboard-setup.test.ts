@@ -707,7 +707,6 @@ describe('setting a workspace up in the dashboard', () => {
       });
 
       const row = (title: string) => page.getByTestId('session-row').filter({ hasText: title });
-      const titles = () => page.getByTestId('session-row').locator('a').first().allTextContents();
       // The list's own content fits the width (the header's wrapping at 390 px is the phone-width work's: issue 39 item 7).
       const noSideScroll = () =>
         page.evaluate(() => {

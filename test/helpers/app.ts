@@ -114,7 +114,7 @@ export async function api(t: TestApp, method: string, path: string, options: { t
     body: options.body !== undefined ? JSON.stringify(options.body) : undefined,
   });
   const text = await res.text();
-  let json: any = undefined;
+  let json: any;
   try {
     json = text ? JSON.parse(text) : undefined;
   } catch {

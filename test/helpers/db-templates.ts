@@ -15,15 +15,15 @@ import { createMigrator, migrationsDir } from '../../src/db/migrator.js';
  * Also the bookkeeping of databases kept after a failed suite (see test-env.ts).
  */
 const ROOT = new URL('../..', import.meta.url).pathname;
-export const CACHE_DIR = join(ROOT, 'node_modules', '.cache', 'agentws-test');
+const CACHE_DIR = join(ROOT, 'node_modules', '.cache', 'agentws-test');
 /** An initialised (initdb'd, unmigrated) PGlite data directory. */
-export const PGLITE_TEMPLATE = join(CACHE_DIR, 'pglite-template');
+const PGLITE_TEMPLATE = join(CACHE_DIR, 'pglite-template');
 /** Lines `{ "at": ms, "db": name|null, "dir": path }` of installations kept after a failed suite. */
-export const KEPT_LIST = join(CACHE_DIR, 'kept.jsonl');
+const KEPT_LIST = join(CACHE_DIR, 'kept.jsonl');
 const KEEP_FOR_MS = 24 * 3600_000;
 
 /** A short hash of the migration files (names and contents): the templates' version. */
-export function migrationsHash(dir = migrationsDir()): string {
+function migrationsHash(dir = migrationsDir()): string {
   const h = createHash('sha256');
   for (const f of readdirSync(dir).sort()) h.update(f).update('\0').update(readFileSync(join(dir, f))).update('\0');
   return h.digest('hex').slice(0, 12);
@@ -34,13 +34,13 @@ export const defaultAdminUrl = () => process.env.AGENTWS_TEST_DATABASE_URL ?? 'p
 
 export const scratchName = (prefix: string) => `${prefix}_${randomBytes(5).toString('hex')}`;
 
-export function databaseUrl(adminUrl: string, name: string): string {
+function databaseUrl(adminUrl: string, name: string): string {
   const u = new URL(adminUrl);
   u.pathname = `/${name}`;
   return u.toString();
 }
 
-export async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+async function withAdmin<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -145,7 +145,7 @@ export function recordKept(entry: { db: string | null; dir: string }): void {
   appendFileSync(KEPT_LIST, JSON.stringify({ at: Date.now(), ...entry }) + '\n');
 }
 
-export function readKept(): Array<{ at: number; db: string | null; dir: string }> {
+function readKept(): Array<{ at: number; db: string | null; dir: string }> {
   if (!existsSync(KEPT_LIST)) return [];
   return readFileSync(KEPT_LIST, 'utf8').split('\n').filter(Boolean).flatMap((l) => {
     try {

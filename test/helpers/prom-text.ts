@@ -3,7 +3,7 @@
  * Prometheus server would refuse or misread (a sample before its TYPE, a family split in two, a
  * duplicate series, a bad label escape, a value that is not a number, histogram buckets that shrink).
  */
-export interface PromSample {
+interface PromSample {
   name: string;
   labels: Record<string, string>;
   value: number;

@@ -113,7 +113,7 @@ async function provided<K extends keyof ProvidedContext>(key: K): Promise<Provid
 }
 
 /** SIGKILLs every process (but this one) whose HOME or working directory lies under `dir`, a test env's own temp directory. */
-export function killProcessesUnder(dir: string): number[] {
+function killProcessesUnder(dir: string): number[] {
   const killed: number[] = [];
   for (const name of readdirSync('/proc')) {
     const pid = Number(name);

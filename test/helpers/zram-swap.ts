@@ -29,7 +29,7 @@ export interface ZramSwap {
   teardown(): Promise<void>;
 }
 
-export interface ZramStats {
+interface ZramStats {
   origBytes: number;
   comprBytes: number;
   memUsedBytes: number;
@@ -38,7 +38,7 @@ export interface ZramStats {
 export type ZramSwapSetup = { swap: ZramSwap; reason: null } | { swap: null; reason: string };
 
 /** The swap header's volume label of the swap this helper makes (16 bytes at most). */
-export const ZRAM_LABEL = 'agentws-test';
+const ZRAM_LABEL = 'agentws-test';
 const STATE_DIR = '/run/agentws-test-zram';
 const USERS_DIR = join(STATE_DIR, 'users');
 const LOCK_DIR = join(STATE_DIR, 'lock');
@@ -73,7 +73,7 @@ function run(cmd: string, args: string[]): { ok: boolean; out: string } {
 }
 
 /** The active swap areas (/proc/swaps): device path and size in bytes. */
-export function activeSwaps(): Array<{ path: string; bytes: number }> {
+function activeSwaps(): Array<{ path: string; bytes: number }> {
   return (read('/proc/swaps') ?? '')
     .split('\n')
     .slice(1)
@@ -83,7 +83,7 @@ export function activeSwaps(): Array<{ path: string; bytes: number }> {
 }
 
 /** A zram device's mm_stat: orig_data_size, compr_data_size, mem_used_total (the first three fields). */
-export function zramStats(device: string): ZramStats | null {
+function zramStats(device: string): ZramStats | null {
   const f = read(`/sys/block/${device}/mm_stat`)?.trim().split(/\s+/).map(Number);
   return f && f.length >= 3 ? { origBytes: f[0], comprBytes: f[1], memUsedBytes: f[2] } : null;
 }

@@ -166,7 +166,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
     dir = mkdtempSync(join(tmpdir(), 'aws-llm-gw-'));
     socketPath = join(dir, 'egress.sock');
     fake = await startFakeLlm();
-    claude = await startProvider((req, _body, write, res) => {
+    claude = await startProvider((_req, _body, write, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'request-id': `req_${Date.now()}` });
       write(sse('message_start', { type: 'message_start', message: { id: 'msg_1', model: 'claude-test', usage: { input_tokens: 1000, output_tokens: 1, cache_read_input_tokens: 200 } } }));
       write(sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }));

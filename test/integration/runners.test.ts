@@ -253,7 +253,7 @@ describe(`runner registry and placement (${DB_MODE})`, () => {
 
     it('a runner silent past the heartbeat timeout is marked lost once, with its users (audited); a heartbeat revives it', async () => {
       const r1 = await runner('r1');
-      const r2 = await runner('r2', { resident: 5 });
+      await runner('r2', { resident: 5 });
       const p = await svc().place(users[0]);
       expect(p.runnerId).toBe(r1.id);
       expect(await svc().markLost()).toEqual([]);

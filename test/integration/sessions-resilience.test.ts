@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ORCHESTRATE_STEP_JOB } from '../../src/core/orchestrator/orchestrator.service.js';
 import { AGENT_TURN_JOB } from '../../src/core/sessions/turn-runner.js';
 import { processStatFields } from '../../src/lib/process-state.js';
-import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { startFakeLlm } from '../fixtures/fake-llm.js';
 import { api, startTestApp } from '../helpers/app.js';
 import { startServe } from '../helpers/cli.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp } from '../helpers/runtime.js';

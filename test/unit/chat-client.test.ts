@@ -1,4 +1,4 @@
-import http from 'node:http';
+import type http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChatCallError, createChatClient, MAX_CHAT_RESPONSE_BYTES, type ChatRequest } from '../../src/core/llm-gateway/chat-client.js';
 import type { ProviderRow } from '../../src/core/providers/providers.repo.js';

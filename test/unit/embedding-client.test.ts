@@ -1,4 +1,4 @@
-import http from 'node:http';
+import type http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEmbeddingClient, EmbeddingCallError, MAX_INPUT_CHARS } from '../../src/core/embeddings/embedding-client.js';
 import type { ProviderRow } from '../../src/core/providers/providers.repo.js';
@@ -29,7 +29,7 @@ describe('embedding client', () => {
   const embed = (texts: string[], options: { timeoutMs?: number; dimensions?: number } = {}, p = provider()) => client.embed(p, 'm-embed', texts, { timeoutMs: options.timeoutMs ?? 5000, dimensions: options.dimensions });
 
   it('posts the batch to <baseUrl>/embeddings with the opened key, and returns vectors in input order with the usage', async () => {
-    s.answer = (body, _req, res) =>
+    s.answer = (_body, _req, res) =>
       json(res, 200, { data: [{ index: 1, embedding: [0, 1] }, { index: 0, embedding: [1, 0] }], usage: { prompt_tokens: 7, total_tokens: 7 }, model: 'm-embed' });
     const long = 'x'.repeat(MAX_INPUT_CHARS + 50);
     const r = await embed(['first', long]);

@@ -177,7 +177,7 @@ describe('session streams across serves (a shared bus)', () => {
 
   it('a serve that never hears the client\'s last event gives it what came after it by id, after a short wait', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const { net, a, b, host, other } = await twoServes();
+    const { a, b, host, other } = await twoServes();
     const events = Array.from({ length: 10 }, (_, i) => delta(i));
     for (const ev of events) {
       host.ingest(OWNER, ev);

@@ -102,5 +102,3 @@ export function createActiveUsers(deps: {
     ensureHearing,
   };
 }
-
-export type ActiveUsers = ReturnType<typeof createActiveUsers>;

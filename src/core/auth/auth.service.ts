@@ -9,10 +9,6 @@ import { createSignInLinks } from './sign-in-links.js';
 import { createSignInService, type SignInDeps } from './sign-in.service.js';
 import type { TokenService } from './tokens.js';
 
-// The pieces of `core.auth`, each in its own module; the names others used from here stay here.
-export { AUTH_REVOKED, tenantNotProvisioned, USER_CHECK_TTL_MS, type AuthSettings } from './authentication.js';
-export type { SignedIn } from './sign-in.service.js';
-
 /** SPEC.md /auth/me. */
 export interface Me {
   user: { id: string; handle: string; email: string; displayName: string; tenantId: string };
@@ -86,5 +82,3 @@ export function createAuthService(
   };
 
 }
-
-export type AuthService = ReturnType<typeof createAuthService>;

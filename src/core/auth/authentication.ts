@@ -24,7 +24,7 @@ import { InvalidTokenError, type TokenService } from './tokens.js';
  * Requests re-check at most this often per user and process (refresh always re-checks), so a deleted
  * user or tenant loses access within this time even with a valid access token.
  */
-export const USER_CHECK_TTL_MS = 2000;
+const USER_CHECK_TTL_MS = 2000;
 const USER_CACHE_MAX = 10_000;
 const OPERATOR_CACHE_MS = 30_000;
 

@@ -13,11 +13,11 @@ import type { SignedIn } from './sign-in.service.js';
 import type { SessionTokens } from './session-tokens.js';
 
 /** Every link token starts with this: recognisable in a paste, and by secret scanners. */
-export const SIGN_IN_LINK_PREFIX = 'agentws_link_';
+const SIGN_IN_LINK_PREFIX = 'agentws_link_';
 export const SIGN_IN_LINK_MINUTES_DEFAULT = 10;
 export const SIGN_IN_LINK_MINUTES_MAX = 60;
 /** The dashboard's route that takes a link's token (in the URL's fragment, which browsers never send). */
-export const SIGN_IN_LINK_ROUTE = '#/sign-in-link/';
+const SIGN_IN_LINK_ROUTE = '#/sign-in-link/';
 /** Who a link may be made for: the people who set a workspace up. Others sign in through the identity provider. */
 const LINK_ROLES = ['owner', 'admin'];
 
@@ -150,5 +150,3 @@ function refusal(reason: string, link: SignInLinkRow | null): Error {
       return new ValidationError('this sign-in link is not valid: it is incomplete, or its user was removed', { code: 'sign_in_link_invalid', hint: again });
   }
 }
-
-export type SignInLinks = ReturnType<typeof createSignInLinks>;

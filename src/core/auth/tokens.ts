@@ -17,7 +17,7 @@ export const ACCESS_TTL_S = 15 * 60;
 export const REFRESH_TTL_S = 7 * 24 * 60 * 60;
 /** Lifetime of a token issued by POST /v1/auth/refresh (SPEC.md: 900 seconds). */
 export const REFRESHED_TTL_S = 900;
-export const AUDIENCE = 'agentws';
+const AUDIENCE = 'agentws';
 
 export type TokenType = 'access' | 'refresh';
 

@@ -11,7 +11,7 @@ import { WORKSPACES_DIR } from '../../lib/data-paths.js';
 export const BACKUP_FORMAT = 1;
 export const MANIFEST_PATH = 'manifest.json';
 /** Where in the archive: one JSON-lines file per table, and the data dir's files under their own path. */
-export const DB_PREFIX = 'db/';
+const DB_PREFIX = 'db/';
 export const FILES_PREFIX = 'files/';
 
 /**

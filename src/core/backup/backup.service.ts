@@ -279,5 +279,3 @@ export function createBackupService(deps: {
     },
   };
 }
-
-export type BackupService = ReturnType<typeof createBackupService>;

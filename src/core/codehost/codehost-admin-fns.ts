@@ -8,10 +8,10 @@ import { checkAccessRules } from '../connectors/git-fns.js';
 import { CODE_HOST_KINDS, WEBHOOK_PATH, type CodeHostKind } from './codehost-contract.js';
 
 /** `@agent`, `@bot-name`, `@acme.ai`: an at sign and a name as the hosts allow user names. */
-export const MENTION_RE = /^@[A-Za-z0-9._-]{1,60}$/;
+const MENTION_RE = /^@[A-Za-z0-9._-]{1,60}$/;
 /** Printable, no control characters, 1-50 (GitHub allows 50 characters for a label name). */
 const LABEL_RE = /^[^\p{Cc}\p{Cf}]{1,50}$/u;
-export const MAX_WEBHOOK_REPOS = 100;
+const MAX_WEBHOOK_REPOS = 100;
 
 export function checkKind(kind: unknown): CodeHostKind {
   if (!CODE_HOST_KINDS.includes(kind as CodeHostKind)) throw new Error(`kind must be one of ${CODE_HOST_KINDS.join(', ')}`);

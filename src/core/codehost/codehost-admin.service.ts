@@ -140,5 +140,3 @@ export function createCodeHostAdmin(deps: { db: Database; repo: CodeHostAdminRep
     },
   };
 }
-
-export type CodeHostAdmin = ReturnType<typeof createCodeHostAdmin>;

@@ -20,7 +20,7 @@ import {
 } from './codehost-api-fns.js';
 
 /** A host call gives up after this (a job retries it; the person waits on the "working on it" answer). */
-export const CODE_HOST_CALL_TIMEOUT_MS = 10_000;
+const CODE_HOST_CALL_TIMEOUT_MS = 10_000;
 
 /**
  * The host's REST API for one credential (codehost-api-fns.ts builds and reads each call). The base URL is

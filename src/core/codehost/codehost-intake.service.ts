@@ -279,5 +279,3 @@ export function createCodeHostIntake(deps: {
     },
   };
 }
-
-export type CodeHostIntake = ReturnType<typeof createCodeHostIntake>;

@@ -65,7 +65,7 @@ export function fence(text: string): { open: string; close: string } {
 }
 
 const HOST_NAMES = { github: 'GitHub', gitlab: 'GitLab', gitea: 'Gitea' } as const;
-export const MAX_PROMPT_FIELD_CHARS = 20_000;
+const MAX_PROMPT_FIELD_CHARS = 20_000;
 
 /**
  * The turn's prompt: the service's own words first (what to do, where, what not to do), then the host's
@@ -103,7 +103,7 @@ export function composePrompt(o: { trigger: CodeHostTrigger; person: string; dir
 
 /** Every git call of the service's scripts: the agent's hooks and fsmonitor are not run by these commands. */
 const GIT = 'git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.ext.allow=never';
-export const MARK = '__AGENTWS';
+const MARK = '__AGENTWS';
 
 /**
  * Clones `url` at `startFrom` into `dir` and checks out `branch` there, or, when the clone is there from an
@@ -192,7 +192,7 @@ export function filesInClone(files: readonly ChangedFile[], dir: string): Change
   return files.filter((f) => f.path.startsWith(prefix)).map((f) => ({ ...f, path: f.path.slice(prefix.length) }));
 }
 
-export const MAX_SUMMARY_FILES = 50;
+const MAX_SUMMARY_FILES = 50;
 
 /** The summary on the issue: the pull request, what changed, the turn's cost, the session. */
 export function summaryComment(o: { prUrl: string; prNumber: number; kind: 'github' | 'gitlab' | 'gitea'; branch: string; files: readonly ChangedFile[]; costUsd: number; sessionUrl: string; updated: boolean; summary: string }): string {
@@ -214,7 +214,7 @@ export function summaryComment(o: { prUrl: string; prNumber: number; kind: 'gith
   return lines.join('\n');
 }
 
-export function formatUsd(usd: number): string {
+function formatUsd(usd: number): string {
   return `$${(Math.round(usd * 10_000) / 10_000).toFixed(4)}`;
 }
 

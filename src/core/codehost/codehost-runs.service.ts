@@ -423,5 +423,3 @@ export function createCodeHostRuns(deps: {
     },
   };
 }
-
-export type CodeHostRuns = ReturnType<typeof createCodeHostRuns>;

@@ -153,5 +153,3 @@ export function createGitConnectionsService(deps: {
     });
   }
 }
-
-export type GitConnectionsService = ReturnType<typeof createGitConnectionsService>;

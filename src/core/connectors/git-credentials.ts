@@ -15,9 +15,9 @@ const OAUTH_GIT_USERNAME = 'oauth2';
  * How long a refresh's claim holds: twice the host call's bound, so only a process that died (or stalled
  * far past the call's timeout) loses it to another.
  */
-export const REFRESH_LEASE_MS = 2 * HOST_CALL_TIMEOUT_MS;
+const REFRESH_LEASE_MS = 2 * HOST_CALL_TIMEOUT_MS;
 /** A refresh that failed is not tried again for the same token before this (the host is not asked at every git request). */
-export const REFRESH_RETRY_MS = 60_000;
+const REFRESH_RETRY_MS = 60_000;
 /** How often a caller waiting for another process's refresh looks at the connection again. */
 const REFRESH_POLL_MS = 200;
 

@@ -14,9 +14,9 @@ const SEGMENT_RE = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,100}$/;
 /** At most this many segments (GitLab's nested groups); at least two (owner/repo). */
 const MAX_SEGMENTS = 8;
 /** The ref-update commands of a push must fit in this (they precede the pack). */
-export const MAX_COMMANDS_BYTES = 256 * 1024;
+const MAX_COMMANDS_BYTES = 256 * 1024;
 
-export type GitService = 'git-upload-pack' | 'git-receive-pack';
+type GitService = 'git-upload-pack' | 'git-receive-pack';
 
 export interface GitRequest {
   /** The repository as named, without a trailing `.git` (what access patterns match). */
@@ -112,7 +112,7 @@ export function pkt(data: string | Buffer): Buffer {
   if (body.length + 4 > 65520) throw new Error('pkt-line too long');
   return Buffer.concat([Buffer.from((body.length + 4).toString(16).padStart(4, '0')), body]);
 }
-export const FLUSH = Buffer.from('0000');
+const FLUSH = Buffer.from('0000');
 
 export interface RefUpdate {
   oldId: string;
@@ -127,15 +127,15 @@ export type CommandsParse =
 
 const ZERO_ID = /^0+$/;
 /** Push options one push may carry, and the length of one (git itself bounds neither beyond a pkt-line). */
-export const MAX_PUSH_OPTIONS = 100;
-export const MAX_PUSH_OPTION_LENGTH = 4096;
+const MAX_PUSH_OPTIONS = 100;
+const MAX_PUSH_OPTION_LENGTH = 4096;
 
 /**
  * Whether the client asked for push options. git's receive-pack finds a capability after any whitespace,
  * with or without a value (`push-options=x` counts), on any command line: the gateway reads the lists the
  * same way, or options it did not see would reach the host.
  */
-export function requestsPushOptions(capabilities: readonly string[]): boolean {
+function requestsPushOptions(capabilities: readonly string[]): boolean {
   return capabilities.some((c) => c === 'push-options' || c.startsWith('push-options='));
 }
 
@@ -245,7 +245,7 @@ export function checkPush(commands: readonly RefUpdate[], rules: PushRules): Arr
  * ignored case would see fewer options pass, never more).
  */
 const PUSH_OPTION_KEY = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
-export const MAX_PUSH_OPTION_RULES = 50;
+const MAX_PUSH_OPTION_RULES = 50;
 
 /** An option's key: the part before its first `=`. */
 export function pushOptionKey(option: string): string {

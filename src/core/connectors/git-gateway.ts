@@ -12,7 +12,7 @@ const FETCH_AUDIT_WINDOW_MS = 10 * 60_000;
 /** A person is told once per host in this window that their agent fell back to the service credential. */
 const FALLBACK_TELL_WINDOW_MS = 10 * 60_000;
 /** The event on the person's session stream saying so. */
-export const GIT_FALLBACK_EVENT = 'git.credential_fallback';
+const GIT_FALLBACK_EVENT = 'git.credential_fallback';
 /** A connection to the git host idle this long is dropped (a clone of a big repository is not idle). */
 const IDLE_TIMEOUT_MS = 5 * 60_000;
 /** What a refused push may still send (drained so git reads the refusal instead of a broken pipe). */
@@ -309,8 +309,6 @@ export function createGitGateway(deps: {
     },
   };
 }
-
-export type GitGateway = ReturnType<typeof createGitGateway>;
 
 function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);

@@ -4,7 +4,7 @@ import type { GitOAuthClient, UserConnections } from './git-oauth-fns.js';
 
 export type GitCredentialKind = 'token' | 'github_app' | 'none';
 /** A GitHub App installation (its private key is the host's sealed secret). */
-export interface GitHubApp {
+interface GitHubApp {
   appId: string;
   installationId: string;
   apiUrl: string;

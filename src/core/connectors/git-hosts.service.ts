@@ -15,7 +15,7 @@ import type { GitCredentialKind, GitHostPatch, GitHostRow, GitHostsRepo } from '
 import { checkEndpoint, githubApiUrl, OAUTH_PRESETS, oauthPreset, USER_CONNECTION_MODES, type GitOAuthClient, type OAuthPreset, type UserConnections } from './git-oauth-fns.js';
 
 /** A git host as admins see it: never its credential, only that one is set. */
-export function publicGitHost(h: GitHostRow, connections = 0) {
+function publicGitHost(h: GitHostRow, connections = 0) {
   return {
     name: h.name,
     baseUrl: h.baseUrl,
@@ -59,8 +59,8 @@ export interface GitHostInput {
   pushOptions?: string[];
 }
 
-export const DEFAULT_PROTECTED_REFS = ['refs/heads/main', 'refs/heads/master'];
-export const DEFAULT_BRANCH_PREFIX = 'agent/{handle}/';
+const DEFAULT_PROTECTED_REFS = ['refs/heads/main', 'refs/heads/master'];
+const DEFAULT_BRANCH_PREFIX = 'agent/{handle}/';
 
 /** Who an agent acts for, as the gateway needs it: the host with its credential open, and the user. */
 export interface GitAgentView {

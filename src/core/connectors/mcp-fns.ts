@@ -9,9 +9,9 @@ import { MCP_CONNECTOR_PATH_PREFIX, MEMORY_MCP_SERVER } from '../runtime/host/ag
 /** A server's name: its path segment, its key in the runtime's configuration and its tools' prefix. */
 export const MCP_SERVER_NAME = /^[a-z][a-z0-9-]{0,39}$/;
 /** Names the runtime's configuration already uses for the service's own servers. */
-export const RESERVED_MCP_SERVER_NAMES: readonly string[] = [MEMORY_MCP_SERVER];
+const RESERVED_MCP_SERVER_NAMES: readonly string[] = [MEMORY_MCP_SERVER];
 /** A tool name as MCP servers name them (the spec's recommended characters), bounded. */
-export const MCP_TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+const MCP_TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 /** A role name as roles are named (rbac); checked loosely: an unknown role simply matches nobody. */
 const ROLE_NAME = /^[A-Za-z0-9_.:-]{1,100}$/;
 /** How many access entries and tool names one server may have. */
@@ -207,7 +207,7 @@ export function returnedResponseHeaders(incoming: Record<string, string | string
 }
 
 /** A JSON-RPC message as far as the gateway looks into it. */
-export interface RpcMessage {
+interface RpcMessage {
   jsonrpc?: unknown;
   id?: unknown;
   method?: unknown;
@@ -225,8 +225,8 @@ export interface RpcMessage {
  * which the gateway does not open), logging/setLevel, and answers to server requests (the gateway passes
  * none on, so there is nothing to answer).
  */
-export const MCP_FORWARDED_REQUESTS = ['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete'] as const;
-export const MCP_FORWARDED_NOTIFICATIONS = ['notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed'] as const;
+const MCP_FORWARDED_REQUESTS = ['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete'] as const;
+const MCP_FORWARDED_NOTIFICATIONS = ['notifications/initialized', 'notifications/cancelled', 'notifications/progress', 'notifications/roots/list_changed'] as const;
 
 /** What the gateway needs to know of a request before forwarding it. */
 export type ClassifiedRequest =

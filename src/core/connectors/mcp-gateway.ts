@@ -23,9 +23,9 @@ import { createPromiseCache } from '../../lib/promise-cache.js';
 import { sendJson } from '../../lib/send-json.js';
 
 /** One JSON-RPC message from the agent: a tool call's arguments, not a file upload. */
-export const MCP_CONNECTOR_MAX_BODY_BYTES = 1024 * 1024;
+const MCP_CONNECTOR_MAX_BODY_BYTES = 1024 * 1024;
 /** One answer (a JSON body, or one event of a stream) the gateway holds to screen it. */
-export const MCP_CONNECTOR_MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+const MCP_CONNECTOR_MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 /** How long a server may stay silent (no bytes) before the call is given up. */
 const IDLE_TIMEOUT_MS = 5 * 60_000;
 /** Requests of one user's agent in flight at once through the connectors: a turn needs a few. */
@@ -376,8 +376,6 @@ export function createMcpGateway(deps: {
     },
   };
 }
-
-export type McpGateway = ReturnType<typeof createMcpGateway>;
 
 function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { MCP_ACCESS_MAX, MCP_AUTH_KINDS, MCP_RESOURCES_MAX, MCP_SERVER_NAME, MCP_TOOLS_MAX } from './mcp-fns.js';
 
 /** Which role may use the server: which of its tools ("*": all), and apart, its resources and prompts (none unless given). */
-export const McpAccess = Type.Object(
+const McpAccess = Type.Object(
   {
     role: Type.String({ minLength: 1, maxLength: 100, description: 'A role name of the tenant (owner, admin, member, or a custom role)' }),
     tools: Type.Union([Type.Literal('*'), Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { maxItems: MCP_TOOLS_MAX })], {
@@ -21,7 +21,6 @@ export const McpAccess = Type.Object(
   },
   { additionalProperties: false },
 );
-export type McpAccess = Static<typeof McpAccess>;
 
 const AuthKind = Type.Union(MCP_AUTH_KINDS.map((k) => Type.Literal(k)), {
   description: 'none; bearer: Authorization: Bearer <secret>; header: <authHeader>: <secret>. Default: bearer when a secret is given, else none',

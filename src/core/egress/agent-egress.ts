@@ -369,11 +369,8 @@ export function createAgentEgress(deps: {
   };
 }
 
-export type AgentEgress = ReturnType<typeof createAgentEgress>;
-
 function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
 }
-

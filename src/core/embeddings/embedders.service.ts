@@ -22,7 +22,7 @@ export interface EmbedderInput {
   dimensions?: number;
 }
 
-export function publicEmbedder(e: EmbedderRow) {
+function publicEmbedder(e: EmbedderRow) {
   return { provider: e.provider, model: e.model, dimensions: e.dimensions, modelKey: e.modelKey, updatedBy: e.updatedBy, updatedAt: e.updatedAt };
 }
 export type PublicEmbedder = ReturnType<typeof publicEmbedder>;
@@ -140,5 +140,3 @@ export function createEmbeddersService(deps: {
     },
   };
 }
-
-export type EmbeddersService = ReturnType<typeof createEmbeddersService>;

@@ -10,7 +10,7 @@ import { EmbeddingCallError, type EmbeddingClient } from './embedding-client.js'
 import type { EmbedderRow, EmbeddersRepo } from './embedders.repo.js';
 
 /** usage_records.channel of embedding calls. */
-export const EMBEDDINGS_CHANNEL = 'embeddings';
+const EMBEDDINGS_CHANNEL = 'embeddings';
 
 /** One provider request, bounded: a slow provider fails the job (retried) or the search (full text). */
 const CALL_TIMEOUT_MS = 30_000;

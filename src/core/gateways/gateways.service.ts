@@ -13,7 +13,7 @@ import type { GatewayRow, GatewaysRepo } from './gateways.repo.js';
 import { GATEWAY_KINDS, type ChatPlatform, type GatewayKind } from './platforms.js';
 
 /** The Gateway resource of SPEC.md: the bot token and webhook secret never leave the service. */
-export function publicGateway(g: GatewayRow) {
+function publicGateway(g: GatewayRow) {
   return { id: g.id, kind: g.kind, botUsername: g.botUsername, botId: g.botId, webhookUrl: g.webhookUrl, enabled: g.enabled, createdAt: g.createdAt, updatedAt: g.updatedAt };
 }
 export type PublicGateway = ReturnType<typeof publicGateway>;
@@ -142,5 +142,3 @@ export function createGatewaysService(deps: {
     },
   };
 }
-
-export type GatewaysService = ReturnType<typeof createGatewaysService>;

@@ -16,19 +16,19 @@ import type { PairingCodeRow, PairingRepo } from './pairing.repo.js';
 import type { ChatPlatform, GatewayKind, InboundMessage } from './platforms.js';
 
 /** What peers do (DESIGN.md 8): an alphabet without look-alikes, 8 characters, an hour to approve. */
-export const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
-export const CODE_LENGTH = 8;
-export const CODE_TTL_MS = 60 * 60_000;
-export const MAX_PENDING_PER_GATEWAY = 3;
-export const NEW_CODE_INTERVAL_MS = 10 * 60_000;
+const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+const CODE_LENGTH = 8;
+const CODE_TTL_MS = 60 * 60_000;
+const MAX_PENDING_PER_GATEWAY = 3;
+const NEW_CODE_INTERVAL_MS = 10 * 60_000;
 /** A pending code is sent again to a user who writes again, at most this often. */
-export const RESEND_INTERVAL_MS = 60_000;
+const RESEND_INTERVAL_MS = 60_000;
 /**
  * Distinct wrong codes one caller may try on a gateway per window before that caller's approvals there
  * are refused (guessing codes). A code the gateway did issue (used, denied, expired) is no guess.
  */
-export const MAX_FAILED_APPROVALS = 10;
-export const FAILED_APPROVAL_WINDOW_MS = 10 * 60_000;
+const MAX_FAILED_APPROVALS = 10;
+const FAILED_APPROVAL_WINDOW_MS = 10 * 60_000;
 
 export const GATEWAY_EVENTS_CHANNEL = 'gateways.events';
 export const GATEWAY_SEND_JOB = 'gateway-send';
@@ -43,7 +43,7 @@ export interface GatewayEvent {
   codeId?: string;
 }
 
-export function publicCode(c: PairingCodeRow) {
+function publicCode(c: PairingCodeRow) {
   return {
     id: c.id,
     gatewayId: c.gatewayId,
@@ -63,7 +63,7 @@ function newCode(): string {
 }
 
 /** Normalises what an operator types: case, spaces and dashes do not matter. */
-export function normaliseCode(input: string): string {
+function normaliseCode(input: string): string {
   return input.toUpperCase().replace(/[\s-]/g, '').slice(0, 32);
 }
 

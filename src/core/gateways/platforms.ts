@@ -57,9 +57,9 @@ export interface PlatformOptions {
   timeoutMs?: number;
 }
 
-export const BOT_CHAT_SECRET_HEADER = 'x-telegram-bot-api-secret-token';
+const BOT_CHAT_SECRET_HEADER = 'x-telegram-bot-api-secret-token';
 /** Telegram's rule for secret_token; the secret must be generated within it (e.g. 32 random bytes, base64url). */
-export const BOT_CHAT_SECRET_PATTERN = /^[A-Za-z0-9_-]{1,256}$/;
+const BOT_CHAT_SECRET_PATTERN = /^[A-Za-z0-9_-]{1,256}$/;
 /** Telegram refuses longer texts, so longer replies go out as several messages. */
 const BOT_CHAT_MAX_TEXT = 4096;
 
@@ -246,7 +246,7 @@ function isHighSurrogate(code: number): boolean {
 /** Plain text from a Teams message: the bot's own mention removed, other mentions kept as names. */
 function teamsText(html: string, botName: string | undefined): string {
   const mention = /<at\b[^>]*>([\s\S]*?)<\/at>/gi;
-  const withoutBot = html.replace(mention, (whole, inner: string, offset: number) => {
+  const withoutBot = html.replace(mention, (_whole, inner: string, offset: number) => {
     const name = decodeEntities(stripTags(inner)).trim();
     // Without the recipient's name, a mention before any text is the one that addressed the bot.
     const isBot = botName !== undefined ? name === botName : stripTags(html.slice(0, offset)).trim() === '';

@@ -79,7 +79,7 @@ export class JobAlreadyQueuedError extends Error {
 }
 
 /** A job handler: a thin adapter that calls one core service method. What it returns is logged with the job. */
-export type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<unknown>;
+type JobHandler = (ctx: Ctx, data: any, job: JobInfo) => Promise<unknown>;
 
 export interface JobInfo {
   id: string;

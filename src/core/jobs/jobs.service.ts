@@ -118,5 +118,3 @@ export function createJobsService(deps: { db: Database; repo: JobsRepo; queue: J
     },
   };
 }
-
-export type JobsService = ReturnType<typeof createJobsService>;

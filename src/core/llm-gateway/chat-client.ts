@@ -44,7 +44,7 @@ export interface ChatResult {
 
 /** A provider's answer larger than this is refused (a chat answer is text: this is far beyond any). */
 export const MAX_CHAT_RESPONSE_BYTES = 4 * 1024 * 1024;
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 
 const count = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : null);
 /** Roughly 4 characters a token (English prose and code): the estimate when a provider reports no usage. */

@@ -37,8 +37,6 @@ export interface GatewayCaller {
   credential: string;
 }
 
-// Provider URLs, key headers and prices: provider-endpoint.ts (shared with the embeddings service).
-export { OFFICIAL_BASE_URL } from './provider-endpoint.js';
 /** Request headers passed on to the provider (everything else, credentials included, stays here). */
 const FORWARDED_HEADERS = ['content-type', 'accept', 'user-agent', 'anthropic-version', 'anthropic-beta', 'openai-beta', 'openai-organization', 'openai-project'];
 const RESPONSE_DROPPED = ['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'proxy-connection'];
@@ -412,5 +410,3 @@ export function createLlmGateway<C extends GatewayCaller = GatewayCaller>(deps: 
     },
   };
 }
-
-export type LlmGateway = ReturnType<typeof createLlmGateway>;

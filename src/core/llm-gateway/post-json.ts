@@ -9,7 +9,7 @@ import https from 'node:https';
  */
 
 /** The answer was larger than the caller allows (the request is aborted as soon as it is). */
-export class ResponseTooLargeError extends Error {
+class ResponseTooLargeError extends Error {
   constructor(
     readonly limit: number,
     /** The status the provider had answered with before the answer grew too large. */

@@ -21,7 +21,7 @@ export function isModelPath(kind: ProviderKind, path: string): boolean {
 }
 
 /** Where a provider without a base URL lives. */
-export const OFFICIAL_BASE_URL: Partial<Record<ProviderKind, string>> = {
+const OFFICIAL_BASE_URL: Partial<Record<ProviderKind, string>> = {
   openai: 'https://api.openai.com/v1',
   anthropic: 'https://api.anthropic.com/v1',
 };

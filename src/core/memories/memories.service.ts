@@ -56,7 +56,7 @@ export interface MemoryOwner {
 }
 
 /** SPEC.md's Memory ({id, kind, content, visibility, createdAt}) with what a client needs besides. */
-export function publicMemory(m: MemoryRow) {
+function publicMemory(m: MemoryRow) {
   return {
     id: m.id,
     kind: m.kind,
@@ -90,7 +90,7 @@ export interface RecalledMemory {
 export type AgentMemory = PublicMemory & { sharedBy?: string };
 
 /** Defaults of AGENTWS_MEMORY_WRITES_PER_MINUTE and AGENTWS_MEMORY_QUOTA (see config.schema.ts). */
-export const MEMORY_WRITE_LIMITS_DEFAULT: MemoryWriteLimits = { writesPerMinute: 30, quota: 2000 };
+const MEMORY_WRITE_LIMITS_DEFAULT: MemoryWriteLimits = { writesPerMinute: 30, quota: 2000 };
 
 export interface ListInput {
   q?: string;

@@ -21,7 +21,7 @@ export const MEMORY_LIMIT_MAX = 100;
 /** Reciprocal rank fusion constant (Cormack et al.): dampens the weight of the very top ranks. */
 export const RRF_K = 60;
 /** Rough size of a token for budgeting injected text (English prose averages ~4 characters). */
-export const CHARS_PER_TOKEN = 4;
+const CHARS_PER_TOKEN = 4;
 
 export const isMemoryKind = (v: unknown): v is MemoryKind => typeof v === 'string' && (MEMORY_KINDS as readonly string[]).includes(v);
 export const isMemoryVisibility = (v: unknown): v is MemoryVisibility => typeof v === 'string' && (MEMORY_VISIBILITIES as readonly string[]).includes(v);

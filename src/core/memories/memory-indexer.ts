@@ -199,8 +199,6 @@ export function createMemoryIndexer(deps: {
   };
 }
 
-export type MemoryIndexer = ReturnType<typeof createMemoryIndexer>;
-
 /** The `embed-memories` kind of the jobs API: payload `{ limit: integer >= 1 }`. */
 export function embedMemoriesKind(repo: EmbeddersRepo): JobKind {
   return {

@@ -22,7 +22,7 @@ export const MCP_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', 
 /** A tools/call body is a query or one memory: anything larger is not a memory tool call. */
 export const MCP_MAX_BODY_BYTES = 64 * 1024;
 /** Search results the agent may ask for at once (the API allows more; a turn needs few). */
-export const MCP_SEARCH_LIMIT_MAX = 20;
+const MCP_SEARCH_LIMIT_MAX = 20;
 
 /** What the tools do for the bound user (memories.service.ts searchForAgent / saveFromAgent). */
 export interface MemoryToolPort {

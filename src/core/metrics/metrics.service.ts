@@ -165,5 +165,3 @@ export function createMetricsService(deps: {
     },
   };
 }
-
-export type MetricsService = ReturnType<typeof createMetricsService>;

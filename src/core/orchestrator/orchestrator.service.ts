@@ -9,9 +9,9 @@ import { MAX_SUBTASKS_DEFAULT, MAX_SUBTASKS_LIMIT, PLAN_STATUSES, TASK_DESCRIPTI
 import { createPlanRunner, ORCHESTRATE_PLAN_JOB, roundUsd, STEP_SEND, type PlanData, type PlanRunnerDeps } from './plan-runner.js';
 
 // Names the composition root and tests import from here; the jobs they name live in plan-runner.ts.
-export { ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB, type PlanData, type StepData } from './plan-runner.js';
+export { ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './plan-runner.js';
 
-export function publicPlan(p: PlanRow, extra: { costUsd?: number } = {}) {
+function publicPlan(p: PlanRow, extra: { costUsd?: number } = {}) {
   return {
     id: p.id,
     status: p.status,
@@ -30,7 +30,7 @@ export function publicPlan(p: PlanRow, extra: { costUsd?: number } = {}) {
   };
 }
 
-export function publicSubtask(s: SubtaskRow, costUsd?: number) {
+function publicSubtask(s: SubtaskRow, costUsd?: number) {
   return {
     index: s.index,
     description: s.description,

@@ -14,7 +14,7 @@ export const MAX_SUBTASKS_LIMIT = 10;
 /** Longest chain of dependencies (levels): each level waits for the one before, so depth is wall time. */
 export const MAX_PLAN_DEPTH = 5;
 export const TASK_DESCRIPTION_MAX = 8000;
-export const SUBTASK_DESCRIPTION_MAX = 2000;
+const SUBTASK_DESCRIPTION_MAX = 2000;
 /** The planning turn is asked again with the errors at most this many times, then the plan fails. */
 export const PLAN_REASKS = 2;
 /** A subtask that fails is tried again in a fresh child session at most this many times. */
@@ -28,7 +28,7 @@ export const SUBTASK_STALL_MS = 2 * 60_000;
 /** A subtask running this long is stopped, whatever its events. */
 export const SUBTASK_WALL_MS = 15 * 60_000;
 /** A dependency's result as given to its dependents (the full transcript stays in its child session). */
-export const RESULT_IN_PROMPT_MAX = 4000;
+const RESULT_IN_PROMPT_MAX = 4000;
 /** A subtask's result as stored and shown (GET /v1/orchestrate/:planId). */
 export const RESULT_STORED_MAX = 20_000;
 
@@ -216,7 +216,7 @@ export const allSettled = (subtasks: Array<{ status: SubtaskStatus }>) => subtas
 // What each turn is asked. Results of earlier turns are model output, possibly steered by what the
 // agent read: they go in as delimited data, folded and defused like injected memories.
 
-export const RESULT_TAG = 'subtask-result';
+const RESULT_TAG = 'subtask-result';
 
 /** Model output as data inside a RESULT_TAG block: no line can fake the block's end, no control characters. */
 export function asData(text: string, max: number): string {

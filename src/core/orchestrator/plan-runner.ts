@@ -552,5 +552,3 @@ export function createPlanRunner(deps: PlanRunnerDeps) {
     })(),
   };
 }
-
-export type PlanRunner = ReturnType<typeof createPlanRunner>;

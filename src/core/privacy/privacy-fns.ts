@@ -122,7 +122,7 @@ export function placeholderUser(pseudonym: string): { handle: string; email: str
 }
 
 /** The export archive's format; a reader checks it. */
-export const EXPORT_FORMAT = 1;
+const EXPORT_FORMAT = 1;
 
 /**
  * Every file of the export archive and what it holds (manifest.json repeats these with counts; the

@@ -249,5 +249,3 @@ export function createPrivacyService(deps: {
     },
   };
 }
-
-export type PrivacyService = ReturnType<typeof createPrivacyService>;

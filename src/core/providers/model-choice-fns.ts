@@ -22,7 +22,7 @@ export function effectiveModel(c: { turn?: string | null; session?: string | nul
 }
 
 /** A provider that does not serve now (disabled, or enabled since the last apply): 409, the field named. */
-export class ProviderDisabledError extends AppError {
+class ProviderDisabledError extends AppError {
   readonly status = 409;
   constructor(message: string, field: string, provider: string) {
     super(message, 'provider_disabled', { details: { field, provider }, hint: 'Choose another model (GET /v1/models lists those you may use), or ask an admin to enable and apply the provider.' });

@@ -19,7 +19,7 @@ export interface ProviderQuestion {
 export type ProviderAnswer = { ok: true; text: string } | { ok: false; message: string; status: number | null };
 
 /** The longest reply shown (the model was asked for one word; a chatty one is cut). */
-export const PROVIDER_TEST_REPLY_MAX = 200;
+const PROVIDER_TEST_REPLY_MAX = 200;
 
 /** A successful answer: its text, with the key cut out should the provider quote it, and cut short. */
 export function testSuccess(text: string, key: string): ProviderTestOutcome {

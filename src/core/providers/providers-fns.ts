@@ -69,7 +69,7 @@ export function checkModelRef(ref: string, providers: ProviderRow[], field = 'mo
  * What Anthropic bills for prompt caching, in multiples of a model's input price: the same for every
  * Claude model (reads a tenth, writes to the 5-minute cache 1.25x, to the one-hour cache 2x).
  */
-export const ANTHROPIC_CACHE = { read: 0.1, write: 1.25, writeLong: 2 } as const;
+const ANTHROPIC_CACHE = { read: 0.1, write: 1.25, writeLong: 2 } as const;
 
 /** A model's prices in USD per million tokens, each one settled: what its calls are charged. */
 export interface ModelPrices {

@@ -10,7 +10,7 @@ import { checkBaseUrl, checkModels, providerOrigin, publicProvider } from './pro
 import type { ProviderRow, ProvidersRepo } from './providers.repo.js';
 
 /** The provider test: one short question, a handful of tokens back, a short wait. */
-export const PROVIDER_TEST_PROMPT = 'Reply with the single word: ok';
+const PROVIDER_TEST_PROMPT = 'Reply with the single word: ok';
 export const PROVIDER_TEST_MAX_TOKENS = 16;
 export const PROVIDER_TEST_TIMEOUT_MS = 15_000;
 
@@ -141,5 +141,3 @@ export function createProvidersService(deps: {
     },
   };
 }
-
-export type ProvidersService = ReturnType<typeof createProvidersService>;

@@ -205,5 +205,3 @@ export function createRetentionService(deps: {
   };
   return service;
 }
-
-export type RetentionService = ReturnType<typeof createRetentionService>;

@@ -6,7 +6,7 @@ import { join, relative } from 'node:path';
 import type { EventBus } from '../../kernel/events.js';
 import { AppError, UnavailableError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
-import { type RemoteRuntimes } from '../runtime/runtime-pool.js';
+import type { RemoteRuntimes } from '../runtime/runtime-pool.js';
 import { RuntimeBusyError, type AgentIdentity, type RuntimeOwner, type RuntimeSelf, type ToolCallOrigin } from '../runtime/host/runtime-host.js';
 import { SANDBOX_PATHS } from '../runtime/host/sandbox.js';
 import { setTunnelDialer, type RuntimeHandle } from '../runtime/host/runtime-transport.js';
@@ -63,7 +63,7 @@ interface PlacedFiles {
 }
 
 /** What the fleet needs of the runner registry (runners.service.ts). */
-export interface RunnerRegistry {
+interface RunnerRegistry {
   authenticate(token: string): Promise<{ tokenId: string; tokenHash: string }>;
   register(tokenId: string, info: RunnerInfo & { serveId: string; relayUrl: string | null }): Promise<{ id: string; name: string }>;
   /** The runner of this name registered with this token; null: none (or another token's). */
@@ -604,5 +604,3 @@ export function createRunnerFleet(deps: RunnerFleetDeps) {
     },
   };
 }
-
-export type RunnerFleet = ReturnType<typeof createRunnerFleet>;

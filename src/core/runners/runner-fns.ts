@@ -16,7 +16,7 @@ export function runnerTimings(timeoutMs = RUNNER_HEARTBEAT_TIMEOUT_MS): { heartb
   return { heartbeatMs: Math.round(timeoutMs / 6), leaseMs: Math.round((timeoutMs * 2) / 3) };
 }
 
-export const RUNNER_TOKEN_PREFIX = 'agwr_';
+const RUNNER_TOKEN_PREFIX = 'agwr_';
 /** A runner token: the prefix (so a leaked one is recognisable) and 32 random bytes, base64url. */
 export const newRunnerToken = (): string => `${RUNNER_TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
 /** What is stored of a runner token: its sha256, hex. */

@@ -585,5 +585,3 @@ function cleanLabels(labels: unknown): Record<string, string> {
   }
   return out;
 }
-
-export type RunnersService = ReturnType<typeof createRunnersService>;

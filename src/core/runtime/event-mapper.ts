@@ -22,11 +22,11 @@ export const FORWARDED_TYPES = [
   'session.error',
   'session.compacted',
 ] as const;
-export type ForwardedType = (typeof FORWARDED_TYPES)[number];
+type ForwardedType = (typeof FORWARDED_TYPES)[number];
 const FORWARDED: ReadonlySet<string> = new Set(FORWARDED_TYPES);
 
 /** Token counts of an assistant message, passed on unchanged (the analytics job reads them). */
-export interface MessageTokens {
+interface MessageTokens {
   input?: number;
   output?: number;
   reasoning?: number;

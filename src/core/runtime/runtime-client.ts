@@ -44,7 +44,7 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
       onUnreachable();
       throw new UpstreamError('the agent runtime refused our credentials', { code: 'runtime_auth_failed' });
     }
-    let json: unknown = undefined;
+    let json: unknown;
     if (r.text && r.contentType.includes('json')) json = JSON.parse(r.text);
     return { status: r.status, json };
   }

@@ -30,7 +30,7 @@ export const runtimeProviderId = (tenantId: string, name: string) => `aws_${tena
  * The tenant's provider name in one of our runtime provider ids (the transcript's assistant messages name
  * the model they ran on by it); null for an id that is not this tenant's.
  */
-export function providerNameOf(tenantId: string, providerID: string): string | null {
+function providerNameOf(tenantId: string, providerID: string): string | null {
   const prefix = runtimeProviderId(tenantId, '');
   return providerID.startsWith(prefix) && providerID.length > prefix.length ? providerID.slice(prefix.length) : null;
 }

@@ -5,7 +5,7 @@ import type { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../../kernel/errors.js';
 import { createPromiseCache } from '../../lib/promise-cache.js';
 import { formatSize } from '../../lib/size.js';
-import type { LimitsStatus, PoolStatus, RuntimeOwner, RuntimeUsage } from './host/runtime-host.js';
+import type { LimitsStatus, RuntimeOwner, RuntimeUsage } from './host/runtime-host.js';
 import { effectiveQuotaBytes, overQuota, runtimeMemoryDefault, type LimitNotice } from './host/runtime-limits-fns.js';
 import type { RuntimeRepo } from './runtime.repo.js';
 
@@ -17,7 +17,7 @@ import type { RuntimeRepo } from './runtime.repo.js';
  */
 
 /** A turn refused: the person's files are past their quota (measured by the host that runs their agent). */
-export class WorkspaceQuotaError extends AppError {
+class WorkspaceQuotaError extends AppError {
   readonly status = 409;
   constructor(usedBytes: number, quotaBytes: number) {
     super(`your workspace uses ${formatSize(usedBytes)}, past its quota of ${formatSize(quotaBytes)}: new turns wait until it is under it`, 'workspace_quota_exceeded', {
@@ -28,7 +28,7 @@ export class WorkspaceQuotaError extends AppError {
 }
 
 /** A tenant's settings.workspace, as stored. */
-export interface WorkspaceSettings {
+interface WorkspaceSettings {
   /** The quota of each of the tenant's people, in MiB (null or absent: the operator's default). */
   quotaMb?: number | null;
 }
@@ -209,6 +209,3 @@ function sanitize(u: Omit<RuntimeUsage, 'tenantId'>): Omit<RuntimeUsage, 'tenant
     pidsRefused: Math.min(2 ** 31 - 1, Math.round(n(u.pidsRefused) ?? 0)),
   };
 }
-
-export type RuntimeLimits = ReturnType<typeof createRuntimeLimits>;
-export type { PoolStatus };

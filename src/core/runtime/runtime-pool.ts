@@ -17,8 +17,8 @@ import { runtimeUnavailable, type RuntimeHandle } from './host/runtime-transport
  * and stopping; what a runtime is and how it is sandboxed, frozen and evicted is the host's business.
  */
 
-export const RUNTIME_WANTED_CHANNEL = 'runtime.wanted';
-export const RUNTIME_BUSY_CHANNEL = 'runtime.busy';
+const RUNTIME_WANTED_CHANNEL = 'runtime.wanted';
+const RUNTIME_BUSY_CHANNEL = 'runtime.busy';
 /**
  * A process is about to use a user's runtime it found by its row ({ userId }): the host marks it used
  * and thaws it if it is frozen. Until then the request waits in the runtime's socket, a few ms.
@@ -28,7 +28,7 @@ export const RUNTIME_USED_CHANNEL = 'runtime.used';
  * Stop a user's runtime ({ userId }): a process that hosts none (the CLI erasing a person) asks this
  * machine's serve, which stops it here or on its runner.
  */
-export const RUNTIME_STOP_CHANNEL = 'runtime.stop';
+const RUNTIME_STOP_CHANNEL = 'runtime.stop';
 /** How long a process that hosts no runtime waits for this machine's serve to start one it asked for. */
 const WANT_TIMEOUT_MS = 40_000;
 /** ...asking again this often meanwhile (a start asked again joins the one under way). */

@@ -3,7 +3,7 @@ import type { Database } from '../../db/database.js';
 import { isProcessAlive } from '../../lib/process-state.js';
 import type { SecretBox } from '../../lib/secret-box.js';
 import type { RuntimeHandle } from './host/runtime-transport.js';
-import { type RuntimeRecords } from './runtime-pool.js';
+import type { RuntimeRecords } from './runtime-pool.js';
 import { workspaceDir } from '../../lib/data-paths.js';
 import type { RuntimeOwner } from './host/runtime-host.js';
 import type { LimitNotice } from './host/runtime-limits-fns.js';

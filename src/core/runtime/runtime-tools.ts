@@ -4,7 +4,7 @@
  * ask as `edit`. `external_directory` is asked by any tool reaching outside the workspace (denied unless
  * configured to ask), `doom_loop` when the model repeats one call three times (asks by default).
  */
-export const ASKABLE_PERMISSIONS = ['bash', 'edit', 'read', 'glob', 'grep', 'task', 'skill', 'todowrite', 'webfetch', 'websearch', 'lsp', 'external_directory', 'doom_loop'] as const;
+const ASKABLE_PERMISSIONS = ['bash', 'edit', 'read', 'glob', 'grep', 'task', 'skill', 'todowrite', 'webfetch', 'websearch', 'lsp', 'external_directory', 'doom_loop'] as const;
 const ASKS_AS: Record<string, (typeof ASKABLE_PERMISSIONS)[number]> = { write: 'edit', patch: 'edit', multiedit: 'edit', apply_patch: 'edit' };
 
 /** Every name AGENTWS_RUNTIME_ASK_TOOLS accepts. */

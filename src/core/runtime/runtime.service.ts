@@ -26,7 +26,7 @@ import { checkModelChoice, effectiveModel, modelCatalog, type ModelSource } from
 import type { RbacPermissions } from '../../kernel/permissions.js';
 
 /** SPEC.md sessions rule 6: prompting fails closed until a runtime with a provider and model is applied. */
-export class RuntimeNotReadyError extends AppError {
+class RuntimeNotReadyError extends AppError {
   // 409: the request conflicts with the workspace's configuration state; retrying will not help until
   // an admin applies a runtime (unlike 503, which invites retries).
   readonly status = 409;
@@ -44,9 +44,7 @@ const NPM: Record<ProviderKind, string> = {
   anthropic: '@ai-sdk/anthropic',
 };
 
-// Where they were defined first; they live with the runtime's other ids now.
 import { runtimeProviderId } from './runtime-ids.js';
-export { providerNameOf, runtimeProviderId } from './runtime-ids.js';
 
 export interface ResolvedModel {
   providerID: string;

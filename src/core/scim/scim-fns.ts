@@ -35,7 +35,7 @@ export function scimErrorBody(status: number, code: string | undefined, detail: 
 
 // --- tokens ---------------------------------------------------------------------------------------
 
-export const SCIM_TOKEN_PREFIX = 'agentws_scim_';
+const SCIM_TOKEN_PREFIX = 'agentws_scim_';
 /** A SCIM token: the prefix (so a leaked one is recognisable, and secret scanners can match it) and 32 random bytes. */
 export const newScimToken = (): string => `${SCIM_TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
 /** What is stored of a SCIM token: its sha256, hex. */
@@ -54,7 +54,7 @@ export const SCIM_TOKEN_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
  * week should not have to re-enter its provider's secret every week.
  */
 export const SCIM_TOKEN_DEFAULT_DAYS = 180;
-export const SCIM_TOKEN_MAX_DAYS_DEFAULT = 365;
+const SCIM_TOKEN_MAX_DAYS_DEFAULT = 365;
 
 /** The tenant's longest SCIM token lifetime in days: settings.tokens.scimMaxDays when set and valid, else the default. */
 export function scimMaxDaysOf(settings: Record<string, unknown>): number {
@@ -200,7 +200,7 @@ function memberIds(v: unknown): string[] {
 // --- filters ---------------------------------------------------------------------------------------
 
 /** One comparison of a filter (RFC 7644 3.4.2.2); `attr` is lower-case, sub-attribute after a dot. */
-export interface Comparison {
+interface Comparison {
   attr: string;
   op: 'eq' | 'ne' | 'co' | 'sw' | 'ew' | 'pr';
   value?: string | boolean | null;

@@ -404,5 +404,3 @@ export function createScimService(deps: {
     },
   };
 }
-
-export type ScimService = ReturnType<typeof createScimService>;

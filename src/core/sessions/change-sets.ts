@@ -5,10 +5,10 @@ import type { FileChange } from '../runtime/host/workspace-snapshots.js';
  * snapshots (host/workspace-snapshots.ts, each file's cut at 256 KiB there). Pure.
  */
 
-export type { ChangeStatus, FileChange } from '../runtime/host/workspace-snapshots.js';
+export type { FileChange } from '../runtime/host/workspace-snapshots.js';
 
 /** The most of all diffs in one answer; files past it are listed with their counts and no diff. */
-export const MAX_TOTAL_DIFF_CHARS = 4 * 1024 * 1024;
+const MAX_TOTAL_DIFF_CHARS = 4 * 1024 * 1024;
 
 /** Keeps an answer's diffs within MAX_TOTAL_DIFF_CHARS: files past it keep their counts, not their diff. */
 export function capDiffs(files: FileChange[], max = MAX_TOTAL_DIFF_CHARS): FileChange[] {

@@ -150,5 +150,3 @@ export function createPartialAnswers(deps: { db: Database; repo: Pick<SessionsRe
     },
   };
 }
-
-export type PartialAnswers = ReturnType<typeof createPartialAnswers>;

@@ -74,5 +74,3 @@ export function createPersonStop(deps: {
     },
   };
 }
-
-export type PersonStop = ReturnType<typeof createPersonStop>;

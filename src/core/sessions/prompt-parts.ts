@@ -108,9 +108,9 @@ export function withheldTools(perms: RbacPermissions): Record<string, boolean> {
 }
 
 /** The delimiter of the user's own injected memories; memory text can never contain it (see memoryLine). */
-export const MEMORY_BLOCK_TAG = 'saved-memories';
+const MEMORY_BLOCK_TAG = 'saved-memories';
 /** The delimiter of other people's memories (team and org memories they wrote), a block of its own. */
-export const SHARED_MEMORY_BLOCK_TAG = 'shared-memories';
+const SHARED_MEMORY_BLOCK_TAG = 'shared-memories';
 
 export interface InjectedMemory {
   kind: string;

@@ -1,4 +1,4 @@
-import type { Database, Tx } from '../../db/database.js';
+import type { Database } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { Ctx } from '../../kernel/context.js';
 import type { SessionsRepo } from './sessions.repo.js';
@@ -49,5 +49,3 @@ export function createSessionAnalytics(deps: {
     },
   };
 }
-
-export type SessionAnalytics = ReturnType<typeof createSessionAnalytics>;

@@ -198,5 +198,3 @@ export function createSessionChanges(deps: {
   };
   return service;
 }
-
-export type SessionChanges = ReturnType<typeof createSessionChanges>;

@@ -77,5 +77,3 @@ export function createSessionFork(deps: {
     },
   };
 }
-
-export type SessionFork = ReturnType<typeof createSessionFork>;

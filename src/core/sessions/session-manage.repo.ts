@@ -50,7 +50,7 @@ export interface SearchHit {
 /** The search's text as a query (parameter $3). */
 const Q = `websearch_to_tsquery('english', $3)`;
 /** Matching messages ranked at most per search (the most recent ones). */
-export const RANK_CANDIDATES = 2000;
+const RANK_CANDIDATES = 2000;
 
 const LISTED = `s.id, s.title, s.template_slug as "templateSlug", s.created_at as "createdAt", s.updated_at as "updatedAt",
   s.pinned_at as "pinnedAt", s.archived_at as "archivedAt", s.updated_at::text as "cursorAt", s.origin_url as "originUrl", s.origin_label as "originLabel"`;

@@ -52,7 +52,7 @@ export interface BackfillData {
   jobId: string;
 }
 /** tenant_jobs.result of the backfill, updated after every batch. */
-export interface BackfillResult {
+interface BackfillResult {
   total: number;
   indexed: number;
   failed: number;
@@ -283,8 +283,6 @@ export function createSessionManage(deps: {
   };
   return service;
 }
-
-export type SessionManage = ReturnType<typeof createSessionManage>;
 
 /** The `index-sessions` kind of the jobs API (POST /v1/jobs): no payload; one at a time per tenant. */
 export function indexSessionsKind(): JobKind {

@@ -77,5 +77,3 @@ export function createSessionModels(deps: {
     },
   };
 }
-
-export type SessionModels = ReturnType<typeof createSessionModels>;

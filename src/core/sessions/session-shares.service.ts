@@ -17,8 +17,8 @@ import type { SessionsService } from './sessions.service.js';
 import { handoverFolder, shareTargets } from './share-rules.js';
 
 /** A hand-over copies at most this many files and bytes of the previous owner's workspace (besides the new owner's quota). */
-export const HANDOVER_MAX_FILES = 20_000;
-export const HANDOVER_MAX_BYTES = 2 * 1024 ** 3;
+const HANDOVER_MAX_FILES = 20_000;
+const HANDOVER_MAX_BYTES = 2 * 1024 ** 3;
 
 export interface Person {
   userId: string;
@@ -266,5 +266,3 @@ export function createSessionSharesService(deps: {
     },
   };
 }
-
-export type SessionSharesService = ReturnType<typeof createSessionSharesService>;

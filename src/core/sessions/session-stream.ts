@@ -38,10 +38,10 @@ import { createPartialAnswers } from './partial-answers.js';
  * buffer: a client may reconnect to any serve with Last-Event-ID. Alone (embedded mode: one process, an
  * in-process bus) frames go straight to the subscribers, as they always did.
  */
-export const REPLAY_EVENTS = 500;
+const REPLAY_EVENTS = 500;
 /** ...and at most this many bytes of them (tool outputs can be large); the older ones go first. */
-export const REPLAY_BYTES = 512 * 1024;
-export const HEARTBEAT_MS = 15_000;
+const REPLAY_BYTES = 512 * 1024;
+const HEARTBEAT_MS = 15_000;
 /**
  * A viewer's stream (a share) is checked again this often besides when the session's access changes: a
  * person who left the team a session is shared with, or was deactivated, stops following it within this.
@@ -74,7 +74,7 @@ export const SESSION_EVENTS_CHANNEL = 'sessions.events';
  * `{ sessionId }`. Every serve checks again the viewers following that session's stream and ends the
  * streams of those who may no longer read it.
  */
-export const SESSION_ACCESS_CHANNEL = 'sessions.access';
+const SESSION_ACCESS_CHANNEL = 'sessions.access';
 
 export interface StreamEvent {
   id: string;

@@ -24,7 +24,7 @@ export const TURN_ATTEMPTS = 4;
  * a worker that died on this host are taken back at once (recoverOrphans): this expiry is what is left
  * for a worker on another machine or in another container.
  */
-export const TURN_EXPIRE_S = 120;
+const TURN_EXPIRE_S = 120;
 
 /** Queues the agent-turn job of a turn (in `tx` when given: the turn and its job commit together). */
 export function sendTurnJob(queue: JobQueue, turnId: string, options: { tx?: Tx; singletonKey?: string; startAfterSeconds?: number } = {}): Promise<string> {

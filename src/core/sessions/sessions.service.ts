@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Database, Tx } from '../../db/database.js';
+import type { Database } from '../../db/database.js';
 import type { Clock } from '../../lib/clock.js';
 import type { AuditService } from '../audit/audit.service.js';
 import { hasPermission, requirePermission, requireTokenScope, requireUser, tenantOf } from '../../kernel/authz.js';
@@ -24,11 +24,9 @@ import { handoverContext, withEarlier } from './share-rules.js';
 
 // Names other modules import from here; the rules and jobs they name live beside this file.
 export type { PromptFile, PromptInput } from './prompt-parts.js';
-export { AGENT_TURN_JOB } from './session-turns.js';
-export { ANALYTICS_JOB, type AnalyticsData } from './session-analytics.js';
 
 /** The error a withdrawn turn is recorded with (it never ran). */
-export const WITHDRAWN = 'withdrawn before it was sent to the agent';
+const WITHDRAWN = 'withdrawn before it was sent to the agent';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -570,7 +568,7 @@ type PublicMessage = { info: Record<string, any>; parts: Array<Record<string, an
  * from it, as the runtime drops them at the next prompt (until then it keeps them, for a redo). Message ids
  * ascend, and the notices of lost turns sort right after their prompt's.
  */
-export function withoutReverted(messages: PublicMessage[], revertedTo: string | null): PublicMessage[] {
+function withoutReverted(messages: PublicMessage[], revertedTo: string | null): PublicMessage[] {
   return revertedTo ? messages.filter((m) => String(m.info.id) < revertedTo) : messages;
 }
 

@@ -9,7 +9,7 @@ import { ValidationError } from '../../kernel/errors.js';
 type Message = { info: Record<string, any>; parts: Array<Record<string, any>> };
 
 /** The tag around the earlier conversation given to the new owner's agent with their first turn. */
-export const HANDOVER_CONTEXT_TAG = 'earlier-conversation';
+const HANDOVER_CONTEXT_TAG = 'earlier-conversation';
 /** At most this much of the earlier conversation goes to the agent (the most recent part of it). */
 export const HANDOVER_CONTEXT_MAX_CHARS = 60_000;
 /** A tool's output is cut to this much in it: the files themselves are in the copied folder. */

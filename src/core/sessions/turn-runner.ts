@@ -7,7 +7,7 @@ import type { Logger } from '../../kernel/logger.js';
 import type { RbacPermissions } from '../../kernel/permissions.js';
 import type { JobQueue } from '../jobs/job-queue.js';
 import { createRuntimeClient } from '../runtime/runtime-client.js';
-import { type RuntimePool } from '../runtime/runtime-pool.js';
+import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { RuntimeBusyError } from '../runtime/host/runtime-host.js';
 import { limitMessage, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
@@ -22,7 +22,7 @@ import type { JobRecovery } from '../jobs/job-queue.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
 
 // Where the turn job's name and limits were first defined; they live with the other pieces of a turn now.
-export { AGENT_TURN_JOB, TURN_ATTEMPTS, TURN_EXPIRE_S } from './session-turns.js';
+export { AGENT_TURN_JOB } from './session-turns.js';
 
 /** A turn waiting for a free runtime tries again after this long. */
 const WAIT_FOR_RUNTIME_S = 3;
@@ -54,11 +54,11 @@ export const TURN_LOST = 'turn_lost';
 /** Why a queued turn of a person deactivated (or removed) before it ran does not run. */
 export const OWNER_INACTIVE = 'Not run: the person this session belongs to was deactivated, so their agent no longer takes turns.';
 /** What a person reads when their turn was lost with its runtime (`reason`: why the runtime went away). */
-export const lostMessage = (reason: string) =>
+const lostMessage = (reason: string) =>
   `The agent's runtime stopped during this turn (${reason}); the answer above may be cut short. Send the prompt again to retry.`;
 
 /** How long a turn waits for the workspace's snapshot before it (turn-snapshots.ts) at most. */
-export const BEFORE_SNAPSHOT_WAIT_MS = 5_000;
+const BEFORE_SNAPSHOT_WAIT_MS = 5_000;
 
 export function createTurnRunner(deps: {
   db: Database;
@@ -498,5 +498,3 @@ export function createTurnRunner(deps: {
     },
   };
 }
-
-export type TurnRunner = ReturnType<typeof createTurnRunner>;

@@ -22,7 +22,7 @@ export interface TurnRefs {
 
 const beforeRef = (sessionId: string, messageId: string) => `s/${sessionId}/${messageId}/before`;
 const afterRef = (sessionId: string, messageId: string) => `s/${sessionId}/${messageId}/after`;
-export const redoRef = (sessionId: string) => `s/${sessionId}/redo`;
+const redoRef = (sessionId: string) => `s/${sessionId}/redo`;
 
 export function createTurnSnapshots(deps: {
   dataDir: string;

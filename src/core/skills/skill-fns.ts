@@ -39,12 +39,12 @@ export function canMove(from: SkillStatus, to: SkillStatus): 'move' | 'same' | '
 }
 
 /** Agent Skills: lower-case letters and digits in words joined by single hyphens, 1-64 characters. */
-export const SKILL_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+const SKILL_NAME = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 export const SKILL_NAME_MAX = 64;
 export const SKILL_DESCRIPTION_MAX = 1024;
 export const SKILL_MAX_TOKENS = 5000;
 /** A rough token count (English prose and code): what bounds a skill's size without a tokenizer. */
-export const CHARS_PER_TOKEN = 4;
+const CHARS_PER_TOKEN = 4;
 export const REQUIRED_SECTIONS = ['When to use', 'Steps', 'Verify'] as const;
 
 /** Similarity thresholds of detection: tool sequence (3-gram Jaccard) and task (cosine with an embedder, word Jaccard without). */
@@ -62,7 +62,7 @@ export const MIN_SESSIONS = 2;
  */
 export const MIN_USERS_DEFAULT = 2;
 /** Two requests in a row this alike (word Jaccard) ask for the same thing: the second redoes the first. */
-export const REDO_JACCARD = 0.8;
+const REDO_JACCARD = 0.8;
 
 export interface SkillDocument {
   name: string;
@@ -284,7 +284,7 @@ export function entropy(s: string): number {
 }
 
 /** A run of 20+ key-like characters, with letters and digits, at 3.5 bits a character or more: a secret, or a pinned hash. */
-export const HIGH_ENTROPY_BITS = 3.5;
+const HIGH_ENTROPY_BITS = 3.5;
 const highEntropy = (line: string) => (line.match(/[A-Za-z0-9+/=_-]{20,}/g) ?? []).filter((w) => /\d/.test(w) && /[A-Za-z]/.test(w) && entropy(w) >= HIGH_ENTROPY_BITS);
 
 /**

@@ -43,9 +43,9 @@ export const RECORD_TRAJECTORY_JOB = 'record-trajectory';
 /** Similar successful trajectories found: the tenant's model writes one skill from them. */
 export const PROPOSE_SKILL_JOB = 'propose-skill';
 /** A turn asked again within this long (the same request) did not satisfy its person: not a success. */
-export const REDO_WINDOW_MS = 10 * 60_000;
+const REDO_WINDOW_MS = 10 * 60_000;
 /** A session its person deletes within this long after a turn discards the turn (it was not worth keeping). */
-export const DISCARD_WINDOW_MS = 30 * 60_000;
+const DISCARD_WINDOW_MS = 30 * 60_000;
 /** Candidates a new trajectory is compared with (the newest sharing a tool 3-gram). */
 const CANDIDATES = 500;
 /** Trajectories given to the model for one skill (the new one and the most similar others). */

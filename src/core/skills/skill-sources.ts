@@ -31,7 +31,7 @@ export interface AbstractedSource {
 export const OMITTED = '…';
 
 /** Word shingles compared between a draft and a source's raw text. */
-export const COPY_SHINGLE_WORDS = 4;
+const COPY_SHINGLE_WORDS = 4;
 /** A draft holding this share (or more) of the shingles only one person's text has copies that text. */
 export const COPY_OVERLAP_MAX = 0.3;
 /** ... or this many of them, whatever the share (a long answer copied in part). */

@@ -10,7 +10,7 @@ import { createSkillLearning, type SkillLearningDeps } from './skill-learning.js
 import type { SkillRow } from './skills.repo.js';
 
 // Names the composition root imports from here; the jobs they name live in skill-learning.ts.
-export { DISCARD_WINDOW_MS, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB, REDO_WINDOW_MS, type ProposeData, type RecordData } from './skill-learning.js';
+export { PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skill-learning.js';
 
 /**
  * A skill as its caller may see it. Reviewers (admin.manage_templates, the operator) see the latest
@@ -18,7 +18,7 @@ export { DISCARD_WINDOW_MS, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB, REDO_WINDO
  * and nothing of a version not promoted (its text is drawn from other people's work and nobody has
  * checked it yet).
  */
-export function publicSkill(s: SkillRow, view: 'reviewer' | 'member' = 'reviewer') {
+function publicSkill(s: SkillRow, view: 'reviewer' | 'member' = 'reviewer') {
   if (view === 'member') {
     return { id: s.id, name: s.name, description: s.promotedDescription ?? '', status: s.status, version: s.promotedVersion ?? 0, promotedVersion: s.promotedVersion, pendingVersion: null, createdAt: s.createdAt };
   }
@@ -268,5 +268,3 @@ export function createSkillsService(
     proposeJob: learning.proposeJob,
   };
 }
-
-export type SkillsService = ReturnType<typeof createSkillsService>;

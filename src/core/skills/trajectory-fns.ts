@@ -10,7 +10,7 @@ import { abstractToolCall, lexicalSignature, toolGrams } from './skill-fns.js';
  */
 
 /** A request or an answer as recorded (enough to recognise and summarise the work, not the whole text). */
-export const TRAJECTORY_TEXT_MAX = 2000;
+const TRAJECTORY_TEXT_MAX = 2000;
 
 /** opencode's messages when the person (or a rule) refused a tool call. */
 const REJECTION = /The user rejected permission|has specified a rule which prevents you/;

@@ -43,5 +43,3 @@ export function createSystemService(deps: { db: Database; migrator: Migrator; ag
     },
   };
 }
-
-export type SystemService = ReturnType<typeof createSystemService>;

@@ -1,7 +1,7 @@
 import type { Queryable } from '../../db/database.js';
 import { isUuid } from '../../lib/ids.js';
 
-export interface TeamMember {
+interface TeamMember {
   userId: string;
   handle: string;
   email: string;

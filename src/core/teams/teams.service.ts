@@ -11,7 +11,7 @@ import type { TeamRow, TeamsRepo } from './teams.repo.js';
 export const TEAM_NAME_MAX = 100;
 
 /** The team as the API shows it: its members with the names people know them by. */
-export function publicTeam(t: TeamRow) {
+function publicTeam(t: TeamRow) {
   return { id: t.id, name: t.name, createdAt: t.createdAt, members: t.members };
 }
 export type PublicTeam = ReturnType<typeof publicTeam>;
@@ -105,5 +105,3 @@ export function createTeamsService(deps: { db: Database; repo: TeamsRepo; users:
     },
   };
 }
-
-export type TeamsService = ReturnType<typeof createTeamsService>;

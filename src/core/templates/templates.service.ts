@@ -5,7 +5,7 @@ import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { TemplateRow, TemplatesRepo } from './templates.repo.js';
 
-export const TEMPLATE_SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const TEMPLATE_SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 /** Whether a permission document's `agents.use_templates` lets its holder use this template. */
 export function mayUseTemplate(useTemplates: string[] | '*', slug: string): boolean {
@@ -77,5 +77,3 @@ export function createTemplatesService(deps: { db: Database; repo: TemplatesRepo
     },
   };
 }
-
-export type TemplatesService = ReturnType<typeof createTemplatesService>;

@@ -21,17 +21,17 @@ import type { RuntimePool } from '../runtime/runtime-pool.js';
  * agents.terminal (RBAC_CHANGED, and every RECHECK_MS), no keystroke for the idle time, or the runtime
  * stopped. Opened and closed are audited (how long, and why it closed).
  */
-export const TERMINAL_RECHECK_MS = 5000;
+const TERMINAL_RECHECK_MS = 5000;
 /** The most terminals one person has open at once (each is a shell in their sandbox). */
-export const TERMINALS_PER_USER = 4;
+const TERMINALS_PER_USER = 4;
 /** The longest single message of keystrokes (a paste) passed to the shell. */
 export const TERMINAL_INPUT_MAX_CHARS = 64 * 1024;
 
 /** Why a terminal closed: audited, and the WebSocket's close reason (with its code, see closeCode). */
-export type TerminalCloseReason = 'client' | 'idle' | 'signed_out' | 'permission_removed' | 'runtime_stopped' | 'shell_exited' | 'service_stopping';
+type TerminalCloseReason = 'client' | 'idle' | 'signed_out' | 'permission_removed' | 'runtime_stopped' | 'shell_exited' | 'service_stopping';
 
 /** The WebSocket close code of each reason: 1000/1001 as the protocol defines; 44xx: the service's. */
-export const TERMINAL_CLOSE_CODES: Record<TerminalCloseReason, number> = {
+const TERMINAL_CLOSE_CODES: Record<TerminalCloseReason, number> = {
   client: 1000,
   shell_exited: 1000,
   service_stopping: 1001,
@@ -51,7 +51,7 @@ const CLOSE_TEXT: Record<TerminalCloseReason, string> = {
 };
 
 /** Where a terminal's output goes (the WebSocket): attached once it is open. */
-export interface TerminalSink {
+interface TerminalSink {
   output(text: string): void;
   closed(code: number, reason: TerminalCloseReason, text: string): void;
 }
@@ -243,5 +243,3 @@ export function createTerminalService(deps: { db: Database; audit: AuditService;
     },
   };
 }
-
-export type TerminalService = ReturnType<typeof createTerminalService>;

@@ -12,7 +12,7 @@ import type { PersonalTokenRow, PersonalTokensRepo, TokenAuthRow } from './perso
 import { hashToken, hourOf, maxDaysOf, newPersonalToken, scopesBeyond, TOKEN_NAME_MAX, TOKEN_SCOPES, type TokenScope } from './token-fns.js';
 
 /** How often a token's last use is written, per token and process: not a write per request. */
-export const TOKEN_USE_WRITE_MS = 60_000;
+const TOKEN_USE_WRITE_MS = 60_000;
 const DAY_MS = 86_400_000;
 const PENDING_MAX = 10_000;
 

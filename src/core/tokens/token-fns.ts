@@ -8,15 +8,15 @@ import { TOKEN_MAX_DAYS_LIMIT } from '../tenants/tenant-settings-fns.js';
  */
 
 /** Every personal access token starts with this, so authentication routes it without trying it as a JWT. */
-export const PAT_PREFIX = 'agentws_pat_';
+const PAT_PREFIX = 'agentws_pat_';
 /** How much of a token lists show (the fixed prefix and six random characters): enough to recognise it. */
-export const PAT_DISPLAY_CHARS = PAT_PREFIX.length + 6;
+const PAT_DISPLAY_CHARS = PAT_PREFIX.length + 6;
 
 export const TOKEN_SCOPES = ['read', 'sessions', 'memories', 'admin'] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /** Tenant setting `tokens.maxDays`: the longest lifetime a token may be created with (at most TOKEN_MAX_DAYS_LIMIT). */
-export const TOKEN_MAX_DAYS_DEFAULT = 90;
+const TOKEN_MAX_DAYS_DEFAULT = 90;
 export const TOKEN_NAME_MAX = 100;
 
 /** A new token: the value (shown once), its hash (stored) and its display prefix. */
@@ -44,7 +44,7 @@ const anyTrue = (group: Record<string, unknown>) => Object.values(group).some((v
  * Whether a person with these permissions holds a scope: `read` everyone (their own sessions and what
  * their roles let them read), the others when any permission of their group is held.
  */
-export function holdsScope(p: RbacPermissions, scope: TokenScope): boolean {
+function holdsScope(p: RbacPermissions, scope: TokenScope): boolean {
   switch (scope) {
     case 'read':
       return true;

@@ -6,12 +6,12 @@ import type { HoldRow, SpendingRepo } from './spending.repo.js';
 import type { UsageRecordInput, UsageService } from './usage.service.js';
 
 /** How long a call in flight holds its worst case at most (a call that never settles stops counting then). */
-export const HOLD_TTL_MS = 30 * 60_000;
+const HOLD_TTL_MS = 30 * 60_000;
 /**
  * A hold of a process this one cannot see (another machine or container) is taken to be left behind,
  * and recorded at its estimate, this long after it stopped counting: no call runs that long.
  */
-export const ORPHAN_AFTER_EXPIRY_MS = 60 * 60_000;
+const ORPHAN_AFTER_EXPIRY_MS = 60 * 60_000;
 
 /** A model call about to be forwarded: what its record needs should its process die before it settles. */
 export interface HeldCall {

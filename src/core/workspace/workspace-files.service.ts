@@ -3,7 +3,7 @@ import { extract as tarExtract } from 'tar-stream';
 import type { Database } from '../../db/database.js';
 import { requirePermission, requireTokenScope, requireUser } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
-import { AppError, NotFoundError, PayloadTooLargeError, UnavailableError } from '../../kernel/errors.js';
+import { type AppError, NotFoundError, PayloadTooLargeError, UnavailableError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
 import { workspaceDir } from '../../lib/data-paths.js';
 import { formatSize } from '../../lib/size.js';

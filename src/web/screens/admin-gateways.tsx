@@ -18,7 +18,7 @@ export interface GatewayInfo {
  * A new chat gateway (POST /v1/gateways). The bot token goes to the API once and is stored sealed: it
  * is never shown again, here or anywhere (a new one replaces it with Rotate token).
  */
-export function NewGateway(props: { onCreated: () => Promise<unknown> }) {
+function NewGateway(props: { onCreated: () => Promise<unknown> }) {
   const [open, setOpen] = useState(false);
   const [form, setForm] = useState({ kind: 'bot_chat', botUsername: '', botId: '', botToken: '' });
   const refusal = useRefusal(['kind', 'botUsername', 'botId', 'botToken']);
@@ -79,7 +79,7 @@ export function NewGateway(props: { onCreated: () => Promise<unknown> }) {
 }
 
 /** A gateway's settings: enable or disable, rotate its bot token, register its webhook, delete it. */
-export function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promise<unknown> }) {
+function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promise<unknown> }) {
   const { g } = props;
   const [token, setToken] = useState('');
   const [rotated, setRotated] = useState(false);

@@ -5,7 +5,7 @@ import { highlightLine, languageOf } from '../highlight';
 import type { PaneProps } from './workspace-pane';
 
 /** GET /v1/sessions/:id/changes (session-changes.routes.ts). */
-export interface FileChange {
+interface FileChange {
   path: string;
   status: 'added' | 'modified' | 'deleted' | 'renamed';
   from?: string;
@@ -15,7 +15,7 @@ export interface FileChange {
   diff: string;
   truncated: boolean;
 }
-export interface TurnSummary {
+interface TurnSummary {
   messageId: string;
   files: number;
   additions: number;

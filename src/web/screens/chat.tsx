@@ -3,7 +3,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, explain, follow, type StreamEvent } from '../api';
 import { ErrorNote, usd } from '../components';
 import { applyEvent, mergeHistory, type Msg } from '../transcript';
-import type { Me, Part, PendingPermission } from '../types';
+import type { Me, PendingPermission } from '../types';
 import { RedoNote, TurnChangesNote, useTurnChanges } from './changes-panel';
 import { Markdown } from '../markdown';
 import { ToolCard } from './tool-card';
@@ -23,7 +23,6 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
   // Somebody else's session shared with this person: read-only (no composer, stop, permissions or workspace);
   // shared as of a moment, no stream either.
   const readOnly = props.access?.role === 'viewer';
-  const live = !readOnly || props.access?.mode === 'live';
   const [dialog, setDialog] = useState<'share' | 'handover' | null>(null);
   const stopFollowing = useRef<() => void>(() => {});
   const [messages, setMessages] = useState<Msg[] | null>(null);

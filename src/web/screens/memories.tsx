@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { api } from '../api';
 import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me } from '../types';
 

@@ -19,7 +19,7 @@ export function ToolCard(props: { part: Part }) {
   const diff = typeof s.metadata?.diff === 'string' && s.metadata.diff.trim() ? s.metadata.diff : null;
   const written = !diff && props.part.tool === 'write' && typeof s.input?.content === 'string' ? (s.input.content as string) : null;
   return (
-    <details class={`tool ${s.status ?? ''}`} data-testid="tool" open={Boolean(diff || written) && s.status === 'completed' ? true : undefined}>
+    <details class={`tool ${s.status ?? ''}`} data-testid="tool" open={(diff || written) && s.status === 'completed' ? true : undefined}>
       <summary>
         <b>{props.part.tool}</b> <span class="state">{s.status}</span> <code>{String(command).slice(0, 200)}</code>
       </summary>
@@ -31,7 +31,7 @@ export function ToolCard(props: { part: Part }) {
 }
 
 /** A unified diff, each line coloured as added, removed, a hunk header or context, the code by its file's language. */
-export function Diff(props: { text: string; file?: string }) {
+function Diff(props: { text: string; file?: string }) {
   const family = languageOf(props.file);
   const lines = props.text.replace(/\n$/, '').split('\n');
   const shown = lines.slice(0, LINES_SHOWN);

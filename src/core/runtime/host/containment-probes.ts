@@ -23,7 +23,7 @@ import { workspaceDir } from '../../../lib/data-paths.js';
  */
 
 /** What a probe sees of the planted world (host paths, ports); none of these is itself a secret. */
-export interface ProbeTargets {
+interface ProbeTargets {
   fakeConfig: string;
   fakeDataDir: string;
   otherUserWorkspace: string;
@@ -48,7 +48,7 @@ export interface ProbeTargets {
   sentinelAlive(): boolean;
 }
 
-export interface ProbeRun {
+interface ProbeRun {
   code: number | null;
   /** stdout and stderr, interleaved. */
   out: string;

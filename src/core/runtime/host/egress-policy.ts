@@ -3,7 +3,7 @@ import { normaliseHost, parseAddressEntry, type PrivateAllowEntry } from '../../
 import { addressMatches, isPublicAddress, resolveAddresses, systemResolve } from '../../../lib/url-guard.js';
 
 // The lists' syntax is the lib's (the configuration reads it too); the rules over them are here.
-export { normaliseHost, normaliseListEntry, parseAddressEntry, parsePorts, parsePrivateAllow, type PrivateAllowEntry } from '../../../lib/net-lists.js';
+export { normaliseHost, normaliseListEntry, parsePorts, parsePrivateAllow, type PrivateAllowEntry } from '../../../lib/net-lists.js';
 
 /**
  * Where an agent may connect to, through the egress proxy (the only way out of its sandbox). The same
@@ -21,7 +21,7 @@ export { normaliseHost, normaliseListEntry, parseAddressEntry, parsePorts, parse
  */
 
 /** Ports open by default: the web's. Others (mail, SSH, databases) take an operator or tenant setting. */
-export const DEFAULT_EGRESS_PORTS: readonly number[] = [80, 443];
+const DEFAULT_EGRESS_PORTS: readonly number[] = [80, 443];
 
 /**
  * The tenant's lists (tenant settings `egress`). A domain `example.com` also covers its subdomains; an
@@ -98,7 +98,7 @@ export function deniedNames(rules: EgressRules): string[] {
 }
 
 /** The ports a connection may use: the defaults, the operator's and the tenant's. */
-export function openPorts(operator: readonly number[] = [], tenant: readonly number[] = []): number[] {
+function openPorts(operator: readonly number[] = [], tenant: readonly number[] = []): number[] {
   return [...new Set([...DEFAULT_EGRESS_PORTS, ...operator, ...tenant])].sort((a, b) => a - b);
 }
 

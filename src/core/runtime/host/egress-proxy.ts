@@ -150,5 +150,3 @@ export function createEgressProxy<I>(deps: EgressProxyDeps<I>) {
     },
   };
 }
-
-export type EgressProxy<I> = ReturnType<typeof createEgressProxy<I>>;

@@ -300,6 +300,3 @@ export function createRunnerLinks(deps: {
     },
   };
 }
-
-export type RunnerLinks = ReturnType<typeof createRunnerLinks>;
-

@@ -102,7 +102,7 @@ export function sameText(a: string, b: string): boolean {
  * reason. A frame past RUNNER_FRAME_MAX_BYTES ends the stream.
  */
 export const RUNNER_WEBSOCKET_HEADER = 'x-agentws-websocket';
-export const RUNNER_FRAME_MAX_BYTES = 1024 * 1024;
+const RUNNER_FRAME_MAX_BYTES = 1024 * 1024;
 export type SocketFrame = { kind: 'text'; data: string } | { kind: 'binary'; data: Buffer } | { kind: 'close'; code: number; reason: string };
 const FRAME_KINDS = { text: 1, binary: 2, close: 3 } as const;
 

@@ -23,7 +23,7 @@ export const PAGED_SWAP_BYTES = 300 * MiB;
 const PAGED_RESIDUE_BYTES = 64 * MiB;
 
 /** Most runtimes one host process runs, whatever its memory (the sweeps and event streams scale to it). */
-export const MAX_CAPACITY = 500;
+const MAX_CAPACITY = 500;
 
 /** Memory kept for everything else on the host (the service, PostgreSQL, the OS): a tenth, at least 1 GiB. */
 export function hostReserveBytes(totalBytes: number): number {

@@ -39,8 +39,8 @@ import type { Logger } from '../../../kernel/logger.js';
  * namespace and no capabilities.
  */
 export type CgroupKind = 'cgroup2' | 'cgroup1';
-export type Controller = 'freezer' | 'memory' | 'pids' | 'cpu';
-export const CONTROLLERS: readonly Controller[] = ['freezer', 'memory', 'pids', 'cpu'];
+type Controller = 'freezer' | 'memory' | 'pids' | 'cpu';
+const CONTROLLERS: readonly Controller[] = ['freezer', 'memory', 'pids', 'cpu'];
 
 /** Which mechanism holds each limit on this host, and why one is missing. */
 export interface CgroupMechanisms {
@@ -52,7 +52,7 @@ export interface CgroupMechanisms {
 }
 
 /** What one runtime's group may use: null leaves that limit off. */
-export interface GroupLimits {
+interface GroupLimits {
   memoryMaxBytes: number | null;
   pidsMax: number | null;
 }
@@ -73,7 +73,7 @@ export interface CgroupUsage {
 }
 
 /** What one page-out did: the group's memory before and after (bytes, as `usage().memoryBytes` counts it), and how long it took. */
-export interface PageOutResult {
+interface PageOutResult {
   beforeBytes: number;
   afterBytes: number;
   ms: number;
@@ -116,7 +116,7 @@ export interface RuntimeCgroups {
   close(): void;
 }
 
-export const PARENT_PREFIX = 'agentws-runtimes-';
+const PARENT_PREFIX = 'agentws-runtimes-';
 const SERVICE_LEAF_PREFIX = 'agentws-service-';
 /** cgroup v2's default weight and v1's default shares: every runtime group gets exactly this. */
 const V2_WEIGHT = 100;
@@ -124,10 +124,10 @@ const V1_SHARES = 1024;
 /** v1 reclaim of a runtime's group: anonymous memory goes to swap as readily as files are dropped (zram has no seek). */
 const RUNTIME_SWAPPINESS = 100;
 /** The runtimes' parent weighs half what the service does under contention. */
-export const RUNTIMES_CPU_FRACTION = 0.5;
+const RUNTIMES_CPU_FRACTION = 0.5;
 
 /** Where this process sits in the host's cgroup hierarchies (tests give their own). */
-export interface CgroupHost {
+interface CgroupHost {
   /** /proc/self/mountinfo */
   mountinfo: string;
   /** /proc/self/cgroup */

@@ -1087,8 +1087,6 @@ export function createRuntimeHost(deps: {
   };
 }
 
-export type RuntimeHost = ReturnType<typeof createRuntimeHost>;
-
 /**
  * Raises the host's fs.inotify.max_user_instances to what `capacity` runtimes want when it is lower and
  * this process may (root): past the limit a runtime's opencode cannot watch its workspace and its turn

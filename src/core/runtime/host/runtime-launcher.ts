@@ -33,7 +33,7 @@ const START_TIMEOUT_MS = 30_000;
 const JS_RAM_BYTES = Math.min(totalmem(), 8 * 1024 ** 3);
 const LISTENING = /opencode server listening on (http:\/\/\S+)/;
 /** The sandbox's /tmp when the launcher is not told (AGENTWS_RUNTIME_TMP_SIZE's default). */
-export const DEFAULT_TMP_BYTES = 1024 ** 3;
+const DEFAULT_TMP_BYTES = 1024 ** 3;
 
 export interface RuntimeDirs {
   /** The user's workspace (read-write inside, at /workspace). */

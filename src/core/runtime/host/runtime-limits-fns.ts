@@ -33,7 +33,7 @@ export function runtimesMemoryTotal(totalBytes: number): number {
  * a test runner's workers or a headless browser take tens to a few hundred; a fork bomb takes all there
  * are (the host's pid_max is 32768 on this VM).
  */
-export const RUNTIME_PIDS_DEFAULT = 1024;
+const RUNTIME_PIDS_DEFAULT = 1024;
 
 /** What all runtimes may take together: half the pids the host has, so the service and PostgreSQL can always fork. */
 export function runtimesPidsTotal(pidMax: number, threadsMax: number): number {
@@ -49,14 +49,6 @@ export function runtimesPidsTotal(pidMax: number, threadsMax: number): number {
 export function inotifyInstancesWanted(capacity: number): number {
   return 128 + 4 * capacity;
 }
-
-/** The sandbox's /tmp (a tmpfs in the runtime's memory) when AGENTWS_RUNTIME_TMP_SIZE is not set. */
-export const RUNTIME_TMP_DEFAULT = GiB;
-
-/** A person's workspace quota when neither the tenant nor AGENTWS_WORKSPACE_QUOTA says otherwise. */
-export const WORKSPACE_QUOTA_DEFAULT = 10 * GiB;
-/** The largest quota a tenant may set when AGENTWS_WORKSPACE_QUOTA_MAX is not set. */
-export const WORKSPACE_QUOTA_MAX_DEFAULT = 100 * GiB;
 
 /**
  * The free space below which the data directory's filesystem is short: 5 % of it, between 1 and 20 GiB
@@ -169,7 +161,7 @@ export function usageAsOf<T extends { running: boolean; updatedAt: Date; memoryB
 }
 
 /** From this fraction of a limit on, a runtime is "near" it (status, the dashboard). */
-export const NEAR_LIMIT = 0.8;
+const NEAR_LIMIT = 0.8;
 
 /** Which limits a person's runtime is near or past (a disk quota also when their runtime is stopped: the files stay). */
 export function nearLimits(u: { running: boolean; memoryBytes: number | null; memoryMaxBytes: number | null; pids: number | null; pidsMax: number | null; diskBytes: number | null; diskQuotaBytes: number | null }): Array<'memory' | 'processes' | 'disk'> {

@@ -40,12 +40,12 @@ export const SANDBOX_PATHS = {
 } as const;
 
 /** Inside the sandbox: the port opencode listens on, and the port the proxy bridge listens on. */
-export const INNER_API_PORT = 4096;
+const INNER_API_PORT = 4096;
 export const INNER_PROXY_PORT = 3128;
 /** The unprivileged user the agent runs as inside. */
-export const SANDBOX_UID = 1000;
+const SANDBOX_UID = 1000;
 /** /dev/shm: POSIX shared memory and semaphores (Python's multiprocessing, Chromium) need little. */
-export const SHM_BYTES = 64 * 1024 * 1024;
+const SHM_BYTES = 64 * 1024 * 1024;
 
 /** System paths bound read-only when they exist: the usr-merged tree and what programs need of /etc. */
 export const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -108,7 +108,7 @@ export interface HostFs {
   symlink(path: string): string | null;
 }
 
-export const hostFs: HostFs = {
+const hostFs: HostFs = {
   exists: (p) => existsSync(p),
   symlink: (p) => {
     try {

@@ -15,7 +15,7 @@ export function createStartGate(size: number) {
   function next() {
     if (running >= size || !waiting.length) return;
     const i = waiting.findIndex((w) => w.urgent());
-    const [w] = waiting.splice(i >= 0 ? i : 0, 1);
+    const [w] = waiting.splice(Math.max(i, 0), 1);
     running++;
     w.go();
   }
@@ -45,5 +45,3 @@ export function createStartGate(size: number) {
     },
   };
 }
-
-export type StartGate = ReturnType<typeof createStartGate>;

@@ -23,16 +23,16 @@ import { NotFoundError, PayloadTooLargeError, UnavailableError, UnprocessableErr
  */
 
 /** The longest path taken, and the longest name in it (bytes). */
-export const MAX_PATH_BYTES = 4096;
+const MAX_PATH_BYTES = 4096;
 const MAX_NAME_BYTES = 255;
 /** Entries listed of one directory at most (the rest: `truncated`). */
-export const MAX_LIST_ENTRIES = 5000;
+const MAX_LIST_ENTRIES = 5000;
 export const FILE_MODE = 0o644;
 /** Bytes read at a time: small enough that what is in flight (and what the GC has yet to take back) stays small. */
 const CHUNK = Number(process.env.AGENTWS_FILES_CHUNK ?? 64 * 1024);
 export const DIR_MODE = 0o755;
 
-export type EntryType = 'file' | 'directory' | 'symlink' | 'other';
+type EntryType = 'file' | 'directory' | 'symlink' | 'other';
 export interface FileEntry {
   name: string;
   type: EntryType;
@@ -250,7 +250,7 @@ const ASCII = /^[\x20-\x7e]*$/;
  * A tar header block for one entry (ustar), preceded by a pax header when the name or the link's target is
  * longer than ustar holds or not plain ASCII, or the size is past its 8 GiB. Pure.
  */
-export function tarHeader(e: { name: string; type: 'file' | 'directory' | 'symlink'; size?: number; mode: number; mtime: Date; linkname?: string }): Buffer {
+function tarHeader(e: { name: string; type: 'file' | 'directory' | 'symlink'; size?: number; mode: number; mtime: Date; linkname?: string }): Buffer {
   const size = e.type === 'file' ? (e.size ?? 0) : 0;
   const pax: string[] = [];
   const fits = (t: string, n: number) => ASCII.test(t) && t.length <= n;
@@ -509,7 +509,7 @@ export async function writeFile(root: string, path: string, input: AsyncIterable
  * never reaches the runtime, which need not run). `<route>/<op>?tenantId=&path=`, op one of FILE_OPS.
  */
 export const WORKSPACE_FILES_ROUTE = '/agentws/files';
-export const FILE_OPS = ['list', 'read', 'archive', 'write'] as const;
+const FILE_OPS = ['list', 'read', 'archive', 'write'] as const;
 export type FileOp = (typeof FILE_OPS)[number];
 /** Headers of a file read on a runner: its size and when it changed (the body is its bytes). */
 export const FILE_HEADERS = { size: 'x-agentws-size', mtime: 'x-agentws-mtime', name: 'x-agentws-name' } as const;

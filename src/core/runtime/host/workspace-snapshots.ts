@@ -28,9 +28,9 @@ import { DIR_MODE, FILE_MODE, openDirAt, openRoot, pinned, splitPath } from './w
  */
 
 /** A file larger than this is not kept (named in the change set as not kept). */
-export const MAX_KEPT_BYTES = Number(process.env.AGENTWS_SNAPSHOT_FILE_MAX ?? 10 * 1024 * 1024);
+const MAX_KEPT_BYTES = Number(process.env.AGENTWS_SNAPSHOT_FILE_MAX ?? 10 * 1024 * 1024);
 /** The longest diff of one file served; past it the diff is cut. */
-export const MAX_FILE_DIFF_CHARS = 256 * 1024;
+const MAX_FILE_DIFF_CHARS = 256 * 1024;
 /** A cached entry is trusted only if its file changed longer ago than this before the walk began (git's "racy" case). */
 const RACY_MS = 2000;
 const CACHE_FILE = 'agentws-cache.json';
@@ -60,7 +60,7 @@ export function encodeObject(type: 'blob' | 'tree', body: Buffer): { id: string;
   return { id: objectId(type, body), loose: deflateSync(raw, { level: 1 }) };
 }
 /** A git object's id alone (sha1 of `<type> <len>\0<body>`). Pure. */
-export function objectId(type: 'blob' | 'tree', body: Buffer): string {
+function objectId(type: 'blob' | 'tree', body: Buffer): string {
   return createHash('sha1').update(`${type} ${body.length}\0`).update(body).digest('hex');
 }
 
@@ -101,7 +101,7 @@ export function checkRef(ref: string): string {
 }
 
 /** Makes the bare store (HEAD, objects/, refs/) if it is not there: written here, no `git init` (no templates). */
-export async function ensureStore(store: string): Promise<void> {
+async function ensureStore(store: string): Promise<void> {
   await mkdir(join(store, 'objects'), { recursive: true, mode: 0o700 });
   await mkdir(join(store, 'refs'), { recursive: true, mode: 0o700 });
   await writeHostFile(join(store, 'HEAD'), 'ref: refs/heads/main\n', { flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
@@ -130,25 +130,21 @@ async function writeObject(store: string, type: 'blob' | 'tree', body: Buffer): 
   return id;
 }
 
-export async function readObject(store: string, id: string): Promise<{ type: string; body: Buffer }> {
+async function readObject(store: string, id: string): Promise<{ type: string; body: Buffer }> {
   if (!isId(id)) throw new Error(`not an object id: ${id}`);
   const raw = inflateSync(await readFile(join(store, 'objects', id.slice(0, 2), id.slice(2))));
   const nul = raw.indexOf(0);
   return { type: raw.toString('latin1', 0, nul).split(' ')[0], body: raw.subarray(nul + 1) };
 }
 
-export async function readRef(store: string, ref: string): Promise<string | null> {
-  const t = await readFile(join(store, 'refs', checkRef(ref)), 'utf8').catch(() => null);
-  return t && isId(t.trim()) ? t.trim() : null;
-}
-export async function writeRef(store: string, ref: string, id: string): Promise<void> {
+async function writeRef(store: string, ref: string, id: string): Promise<void> {
   const file = join(store, 'refs', checkRef(ref));
   await mkdir(join(file, '..'), { recursive: true, mode: 0o700 });
   const tmp = `${file}.tmp-${randomBytes(4).toString('hex')}`;
   await writeHostFile(tmp, `${id}\n`);
   await rename(tmp, file);
 }
-export async function deleteRef(store: string, ref: string): Promise<void> {
+async function deleteRef(store: string, ref: string): Promise<void> {
   await unlink(join(store, 'refs', checkRef(ref))).catch(() => {});
 }
 /** The refs under a prefix (`sessions/<id>`), by their name below it. */
@@ -172,7 +168,7 @@ export async function listRefs(store: string, prefix: string): Promise<Record<st
 
 /** One at a time per store: snapshots share its cache, and a restore must not interleave with a snapshot. */
 const locks = new Map<string, Promise<unknown>>();
-export function serialized<T>(store: string, fn: () => Promise<T>): Promise<T> {
+function serialized<T>(store: string, fn: () => Promise<T>): Promise<T> {
   const prev = locks.get(store) ?? Promise.resolve();
   const run = prev.then(fn, fn);
   const tail = run.catch(() => {});
@@ -350,7 +346,7 @@ export async function flatten(store: string, tree: string, prefix = '', out = ne
  * nothing names any more are removed. Without it the store, which is outside the person's workspace quota,
  * would grow with every turn that changed something, for as long as the person works.
  */
-export const MAX_SNAPSHOT_REFS = Number(process.env.AGENTWS_SNAPSHOT_REFS_MAX ?? 400);
+const MAX_SNAPSHOT_REFS = Number(process.env.AGENTWS_SNAPSHOT_REFS_MAX ?? 400);
 
 /** Drops the oldest refs past `max` (down to three quarters of it, so a prune is rare), then prunes. */
 export async function pruneOldest(store: string, max = MAX_SNAPSHOT_REFS): Promise<void> {
@@ -477,7 +473,7 @@ export function restore(root: string, store: string, target: string, saveAs: str
     const r: RestoreResult = { written: 0, deleted: 0, failed: [], before: now.tree };
     const dirsOf = (p: string) => p.split('/').slice(0, -1).map((_, i, a) => a.slice(0, i + 1).join('/'));
     const emptied = new Set<string>();
-    for (const [path, h] of have) {
+    for (const path of have.keys()) {
       const w = want.get(path);
       // A name the target has is replaced by the write below (a rename replaces a link, never follows it).
       if (w) continue;
@@ -571,7 +567,7 @@ function putAt(root: string, path: string, body: Buffer, mode: string): Promise<
  * a runner host for snapshots of a workspace it holds: `POST <route>/<op>?tenantId=` with a JSON body.
  */
 export const WORKSPACE_SNAPSHOTS_ROUTE = '/agentws/snapshots';
-export const SNAPSHOT_OPS = ['snapshot', 'refs', 'changes', 'restore', 'delete', 'set'] as const;
+const SNAPSHOT_OPS = ['snapshot', 'refs', 'changes', 'restore', 'delete', 'set'] as const;
 export type SnapshotOp = (typeof SNAPSHOT_OPS)[number];
 
 /** The store of a person's snapshots, beside (not inside) what the sandbox binds of their runtime root. */

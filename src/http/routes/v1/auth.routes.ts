@@ -38,7 +38,7 @@ const Me = Type.Object({
  * Per client address, per process: sign-in and refresh attempts need no credential, and each failed
  * refresh writes an audit entry, so they are bounded to keep guessing and log flooding cheap to stop.
  */
-export const AUTH_RATE_LIMIT = { max: 60, timeWindow: 60_000 };
+const AUTH_RATE_LIMIT = { max: 60, timeWindow: 60_000 };
 
 /**
  * Refresh and sign-out take their token from the body or from a cookie: a browser posts them without a

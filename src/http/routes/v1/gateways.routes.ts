@@ -41,7 +41,7 @@ const PairedUser = Type.Object({
 const GatewayId = Type.String({ format: 'uuid' });
 const Id = Type.Object({ id: GatewayId });
 /** How often the gateway stream looks for pending codes (SPEC.md Limits). */
-export const GATEWAY_POLL_MS = 2000;
+const GATEWAY_POLL_MS = 2000;
 
 /**
  * SPEC.md "Gateway endpoints" and the gateway stream. Authentication per SPEC.md Authentication 5:

@@ -7,7 +7,7 @@ import { DateTime, errorResponses } from '../../schemas.js';
 
 const Usd = Type.Number({ description: 'USD' });
 
-export const Plan = Type.Object({
+const Plan = Type.Object({
   id: Type.String({ format: 'uuid' }),
   status: Type.Union(PLAN_STATUSES.map((s) => Type.Literal(s)), { description: 'planning -> executing -> synthesizing -> completed | failed' }),
   taskDescription: Type.String(),
@@ -34,7 +34,7 @@ const Attempt = Type.Object({
   error: Type.Union([Type.String(), Type.Null()]),
 });
 
-export const Subtask = Type.Object({
+const Subtask = Type.Object({
   index: Type.Integer({ description: 'Zero-based position in the plan' }),
   description: Type.String(),
   status: Type.Union(SUBTASK_STATUSES.map((s) => Type.Literal(s))),

@@ -13,7 +13,7 @@ const Id = Type.Object({ id: Type.String({ format: 'uuid' }) });
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
 
 /** A session as the list shows it (SPEC.md Session list item, and what managing it added). */
-export const SessionListItem = Type.Object({
+const SessionListItem = Type.Object({
   sessionId: Type.String({ format: 'uuid' }),
   title: Type.String(),
   updatedAt: DateTime,

@@ -6,7 +6,7 @@ import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 
-export const Skill = Type.Object({
+const Skill = Type.Object({
   id: Type.String({ format: 'uuid' }),
   name: Type.String({ description: 'Agent Skills name: lower-case words joined by "-"; agents load it by this name' }),
   description: Type.String({ description: 'Reviewers: the latest version\'s; others: the promoted version\'s' }),

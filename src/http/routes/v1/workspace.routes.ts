@@ -1,6 +1,6 @@
 import multipart from '@fastify/multipart';
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { Core } from '../../../core/create-core.js';
 import { contentTypeOf, servedInline } from '../../../core/runtime/host/workspace-files.js';
 import type { UploadPart } from '../../../core/workspace/workspace-files.service.js';
