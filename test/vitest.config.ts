@@ -124,10 +124,10 @@ export default defineConfig({
       { extends: true, test: { name: 'postgres', include: dbSuites, exclude: [...configDefaults.exclude, ...embeddedOnly, ...runtimeSuites], env: { TEST_DB_MODE: 'postgres' } } },
       { extends: true, test: { name: 'embedded', include: [...bothModes, ...embeddedOnly], env: { TEST_DB_MODE: 'embedded' } } },
       { extends: true, test: { name: 'runtime', include: runtimeSuites, env: { TEST_DB_MODE: 'postgres' } } },
-      // Containment (issue 12): real sandboxes and real runtimes. The probes need no database; the
+      // Containment: real sandboxes and real runtimes. The probes need no database; the
       // model-driven suite runs on PostgreSQL (what the database is plays no part in what it checks).
       { extends: true, test: { name: 'security', include: ['test/security/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
-      // The web dashboard in a real headless Chromium (issue 16); on PostgreSQL, like the security suite.
+      // The web dashboard in a real headless Chromium; on PostgreSQL, like the security suite.
       { extends: true, test: { name: 'browser', include: ['test/e2e/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
     ],
   },

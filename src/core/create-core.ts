@@ -178,14 +178,14 @@ export function createCore(deps: CoreDeps) {
     clock,
     personalTokens,
   });
-  // Whether a runtime's person is still active: the gateways, turns and plans ask (issue 37); a removed
+  // Whether a runtime's person is still active: the gateways, turns and plans ask; a removed
   // or deactivated person's agent stops (personStop and the users service, made below once the pool and
   // plans are).
   const activeUsers = createActiveUsers({ load: (tenantId, userId) => usersRepo.isActive(db, tenantId, userId), bus, clock, log: deps.log.child({ part: 'active-users' }) });
 
   // The agent runtime (opencode) and what runs on it.
   const box = createSecretBox([config.secrets.encryptionKey, ...config.secrets.previousEncryptionKeys]);
-  // The tenants' git hosts (issue 28): the runtimes' git config names them, the git gateway serves them.
+  // The tenants' git hosts: the runtimes' git config names them, the git gateway serves them.
   // Their credentials (service tokens, GitHub App installations, people's own connected accounts) are
   // opened and refreshed here only.
   const gitHostsRepo = createGitHostsRepo();
@@ -205,7 +205,7 @@ export function createCore(deps: CoreDeps) {
     changed: (tenantId) => void runtime.refreshIdle(tenantId).catch((err) => deps.log.warn({ err: (err as Error).message }, 'could not refresh runtimes after a git host change')),
   });
   const gitConnections = createGitConnectionsService({ db, hosts: gitHostsRepo, repo: gitConnectionsRepo, credentials: gitCredentials, audit, box, clock, publicUrl: config.server.publicUrl });
-  // The tenants' MCP connectors (issue 28): listed in each runtime by its user's roles, forwarded by the
+  // The tenants' MCP connectors: listed in each runtime by its user's roles, forwarded by the
   // gateway host with their sealed credentials. A change reaches idle runtimes at once (the runtime is
   // made below; changes only come once the core runs), busy ones at their next turn.
   const mcpServers = createMcpServersService({
@@ -226,7 +226,7 @@ export function createCore(deps: CoreDeps) {
   const hostMemory = readHostMemory();
   // Where idle runtimes are paged out to swap, the swap holds more of them (runtime-capacity.ts).
   const capacity = config.runtime.max ?? runtimeCapacity({ ...hostMemory, swapBytes: config.runtime.pageOutAfterMs > 0 && config.runtime.freezeAfterMs > 0 ? readSwap().totalBytes : 0 });
-  // What bounds each runtime (memory, processes, /tmp) and each person's workspace quota (issue 37).
+  // What bounds each runtime (memory, processes, /tmp) and each person's workspace quota.
   const runtimeLimits = createRuntimeLimits({
     db, repo: runtimeRepo, tenants: tenantsRepo, config: config.runtime, hostMemoryBytes: hostMemory.totalBytes, audit, log: deps.log.child({ part: 'runtime' }),
     tell: (owner, notice) => turns.limitReached(owner, notice),
@@ -301,7 +301,7 @@ export function createCore(deps: CoreDeps) {
     clock,
     log: deps.log.child({ part: 'egress' }),
   });
-  // Runner hosts (issue 26): the registry of runners, tokens and placements, and this process's side of
+  // Runner hosts: the registry of runners, tokens and placements, and this process's side of
   // their channels. Runners are made here, before the pool: the pool places users through the fleet.
   const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator(), heartbeatTimeoutMs: config.runtime.runnerHeartbeatTimeoutMs });
   /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
@@ -514,10 +514,10 @@ export function createCore(deps: CoreDeps) {
       return { session, upTo: String(kept.filter((m) => m.info.role === 'user').at(-1)?.info.id ?? '') };
     },
   });
-  // Issue 39: the model chosen per session (and the models a person may choose), and branches of sessions.
+  // The model chosen per session (and the models a person may choose), and branches of sessions.
   const sessionModels = createSessionModels({ db, repo: sessionsRepo, audit, runtime, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
   const sessionFork = createSessionFork({ db, repo: sessionsRepo, audit, pool, snapshots: turnSnapshots, owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession) });
-  // Managing, searching and exporting sessions (issue 39): the list, rename/pin/archive, the search index.
+  // Managing, searching and exporting sessions: the list, rename/pin/archive, the search index.
   const sessionManage = createSessionManage({
     db, repo: createSessionManageRepo(), sessionsRepo, jobsRepo: createJobsRepo(), audit, clock, log: deps.log.child({ part: 'session-manage' }),
     owned: (ctx, id, browserSession) => sessions.owned(ctx, id, browserSession),
@@ -554,7 +554,7 @@ export function createCore(deps: CoreDeps) {
   turnEvents.on('session.deleting', ({ tx, tenantId, sessionId }) => sessionManage.dropIndex(tx, tenantId, sessionId));
   turnEvents.on('skill.loaded', ({ tx, ...load }) => skills.skillLoaded(tx, load));
 
-  // Code hosts (issue 40): an issue or review comment run as a turn of the person's agent, its result a
+  // Code hosts: an issue or review comment run as a turn of the person's agent, its result a
   // pull request (the commit and push run inside their sandbox); answered on the host, never silently.
   const codeHostRuns = createCodeHostRuns({
     db, repo: createCodeHostRunsRepo(), hosts: gitHostsRepo, credentials: gitCredentials, users: usersRepo,
@@ -619,13 +619,13 @@ export function createCore(deps: CoreDeps) {
 
   // Teams (memories are made above, with the agent's egress).
   const teams = createTeamsService({ db, repo: createTeamsRepo(), users: usersRepo, audit });
-  // SCIM provisioning of users and teams by the tenant's identity provider (issue 29).
+  // SCIM provisioning of users and teams by the tenant's identity provider.
   const scim = createScimService({
     db, repo: createScimRepo(), users: usersRepo, usersService: users, teams: createTeamsRepo(), roles: rolesRepo, assignments, audit,
     revokeUser: auth.revokeUser, operator: () => auth.operator(), defaultRole: config.auth.defaultRole, tenants: tenantsRepo, deactivated: personStop.deactivated, clock,
   });
 
-  // Code hosts' webhooks (issue 40). A delivery is verified, recorded once per delivery id, and (in
+  // Code hosts' webhooks. A delivery is verified, recorded once per delivery id, and (in
   // the same transaction) a trigger's run queued for codeHostRuns (B) or its refusal answered and audited.
   const codeHostDeliveriesRepo = createCodeHostDeliveriesRepo();
   const codeHostIntake = createCodeHostIntake({
@@ -659,7 +659,7 @@ export function createCore(deps: CoreDeps) {
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
-  // A person's own workspace files through the API (issue 38): read and written on the host holding them.
+  // A person's own workspace files through the API: read and written on the host holding them.
   const workspaceFiles = createWorkspaceFilesService({
     db, audit, log: deps.log.child({ part: 'workspace-files' }), dataDir: config.dataDir,
     placement: (owner) => fleet.placement(owner),
@@ -668,13 +668,13 @@ export function createCore(deps: CoreDeps) {
     uploads: config.uploads,
     startRuntime: (owner) => pool.prestart(owner),
   });
-  // Sessions shared read-only and handed over (issue 39).
+  // Sessions shared read-only and handed over.
   const sessionShares = createSessionSharesService({
     db, repo: sessionSharesRepo, sessionsRepo, users: usersRepo, teams: createTeamsRepo(), audit, streams, sessions, files: workspaceFiles, permissionsOf,
     ensureWorkspace: turns.ensureWorkspace, prestart: (owner) => pool.prestart(owner), dataDir: config.dataDir,
   });
   const backup = createBackupService({ db, repo: createBackupRepo(), migrator, audit, clock, log: deps.log.child({ part: 'backup' }), dataDir: config.dataDir, secrets: config.secrets });
-  // A person's data on request (issue 29): their export and erasure, over the capabilities' own repos.
+  // A person's data on request: their export and erasure, over the capabilities' own repos.
   const privacy = createPrivacyService({
     db, users: usersRepo, tenants: tenantsRepo, assignments, gateways: gatewaysRepo, teams: createTeamsRepo(), sessions: sessionsRepo, memories: createMemoriesRepo(), skills: createSkillsRepo(),
     gitConnections: gitConnectionsRepo, spending: createSpendingRepo(), auditRepo: createAuditRepo(), audit,
@@ -682,7 +682,7 @@ export function createCore(deps: CoreDeps) {
     operator: () => auth.operator(), pseudonymKey: config.secrets.encryptionKey, dataDir: config.dataDir, clock,
   });
 
-  // Retention (issue 29): the tenants' periods, enforced daily by the job below.
+  // Retention: the tenants' periods, enforced daily by the job below.
   const retention = createRetentionService({
     db,
     tenants: tenantsRepo,
@@ -696,7 +696,7 @@ export function createCore(deps: CoreDeps) {
     auditFloorDays: config.retention.auditFloorDays,
   });
   jobHandlers[RETENTION_JOB] = (ctx) => retention.runAll(ctx);
-  // Code hosts (issue 40): a trigger's run, a reply on the host, a run's turn ended.
+  // Code hosts: a trigger's run, a reply on the host, a run's turn ended.
   jobHandlers[CODE_HOST_RUN_JOB] = (ctx, data, job) => codeHostRuns.runJob(ctx, data, job);
   jobHandlers[CODE_HOST_REPLY_JOB] = (ctx, data) => codeHostRuns.replyJob(ctx, data);
   jobHandlers[CODE_HOST_TURN_END_JOB] = (ctx, data, job) => codeHostRuns.turnEndJob(ctx, data, job);

@@ -1,5 +1,5 @@
 /**
- * Cross-site request forgery defence for the browser's ambient credentials (issue 16).
+ * Cross-site request forgery defence for the browser's ambient credentials.
  *
  * A bearer token is never sent by a browser on its own, so a request carrying one cannot be forged by
  * another site. The access-token cookie is (SameSite=Lax keeps it off cross-site POSTs, not off

@@ -56,7 +56,7 @@ export function registerMetrics(app: App, core: Core, config: Config): Registry 
   const runtimesBusy = new Gauge({ ...reg, name: 'agentws_runtimes_busy', help: 'Runtimes of this process with a turn running' });
   const runtimesMax = new Gauge({ ...reg, name: 'agentws_runtimes_max', help: 'Most runtimes this process holds at once (AGENTWS_RUNTIME_MAX; by default from the host\'s memory)' });
   const agentsAvailable = new Gauge({ ...reg, name: 'agentws_agents_available', help: '1 when this process hosts agent runtimes and can start them; 0 when it hosts none or cannot start one (no sandbox; see /readyz)' });
-  // The runtimes' limits (issue 37): which hold here, and each person against theirs (every host, from the database).
+  // The runtimes' limits: which hold here, and each person against theirs (every host, from the database).
   const limitHeld = new Gauge({ ...reg, name: 'agentws_runtime_limit_held', help: '1 when the limit holds the runtimes this process hosts, by limit (memory, processes, cpu, disk) and mechanism (cgroup2, cgroup1, measured); 0 with mechanism "none" when it does not (see /readyz for why)', labelNames: ['limit', 'mechanism'] });
   const dataDisk = new Gauge({ ...reg, name: 'agentws_data_disk_bytes', help: 'The data directory\'s filesystem (workspaces, runtime homes, the embedded database) on this process\'s host, by kind: total, free', labelNames: ['kind'] });
   const personLabels = ['tenant', 'user', 'host'];

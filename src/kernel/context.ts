@@ -16,7 +16,7 @@ export interface UserActor {
   /**
    * How the caller proved who they are; `agent`: the user's agent runtime acting for them; `pat`: a
    * personal access token (its scopes below, its permissions already narrowed to them); `codehost`: a
-   * comment or label on a git host the person's host account made (issue 40).
+   * comment or label on a git host the person's host account made.
    */
   via: 'token' | 'api-key' | 'demo' | 'gateway' | 'agent' | 'pat' | 'codehost';
   /** A personal access token's scopes and id (via `pat` only). */

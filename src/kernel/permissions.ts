@@ -9,7 +9,7 @@ export interface RbacPermissions {
     /** Open a terminal in one's own sandbox (the dashboard's Terminal tab, GET /v1/workspace/terminal). */
     terminal: boolean;
     /**
-     * Hand work to an agent from a git host (issue 40): a comment starting with the host's mention, or its
+     * Hand work to an agent from a git host: a comment starting with the host's mention, or its
      * trigger label, on an issue or pull request runs a session of this person (with agents.create).
      */
     code_host: boolean;
@@ -18,7 +18,7 @@ export interface RbacPermissions {
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
   /**
-   * The models a person may choose for a session or a turn (issue 39): "<provider>/<model id>" references,
+   * The models a person may choose for a session or a turn: "<provider>/<model id>" references,
    * "<provider>/*" for every model of a provider, or `*` for every enabled model. The tenant's default
    * model and a template's model are the admin's choices and always usable; `[]` allows no other.
    */

@@ -1,4 +1,4 @@
-// The dashboard's calls for a git host's webhook (issue 40; codehost-admin.routes.ts), beside api.ts.
+// The dashboard's calls for a git host's webhook (codehost-admin.routes.ts), beside api.ts.
 import { api } from './api.js';
 
 export type CodeHostKind = 'github' | 'gitlab' | 'gitea';

@@ -1,4 +1,4 @@
-// The dashboard's calls for issue 39: the models a person may choose, a session's model, and branching a
+// The dashboard's calls for choosing models: the models a person may choose, a session's model, and branching a
 // session at a message. Kept apart from api.ts, which stays the one transport.
 
 import { api } from './api';

@@ -1,4 +1,4 @@
-// The dashboard's calls for managing, searching and exporting sessions (issue 39), beside api.ts.
+// The dashboard's calls for managing, searching and exporting sessions, beside api.ts.
 import { api } from './api.js';
 import { listQuery, type ListView } from './sessions-list.js';
 
@@ -13,7 +13,7 @@ export interface ListedSession {
   pinned: boolean;
   archived: boolean;
   claimable?: boolean;
-  /** The code host's issue or pull request it was started from (issue 40). */
+  /** The code host's issue or pull request it was started from. */
   origin?: { url: string; label: string } | null;
 }
 

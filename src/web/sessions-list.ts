@@ -32,7 +32,7 @@ export function snippetPieces(snippet: string, highlights: Array<[number, number
 }
 
 /**
- * The link of a session a code host started (issue 40): the issue or pull request it came from. The URL
+ * The link of a session a code host started: the issue or pull request it came from. The URL
  * came in a webhook delivery (the host's payload), so only an http(s) URL becomes a link: never
  * `javascript:` or `data:`. Null: show the label without a link.
  */

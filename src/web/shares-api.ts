@@ -1,4 +1,4 @@
-// The dashboard's calls for sessions shared read-only and handed over (issue 39): src/http/routes/v1/session-shares.routes.ts.
+// The dashboard's calls for sessions shared read-only and handed over: src/http/routes/v1/session-shares.routes.ts.
 import { api } from './api';
 
 export type ShareMode = 'live' | 'as_of_now';

@@ -4,7 +4,7 @@ export interface Permissions {
   agents: { create: boolean; delete: boolean; configure: boolean; terminal?: boolean; code_host?: boolean; use_templates: string[] | '*' };
   memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
   tools: { allowed: string[] | '*'; denied: string[] };
-  /** The models the role may choose (issue 39); absent in documents older than it: every model. */
+  /** The models the role may choose; absent in documents older than it: every model. */
   models?: { allowed: string[] | '*' };
   admin: { manage_users: boolean; manage_roles: boolean; manage_templates: boolean; manage_providers: boolean; view_audit_log: boolean; manage_tenant: boolean };
   cost: { monthly_limit_usd?: number; per_request_limit_usd?: number };

@@ -59,7 +59,7 @@ describe(`role edits and tenant settings over the API (${DB_MODE})`, () => {
     expect(noTerminal.status).toBe(200);
     expect(noTerminal.json.role.permissions.agents).toEqual({ ...agents, terminal: false });
     expect((await patch(member, { permissions: { agents } })).json.role.permissions.agents.terminal).toBe(true);
-    // So may handing issues to agents from git hosts (issue 40), without touching the rest.
+    // So may handing issues to agents from git hosts, without touching the rest.
     const noCodeHost = await patch(member, { permissions: { agents: { ...agents, code_host: false } } });
     expect(noCodeHost.status).toBe(200);
     expect(noCodeHost.json.role.permissions.agents).toEqual({ ...agents, code_host: false });

@@ -144,7 +144,7 @@ describe(`admin API (${DB_MODE})`, () => {
       expect(all.json.entries[0]).toEqual({
         id: expect.any(String), ts: '2026-03-01T14:00:00.000Z', tenantId: acme.tenantId, userId: acme.ids.ada, actor: `user:${acme.ids.ada}`,
         action: 'tool.execute', target: 'bash', sessionId: null, channel: 'web', durationMs: 14,
-        // The actor by name and email (issue 39); the target is no person.
+        // The actor by name and email; the target is no person.
         actorPerson: { id: acme.ids.ada, name: 'ada', email: 'ada@acme.example' }, targetPerson: null,
       });
       expect((await q(`action=tool.execute&userId=${acme.ids.ada}`)).json.count).toBe(5);

@@ -6,7 +6,7 @@ import { githubDelivery } from '../fixtures/code-host-deliveries.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 
 /**
- * A git host's webhook through the admin API (issue 40): the secret comes back once and is stored
+ * A git host's webhook through the admin API: the secret comes back once and is stored
  * sealed, settings are checked, only admins of the host's tenant reach it, and the deliveries log reads
  * what the intake recorded.
  */

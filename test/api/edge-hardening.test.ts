@@ -56,7 +56,7 @@ function upload(url: string, size: number, headers: Record<string, string>, opts
 }
 
 /**
- * The HTTP edge as an attacker or a sloppy client meets it (issue 11): unreadable credentials, input
+ * The HTTP edge as an attacker or a sloppy client meets it: unreadable credentials, input
  * checked before anything reads it, and nothing that answers 500 or fills the log.
  */
 describe(`HTTP edge hardening (${DB_MODE})`, () => {

@@ -13,7 +13,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
 
 /**
- * MCP connectors end to end (issue 28, item 3): a real MCP server built with the official SDK on
+ * MCP connectors end to end: a real MCP server built with the official SDK on
  * loopback, requiring a bearer token, with two tools. A member's role may use one of them: the scripted
  * agent in a real sandbox calls it through the gateway host and gets its answer, audited with the user,
  * session, server and tool; the other tool is refused at the gateway; a role without the server has none

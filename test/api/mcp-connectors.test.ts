@@ -4,7 +4,7 @@ import { seedPeople } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * MCP connectors, the admin API (issue 28): registering servers with a sealed credential and per-role
+ * MCP connectors, the admin API: registering servers with a sealed credential and per-role
  * tool access; validation naming the field; admin.manage_providers only; secrets never returned; audited.
  * The database plays no part beyond storing rows: PostgreSQL only.
  */

@@ -8,7 +8,7 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
 import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
 
 /**
- * Memory the agent can use (issue 13, item 6), on the real sandboxed runtime with the scripted model:
+ * Memory the agent can use, on the real sandboxed runtime with the scripted model:
  * the model calls the memory tools the service offers over MCP on the runtime's gateway host; what it
  * saves is listed afterwards as the user's private memory with its provenance; a later turn's model
  * request carries the recalled memories as one delimited data block, never a quarantined one; and from
@@ -169,7 +169,7 @@ describe('memories: the agent\'s tools and injection, through a real runtime', {
     expect(shellMemory).toMatchObject({ visibility: 'private', source: 'agent', author: { id: acme.ids.mia }, sessionId: t5.sessionId, messageId: bashMessage!.info.id });
   });
 
-  // Issue 24, part 3: memories that reach other people's agents, through real turns.
+  // Memories that reach other people's agents, through real turns.
   /** The text of the last user message of a turn's first model request (the prompt and its memory blocks). */
   const userText = (t: Awaited<ReturnType<typeof turn>>) => {
     const user = t.requests[0].body.messages.filter((m: any) => m.role === 'user').at(-1);

@@ -9,7 +9,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
-/** GET /metrics (issue 16 item 4): protected by the service's own credentials, parses, and counts what happened. */
+/** GET /metrics: protected by the service's own credentials, parses, and counts what happened. */
 describe(`metrics (${DB_MODE})`, { timeout: 120_000 }, () => {
   let t: TestApp;
   let platform: FakeChatPlatform;

@@ -7,7 +7,7 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Every model call that reaches the provider is counted and capped, whatever the agent sends (issue 24).
+ * Every model call that reaches the provider is counted and capped, whatever the agent sends.
  * The agent can read its own gateway credential (its runtime's configuration, through the runtime's API
  * and the password every process of the sandbox can read), so it can call the gateway itself: streamed
  * without asking for usage, naming a session that runs no turn, in a loop. Real sandboxed runtime, the

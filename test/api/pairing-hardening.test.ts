@@ -5,7 +5,7 @@ import { runCli } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * The pairing lockout counts distinct wrong codes per caller and gateway (issue 11, finding 11), and
+ * The pairing lockout counts distinct wrong codes per caller and gateway, and
  * pairing data is kept per tenant (finding 15).
  */
 describe(`pairing: guessing limits per caller, tenant isolation (${DB_MODE})`, { timeout: 120_000 }, () => {

@@ -7,7 +7,7 @@ import { api, freePort, seedTenant, signToken, startTestApp, type TestApp } from
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Personal access tokens (issue 29, item 1): created by a signed-in person (or the operator), stored as a
+ * Personal access tokens: created by a signed-in person (or the operator), stored as a
  * hash, scoped, checked against the person's roles on every call, revoked at once, summarised in the audit log.
  */
 describe(`personal access tokens (${DB_MODE})`, () => {

@@ -7,7 +7,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 
 const KEY = 'sk-old-host-secret-0123456789';
 
-/** A stored provider key never follows a base-URL change to another host on its own (issue 11, finding 10). */
+/** A stored provider key never follows a base-URL change to another host on its own. */
 describe(`providers: the key and a new base URL (${DB_MODE})`, () => {
   let t: TestApp;
   let owner: string;

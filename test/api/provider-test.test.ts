@@ -9,7 +9,7 @@ const KEY = 'sk-good-key-0123456789abcdef';
 const BAD = 'sk-bad-key-9876543210fedcba';
 
 /**
- * POST /v1/admin/providers/:name/test (issue 27): one tiny call to the provider through the service's
+ * POST /v1/admin/providers/:name/test: one tiny call to the provider through the service's
  * own provider-calling code, reporting the provider's own error or success with latency; and GET
  * /v1/setup, the first-run state the sessions screen shows.
  */

@@ -5,7 +5,7 @@ import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpe
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * The runner admin routes (issue 26): runners serve every tenant, so only the appliance's operator (an
+ * The runner admin routes: runners serve every tenant, so only the appliance's operator (an
  * owner of the operator's tenant, or the API key) sees and drains them; any other tenant's owner gets 403.
  */
 describe(`runner admin routes (${DB_MODE})`, () => {

@@ -16,8 +16,8 @@ import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp,
 const PATCH_OP = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
 
 /**
- * A person deactivated by their identity provider (SCIM `active: false`) while their agent works (issue
- * 37, finding 7): against the real runtime in its sandbox, the scripted model and PostgreSQL. Their agent
+ * A person deactivated by their identity provider (SCIM `active: false`) while their agent works:
+ * against the real runtime in its sandbox, the scripted model and PostgreSQL. Their agent
  * in flight is stopped, a turn they had queued never runs, and a runtime that outlives the deactivation
  * (one the stop could not reach: here the very code path a runner's relay takes, with that runtime's own
  * credential) gets nothing from the gateway host: no model call, memory tool, git or MCP request.

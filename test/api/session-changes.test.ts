@@ -8,7 +8,7 @@ import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp,
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * What changed, undo and redo (issue 38) on real runtimes in real sandboxes: the service's own snapshots
+ * What changed, undo and redo on real runtimes in real sandboxes: the service's own snapshots
  * of the workspace before and after each turn (a confined walk into a store outside the sandbox; git only
  * on that store). PostgreSQL run only.
  */

@@ -6,7 +6,7 @@ import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp,
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Issue 39 on a real runtime in its sandbox: the model chosen for a session and for one turn is the one
+ * Choosing models on a real runtime in its sandbox: the model chosen for a session and for one turn is the one
  * the provider is asked for, the transcript and the usage digest name it, a model taken away between a
  * prompt and its sending fails the turn, and a branch of a session holds its messages up to the chosen
  * one and continues on its own. One app, one runtime. PostgreSQL run only.

@@ -3,7 +3,7 @@ import { api, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { seedPeople } from '../helpers/runtime.js';
 
 /**
- * Issue 39 without a runtime: the role allow-list of models (models.allowed), GET /v1/models, a session's
+ * Choosing models without a runtime: the role allow-list of models (models.allowed), GET /v1/models, a session's
  * and a prompt's model and their refusals (unknown, provider disabled or not applied, not allowed), and a
  * branch of someone else's session. Prompts are only accepted here (no worker sends them).
  */

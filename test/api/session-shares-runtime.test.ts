@@ -4,7 +4,7 @@ import { agentTurn, applyScriptedProvider, openSse, startRuntimeApp, type Runtim
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Shares and hand-over on real runtimes in real sandboxes (issue 39), in one app: a live follower sees a
+ * Shares and hand-over on real runtimes in real sandboxes, in one app: a live follower sees a
  * turn as it happens, an as-of-now viewer never sees later turns, a revoked share ends the follower's
  * stream, and a handed-over session continues in the teammate's own runtime with the files copied and the
  * earlier conversation given to their agent. PostgreSQL run only (the API rules are database-independent:

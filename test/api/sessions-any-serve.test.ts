@@ -9,7 +9,7 @@ import { openSse } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Issue 26 "Any serve, any session": the serve whose pool follows a user's runtime (A) handles its events
+ * Any serve, any session: the serve whose pool follows a user's runtime (A) handles its events
  * and every serve's SSE clients get the frames; a client moving from one serve to another with
  * Last-Event-ID gets exactly what it missed. On PostgreSQL, B is a second core and HTTP app on the same
  * database (another `aws serve`); embedded mode has one process, so there B is A.
@@ -156,7 +156,7 @@ describe(`any serve answers any session's stream (${DB_MODE})`, () => {
     expect(onB.events.map((e) => e.id)).toEqual(onA.events.map((e) => e.id));
   });
 
-  it('a revoked share ends a follower\'s stream on the other serve at once; the owner\'s stream goes on (issue 39)', async () => {
+  it('a revoked share ends a follower\'s stream on the other serve at once; the owner\'s stream goes on', async () => {
     const { rows } = await a.opened.db.query<{ id: string }>(`insert into users (tenant_id, handle, email, display_name) values ($1, 'vera', 'vera@anyserve.example', 'Vera') returning id`, [owner.tenantId]);
     await a.opened.db.query(`insert into user_roles (tenant_id, user_id, role_id, assigned_by) select $1, $2, id, 'test' from roles where tenant_id = $1 and name = 'member'`, [owner.tenantId, rows[0].id]);
     const vera = await signToken(a, { sub: rows[0].id, tid: owner.tenantId, roles: ['member'] });

@@ -3,7 +3,7 @@ import { SESSION_EVENTS_CHANNEL } from '../../src/core/sessions/session-stream.j
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
-/** Concurrent deletes of one session: exactly one wins (issue 11, finding 13); concurrent first creates all succeed. */
+/** Concurrent deletes of one session: exactly one wins; concurrent first creates all succeed. */
 describe(`sessions: concurrent deletes and creates (${DB_MODE})`, () => {
   let t: TestApp;
   let token: string;

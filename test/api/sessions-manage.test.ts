@@ -8,7 +8,7 @@ import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpe
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Managing, searching and exporting sessions (issue 39 items 1, 2, 6) on both databases, without a
+ * Managing, searching and exporting sessions on both databases, without a
  * runtime: sessions are made through the API, their search index written through the repo as a turn's
  * end writes it (the turn itself: sessions-turn.test.ts). Each route refuses another person of the
  * tenant and another tenant with 404, and a search never returns anything of theirs.

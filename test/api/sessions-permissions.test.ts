@@ -89,8 +89,8 @@ function toolStates(events: SseEvent[]): string[] {
 }
 
 /**
- * Every tool opencode 1.18.33 lets ask is answerable with once, always and reject (issue 11,
- * finding 20): the runtime's own list of pending requests answers 400 while a request with an unset
+ * Every tool opencode 1.18.33 lets ask is answerable with once, always and reject:
+ * the runtime's own list of pending requests answers 400 while a request with an unset
  * metadata field is pending (webfetch, glob, grep), so replies are checked against our own record.
  * PostgreSQL run only (the real runtime; the database plays no part in what is checked here).
  */

@@ -9,7 +9,7 @@ const LAST = `word${WORDS - 1}`;
 
 type Messages = Array<{ info: any; parts: Array<Record<string, any>> }>;
 
-/** Stopping a running turn and withdrawing a queued one (issue 38), on real runtimes with the scripted model. */
+/** Stopping a running turn and withdrawing a queued one, on real runtimes with the scripted model. */
 describe('stopping a turn', () => {
   let r: RuntimeApp;
   let people: Awaited<ReturnType<typeof seedPeople>>;

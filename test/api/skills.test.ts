@@ -8,7 +8,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * Learned skills (issue 15) on the real sandboxed runtime with the scripted model: turns are recorded
+ * Learned skills on the real sandboxed runtime with the scripted model: turns are recorded
  * as trajectories, similar successful ones become one proposed skill written by the tenant's model,
  * promotion puts it in front of every user's agent of the tenant (and nobody else's), deprecation
  * takes it away, and a skill a workspace carries never loads.
@@ -311,7 +311,7 @@ describe.runIf(DB_MODE === 'postgres')('learned skills through real runtimes', {
     const audit = (await api(r.t, 'GET', '/v1/admin/audit-log?limit=500', { token: tokens.owner })).json.entries;
     expect(audit.find((e: any) => e.action === 'skill.deprecate')).toMatchObject({ target: `skill:${skillId}` });
   });
-  it('one member\'s words never reach another through a skill: a victim\'s turn and the attacker\'s two similar turns asking to "quote each request verbatim" (issue 24)', async () => {
+  it('one member\'s words never reach another through a skill: a victim\'s turn and the attacker\'s two similar turns asking to "quote each request verbatim"', async () => {
     const other = await seedTenant(r.t, 'initech', [
       { handle: 'vera', roles: ['member'] },
       { handle: 'mal', roles: ['member'] },

@@ -8,7 +8,7 @@ import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * Files (issue 38, item 4) through every route, with a runtime on serve and one on a runner host: what the
+ * Files through every route, with a runtime on serve and one on a runner host: what the
  * agent wrote is listed, read and archived; what a hostile agent planted (links and hard links to files
  * outside, a link to another person's workspace) never makes the service read or write outside; uploads
  * land as the sandbox's user would write them and the agent reads them in its next turn.

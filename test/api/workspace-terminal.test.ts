@@ -6,7 +6,7 @@ import { api, signInAs } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * The workspace terminal (issue 38, item 5): a shell in the person's own sandbox through
+ * The workspace terminal: a shell in the person's own sandbox through
  * GET /v1/workspace/terminal, on real runtimes in real sandboxes (and once on a runner host).
  */
 interface Term {

@@ -12,7 +12,7 @@ import { median, percentile, report } from './bench-utils.js';
 import { openStream, setUp } from './in-process-serve.js';
 
 /**
- * What the service's snapshots cost, and how fast the service answers what changed (issue 38).
+ * What the service's snapshots cost, and how fast the service answers what changed.
  *
  * The workspace: 1,000 text files, 50 MB, in 20 folders. A turn is 50 tool calls, one per model step: a
  * read and an edit of each of 20 files, and 10 more reads.

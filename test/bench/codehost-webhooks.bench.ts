@@ -32,7 +32,7 @@ const PER_MINUTE = Number(process.env.BENCH_CODEHOST_PER_MINUTE ?? 100);
 const PEOPLE = 10;
 
 /**
- * Code-host webhooks (issue 40), on PostgreSQL, with no job worker (the queue holds what the intake
+ * Code-host webhooks, on PostgreSQL, with no job worker (the queue holds what the intake
  * queued: nothing runs):
  *
  * 1. a delivery accepted: a GitHub `issue_comment` signed with the host's secret, by a person mapped
@@ -228,7 +228,7 @@ const when = (x: number) => (Number.isNaN(x) ? `none within ${ANSWER_WAIT_MS / 1
 const ms = (xs: number[]) => `${median(xs).toFixed(0)} / ${percentile(xs, 95).toFixed(0)} / ${Math.max(...xs).toFixed(0)}`;
 
 /**
- * 3. The "working on it" answer (issue 40: ≤ 2 s after the delivery with a warm runtime). The app as serve
+ * 3. The "working on it" answer (≤ 2 s after the delivery with a warm runtime). The app as serve
  * runs it, in this process, on PostgreSQL: its job worker and the person's real sandboxed runtime (opencode
  * in bwrap), the scripted model on loopback, and a code host on loopback (its REST in GitHub's shape and
  * git http-backend on one port, test/fixtures/code-host-api.ts) with bare repositories. The admin turns the

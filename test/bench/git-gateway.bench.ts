@@ -19,7 +19,7 @@ const ROUNDS = 3;
 const listen = (s: http.Server) => new Promise<string>((resolve) => s.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(s.address() as AddressInfo).port}`)));
 
 /**
- * Issue 28: a clone of a 50 MB repository (incompressible files) through the git gateway against a
+ * A clone of a 50 MB repository (incompressible files) through the git gateway against a
  * direct clone from the same server (with the credential given to git directly), alternating, median of
  * three each. Target: ≤ 1.2× the direct clone.
  */

@@ -14,7 +14,7 @@ import { median, report } from './bench-utils.js';
 import { openStream, setUp, type Setup } from './in-process-serve.js';
 
 /**
- * One agent cannot take the host from everyone else (issue 37): another person's turn beside a hostile
+ * One agent cannot take the host from everyone else: another person's turn beside a hostile
  * agent, against the same turn alone, in the same run. The hostile agent allocates 8 GiB, forks 5,000
  * processes, writes past its workspace quota, or burns every core (16 busy loops); the other person's turn
  * is real work in their own runtime (a bash tool call that computes for a moment and writes a file, then an

@@ -14,7 +14,7 @@ import { loadAvg } from './agent-bench-utils.js';
 import { median, percentile, report, scratchDatabase } from './bench-utils.js';
 
 /**
- * Long-term memories (issue 13, "Performance"), through the real service and repository code:
+ * Long-term memories, through the real service and repository code:
  *
  * 1. PostgreSQL, ROWS memories in one tenant (USERS users in teams, a mix of kinds, visibilities and
  *    statuses, generated prose over TOPICS topics so full-text has selectivity), DIMS-dimensional vectors

@@ -15,7 +15,7 @@ const PROMPTS = Number(process.env.BENCH_INJECTION_PROMPTS ?? 300);
 const WORDS = 'deploy friday tabs spaces golang python review release database migration index backup staging production latency cache token budget invoice customer onboarding kubernetes docker terraform'.split(' ');
 
 /**
- * What memory injection adds to a turn's start (issue 13: ≤ 20 ms p95 on prompt → runtime dispatch), on
+ * What memory injection adds to a turn's start (≤ 20 ms p95 on prompt → runtime dispatch), on
  * PostgreSQL, full-text mode (no embedder: an embedder's own latency is the provider's). The turn runner
  * starts the recall when it takes the turn and awaits it just before dispatch, alongside acquiring and
  * preparing the runtime, so what it adds is at most the recall's own time (and zero when preparation takes

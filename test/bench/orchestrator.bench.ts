@@ -5,7 +5,7 @@ import { median, percentile, report } from './bench-utils.js';
 import { get, newSession, openStream, post, setUp, type Setup, type Stream } from './in-process-serve.js';
 
 /**
- * Orchestration (issue 14, "Performance"), in one process as `aws serve` runs it with its worker
+ * Orchestration, in one process as `aws serve` runs it with its worker
  * (PostgreSQL, the user's real sandboxed runtime, the scripted model on loopback answering by content):
  *
  * 1. Diamond (A -> B, C -> D) with scripted model times A 2 s, B 4 s, C 4 s, D 2 s: the time from A's

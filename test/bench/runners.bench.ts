@@ -13,7 +13,7 @@ import { personTurn, type Member } from './bench-members.js';
 import { setUp, type Setup } from './in-process-serve.js';
 
 /**
- * Runner hosts (issue 26), each figure against the same thing on one host in the same run: a control plane
+ * Runner hosts, each figure against the same thing on one host in the same run: a control plane
  * whose agents run on `aws runner` processes (dialling it over loopback: the channel, the relay and the
  * tunnel are the same code across machines; the multi-host test runs them in network namespaces) against
  * `aws serve` running the agents itself.

@@ -16,7 +16,7 @@ import { apiOf, applyScriptedModel, configValue, loadAvg, onCpu1, removeDir, run
 import { benchMembers, personTurn, type TurnTimes } from './bench-members.js';
 
 /**
- * A runtime's cold path, from exec to its first streamed text, per variant of its start (issue 41 part 4:
+ * A runtime's cold path, from exec to its first streamed text, per variant of its start (target:
  * cold API prompt -> first text <= 3 s p50). Each sample is one sandboxed runtime started as the service
  * starts it (createRuntimeLauncher: bwrap, the socat bridges, runtimeEnv), then what the service does at a
  * cold prompt: its managed configuration written (a provider on the gateway host, the memory MCP server,
@@ -68,9 +68,9 @@ let preparedDb: string | null = null;
 
 /**
  * The variants. JavaScriptCore's options are read from BUN_JSC_<name> (OptionsList.h). runtimeEnv turns
- * the FTL off (issue 41): `with-ftl` is the runtime as it was before, the baseline of that change.
+ * the FTL off: `with-ftl` is the runtime as it was before, the baseline of that change.
  *
- * Tried and not kept (issue 41, figures in the README): without the DFG too (only the baseline JIT): the
+ * Tried and not kept (figures in the README): without the DFG too (only the baseline JIT): the
  * start as fast as without the FTL, turns of 2000 words +57 %; the DFG later (10x its warm-up
  * thresholds): no faster start; the baseline JIT sooner (thresholdForJITAfterWarmUp 100, JITSoon 20) or
  * later (2000, 400) on top of no FTL: no better than no FTL alone; TZ set (a strace showed ICU reading

@@ -14,7 +14,7 @@ import { loadAvg, onCpu1, processTree, removeDir, startOpencode, stopAll, track 
 
 /**
  * What an idle agent runtime costs after one turn, and how much of it knobs of its environment take back
- * (issue 25 part 1: target <= 250 MB PSS with its bwrap and socat, <= 1 % of a core idle).
+ * (target <= 250 MB PSS with its bwrap and socat, <= 1 % of a core idle).
  *
  * Per variant (the runtime's environment, runtimeEnv, plus the variant's extra variables), RUNS bare
  * `opencode serve` (the binary the service ships, no sandbox, no service), each: exec -> health check;

@@ -22,7 +22,7 @@ const PAGEOUT_S = Number(process.env.BENCH_PAGEOUT_AFTER_S ?? 45);
 const ALGORITHM = process.env.BENCH_PAGEOUT_ZRAM_ALG ?? 'lzo-rle';
 /** How long idle CPU is read while every runtime is paged out. */
 const IDLE_MS = Number(process.env.BENCH_PAGEOUT_IDLE_MS ?? 15_000);
-/** Targets (issue 41). */
+/** Targets. */
 const HELD_TARGET_KB = 60 * 1024;
 const PAGED_OVER_MODEL_TARGET_MS = 800;
 const FROZEN_OVER_MODEL_TARGET_MS = 300;
@@ -40,7 +40,7 @@ function poolRatio(zram: ZramSwap): number {
 const memAvailableKb = () => Number(/^MemAvailable:\s+(\d+) kB/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? NaN);
 
 /**
- * Idle runtimes paged out to compressed swap (issue 41's targets), on `aws serve` (PostgreSQL, worker in
+ * Idle runtimes paged out to compressed swap (the targets below), on `aws serve` (PostgreSQL, worker in
  * serve) with a zram swap the bench sets up (lzo-rle by default, BENCH_PAGEOUT_ZRAM_ALG; removed after) and short timings (frozen after FREEZE_S,
  * paged out PAGEOUT_S later). N people take a first turn each, side by side; once their runtimes are
  * frozen, what each holds of the host's memory is read (PSS of its sandbox's processes: the baseline,

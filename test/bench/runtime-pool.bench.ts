@@ -29,7 +29,7 @@ const PREPARED = Number(process.env.BENCH_RUNTIME_PREPARED ?? 5);
 const TYPING_MS = 5000;
 /** Users (of the first USERS) who take a second turn once their runtime is frozen. */
 const WARM = Math.min(USERS - 1, Number(process.env.BENCH_RUNTIME_WARM ?? 5));
-/** Targets (issue 25). */
+/** Targets. */
 const COLD_TEXT_TARGET_MS = 3000;
 const COLD_EVENT_TARGET_MS = 1500;
 const PREPARED_TEXT_TARGET_MS = 800;
@@ -63,7 +63,7 @@ const idleCpu = (pids: number[]) => cpuShare(pids, IDLE_MS);
 const stats = (xs: number[]) => `${median(xs).toFixed(0)} / ${percentile(xs, 90).toFixed(0)} / ${Math.max(...xs).toFixed(0)}`;
 
 /**
- * Per-user runtimes on PostgreSQL, from a person's side (issue 25's targets):
+ * Per-user runtimes on PostgreSQL, from a person's side (the targets above):
  *  - cold: USERS users one after another, each prompting with nothing running (an API client): prompt ->
  *    the first event they see (the service's own `runtime.starting` included), the runtime's first event,
  *    and the first streamed word of the answer;

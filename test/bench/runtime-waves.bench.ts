@@ -18,9 +18,9 @@ import { benchMembers, modelFirstWordMs, personTurn, type TurnTimes } from './be
  * With BENCH_WAVES_ZRAM=1 (the default as root) the bench sets up a zram swap first (lzo-rle, sized
  * BENCH_WAVES_ZRAM_GB, by default twice the host's memory: a paged-out runtime stores ~300 MB in it and
  * holds a fraction of that in RAM; removed after), and serve pages idle runtimes out after
- * BENCH_WAVES_PAGEOUT_S frozen (30 s here, instead of serve's 5 min, so the waves see it). Target (issue
- * 41): no turn fails, and at least 150 idle people stay resident (frozen or paged out; 60 without zram,
- * issue 34), counted at the end; AGAIN people of the first wave, paged out by then, take another turn
+ * BENCH_WAVES_PAGEOUT_S frozen (30 s here, instead of serve's 5 min, so the waves see it). Target:
+ * no turn fails, and at least 150 idle people stay resident (frozen or paged out; 60 without zram),
+ * counted at the end; AGAIN people of the first wave, paged out by then, take another turn
  * that must not start their runtime again. Baseline in the same run: the scripted model's own time to
  * its first word. The figures of a 150 and a 200 run belong in the README (run them on a quiet host).
  *   npm run bench -- runtime-waves   (BENCH_WAVES_USERS, _WAVE, _ZRAM, _ZRAM_GB, _PAGEOUT_S, _AGAIN)
@@ -31,7 +31,7 @@ const ZRAM = (process.env.BENCH_WAVES_ZRAM ?? (process.getuid?.() === 0 ? '1' : 
 const ZRAM_BYTES = Number(process.env.BENCH_WAVES_ZRAM_GB ?? (2 * totalmem()) / 1024 ** 3) * 1024 ** 3;
 const PAGEOUT_S = Number(process.env.BENCH_WAVES_PAGEOUT_S ?? 30);
 const AGAIN = Math.min(Number(process.env.BENCH_WAVES_AGAIN ?? 10), WAVE, USERS);
-/** Idle people resident at the end (frozen or paged out): issue 41 with swap, issue 34 without; a smaller run, all of them. */
+/** Idle people resident at the end (frozen or paged out): with swap, and without; a smaller run, all of them. */
 const RESIDENT_TARGET = Math.min(ZRAM ? 150 : 60, USERS);
 
 const mb = (kb: number) => `${(kb / 1024).toFixed(0)} MB`;
@@ -149,7 +149,7 @@ export async function runtimeWaves(): Promise<boolean> {
     const failed = all.length - done.filter((t) => !t.failed).length;
     const waited = done.filter((t) => t.said.includes('runtime.waiting')).length;
     const cold = done.filter((t) => t.said.includes('runtime.starting'));
-    // With swap, the idle people still resident once the waves are over; without, the peak (issue 34's measure).
+    // With swap, the idle people still resident once the waves are over; without, the peak (the measure without swap).
     const residentCounted = zram ? running.length : peakResident;
     const ok = failed === 0 && againFailed === 0 && residentCounted >= RESIDENT_TARGET && (!zram || againCold === 0);
     const errors = [...new Set(all.map((t) => ('error' in t ? t.error : t.failed)).filter(Boolean))].slice(0, 3);

@@ -10,7 +10,7 @@ import { loadAvg } from './agent-bench-utils.js';
 import { median, percentile, report, scratchDatabase } from './bench-utils.js';
 
 /**
- * Sessions people can manage and search (issue 39, Targets), through the real service and repository code:
+ * Sessions people can manage and search, through the real service and repository code:
  *
  * 1. Search over SESSIONS sessions of one person with MESSAGES messages (20 per session, prompts and
  *    answers of 10-40 words over a vocabulary of ~4,300 words with a skewed (Zipf-like) frequency, so some

@@ -5,7 +5,7 @@ import { median, percentile, report } from './bench-utils.js';
 import { openStream, setUp, type Setup } from './in-process-serve.js';
 
 /**
- * Learned skills (issue 15, "Performance"), in one process as `aws serve` runs it with its worker
+ * Learned skills, in one process as `aws serve` runs it with its worker
  * (PostgreSQL, real sandboxed runtimes, the scripted model on loopback):
  *
  * 1. Third similar trajectory -> `proposed` skill: from the end of the third similar successful turn (its

@@ -4,7 +4,7 @@ import { loadAvg } from './agent-bench-utils.js';
 import { newSession, openStream, post, setUp } from './in-process-serve.js';
 
 /**
- * Stopping a turn (issue 38): a turn streaming a long answer is stopped through the API; measured from the
+ * Stopping a turn: a turn streaming a long answer is stopped through the API; measured from the
  * stop request to the stream's `turn.stopped`, and to the runtime's own end of the turn (`session.idle`),
  * then the next prompt's first text. Baselines in the same run, on the same runtime and session: opencode's
  * own abort called directly on the runtime (the service's runtime client, as the stop route calls it) up

@@ -5,7 +5,7 @@ import { median, percentile, report } from './bench-utils.js';
 import { setUp } from './in-process-serve.js';
 
 /**
- * The workspace terminal (issue 38): keystroke echo through the service on loopback, the browser's path
+ * The workspace terminal: keystroke echo through the service on loopback, the browser's path
  * (a WebSocket to `aws serve`, which passes each keystroke to the runtime's pty over its Unix socket and
  * the echo back), against the same keystrokes sent straight to opencode's pty WebSocket on that Unix
  * socket (the baseline: what the service adds is the difference), in the same run, on the same shell

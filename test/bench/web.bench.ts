@@ -11,7 +11,7 @@ import { newSession, setUp } from './in-process-serve.js';
 
 
 /**
- * The web dashboard (issue 16, "Performance"), in Debian's headless Chromium against the real app (a real
+ * The web dashboard, in Debian's headless Chromium against the real app (a real
  * runtime in its sandbox, the scripted model; test/bench/in-process-serve.ts), signed in by cookie:
  * 1. JavaScript shipped: the app's own code and the vendored library (Preact), gzip, from the build's
  *    sizes.json (esbuild's metafile split by input); targets 60 KB and 20 KB.

@@ -8,7 +8,7 @@ import { median, report, scratchDatabase, startServe } from './bench-utils.js';
 import { configValue, cpuMs, dumpLogs, loadAvg, removeDir, rssKb, stopAll, track } from './agent-bench-utils.js';
 
 /**
- * A workspace downloaded as an archive through `aws serve`'s HTTP API (issue 38): GET /v1/workspace/archive
+ * A workspace downloaded as an archive through `aws serve`'s HTTP API: GET /v1/workspace/archive
  * of a 200 MB workspace (150 files of 1 MiB and 5,000 of 10 KiB, random bytes), read to its end by a
  * client on loopback. Figures: throughput (MB/s), serve's RSS growth while it streams (its peak, sampled
  * every 20 ms, less its RSS just before), serve's CPU per run. Baseline in the same run: `tar -c` of the

@@ -146,7 +146,7 @@ describe(`connector git commands (${DB_MODE})`, { timeout: 120_000 }, () => {
     expect(row).toMatchObject({ oauth: null, oauthSecret: null, mode: 'off' });
   });
 
-  /** `aws connector git webhook` (issue 40): the secret printed once and stored sealed, settings checked, the deliveries listed. */
+  /** `aws connector git webhook`: the secret printed once and stored sealed, settings checked, the deliveries listed. */
   it("turns a host's webhook on, prints the secret once, rotates it, sets what triggers a run", async () => {
     const add = await run(['connector', 'git', 'add', 'hooks', '--base-url', 'https://github.com', '--token-stdin', '--access', 'role:member=acme/*'], TOKEN);
     expect(add.code, add.stderr).toBe(0);

@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config/load-config.js';
 import { runCli, runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
-/** Local demo mode stays on one machine: serve, init and the config refuse it elsewhere (issue 11, finding 1). */
+/** Local demo mode stays on one machine: serve, init and the config refuse it elsewhere. */
 describe(`demo mode only on loopback, without an identity provider (${DB_MODE})`, () => {
   let env: TestEnv;
   const dbFlags = () => (env.databaseUrl ? ['--database-url', env.databaseUrl] : []);

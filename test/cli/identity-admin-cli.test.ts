@@ -5,7 +5,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 
 /**
  * `aws scim token create|list|revoke` and `aws retention show|set|run` run in-process (the built CLI): what an
- * operator setting up provisioning and a retention policy from a terminal sees (issue 29).
+ * operator setting up provisioning and a retention policy from a terminal sees.
  */
 describe(`SCIM token and retention commands (${DB_MODE})`, { timeout: 120_000 }, () => {
   let t: TestApp;

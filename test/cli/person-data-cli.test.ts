@@ -9,7 +9,7 @@ import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 const lines = (s: string) => s.split('\n').filter(Boolean);
 
-/** `aws user export` and `aws user erase` run in-process (a person's data on request, issue 29). */
+/** `aws user export` and `aws user erase` run in-process (a person's data on request). */
 describe(`user export / erase commands (${DB_MODE})`, { timeout: 120_000 }, () => {
   let env: TestEnv;
   let host: Awaited<ReturnType<typeof openDatabase>> | undefined;

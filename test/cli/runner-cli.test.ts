@@ -9,7 +9,7 @@ import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 const SLOW = { timeout: 180_000 };
 
 /**
- * The runner commands (issue 26) run in-process (the built CLI): tokens (shown once, listed without themselves,
+ * The runner commands run in-process (the built CLI): tokens (shown once, listed without themselves,
  * revoked), and runners listed, drained, resumed and removed. A runner is registered by writing its row,
  * as the control plane does when `aws runner` connects (the channel is tested in runner-remote.test.ts).
  */

@@ -221,7 +221,7 @@ describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {
     expect(withHost.runtime.max).toBe(54);
     expect((await run(['runtime', 'status'])).stdout).toMatch(/box-1 \(serve pid 4242\): 12 of 54 resident \(9 frozen, 4 of them paged out, 1 starting, 2 with a turn\), 3\.0 GB held by runtimes, 16\.0 GB of 24\.0 GB available; idle runtimes frozen \(cgroup2\)/);
 
-    // Which limits hold there, and why not the others (issue 37); who is near one (runtime_usage), the
+    // Which limits hold there, and why not the others; who is near one (runtime_usage), the
     // workspace's people only.
     const limits = {
       memory: 'cgroup1', memoryMaxBytes: 4294967296, processes: 'cgroup1', processesMax: 1024, cpu: null, tmpBytes: 1073741824, disk: 'measured',

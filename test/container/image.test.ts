@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 
 /**
- * The appliance's container image (issue 27): built from Debian's packages by templates/container/build.sh,
+ * The appliance's container image: built from Debian's packages by templates/container/build.sh,
  * it starts, answers /readyz with the agents' sandbox on, passes `aws runtime probe` inside, and runs a
  * turn against the scripted model on the host; compose.yaml brings it up with PostgreSQL (pgvector) and
  * does the same. Run with `npm run test:image` (builds first); root and podman needed.

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-// The container image test (issue 27): outside the default projects because building the images takes
+// The container image test: outside the default projects because building the images takes
 // minutes. `npm run test:image` builds them (templates/container/build.sh, root and podman needed) and runs it.
 export default defineConfig({
   root: fileURLToPath(new URL('../..', import.meta.url)),

@@ -9,12 +9,12 @@ import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpe
 import { launchChromium, shoot } from '../helpers/browser.js';
 
 /**
- * Admin → Git hosts and Admin → MCP servers in a real headless Chromium (issue 28), one app and one
+ * Admin → Git hosts and Admin → MCP servers in a real headless Chromium, one app and one
  * browser for both: each connector registered with its token, a refusal shown at its field, the access
  * edited, disabled and removed, as a person would; the token never comes back to the page. The API tokens
- * screen (issue 29) shares the app and the browser (its own tenant and context): a file of its own cost a
+ * screen shares the app and the browser (its own tenant and context): a file of its own cost a
  * CI run an app and a Chromium start for one test. So do a git host's webhook panel and the sessions
- * list's mark of a session a code host started (issue 40).
+ * list's mark of a session a code host started.
  */
 describe('the dashboard connector tabs and API tokens screen in Chromium', () => {
   let browser: Browser;
@@ -243,7 +243,7 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
   });
 
   /**
-   * The "API tokens" screen (issue 29): a member creates a token with the scopes they hold (admin is not
+   * The "API tokens" screen: a member creates a token with the scopes they hold (admin is not
    * offered), sees and copies the value once, uses it, sees its last use, revokes it.
    */
   it('API tokens: creates a token shown once with a copy button, lists its last use, revokes it', async () => {
@@ -292,7 +292,7 @@ describe('the dashboard connector tabs and API tokens screen in Chromium', () =>
   });
 
   /**
-   * A git host's webhook (issue 40): turned on in the host's panel, the URL and the secret shown once (gone
+   * A git host's webhook: turned on in the host's panel, the URL and the secret shown once (gone
    * after a reload, never in the page again), a test delivery through the real intake listed as "test",
    * and a comment delivery signed as GitHub signs it, by someone nobody mapped, listed as refused.
    */

@@ -8,7 +8,7 @@ const DESKTOP = { width: 1280, height: 900 };
 const ADMIN_TABS = ['users', 'teams', 'audit', 'usage', 'providers', 'embedder', 'gateways', 'git', 'mcp', 'templates', 'roles', 'limits', 'sign-in', 'egress'];
 
 /**
- * The dashboard wherever people are (issue 39, item 7): every screen at a phone's width (390 x 844) and a
+ * The dashboard wherever people are: every screen at a phone's width (390 x 844) and a
  * desktop's (1280 x 900) in real Chromium, as a new administrator meets them: no sideways scroll of the
  * page, no console error, no uncaught exception, every `pattern` a valid expression for the browser; the
  * navigation behind a Menu button on the phone; the composer keeping its width; each form's refusal
@@ -398,7 +398,7 @@ describe('the dashboard at 390 and 1280 px wide', () => {
       await page.goto(`${t.url}/#/sessions/${crypto.randomUUID()}`);
       await page.getByText('Not found: it may have been deleted, or it is not yours.').waitFor();
       await shoot(page, '15-session-not-found');
-      // What the person may do with it is asked first (GET /v1/sessions/:id/access, issue 39): a 404 there
+      // What the person may do with it is asked first (GET /v1/sessions/:id/access): a 404 there
       // opens no stream at all. The stream would be opened as the chat renders (src/web/api.ts follow()), so
       // one asked for is seen within a second of the note; the 6 s of retries after it need no waiting for:
       // the first request fails the test.

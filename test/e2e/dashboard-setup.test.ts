@@ -15,7 +15,7 @@ const KEY = 'sk-right-key-0123456789abcdef';
 const WRONG = 'sk-wrong-key-fedcba9876543210';
 
 /**
- * Setting a workspace up in the dashboard only (issue 27, item 1): a fresh tenant with nothing set up
+ * Setting a workspace up in the dashboard only: a fresh tenant with nothing set up
  * shows its first-run checklist (a member is told who to ask, the owner gets links), the owner adds a
  * provider with a key the provider refuses (the test says so in the provider's words), rotates it, tests
  * again, picks the default model and applies it, and the first prompt is answered by the scripted model.
@@ -182,7 +182,7 @@ describe('setting a workspace up in the dashboard', () => {
     await expect.poll(() => page.getByTestId('runtime-readiness').innerText(), { timeout: 20_000 }).toMatch(/^ready/);
     // Who applied it, by name and email (not user:<uuid>).
     expect(await page.getByTestId('applied').innerText()).toMatch(/^Applied: scripted\/fake-model with scripted, .+ by Olive Owner \(owner@acme\.example\)\./);
-    // Set-up complete: the owner's runtime starts and prepares now, before any prompt (issue 39), so the
+    // Set-up complete: the owner's runtime starts and prepares now, before any prompt, so the
     // first answer does not pay the cold start.
     const ownersRuntimes = async () => (await t.opened.db.query(`select count(*)::int as n from agent_runtimes where user_id = $1`, [acme.ids.owner])).rows[0].n;
     await expect.poll(ownersRuntimes, { timeout: 30_000, interval: 200 }).toBe(1);
@@ -315,7 +315,7 @@ describe('setting a workspace up in the dashboard', () => {
   });
 
   /**
-   * The dashboard's other setup screens (issue 27, item 1): templates, custom roles, cost limits per role,
+   * The dashboard's other setup screens: templates, custom roles, cost limits per role,
    * egress rules and chat gateways, each done as a person would (click, type, reload) and checked where it
    * matters: listed after a reload, the API's refusal shown, the audit log holding the entry, the setting
    * taking effect. Each person is signed in by their access cookie (the sign-in itself is
@@ -549,7 +549,7 @@ describe('setting a workspace up in the dashboard', () => {
       const scim = (token: string) => fetch(`${t.url}/scim/v2/Users?count=1`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
       expect(await scim(value)).toBe(200);
       const row = page.getByTestId('scim-token-entra');
-      // Who minted it, by name and email (issue 39), not user:<uuid>.
+      // Who minted it, by name and email, not user:<uuid>.
       await expect.poll(() => row.innerText()).toMatch(/by .+ <owner@acme-admin\.example>/);
       expect(await row.innerText()).toMatch(/active[\s\S]*expires /);
       const listed = (await api(t, 'GET', '/v1/admin/scim/tokens', { token: ownerToken })).json.tokens.find((x: { name: string }) => x.name === 'entra');
@@ -641,7 +641,7 @@ describe('setting a workspace up in the dashboard', () => {
       // The suggested address is this test's http one: the API refuses it, and the page says why.
       const webhook = page.getByRole('form', { name: 'Register the webhook of acme_bot' });
       await webhook.getByRole('button', { name: 'Register webhook' }).click();
-      // Under the address, in plain words (issue 39).
+      // Under the address, in plain words.
       await webhook.locator('.field-error', { hasText: 'must use https' }).waitFor();
       await webhook.locator('input[name=webhookUrl]').fill('https://8.8.8.8/agentws/hook');
       await webhook.getByRole('button', { name: 'Register webhook' }).click();
@@ -662,7 +662,7 @@ describe('setting a workspace up in the dashboard', () => {
     });
 
     /**
-     * The session list at a phone's width (390 x 844) and a desktop's (issue 39; dashboard-sessions-manage
+     * The session list at a phone's width (390 x 844) and a desktop's (dashboard-sessions-manage
      * .test.ts until it joined this file's app and browser, which its own start-up cost more than its two
      * tests): rename, pin, archive and restore, the filter, more pages, and the search box with its
      * snippets. No runtime: sessions are made through the API and their text indexed through the repo, as
@@ -707,7 +707,7 @@ describe('setting a workspace up in the dashboard', () => {
       });
 
       const row = (title: string) => page.getByTestId('session-row').filter({ hasText: title });
-      // The list's own content fits the width (the header's wrapping at 390 px is the phone-width work's: issue 39 item 7).
+      // The list's own content fits the width (the header's wrapping at 390 px is the phone-width work's).
       const noSideScroll = () =>
         page.evaluate(() => {
           const w = globalThis as any;

@@ -35,8 +35,8 @@ const ANSWER = [
 ].join('\n');
 
 /**
- * A person's workspace in the dashboard, in a real headless Chromium (issue 38): the Files tab, the Changes
- * tab with undo and redo, sharing the session (issue 39), the Terminal tab, and the chat's answers and Stop
+ * A person's workspace in the dashboard, in a real headless Chromium: the Files tab, the Changes
+ * tab with undo and redo, sharing the session, the Terminal tab, and the chat's answers and Stop
  * button; a real runtime in its sandbox. One app, one runtime and one Chromium for all of them: each start-up costs ~30 s of a CI run's
  * time on 2 cores, what the four used to pay apiece. Each part has its own browser context (a fresh
  * profile, as before) and its own sessions. They all act as the same member, mia, so they share her
@@ -181,7 +181,7 @@ describe('a person\'s workspace in the dashboard (files, changes, terminal, answ
   });
 
   /**
-   * Sharing (issue 39; dashboard-shares.test.ts until it joined this file, which has the runtime and the
+   * Sharing (dashboard-shares.test.ts until it joined this file, which has the runtime and the
    * person it needs: mia, whose runtime already runs): the owner shares from the Share dialog (at 1280
    * px), a teammate on a phone's width (390 px) finds the session under "Shared with me", follows a turn
    * live read-only, and sees the stream end when the owner revokes; then the owner hands the session over
@@ -451,7 +451,7 @@ describe('a person\'s workspace in the dashboard (files, changes, terminal, answ
       await shoot(page, 'chat-markdown');
     });
 
-    it('chooses the session\'s model by the composer, names it on the answer, and branches from an answer (issue 39)', async () => {
+    it('chooses the session\'s model by the composer, names it on the answer, and branches from an answer', async () => {
       const models = [{ id: 'fake-model', contextLimit: 32000, outputLimit: 4096 }, { id: 'fake-big', name: 'Fake Big', contextLimit: 64000, outputLimit: 4096 }];
       expect((await api(r.t, 'PATCH', '/v1/admin/providers/scripted', { token: people.tokens.owner, body: { models } })).status).toBe(200);
       expect((await api(r.t, 'POST', '/v1/admin/runtime/apply', { token: people.tokens.owner, body: {} })).status).toBe(200);

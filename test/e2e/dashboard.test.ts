@@ -186,11 +186,11 @@ describe('the web dashboard in Chromium', () => {
     await page.getByRole('textbox', { name: 'Action' }).fill('role.assign');
     await page.getByRole('button', { name: 'Filter' }).click();
     // Alice (the actor) gave mia (the target) the role, through the page.
-    // People by name and email, not user:<uuid> (issue 39).
+    // People by name and email, not user:<uuid>.
     await expect.poll(async () => (await page.getByTestId('audit-entry').allInnerTexts()).find((e) => e.includes('mia <mia@acme.example>')) ?? '', { timeout: 10_000 }).toContain('Alice Liddell <alice@acme.example>');
     await shoot(page, '07-admin-audit');
 
-    // The models a role may choose (issue 39): the member role narrowed to the default model, then widened back.
+    // The models a role may choose: the member role narrowed to the default model, then widened back.
     await page.getByRole('link', { name: 'Custom roles' }).click();
     const member = page.getByTestId('role-member');
     expect(await member.innerText()).toContain('every model');
@@ -353,7 +353,7 @@ describe('the web dashboard in Chromium', () => {
     expect(await page.locator('table').innerText()).toContain('scripted');
     // The host as its serve reports it: capacity, resident and frozen runtimes, memory.
     expect(await page.getByTestId('runtime-host').first().innerText()).toMatch(/runtimes resident \(\d+ frozen, \d+ starting, \d+ with a turn\), [\d.]+ GB held by them, [\d.]+ GB of [\d.]+ GB available/);
-    // Which limits hold each runtime there (issue 37; root here and in CI: cgroups), and the workspace quota.
+    // Which limits hold each runtime there (root here and in CI: cgroups), and the workspace quota.
     if (process.getuid?.() === 0) expect(await page.getByTestId('runtime-limits').first().innerText()).toMatch(/^Each runtime: memory [\d.]+ GB, \d+ processes, an equal CPU share; workspace quota measured$/);
     // Whether idle runtimes are paged out there, and if not why and how to turn it on. Either: the paging
     // test sets up swap for its while, and may run beside this one.

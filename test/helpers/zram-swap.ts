@@ -3,7 +3,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, 
 import { join } from 'node:path';
 
 /**
- * Compressed swap for a test or a benchmark that pages idle runtimes out (issue 41), set up by it and
+ * Compressed swap for a test or a benchmark that pages idle runtimes out, set up by it and
  * removed after, the way an operator's zram-tools would: a zram device with lzo-rle (as install.sh --zram chooses without zstd), made swap with a high
  * priority. A host that already has swap keeps it and the caller uses it (nothing is changed or removed).
  *

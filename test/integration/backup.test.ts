@@ -7,7 +7,7 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 /**
- * Backups that restore (issue 27), on this project's database mode: an installation with a session and
+ * Backups that restore, on this project's database mode: an installation with a session and
  * its transcript, a memory, a skill, a gateway, a tenant's shared file and its audit log is backed up by
  * `aws backup create` while serve runs (a real subprocess, reaching the database as the operator's would),
  * the installation is gone, `aws backup restore` brings it back on a new data dir and an empty database,

@@ -17,7 +17,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 import { applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * Issue 40's run and result end to end, without the webhook intake (its job payload is the seam): a
+ * A code-host run and its result end to end, without the webhook intake (its job payload is the seam): a
  * CodeHostRunJob queued as the intake queues it → the person's session, the host told at once (reaction and
  * "working on it" with the session's link), the repository cloned in their real sandbox through the git
  * gateway, a scripted agent's edit, and at the turn's end the commit and push run in the sandbox, the pull

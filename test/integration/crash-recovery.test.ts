@@ -7,7 +7,7 @@ import { applyScriptedProvider, openSse, seedPeople, type SseEvent } from '../he
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * Issue 37, "crashes and restarts that lose nothing", as an operator would meet them: real `aws serve`
+ * Crashes and restarts that lose nothing, as an operator would meet them: real `aws serve`
  * processes (the job worker in them, as on the embedded database), real sandboxed runtimes, the scripted
  * model streaming slowly, on both databases. This process holds the database and the API client only.
  *

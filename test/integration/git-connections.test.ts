@@ -19,7 +19,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * Per-user git connections and GitHub App credentials (issue 28) end to end. A stand-in git host (an
+ * Per-user git connections and GitHub App credentials end to end. A stand-in git host (an
  * OAuth authorization server with PKCE and rotating refresh tokens, its user API, GitHub's installation
  * token endpoint) in front of a real git server that takes the tokens it issued and names their accounts
  * as git's REMOTE_USER. A person connects their account (their browser's round trip over HTTP, the

@@ -15,7 +15,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * The git gateway (issue 28) end to end: a private repository on a real git server (git's own
+ * The git gateway end to end: a private repository on a real git server (git's own
  * `git http-backend` behind a small HTTP server on loopback that requires the service credential); a
  * scripted agent turn in a real sandbox clones it with the plain URL, commits, pushes a branch under its
  * prefix (it lands, audited); its push to the default branch is refused in git's own words; a user

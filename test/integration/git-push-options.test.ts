@@ -18,7 +18,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 const run = promisify(execFile);
 
 /**
- * Push options through the git gateway (issue 37): `git push -o <option>` carries instructions to the host
+ * Push options through the git gateway: `git push -o <option>` carries instructions to the host
  * (GitLab's merge_request.*, ci.skip, ci.variable). A real git client pushes through the real gateway (the
  * runtime's egress proxy listener, as a sandbox's git reaches it) to a real git server that advertises push
  * options and records, from git's own receive-pack (a pre-receive hook), what each push carried. A refused

@@ -25,7 +25,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 const run = promisify(execFile);
 
 /**
- * Per-user git connections whose tokens are refreshed (issue 37), on both databases: the refresh calls the
+ * Per-user git connections whose tokens are refreshed, on both databases: the refresh calls the
  * host (up to 15 s) with no database transaction or lock held meanwhile (on the embedded database an open
  * transaction stops every other query; on PostgreSQL a row lock held the person's own disconnect), still
  * one refresh at a time per connection across processes (hosts rotate refresh tokens), and a refresh

@@ -232,7 +232,7 @@ describe('LLM gateway behind the egress proxy (Unix socket, real providers on lo
       providers: async (tenantId) => (tenantId === 't1' ? { applied: { defaultModel: 'scripted/scripted-1', providers: ['scripted', 'claude', 'slow', 'silent', 'lingering'] }, providers } : { applied: null, providers: [] }),
       openKey: (sealed) => sealed.replace(/^sealed:/, ''),
       turnOf: async (_caller, named) => (named ? (turns.get(named) ?? null) : null),
-      // The caller's role may not use this one (issue 39).
+      // The caller's role may not use this one.
       mayUseModel: async (_caller, _turn, ref) => ref !== 'scripted/scripted-big',
       ...spending,
       limitReached: (call) => void limitHits.push(call),

@@ -12,7 +12,7 @@ import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpe
 import { runCommand } from '../helpers/cli.js';
 
 /**
- * Prompt caching charged as the provider bills it (issue 37), through the real LLM gateway of the app
+ * Prompt caching charged as the provider bills it, through the real LLM gateway of the app
  * (a runtime's egress proxy listener on a Unix socket, as a sandbox reaches it), the real spending
  * service and usage records on the database, and the scripted provider speaking both wire formats: an
  * Anthropic stream whose input_tokens leave out the cache reads and writes it reports beside them, and an

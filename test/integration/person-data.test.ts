@@ -14,7 +14,7 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * A person's data on request (issue 29 item 5) against the real runtime and both databases: Mia (a
+ * A person's data on request against the real runtime and both databases: Mia (a
  * member) works through a real session with the scripted model, writes memories, has a git connection,
  * a trajectory and a skill learnt from it, and audit entries name her. Her export holds what the README
  * lists and nothing of anyone else's; her erasure leaves no row, file or audit entry naming her, keeps

@@ -9,7 +9,7 @@ import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * Issue 37, "Runner loss and drains that never bring back an older copy", with two runner hosts in this
+ * Runner loss and drains that never bring back an older copy, with two runner hosts in this
  * process (local storage each; the multi-host test runs the same on network namespaces): a drain moves a
  * person's files and removes them from the runner they leave; when the runner they moved to is lost, the
  * one they left never hands them the copy it may still have (set aside, not used), the stream says they

@@ -10,7 +10,7 @@ import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * The runner registry (issue 26) on the real database: runner tokens, runners registering and
+ * The runner registry on the real database: runner tokens, runners registering and
  * heartbeating, lost runners, and placements as leases with a fence. The channel itself (runner-fleet) is
  * not involved: the service is called as the fleet calls it.
  */

@@ -31,7 +31,7 @@ function groupMemory(pid: number): { bytes: number; swapBytes: number } {
 const mb = (bytes: number) => `${(bytes / MiB).toFixed(0)} MB`;
 
 /**
- * Idle runtimes paged out to compressed swap (issue 41): a runtime frozen long enough has its memory
+ * Idle runtimes paged out to compressed swap: a runtime frozen long enough has its memory
  * pushed to swap and holds a fraction of it until its next request, which thaws it; a host without swap
  * keeps it resident and says why; under memory pressure the least recently used idle runtimes are paged
  * out before any is stopped, and a runtime with a turn running is never touched. Real bubblewrap and

@@ -4,7 +4,7 @@ import { api, seedTenant, signInAs, startTestApp, type TestApp } from '../helper
 import { browserSignIn, startOidcProvider, type TestOidcProvider, type TestOidcUser } from '../helpers/oidc-provider.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
-// Group mapping at sign-in (issue 29, item 3) through the real in-process OIDC provider: off by default
+// Group mapping at sign-in through the real in-process OIDC provider: off by default
 // (SPEC.md), and when a tenant turns it on, roles and teams follow the ID token's groups without ever
 // taking away what an admin gave by hand, the tenant's last owner, or anything when Entra's overage hides
 // the groups.

@@ -8,7 +8,7 @@ import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type Runti
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
- * A turn whose runtime goes away while it runs (issue 26: measured before, the cut answer stayed an empty
+ * A turn whose runtime goes away while it runs (measured before, the cut answer stayed an empty
  * assistant message and nobody was told): it ends with a clear session.error, once, the transcript says
  * so to whoever reads it later, and the next prompt works. A turn not yet handed over is not lost: it
  * runs once a runtime is there again.

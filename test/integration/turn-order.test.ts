@@ -7,7 +7,7 @@ import { api, startTestApp, type TestApp } from '../helpers/app.js';
 import { applyScriptedProvider, openSse, seedPeople } from '../helpers/runtime.js';
 
 /**
- * Issue 37: a session's turns reach its runtime in the order they were accepted, whatever held an
+ * A session's turns reach its runtime in the order they were accepted, whatever held an
  * earlier one up (a frozen runner, a runtime starting, a worker that died). Here nothing works the job
  * queue: the test runs each turn's job itself, in the order that broke it (the later prompt's job first),
  * against the real runtime; and the turns a dead worker's job leaves behind are handed on.

@@ -16,7 +16,7 @@ import { regularFilesUnder } from '../helpers/files.js';
 import { applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * Prompt injection through a code host's issue (issue 40). The issue asks the agent to push to main, print
+ * Prompt injection through a code host's issue. The issue asks the agent to push to main, print
  * the host's token and open a pull request elsewhere, and the scripted agent (hostile: it does whatever the
  * issue says) tries all of it from its real sandbox: a push to main (the git gateway refuses it, audited),
  * a push to another repository's branch outside its prefix, its environment and git config dumped, a

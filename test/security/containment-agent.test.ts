@@ -4,17 +4,17 @@ import { api } from '../helpers/app.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 
 /**
- * The model-driven containment suite (issue 12): a hostile member steers the scripted model into bash,
+ * The model-driven containment suite: a hostile member steers the scripted model into bash,
  * read, webfetch, glob and grep calls, approves its own permission requests, and the tool outputs
  * (GET /v1/sessions/:id/messages) must show none of the service's secrets, another user's or another
  * tenant's files, provider keys, or internal endpoints. Legitimate work must succeed in the same runtime.
  *
- * Expected to FAIL on the shared unsandboxed runtime (the state issue 12 describes); it passes once every
+ * Expected to FAIL on the shared unsandboxed runtime (the state before sandboxes); it passes once every
  * user's runtime is sandboxed. Paths are the host's (an attacker learns them from /proc or error messages);
  * legitimate work uses workspace-relative paths, which hold both before and inside the sandbox.
  *
  * Twice: with the runtime on this host (serve's local runner), and on a runner host the control plane
- * reaches over the runner channel (issue 26: its runtime configured through the channel, its model calls
+ * reaches over the runner channel (its runtime configured through the channel, its model calls
  * relayed, its runner token one more secret), where the workspaces are on the runner's disk.
  *
  * Run alone: npx vitest run --config test/vitest.config.ts test/security/containment-agent.test.ts

@@ -7,7 +7,7 @@ const MiB = 1024 ** 2;
 const root = process.getuid?.() === 0;
 
 /**
- * One agent cannot take the host from everyone else (issue 37): a hostile member's scripted model makes
+ * One agent cannot take the host from everyone else: a hostile member's scripted model makes
  * its agent allocate 8 GiB, fork 5,000 processes, write past the workspace quota and burn every core,
  * each while another person's turn runs. That turn completes, the serve stays ready (/readyz answers
  * 200 all along), and the hostile turn gets a clear error. Real runtimes in real sandboxes, their

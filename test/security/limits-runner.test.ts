@@ -16,7 +16,7 @@ const can = netnsAvailable();
 const root = process.getuid?.() === 0;
 
 /**
- * The limits on a runner host (issue 37): `aws runner` in a network namespace of its own (a machine that
+ * The limits on a runner host: `aws runner` in a network namespace of its own (a machine that
  * reaches the control plane over its link only), hosting two people's runtimes; the control plane (this
  * process) hosts none. One person's agent allocates 8 GiB while the other's turn runs on the same runner:
  * the kernel ends the allocation at the runtime's memory limit there, the runner tells the control plane

@@ -43,7 +43,7 @@ async function setup() {
   };
 }
 
-describe('whether a runtime owner is still active (issue 37)', () => {
+describe('whether a runtime owner is still active', () => {
   it('asks the database once, then answers without a promise until the answer ages', async () => {
     const s = await setup();
     const first = s.active.check(T, U);

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 /**
  * The rooms of the house and what may import what. The floor: `src/kernel` (errors, events, logger,
  * context, authz, the permissions document), under `src/lib`, under the configuration and the database;
- * none of them imports the core (issue 30). The boundary between what runs next to the agents and what
- * decides (issue 26, item 7): a runner host runs `src/runner/` over `src/core/runtime/host/` and nothing
+ * none of them imports the core. The boundary between what runs next to the agents and what
+ * decides: a runner host runs `src/runner/` over `src/core/runtime/host/` and nothing
  * else of the appliance, so neither may import the control plane (services, repos, the database, the
  * gateway, keys): a machine that runs agent code must not even load it. Of the kernel they use errors
  * and the logger type, and `src/lib`. And no circle anywhere in `src`. The areas of the core (each

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { checkKind, checkLabel, checkMention, checkRepos, newHookId, newWebhookSecret, webhookUrl } from '../../src/core/codehost/codehost-admin-fns.js';
 import { originHref } from '../../src/web/sessions-list.js';
 
-describe('a git host webhook settings (issue 40)', () => {
+describe('a git host webhook settings', () => {
   it('takes a mention of "@" and a user name, nothing that could match more or span lines', () => {
     for (const ok of ['@agent', '@acme-bot', '@acme.ai', '@A_1']) expect(checkMention(ok)).toBe(ok);
     for (const bad of ['agent', '@', '@ agent', '@agent\n@other', '@a*', `@${'x'.repeat(61)}`, '', 7, null]) expect(() => checkMention(bad)).toThrow(/mention must be/);

@@ -30,7 +30,7 @@ const gh = { repo: 'acme/web', projectId: null };
 const gl = { repo: 'group/sub/web', projectId: 42 };
 const SHA = 'a'.repeat(40);
 
-describe('code host REST shapes (issue 40)', () => {
+describe('code host REST shapes', () => {
   it('finds each API base and header as the hosts document them', () => {
     expect(apiBaseOf('github', 'https://github.com')).toBe('https://api.github.com');
     expect(apiBaseOf('github', 'https://ghe.example.com/')).toBe('https://ghe.example.com/api/v3');

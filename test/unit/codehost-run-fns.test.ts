@@ -29,7 +29,7 @@ const trigger = (o: Partial<CodeHostTrigger> = {}): CodeHostTrigger => ({
 });
 const sh = (script: string) => execFileSync('/bin/sh', ['-c', script], { encoding: 'utf8' });
 
-describe('code host runs: pure parts (issue 40)', () => {
+describe('code host runs: pure parts', () => {
   it('quotes any argument for the shell: what comes out is what went in', () => {
     const hostile = ["plain", "it's", "$(touch /tmp/pwned)", '`id`', '"; rm -rf / #', 'a\nb', '--upload-pack=evil', "'", '', 'ünï €'];
     for (const s of hostile) expect(sh(`printf '%s' ${shq(s)}`)).toBe(s);

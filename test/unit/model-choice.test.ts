@@ -14,7 +14,7 @@ const provider = (name: string, ids: string[], enabled = true): ProviderRow => (
 });
 const served = { providers: [provider('main', ['small', 'big']), provider('off', ['x'], false), provider('late', ['y'])], applied: ['main', 'off'] };
 
-describe('model choice rules (issue 39)', () => {
+describe('model choice rules', () => {
   it('takes the turn\'s model over the session\'s, over the template\'s, over the tenant default', () => {
     expect(effectiveModel({ turn: 'a/1', session: 'a/2', template: 'a/3' }, 'a/4')).toEqual({ ref: 'a/1', source: 'turn' });
     expect(effectiveModel({ turn: null, session: 'a/2', template: 'a/3' }, 'a/4')).toEqual({ ref: 'a/2', source: 'session' });

@@ -75,7 +75,7 @@ describe('scrubbing an audit entry of a person', () => {
   });
 });
 
-describe('which audit entries are about a person: whole values, never substrings (issue 37 finding 5)', () => {
+describe('which audit entries are about a person: whole values, never substrings', () => {
   const P = 'erased:abcdefabcdef';
   const al = { id: '1a2b3c4d-0000-4000-8000-00000000a1a1', email: 'al@acme.test', handle: 'al', displayName: 'Al' };
   const entry = (details: Record<string, unknown>, target = 'team:t1') => ({ userId: bob, actor: `user:${bob}`, target, details });

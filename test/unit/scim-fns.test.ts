@@ -143,7 +143,7 @@ describe('SCIM tokens', () => {
   });
 });
 
-describe('what an identity provider may do to an owner (issue 37)', () => {
+describe('what an identity provider may do to an owner', () => {
   const refusal = (next: Partial<ScimUserState>, before: ScimUserState = alice) => ownerChangeRefusal(before, { ...before, ...next }, 'alice@acme.example');
 
   it('refuses deactivating an owner and changing their userName', () => {
@@ -160,7 +160,7 @@ describe('what an identity provider may do to an owner (issue 37)', () => {
   });
 });
 
-describe('SCIM token lifetimes (issue 37)', () => {
+describe('SCIM token lifetimes', () => {
   it('default to 180 days within the maximum, which is the tenant setting tokens.scimMaxDays or 365', () => {
     expect(scimMaxDaysOf({})).toBe(365);
     expect(scimMaxDaysOf({ tokens: { maxDays: 7, scimMaxDays: 30 } })).toBe(30);

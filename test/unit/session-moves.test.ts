@@ -3,7 +3,7 @@ import { withMoves } from '../../src/core/sessions/sessions.service.js';
 
 /**
  * A transcript whose runtime session was started anew on another runner host says so where it happened
- * (issue 37): the earlier turns are on the host that was lost, never silently missing.
+ *: the earlier turns are on the host that was lost, never silently missing.
  */
 describe('withMoves', () => {
   const msg = (id: string, role: string) => ({ info: { id, role, sessionID: 's' }, parts: [] });

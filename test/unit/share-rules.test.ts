@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HANDOVER_CONTEXT_MAX_CHARS, handoverContext, handoverFolder, shareTargets, withEarlier, withoutHandoverContext } from '../../src/core/sessions/share-rules.js';
 
-/** The pure rules of sharing and handing over sessions (issue 39). */
+/** The pure rules of sharing and handing over sessions. */
 describe('share rules', () => {
   const msg = (id: string, role: string, parts: Array<Record<string, unknown>>, info: Record<string, unknown> = {}) => ({ info: { id, role, ...info }, parts });
 

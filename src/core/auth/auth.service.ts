@@ -28,7 +28,7 @@ export function createAuthService(
   deps: SignInDeps & {
     bus: EventBus;
     tokens: TokenService;
-    /** Personal access tokens (issue 29): a Bearer starting `agentws_pat_` is looked up here. */
+    /** Personal access tokens: a Bearer starting `agentws_pat_` is looked up here. */
     personalTokens?: PersonalTokensService;
   },
 ) {

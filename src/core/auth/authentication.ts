@@ -77,7 +77,7 @@ export function createAuthentication(deps: {
   rbac: Pick<RbacService, 'resolvePermissions' | 'cachedPermissions'>;
   settings: AuthSettings;
   clock: Clock;
-  /** Personal access tokens (issue 29): a Bearer starting `agentws_pat_` is looked up here. */
+  /** Personal access tokens: a Bearer starting `agentws_pat_` is looked up here. */
   personalTokens?: PersonalTokensService;
 }) {
   const { db, repo, bus, tokens, rbac, settings, clock } = deps;

@@ -1,5 +1,5 @@
 /**
- * The admin's webhook settings of a git host (issue 40), pure: what a mention, a label and a repository
+ * The admin's webhook settings of a git host, pure: what a mention, a label and a repository
  * pattern may be, and the webhook's public URL. Every value comes from an admin's form or the CLI and
  * ends up compared against hostile comment bodies, so each is checked against a narrow shape.
  */

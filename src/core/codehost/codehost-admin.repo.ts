@@ -22,7 +22,7 @@ const WEBHOOK = `h.id as "hostId", h.tenant_id as "tenantId", h.name, h.kind, h.
 export type WebhookPatch = Partial<Pick<WebhookRow, 'kind' | 'webhookId' | 'secretSealed' | 'enabled' | 'mention' | 'label' | 'repos'>>;
 
 /**
- * The admin side of code-host webhooks (issue 40): the webhook columns of git_hosts (the host's other
+ * The admin side of code-host webhooks: the webhook columns of git_hosts (the host's other
  * columns stay git-hosts.repo.ts's). The deliveries log is codehost-deliveries.repo.ts's.
  */
 export function createCodeHostAdminRepo() {

@@ -38,7 +38,7 @@ export interface WebhookSettings {
 export const DELIVERIES_LIMIT_MAX = 200;
 
 /**
- * The webhook of each git host (issue 40): an admin with admin.manage_providers (the permission that
+ * The webhook of each git host: an admin with admin.manage_providers (the permission that
  * governs the host and its sealed credentials) turns it on, which generates the secret the host signs its
  * deliveries with (shown once, stored sealed), sets the mention, label and repositories that trigger a
  * run, reads the log of deliveries and sends a signed test delivery through the intake.

@@ -1,7 +1,7 @@
 import type { CodeHostKind, RepoRef } from './codehost-contract.js';
 
 /**
- * The REST calls issue 40 makes to GitHub, GitLab and Gitea, as each documents them: the request (method,
+ * The REST calls a code-host run makes to GitHub, GitLab and Gitea, as each documents them: the request (method,
  * path under the API base, JSON body) and the reading of the answer. Pure, so every shape is unit-tested
  * (test/unit/codehost-api-fns.test.ts) and the fake host (test/fixtures/code-host-api.ts) is written from
  * the same documentation, not from this file.

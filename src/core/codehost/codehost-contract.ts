@@ -1,5 +1,5 @@
 /**
- * Issue 40's shared contract (code hosts hand work to agents): what the webhook intake passes to the run,
+ * The shared contract of code hosts handing work to agents: what the webhook intake passes to the run,
  * the job names and payloads, the audit actions. Written once, before the three parts; changed only by
  * agreement of all three (it is the seam between codehost-intake, codehost-runs and the admin screen).
  */

@@ -1,6 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 
-/** A delivery a host sent (issue 40): the replay guard and the admin's log of outcomes. */
+/** A delivery a host sent: the replay guard and the admin's log of outcomes. */
 export interface DeliveryRow {
   id: string;
   tenantId: string;

@@ -2,7 +2,7 @@ import { agentRefPrefix, validRefName } from '../connectors/git-fns.js';
 import type { CodeHostTrigger } from './codehost-contract.js';
 
 /**
- * The pure parts of a code-host run (issue 40): which branch and base the service chooses, where the
+ * The pure parts of a code-host run: which branch and base the service chooses, where the
  * clone lives in the workspace, the prompt (the host's text fenced as material, never as the person's
  * instructions), the git scripts run inside the person's sandbox (every argument quoted by shq) and the
  * reading of their output, and the texts posted on the host.

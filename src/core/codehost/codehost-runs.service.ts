@@ -39,7 +39,7 @@ const lastTry = (attempt: JobInfo | undefined) => (attempt?.retryCount ?? 0) >= 
 const failureText = (err: unknown) => (err instanceof AppError ? err.message : 'an internal error (logged on the service)');
 
 /**
- * Issue 40's run and result: an issue or review comment handed to a person's agent (queued by the
+ * A code-host run and its result: an issue or review comment handed to a person's agent (queued by the
  * webhook intake, codehost-intake.service.ts) becomes a turn in a session of theirs; when the turn ends
  * the service commits and pushes what changed (inside their sandbox: sandbox-git.ts) to the branch it
  * chose, opens (or finds) the pull request, and answers on the host: a summary with the files and cost,

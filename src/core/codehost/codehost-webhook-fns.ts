@@ -3,7 +3,7 @@ import { repoMatches } from '../connectors/git-fns.js';
 import type { CodeHostKind, CodeHostTrigger, RefusalReason } from './codehost-contract.js';
 
 /**
- * The webhook intake's pure half (issue 40): how each host authenticates a delivery, names it and its
+ * The webhook intake's pure half: how each host authenticates a delivery, names it and its
  * event, and what a delivery asks for. Everything here reads hostile input (anyone can POST to the webhook
  * URL; a verified delivery still carries text any user of the host wrote): nothing throws on any input,
  * every string taken on is bounded, and a payload that is not in the host's shape is "malformed", ignored.

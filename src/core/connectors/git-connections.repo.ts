@@ -1,6 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 
-/** A person's own account at a git host (issue 28): its tokens sealed. */
+/** A person's own account at a git host: its tokens sealed. */
 export interface GitConnectionRow {
   id: string;
   tenantId: string;
@@ -60,7 +60,7 @@ export function createGitConnectionsRepo() {
       return rows[0] ?? null;
     },
     /**
-     * The person whose connection to a host is the host account `account` (issue 40: who wrote a comment on
+     * The person whose connection to a host is the host account `account` (who wrote a comment on
      * the host), matched case-insensitively as hosts match logins. A connection whose account was not
      * looked up (empty) matches nothing. At most two rows: two people connected to the same account is
      * ambiguous, and the caller decides (the intake maps neither).

@@ -29,7 +29,7 @@ export interface MyGitConnection {
 }
 
 /**
- * A person's own accounts at the tenant's git hosts (issue 28): connected through the host's OAuth flow
+ * A person's own accounts at the tenant's git hosts: connected through the host's OAuth flow
  * (authorization code with PKCE and the host's confidential client), so that their agents act as them.
  * The person starts it signed in; the callback must come back to the same person (the state is theirs,
  * used once, ten minutes) — a link someone else started cannot connect their account to another's agents.

@@ -32,7 +32,7 @@ export type GitCredential = { authorization: string; as: 'service'; fallback?: s
 type UserToken = { token: string } | { problem: string } | { gone: true };
 
 /**
- * The credentials the git gateway adds (issue 28), all on the control plane: a host's service token, a
+ * The credentials the git gateway adds, all on the control plane: a host's service token, a
  * GitHub App's installation tokens (minted here, kept until shortly before they expire), and a person's
  * own OAuth tokens (refreshed here, one refresh at a time per connection because hosts rotate refresh
  * tokens: a claim in the connection's row, taken and released by single statements, never a transaction

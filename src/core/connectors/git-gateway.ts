@@ -23,7 +23,7 @@ const REQUEST_HEADERS = ['accept', 'accept-encoding', 'content-type', 'content-e
 const RESPONSE_HEADERS = ['content-type', 'content-encoding', 'content-length', 'cache-control', 'expires', 'pragma'];
 
 /**
- * The git gateway (issue 28) on the gateway host: `http://llm.agentws.internal/git/<host>/<owner>/<repo>/...`,
+ * The git gateway on the gateway host: `http://llm.agentws.internal/git/<host>/<owner>/<repo>/...`,
  * which the sandbox's git reaches for `https://<host>/<owner>/<repo>` through its git config's insteadOf.
  * For each request: the runtime's own credential (as for model calls), a host of the runtime's tenant,
  * the user's access to the repository (their roles and teams), and for a push the ref updates, read from

@@ -32,7 +32,7 @@ export interface GitHostRow {
   branchPrefix: string;
   /** Push options agents may send (git-fns.ts pushOptionAllowed); empty: none. */
   pushOptions: string[];
-  /** Which host software it is (issue 40: how its webhooks and REST calls look); null until webhooks are set up. */
+  /** Which host software it is (how its webhooks and REST calls look); null until webhooks are set up. */
   kind: CodeHostKind | null;
   /** The random id in the webhook URL (/v1/codehost/webhooks/<id>); null: no webhook. */
   webhookId: string | null;
@@ -54,7 +54,7 @@ const HOST = `h.id, h.tenant_id as "tenantId", h.name, h.base_url as "baseUrl", 
   h.kind, h.webhook_id as "webhookId", h.webhook_secret_sealed as "webhookSecretSealed", h.webhook_enabled as "webhookEnabled", h.mention,
   h.trigger_label as "triggerLabel", h.webhook_repos as "webhookRepos", h.created_at as "createdAt", h.updated_at as "updatedAt"`;
 
-/** The webhook columns (issue 40): written by the code-host admin service's own SQL, not by insert/update here. */
+/** The webhook columns: written by the code-host admin service's own SQL, not by insert/update here. */
 export type WebhookColumns = 'kind' | 'webhookId' | 'webhookSecretSealed' | 'webhookEnabled' | 'mention' | 'triggerLabel' | 'webhookRepos';
 
 /** The webhook columns of a host without webhooks (their defaults, migration 0038). */
@@ -82,7 +82,7 @@ export function createGitHostsRepo() {
       return rows[0] ?? null;
     },
     /**
-     * The host a webhook delivery names (issue 40): the one lookup not filtered by tenant, since a delivery
+     * The host a webhook delivery names: the one lookup not filtered by tenant, since a delivery
      * arrives before anyone is known; the random id is the only thing it is found by, and the delivery must
      * then verify with that host's secret.
      */

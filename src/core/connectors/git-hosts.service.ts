@@ -76,7 +76,7 @@ export interface GitAgentView {
 }
 
 /**
- * Git hosts of a tenant (issue 28): admins with admin.manage_providers (the permission that already
+ * Git hosts of a tenant: admins with admin.manage_providers (the permission that already
  * governs the tenant's other sealed service credentials: model providers, chat gateways) register them;
  * the git gateway (git-gateway.ts) reads them for each agent request.
  */

@@ -1,7 +1,7 @@
 import { createHash, createSign, randomBytes } from 'node:crypto';
 
 /**
- * Rules of per-user git connections and GitHub App credentials (issue 28), without I/O: the OAuth
+ * Rules of per-user git connections and GitHub App credentials, without I/O: the OAuth
  * endpoints of the common hosts, PKCE, what a token endpoint's answer means, the JWT a GitHub App signs.
  */
 

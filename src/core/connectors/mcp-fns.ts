@@ -1,7 +1,7 @@
 import { MCP_CONNECTOR_PATH_PREFIX, MEMORY_MCP_SERVER } from '../runtime/host/agent-endpoints.js';
 
 /**
- * The rules of MCP connectors (issue 28), without I/O: what an admin may register, which roles reach
+ * The rules of MCP connectors, without I/O: what an admin may register, which roles reach
  * which servers and tools, and what crosses the gateway between an agent and a server in each direction.
  * The gateway (mcp-gateway.ts) and the service (mcp-servers.service.ts) apply them.
  */

@@ -67,7 +67,7 @@ function auditedAs(request: ClassifiedRequest): { action: string; noun: string; 
 type McpCaller = RuntimeIdentity & { self?: RuntimeSelf };
 
 /**
- * The MCP connectors on the gateway host (issue 28): `POST /mcp/connectors/<name>` from a runtime is
+ * The MCP connectors on the gateway host: `POST /mcp/connectors/<name>` from a runtime is
  * checked and forwarded to the tenant's real server with the server's credential added. The agent is
  * treated as hostile: it must present its runtime's own credential; its roles must grant the server
  * (every request) and, for tools/call, resources/read and prompts/get (and completions of a prompt or a

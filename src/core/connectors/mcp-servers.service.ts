@@ -19,8 +19,8 @@ export interface McpServerGrant extends McpGrant {
 }
 
 /**
- * MCP connectors (issue 28, item 3): a tenant's remote MCP servers, their sealed credentials and which
- * roles may use which of their tools, resources and prompts (issue 37: resources and prompts apart, none
+ * MCP connectors: a tenant's remote MCP servers, their sealed credentials and which
+ * roles may use which of their tools, resources and prompts (resources and prompts apart, none
  * unless granted). Admins manage them (admin.manage_providers, like the model
  * providers: both are what the tenant's agents may reach with the organisation's keys); runtimes and the
  * gateway read them without a ctx, always for one runtime's own user.

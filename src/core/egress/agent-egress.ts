@@ -148,7 +148,7 @@ export function createAgentEgress(deps: {
     },
     openKey: (sealed) => deps.box.open(sealed),
     turnOf: (caller, named) => turnOf(caller, named, caller.self),
-    // The role's allow-list (issue 39), as where turns start: the admins' choices (the tenant's default, the
+    // The role's allow-list, as where turns start: the admins' choices (the tenant's default, the
     // session's template's model) always; the owner's roles' models.allowed otherwise.
     mayUseModel: async (caller, turn, ref) => {
       if (modelAllowed(await deps.permissionsOf(caller.tenantId, caller.userId), ref)) return true;
@@ -302,7 +302,7 @@ export function createAgentEgress(deps: {
     });
   };
   /**
-   * A runtime whose person was deactivated or removed gets nothing from the gateway host (issue 37): no
+   * A runtime whose person was deactivated or removed gets nothing from the gateway host: no
    * model call, memory, git or MCP request in their name. Their runtime is stopped once the deactivation
    * commits; this holds meanwhile, and for a runtime that could not be stopped (a runner out of reach).
    * Refused in each gateway's own terms, so the agent's client shows why.

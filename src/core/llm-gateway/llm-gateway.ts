@@ -70,7 +70,7 @@ export interface GatewayDeps<C extends GatewayCaller = GatewayCaller> {
    */
   turnOf(caller: C, namedSession: string | null): Promise<GatewayTurn | null>;
   /**
-   * Whether the caller may have a call run on this model ("<provider>/<model id>", issue 39): the agent can
+   * Whether the caller may have a call run on this model ("<provider>/<model id>"): the agent can
    * call the gateway itself and name any model of an applied provider, so the role's allow-list is held
    * here too, not only where turns start. Absent: every listed model.
    */

@@ -416,7 +416,7 @@ export function createPlanRunner(deps: PlanRunnerDeps) {
         ctx.log.warn({ jobId: job.id }, 'the session of a plan is gone before it was planned');
         return;
       }
-      // Deactivated since they asked for it: no plan is made in their name (issue 37).
+      // Deactivated since they asked for it: no plan is made in their name.
       if (deps.ownerActive && !(await deps.ownerActive(data.tenantId, data.userId))) {
         ctx.log.info({ jobId: job.id, userId: data.userId }, 'a plan was not made: its person was deactivated');
         return;

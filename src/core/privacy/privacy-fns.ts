@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { SHARED_MEMORY_POLICIES, type PrivacySettings, type SharedMemoryPolicy } from '../tenants/tenant-settings-fns.js';
 
 /**
- * The rules of a person's data on request (issue 29 item 5), pure: the pseudonym an erased person is
+ * The rules of a person's data on request, pure: the pseudonym an erased person is
  * kept under, how an audit entry is scrubbed of them, the tenant's policy for their shared memories,
  * and what the export archive holds (its README section lists the same files).
  */

@@ -35,7 +35,7 @@ import {
 import type { SharedMemoryPolicy } from '../tenants/tenant-settings-fns.js';
 
 /**
- * A person's data on request (issue 29 item 5): everything the appliance holds about them as one archive,
+ * A person's data on request: everything the appliance holds about them as one archive,
  * and their erasure. The data itself stays in its capabilities' tables (their repos hold the SQL); this
  * service decides what belongs to the person and in which order it goes.
  */

@@ -4,7 +4,7 @@ import { MODEL_REF } from './providers.schemas.js';
 import type { ProviderRow } from './providers.repo.js';
 
 /**
- * The rules of choosing a model for a session or a turn (issue 39), pure: which model a turn runs on, and
+ * The rules of choosing a model for a session or a turn, pure: which model a turn runs on, and
  * whether a person may choose one. The tenant's default model and a template's model are chosen by admins
  * and always usable (while their provider serves them); a person's own choice must also be in their
  * roles' allow-list (permissions.ts modelAllowed).

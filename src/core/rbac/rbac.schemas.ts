@@ -48,7 +48,7 @@ export function completePermissions(input: unknown): RbacPermissions {
     agents: { ...base.agents, ...p.agents, use_templates: all(p.agents?.use_templates) ?? base.agents.use_templates },
     memory: { ...base.memory, ...p.memory },
     tools: { ...base.tools, ...p.tools, allowed: all(p.tools?.allowed) ?? base.tools.allowed },
-    // As every member, a missing model list grants none (issue 39): `[]` limits a role to the tenant's
+    // As every member, a missing model list grants none: `[]` limits a role to the tenant's
     // default model and its templates' models. Roles stored before lists existed got `*` (migration 0036).
     models: { allowed: all(p.models?.allowed) ?? base.models.allowed },
     admin: { ...base.admin, ...p.admin },

@@ -145,8 +145,8 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
             v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => [k, canonical(x)])) : v;
           // The terminal may be taken from (or given back to) a system role too: a tenant that wants no
           // shell in its sandboxes turns it off on the member role without making a custom one.
-          // So may its model allow-list (issue 39): limiting the member role's models is the common case.
-          // And agents.code_host (issue 40): a tenant that wants no issue handed to agents turns it off there.
+          // So may its model allow-list: limiting the member role's models is the common case.
+          // And agents.code_host: a tenant that wants no issue handed to agents turns it off there.
           const fixed = (p: RbacPermissions) => JSON.stringify(canonical({ ...p, agents: { ...p.agents, terminal: null, code_host: null }, cost: null, models: null }));
           if (fixed(permissions) !== fixed(role.permissions) || (input.description !== undefined && input.description.trim() !== role.description)) {
             throw new ValidationError(`the system role "${role.name}" keeps its permissions and description; only its cost limits, agents.terminal, agents.code_host and models can change`, { details: { field: 'permissions' }, hint: 'Create a custom role for other permissions.' });
@@ -155,7 +155,7 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
         checkGrant(ctx, permissions, `change the role "${role.name}"`);
         const description = input.description !== undefined ? input.description.trim() : role.description;
         const updated = (await roles.update(tx, tenantId, role.id, { description, permissions }))!;
-        // A change of the model allow-list is named apart (issue 39): what the audit log's reader looks for.
+        // A change of the model allow-list is named apart: what the audit log's reader looks for.
         const modelsBefore = role.permissions.models?.allowed ?? '*';
         const modelsChanged = JSON.stringify(modelsBefore) !== JSON.stringify(permissions.models.allowed);
         await audit.record(tx, { ...ctx, tenantId }, {

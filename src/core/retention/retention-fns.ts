@@ -1,7 +1,7 @@
 import { ValidationError } from '../../kernel/errors.js';
 
 /**
- * The rules of retention (issue 29 item 4), pure: what a tenant's periods are, which are allowed, and the
+ * The rules of retention, pure: what a tenant's periods are, which are allowed, and the
  * moment before which each kind of record goes. A period is a whole number of days; null (or absent)
  * keeps the records forever, as the appliance always did.
  */

@@ -64,7 +64,7 @@ export interface RunnersDeps {
 }
 
 /**
- * Runner hosts as the control plane keeps them (issue 26): the tokens runners authenticate with (the
+ * Runner hosts as the control plane keeps them: the tokens runners authenticate with (the
  * operator's, from the CLI), the runners that registered, and where each user's runtime is placed, as a
  * lease with a fencing number. Runners serve every tenant, so they are the appliance operator's: the CLI
  * (system actor), and over the API an owner (admin.manage_tenant) of the operator's tenant. Tokens are

@@ -175,7 +175,7 @@ export function clientProperties(ev: Pick<SessionDomainEvent, 'type' | 'properti
   const out: Record<string, unknown> = { ...ev.properties, sessionID: sessionId };
   if (ev.type === 'message.updated') {
     const info = ev.properties.info as Record<string, unknown>;
-    // The model an answer runs on, as the tenant names it (issue 39), as the transcript says it.
+    // The model an answer runs on, as the tenant names it, as the transcript says it.
     const model = tenantId && info ? modelRefOf(tenantId, info) : null;
     out.info = { ...info, ...(model ? { model } : {}), sessionID: sessionId };
   }

@@ -203,7 +203,7 @@ export function createRuntimeClient(handle: RuntimeHandle, onUnreachable: () => 
     },
 
     /**
-     * A command of the service's, run in the sandbox next to the agent (issue 40: git for a code-host run),
+     * A command of the service's, run in the sandbox next to the agent (git for a code-host run),
      * through the same pty as the terminal: same user, filesystem view, egress proxy and environment as
      * the agent's bash tool, on this machine or a runner host alike. What opencode 1.18.33 does with it
      * (read from the binary): `POST /pty {command, args, cwd, title, env}` spawns `command args` (plus `-l`

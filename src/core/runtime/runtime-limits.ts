@@ -10,7 +10,7 @@ import { effectiveQuotaBytes, overQuota, runtimeMemoryDefault, type LimitNotice 
 import type { RuntimeRepo } from './runtime.repo.js';
 
 /**
- * The control plane's side of the runtimes' limits (issue 37): what every host is told to apply (each
+ * The control plane's side of the runtimes' limits: what every host is told to apply (each
  * runtime's memory and process limits, the size of its /tmp), each person's workspace quota (their
  * tenant's settings.workspace.quotaMb, else AGENTWS_WORKSPACE_QUOTA), the turns refused while a workspace
  * is past it, and what runner hosts report of their runtimes (written where status reads it).

@@ -77,7 +77,7 @@ export function createRuntimePool(
     bus: EventBus;
     log: Logger;
     /**
-     * Runner hosts (issue 26): where the user's runtime is placed. Null: here, or the local host of this
+     * Runner hosts: where the user's runtime is placed. Null: here, or the local host of this
      * machine as before; otherwise the runner's id, and `remote` reaches it there.
      */
     placement?: (owner: RuntimeOwner) => Promise<string | null>;

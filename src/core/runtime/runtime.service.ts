@@ -402,7 +402,7 @@ export function createRuntimeService(deps: {
     },
 
     /**
-     * The model a turn runs on (issue 39): the turn's choice, else the session's, else its template's, else
+     * The model a turn runs on: the turn's choice, else the session's, else its template's, else
      * the tenant's applied default. A person's own choice (turn or session) must be served now and in the
      * allow-list of `permissions` (model-choice-fns.ts: 400 model_unknown, 409 provider_disabled, 403
      * model_not_allowed); a template's or the default must be served (else runtime_not_ready, as before).

@@ -46,7 +46,7 @@ export const looksLikeScimToken = (s: string): boolean => /^agentws_scim_[A-Za-z
 export const SCIM_TOKEN_NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
 /**
- * A SCIM token's lifetime (issue 37): every token expires, and an owner renews it by creating it again
+ * A SCIM token's lifetime: every token expires, and an owner renews it by creating it again
  * under its name. Without a lifetime asked for: SCIM_TOKEN_DEFAULT_DAYS (at most the tenant's maximum).
  * The maximum is the tenant's `tokens.scimMaxDays` (default SCIM_TOKEN_MAX_DAYS_DEFAULT, at most
  * SCIM_TOKEN_MAX_DAYS_LIMIT): apart from personal tokens' `tokens.maxDays`, because an identity

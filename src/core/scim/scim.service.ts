@@ -58,12 +58,12 @@ const DAY_MS = 86_400_000;
 const ownersOnly = (detail: string) => new ForbiddenError(detail, { code: 'owner_managed_by_owners' });
 
 /**
- * SCIM 2.0 provisioning of a tenant's users and teams (issue 29), for an identity provider holding the
+ * SCIM 2.0 provisioning of a tenant's users and teams, for an identity provider holding the
  * tenant's SCIM token. Requests act as the system actor `scim` in the token's tenant; every change is
  * audited in its transaction. Deactivation (`active: false`) ends the person's sign-ins at once in every
  * process, as `user remove` does, and stops their agent (`deactivated`), but keeps the account; DELETE
  * removes it. The token is not the operator: it may not touch owners' access (ownerChangeRefusal), and
- * only an owner mints one (issue 37).
+ * only an owner mints one.
  */
 export function createScimService(deps: {
   db: Database;

@@ -1,5 +1,5 @@
 /**
- * Where a branch of a session is cut (issue 39), pure. A branch keeps the transcript up to and including
+ * Where a branch of a session is cut, pure. A branch keeps the transcript up to and including
  * the chosen message; when that is an answer, the whole answer to its prompt (an answer of several steps is
  * several assistant messages with the same parent), so a branch never holds half a turn.
  */

@@ -11,7 +11,7 @@ import { OWNER_INACTIVE } from './turn-runner.js';
 export const PLAN_OWNER_INACTIVE = 'cancelled: the person this plan belongs to was deactivated';
 
 /**
- * What a person's deactivation (SCIM `active: false`) or removal does to their agent (issue 37): nothing
+ * What a person's deactivation (SCIM `active: false`) or removal does to their agent: nothing
  * of it goes on working in their name. In the deactivating transaction their queued turns fail (so a turn
  * queued a moment before never runs, even if they are reactivated later); once it commits, their plans
  * are cancelled (their running subtasks aborted), their runtime is stopped wherever it runs (here, on

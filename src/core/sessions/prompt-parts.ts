@@ -31,7 +31,7 @@ export interface PromptInput {
   parts?: Array<{ type: string; text?: string; mime?: string; filename?: string; url?: string; content?: string }>;
   /** Multipart files, already read by the adapter within the size limits. */
   files?: PromptFile[];
-  /** The model for this turn only ("<provider>/<model id>"; issue 39); absent: the session's. */
+  /** The model for this turn only ("<provider>/<model id>"); absent: the session's. */
   model?: string;
 }
 

@@ -11,7 +11,7 @@ import type { SessionRow, SessionsRepo } from './sessions.repo.js';
 import type { TurnRefs, TurnSnapshots } from './turn-snapshots.js';
 
 /**
- * What a session's turns changed in the workspace, and undo and redo of turns (issue 38). The service
+ * What a session's turns changed in the workspace, and undo and redo of turns. The service
  * takes a snapshot of the person's workspace just before each turn is handed to the runtime and one when
  * it ends (turn-snapshots.ts), on the host that holds the files, into a store of its own outside the
  * sandbox (host/workspace-snapshots.ts: a confined walk, never git on the workspace). A turn's changes

@@ -1,5 +1,5 @@
 /**
- * A session exported as a document (issue 39 item 6): its transcript (messages, tool calls) and what its
+ * A session exported as a document: its transcript (messages, tool calls) and what its
  * turns changed in the workspace, as Markdown for people and as JSON for programs. Pure: the service
  * (session-manage.ts) gathers the parts, these render them. Everything in a transcript may be the
  * agent's (and so an attacker's) words: Markdown fences are made longer than any run of backticks in

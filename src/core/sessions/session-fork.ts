@@ -9,7 +9,7 @@ import type { SessionRow, SessionsRepo } from './sessions.repo.js';
 import type { TurnSnapshots } from './turn-snapshots.js';
 
 /**
- * Branching a session (issue 39): a new session of the same owner whose transcript is a copy of the
+ * Branching a session: a new session of the same owner whose transcript is a copy of the
  * original's up to a message (the runtime's fork), continued on its own from there. Its template
  * snapshot and chosen model come along. The workspace does not: it is the owner's one workspace, which
  * every session of theirs shares (workspace-dir.ts), so the answer says so (`workspace: "shared"`). The

@@ -3,7 +3,7 @@ import { HEADLINE_OPTIONS, type IndexRow, type ListCursor, type ListState } from
 import type { Viewer } from './sessions.repo.js';
 
 /**
- * The SQL of managing and searching sessions (issue 39): the list's filters and paging, rename, pin and
+ * The SQL of managing and searching sessions: the list's filters and paging, rename, pin and
  * archive (agent_sessions' columns of migration 0035), and the search index (session_search_entries).
  * Kept apart from sessions.repo.ts, which owns the rest of agent_sessions. Every query names the tenant.
  */
@@ -20,7 +20,7 @@ export interface ListedSession {
   claimable: boolean;
   /** updated_at as text, exact to the microsecond: the paging key. */
   cursorAt: string;
-  /** A code host's issue or pull request this session was started from (issue 40; set by codehost-runs). */
+  /** A code host's issue or pull request this session was started from (set by codehost-runs). */
   originUrl: string | null;
   originLabel: string | null;
 }

@@ -25,7 +25,7 @@ import type { ListedSession, SessionManageRepo } from './session-manage.repo.js'
 import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
 
 /**
- * Sessions people can manage, search and export (issue 39 items 1, 2 and 6), on top of the sessions
+ * Sessions people can manage, search and export, on top of the sessions
  * capability: the list with filters and paging; rename, pin, archive and restore; full-text search over
  * a person's own sessions (titles, and the text of prompts and answers: never tool input or output);
  * the session as Markdown or JSON. Only the owner acts on a session (sessions.service owned: 404 for

@@ -21,7 +21,7 @@ export interface SessionModel {
 }
 
 /**
- * The models a person may choose, and the model chosen for a session (issue 39). The turn's model is
+ * The models a person may choose, and the model chosen for a session. The turn's model is
  * resolved and checked where turns are accepted and sent (sessions.service.ts prompt, turn-runner.ts).
  */
 export function createSessionModels(deps: {

@@ -46,7 +46,7 @@ const shareView = (r: ShareRow): ShareView => ({
 });
 
 /**
- * Sessions shared read-only and handed over (issue 39). A share lets people or a team of the owner's own
+ * Sessions shared read-only and handed over. A share lets people or a team of the owner's own
  * tenant read a session: its transcript, its changes, and (live) its stream; nothing else (prompt, stop,
  * permissions, undo, delete, files, terminal stay the owner's: those routes answer a viewer 404, as a
  * stranger). A hand-over makes a teammate the owner: the session continues in their runtime and workspace.

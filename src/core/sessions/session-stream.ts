@@ -30,7 +30,7 @@ import { createPartialAnswers } from './partial-answers.js';
  * Usage and cost limits are not taken from here: the LLM gateway records every model call from the
  * provider's own report.
  *
- * Any serve answers any session's stream (issue 26). The process whose pool follows a runtime (fires
+ * Any serve answers any session's stream. The process whose pool follows a runtime (fires
  * onChange for it) handles each of its events once, as above, and with a shared bus (PostgreSQL: several
  * serves) sends the resulting frames over the bus, to every serve's subscribers, this one's included, like
  * the events other parts of the appliance publish. The bus gives every process its messages in one order,

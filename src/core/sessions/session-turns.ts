@@ -19,7 +19,7 @@ export const TURN_ATTEMPTS = 4;
 /**
  * A turn job still active after this long is taken to have lost its worker and is retried. It must
  * exceed the longest a live attempt can take (a cold start of the user's runtime, at most 30 s to
- * listen and 30 s to answer; then runtime calls of at most 10 s each, four of them). Since issue 37 an
+ * listen and 30 s to answer; then runtime calls of at most 10 s each, four of them). An
  * attempt a newer one overtook stops at its last check (turn-runner.ts claimHandOver), and the jobs of
  * a worker that died on this host are taken back at once (recoverOrphans): this expiry is what is left
  * for a worker on another machine or in another container.

@@ -128,7 +128,7 @@ export function createSessionsService(deps: {
 
   const publicMessage = (m: { info: Record<string, any>; parts: Array<Record<string, any>> }, s: SessionRow) => {
     const { path: _path, ...info } = m.info;
-    // The model an answer ran on, as the tenant names it ("<provider>/<model id>"; issue 39).
+    // The model an answer ran on, as the tenant names it ("<provider>/<model id>").
     const model = modelRefOf(s.tenantId, info);
     return { info: { ...info, ...(model ? { model } : {}), sessionID: s.id }, parts: m.parts.map((p) => ({ ...p, sessionID: s.id })) };
   };
@@ -199,7 +199,7 @@ export function createSessionsService(deps: {
         }
         snapshot = { systemPrompt: t.systemPrompt, model: t.model };
       }
-      // A model chosen for the session (issue 39): the person's to choose, checked as each turn is.
+      // A model chosen for the session: the person's to choose, checked as each turn is.
       if (input.model) await runtime.checkChoice(tenantId, input.model, actor.permissions);
       const directory = workspaceDir(deps.dataDir, { tenantId, userId: actor.userId });
       await ensureWorkspace(directory);

@@ -277,7 +277,7 @@ export function createTurnRunner(deps: {
         await handOn(turn);
         return;
       }
-      // Deactivated or removed since the prompt was accepted: no runtime is started in their name (issue 37).
+      // Deactivated or removed since the prompt was accepted: no runtime is started in their name.
       if (deps.ownerActive && !(await deps.ownerActive(s.tenantId, s.ownerId))) return fail(OWNER_INACTIVE);
       if (turn.attempts > MAX_ATTEMPTS) return fail(`the turn could not be sent to the agent runtime (${turn.attempts - 1} attempts)`);
       // A session's turns reach its runtime in the order they were accepted, wherever the runtime runs and
@@ -370,7 +370,7 @@ export function createTurnRunner(deps: {
           await handOn(turn);
           return;
         }
-        // Checked again as the turn goes (issue 39): the owner's role or the provider may have changed since
+        // Checked again as the turn goes: the owner's role or the provider may have changed since
         // the prompt was accepted; a model no longer theirs to choose fails the turn with its reason (before
         // its snapshot is taken: a turn that never runs leaves none).
         const perms = await deps.permissionsOf(s.tenantId, s.ownerId);

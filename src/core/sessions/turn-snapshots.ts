@@ -7,7 +7,7 @@ import { dialRunner } from '../runtime/host/runtime-transport.js';
 import { answerSnapshots, snapshotStore, WORKSPACE_SNAPSHOTS_ROUTE, type FileChange, type RestoreResult, type SnapshotOp, type SnapshotResult } from '../runtime/host/workspace-snapshots.js';
 
 /**
- * The service's snapshots of a person's workspace around each turn (issue 38): one just before the turn
+ * The service's snapshots of a person's workspace around each turn: one just before the turn
  * is handed to the runtime (`before`), one when it ends (`after`: also when it is stopped, lost or fails),
  * kept as refs of the person's snapshot store: `s/<session>/<prompt message id>/before|after`, and
  * `s/<session>/redo` (the workspace as it was just before an undo). Taken on the host that holds the

@@ -13,7 +13,7 @@ import { createRuntimeClient, type PtyConnection, type RuntimeClient } from '../
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 
 /**
- * Workspace terminals (issue 38): a shell in the person's own sandbox, which is the agent's: the same
+ * Workspace terminals: a shell in the person's own sandbox, which is the agent's: the same
  * filesystem view, user, processes limits and egress proxy, and the runtime's environment (opencode's
  * pty, runtime-client.ts createPty). The service passes keystrokes in and output out, and ends the
  * terminal when it may no longer be open: its credential no longer holds (sign-out, deactivation,

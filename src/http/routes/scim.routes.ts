@@ -34,7 +34,7 @@ const Body = Type.Unknown();
 const hidden = { hide: true } as const;
 
 /**
- * SCIM 2.0 (RFC 7643/7644) at /scim/v2, for a tenant's identity provider (issue 29). Not /v1: its
+ * SCIM 2.0 (RFC 7643/7644) at /scim/v2, for a tenant's identity provider. Not /v1: its
  * bearer is the tenant's SCIM token (which names the tenant), bodies and answers are
  * application/scim+json, and errors are SCIM error messages. Left out of the /v1 OpenAPI document:
  * RFC 7644 and /scim/v2/Schemas describe it.

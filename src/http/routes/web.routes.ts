@@ -8,7 +8,7 @@ import { NotFoundError } from '../../kernel/errors.js';
 import type { App } from '../app-type.js';
 
 /**
- * The browser dashboard (issue 16) at `/`, from the files `npm run build` writes to dist/web (sources in
+ * The browser dashboard at `/`, from the files `npm run build` writes to dist/web (sources in
  * src/web): index.html and content-hashed assets, held in memory with their gzip form (a few tens of KB).
  * Same origin as the API, so the sign-in cookies and the CSRF header work without CORS.
  *

@@ -9,7 +9,7 @@ const guessKind = (baseUrl: string): CodeHostKind => (/github/i.test(baseUrl) ? 
 const lines = (text: string) => text.split('\n').map((l) => l.trim()).filter(Boolean);
 
 /**
- * A git host's webhook (issue 40), under the host's settings: issues and review comments there become
+ * A git host's webhook, under the host's settings: issues and review comments there become
  * agents' pull requests. Turning it on generates the URL and the secret; the secret is shown in this
  * panel once (the API never returns it again), then the mention, label and repositories that trigger a
  * run, the latest deliveries with their outcome, and a signed test delivery.

@@ -44,7 +44,7 @@ const PRESETS: Array<[string, string]> = [
 ];
 
 /**
- * Git hosts (issue 28): where agents clone and push through the git gateway. The service credential (a
+ * Git hosts: where agents clone and push through the git gateway. The service credential (a
  * token or a GitHub App's private key) and the OAuth client's secret go to the API once and are stored
  * sealed; they are never shown again (a new one replaces them).
  */

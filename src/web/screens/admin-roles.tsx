@@ -208,7 +208,7 @@ export function RolesTab(props: { held: Permissions }) {
                   <small>{summary(r.permissions)}</small>
                 </td>
                 <td>
-                  {/* Every role's model allow-list can change, the system roles' too (issue 39). */}
+                  {/* Every role's model allow-list can change, the system roles' too. */}
                   {r.name === 'viewer' && r.isSystem ? null : (
                     <button type="button" class="link" onClick={() => setModels(r)}>
                       Models

@@ -17,7 +17,7 @@ const DEFAULT_DAYS = 180;
 const DEFAULT_MAX_DAYS = 365;
 
 /**
- * The tenant's SCIM tokens (issue 37), on the Sign-in tab (owners: only they mint them): when each
+ * The tenant's SCIM tokens, on the Sign-in tab (owners: only they mint them): when each
  * expires, who minted it, its last use; a new one (or the same name again, which renews it) is shown
  * once. Expired tokens stay listed, so an owner sees why provisioning stopped.
  */

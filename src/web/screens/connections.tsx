@@ -23,7 +23,7 @@ const unconnected = (c: MyGitConnection) =>
       : 'This host no longer takes personal connections.';
 
 /**
- * A person's own accounts at the git hosts (issue 28): connected through the host's consent page, so
+ * A person's own accounts at the git hosts: connected through the host's consent page, so
  * their agents clone and push as them. The host sends the browser back to the API, which returns here
  * with `?connected=<host>` or `?error=<message>` after the route.
  */

@@ -3,7 +3,7 @@ import { explain } from '../api';
 import { listModels, modelLabel, sessionModel, setSessionModel, type ModelCatalog, type SessionModel } from '../models-api';
 
 /**
- * The model of a session, by the composer (issue 39): the models the person's role allows, the
+ * The model of a session, by the composer: the models the person's role allows, the
  * session's choice selected ("Default" follows its template's or the workspace's model). "This message
  * only" keeps the session's model and sends the pick with the next prompt alone (`model` of the prompt).
  */

@@ -12,7 +12,7 @@ export function modelsSummary(allowed: string[] | '*' | undefined): string {
 }
 
 /**
- * The models a role's members may choose for a session or a turn (issue 39: models.allowed): every model
+ * The models a role's members may choose for a session or a turn (models.allowed): every model
  * (also those added later), or only those ticked. The workspace's default model and a template's model are
  * always usable. Saved with the role (audited as role.update).
  */

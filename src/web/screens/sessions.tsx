@@ -257,7 +257,7 @@ function SessionRow(props: { s: ListedSession; onChange: (c: { title?: string; p
 }
 
 /**
- * Where a code host's comment or label started this session (issue 40): the issue or pull request, in a
+ * Where a code host's comment or label started this session: the issue or pull request, in a
  * new tab. The URL came from the host's webhook payload: only an http(s) one is a link (originHref).
  */
 function Origin(props: { origin: { url: string; label: string } }) {

@@ -23,7 +23,7 @@ const SCOPE_TEXT: Record<Scope, string> = {
 };
 
 /**
- * A person's API tokens (issue 29): for scripts and cron, acting as them with at most what they hold.
+ * A person's API tokens: for scripts and cron, acting as them with at most what they hold.
  * The value is shown once, right after creation; afterwards only its first characters.
  */
 export function TokensScreen() {

@@ -8,7 +8,7 @@ import { deflateSync, inflateSync } from 'node:zlib';
 import { DIR_MODE, FILE_MODE, openDirAt, openRoot, pinned, splitPath } from './workspace-files.js';
 
 /**
- * Snapshots of a person's workspace taken by the service (issue 38: what each turn changed, undo and
+ * Snapshots of a person's workspace taken by the service (what each turn changed, undo and
  * redo), on the host that holds the files (serve for a local runtime, the runner host for one placed
  * there; both use this module). Once before a turn is handed to the runtime and once after it ends.
  *

@@ -35,8 +35,8 @@ const Delivery = Type.Object({
 const Name = Type.Object({ name: Type.String({ maxLength: 40 }) });
 
 /**
- * A git host's webhook for issues and review comments that become agents' pull requests (issue 40;
- * codehost-admin.service.ts): admin.manage_providers. The secret is returned once, by POST …/secret.
+ * A git host's webhook for issues and review comments that become agents' pull requests
+ * (codehost-admin.service.ts): admin.manage_providers. The secret is returned once, by POST …/secret.
  */
 export async function codeHostAdminRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { codeHostAdmin } = opts.core;

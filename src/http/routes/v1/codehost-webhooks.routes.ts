@@ -13,7 +13,7 @@ const Accepted = Type.Object({
 });
 
 /**
- * Code hosts' webhooks (issue 40): public, each delivery authenticated by the webhook's secret the host's
+ * Code hosts' webhooks: public, each delivery authenticated by the webhook's secret the host's
  * way (GitHub/Gitea HMAC of the raw body, GitLab's token). The body is taken raw (the signature covers its
  * bytes) and at most WEBHOOK_MAX_BYTES (Fastify answers 413 beyond). Answers 202 (recorded), 200 (a
  * replay), 401 (does not verify), 404 (no such webhook), 413; whatever a verified body holds, never a 5xx.

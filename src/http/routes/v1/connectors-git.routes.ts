@@ -70,7 +70,7 @@ const Fields = {
 const Name = Type.Object({ name: Type.String({ maxLength: 40 }) });
 
 /**
- * Git hosts of the tenant (issue 28; git-hosts.service.ts): admin.manage_providers. The token goes in,
+ * Git hosts of the tenant (git-hosts.service.ts): admin.manage_providers. The token goes in,
  * never out.
  */
 export async function connectorsGitRoutes(app: App, opts: { core: Core }): Promise<void> {

@@ -8,7 +8,7 @@ import { errorResponses } from '../../schemas.js';
 const Name = Type.Object({ name: Type.String({ maxLength: 40 }) });
 
 /**
- * MCP connectors (issue 28): the tenant's remote MCP servers, their sealed credentials and which roles
+ * MCP connectors: the tenant's remote MCP servers, their sealed credentials and which roles
  * may use which tools (admin.manage_providers). Secrets go in and never come out.
  */
 export async function mcpConnectorsRoutes(app: App, opts: { core: Core }): Promise<void> {

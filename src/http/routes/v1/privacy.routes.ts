@@ -28,7 +28,7 @@ const ErasureCounts = Type.Object({
   filesRemoved: Type.Object({ workspace: Type.Boolean(), runtimeHome: Type.Boolean() }),
 });
 
-/** A person's data on request (issue 29): their export as an archive, and their erasure. */
+/** A person's data on request: their export as an archive, and their erasure. */
 export async function privacyRoutes(app: App, { core }: { core: Core }) {
   const { privacy } = core;
 

@@ -17,7 +17,7 @@ const View = Type.Object({
   auditFloorDays: Type.Integer({ description: 'The shortest audit-log period this appliance allows (AGENTWS_AUDIT_RETENTION_FLOOR_DAYS)' }),
 });
 
-/** The tenant's retention periods (issue 29): read and changed by its admins; the daily job enforces them. */
+/** The tenant's retention periods: read and changed by its admins; the daily job enforces them. */
 export async function retentionRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { retention } = opts.core;
 

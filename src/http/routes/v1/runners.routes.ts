@@ -35,7 +35,7 @@ const Runner = Type.Object({
 const Name = Type.Object({ name: Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,62}$' }) });
 
 /**
- * Runner hosts (issue 26). They serve every tenant, so they are the appliance operator's: these routes
+ * Runner hosts. They serve every tenant, so they are the appliance operator's: these routes
  * answer an owner of the operator's tenant (or the API key, which acts as the operator) and 403 anyone
  * else. Runner tokens are CLI-only (`aws runner token ...`): one lets a machine host any tenant's agents.
  */

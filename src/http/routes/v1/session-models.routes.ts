@@ -32,7 +32,7 @@ const SessionModel = Type.Object({
   ], { description: 'What the next turn runs on without a model of its own, and why (precedence: turn > session > template > default)' }),
 });
 
-/** Issue 39: the models a person may choose, a session's model, and branching a session at a message. */
+/** The models a person may choose, a session's model, and branching a session at a message. */
 export async function sessionModelsRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { sessionModels, sessionFork } = opts.core;
 

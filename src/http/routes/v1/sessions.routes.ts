@@ -27,7 +27,7 @@ const FilePart = Type.Object({
   content: Type.Optional(Type.String({ description: 'base64 file content' })),
 });
 const TextPart = Type.Object({ type: Type.Literal('text'), text: Type.String() });
-/** A model reference, "<provider>/<model id>" (issue 39). */
+/** A model reference, "<provider>/<model id>". */
 export const ModelRef = (description: string) => Type.String({ minLength: 3, maxLength: 241, description });
 const PromptBody = Type.Object(
   {

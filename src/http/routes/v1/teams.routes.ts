@@ -11,7 +11,7 @@ const Team = Type.Object({ id: Uuid, name: Type.String(), createdAt: DateTime, m
 const Id = Type.Object({ id: Uuid });
 
 /**
- * Teams of the tenant (issue 13; SPEC.md has no team object): what `team` visibility of memories is
+ * Teams of the tenant (SPEC.md has no team object): what `team` visibility of memories is
  * measured by. Managing them is user management: admin.manage_users. Another tenant's team or user: 404.
  */
 export async function teamsRoutes(app: App, opts: { core: Core }): Promise<void> {

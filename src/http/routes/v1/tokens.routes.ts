@@ -28,7 +28,7 @@ const Token = Type.Object({
 const Id = Type.Object({ id: Uuid });
 
 /**
- * Personal access tokens (issue 29): a person's own under /me/tokens, every token of the tenant for
+ * Personal access tokens: a person's own under /me/tokens, every token of the tenant for
  * admins (admin.manage_users) under /admin/tokens. The value is in the creation's response only.
  */
 export async function tokensRoutes(app: App, opts: { core: Core }): Promise<void> {
