@@ -5,7 +5,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { ROOT } from './cli.js';
 
 /** Where the browser tests write a screenshot of every screen (README "Web dashboard"). */
-const SCREENSHOTS = join(ROOT, 'test', 'e2e', 'screenshots');
+export const SCREENSHOTS = join(ROOT, 'test', 'e2e', 'screenshots');
 
 /**
  * Debian's Chromium (AGENTWS_CHROMIUM, else on PATH). `npx playwright install` cannot download browsers on

@@ -28,7 +28,7 @@ export const DOCS_CSP = DASHBOARD_CSP;
  * dashboard's ('self' only, no inline script, no eval). A new Swagger UI whose block differs shows as a
  * violation in the browser test (test/e2e/dashboard-setup.test.ts): put the hash the console names here.
  */
-export const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
+const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
 export const DOCS_API_CSP = DASHBOARD_CSP.replace("style-src 'self'", `style-src 'self' ${SWAGGER_UI_STYLE_HASH}`);
 
 interface Asset {

@@ -33,7 +33,7 @@ export const DASHBOARD_CSP = [
  * also answered at /favicon.ico, which browsers and tools ask for on their own (a 404 there is logged
  * as an error in the browser's console).
  */
-const FAVICON_SVG =
+export const FAVICON_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#1f5fbf"/><path d="M9 10l7 6-7 6" fill="none" stroke="#fff" stroke-width="3" stroke-linecap="round" stroke-linejoin="round"/><path d="M17 23h7" stroke="#fff" stroke-width="3" stroke-linecap="round"/></svg>';
 
 interface Asset {
