@@ -19,8 +19,8 @@ import type { Logger } from '../../../kernel/logger.js';
  *  - the freezer (v2 `cgroup.freeze`, v1 `freezer.state`): an idle runtime uses no CPU at all;
  *  - paging out (v2 `memory.reclaim`, v1 `memory.force_empty`): a runtime frozen a while has its memory
  *    pushed to swap (compressed, with zram) and holds a fraction of it until its next turn touches it.
- *    The service's own group is kept out of swap (v2 `memory.swap.max` 0 on its leaf, v1 swappiness 0):
- *    the API and an embedded database answer at RAM speed whatever the agents do.
+ *    The service's own memory is kept out of swap (v2 `memory.swap.max` 0 on its leaf, v1 a leaf of its
+ *    own with swappiness 0): the API and an embedded database answer at RAM speed whatever the agents do.
  *
  * All runtime groups sit under one parent group per hosting process (`agentws-runtimes-<pid>`, beside the
  * service in its own cgroup), which holds what the runtimes may take together: the host's memory less the
@@ -339,8 +339,8 @@ export function openRuntimeCgroups(log: Logger, o: OpenOptions): RuntimeCgroups 
  * The service's own memory is never what the host swaps: the runtimes are paged out on purpose, and the
  * kernel's own reclaim under pressure must not pick the API's or an embedded database's pages instead.
  * v2: `memory.swap.max` 0 on the service's leaf (absolute; the leaf exists once the runtimes' controllers
- * are enabled). v1: this process moves into a leaf of its own memory group (`agentws-service-<pid>`, its
- * charges with it) with swappiness 0, so that its anonymous memory is left alone by the host's reclaim;
+ * are enabled). v1: this process moves into a leaf of its own memory group (`agentws-service-<pid>`) with
+ * swappiness 0, so that its anonymous memory is left alone by the host's reclaim;
  * the group it came from, which it may share with other processes (a shell's, a container's), keeps its
  * own setting, and so does a root group (whose swappiness is the host's vm.swappiness).
  */
@@ -468,8 +468,8 @@ function createGroups(mechanisms: CgroupMechanisms, chosen: Map<Controller, Hier
         if (pidsCtl) write(join(pidsCtl.dir, 'pids.max'), limits.pidsMax ? String(limits.pidsMax) : 'max');
         if (cpu) write(join(cpu.dir, cpu.kind === 'cgroup2' ? 'cpu.weight' : 'cpu.shares'), String(cpu.kind === 'cgroup2' ? V2_WEIGHT : V1_SHARES));
         if (freezer) write(join(freezer.dir, freezer.kind === 'cgroup2' ? 'cgroup.freeze' : 'freezer.state'), freezer.kind === 'cgroup2' ? '0' : 'THAWED');
-        // v1: a group's reclaim swaps nothing at swappiness 0, which it may have inherited from the
-        // service's own group (kept out of swap): a runtime's memory may go to swap when it is paged out.
+        // v1: a group's reclaim swaps nothing at swappiness 0, which a new group inherits from its parent
+        // (an operator's setting on the service's group): a runtime's memory goes to swap when paged out.
         if (memory?.kind === 'cgroup1') writeIf(join(memory.dir, 'memory.swappiness'), String(RUNTIME_SWAPPINESS));
       } catch (err) {
         for (const d of dirs) removeTree(d);
