@@ -67,8 +67,12 @@ const alive = (pid: number): boolean => {
   }
 };
 
+/** The system directories root's tools live in (mkswap, swapon, modprobe): a CI job's PATH may lack them. */
+const SYSTEM_PATH = ['/usr/local/sbin', '/usr/sbin', '/sbin'];
+
 function run(cmd: string, args: string[]): { ok: boolean; out: string } {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 120_000 });
+  const path = [...(process.env.PATH ?? '').split(':').filter(Boolean), ...SYSTEM_PATH].join(':');
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 120_000, env: { ...process.env, PATH: path } });
   return { ok: r.status === 0, out: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error ? r.error.message : ''}`.trim() };
 }
 
