@@ -22,7 +22,8 @@ describe(`metrics (${DB_MODE})`, { timeout: 120_000 }, () => {
 
   beforeAll(async () => {
     platform = await startFakeChatPlatform();
-    t = await startTestApp({ clock: { now: () => new Date(Date.now() + ahead) }, vars: { AGENTWS_METRICS_TOKEN: metricsToken, AGENTWS_BOT_CHAT_API_URL: platform.url, AGENTWS_TEAM_CHAT_API_URL: platform.url } });
+    // Paging off: the capacity then follows the memory alone, whatever swap a test beside this one set up.
+    t = await startTestApp({ clock: { now: () => new Date(Date.now() + ahead) }, vars: { AGENTWS_METRICS_TOKEN: metricsToken, AGENTWS_BOT_CHAT_API_URL: platform.url, AGENTWS_TEAM_CHAT_API_URL: platform.url, AGENTWS_RUNTIME_PAGEOUT_SECONDS: '0' } });
     acme = await seedTenant(t, 'acme');
     owner = await signToken(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] });
   });

@@ -18,7 +18,8 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
   });
 
   it('serves status, health, readiness and the OpenAPI document; SIGTERM exits 0 within 5 s', async () => {
-    env = await createTestEnv({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com' } });
+    // Paging off: the capacity then follows the memory alone, whatever swap a test beside this one set up.
+    env = await createTestEnv({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com', AGENTWS_RUNTIME_PAGEOUT_SECONDS: '0' } });
     expect((await runCli(['migrate'], { env })).code).toBe(0);
     serve = await startServe(env);
 
