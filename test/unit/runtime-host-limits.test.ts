@@ -41,6 +41,8 @@ function world(
     swap?: () => SwapInfo;
     memory?: () => HostMemory;
     inotifyLimitFile?: string;
+    /** How long each fake page-out takes. */
+    pageOutMs?: number;
   } = {},
 ) {
   const dataDir = mkdtempSync(join(tmpdir(), 'aws-host-'));
@@ -67,6 +69,7 @@ function world(
         usage: () => ({ ...g.usage }),
         pageOut: async () => {
           g.pagedOut.push(g.frozen);
+          if (o.pageOutMs) await new Promise((r) => setTimeout(r, o.pageOutMs));
           const beforeBytes = g.usage.memoryBytes!;
           g.usage = { ...g.usage, memoryBytes: 20 * MiB, swapBytes: beforeBytes - 20 * MiB };
           return { beforeBytes, afterBytes: 20 * MiB, ms: 1 };
@@ -286,6 +289,25 @@ describe('runtime host: idle runtimes paged out to swap', () => {
     expect(w.host.live()[0].state).toBe('ready');
     expect(w.group().frozen).toBe(false);
     expect(w.host.status().pagedOut).toBe(0);
+  });
+
+  it('a person back while their page-out waits behind others: it is called off, and they do not wait for the others', async () => {
+    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 200, swap: zram, pageOutMs: 1000 });
+    await w.host.start();
+    await w.host.acquire(owner);
+    await w.host.acquire(other);
+    // Both reach their page-out at the same sweep: one runs (1 s here), the other waits behind it.
+    await poll(() => w.groups.get('u1')!.pagedOut.length + w.groups.get('u2')!.pagedOut.length).toBe(1);
+    const queued = w.groups.get('u1')!.pagedOut.length ? other : owner;
+    const t0 = performance.now();
+    await w.host.acquire(queued);
+    // Not after the page-out ahead of it (and its own): at once.
+    expect(performance.now() - t0).toBeLessThan(500);
+    expect(w.host.live().find((l) => l.userId === queued.userId)?.state).toBe('ready');
+    // Its turn runs (nothing pages it out again meanwhile); the page-out it was queued for never ran.
+    w.host.setRunning(queued.userId, 'ses_1', true);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(w.groups.get(queued.userId)!.pagedOut).toEqual([]);
   });
 
   it('a runtime with a turn running is never paged out', async () => {

@@ -191,8 +191,10 @@ interface Entry {
   memoryReadAt: number;
   /** Its memory was pushed out to swap since it was frozen (until it is thawed). */
   pagedOut: boolean;
-  /** A page-out in progress: a thaw waits for it (see RuntimeCgroup.pageOut). */
+  /** A page-out asked for (queued behind others, or running): settled by settlePageOut before a thaw or a stop. */
   paging: Promise<void> | null;
+  /** That page-out's progress: a queued one is called off when the runtime is wanted, a running one waited for. */
+  pageOutAsk: { started: boolean; cancelled: boolean } | null;
   /** The last page-out failed: not tried again until the runtime has been used. */
   pageOutFailed: boolean;
 }
@@ -581,7 +583,7 @@ export function createRuntimeHost(deps: {
       // A frozen process cannot act on its SIGTERM (nor, under cgroup v1, die of a SIGKILL) until thawed;
       // not in the middle of a page-out (thaw).
       const group = e.group;
-      if (e.paging) await e.paging;
+      await settlePageOut(e);
       await group?.thaw();
       await l.stop();
       // Whatever the agent left in its group (a process that outlived the sandbox's pid 1 a moment) goes too.
@@ -600,12 +602,26 @@ export function createRuntimeHost(deps: {
   }
 
   /**
-   * Lets a frozen runtime run again (before anything is asked of it). A page-out under way is waited for
-   * first (a second or two): thawed in the middle of it, the runtime would fault its pages back as fast as
-   * the kernel pushes them out. Its memory in swap comes back as its next turn touches it.
+   * Before a runtime is thawed or stopped: a page-out of it still queued behind others is called off (the
+   * person would otherwise wait for every page-out ahead of it), one under way is waited for (a second or
+   * two: thawed in the middle of it, the runtime would fault its pages back as fast as the kernel pushes
+   * them out).
+   */
+  async function settlePageOut(e: Entry): Promise<void> {
+    if (!e.paging) return;
+    if (e.pageOutAsk && !e.pageOutAsk.started) {
+      e.pageOutAsk.cancelled = true;
+      return;
+    }
+    await e.paging;
+  }
+
+  /**
+   * Lets a frozen runtime run again (before anything is asked of it), a page-out of it settled first. Its
+   * memory in swap comes back as its next turn touches it.
    */
   async function thaw(e: Entry): Promise<void> {
-    if (e.paging) await e.paging;
+    await settlePageOut(e);
     if (!e.group?.frozen) return;
     const t0 = performance.now();
     const wasPaged = e.pagedOut;
@@ -636,8 +652,11 @@ export function createRuntimeHost(deps: {
   function pageOut(e: Entry, why: string): Promise<void> {
     if (e.paging || e.pagedOut || e.pageOutFailed || !e.group || !e.handle || e.stopping) return e.paging ?? Promise.resolve();
     const group = e.group;
+    const ask = { started: false, cancelled: false };
+    e.pageOutAsk = ask;
     const run = pageOuts.then(async () => {
-      if (entries.get(e.owner.userId) !== e || e.stopping || e.running.size > 0 || e.group !== group) return;
+      if (ask.cancelled || entries.get(e.owner.userId) !== e || e.stopping || e.running.size > 0 || e.group !== group) return;
+      ask.started = true;
       if (!group.frozen) await group.freeze();
       const r = await group.pageOut();
       if (!r) return;
@@ -650,7 +669,10 @@ export function createRuntimeHost(deps: {
       log.warn({ userId: e.owner.userId, err: (err as Error).message }, 'could not page out an agent runtime');
     });
     const tracked: Promise<void> = settled.finally(() => {
-      if (e.paging === tracked) e.paging = null;
+      if (e.paging === tracked) {
+        e.paging = null;
+        e.pageOutAsk = null;
+      }
     });
     e.paging = tracked;
     pageOuts = settled;
@@ -709,7 +731,7 @@ export function createRuntimeHost(deps: {
       return waitStart(e, ahead);
     }
     onStarting?.();
-    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0, pagedOut: false, paging: null, pageOutFailed: false };
+    const entry: Entry = { owner, handle: null, launched: null, starting: null, listener: null, lastUsed: Date.now(), running: new Set(), restarts: 0, stopping: false, wanted: !ahead, prepared: false, launching: false, group: null, oomSeen: 0, pidsRefusedSeen: 0, pidsHit: false, quotaBytes: null, disk: { bytes: null, at: 0, ms: 0, freeAt: 0 }, memoryBytes: 0, memoryReadAt: 0, pagedOut: false, paging: null, pageOutAsk: null, pageOutFailed: false };
     entries.set(owner.userId, entry);
     const starting = launch(entry);
     entry.starting = starting;
@@ -837,7 +859,7 @@ export function createRuntimeHost(deps: {
       { ...mem, swapFreeBytes: canPage ? swap.freeBytes : 0 },
       [...entries.values()]
         .filter((e) => !e.stopping)
-        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || e.pageOutFailed, pagingNow: !!e.paging })),
+        .map((e) => ({ e, lastUsed: e.lastUsed, idle: !!e.handle && !e.starting && e.running.size === 0, bytes: e.memoryBytes, pagedOut: e.pagedOut || e.pageOutFailed, pagingNow: !!e.paging && !e.pageOutAsk?.cancelled })),
     );
     for (const v of pressure.pageOut) {
       log.warn({ userId: v.e.owner.userId, availableMb: Math.round(mem.availableBytes / 2 ** 20) }, 'the host is short of memory: paging out the least recently used idle runtime');
