@@ -414,3 +414,15 @@ export async function startWorkerProcess(bin: string, serveDir: string, extraEnv
   }
   throw new Error('aws worker did not start:\n' + readFileSync(logFile, 'utf8'));
 }
+
+/** Runtime variants named on the command line: "name:VAR=value,VAR=value;name2:..." (a bench's _EXTRA). */
+export function envVariants(spec: string | undefined): Array<{ name: string; env: Record<string, string> }> {
+  if (!spec) return [];
+  return spec
+    .split(';')
+    .filter(Boolean)
+    .map((v) => {
+      const [name, vars = ''] = v.split(':');
+      return { name, env: Object.fromEntries(vars.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])) };
+    });
+}

@@ -12,7 +12,7 @@ import { openRuntimeStream, requestRuntime } from '../../src/core/runtime/host/r
 import { silentLogger } from '../../src/kernel/logger.js';
 import { median, percentile, report, scratchDatabase, spawnUntil, startServe } from './bench-utils.js';
 import { descendantsOf, processTree, treeCpuMs } from '../helpers/process-tree.js';
-import { apiOf, applyScriptedModel, configValue, loadAvg, onCpu1, removeDir, runtimesOf, stopAll, track, treeMemoryKb, waitAgentsAvailable } from './agent-bench-utils.js';
+import { apiOf, applyScriptedModel, configValue, envVariants, loadAvg, onCpu1, removeDir, runtimesOf, stopAll, track, treeMemoryKb, waitAgentsAvailable } from './agent-bench-utils.js';
 import { benchMembers, personTurn, type TurnTimes } from './bench-members.js';
 
 /**
@@ -96,17 +96,6 @@ const VARIANTS: Variant[] = [
     },
   },
 ];
-
-function extraVariants(spec: string | undefined): Variant[] {
-  if (!spec) return [];
-  return spec
-    .split(';')
-    .filter(Boolean)
-    .map((v) => {
-      const [name, vars = ''] = v.split(':');
-      return { name, env: Object.fromEntries(vars.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])) };
-    });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -331,7 +320,7 @@ async function coldStart(dir: string, v: Variant, llmUrl: string): Promise<{ fir
 export async function runtimeCold(): Promise<boolean> {
   const root = new URL('../..', import.meta.url).pathname;
   const wanted = process.env.BENCH_COLD_VARIANTS?.split(',').filter(Boolean);
-  const variants = [...VARIANTS.filter((v) => (wanted ? wanted.includes(v.name) : DEFAULT_VARIANTS.includes(v.name))), ...extraVariants(process.env.BENCH_COLD_EXTRA)];
+  const variants = [...VARIANTS.filter((v) => (wanted ? wanted.includes(v.name) : DEFAULT_VARIANTS.includes(v.name))), ...envVariants(process.env.BENCH_COLD_EXTRA)];
   if (!variants.some((v) => v.name === 'baseline')) variants.unshift(VARIANTS[0]);
   const dir = mkdtempSync(join(tmpdir(), 'aws-bench-runtime-cold-'));
   const loads: string[] = [loadAvg()];

@@ -10,7 +10,7 @@ import { createRuntimeLauncher, type LaunchedRuntime } from '../../src/core/runt
 import { requestRuntime, type RuntimeEndpoint } from '../../src/core/runtime/host/runtime-transport.js';
 import { median, pinned, report, spawnUntil } from './bench-utils.js';
 import { treeCpuMs } from '../helpers/process-tree.js';
-import { loadAvg, onCpu1, processTree, removeDir, startOpencode, stopAll, track } from './agent-bench-utils.js';
+import { envVariants, loadAvg, onCpu1, processTree, removeDir, startOpencode, stopAll, track } from './agent-bench-utils.js';
 
 /**
  * What an idle agent runtime costs after one turn, and how much of it knobs of its environment take back
@@ -94,17 +94,6 @@ const VARIANTS: Variant[] = [
   { name: 'gc-every-16m+smol+purge', env: { ...GC_EVERY_16M, BUN_OPTIONS: '--smol', MIMALLOC_PURGE_DELAY: '0' } },
   { name: 'gc-every-32m+growth-1.5', env: { BUN_JSC_gcMaxHeapSize: String(32 * MiB), BUN_JSC_smallHeapGrowthFactor: '1.5' } },
 ];
-
-function extraVariants(spec: string | undefined): Variant[] {
-  if (!spec) return [];
-  return spec
-    .split(';')
-    .filter(Boolean)
-    .map((v) => {
-      const [name, vars = ''] = v.split(':');
-      return { name, env: Object.fromEntries(vars.split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])) };
-    });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mb = (kb: number) => (kb / 1024).toFixed(0);
@@ -273,7 +262,7 @@ async function sandboxed(dir: string, llmUrl: string): Promise<SandboxFigures> {
 export async function runtimeMemory(): Promise<boolean> {
   const root = new URL('../..', import.meta.url).pathname;
   const wanted = process.env.BENCH_MEMORY_VARIANTS?.split(',').filter(Boolean);
-  const variants = [...VARIANTS.filter((v) => !wanted || wanted.includes(v.name)), ...extraVariants(process.env.BENCH_MEMORY_EXTRA)];
+  const variants = [...VARIANTS.filter((v) => !wanted || wanted.includes(v.name)), ...envVariants(process.env.BENCH_MEMORY_EXTRA)];
   if (!variants.some((v) => v.name === 'baseline')) variants.unshift(VARIANTS[0]);
   const dir = mkdtempSync(join(tmpdir(), 'aws-bench-runtime-memory-'));
   try {

@@ -1,12 +1,11 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { gzipSync } from 'node:zlib';
 import swaggerUi from '@fastify/swagger-ui';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { NotFoundError } from '../../kernel/errors.js';
 import type { App } from '../app-type.js';
-import { DASHBOARD_CSP, FAVICON_SVG, dashboardDir } from './web.routes.js';
+import { DASHBOARD_CSP, FAVICON_SVG, TYPES, dashboardDir, readAsset, type Asset } from './web.routes.js';
 
 /**
  * The documentation, served by the appliance itself so it can be read where the internet cannot be
@@ -31,23 +30,10 @@ export const DOCS_CSP = DASHBOARD_CSP;
 const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
 export const DOCS_API_CSP = DASHBOARD_CSP.replace("style-src 'self'", `style-src 'self' ${SWAGGER_UI_STYLE_HASH}`);
 
-interface Asset {
-  type: string;
-  raw: Buffer;
-  gzip: Buffer;
-}
+/** The dashboard's file types, and the search index's JSON. */
+const DOC_TYPES: Record<string, string> = { ...TYPES, '.json': 'application/json; charset=utf-8' };
 
-const TYPES: Record<string, string> = {
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.json': 'application/json; charset=utf-8',
-  '.html': 'text/html; charset=utf-8',
-};
-
-function asset(path: string): Asset {
-  const raw = readFileSync(path);
-  return { type: TYPES[path.slice(path.lastIndexOf('.'))] ?? 'application/octet-stream', raw, gzip: gzipSync(raw, { level: 9 }) };
-}
+const asset = (path: string): Asset => readAsset(path, DOC_TYPES[path.slice(path.lastIndexOf('.'))] ?? 'application/octet-stream');
 
 /** The rendered docs (dist/web/docs): the pages by URL and their assets by name. Null when not built. */
 function loadDocs(dir: string | null): { pages: Map<string, Asset>; assets: Map<string, Asset> } | null {

@@ -36,13 +36,19 @@ export const DASHBOARD_CSP = [
 export const FAVICON_SVG =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#1f5fbf"/><path d="M9 10l7 6-7 6" fill="none" stroke="#fff" stroke-width="3" stroke-linecap="round" stroke-linejoin="round"/><path d="M17 23h7" stroke="#fff" stroke-width="3" stroke-linecap="round"/></svg>';
 
-interface Asset {
+/** A file served from memory, with its gzip made once at start. */
+export interface Asset {
   type: string;
   raw: Buffer;
   gzip: Buffer;
 }
 
-const TYPES: Record<string, string> = {
+export function readAsset(path: string, type: string): Asset {
+  const raw = readFileSync(path);
+  return { type, raw, gzip: gzipSync(raw, { level: 9 }) };
+}
+
+export const TYPES: Record<string, string> = {
   '.js': 'text/javascript; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
   '.html': 'text/html; charset=utf-8',
@@ -58,16 +64,12 @@ export function dashboardDir(): string | null {
 }
 
 function load(dir: string): { index: Asset; assets: Map<string, Asset> } {
-  const asset = (path: string, type: string): Asset => {
-    const raw = readFileSync(path);
-    return { type, raw, gzip: gzipSync(raw, { level: 9 }) };
-  };
   const assets = new Map<string, Asset>();
   for (const name of readdirSync(join(dir, 'assets'))) {
     const ext = name.slice(name.lastIndexOf('.'));
-    if (TYPES[ext]) assets.set(name, asset(join(dir, 'assets', name), TYPES[ext]));
+    if (TYPES[ext]) assets.set(name, readAsset(join(dir, 'assets', name), TYPES[ext]));
   }
-  return { index: asset(join(dir, 'index.html'), TYPES['.html']), assets };
+  return { index: readAsset(join(dir, 'index.html'), TYPES['.html']), assets };
 }
 
 export async function webRoutes(app: App, opts: { dir?: string | null } = {}): Promise<void> {
