@@ -55,7 +55,7 @@ describe(`sign-in links (${DB_MODE})`, () => {
     expect(res.json).toEqual({ user: { id: acme.ids.owner, handle: expect.any(String), email: 'owner@acme.example', displayName: expect.any(String), tenantId: acme.tenantId }, roles: ['owner'] });
     expect(res.headers.get('cache-control')).toBe('no-store');
     const cookies = res.headers.getSetCookie();
-    // What /v1/auth/callback sets (README, Sign-in), attribute for attribute.
+    // What /v1/auth/callback sets (docs/admin/identity.md, "Sign-in"), attribute for attribute.
     expect(cookies.map((c) => c.replace(/=[^;]*/, '=…'))).toEqual([
       'agentws_access=…; Max-Age=900; Path=/; HttpOnly; SameSite=Lax',
       'agentws_refresh=…; Max-Age=604800; Path=/v1/auth; HttpOnly; SameSite=Lax',

@@ -16,8 +16,8 @@ import { DB_MODE } from '../helpers/test-env.js';
 /**
  * A person's data on request against the real runtime and both databases: Mia (a
  * member) works through a real session with the scripted model, writes memories, has a git connection,
- * a trajectory and a skill learnt from it, and audit entries name her. Her export holds what the README
- * lists and nothing of anyone else's; her erasure leaves no row, file or audit entry naming her, keeps
+ * a trajectory and a skill learnt from it, and audit entries name her. Her export holds what the docs
+ * list (docs/admin/audit-and-data.md) and nothing of anyone else's; her erasure leaves no row, file or audit entry naming her, keeps
  * her shared memory anonymously (the tenant chose keep-anonymous), and leaves the owner's data alone.
  */
 describe(`a person's data: export and erasure (${DB_MODE})`, { timeout: 300_000 }, () => {
@@ -77,7 +77,7 @@ describe(`a person's data: export and erasure (${DB_MODE})`, { timeout: 300_000 
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  it("exports everything of hers the README lists, and nothing of anyone else's or any secret", async () => {
+  it("exports everything of hers the docs list, and nothing of anyone else's or any secret", async () => {
     const res = await fetch(`${r.t.url}/v1/admin/users/${mia.id}/export`, { method: 'POST', headers: { authorization: `Bearer ${acme.tokens.owner}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('application/gzip');

@@ -7,7 +7,7 @@ import { runCli } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 /**
- * Upgrading (README "Upgrading"): a database of an earlier release, with data in it written as that
+ * Upgrading (docs/operating/backups-and-upgrades.md, "Upgrading"): a database of an earlier release, with data in it written as that
  * release wrote it, is brought to this release by `aws migrate` and serves. The earlier release is the
  * one before memory screening (its last migration 0016): the releases since added columns with data
  * migrations (0017 fills a memory's screening signals and release from the audit log), tables (runtime

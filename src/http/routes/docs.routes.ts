@@ -9,7 +9,7 @@ import { DASHBOARD_CSP, FAVICON_SVG, TYPES, dashboardDir, readAsset, type Asset 
 
 /**
  * The documentation, served by the appliance itself so it can be read where the internet cannot be
- * reached: `/docs` the pages of docs/ and the README, rendered to HTML by `npm run build`
+ * reached: `/docs` the pages of docs/ (and the README), rendered to HTML by `npm run build`
  * (scripts/build-docs.ts writes dist/web/docs), and `/docs/api` an interactive reference over the API's
  * OpenAPI document (Swagger UI, vendored by @fastify/swagger-ui). Public, like /v1/openapi.json: they
  * say what the product is and does, nothing of a tenant; no sign-in is asked.
