@@ -76,6 +76,7 @@ import { createPairingRepo } from './gateways/pairing.repo.js';
 import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
 import { createPlatforms } from './gateways/platforms.js';
 import { createMemoriesRepo } from './memories/memories.repo.js';
+import { createAgentMemoriesService } from './memories/agent-memories.service.js';
 import { createMemoriesService } from './memories/memories.service.js';
 import { createTeamsRepo } from './teams/teams.repo.js';
 import { createGitConnectionsRepo } from './connectors/git-connections.repo.js';
@@ -271,7 +272,9 @@ export function createCore(deps: CoreDeps) {
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
   const memoriesRepo = createMemoriesRepo();
   const embeddersRepo = createEmbeddersRepo();
-  const memories = createMemoriesService({ db, repo: memoriesRepo, embedders: embeddersRepo, audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });
+  const memoriesDeps = { db, repo: memoriesRepo, embedders: embeddersRepo, audit, queue, embedQuery: (tenantId: string, text: string, userId: string) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories };
+  const memories = createMemoriesService(memoriesDeps);
+  const agentMemories = createAgentMemoriesService({ ...memoriesDeps, log: deps.log.child({ part: 'memories' }), permissionsOf });
   const sessionsRepo = createSessionsRepo();
   const sessionSharesRepo = createSessionSharesRepo();
   const egress = createAgentEgress({
@@ -284,7 +287,7 @@ export function createCore(deps: CoreDeps) {
     sessionsRepo,
     tenantsRepo,
     permissionsOf,
-    memories,
+    memories: agentMemories,
     privateAllow: config.runtime.egressPrivateAllow,
     egressPorts: config.runtime.egressPorts,
     // The orchestrator is made below; model calls only come once runtimes run.
@@ -451,7 +454,7 @@ export function createCore(deps: CoreDeps) {
       void bus.publish(MODEL_CALLS_CUT_CHANNEL, { tenantId: owner.tenantId, userId: owner.userId, before }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not ask to abort a lost runtime\'s model calls')),
     streams,
     permissionsOf,
-    memories,
+    memories: agentMemories,
     events: turnEvents,
     ownerActive: activeUsers.isActive,
     quota: runtimeLimits,
@@ -713,7 +716,7 @@ export function createCore(deps: CoreDeps) {
     workspaceFiles,
     terminals,
     codeHostRuns,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, memoryIndexer, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, agentMemories, memoryIndexer, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     codeHostAdmin,
     /**
      * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker

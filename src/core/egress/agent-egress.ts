@@ -9,7 +9,8 @@ import { ConflictError, RateLimitedError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
 import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
 import { modelAllowed, type RbacPermissions } from '../../kernel/permissions.js';
-import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
+import type { AgentMemoriesService } from '../memories/agent-memories.service.js';
+import type { MemoryOwner } from '../memories/memory-writes.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
 import { UNKNOWN_SELF, type AgentIdentity, type RuntimeOwner, type RuntimeSelf } from '../runtime/host/runtime-host.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
@@ -56,7 +57,7 @@ export function createAgentEgress(deps: {
   tenantsRepo: TenantsRepo;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** What the memory tools (MCP on the gateway host) do, always for the runtime's own user. */
-  memories: Pick<MemoriesService, 'searchForAgent' | 'saveFromAgent'>;
+  memories: Pick<AgentMemoriesService, 'searchForAgent' | 'saveFromAgent'>;
   privateAllow: string;
   /** Ports open to every tenant's agents besides 80 and 443 (AGENTWS_EGRESS_PORTS). */
   egressPorts: readonly number[];

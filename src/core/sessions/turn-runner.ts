@@ -11,7 +11,7 @@ import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { RuntimeBusyError } from '../runtime/host/runtime-host.js';
 import { limitMessage, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
-import type { MemoriesService } from '../memories/memories.service.js';
+import type { AgentMemoriesService } from '../memories/agent-memories.service.js';
 import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
 import type { SessionRow, SessionsRepo, StoredEvent } from './sessions.repo.js';
@@ -84,7 +84,7 @@ export function createTurnRunner(deps: {
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Absent: turns go without memories. */
-  memories?: Pick<MemoriesService, 'recallForTurn'>;
+  memories?: Pick<AgentMemoriesService, 'recallForTurn'>;
   /**
    * Where a turn given up (failed for good) or lost with its runtime is told (a plan waiting for its end
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
