@@ -54,6 +54,9 @@ import { createProvidersService } from './providers/providers.service.js';
 import { createTurnEvents } from './sessions/turn-events.js';
 import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
+import { createTurnsRepo } from './sessions/turns.repo.js';
+import { createPermissionRequestsRepo } from './sessions/permission-requests.repo.js';
+import { createEventLedgerRepo } from './sessions/event-ledger.repo.js';
 import { createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionChanges } from './sessions/session-changes.js';
 import { createSessionManage, INDEX_SESSIONS_JOB, indexSessionsKind } from './sessions/session-manage.js';
@@ -269,6 +272,10 @@ export function createCore(deps: CoreDeps) {
   const memories = createMemoriesService(memoriesDeps);
   const agentMemories = createAgentMemoriesService({ ...memoriesDeps, log: deps.log.child({ part: 'memories' }), permissionsOf });
   const sessionsRepo = createSessionsRepo();
+  const turnsRepo = createTurnsRepo();
+  const permissionRequests = createPermissionRequestsRepo();
+  // Facts from runtimes' events acted on once across processes (analytics, chat replies, code-host answers).
+  const eventLedger = createEventLedgerRepo();
   const sessionSharesRepo = createSessionSharesRepo();
   const egress = createAgentEgress({
     db,
@@ -278,6 +285,7 @@ export function createCore(deps: CoreDeps) {
     runtimeRepo,
     providers: providersRepo,
     sessionsRepo,
+    turnsRepo,
     tenantsRepo,
     permissionsOf,
     memories: agentMemories,
@@ -401,6 +409,7 @@ export function createCore(deps: CoreDeps) {
     db,
     repo: skillsRepo,
     sessionsRepo,
+    turnsRepo,
     tenantsRepo,
     providers: providersRepo,
     runtime,
@@ -423,6 +432,8 @@ export function createCore(deps: CoreDeps) {
     bus,
     queue,
     repo: sessionsRepo,
+    turnsRepo,
+    permissionRequests,
     pool,
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
@@ -434,6 +445,7 @@ export function createCore(deps: CoreDeps) {
     snapshots: turnSnapshots,
     db,
     repo: sessionsRepo,
+    turnsRepo,
     runtime,
     pool,
     queue,
@@ -451,12 +463,13 @@ export function createCore(deps: CoreDeps) {
     quota: runtimeLimits,
     log: deps.log,
   });
-  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, events: turnEvents });
+  const sessionAnalytics = createSessionAnalytics({ db, repo: eventLedger, audit, events: turnEvents });
   // Orchestration: plans of subtasks run as turns in child sessions of the user's session.
   const orchestrator = createOrchestratorService({
     db,
     repo: createOrchestratorRepo(),
     sessionsRepo,
+    turnsRepo,
     monthSpent: spending.monthSpent,
     audit,
     queue,
@@ -469,7 +482,7 @@ export function createCore(deps: CoreDeps) {
     log: deps.log.child({ part: 'orchestrator' }),
   });
   const personStop = createPersonStop({
-    sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
+    sessionsRepo, turnsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
   });
   const terminals = createTerminalService({ db, audit, pool, bus, idleMs: config.runtime.terminalIdleMs, log: deps.log.child({ part: 'terminal' }) });
   const users = createUsersService({
@@ -478,6 +491,8 @@ export function createCore(deps: CoreDeps) {
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
+    turnsRepo,
+    permissionRequests,
     templates: templatesRepo,
     monthSpent: spending.monthSpent,
     audit,
@@ -523,7 +538,7 @@ export function createCore(deps: CoreDeps) {
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
-  turnEvents.on('turn.ended', ({ session, end }) => sessionsRepo.endTurns(db, session.tenantId, session.id, end));
+  turnEvents.on('turn.ended', ({ session, end }) => turnsRepo.endTurns(db, session.tenantId, session.id, end));
   turnEvents.on('turn.ended', ({ session, eventId }) => orchestrator.turnEnded(session, eventId));
   turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
@@ -556,8 +571,8 @@ export function createCore(deps: CoreDeps) {
       const roles = await assignments.roleNames(db, userId);
       return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
     },
-    sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), keepAwake: (userId) => pool.keepAwake(userId),
-    outcome: (s, turnId) => turnOutcome({ db, repo: sessionsRepo, pool }, s, turnId),
+    sessions, sessionsRepo, ledger: eventLedger, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), keepAwake: (userId) => pool.keepAwake(userId),
+    outcome: (s, turnId) => turnOutcome({ db, turnsRepo, pool }, s, turnId),
     audit, queue, publicUrl: config.server.publicUrl, askTools: config.runtime.askTools, log: deps.log.child({ part: 'codehost' }),
   });
   turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));
@@ -574,6 +589,8 @@ export function createCore(deps: CoreDeps) {
     repo: createPairingRepo(),
     gateways: gatewaysRepo,
     sessionsRepo,
+    turnsRepo,
+    ledger: eventLedger,
     sessions,
     audit,
     bus,

@@ -80,6 +80,8 @@ function serve(bus: EventBus) {
     bus,
     queue: { send: async () => 'job' } as never,
     repo,
+    turnsRepo: { savePartial: async () => true },
+    permissionRequests: {} as never,
     events: createTurnEvents(silentLogger),
     pool,
     log: silentLogger,

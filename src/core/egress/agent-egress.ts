@@ -17,6 +17,7 @@ import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { ProvidersRepo } from '../providers/providers.repo.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
+import type { TurnsRepo } from '../sessions/turns.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { SpendingService, SpendingTurn } from '../usage/spending.service.js';
 import { createEgressDecider } from '../runtime/host/egress-decider.js';
@@ -54,6 +55,7 @@ export function createAgentEgress(deps: {
   runtimeRepo: RuntimeRepo;
   providers: Pick<ProvidersRepo, 'list'>;
   sessionsRepo: SessionsRepo;
+  turnsRepo: Pick<TurnsRepo, 'turnSpent'>;
   tenantsRepo: TenantsRepo;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** What the memory tools (MCP on the gateway host) do, always for the runtime's own user. */
@@ -136,7 +138,7 @@ export function createAgentEgress(deps: {
       sessionId: session.id,
       channel: session.channel,
       budgetKey: planId ? `plan:${planId}` : `session:${session.id}`,
-      recorded: (q) => (planId ? deps.plans!.planSpent(q, tenantId, planId) : deps.sessionsRepo.turnSpent(q, tenantId, session.id)),
+      recorded: (q) => (planId ? deps.plans!.planSpent(q, tenantId, planId) : deps.turnsRepo.turnSpent(q, tenantId, session.id)),
       models: session.model ? [session.model] : [],
     };
   }

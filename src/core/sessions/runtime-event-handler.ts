@@ -11,6 +11,7 @@ import { createPromiseCache } from '../../lib/promise-cache.js';
 import { ANALYTICS_JOB } from './session-analytics.js';
 import type { createPartialAnswers } from './partial-answers.js';
 import type { StreamEvent } from './session-replay.js';
+import type { PermissionRequestsRepo } from './permission-requests.repo.js';
 import type { SessionRow, SessionsRepo } from './sessions.repo.js';
 import type { TurnEvents } from './turn-events.js';
 
@@ -42,6 +43,7 @@ export function createRuntimeEventHandler(deps: {
   db: Database;
   queue: JobQueue;
   repo: SessionsRepo;
+  permissionRequests: PermissionRequestsRepo;
   pool: RuntimePool;
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
@@ -54,7 +56,7 @@ export function createRuntimeEventHandler(deps: {
   /** Puts an event on a session's stream. */
   emit: (sessionId: string, event: StreamEvent) => void;
 }) {
-  const { db, repo, pool, log, partials, emit } = deps;
+  const { db, repo, permissionRequests, pool, log, partials, emit } = deps;
 
   // Runtime session id -> our session; refreshed now and then (a session's owner changes when claimed).
   const byUpstream = new Map<string, { at: number; ref: SessionRef }>();
@@ -140,7 +142,7 @@ export function createRuntimeEventHandler(deps: {
         }
         // The owner's reply is checked against this record (the request must be of their session).
         try {
-          await repo.recordPermissionRequest(db, { id: ev.requestId, tenantId: ref.tenantId, sessionId: ref.id, permission: ev.permission, patterns: ev.patterns });
+          await permissionRequests.recordPermissionRequest(db, { id: ev.requestId, tenantId: ref.tenantId, sessionId: ref.id, permission: ev.permission, patterns: ev.patterns });
         } catch (err) {
           // Unrecorded, a reply would be refused and the turn would wait for it forever: refuse it now.
           log.error({ err: (err as Error).message, sessionId: ref.id }, 'could not record a permission request; rejecting it');
@@ -151,7 +153,7 @@ export function createRuntimeEventHandler(deps: {
       }
       case 'permissionReplied':
         // Answered (through us, or by the runtime itself after an `always`): no longer answerable.
-        await repo.takePermissionRequest(db, ref.tenantId, ref.id, ev.requestId).catch(() => null);
+        await permissionRequests.takePermissionRequest(db, ref.tenantId, ref.id, ev.requestId).catch(() => null);
         break;
     }
     const id = ev.eventId ?? ascendingId('evt');
@@ -183,7 +185,7 @@ export function createRuntimeEventHandler(deps: {
     sweep(now: number): void {
       if (now - lastRequestSweep > REQUEST_SWEEP_MS) {
         lastRequestSweep = now;
-        void repo.dropPermissionRequestsBefore(db, new Date(now - PERMISSION_REQUEST_TTL_MS)).catch(() => {});
+        void permissionRequests.dropPermissionRequestsBefore(db, new Date(now - PERMISSION_REQUEST_TTL_MS)).catch(() => {});
       }
       if (byUpstream.size > 50_000) byUpstream.clear();
     },

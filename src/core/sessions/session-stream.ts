@@ -9,7 +9,9 @@ import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import { openRuntimeEventStream, type RuntimeEvent, type RuntimeEventStream } from '../runtime/runtime-events.js';
 import { sseComment, sseFrame } from '../../lib/sse-frame.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
+import type { PermissionRequestsRepo } from './permission-requests.repo.js';
 import type { SessionsRepo } from './sessions.repo.js';
+import type { TurnsRepo } from './turns.repo.js';
 import type { TurnEvents } from './turn-events.js';
 import { createPartialAnswers } from './partial-answers.js';
 import { createRuntimeEventHandler } from './runtime-event-handler.js';
@@ -58,6 +60,8 @@ export function createSessionStreams(deps: {
   bus: EventBus;
   queue: JobQueue;
   repo: SessionsRepo;
+  turnsRepo: Pick<TurnsRepo, 'savePartial'>;
+  permissionRequests: PermissionRequestsRepo;
   pool: RuntimePool;
   log: Logger;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
@@ -80,7 +84,7 @@ export function createSessionStreams(deps: {
   // Events are handled strictly in arrival order, even when resolving a session needs a query.
   let chain: Promise<void> = Promise.resolve();
   // What answers have streamed, saved as they stream (a runtime that dies mid-answer never stores it).
-  const partials = createPartialAnswers({ db, repo, log });
+  const partials = createPartialAnswers({ db, repo: deps.turnsRepo, log });
   /** Events this process published that have not come back over the bus yet (a stopping serve waits for them). */
   const ownInFlight = new Set<string>();
 
@@ -122,7 +126,7 @@ export function createSessionStreams(deps: {
   /** Where a runtime's frames go: to every serve through the bus, or (alone) straight to the subscribers. */
   const emit = crossProcess ? fanOut : deliver;
 
-  const handler = createRuntimeEventHandler({ db, queue: deps.queue, repo, pool, log, permissionsOf: deps.permissionsOf, events: deps.events, partials, track: (id) => void replay.state(id), emit });
+  const handler = createRuntimeEventHandler({ db, queue: deps.queue, repo, permissionRequests: deps.permissionRequests, pool, log, permissionsOf: deps.permissionsOf, events: deps.events, partials, track: (id) => void replay.state(id), emit });
 
   /**
    * The session's access changed: each viewer following it here is checked again, and one who may no
