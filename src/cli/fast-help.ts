@@ -314,19 +314,8 @@ function compare(a: unknown, b: unknown): number {
   return 0;
 }
 const sortBy = <T>(arr: T[], fn: (t: T) => unknown) => arr.sort((a, b) => compare(fn(a), fn(b)));
-/** oclif's uniqBy: of equal keys the last one stays, in place. */
-function uniqBy<T>(arr: T[], fn: (t: T) => unknown): T[] {
-  const seen = new Set<unknown>();
-  const kept: T[] = [];
-  for (let i = arr.length - 1; i >= 0; i--) {
-    const key = fn(arr[i]);
-    if (!seen.has(key)) {
-      seen.add(key);
-      kept.push(arr[i]);
-    }
-  }
-  return kept.reverse();
-}
+/** The same order for string keys, without compare's generality (the root help sorts every command). */
+const sortByName = <T>(arr: T[], fn: (t: T) => string) => arr.sort((a, b) => (fn(a) < fn(b) ? -1 : fn(a) > fn(b) ? 1 : 0));
 
 /** indent-string: every line that is not blank. */
 const indent = (body: string, spacing = 2) => body.replace(/^(?!\s*$)/gm, ' '.repeat(spacing));
@@ -345,10 +334,14 @@ function wrapLine(line: string, columns: number): string {
   const words = line.split(' ');
   const lengths = words.map(width);
   let rows = [''];
+  // The width of the last row, kept as it grows rather than measured again for each word.
+  let rowLength = 0;
   for (const [index, word] of words.entries()) {
     const row = rows[rows.length - 1];
-    if (row.startsWith(' ')) rows[rows.length - 1] = row.trimStart();
-    let rowLength = width(rows[rows.length - 1]);
+    if (row.startsWith(' ')) {
+      rows[rows.length - 1] = row.trimStart();
+      rowLength = width(rows[rows.length - 1]);
+    }
     if (index !== 0 && rowLength > 0) {
       rows[rows.length - 1] += ' ';
       rowLength++;
@@ -359,10 +352,15 @@ function wrapLine(line: string, columns: number): string {
       const breaksStartingNextLine = Math.floor((lengths[index] - 1) / columns);
       if (breaksStartingNextLine < breaksStartingThisLine) rows.push('');
       wrapWord(rows, word, columns);
+      rowLength = width(rows[rows.length - 1]);
       continue;
     }
-    if (rowLength + lengths[index] > columns && rowLength > 0 && lengths[index] > 0) rows.push('');
+    if (rowLength + lengths[index] > columns && rowLength > 0 && lengths[index] > 0) {
+      rows.push('');
+      rowLength = 0;
+    }
     rows[rows.length - 1] += word;
+    rowLength += lengths[index];
   }
   rows = rows.map(trimSpacesRight);
   return rows.join('\n');
@@ -491,10 +489,8 @@ class Help {
 
   private get sortedCommands(): ManifestCommand[] {
     const commands = [...this.cli.commands.values()].filter((c) => this.opts.all || !c.hidden);
-    return uniqBy(
-      sortBy(commands, (c) => c.id),
-      (c) => c.id,
-    );
+    // oclif also drops repeated ids here; these come from a Map, one each.
+    return sortByName(commands, (c) => c.id);
   }
 
   private get sortedTopics(): Topic[] {
@@ -508,10 +504,7 @@ class Help {
       }
     }
     const topics = all.filter((t) => parents.has(t.name)).filter((t) => this.opts.all || !t.hidden);
-    return uniqBy(
-      sortBy(topics, (t) => t.name),
-      (t) => t.name,
-    );
+    return sortByName(topics, (t) => t.name);
   }
 
   private summary(c: ManifestCommand): string | undefined {
