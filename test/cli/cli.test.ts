@@ -148,7 +148,8 @@ describe(`CLI (${DB_MODE})`, () => {
 
   it("keeps the CLI's compiled code in the user's cache, and runs as well where that cannot be written", async () => {
     const cacheHome = join(env.dir, 'cache');
-    const cached = await runCli(['--help'], { extraEnv: { XDG_CACHE_HOME: cacheHome } });
+    // --version goes through oclif (--help does not load it: test/cli/fast-help.test.ts).
+    const cached = await runCli(['--version'], { extraEnv: { XDG_CACHE_HOME: cacheHome } });
     expect(cached.code).toBe(0);
     const dir = join(cacheHome, 'agentws', 'node-compile-cache');
     // One folder per Node version, holding an entry per module compiled (oclif and its dependencies).
@@ -156,8 +157,11 @@ describe(`CLI (${DB_MODE})`, () => {
     expect(versions).toHaveLength(1);
     expect(readdirSync(join(dir, versions[0])).length).toBeGreaterThan(20);
     // sysfs refuses new directories (EPERM), even to root.
-    const uncached = await runCli(['--help'], { extraEnv: { XDG_CACHE_HOME: '/sys/agentws-no-cache' } });
-    expect(uncached).toMatchObject({ code: 0, stderr: '', stdout: cached.stdout });
+    for (const args of [['--version'], ['--help']]) {
+      const withCache = await runCli(args, { extraEnv: { XDG_CACHE_HOME: cacheHome } });
+      const uncached = await runCli(args, { extraEnv: { XDG_CACHE_HOME: '/sys/agentws-no-cache' } });
+      expect(uncached).toMatchObject({ code: 0, stderr: '', stdout: withCache.stdout });
+    }
   });
 
   const systemNode = '/usr/bin/node';

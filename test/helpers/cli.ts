@@ -20,8 +20,9 @@ import type { TestEnv } from './test-env.js';
  *     signal handlers and may call process.exit; runCommand refuses them, and `audit tail --follow`
  *     (admin-cli: streams until SIGTERM) and a bare `aws runner`;
  *   - cli.test.ts: `init --yes` on a fresh install (hosting the embedded database itself), usage errors
- *     and their exit code, `--help` with the compile cache, an old Node, and the worker's refusal of the
- *     embedded database: bin/run.js's own start-up is only exercised here;
+ *     and their exit code, the compile cache, an old Node, and the worker's refusal of the embedded
+ *     database; fast-help.test.ts: help printed from the manifest without loading oclif, and the errors
+ *     oclif still gives. bin/run.js's own start-up is only exercised there (runCommand calls oclif);
  *   - runtime-cli.test.ts: a key piped on a real stdin (`provider add --api-key-stdin`; the other piped
  *     secrets use runCommand's `input`);
  *   - prompts in a pseudo-terminal (runInTerminal: init-interactive, gateway, runtime and skill tests);
