@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
@@ -58,15 +58,15 @@ describe(`providers: the key and a new base URL (${DB_MODE})`, () => {
 
   it('aws provider update: --base-url to another host needs --api-key-stdin or --no-api-key', async () => {
     expect((await add('cli', { kind: 'openai-compatible', baseUrl: 'http://127.0.0.1:9101/v1', apiKey: KEY })).status).toBe(201);
-    const refused = await runCli(['provider', 'update', 'cli', '--base-url', 'http://127.0.0.9:9101/v1', '--tenant', 'acme'], { env: t.env });
+    const refused = await runCommand(['provider', 'update', 'cli', '--base-url', 'http://127.0.0.9:9101/v1', '--tenant', 'acme'], { env: t.env });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/apiKey: the base URL moves to another origin/);
     expect(refused.stderr).toMatch(/--no-api-key/);
     expect(await get('cli')).toMatchObject({ baseUrl: 'http://127.0.0.1:9101/v1', hasApiKey: true });
-    const dropped = await runCli(['provider', 'update', 'cli', '--base-url', 'http://127.0.0.9:9101/v1', '--no-api-key', '--tenant', 'acme', '--json'], { env: t.env });
+    const dropped = await runCommand(['provider', 'update', 'cli', '--base-url', 'http://127.0.0.9:9101/v1', '--no-api-key', '--tenant', 'acme', '--json'], { env: t.env });
     expect(dropped.code, dropped.stderr).toBe(0);
     expect(JSON.parse(dropped.stdout)).toMatchObject({ provider: { baseUrl: 'http://127.0.0.9:9101/v1', hasApiKey: false }, changed: ['baseUrl', 'apiKey (removed)'] });
-    const rekeyed = await runCli(['provider', 'update', 'cli', '--base-url', 'http://127.0.0.1:9101/v1', '--api-key-stdin', '--tenant', 'acme', '--json'], { env: t.env, input: 'sk-another' });
+    const rekeyed = await runCommand(['provider', 'update', 'cli', '--base-url', 'http://127.0.0.1:9101/v1', '--api-key-stdin', '--tenant', 'acme', '--json'], { env: t.env, input: 'sk-another' });
     expect(rekeyed.code, rekeyed.stderr).toBe(0);
     expect(JSON.parse(rekeyed.stdout).provider).toMatchObject({ baseUrl: 'http://127.0.0.1:9101/v1', hasApiKey: true });
   }, 60_000);

@@ -25,7 +25,8 @@ import type { TestEnv } from './test-env.js';
  *   - runtime-cli.both.test.ts: a key piped on a real stdin (`provider add --api-key-stdin`; the other piped
  *     secrets use runCommand's `input`);
  *   - prompts in a pseudo-terminal (runInTerminal: init-interactive, gateway, runtime and skill tests);
- *   - suites outside test/cli (integration, security, api) that start a second process on purpose.
+ *   - suites outside test/cli (integration, security, api) that start a second process on purpose (a
+ *     `backup create` while serve runs, as the operator's timer does; runner hosts in their namespaces).
  */
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
