@@ -1145,8 +1145,8 @@ maybe_zram
 
 if [[ $TEST == 1 ]]; then
   log "the test suite on Node.js $(node --version) ($(command -v node)), npm $(npm --version) ($(command -v npm)): npm test${TEST_ARGS[*]:+ -- ${TEST_ARGS[*]}}"
-  # The build has just run (or --no-npm asked for none): --ignore-scripts skips `pretest`, which would
-  # build again, and still runs the test script itself.
+  # The build has just run (or --no-npm asked for none): --ignore-scripts skips `pretest` (which builds
+  # only when the sources changed since, scripts/build-stamp.mjs), and still runs the test script itself.
   rc=0
   npm test --ignore-scripts -- "${TEST_ARGS[@]}" </dev/null || rc=$?
   step_done tests

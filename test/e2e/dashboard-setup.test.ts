@@ -633,7 +633,7 @@ describe('setting a workspace up in the dashboard', () => {
      * .test.ts until it joined this file's app and browser, which its own start-up cost more than its two
      * tests): rename, pin, archive and restore, the filter, more pages, and the search box with its
      * snippets. No runtime: sessions are made through the API and their text indexed through the repo, as
-     * a turn's end indexes it (the turn itself: test/api/sessions-turn.test.ts).
+     * a turn's end indexes it (the turn itself: test/api/sessions-turn.runtime.test.ts).
      */
     describe('the session list: manage and search', () => {
       let context: BrowserContext;

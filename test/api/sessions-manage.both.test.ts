@@ -10,7 +10,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 /**
  * Managing, searching and exporting sessions on both databases, without a
  * runtime: sessions are made through the API, their search index written through the repo as a turn's
- * end writes it (the turn itself: sessions-turn.test.ts). Each route refuses another person of the
+ * end writes it (the turn itself: sessions-turn.runtime.test.ts). Each route refuses another person of the
  * tenant and another tenant with 404, and a search never returns anything of theirs.
  */
 describe(`sessions: manage, search, export (${DB_MODE})`, () => {

@@ -21,7 +21,7 @@ import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type Run
  * prefix (it lands, audited); its push to the default branch is refused in git's own words; a user
  * whose roles reach no repository is refused; and the credential is nowhere the agent can look.
  *
- * Run alone: npx vitest run --config test/vitest.config.ts --project postgres test/integration/git-gateway.test.ts
+ * Run alone: npx vitest run --config test/vitest.config.ts --project runtime test/integration/git-gateway.runtime.test.ts
  */
 // Once with the runtime on the control plane's host, once on a runner host (its gateway-host requests
 // relayed to the control plane, its git config written by the runner).

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botChatUpdate, signTeamChat, startFakeChatPlatform, teamChatActivity, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 import { api } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
@@ -44,7 +44,7 @@ describe.runIf(DB_MODE === 'postgres')('gateway loop: pairing to agent and back'
     const code = /([ABCDEFGHJKLMNPQRSTUVWXYZ23456789]{8})/.exec(platform.sent().find((m) => m.chatId === '4242')!.text)![1];
     await sse.until((e) => e.data.kind === 'pairing.code_created' && e.data.codes.some((c: any) => c.code === code), 5000);
 
-    const cli = runCli(['pair', 'approve', code, '--tenant', 'acme', '--json'], { env: r.t.env });
+    const cli = runCommand(['pair', 'approve', code, '--tenant', 'acme', '--json'], { env: r.t.env });
     await sse.until((e) => e.data.kind === 'pairing.code_approved', 30_000);
     const seenAt = Date.now();
     const res = await cli;

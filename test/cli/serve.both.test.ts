@@ -3,7 +3,7 @@ import { readHostMemory } from '../../src/lib/host-memory.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli, startServe, type ServeProcess } from '../helpers/cli.js';
+import { runCli, runCommand, type ServeProcess, startServe } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 describe(`aws serve as a subprocess (${DB_MODE})`, () => {
@@ -20,7 +20,7 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
   it('serves status, health, readiness and the OpenAPI document; SIGTERM exits 0 within 5 s', async () => {
     // Paging off: the capacity then follows the memory alone, whatever swap a test beside this one set up.
     env = await createTestEnv({ vars: { AGENTWS_ALLOW_ANONYMOUS: 'true', AGENTWS_OPERATOR_EMAIL: 'op@example.com', AGENTWS_RUNTIME_PAGEOUT_SECONDS: '0' } });
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCommand(['migrate'], { env })).code).toBe(0);
     serve = await startServe(env);
 
     const status = await fetch(`${serve.url}/v1/auth/status`);
@@ -91,7 +91,7 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
     const body = (await before.json()) as { pending: string[] };
     expect(body.pending.length).toBeGreaterThan(0);
     // In embedded mode this command reaches the database through the running server's socket.
-    const migrate = await runCli(['migrate', '--json'], { env });
+    const migrate = await runCommand(['migrate', '--json'], { env });
     expect(migrate.code).toBe(0);
     expect(JSON.parse(migrate.stdout).applied).toEqual(body.pending);
     expect((await fetch(`${serve.url}/readyz`)).status).toBe(200);
@@ -111,33 +111,33 @@ describe(`aws serve as a subprocess (${DB_MODE})`, () => {
 
   it.runIf(DB_MODE === 'embedded')('keeps its data across a restart', async () => {
     env = await createTestEnv();
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCommand(['migrate'], { env })).code).toBe(0);
     serve = await startServe(env);
-    const seeded = await runCli(['tenant', 'seed', '--json', '--name', 'Persisted', '--owner-email', 'p@example.com'], { env });
+    const seeded = await runCommand(['tenant', 'seed', '--json', '--name', 'Persisted', '--owner-email', 'p@example.com'], { env });
     expect(seeded.code).toBe(0);
     const id = JSON.parse(seeded.stdout).tenant.id;
     expect((await serve.stop()).code).toBe(0);
 
     serve = await startServe(env);
-    const list = await runCli(['tenant', 'list', '--json'], { env });
+    const list = await runCommand(['tenant', 'list', '--json'], { env });
     expect(JSON.parse(list.stdout).tenants).toEqual([expect.objectContaining({ id, slug: 'persisted', users: 1 })]);
     expect((await fetch(`${serve.url}/readyz`)).status).toBe(200);
     expect((await serve.stop()).code).toBe(0);
 
     // With serve stopped, the command hosts the database itself.
-    const offline = await runCli(['tenant', 'list', '--json'], { env });
+    const offline = await runCommand(['tenant', 'list', '--json'], { env });
     expect(JSON.parse(offline.stdout).tenants[0].id).toBe(id);
   });
 
   it.runIf(DB_MODE === 'postgres')('runs separate `aws worker` processes that work the queues and stop on SIGTERM', async () => {
     env = await createTestEnv();
-    expect((await runCli(['migrate'], { env })).code).toBe(0);
+    expect((await runCommand(['migrate'], { env })).code).toBe(0);
     const workers = [
       await startServe(env, { command: ['worker', '--concurrency', '2'], readyMsg: 'worker started' }),
       await startServe(env, { command: ['worker'], readyMsg: 'worker started' }),
     ];
     try {
-      const seeded = await runCli(['tenant', 'seed', '--json', '--name', 'Queued', '--owner-email', 'q@example.com'], { env });
+      const seeded = await runCommand(['tenant', 'seed', '--json', '--name', 'Queued', '--owner-email', 'q@example.com'], { env });
       const id = JSON.parse(seeded.stdout).tenant.id;
       const dir = join(env.dataDir, 'workspaces', id);
       const { existsSync } = await import('node:fs');

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCommand } from '../helpers/cli.js';
 import { agentTurn, applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } from '../helpers/runtime.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
@@ -55,14 +55,14 @@ describe(`backup and restore (${DB_MODE})`, { timeout: 180_000 }, () => {
     expect(out.files).toBeGreaterThan(3);
     expect(statSync(archive).mode & 0o777).toBe(0o600);
     // A second backup to the same name is refused (never overwritten).
-    const again = await runCli(['backup', 'create', archive], { env: r!.t.env });
+    const again = await runCommand(['backup', 'create', archive], { env: r!.t.env });
     expect(again.code).not.toBe(0);
     expect(again.stderr).toMatch(/exists/);
     // As the daily timer runs it: into a directory, named by the time, only the newest kept.
     const dir = join(r!.t.env.dir, 'backups');
     mkdirSync(dir);
     writeFileSync(join(dir, 'notes.txt'), 'not a backup\n');
-    for (let i = 0; i < 2; i++) expect((await runCli(['backup', 'create', '--dir', dir, '--keep', '1'], { env: r!.t.env, timeoutMs: 120_000 })).code).toBe(0);
+    for (let i = 0; i < 2; i++) expect((await runCommand(['backup', 'create', '--dir', dir, '--keep', '1'], { env: r!.t.env, timeoutMs: 120_000 })).code).toBe(0);
     expect(readdirSync(dir).filter((n) => !n.startsWith('.')).sort()).toEqual([expect.stringMatching(/^agentws-\d{4}-\d\d-\d\dT\d{6}\.\d{3}Z\.tar\.gz$/), 'notes.txt']);
     // The audit log says each happened.
     const { rows } = await r!.t.opened.db.query(`select action from audit_log where action = 'backup.created'`);
@@ -70,13 +70,13 @@ describe(`backup and restore (${DB_MODE})`, { timeout: 180_000 }, () => {
   });
 
   it('restore refuses an installation in use, and a host without the secrets the data needs, naming them', async () => {
-    const inUse = await runCli(['backup', 'restore', archive], { env: r!.t.env });
+    const inUse = await runCommand(['backup', 'restore', archive], { env: r!.t.env });
     expect(inUse.code).not.toBe(0);
     expect(inUse.stderr).toMatch(/already holds/);
     // A host with other secrets (its database migrated and empty, as after `aws migrate`).
     const stranger = await createTestEnv();
     try {
-      const refused = await runCli(['backup', 'restore', archive], { env: stranger });
+      const refused = await runCommand(['backup', 'restore', archive], { env: stranger });
       expect(refused.code).not.toBe(0);
       expect(refused.stderr).toMatch(/AGENTWS_ENCRYPTION_KEY/);
       expect(refused.stderr).toMatch(/AGENTWS_JWT_SECRET/);
@@ -96,7 +96,7 @@ describe(`backup and restore (${DB_MODE})`, { timeout: 180_000 }, () => {
     // PostgreSQL: a new database not even migrated (restore migrates it to the backup's schema first); the
     // embedded database: a new data dir whose database is migrated and empty, as after `aws migrate`.
     target = await createTestEnv({ vars: secrets });
-    const done = await runCli(['backup', 'restore', archive, '--json'], { env: target, timeoutMs: 120_000 });
+    const done = await runCommand(['backup', 'restore', archive, '--json'], { env: target, timeoutMs: 120_000 });
     expect(done.code, done.stderr).toBe(0);
     expect(JSON.parse(done.stdout).rows).toBeGreaterThan(10);
 

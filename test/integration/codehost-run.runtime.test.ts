@@ -26,7 +26,7 @@ import { applyScriptedProvider, seedPeople, startRuntimeApp, type RuntimeApp } f
  * on the same branch, no second pull request), a turn with no changes, and a person over their cost limit.
  * One app, one person, one runtime for all three host kinds (GitHub, GitLab, Gitea).
  *
- * Run alone: npx vitest run --config test/vitest.config.ts --project runtime test/integration/codehost-run.test.ts
+ * Run alone: npx vitest run --config test/vitest.config.ts --project runtime test/integration/codehost-run.runtime.test.ts
  */
 describe.runIf(DB_MODE === 'postgres')('code hosts: an issue becomes the agent\'s pull request', { timeout: 300_000 }, () => {
   const TOKEN = `svc_${randomUUID().replace(/-/g, '')}`;

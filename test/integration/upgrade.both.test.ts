@@ -3,7 +3,7 @@ import { openCore, type OpenedCore } from '../../src/cli/open-core.js';
 import { systemCtx } from '../../src/kernel/context.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { api, signToken, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 /**
@@ -64,7 +64,7 @@ describe(`upgrading a database of an earlier release (${DB_MODE})`, { timeout: 1
     opened = null;
 
     // The upgrade, as an operator runs it.
-    const migrated = await runCli(['migrate', '--json'], { env, timeoutMs: 120_000 });
+    const migrated = await runCommand(['migrate', '--json'], { env, timeoutMs: 120_000 });
     expect(migrated.code, migrated.stderr).toBe(0);
     expect(JSON.parse(migrated.stdout).applied).toEqual(expect.arrayContaining(['0017_memory_screening', '0018_runtime_hosts', '0019_runners', '0020_turn_ends']));
 

@@ -19,7 +19,7 @@ import { UNKNOWN_SELF } from '../../src/core/runtime/host/runtime-host.js';
  * session, server and tool; the other tool is refused at the gateway; a role without the server has none
  * of it (not in its runtime, refused at the gateway); and the token is nowhere the agent can look.
  *
- * Run alone: npx vitest run --config test/vitest.config.ts --project postgres test/api/mcp-connectors-agent.test.ts
+ * Run alone: npx vitest run --config test/vitest.config.ts --project runtime test/api/mcp-connectors-agent.runtime.test.ts
  */
 describe.runIf(DB_MODE === 'postgres')('MCP connectors: an agent uses a real MCP server without its token', { timeout: 120_000 }, () => {
   const TOKEN = `mcp_tok_${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;

@@ -1,17 +1,13 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
-import { createRuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';
-import { createRuntimePool, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
+import type { RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { RuntimeBusyError, type RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
-import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
-import { createDbRuntimeRecords } from '../../src/core/runtime/runtime-records.js';
-import { createSecretBox } from '../../src/lib/secret-box.js';
 import { isProcessAlive } from '../../src/lib/process-state.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
+import { testPool } from '../helpers/runtime-pool.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /** Resolves when `pred` holds (polled), or fails after `ms`. */
@@ -41,25 +37,8 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
     a = { tenantId: one.tenantId, userId: one.ids.owner };
     b = { tenantId: one.tenantId, userId: one.ids.bea };
     c = { tenantId: two.tenantId, userId: two.ids.owner };
-    const { core } = t.opened;
-    const config = t.env.config();
-    pool = createRuntimePool({
-      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
-      bus: core.bus,
-      log: silentLogger,
-      dataDir: config.dataDir,
-      max: 2,
-      idleMs: 4000,
-      recentUseMs: 500,
-      // Freezing has its own suite (runtime-density): here runtimes stay awake as they did.
-      freezeAfterMs: 0,
-      sandboxed: true,
-      credentialKey: config.secrets.encryptionKey,
-      launcher: () => createRuntimeLauncher({ dataDir: config.dataDir, sandbox: true, nice: 10, log: silentLogger }),
-      listen: (identity, at) => core.egress.listen(identity, at),
-      configure: (owner, handle, pid) => core.runtime.configureStarted(owner, handle, pid),
-    });
-    await pool.host();
+    // Freezing has its own suite (runtime-density): here runtimes stay awake as they did.
+    pool = await testPool(t, { max: 2, idleMs: 4000, recentUseMs: 500, freezeAfterMs: 0 });
   }, 60_000);
 
   afterAll(async () => {
@@ -112,23 +91,7 @@ describe.runIf(DB_MODE === 'embedded')('runtime pool: one sandboxed runtime per 
   }, 90_000);
 
   it('a process that does not host the pool finds a running runtime by its row, and has the host start one', async () => {
-    const config = t.env.config();
-    const remote = createRuntimePool({
-      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
-      bus: t.opened.core.bus,
-      log: silentLogger,
-      dataDir: config.dataDir,
-      max: 2,
-      idleMs: 60_000,
-      freezeAfterMs: 0,
-      sandboxed: true,
-      credentialKey: config.secrets.encryptionKey,
-      launcher: () => {
-        throw new Error('a non-hosting pool never launches');
-      },
-      listen: async () => ({ address: 'none', close: async () => {} }),
-      configure: async () => {},
-    });
+    const remote = await testPool(t, { max: 2, idleMs: 60_000, freezeAfterMs: 0 }, { hosting: false });
     const hb = await remote.acquire(b);
     expect(hb.endpoint.socketPath).toBe((await pool.acquire(b)).endpoint.socketPath);
     expect(await healthy(hb)).toBe(true);

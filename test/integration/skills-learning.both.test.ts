@@ -14,7 +14,7 @@ import { DB_MODE } from '../helpers/test-env.js';
  * The learning loop's rules against the real database (both modes), without runtimes: trajectories are
  * inserted as the record job stores them, then detection and the proposal job run as the worker runs
  * them, the skill writer being the scripted model. (The whole loop through real runtimes, promotion and
- * what agents see: test/api/skills.test.ts.)
+ * what agents see: test/api/skills.runtime.test.ts.)
  */
 describe(`skills: detection and proposals (${DB_MODE})`, { timeout: 120_000 }, () => {
   let t: TestApp;

@@ -10,7 +10,7 @@ import { DB_MODE } from '../helpers/test-env.js';
  * core busy (a memory hint to the runtime's JavaScript engine once made every idle runtime collect
  * garbage without end, 50-85 % of a core each). A coarse bound that catches such a storm on a loaded
  * machine; the target (≤ 1 % of a core) and the figures are the runtime-pool benchmark's. Freezing is
- * off here: an idle runtime is frozen after 10 s by default (no CPU at all, runtime-density.test.ts),
+ * off here: an idle runtime is frozen after 10 s by default (no CPU at all, runtime-density.embedded.test.ts),
  * which would hide a storm from this measure, and a storm would still burn a core in every runtime
  * until it freezes and after every thaw. The database plays no part: it runs once, on PostgreSQL.
  */

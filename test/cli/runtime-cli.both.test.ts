@@ -20,7 +20,7 @@ async function sql<T extends Record<string, unknown>>(env: TestEnv, text: string
 
 // Commands against the embedded database reach it through the socket of the process that hosts it, as
 // they would with `aws serve` running; the suite hosts it itself (a command that hosts PGlite for its own
-// lifetime costs seconds, and the self-hosting path is covered by cli.test.ts).
+// lifetime costs seconds, and the self-hosting path is covered by cli.both.test.ts).
 const SLOW = { timeout: 180_000 };
 
 describe(`provider and runtime commands (${DB_MODE})`, SLOW, () => {

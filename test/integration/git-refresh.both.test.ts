@@ -30,7 +30,7 @@ const run = promisify(execFile);
  * transaction stops every other query; on PostgreSQL a row lock held the person's own disconnect), still
  * one refresh at a time per connection across processes (hosts rotate refresh tokens), and a refresh
  * that fails in optional mode lets the service credential stand in, said to the person (their
- * Connections, the audit; the session stream in git-connections.test.ts, with a real agent).
+ * Connections, the audit; the session stream in git-connections.runtime.test.ts, with a real agent).
  * The stand-in host (test/fixtures/git-host-api.ts) holds its refresh answers as long as a test needs.
  */
 describe(`git connections: refreshing a person's token (${DB_MODE})`, { timeout: 120_000 }, () => {

@@ -27,7 +27,7 @@ import { agentTurn, applyScriptedProvider, openSse, seedPeople, startRuntimeApp,
  * someone else's as the service credential; a GitHub App's installation token is minted on the control
  * plane. No token of any kind is anywhere the agent can look.
  *
- * Run alone: npx vitest run --config test/vitest.config.ts --project postgres test/integration/git-connections.test.ts
+ * Run alone: npx vitest run --config test/vitest.config.ts --project runtime test/integration/git-connections.runtime.test.ts
  */
 describe.runIf(DB_MODE === 'postgres')('git connections: agents act as their users at the git host', { timeout: 180_000 }, () => {
   const SERVICE = `ghp_service${Math.random().toString(36).slice(2)}`;

@@ -3,16 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
-import { createRuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';
 import { openRuntimeCgroups } from '../../src/core/runtime/host/runtime-cgroups.js';
-import { createRuntimePool, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
+import type { RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import { RuntimeBusyError, type RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
 import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
-import { createDbRuntimeRecords } from '../../src/core/runtime/runtime-records.js';
 import { readHostMemory, type HostMemory } from '../../src/lib/host-memory.js';
 import { isProcessAlive } from '../../src/lib/process-state.js';
-import { createSecretBox } from '../../src/lib/secret-box.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
+import { testPool } from '../helpers/runtime-pool.js';
 import { treeCpuMs } from '../helpers/process-tree.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
@@ -45,25 +43,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
     a = { tenantId: one.tenantId, userId: one.ids.owner };
     b = { tenantId: one.tenantId, userId: one.ids.bea };
     c = { tenantId: two.tenantId, userId: two.ids.owner };
-    const { core } = t.opened;
-    const config = t.env.config();
-    pool = createRuntimePool({
-      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
-      bus: core.bus,
-      log: silentLogger,
-      dataDir: config.dataDir,
-      max: 3,
-      idleMs: 10 * 60_000,
-      freezeAfterMs: 800,
-      recentUseMs: 300,
-      memory: () => told ?? readHostMemory(),
-      sandboxed: true,
-      credentialKey: config.secrets.encryptionKey,
-      launcher: () => createRuntimeLauncher({ dataDir: config.dataDir, sandbox: true, nice: 10, log: silentLogger }),
-      listen: (identity, at) => core.egress.listen(identity, at),
-      configure: (owner, handle, pid) => core.runtime.configureStarted(owner, handle, pid),
-    });
-    await pool.host();
+    pool = await testPool(t, { max: 3, idleMs: 10 * 60_000, freezeAfterMs: 800, recentUseMs: 300, memory: () => told ?? readHostMemory() });
   }, 60_000);
 
   afterAll(async () => {
@@ -99,23 +79,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
 
   it('a process that finds the runtime by its row (a worker) has the host thaw it before its request is answered', async () => {
     expect(stateOf(a)).toBe('frozen');
-    const config = t.env.config();
-    const remote = createRuntimePool({
-      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
-      bus: t.opened.core.bus,
-      log: silentLogger,
-      dataDir: config.dataDir,
-      max: 3,
-      idleMs: 60_000,
-      freezeAfterMs: 800,
-      sandboxed: true,
-      credentialKey: config.secrets.encryptionKey,
-      launcher: () => {
-        throw new Error('a non-hosting pool never launches');
-      },
-      listen: async () => ({ address: 'none', close: async () => {} }),
-      configure: async () => {},
-    });
+    const remote = await testPool(t, { max: 3, idleMs: 60_000, freezeAfterMs: 800 }, { hosting: false });
     const h = await remote.acquire(a);
     expect(await healthy(h)).toBe(true);
     expect(stateOf(a)).toBe('ready');
@@ -177,25 +141,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime density: freezing idle r
   }, 90_000);
 
   it('starts runtimes a few at a time: a turn whose start is queued behind others goes back to the queue, and its runtime starts anyway', async () => {
-    const { core } = t.opened;
-    const config = t.env.config();
-    const one = createRuntimePool({
-      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
-      bus: core.bus,
-      log: silentLogger,
-      dataDir: config.dataDir,
-      max: 3,
-      idleMs: 10 * 60_000,
-      freezeAfterMs: 0,
-      startsAtOnce: 1,
-      queuedWaitMs: 300,
-      sandboxed: true,
-      credentialKey: config.secrets.encryptionKey,
-      launcher: () => createRuntimeLauncher({ dataDir: config.dataDir, sandbox: true, nice: 10, log: silentLogger }),
-      listen: (identity, at) => core.egress.listen(identity, at),
-      configure: (owner, handle, pid) => core.runtime.configureStarted(owner, handle, pid),
-    });
-    await one.host();
+    const one = await testPool(t, { max: 3, idleMs: 10 * 60_000, freezeAfterMs: 0, startsAtOnce: 1, queuedWaitMs: 300 });
     try {
       // a's early start (the dashboard opened) takes the only start place; b's turn waits behind it.
       const early = one.prestart(a);

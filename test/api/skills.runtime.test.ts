@@ -38,7 +38,7 @@ const skillMd = (name: string, description: string, extra = '') =>
   ].join('\n');
 
 // What the database is plays no part in what this checks (the learning rules' SQL runs on both in
-// test/integration/skills-learning.test.ts); the runtime-driven suite runs once, on PostgreSQL.
+// test/integration/skills-learning.both.test.ts); the runtime-driven suite runs once, on PostgreSQL.
 describe.runIf(DB_MODE === 'postgres')('learned skills through real runtimes', { timeout: 180_000 }, () => {
   let r: RuntimeApp;
   let acme: Awaited<ReturnType<typeof seedPeople>>;

@@ -1,17 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import type { RuntimeHandle } from '../../src/core/runtime/host/runtime-transport.js';
-import { createRuntimeLauncher } from '../../src/core/runtime/host/runtime-launcher.js';
-import { createRuntimePool, type RuntimePool } from '../../src/core/runtime/runtime-pool.js';
+import type { RuntimePool } from '../../src/core/runtime/runtime-pool.js';
 import type { RuntimeOwner } from '../../src/core/runtime/host/runtime-host.js';
 import { pressureFloorBytes } from '../../src/core/runtime/host/runtime-capacity.js';
-import { createRuntimeRepo } from '../../src/core/runtime/runtime.repo.js';
-import { createDbRuntimeRecords } from '../../src/core/runtime/runtime-records.js';
 import { readHostMemory, readSwap, type HostMemory, type SwapInfo } from '../../src/lib/host-memory.js';
 import { isProcessAlive } from '../../src/lib/process-state.js';
-import { createSecretBox } from '../../src/lib/secret-box.js';
 import { seedTenant, startTestApp, type TestApp } from '../helpers/app.js';
+import { testPool } from '../helpers/runtime-pool.js';
 import { treeCpuMs, treeMemoryKb } from '../helpers/process-tree.js';
 import { DB_MODE } from '../helpers/test-env.js';
 import { runtimeGroup } from '../helpers/runtime-group.js';
@@ -66,29 +62,8 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime paging: idle runtimes pa
   });
 
   /** A hosting pool like serve's (sandboxed, its own cgroups), with the test's timings, memory and swap. */
-  async function hostPool(o: { freezeAfterMs: number; pageOutAfterMs: number; memory?: () => HostMemory; swap?: () => SwapInfo }): Promise<RuntimePool> {
-    const { core } = t.opened;
-    const config = t.env.config();
-    const pool = createRuntimePool({
-      records: createDbRuntimeRecords({ db: t.opened.db, repo: createRuntimeRepo(), box: createSecretBox([config.secrets.encryptionKey]), dataDir: config.dataDir }),
-      bus: core.bus,
-      log: silentLogger,
-      dataDir: config.dataDir,
-      max: 3,
-      idleMs: 10 * 60_000,
-      freezeAfterMs: o.freezeAfterMs,
-      pageOutAfterMs: o.pageOutAfterMs,
-      recentUseMs: 300,
-      memory: o.memory ?? (() => readHostMemory()),
-      swap: o.swap ?? (() => readSwap()),
-      sandboxed: true,
-      credentialKey: config.secrets.encryptionKey,
-      launcher: () => createRuntimeLauncher({ dataDir: config.dataDir, sandbox: true, nice: 10, log: silentLogger }),
-      listen: (identity, at) => core.egress.listen(identity, at),
-      configure: (owner, handle, pid) => core.runtime.configureStarted(owner, handle, pid),
-    });
-    await pool.host();
-    return pool;
+  function hostPool(o: { freezeAfterMs: number; pageOutAfterMs: number; memory?: () => HostMemory; swap?: () => SwapInfo }): Promise<RuntimePool> {
+    return testPool(t, { max: 3, idleMs: 10 * 60_000, recentUseMs: 300, memory: () => readHostMemory(), swap: () => readSwap(), ...o });
   }
 
   const stateOf = (pool: RuntimePool, o: RuntimeOwner) => pool.live().find((r) => r.userId === o.userId)?.state ?? 'stopped';
