@@ -6,12 +6,15 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
+import { launchChromium } from '../helpers/browser.js';
 
 /**
  * The appliance's container image: built from Debian's packages by templates/container/build.sh,
  * it starts, answers /readyz with the agents' sandbox on, passes `aws runtime probe` inside, and runs a
  * turn against the scripted model on the host; compose.yaml brings it up with PostgreSQL (pgvector) and
- * does the same. Run with `npm run test:image` (builds first); root and podman needed.
+ * does the same, after the owner's first hour (docs/getting-started/container.md): a one-time sign-in link
+ * made in the container signs them in from outside, in the API and in Chromium, once. Run with
+ * `npm run test:image` (builds first); root, podman and Chromium needed.
  */
 const run = promisify(execFile);
 const IMAGE = process.env.AGENTWS_IMAGE ?? 'localhost/agentws:latest';
@@ -109,11 +112,8 @@ async function gatewayOf(container: string): Promise<string> {
   return gw;
 }
 
-/** Registers the scripted model, applies it, and runs one turn; returns the assistant's text. */
-async function turn(base: string, key: string, llm: FakeLlm, llmUrl: string, text: string): Promise<string> {
-  const me = await call(base, 'GET', '/v1/auth/me', key);
-  expect(me.status, me.text).toBe(200);
-  expect(me.json.user.email).toBe(OWNER);
+/** Registers the scripted model with the API key and applies it. */
+async function setUpModel(base: string, key: string, llmUrl: string) {
   const add = await call(base, 'POST', '/v1/admin/providers', key, {
     name: 'scripted',
     kind: 'openai-compatible',
@@ -124,6 +124,17 @@ async function turn(base: string, key: string, llm: FakeLlm, llmUrl: string, tex
   expect(add.status, add.text).toBe(201);
   const apply = await call(base, 'POST', '/v1/admin/runtime/apply', key, { defaultModel: 'scripted/fake-model' });
   expect(apply.status, apply.text).toBe(200);
+}
+
+/**
+ * Sets the scripted model up (unless llmUrl is null: it is already) and runs one turn as the owner with
+ * the API key; returns the assistant's text.
+ */
+async function turn(base: string, key: string, llm: FakeLlm, llmUrl: string | null, text: string): Promise<string> {
+  const me = await call(base, 'GET', '/v1/auth/me', key);
+  expect(me.status, me.text).toBe(200);
+  expect(me.json.user.email).toBe(OWNER);
+  if (llmUrl !== null) await setUpModel(base, key, llmUrl);
   const created = await call(base, 'POST', '/v1/sessions', key, { title: 'in the container' });
   expect(created.status, created.text).toBe(201);
   const sessionId = created.json.sessionId as string;
@@ -213,48 +224,176 @@ describe('container image', () => {
     expect(r.stderr).toMatch(/runs in the host's user namespace/);
   });
 
-  it('compose.yaml: the app and PostgreSQL with pgvector come up, healthy, and run a turn', async () => {
-    const t0 = Date.now();
-    await podman('image', 'exists', 'localhost/agentws-postgres:15').catch(() => {
-      throw new Error('localhost/agentws-postgres:15 is not built: run `sudo bash templates/container/build.sh`');
-    });
+  describe('compose.yaml', () => {
     const project = `${TAG}-compose`;
-    const port = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as AddressInfo).port;
-        s.close(() => resolve(p));
-      });
-    });
-    // PODMAN_USERNS: Debian bookworm's podman-compose (1.0.3) ignores userns_mode (docs/operating/containers.md).
-    const env = { ...podmanEnv, PODMAN_USERNS: 'auto', AGENTWS_OPERATOR_EMAIL: OWNER, AGENTWS_DB_PASSWORD: 'composetest0123456789', AGENTWS_PUBLISH: `127.0.0.1:${port}`, AGENTWS_PUBLIC_URL: `http://localhost:${port}` };
+    const app = `${project}_app_1`;
+    const file = fileURLToPath(new URL('../../templates/container/compose.yaml', import.meta.url));
+    let env: Record<string, string>;
+    let port: number;
+    let base: string;
+    let upMs = 0;
     const compose = (...args: string[]) =>
       new Promise<string>((resolve, reject) => {
-        const file = fileURLToPath(new URL('../../templates/container/compose.yaml', import.meta.url));
         const p = spawn('podman-compose', ['-p', project, '-f', file, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
         let out = '';
         p.stdout.on('data', (d) => (out += d));
         p.stderr.on('data', (d) => (out += d));
         p.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`podman-compose ${args.join(' ')}: exit ${code}\n${out}`))));
       });
-    try {
+
+    beforeAll(async () => {
+      const t0 = Date.now();
+      await podman('image', 'exists', 'localhost/agentws-postgres:15').catch(() => {
+        throw new Error('localhost/agentws-postgres:15 is not built: run `sudo bash templates/container/build.sh`');
+      });
+      port = await new Promise<number>((resolve) => {
+        const s = net.createServer().listen(0, '127.0.0.1', () => {
+          const p = (s.address() as AddressInfo).port;
+          s.close(() => resolve(p));
+        });
+      });
+      // PODMAN_USERNS: Debian bookworm's podman-compose (1.0.3) ignores userns_mode (docs/operating/containers.md).
+      // No identity provider and no demo mode: the first hour of docs/getting-started/container.md.
+      env = { ...podmanEnv, PODMAN_USERNS: 'auto', AGENTWS_OPERATOR_EMAIL: OWNER, AGENTWS_DB_PASSWORD: 'composetest0123456789', AGENTWS_PUBLISH: `127.0.0.1:${port}`, AGENTWS_PUBLIC_URL: `http://localhost:${port}` };
+      base = `http://127.0.0.1:${port}`;
       await compose('up', '-d');
-      const base = `http://127.0.0.1:${port}`;
       const ready = await readySandboxed(base);
       expect(ready).toMatchObject({ ready: true, database: 'ok', agents: { sandbox: 'on', available: true } });
-      const app = `${project}_app_1`;
+      upMs = Date.now() - t0;
+      console.log(`compose up to ready in ${upMs} ms`);
+    });
+    afterAll(async () => {
+      await compose('down', '-v').catch((err) => console.error(String(err)));
+      // podman-compose 1.0.3 leaves the project's network behind.
+      await podman('network', 'rm', '-f', `${project}_default`).catch(() => {});
+    });
+
+    it('the first hour: `aws user sign-in-link` in the app container signs the owner in once, from outside, and leaves the token out of the log', async () => {
+      const t0 = Date.now();
+      const auth = await call(base, 'GET', '/v1/auth/status');
+      expect(auth.json.auth).toMatchObject({ allowAnonymous: false, entraConfigured: false });
+      const origin = `http://localhost:${port}`;
+      const link = async () => {
+        const out = await run('podman', ['exec', app, 'node', '/app/bin/run.js', 'user', 'sign-in-link', OWNER], { env: podmanEnv });
+        // The link alone on stdout (the public URL's origin), the notice on stderr without the token.
+        expect(out.stdout).toMatch(new RegExp(`^${origin}/#/sign-in-link/agentws_link_[A-Za-z0-9_-]{43}\\n$`));
+        expect(out.stderr).toMatch(/shown only now/);
+        expect(out.stderr).not.toContain('agentws_link_');
+        return out.stdout.trim();
+      };
+      // What the dashboard's sign-in-link screen sends: its origin and the CSRF header, from the host.
+      const use = async (url: string) => {
+        const res = await fetch(`${base}/v1/auth/link`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', origin, 'x-agentws-csrf': '1' },
+          body: JSON.stringify({ token: url.split('#/sign-in-link/')[1] }),
+        });
+        return { status: res.status, json: (await res.json()) as any, cookies: res.headers.getSetCookie() };
+      };
+
+      const first = await link();
+      const signedIn = await use(first);
+      expect(signedIn.status, JSON.stringify(signedIn.json)).toBe(200);
+      expect(signedIn.json).toMatchObject({ user: { email: OWNER }, roles: ['owner'] });
+      const access = signedIn.cookies.find((c) => c.startsWith('agentws_access='))!.split(';')[0];
+      const me = await fetch(`${base}/v1/auth/me`, { headers: { cookie: access } });
+      expect(((await me.json()) as any).user.email).toBe(OWNER);
+      const again = await use(first);
+      expect(again.status).toBe(400);
+      expect(again.json.error).toBe('sign_in_link_used');
+      expect(again.cookies).toEqual([]);
+
+      // In a browser, the steps of docs/getting-started/container.md: open the link and press Sign in; the
+      // Sessions screen's checklist; add a provider, test it, choose the default model and apply; a new
+      // session, a question, the first answer.
+      const second = await link();
+      const modelUrl = await modelUrlFor(app);
+      const browser = await launchChromium();
+      try {
+        const page = await browser.newPage();
+        await page.goto(second);
+        const button = page.getByRole('button', { name: 'Sign in' });
+        await button.waitFor();
+        // Opening it used nothing, and the token is already out of the address bar.
+        expect(page.url()).toBe(`${origin}/#/sign-in-link`);
+        await button.click();
+        await page.getByTestId('setup-checklist').waitFor();
+        expect(page.url()).toBe(`${origin}/#/sessions`);
+        expect(await page.getByText('(owner)').count()).toBeGreaterThan(0);
+        console.log(`signed in through the link in the browser after ${Date.now() - t0} ms`);
+
+        await page.getByRole('link', { name: 'Add a provider' }).click();
+        await page.getByRole('button', { name: 'Add a provider' }).click();
+        const form = page.getByRole('form', { name: 'New provider' });
+        await form.getByRole('textbox', { name: 'Name' }).fill('scripted');
+        await form.getByRole('textbox', { name: 'Base URL' }).fill(`${modelUrl}/v1`);
+        await form.getByLabel('API key').fill('sk-scripted-secret');
+        await form.getByRole('textbox', { name: 'Model id 1' }).fill('fake-model');
+        await form.getByRole('textbox', { name: 'Context tokens 1' }).fill('32000');
+        await form.getByRole('textbox', { name: 'Output tokens 1' }).fill('4096');
+        await form.getByRole('button', { name: 'Add provider' }).click();
+        const row = page.getByTestId('provider-scripted');
+        await row.waitFor();
+        await row.getByRole('button', { name: 'Test' }).click();
+        await expect.poll(() => page.getByTestId('provider-test-scripted').innerText(), { timeout: 30_000 }).toMatch(/^Test passed: fake-model answered/);
+        await page.getByRole('combobox', { name: 'Default model' }).selectOption('scripted/fake-model');
+        await page.getByRole('button', { name: 'Apply changes' }).click();
+        await expect.poll(() => page.getByTestId('runtime-readiness').innerText(), { timeout: 60_000 }).toMatch(/^ready/);
+
+        await page.getByRole('link', { name: 'Sessions' }).click();
+        await page.getByRole('button', { name: 'New session' }).waitFor();
+        await page.getByRole('textbox', { name: 'Title' }).fill('First hour');
+        await page.getByRole('button', { name: 'New session' }).click();
+        await page.getByRole('textbox', { name: 'Message' }).waitFor();
+        llm.script([{ text: 'Hello from the container, asked in the dashboard.' }]);
+        await page.getByRole('textbox', { name: 'Message' }).fill('Are you there?');
+        await page.getByRole('textbox', { name: 'Message' }).press('Enter');
+        await page.getByText('Hello from the container, asked in the dashboard.').waitFor({ timeout: 150_000 });
+        console.log(`first answer in the dashboard after ${Date.now() - t0} ms`);
+      } finally {
+        await browser.close();
+      }
+      expect((await use(second)).json.error).toBe('sign_in_link_used');
+
+      // Audited (made by the CLI's system actor, used by the owner), and the token in none of the app's log.
+      const audit = async (action: string) =>
+        (await podman('exec', app, 'node', '/app/bin/run.js', 'audit', 'tail', '--action', action, '--json'))
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line));
+      const made = await audit('auth.sign_in_link.create');
+      expect(made).toHaveLength(2);
+      expect(made[0]).toMatchObject({ actor: 'system:cli', channel: 'cli', target: `user:${signedIn.json.user.id}` });
+      // (The tail shows no details: that these came through a link is in auth.sign_in's details.)
+      const used = await audit('auth.sign_in');
+      expect(used.map((e) => `${e.actor} ${e.channel}`)).toEqual(Array(2).fill(`user:${signedIn.json.user.id} web`));
+      const logs = await run('podman', ['logs', app], { env: podmanEnv, maxBuffer: 64 << 20 });
+      const logged = logs.stdout + logs.stderr;
+      // The refused second use is in the access log (errors are, by default): the log is the one that would hold it.
+      expect(logged).toContain('/v1/auth/link');
+      for (const url of [first, second]) {
+        const token = url.split('#/sign-in-link/')[1];
+        expect(logged).not.toContain(token.slice('agentws_link_'.length));
+        expect(JSON.stringify([made, used])).not.toContain(token.slice('agentws_link_'.length));
+      }
+      console.log(`sign-in link test took ${Date.now() - t0} ms`);
+    });
+
+    it('the app and PostgreSQL with pgvector come up, healthy, and run a turn with the API key', async () => {
+      const t0 = Date.now();
       const cfg = JSON.parse(await podman('exec', app, 'node', '/app/bin/run.js', 'config', 'show', '--json'));
       expect(cfg.databaseMode).toBe('postgres');
       const vector = await podman('exec', '-e', `PGPASSWORD=${env.AGENTWS_DB_PASSWORD}`, `${project}_db_1`, 'psql', '-h', '/var/run/postgresql', '-U', 'agentws', '-d', 'agentws', '-tAc', "select extversion from pg_extension where extname = 'vector'");
       expect(vector.trim()).toMatch(/^0\.\d+\.\d+$/);
+      // The API key acts as the owner; the model is the one the first hour set up in the dashboard (unless
+      // that test failed before it did).
       const key = await apiKey(app);
-      expect(await turn(base, key, llm, await modelUrlFor(app), 'Hello from compose')).toBe('Hello from compose');
+      const providers = await call(base, 'GET', '/v1/admin/providers', key);
+      const setUp = providers.json?.providers?.some((p: any) => p.name === 'scripted');
+      expect(await turn(base, key, llm, setUp ? null : await modelUrlFor(app), 'Hello from compose')).toBe('Hello from compose');
       // The health check compose.yaml declares passes.
       await until('a healthy app', async () => ((await podman('healthcheck', 'run', app).then(() => true, () => false)) ? true : undefined), 60_000);
-      console.log(`compose test took ${Date.now() - t0} ms`);
-    } finally {
-      await compose('down', '-v').catch((err) => console.error(String(err)));
-      // podman-compose 1.0.3 leaves the project's network behind.
-      await podman('network', 'rm', '-f', `${project}_default`).catch(() => {});
-    }
+      console.log(`compose test took ${Date.now() - t0} ms (${upMs} ms to come up before it)`);
+    });
   });
 });
