@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { adminTabs } from './admin-tabs';
 import { api, explain } from './api';
 import { belongsTo, refusalOf, type Refusal } from './refusal';
+import { settingHref, settingParts } from './setting-links';
 import type { Me } from './types';
 
 /**
@@ -81,13 +82,17 @@ export function DemoSignedOut(props: { me: Me }) {
         {props.me.user.email ? ` (${props.me.user.email})` : ''}. So there is no sign-in to end: closing this tab is all it takes.
       </p>
       <p>Demo mode is for trying the service on a machine only you can reach. To have people sign in with their own accounts, an administrator of the machine configures an identity provider and turns demo mode off, then restarts the service:</p>
-      <pre>{`AGENTWS_ALLOW_ANONYMOUS=false
+      <pre>
+        <SettingText
+          text={`AGENTWS_ALLOW_ANONYMOUS=false
 # Microsoft Entra ID
 AGENTWS_ENTRA_TENANT_ID=<directory (tenant) id>
 # or any other OpenID Connect issuer
 AGENTWS_OIDC_ISSUER_URL=https://issuer.example.com
 AGENTWS_OIDC_CLIENT_ID=<application (client) id>
-AGENTWS_OIDC_CLIENT_SECRET=<client secret>`}</pre>
+AGENTWS_OIDC_CLIENT_SECRET=<client secret>`}
+        />
+      </pre>
       <p>
         <a href="#/sessions">Back to your sessions</a>
       </p>
@@ -99,7 +104,7 @@ export function ErrorNote(props: { error: string | null; onClose?: () => void })
   if (!props.error) return null;
   return (
     <div class="error" role="alert">
-      {props.error}
+      <SettingText text={props.error} />
       {props.onClose ? (
         <button type="button" class="link" onClick={props.onClose} aria-label="Dismiss">
           ×
@@ -167,7 +172,7 @@ export function useRefusal(fields: string[] = [], options: { conflictAt?: string
 export function FieldError(props: { message: string | null; id?: string }) {
   return props.message ? (
     <span class="field-error" role="alert" id={props.id}>
-      {props.message}
+      <SettingText text={props.message} />
     </span>
   ) : null;
 }
@@ -176,7 +181,7 @@ export function FieldError(props: { message: string | null; id?: string }) {
 export function FormError(props: { message: string | null }) {
   return props.message ? (
     <p class="error form-error" role="alert">
-      {props.message}
+      <SettingText text={props.message} />
     </p>
   ) : null;
 }
@@ -199,4 +204,24 @@ export function usePersonNames(canList = true): (ref: string) => string {
     const p = people.get(/^user:(.+)$/.exec(ref)?.[1] ?? '');
     return p ? `${p.name} <${p.email}>` : ref;
   };
+}
+
+/** The message, its setting names linked; a message that names none is the same text. */
+export function SettingText(props: { text: string | null | undefined }) {
+  if (!props.text) return null;
+  const parts = settingParts(props.text);
+  if (!parts.some((p) => p.setting)) return <>{props.text}</>;
+  return (
+    <>
+      {parts.map((p) =>
+        p.setting ? (
+          <a class="setting" href={settingHref(p.text)} target="_blank" rel="noopener" title={`${p.text} in the configuration reference`}>
+            {p.text}
+          </a>
+        ) : (
+          p.text
+        ),
+      )}
+    </>
+  );
 }

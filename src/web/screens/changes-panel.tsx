@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote } from '../components';
+import { ErrorNote, SettingText } from '../components';
 import { highlightLine, languageOf } from '../highlight';
 import type { PaneProps } from './workspace-pane';
 
@@ -98,7 +98,9 @@ export function ChangesPanel(props: PaneProps) {
       </div>
       {session?.reverted ? <p class="hint">{session.reverted.turns === 1 ? 'The last turn is undone: its changes are' : `The last ${session.reverted.turns} turns are undone: their changes are`} not counted in the whole session. Redo from the chat.</p> : null}
       {shown === null ? <p class="boot">Loading…</p> : null}
-      {session && !session.snapshots ? <p class="hint">This service keeps no snapshots of workspaces (AGENTWS_RUNTIME_SNAPSHOTS=off): what turns changed is not recorded.</p> : null}
+      {session && !session.snapshots ? <p class="hint">
+          <SettingText text="This service keeps no snapshots of workspaces (AGENTWS_RUNTIME_SNAPSHOTS=off): what turns changed is not recorded." />
+        </p> : null}
       {shown?.snapshots && shown.recorded === false ? <p class="hint">{scope ? "This turn's" : "This session's"} changes were not recorded (it ran before snapshots were on, or a snapshot failed).</p> : null}
       {shown?.pending ? <p class="hint">The snapshot after the last turn is still being taken: its changes show once it is.</p> : null}
       {shown?.notKept?.length ? <p class="hint">Not kept (larger than 10 MiB, so neither shown nor undone): {shown.notKept.slice(0, 5).join(', ')}{shown.notKept.length > 5 ? ` and ${shown.notKept.length - 5} more` : ''}</p> : null}

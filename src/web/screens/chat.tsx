@@ -1,7 +1,7 @@
 import { Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, explain, follow, type StreamEvent } from '../api';
-import { ErrorNote, usd } from '../components';
+import { ErrorNote, SettingText, usd } from '../components';
 import { applyEvent, mergeHistory, type Msg } from '../transcript';
 import type { Me, PendingPermission } from '../types';
 import { RedoNote, TurnChangesNote, useTurnChanges } from './changes-panel';
@@ -310,7 +310,11 @@ export function ChatScreen(props: { me: Me; sessionId: string; access?: SessionA
         </div>
         <QueuedPrompts queued={turn.queued} onWithdraw={turn.withdraw} />
         <ErrorNote error={error} onClose={() => setError(null)} />
-        {notice ? <p class="notice">{notice}</p> : null}
+        {notice ? (
+          <p class="notice">
+            <SettingText text={notice} />
+          </p>
+        ) : null}
         {pending.length && !readOnly ? (
           <div class="permissions" role="region" aria-label="Permission requests">
             {pending.map((p) => (
@@ -377,7 +381,11 @@ function MessageView(props: { m: Msg; onBranch?: () => void }) {
   return (
     <article class={`msg ${info.role}`} id={`m-${info.id}`} data-testid={`msg-${info.role}`}>
       {parts.map((p) => (p.type === 'text' ? (info.role === 'assistant' ? <Markdown key={p.id} text={p.text ?? ''} frontMatter={false} class="text md" /> : <p class="text" key={p.id}>{p.text}</p>) : p.type === 'tool' ? <ToolCard key={p.id} part={p} /> : p.type === 'file' ? <p class="file" key={p.id}>📎 {String((p as any).filename ?? 'file')}</p> : null))}
-      {failed ? <p class="error">{failed}</p> : null}
+      {failed ? (
+        <p class="error">
+          <SettingText text={failed} />
+        </p>
+      ) : null}
       {stopped ? <p class="stopped">Stopped.</p> : null}
       {info.role === 'assistant' ? (
         <div class="msg-foot">

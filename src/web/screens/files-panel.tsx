@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, when } from '../components';
+import { ErrorNote, SettingText, when } from '../components';
 import { Code } from '../highlight';
 import type { PaneProps } from './workspace-pane';
 
@@ -144,7 +144,11 @@ export function FilesPanel(props: PaneProps) {
           <input ref={folderInput} type="file" multiple class="hidden-input" aria-label="Upload folder" onChange={(e) => void upload((e.currentTarget as HTMLInputElement).files)} />
         </label>
       </div>
-      {busy ? <p class="hint" role="status">{busy}</p> : null}
+      {busy ? (
+        <p class="hint" role="status">
+          <SettingText text={busy} />
+        </p>
+      ) : null}
       <ErrorNote error={error} onClose={() => setError(null)} />
       {entries === null ? (
         <p class="hint">Loading…</p>

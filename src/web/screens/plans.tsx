@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, usd, when } from '../components';
+import { ErrorNote, SettingText, usd, when } from '../components';
 
 interface PlanItem {
   id: string;
@@ -79,7 +79,9 @@ export function PlansScreen(props: { planId?: string }) {
               <span class={`badge ${detail.plan.status}`} data-testid="plan-status">
                 {detail.plan.status}
               </span>{' '}
-              {detail.plan.costUsd ? usd(detail.plan.costUsd) : null} {detail.plan.error ? <span class="error">{detail.plan.error}</span> : null}
+              {detail.plan.costUsd ? usd(detail.plan.costUsd) : null} {detail.plan.error ? <span class="error">
+                  <SettingText text={detail.plan.error} />
+                </span> : null}
               {!FINAL.has(detail.plan.status) ? (
                 <button type="button" class="danger" onClick={() => cancel(detail.plan.id)}>
                   Cancel plan
@@ -97,7 +99,9 @@ export function PlansScreen(props: { planId?: string }) {
                       <a href={`#/sessions/${s.sessionId}`}>transcript</a>
                     </>
                   ) : null}
-                  {s.error ? <div class="error">{s.error}</div> : null}
+                  {s.error ? <div class="error">
+                      <SettingText text={s.error} />
+                    </div> : null}
                 </li>
               ))}
             </ol>

@@ -2,6 +2,8 @@
 // model -> apply -> first prompt. People who may set it up get links to the setup screens; the others
 // see who may.
 
+import { SettingText } from '../components';
+
 export interface SetupState {
   ready: boolean;
   detail?: string;
@@ -20,7 +22,7 @@ export function SetupChecklist(props: { setup: SetupState; onCheck: () => void }
   return (
     <div class="gateway" role="region" aria-label="Set up this workspace" data-testid="setup-checklist">
       <h2>This workspace is not set up yet</h2>
-      <p class="hint">Agents need a model before they can answer: {props.setup.detail}.</p>
+      <p class="hint">Agents need a model before they can answer: <SettingText text={props.setup.detail} />.</p>
       <ol>
         {items.map((s) => (
           <li data-testid="setup-step" data-done={s.done ? 'yes' : 'no'}>

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, FieldError, FormError, usePersonNames, useRefusal, when } from '../components';
+import { ErrorNote, FieldError, FormError, SettingText, usePersonNames, useRefusal, when } from '../components';
 
 // The "Embedder" admin tab (admin.manage_providers): the model memories are embedded with (set, clear),
 // and the backfill that embeds the memories lacking a vector of it, followed to its end. The same routes
@@ -161,7 +161,11 @@ export function EmbedderTab(props: { canUsers?: boolean }) {
             {job.status === 'queued' ? 'queued (waiting for a worker)' : job.status}: {r.embedded ?? 0} of {r.total ?? '?'} embedded
             {job.status === 'completed' ? `, ${r.remaining ?? 0} still lacking a vector${r.superseded ? ' (the embedder changed: its own backfill takes over)' : ''}` : ''}
           </span>
-          {job.error ? <p class="error">{job.error}</p> : null}
+          {job.error ? (
+            <p class="error">
+              <SettingText text={job.error} />
+            </p>
+          ) : null}
           <small> started {when(job.createdAt)}</small>
         </div>
       ) : null}

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
+import { changer, ErrorNote, FieldError, FormError, SettingText, useRefusal, when } from '../components';
 
 // The "Models and runtime" admin tab (admin.manage_providers): the tenant's model providers (add, edit,
 // rotate or remove the key, enable or disable, test, remove), the default model and apply, and the
@@ -112,11 +112,16 @@ export function ProvidersTab() {
     <div>
       <ErrorNote error={error} onClose={() => setError(null)} />
       <p data-testid="runtime-readiness">
-        <span class={`badge ${status.ready ? 'completed' : 'failed'}`}>{status.ready ? 'ready' : 'not ready'}</span> {status.detail}
+        <span class={`badge ${status.ready ? 'completed' : 'failed'}`}>{status.ready ? 'ready' : 'not ready'}</span> <SettingText text={status.detail} />
       </p>
       <p>
         Runtimes running: {status.runtime.running} of at most {status.runtime.max}; sandbox {status.runtime.sandbox}
-        {status.runtime.warning ? <span class="warn"> {status.runtime.warning}</span> : null}
+        {status.runtime.warning ? (
+          <span class="warn">
+            {' '}
+            <SettingText text={status.runtime.warning} />
+          </span>
+        ) : null}
       </p>
       {status.runtime.hosts.map((h) => (
         <p key={`${h.hostname}:${h.pid}`} data-testid="runtime-host">
@@ -140,7 +145,7 @@ export function ProvidersTab() {
                 <>
                   <br />
                   <span class="warn" data-testid="runtime-paging">
-                    Idle runtimes stay resident there: {h.limits.unavailable.paging}
+                    Idle runtimes stay resident there: <SettingText text={h.limits.unavailable.paging} />
                   </span>
                 </>
               ) : null}
@@ -149,7 +154,7 @@ export function ProvidersTab() {
                 .map(([k, why]) => (
                   <span class="warn">
                     <br />
-                    No {k} limit there: {why}
+                    No {k} limit there: <SettingText text={why} />
                   </span>
                 ))}
             </>
@@ -207,7 +212,11 @@ export function ProvidersTab() {
           : 'Nothing applied yet: prompts wait for a default model to be applied.'}
         {status.pendingChanges && status.applied ? ' Changes since then wait for Apply.' : ''}
       </p>
-      {notice ? <p class="notice">{notice}</p> : null}
+      {notice ? (
+        <p class="notice">
+          <SettingText text={notice} />
+        </p>
+      ) : null}
 
       <h2>Providers</h2>
       {status.providers.length === 0 ? <p class="empty">No providers yet. Add the model server or API your agents will use.</p> : null}

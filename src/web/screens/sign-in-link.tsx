@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { SettingText } from '../components';
 import { api, explain } from '../api';
 
 /**
@@ -34,7 +35,7 @@ export function SignInLinkScreen(props: { token: string | undefined; onSignedIn:
         </p>
       ) : state.error ? (
         <p class="error" role="alert">
-          {state.error}
+          <SettingText text={state.error} />
         </p>
       ) : (
         <>

@@ -1,3 +1,5 @@
+import { SettingText } from '../components';
+
 export interface AuthStatus {
   auth: { allowAnonymous: boolean; entraConfigured: boolean; gatewaysProtected: boolean };
 }
@@ -14,7 +16,7 @@ export function SignInScreen(props: { status: AuthStatus | null; error?: string 
       <h1>Agent Workspace</h1>
       {props.error ? (
         <p class="error" role="alert">
-          {props.error}
+          <SettingText text={props.error} />
         </p>
       ) : null}
       {!s ? <p>The service does not answer. Try again in a moment.</p> : null}
@@ -33,7 +35,8 @@ export function SignInScreen(props: { status: AuthStatus | null; error?: string 
           <h2>Sign-in is not set up yet</h2>
           <p>Ask the operator of this service to configure an OpenID Connect identity provider in its config file or environment, then restart it:</p>
           <pre>
-            {`# Microsoft Entra ID
+            <SettingText
+              text={`# Microsoft Entra ID
 AGENTWS_ENTRA_TENANT_ID=<directory (tenant) id>
 # or any other OpenID Connect issuer
 AGENTWS_OIDC_ISSUER_URL=https://issuer.example.com
@@ -41,9 +44,18 @@ AGENTWS_OIDC_CLIENT_ID=<application (client) id>
 AGENTWS_OIDC_CLIENT_SECRET=<client secret>
 AGENTWS_PUBLIC_URL=https://agents.example.com
 # redirect URI to register at the provider: <AGENTWS_PUBLIC_URL>/v1/auth/callback`}
+            />
           </pre>
           <p>
-            Or, on a machine only you can reach (AGENTWS_HOST=127.0.0.1, no identity provider), turn on local demo mode: <code>AGENTWS_ALLOW_ANONYMOUS=true</code> with <code>AGENTWS_OPERATOR_EMAIL</code>.
+            <SettingText text="Or, on a machine only you can reach (AGENTWS_HOST=127.0.0.1, no identity provider), turn on local demo mode: " />
+            <code>
+              <SettingText text="AGENTWS_ALLOW_ANONYMOUS=true" />
+            </code>{' '}
+            with{' '}
+            <code>
+              <SettingText text="AGENTWS_OPERATOR_EMAIL" />
+            </code>
+            .
           </p>
         </div>
       ) : null}
