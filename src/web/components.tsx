@@ -1,6 +1,5 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { adminTabs } from './admin-tabs';
 import { api, explain } from './api';
 import { belongsTo, refusalOf, type Refusal } from './refusal';
 import { settingHref, settingParts } from './setting-links';
@@ -10,23 +9,11 @@ import type { Me } from './types';
  * The frame of every signed-in screen: navigation (only what this user may use) and sign-out. On a
  * narrow screen (under 52rem) the navigation folds behind a Menu button and opens as a column.
  */
-export function Shell(props: { me: Me; demo: boolean; route: string; children: ComponentChildren }) {
+export function Shell(props: { me: Me; demo: boolean; route: string; nav: Array<{ href: string; title: string; current: boolean }>; docs?: { href: string; title: string }; children: ComponentChildren }) {
   const { me } = props;
   const [menu, setMenu] = useState(false);
   // A link followed from the open menu closes it.
   useEffect(() => setMenu(false), [props.route]);
-  const screens: Array<[string, string]> = [
-    ['sessions', 'Sessions'],
-    ['plans', 'Plans'],
-    ['memories', 'Memories'],
-    ['skills', 'Skills'],
-    // Everyone's: a person's own accounts at the git hosts, which their agents then act as.
-    ['connections', 'Connections'],
-    // Everyone's: tokens for the person's own scripts.
-    ['tokens', 'API tokens'],
-    // Only when the user's permissions open at least one admin tab.
-    ...(adminTabs(me.permissions).length ? ([['admin', 'Admin']] as Array<[string, string]>) : []),
-  ];
   // In demo mode there is no sign-in to end: the page that says so, and how to turn sign-in on.
   const demoMode = props.demo && me.demo === true;
   const signOut = async () => {
@@ -44,14 +31,20 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
         <a class="brand" href="#/sessions">
           Agent Workspace
         </a>
+        {/* This screen's page of the docs: in a tab of its own, so the screen stays as it was. */}
+        {props.docs ? (
+          <a class="docs-link" href={props.docs.href} target="_blank" rel="noopener" title={`${props.docs.title} in the docs`} data-testid="docs-link">
+            Docs
+          </a>
+        ) : null}
         <button type="button" class="menu-toggle" aria-expanded={menu} aria-controls="main-menu" onClick={() => setMenu(!menu)}>
           {menu ? 'Close' : 'Menu'}
         </button>
         <div class="menu" id="main-menu">
           <nav aria-label="Main">
-            {screens.map(([id, label]) => (
-              <a href={`#/${id}`} aria-current={props.route === id ? 'page' : undefined}>
-                {label}
+            {props.nav.map((n) => (
+              <a href={n.href} aria-current={n.current ? 'page' : undefined}>
+                {n.title}
               </a>
             ))}
           </nav>

@@ -1,4 +1,4 @@
-import { adminTabs } from '../admin-tabs';
+import { adminTab, adminTabs } from '../admin-tabs';
 import type { Me } from '../types';
 import { AuditTab } from './admin-audit';
 import { EgressTab } from './admin-egress';
@@ -17,16 +17,15 @@ import { EmbedderTab } from './setup-embedder';
 import { ProvidersTab } from './setup-providers';
 
 /** The admin screens a user's permissions open: users and roles, the audit log, usage, gateways. */
-export function AdminScreen(props: { me: Me; tab: string }) {
+export function AdminScreen(props: { me: Me; tab: string | undefined }) {
   const a = props.me.permissions.admin;
   const tabs = adminTabs(props.me.permissions);
-  const asked = props.tab === 'runtime' ? 'providers' : props.tab; // the tab's earlier address
-  const tab = tabs.some(([id]) => id === asked) ? asked : tabs[0]?.[0];
+  const tab = adminTab(tabs, props.tab)?.id;
   return (
     <section class="admin">
       <h1>Admin</h1>
       <nav class="tabs" aria-label="Admin">
-        {tabs.map(([id, label]) => (
+        {tabs.map(({ id, label }) => (
           <a href={`#/admin/${id}`} aria-current={id === tab ? 'page' : undefined}>
             {label}
           </a>

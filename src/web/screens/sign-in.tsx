@@ -57,6 +57,11 @@ AGENTWS_PUBLIC_URL=https://agents.example.com
             </code>
             .
           </p>
+          <p>
+            <a href="/docs/admin/identity" target="_blank" rel="noopener">
+              Setting up sign-in, in the docs
+            </a>
+          </p>
         </div>
       ) : null}
     </div>
