@@ -1,8 +1,9 @@
-import type { ComponentChildren } from 'preact';
+import { type ComponentChildren, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from './api';
 import { belongsTo, refusalOf, type Refusal } from './refusal';
 import { settingHref, settingParts } from './setting-links';
+import { useLoad } from './use-load';
 import type { Me } from './types';
 
 /**
@@ -184,15 +185,15 @@ export function FormError(props: { message: string | null }) {
  * embedder): the tenant's people, read once where the viewer may list them; else the reference as is.
  */
 export function usePersonNames(canList = true): (ref: string) => string {
-  const [people, setPeople] = useState<Map<string, { name: string; email: string }>>(new Map());
-  useEffect(() => {
-    // Only where the viewer may list people (admin.manage_users): a refusal would be a console error.
-    if (!canList) return;
-    void api<{ users: Array<{ id: string; handle: string; email: string; displayName: string }> }>('GET', '/admin/users').then(
-      (r) => setPeople(new Map(r.users.map((u) => [u.id, { name: u.displayName || u.handle, email: u.email }]))),
-      () => {},
-    );
-  }, []);
+  // Only where the viewer may list people (admin.manage_users): a refusal would be a console error.
+  const people =
+    useLoad(() =>
+      canList
+        ? api<{ users: Array<{ id: string; handle: string; email: string; displayName: string }> }>('GET', '/admin/users').then(
+            (r) => new Map(r.users.map((u) => [u.id, { name: u.displayName || u.handle, email: u.email }])),
+          )
+        : Promise.resolve(new Map<string, { name: string; email: string }>()),
+    ).data ?? new Map<string, { name: string; email: string }>();
   return (ref: string) => {
     const p = people.get(/^user:(.+)$/.exec(ref)?.[1] ?? '');
     return p ? `${p.name} <${p.email}>` : ref;
@@ -216,5 +217,56 @@ export function SettingText(props: { text: string | null | undefined }) {
         ),
       )}
     </>
+  );
+}
+
+/** A column of a `Table`: its heading ('' for none) and what each row shows in it. */
+export interface Column<T> {
+  title: string;
+  cell?: (item: T) => ComponentChildren;
+  /** The cell's tooltip (the raw reference behind a name, say). */
+  hint?: (item: T) => string | undefined;
+  /** The cell's data-testid. */
+  testId?: string;
+}
+
+/**
+ * The dashboard's tables: headings, then a row an item. `row` draws a row itself where each needs its own
+ * state (an inline form): `columns` then give only the headings.
+ */
+export function Table<T>(props: {
+  label?: string;
+  columns: Array<Column<T>>;
+  items: T[];
+  /** Each row's key among the others. */
+  id: (item: T) => string;
+  testId?: (item: T) => string;
+  row?: (item: T) => ComponentChildren;
+}) {
+  return (
+    <table aria-label={props.label}>
+      <thead>
+        <tr>
+          {props.columns.map((c) => (
+            <th>{c.title}</th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>
+        {props.items.map((item) =>
+          props.row ? (
+            <Fragment key={props.id(item)}>{props.row(item)}</Fragment>
+          ) : (
+            <tr key={props.id(item)} data-testid={props.testId?.(item)}>
+              {props.columns.map((c) => (
+                <td title={c.hint?.(item)} data-testid={c.testId}>
+                  {c.cell?.(item)}
+                </td>
+              ))}
+            </tr>
+          ),
+        )}
+      </tbody>
+    </table>
   );
 }

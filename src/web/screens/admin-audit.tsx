@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
-import { FieldError, FormError, useRefusal, when } from '../components';
+import { FieldError, FormError, Table, useRefusal, when } from '../components';
 
 interface AuditEntry {
   id: string;
@@ -85,28 +85,18 @@ export function AuditTab() {
       </form>
       {entries?.length === 0 ? <p class="empty">No entries match.</p> : null}
       {entries?.length ? (
-        <table>
-          <thead>
-            <tr>
-              <th>When</th>
-              <th>Who</th>
-              <th>Action</th>
-              <th>Target</th>
-              <th>Channel</th>
-            </tr>
-          </thead>
-          <tbody>
-            {entries.map((e) => (
-              <tr key={e.id} data-testid="audit-entry">
-                <td>{when(e.ts)}</td>
-                <td title={e.actor}>{who(e.actor, e.actorPerson)}</td>
-                <td>{e.action}</td>
-                <td title={e.target}>{who(e.target, e.targetPerson)}</td>
-                <td>{e.channel}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <Table
+          items={entries}
+          id={(e) => e.id}
+          testId={() => 'audit-entry'}
+          columns={[
+            { title: 'When', cell: (e) => when(e.ts) },
+            { title: 'Who', cell: (e) => who(e.actor, e.actorPerson), hint: (e) => e.actor },
+            { title: 'Action', cell: (e) => e.action },
+            { title: 'Target', cell: (e) => who(e.target, e.targetPerson), hint: (e) => e.target },
+            { title: 'Channel', cell: (e) => e.channel },
+          ]}
+        />
       ) : null}
     </div>
   );

@@ -1,8 +1,9 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { explain } from '../api';
 import { HOST_SETUP, getWebhook, listDeliveries, newSecret, outcomeText, testDelivery, updateWebhook, type CodeHostKind, type Delivery, type Webhook } from '../codehost-api';
-import { ErrorNote, FieldError, useRefusal, when } from '../components';
+import { ErrorNote, FieldError, Table, useRefusal, when } from '../components';
 import { originHref } from '../sessions-list';
+import { useLoad } from '../use-load';
 
 /** A first guess at the kind from the host's address (the admin can change it before turning webhooks on). */
 const guessKind = (baseUrl: string): CodeHostKind => (/github/i.test(baseUrl) ? 'github' : /gitlab/i.test(baseUrl) ? 'gitlab' : 'gitea');
@@ -22,7 +23,6 @@ export function CodeHostPanel(props: { host: { name: string; baseUrl: string } }
   const [copied, setCopied] = useState<'url' | 'secret' | null>(null);
   const [kind, setKind] = useState<CodeHostKind>(guessKind(props.host.baseUrl));
   const [form, setForm] = useState({ mention: '', label: '', repos: '' });
-  const [error, setError] = useState<string | null>(null);
   const [tested, setTested] = useState<string | null>(null);
   const refusal = useRefusal(['mention', 'label', 'repos', 'kind']);
 
@@ -31,13 +31,15 @@ export function CodeHostPanel(props: { host: { name: string; baseUrl: string } }
     setForm({ mention: w.mention, label: w.label, repos: w.repos.join('\n') });
     if (w.kind) setKind(w.kind);
   };
+  const { error, setError } = useLoad(
+    () =>
+      getWebhook(name).then((w) => {
+        show(w);
+        if (w.secretSet) void loadDeliveries();
+      }),
+    [name],
+  );
   const loadDeliveries = () => listDeliveries(name).then((r) => setDeliveries(r.deliveries), (err) => setError(explain(err)));
-  useEffect(() => {
-    void getWebhook(name).then((w) => {
-      show(w);
-      if (w.secretSet) void loadDeliveries();
-    }, (err) => setError(explain(err)));
-  }, [name]);
   if (!hook) return error ? <ErrorNote error={error} onClose={() => setError(null)} /> : null;
 
   const copy = (what: 'url' | 'secret', text: string) =>
@@ -176,35 +178,41 @@ function Deliveries(props: { host: string; deliveries: Delivery[]; onRefresh: ()
         </button>
       </p>
       {props.deliveries.length ? (
-        <table aria-label={`Deliveries to ${props.host}`}>
-          <thead>
-            <tr>
-              <th>Received</th>
-              <th>Event</th>
-              <th>Issue or pull request</th>
-              <th>By</th>
-              <th>Outcome</th>
-            </tr>
-          </thead>
-          <tbody>
-            {props.deliveries.map((d) => {
-              const target = d.repo ? `${d.repo}${d.targetNumber !== null ? `#${d.targetNumber}` : ''}` : '';
-              const href = originHref(d.targetUrl);
-              return (
-                <tr key={d.id} data-testid="delivery">
-                  <td>{when(d.receivedAt)}</td>
-                  <td>{d.event}</td>
-                  <td>{target && href ? <a href={href} target="_blank" rel="noopener noreferrer">{target}</a> : target}</td>
-                  <td>{d.actorLogin ? `${d.actorLogin}${d.handle ? ` (${d.handle})` : ''}` : ''}</td>
-                  <td data-testid="delivery-outcome">
-                    {outcomeText(d)}
-                    {d.replays ? <small> · sent again {d.replays}×</small> : null}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+        <Table
+          label={`Deliveries to ${props.host}`}
+          items={props.deliveries}
+          id={(d) => d.id}
+          testId={() => 'delivery'}
+          columns={[
+            { title: 'Received', cell: (d) => when(d.receivedAt) },
+            { title: 'Event', cell: (d) => d.event },
+            {
+              title: 'Issue or pull request',
+              cell: (d) => {
+                const target = d.repo ? `${d.repo}${d.targetNumber !== null ? `#${d.targetNumber}` : ''}` : '';
+                const href = originHref(d.targetUrl);
+                return target && href ? (
+                  <a href={href} target="_blank" rel="noopener noreferrer">
+                    {target}
+                  </a>
+                ) : (
+                  target
+                );
+              },
+            },
+            { title: 'By', cell: (d) => (d.actorLogin ? `${d.actorLogin}${d.handle ? ` (${d.handle})` : ''}` : '') },
+            {
+              title: 'Outcome',
+              testId: 'delivery-outcome',
+              cell: (d) => (
+                <>
+                  {outcomeText(d)}
+                  {d.replays ? <small> · sent again {d.replays}×</small> : null}
+                </>
+              ),
+            },
+          ]}
+        />
       ) : (
         <p class="empty">No deliveries yet.</p>
       )}

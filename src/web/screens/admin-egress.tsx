@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { useState } from 'preact/hooks';
+import { api, } from '../api';
+import { useLoad } from '../use-load';
 import { ErrorNote } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 
@@ -18,13 +19,10 @@ const lines = (s: string) => s.split(/[\s,]+/).filter(Boolean);
  */
 export function EgressTab() {
   const [form, setForm] = useState<{ allow: string; deny: string; ports: string } | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [saved, setSaved] = useState(false);
   const refusal = useRefusal(['settings.egress.allow', 'settings.egress.deny', 'settings.egress.ports']);
   const show = (e: Egress | undefined) => setForm({ allow: (e?.allow ?? []).join('\n'), deny: (e?.deny ?? []).join('\n'), ports: (e?.ports ?? []).join(', ') });
-  useEffect(() => {
-    api<{ tenant: { settings: { egress?: Egress } } }>('GET', '/admin/tenant').then((r) => show(r.tenant.settings.egress), (err) => setError(explain(err)));
-  }, []);
+  const { error, setError } = useLoad(() => api<{ tenant: { settings: { egress?: Egress } } }>('GET', '/admin/tenant').then((r) => show(r.tenant.settings.egress)));
   if (!form) return <ErrorNote error={error} />;
   const save = async (e: Event) => {
     e.preventDefault();

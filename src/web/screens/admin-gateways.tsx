@@ -1,6 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
+import { useLoad } from '../use-load';
 import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 
@@ -154,12 +155,7 @@ interface Code {
 
 /** The tenant's chat gateways, each with its controls and its pending pairing codes. */
 export function GatewaysTab() {
-  const [gateways, setGateways] = useState<GatewayInfo[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = () => api<{ gateways: GatewayInfo[] }>('GET', '/gateways').then((r) => setGateways(r.gateways), (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-  }, []);
+  const { data: gateways, error, setError, reload: load } = useLoad(() => api<{ gateways: GatewayInfo[] }>('GET', '/gateways').then((r) => r.gateways));
   return (
     <div>
       <ErrorNote error={error} onClose={() => setError(null)} />
@@ -180,7 +176,6 @@ function GatewayCodes(props: { g: GatewayInfo; onError: (e: string) => void; chi
   const [codes, setCodes] = useState<Code[]>([]);
   const load = () => api<{ codes: Code[] }>('GET', `/gateways/${g.id}/pairing-codes`).then((r) => setCodes(r.codes), (err) => props.onError(explain(err)));
   useEffect(() => {
-    void load();
     const source = new EventSource(`/v1/gateways/${g.id}/events`, { withCredentials: true });
     const again = () => void load();
     source.addEventListener('pairing.code_created', again);

@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
+import { useLoad } from '../use-load';
 import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 import { CodeHostPanel } from './admin-code-host';
@@ -49,12 +50,7 @@ const PRESETS: Array<[string, string]> = [
  * sealed; they are never shown again (a new one replaces them).
  */
 export function GitHostsTab() {
-  const [hosts, setHosts] = useState<GitHost[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = () => api<{ gitHosts: GitHost[] }>('GET', '/admin/connectors/git').then((r) => setHosts(r.gitHosts), (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-  }, []);
+  const { data: hosts, error, setError, reload: load } = useLoad(() => api<{ gitHosts: GitHost[] }>('GET', '/admin/connectors/git').then((r) => r.gitHosts));
   return (
     <div>
       <ErrorNote error={error} onClose={() => setError(null)} />
@@ -346,13 +342,8 @@ interface Connection {
 /** Who has connected their own account to a host, each with a Disconnect for admins (someone left, an account was compromised). */
 function HostConnections(props: { host: GitHost; onChanged: () => Promise<unknown> }) {
   const { host } = props;
-  const [people, setPeople] = useState<Connection[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const path = `/admin/connectors/git/${encodeURIComponent(host.name)}/connections`;
-  useEffect(() => {
-    if (host.connections) void api<{ connections: Connection[] }>('GET', path).then((r) => setPeople(r.connections), (err) => setError(explain(err)));
-    else setPeople([]);
-  }, [host.name, host.connections]);
+  const { data: people, error, setError } = useLoad(() => (host.connections ? api<{ connections: Connection[] }>('GET', path).then((r) => r.connections) : Promise.resolve([])), [host.name, host.connections]);
   const disconnect = async (c: Connection) => {
     if (!confirm(`Disconnect ${c.email}'s account from ${host.name}?`)) return;
     try {

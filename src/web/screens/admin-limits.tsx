@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
-import { ErrorNote, usd } from '../components';
+import { useState } from 'preact/hooks';
+import { api, } from '../api';
+import { useLoad } from '../use-load';
+import { ErrorNote, Table, usd } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 import type { RoleDoc } from './admin-roles';
 
@@ -9,12 +10,7 @@ import type { RoleDoc } from './admin-roles';
  * `cost.per_request_limit_usd`, changed through PATCH /v1/admin/roles/:id with only the `cost` group.
  */
 export function LimitsTab() {
-  const [roles, setRoles] = useState<RoleDoc[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const load = () => api<{ roles: RoleDoc[] }>('GET', '/admin/roles').then((r) => setRoles(r.roles), (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-  }, []);
+  const { data: roles, error, setError, reload: load } = useLoad(() => api<{ roles: RoleDoc[] }>('GET', '/admin/roles').then((r) => r.roles));
   return (
     <div>
       <p class="hint">
@@ -23,22 +19,12 @@ export function LimitsTab() {
       </p>
       <ErrorNote error={error} onClose={() => setError(null)} />
       {roles ? (
-        <table>
-          <thead>
-            <tr>
-              <th>Role</th>
-              <th>Members</th>
-              <th>Monthly limit (USD)</th>
-              <th>Per-request limit (USD)</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {roles.map((r) => (
-              <LimitRow key={r.id} role={r} onSaved={load} />
-            ))}
-          </tbody>
-        </table>
+        <Table
+          items={roles}
+          id={(r) => r.id}
+          columns={[{ title: 'Role' }, { title: 'Members' }, { title: 'Monthly limit (USD)' }, { title: 'Per-request limit (USD)' }, { title: '' }]}
+          row={(r) => <LimitRow role={r} onSaved={load} />}
+        />
       ) : null}
     </div>
   );

@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote } from '../components';
+import { useLoad } from '../use-load';
+import { ErrorNote, Table } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 import { AccessSyntaxError, formatMcpAccess, parseMcpAccess } from '../../lib/access-grammar';
 
@@ -56,14 +57,11 @@ const EMPTY = { name: '', url: '', authKind: 'bearer' as McpServerInfo['authKind
  * change reaches idle agents at once, busy ones at their next turn.
  */
 export function McpServersTab() {
-  const [servers, setServers] = useState<McpServerInfo[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
   /** The form: a new server (editing null) or changes to the named one. */
   const [form, setForm] = useState<typeof EMPTY | null>(null);
   const [editing, setEditing] = useState<string | null>(null);
   const refusal = useRefusal(['name', 'url', 'authKind', 'authHeader', 'secret', 'access', 'resources', 'prompts'], { conflictAt: 'name' });
-  const load = () => api<{ servers: McpServerInfo[] }>('GET', '/admin/connectors/mcp').then((r) => setServers(r.servers), (err) => setError(explain(err)));
-  useEffect(() => void load(), []);
+  const { data: servers, error, setError, reload: load } = useLoad(() => api<{ servers: McpServerInfo[] }>('GET', '/admin/connectors/mcp').then((r) => r.servers));
   if (!servers) return <ErrorNote error={error} />;
 
   const set = (name: keyof typeof EMPTY) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement }) => setForm({ ...form!, [name]: e.currentTarget.value });
@@ -125,28 +123,19 @@ export function McpServersTab() {
         for the role.
       </p>
       {servers.length ? (
-        <table>
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>URL</th>
-              <th>Credential</th>
-              <th>Roles and tools</th>
-              <th>Enabled</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {servers.map((s) => (
-              <tr key={s.name}>
-                <td>{s.name}</td>
-                <td>
-                  <code>{s.url}</code>
-                </td>
-                <td>{s.hasSecret ? (s.authKind === 'header' ? `header ${s.authHeader}` : s.authKind) : 'none'}</td>
-                <td>{s.access.length ? s.access.map(summary).join('; ') : 'no role'}</td>
-                <td>{s.enabled ? 'yes' : 'no'}</td>
-                <td>
+        <Table
+          items={servers}
+          id={(s) => s.name}
+          columns={[
+            { title: 'Name', cell: (s) => s.name },
+            { title: 'URL', cell: (s) => <code>{s.url}</code> },
+            { title: 'Credential', cell: (s) => (s.hasSecret ? (s.authKind === 'header' ? `header ${s.authHeader}` : s.authKind) : 'none') },
+            { title: 'Roles and tools', cell: (s) => (s.access.length ? s.access.map(summary).join('; ') : 'no role') },
+            { title: 'Enabled', cell: (s) => (s.enabled ? 'yes' : 'no') },
+            {
+              title: '',
+              cell: (s) => (
+                <>
                   <button type="button" onClick={() => edit(s)}>
                     Edit
                   </button>{' '}
@@ -156,11 +145,11 @@ export function McpServersTab() {
                   <button type="button" class="danger" onClick={() => remove(s)}>
                     Remove
                   </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+          ]}
+        />
       ) : (
         <p class="empty">No MCP servers yet.</p>
       )}

@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote } from '../components';
+import { useLoad } from '../use-load';
+import { ErrorNote, Table } from '../components';
 import type { Permissions } from '../types';
 import { FieldError, useRefusal } from './admin-fields';
 import { modelsSummary, RoleModels } from './role-models';
@@ -66,16 +67,11 @@ function documentOf(d: Draft) {
  * from or given back to them here.
  */
 export function RolesTab(props: { held: Permissions }) {
-  const [roles, setRoles] = useState<RoleDoc[] | null>(null);
   const [editing, setEditing] = useState<RoleDoc | 'new' | null>(null);
   const [models, setModels] = useState<RoleDoc | null>(null);
   const [draft, setDraft] = useState<Draft>(draftOf());
-  const [error, setError] = useState<string | null>(null);
   const refusal = useRefusal(['name', 'permissions.tools'], { conflictAt: 'name' });
-  const load = () => api<{ roles: RoleDoc[] }>('GET', '/admin/roles').then((r) => setRoles(r.roles), (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-  }, []);
+  const { data: roles, error, setError, reload: load } = useLoad(() => api<{ roles: RoleDoc[] }>('GET', '/admin/roles').then((r) => r.roles));
 
   const open = (r: RoleDoc | 'new') => {
     refusal.clear();
@@ -186,28 +182,27 @@ export function RolesTab(props: { held: Permissions }) {
         />
       ) : null}
       {roles ? (
-        <table>
-          <thead>
-            <tr>
-              <th>Role</th>
-              <th>Members</th>
-              <th>Grants</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {roles.map((r) => (
-              <tr key={r.id} data-testid={`role-${r.name}`}>
-                <td>
+        <Table
+          items={roles}
+          id={(r) => r.id}
+          testId={(r) => `role-${r.name}`}
+          columns={[
+            {
+              title: 'Role',
+              cell: (r) => (
+                <>
                   {r.name} {r.isSystem ? <span class="tag">system</span> : null}
                   <br />
                   <small class="hint">{r.description}</small>
-                </td>
-                <td>{r.members ?? ''}</td>
-                <td>
-                  <small>{summary(r.permissions)}</small>
-                </td>
-                <td>
+                </>
+              ),
+            },
+            { title: 'Members', cell: (r) => r.members ?? '' },
+            { title: 'Grants', cell: (r) => <small>{summary(r.permissions)}</small> },
+            {
+              title: '',
+              cell: (r) => (
+                <>
                   {/* Every role's model allow-list can change, the system roles' too. */}
                   {r.name === 'viewer' && r.isSystem ? null : (
                     <button type="button" class="link" onClick={() => setModels(r)}>
@@ -235,11 +230,11 @@ export function RolesTab(props: { held: Permissions }) {
                       Edit
                     </button>
                   )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+          ]}
+        />
       ) : null}
     </div>
   );

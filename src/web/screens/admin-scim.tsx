@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { useState } from 'preact/hooks';
+import { api, } from '../api';
+import { useLoad } from '../use-load';
 import { changer, ErrorNote, FieldError, FormError, usePersonNames, useRefusal, when } from '../components';
 
 interface ScimToken {
@@ -22,24 +23,19 @@ const DEFAULT_MAX_DAYS = 365;
  * once. Expired tokens stay listed, so an owner sees why provisioning stopped.
  */
 export function ScimTokensPanel(props: { canUsers?: boolean }) {
-  const [tokens, setTokens] = useState<ScimToken[] | null>(null);
-  const [maxDays, setMaxDays] = useState(DEFAULT_MAX_DAYS);
-  const [error, setError] = useState<string | null>(null);
   const [name, setName] = useState('default');
   const [days, setDays] = useState(DEFAULT_DAYS);
   const [created, setCreated] = useState<{ name: string; token: string; expiresAt: string; replaced: boolean } | null>(null);
 
-  const load = () =>
-    Promise.all([api<{ tokens: ScimToken[] }>('GET', '/admin/scim/tokens'), api<{ tenant: { settings: { tokens?: { scimMaxDays?: number } } } }>('GET', '/admin/tenant')]).then(
-      ([list, tenant]) => {
-        setTokens(list.tokens);
-        const max = tenant.tenant.settings.tokens?.scimMaxDays ?? DEFAULT_MAX_DAYS;
-        setMaxDays(max);
-        setDays((d) => Math.min(d, max));
-      },
-      (err) => setError(explain(err)),
-    );
-  useEffect(() => void load(), []);
+  const loaded = useLoad(async () => {
+    const [list, tenant] = await Promise.all([api<{ tokens: ScimToken[] }>('GET', '/admin/scim/tokens'), api<{ tenant: { settings: { tokens?: { scimMaxDays?: number } } } }>('GET', '/admin/tenant')]);
+    const maxDays = tenant.tenant.settings.tokens?.scimMaxDays ?? DEFAULT_MAX_DAYS;
+    setDays((d) => Math.min(d, maxDays));
+    return { tokens: list.tokens, maxDays };
+  });
+  const { error, setError, reload: load } = loaded;
+  const tokens = loaded.data?.tokens ?? null;
+  const maxDays = loaded.data?.maxDays ?? DEFAULT_MAX_DAYS;
   const run = changer(load, setError);
 
   const refusal = useRefusal(['name', 'expiresInDays']);

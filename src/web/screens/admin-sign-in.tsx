@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { useState } from 'preact/hooks';
+import { api, } from '../api';
+import { useLoad } from '../use-load';
 import { ErrorNote } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 
@@ -39,16 +40,13 @@ function parse(lines: string, value: string): Record<string, string> | string {
  */
 export function SignInTab() {
   const [form, setForm] = useState<{ apply: boolean; groupRoleMapping: string; groupTeamMapping: string } | null>(null);
-  const [error, setError] = useState<string | null>(null);
   // The form's own refusal of a line, before any request.
   const [lineErrors, setLineErrors] = useState<Partial<Record<Mapping, string>>>({});
   const [saved, setSaved] = useState(false);
   const refusal = useRefusal(['settings.groupRoleMapping', 'settings.groupTeamMapping']);
   const show = (s: SignInSettings) =>
     setForm({ apply: s.signIn?.applyGroupMapping === true, groupRoleMapping: text(s.groupRoleMapping), groupTeamMapping: text(s.groupTeamMapping) });
-  useEffect(() => {
-    api<{ tenant: { settings: SignInSettings } }>('GET', '/admin/tenant').then((r) => show(r.tenant.settings), (err) => setError(explain(err)));
-  }, []);
+  const { error, setError } = useLoad(() => api<{ tenant: { settings: SignInSettings } }>('GET', '/admin/tenant').then((r) => show(r.tenant.settings)));
   if (!form) return <ErrorNote error={error} />;
   const save = async (e: Event) => {
     e.preventDefault();

@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { useState } from 'preact/hooks';
+import { api, } from '../api';
+import { useLoad } from '../use-load';
 import { changer, ErrorNote, FieldError, useRefusal } from '../components';
 import type { User } from './admin-users';
 
@@ -11,15 +12,10 @@ interface Team {
 
 /** Teams decide who sees `team` memories: create, delete, add and remove members. */
 export function TeamsTab() {
-  const [teams, setTeams] = useState<Team[] | null>(null);
-  const [users, setUsers] = useState<User[]>([]);
   const [name, setName] = useState('');
-  const [error, setError] = useState<string | null>(null);
-  const load = () => api<{ teams: Team[] }>('GET', '/admin/teams').then((r) => setTeams(r.teams), (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-    void api<{ users: User[] }>('GET', '/admin/users').then((r) => setUsers(r.users), () => {});
-  }, []);
+  const { data: teams, error, setError, reload: load } = useLoad(() => api<{ teams: Team[] }>('GET', '/admin/teams').then((r) => r.teams));
+  // The people to add (a refusal is not shown: the list is then empty).
+  const users = useLoad(() => api<{ users: User[] }>('GET', '/admin/users').then((r) => r.users)).data ?? [];
   const run = changer(load, setError);
   // A name already taken is the name's problem: under it too.
   const refusal = useRefusal(['name'], { conflictAt: 'name' });

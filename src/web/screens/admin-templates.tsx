@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, when } from '../components';
+import { useLoad } from '../use-load';
+import { ErrorNote, Table, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 
 interface Template {
@@ -15,22 +16,18 @@ const blank = { slug: '', name: '', systemPrompt: '', model: '' };
 
 /** Templates (admin.manage_templates): what sessions start from. Create, edit, delete, as /v1/admin/templates. */
 export function TemplatesTab() {
-  const [templates, setTemplates] = useState<Template[] | null>(null);
   // The slug being edited; '' for a new template, null when the form is closed.
   const [editing, setEditing] = useState<string | null>(null);
   const [form, setForm] = useState(blank);
-  const [error, setError] = useState<string | null>(null);
   const refusal = useRefusal(['slug', 'name', 'model', 'systemPrompt'], { conflictAt: 'slug' });
   // The models to suggest, when the editor may read the providers (admin.manage_providers); else typed.
-  const [models, setModels] = useState<string[]>([]);
-  const load = () => api<{ templates: Template[] }>('GET', '/admin/templates').then((r) => setTemplates(r.templates), (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-    api<{ providers: Array<{ name: string; enabled: boolean; models: Array<{ id: string }> }> }>('GET', '/admin/runtime').then(
-      (r) => setModels(r.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`))),
-      () => {},
-    );
-  }, []);
+  const models =
+    useLoad(() =>
+      api<{ providers: Array<{ name: string; enabled: boolean; models: Array<{ id: string }> }> }>('GET', '/admin/runtime').then((r) =>
+        r.providers.filter((p) => p.enabled).flatMap((p) => p.models.map((m) => `${p.name}/${m.id}`)),
+      ),
+    ).data ?? [];
+  const { data: templates, error, setError, reload: load } = useLoad(() => api<{ templates: Template[] }>('GET', '/admin/templates').then((r) => r.templates));
 
   const open = (t?: Template) => {
     refusal.clear();
@@ -106,37 +103,30 @@ export function TemplatesTab() {
       )}
       {templates?.length === 0 ? <p class="empty">No templates. Sessions start from the default model and no system prompt.</p> : null}
       {templates?.length ? (
-        <table>
-          <thead>
-            <tr>
-              <th>Template</th>
-              <th>Slug</th>
-              <th>Model</th>
-              <th>Changed</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {templates.map((t) => (
-              <tr key={t.slug} data-testid={`template-${t.slug}`}>
-                <td>{t.name}</td>
-                <td>
-                  <code>{t.slug}</code>
-                </td>
-                <td>{t.model ?? 'default'}</td>
-                <td>{when(t.updatedAt)}</td>
-                <td>
+        <Table
+          items={templates}
+          id={(t) => t.slug}
+          testId={(t) => `template-${t.slug}`}
+          columns={[
+            { title: 'Template', cell: (t) => t.name },
+            { title: 'Slug', cell: (t) => <code>{t.slug}</code> },
+            { title: 'Model', cell: (t) => t.model ?? 'default' },
+            { title: 'Changed', cell: (t) => when(t.updatedAt) },
+            {
+              title: '',
+              cell: (t) => (
+                <>
                   <button type="button" class="link" onClick={() => open(t)}>
                     Edit
                   </button>{' '}
                   <button type="button" class="link danger" onClick={() => remove(t)}>
                     Delete
                   </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                </>
+              ),
+            },
+          ]}
+        />
       ) : null}
     </div>
   );

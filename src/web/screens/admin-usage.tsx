@@ -1,5 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { useState } from 'preact/hooks';
+import { api, } from '../api';
+import { useLoad } from '../use-load';
 import { ErrorNote, usd } from '../components';
 import type { User } from './admin-users';
 
@@ -102,17 +103,19 @@ function UsageChart(props: { series: UsageSeries }) {
 /** Tokens and spending over a window: totals, a chart per hour or day, by model and by user. */
 export function UsageTab(props: { canUsers: boolean }) {
   const [since, setSince] = useState('7d');
-  const [usage, setUsage] = useState<Usage | null>(null);
-  const [series, setSeries] = useState<UsageSeries | null>(null);
-  const [names, setNames] = useState<Record<string, string>>({});
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    api<Usage>('GET', `/admin/usage?since=${since}`).then(setUsage, (err) => setError(explain(err)));
-    api<UsageSeries>('GET', `/admin/usage/series?since=${since}`).then(setSeries, (err) => setError(explain(err)));
-  }, [since]);
-  useEffect(() => {
-    if (props.canUsers) void api<{ users: User[] }>('GET', '/admin/users').then((r) => setNames(Object.fromEntries(r.users.map((u) => [u.id, u.displayName || u.handle]))), () => {});
-  }, []);
+  const totals = useLoad(() => api<Usage>('GET', `/admin/usage?since=${since}`), [since]);
+  const chart = useLoad(() => api<UsageSeries>('GET', `/admin/usage/series?since=${since}`), [since]);
+  const usage = totals.data;
+  const series = chart.data;
+  const error = totals.error ?? chart.error;
+  const setError = (e: string | null) => {
+    totals.setError(e);
+    chart.setError(e);
+  };
+  // Names for the user ids, where the viewer may list people (else the ids); a refusal is not shown.
+  const names =
+    useLoad(() => (props.canUsers ? api<{ users: User[] }>('GET', '/admin/users').then((r) => Object.fromEntries(r.users.map((u) => [u.id, u.displayName || u.handle]))) : Promise.resolve({} as Record<string, string>)))
+      .data ?? {};
   const bars = (title: string, rows: Record<string, Totals>, label = (k: string) => k) => {
     const list = Object.entries(rows).sort((x, y) => y[1].cost - x[1].cost || y[1].tokens - x[1].tokens);
     const max = Math.max(...list.map(([, v]) => v.tokens), 1);

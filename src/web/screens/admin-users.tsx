@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+
 import { api, explain } from '../api';
-import { ErrorNote } from '../components';
+import { useLoad } from '../use-load';
+import { ErrorNote, Table } from '../components';
 
 export interface User {
   id: string;
@@ -17,18 +18,10 @@ interface Role {
 
 /** People of the tenant and their roles; those who may manage roles assign and take them here. */
 export function UsersTab(props: { canRoles: boolean }) {
-  const [users, setUsers] = useState<User[] | null>(null);
-  const [roles, setRoles] = useState<Role[]>([]);
-  const [error, setError] = useState<string | null>(null);
-  const load = () =>
-    api<{ users: User[] }>('GET', '/admin/users').then(
-      (r) => setUsers(r.users),
-      (err) => setError(explain(err)),
-    );
-  useEffect(() => {
-    void load();
-    if (props.canRoles) void api<{ roles: Role[] }>('GET', '/admin/roles').then((r) => setRoles(r.roles), (err) => setError(explain(err)));
-  }, []);
+  const { data: users, error, setError, reload: load } = useLoad(() => api<{ users: User[] }>('GET', '/admin/users').then((r) => r.users));
+  // Only where the viewer may assign roles: a refusal would be a console error.
+  const roleList = useLoad(() => (props.canRoles ? api<{ roles: Role[] }>('GET', '/admin/roles').then((r) => r.roles) : Promise.resolve([])));
+  const roles = roleList.data ?? [];
   const assign = async (u: User, roleId: string) => {
     try {
       await api('POST', `/admin/users/${u.id}/roles`, { roleId });
@@ -49,57 +42,59 @@ export function UsersTab(props: { canRoles: boolean }) {
   };
   return (
     <div>
-      <ErrorNote error={error} onClose={() => setError(null)} />
+      <ErrorNote error={error ?? roleList.error} onClose={() => {
+          setError(null);
+          roleList.setError(null);
+        }} />
       {users === null ? <p class="boot">Loading…</p> : null}
-      <table>
-        <thead>
-          <tr>
-            <th>User</th>
-            <th>Email</th>
-            <th>Roles</th>
-            {roles.length ? <th>Assign</th> : null}
-          </tr>
-        </thead>
-        <tbody>
-          {users?.map((u) => (
-            <tr key={u.id} data-testid={`user-${u.handle}`}>
-              <td>{u.displayName || u.handle}</td>
-              <td>{u.email}</td>
-              <td>
-                {u.roles.map((r) => (
-                  <span class="chip">
-                    {r}
-                    {roles.length ? (
-                      <button type="button" class="link" aria-label={`Revoke ${r}`} onClick={() => revoke(u, r)}>
-                        ×
-                      </button>
-                    ) : null}
-                  </span>
-                ))}
-              </td>
-              {roles.length ? (
-                <td>
-                  <select
-                    aria-label={`Assign a role to ${u.handle}`}
-                    onChange={(e) => {
-                      const v = e.currentTarget.value;
-                      e.currentTarget.value = '';
-                      if (v) void assign(u, v);
-                    }}
-                  >
-                    <option value="">Add role…</option>
-                    {roles
-                      .filter((r) => !u.roles.includes(r.name))
-                      .map((r) => (
-                        <option value={r.id}>{r.name}</option>
-                      ))}
-                  </select>
-                </td>
-              ) : null}
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        items={users ?? []}
+        id={(u) => u.id}
+        testId={(u) => `user-${u.handle}`}
+        columns={[
+          { title: 'User', cell: (u) => u.displayName || u.handle },
+          { title: 'Email', cell: (u) => u.email },
+          {
+            title: 'Roles',
+            cell: (u) =>
+              u.roles.map((r) => (
+                <span class="chip">
+                  {r}
+                  {roles.length ? (
+                    <button type="button" class="link" aria-label={`Revoke ${r}`} onClick={() => revoke(u, r)}>
+                      ×
+                    </button>
+                  ) : null}
+                </span>
+              )),
+          },
+          // Only for those who may assign roles.
+          ...(roles.length
+            ? [
+                {
+                  title: 'Assign',
+                  cell: (u: User) => (
+                    <select
+                      aria-label={`Assign a role to ${u.handle}`}
+                      onChange={(e) => {
+                        const v = e.currentTarget.value;
+                        e.currentTarget.value = '';
+                        if (v) void assign(u, v);
+                      }}
+                    >
+                      <option value="">Add role…</option>
+                      {roles
+                        .filter((r) => !u.roles.includes(r.name))
+                        .map((r) => (
+                          <option value={r.id}>{r.name}</option>
+                        ))}
+                    </select>
+                  ),
+                },
+              ]
+            : []),
+        ]}
+      />
     </div>
   );
 }

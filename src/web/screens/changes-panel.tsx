@@ -1,8 +1,9 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, SettingText } from '../components';
 import { highlightLine, languageOf } from '../highlight';
 import type { PaneProps } from './workspace-pane';
+import { useLoad } from '../use-load';
 
 /** GET /v1/sessions/:id/changes (session-changes.routes.ts). */
 interface FileChange {
@@ -45,41 +46,26 @@ const changesPath = (sessionId: string, messageId?: string) => `/sessions/${sess
 /** The Changes tab: what the session (or one of its turns) changed in the workspace, file by file, with its diff. */
 export function ChangesPanel(props: PaneProps) {
   const { sessionId, turnsEnded } = props;
-  const [session, setSession] = useState<ChangeSet | null>(null);
   const [scope, setScope] = useState('');
-  const [turn, setTurn] = useState<ChangeSet | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  useEffect(() => {
-    let live = true;
-    api<ChangeSet>('GET', changesPath(sessionId)).then(
-      (r) => live && (setSession(r), setError(null)),
-      (err) => live && setError(explain(err)),
-    );
-    return () => {
-      live = false;
-    };
-  }, [sessionId, turnsEnded]);
-
-  useEffect(() => {
-    let live = true;
-    if (!scope) setTurn(null);
-    else
-      api<ChangeSet>('GET', changesPath(sessionId, scope)).then(
-        (r) => live && setTurn(r),
-        (err) => live && setError(explain(err)),
-      );
-    return () => {
-      live = false;
-    };
-  }, [sessionId, scope, turnsEnded]);
+  // The whole session's changes, and those of the turn chosen (`scope`); both again when a turn ends.
+  const whole = useLoad(() => api<ChangeSet>('GET', changesPath(sessionId)), [sessionId, turnsEnded]);
+  const ofTurn = useLoad(() => (scope ? api<ChangeSet>('GET', changesPath(sessionId, scope)) : Promise.resolve(null)), [sessionId, scope, turnsEnded]);
+  const session = whole.data;
+  const turn = ofTurn.data;
+  const error = whole.error ?? ofTurn.error;
 
   const shown = scope ? turn : session;
   const file = shown?.files.find((f) => f.path === selected) ?? shown?.files[0] ?? null;
   return (
     <div class="changes" data-testid="changes-panel">
-      <ErrorNote error={error} onClose={() => setError(null)} />
+      <ErrorNote
+        error={error}
+        onClose={() => {
+          whole.setError(null);
+          ofTurn.setError(null);
+        }}
+      />
       <div class="changes-head">
         <select aria-label="Changes of" value={scope} onChange={(e) => setScope(e.currentTarget.value)}>
           <option value="">Whole session</option>
@@ -159,19 +145,10 @@ function DiffView(props: { file: FileChange }) {
  * workspace changed).
  */
 export function useTurnChanges(sessionId: string, turnsEnded: number, onChanged: () => void) {
-  const [set, setSet] = useState<ChangeSet | null>(null);
+  // A failure to read them is not shown here (the Changes tab says it): the controls wait for an answer.
+  const { data: set, setData: setSet } = useLoad(() => api<ChangeSet>('GET', changesPath(sessionId)), [sessionId, turnsEnded]);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  useEffect(() => {
-    let live = true;
-    api<ChangeSet>('GET', changesPath(sessionId)).then(
-      (r) => live && setSet(r),
-      () => {},
-    );
-    return () => {
-      live = false;
-    };
-  }, [sessionId, turnsEnded]);
   const act = async (path: 'revert' | 'unrevert', body?: unknown) => {
     setBusy(true);
     setError(null);

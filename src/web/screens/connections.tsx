@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
+import { useLoad } from '../use-load';
 import { changer, ErrorNote, when } from '../components';
 
 interface MyGitConnection {
@@ -28,10 +29,8 @@ const unconnected = (c: MyGitConnection) =>
  * with `?connected=<host>` or `?error=<message>` after the route.
  */
 export function ConnectionsScreen() {
-  const [items, setItems] = useState<MyGitConnection[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  const load = () => api<{ git: MyGitConnection[] }>('GET', '/me/connections').then((r) => setItems(r.git), (err) => setError(explain(err)));
+  const { data: items, error, setError, reload: load } = useLoad(() => api<{ git: MyGitConnection[] }>('GET', '/me/connections').then((r) => r.git));
   useEffect(() => {
     const readBack = () => {
       const back = new URLSearchParams(location.hash.split('?')[1] ?? '');

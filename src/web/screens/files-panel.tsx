@@ -3,6 +3,7 @@ import { api, explain } from '../api';
 import { ErrorNote, SettingText, when } from '../components';
 import { Code } from '../highlight';
 import type { PaneProps } from './workspace-pane';
+import { useLoad } from '../use-load';
 
 /** One entry of a directory of the workspace (GET /v1/workspace/files). */
 interface Entry {
@@ -35,29 +36,18 @@ type Preview = { path: string; kind: 'text'; text: string } | { path: string; ki
  */
 export function FilesPanel(props: PaneProps) {
   const [dir, setDir] = useState('');
-  const [entries, setEntries] = useState<Entry[] | null>(null);
-  const [truncated, setTruncated] = useState(false);
   const [preview, setPreview] = useState<Preview | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
   const [reloads, setReloads] = useState(0);
   const filesInput = useRef<HTMLInputElement>(null);
   const folderInput = useRef<HTMLInputElement>(null);
-
-  useEffect(() => {
-    let live = true;
-    api<{ entries: Entry[]; truncated: boolean }>('GET', `/workspace/files?path=${encodeURIComponent(dir)}`).then(
-      (r) => {
-        if (!live) return;
-        setEntries(r.entries);
-        setTruncated(r.truncated);
-      },
-      (err) => live && setError(explain(err)),
-    );
-    return () => {
-      live = false;
-    };
-  }, [dir, reloads, props.turnsEnded]);
+  // The folder shown, read again after an upload or a delete (`reloads`) and when a turn ends.
+  const listing = useLoad(() => api<{ entries: Entry[]; truncated: boolean }>('GET', `/workspace/files?path=${encodeURIComponent(dir)}`).then((r) => ({ dir, ...r })), [dir, reloads, props.turnsEnded]);
+  // Another folder's listing is not shown under this one's name while it loads.
+  const here = listing.data?.dir === dir ? listing.data : null;
+  const entries = here?.entries ?? null;
+  const truncated = here?.truncated ?? false;
+  const { error, setError } = listing;
 
   // webkitdirectory is not in preact's attribute types: set on the element.
   useEffect(() => {
@@ -69,7 +59,6 @@ export function FilesPanel(props: PaneProps) {
     setError(null);
     if (e.type === 'directory') {
       setPreview(null);
-      setEntries(null);
       setDir(path);
       return;
     }

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, FieldError, FormError, SettingText, usePersonNames, useRefusal, when } from '../components';
+import { useLoad } from '../use-load';
 
 // The "Embedder" admin tab (admin.manage_providers): the model memories are embedded with (set, clear),
 // and the backfill that embeds the memories lacking a vector of it, followed to its end. The same routes
@@ -31,28 +32,31 @@ const KIND = 'embed-memories';
 const running = (j: Job | null) => j?.status === 'queued' || j?.status === 'running';
 
 export function EmbedderTab(props: { canUsers?: boolean }) {
-  const [state, setState] = useState<{ embedder: Embedder | null; memories?: { embedded: number; pending: number } } | null>(null);
-  const [providers, setProviders] = useState<ProviderItem[]>([]);
   const [form, setForm] = useState({ provider: '', model: '', dimensions: '' });
   const [job, setJob] = useState<Job | null>(null);
   const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const load = () =>
-    api<NonNullable<typeof state>>('GET', '/admin/embedder').then((r) => {
-      setState(r);
+  const loaded = useLoad(() =>
+    api<{ embedder: Embedder | null; memories?: { embedded: number; pending: number } }>('GET', '/admin/embedder').then((r) => {
       // The form starts from the embedder in use (a change is then one field away).
       if (r.embedder) setForm((f) => (f.model ? f : { provider: r.embedder!.provider, model: r.embedder!.model, dimensions: '' }));
-    }, (err) => setError(explain(err)));
+      return r;
+    }),
+  );
+  const { data: state, reload: load } = loaded;
+  const usable = useLoad(() =>
+    api<{ providers: ProviderItem[] }>('GET', '/admin/providers').then((r) => {
+      const list = r.providers.filter((p) => p.enabled && p.kind !== 'anthropic');
+      setForm((f) => ({ ...f, provider: f.provider || list[0]?.name || '' }));
+      return list;
+    }),
+  );
+  const providers = usable.data ?? [];
+  const error = loaded.error ?? usable.error;
+  const setError = (e: string | null) => {
+    loaded.setError(e);
+    usable.setError(e);
+  };
   useEffect(() => {
-    void load();
-    void api<{ providers: ProviderItem[] }>('GET', '/admin/providers').then(
-      (r) => {
-        const usable = r.providers.filter((p) => p.enabled && p.kind !== 'anthropic');
-        setProviders(usable);
-        setForm((f) => ({ ...f, provider: f.provider || usable[0]?.name || '' }));
-      },
-      (err) => setError(explain(err)),
-    );
     // A backfill started earlier (here, by the CLI, or with a change of model) is followed too.
     void api<{ jobs: Job[] }>('GET', `/jobs?kind=${KIND}&limit=1`).then((r) => setJob(r.jobs[0] ?? null), () => {});
   }, []);

@@ -1,6 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { changer, ErrorNote, FieldError, FormError, SettingText, useRefusal, when } from '../components';
+import { changer, ErrorNote, FieldError, FormError, SettingText, Table, useRefusal, when } from '../components';
+import { useLoad } from '../use-load';
 
 // The "Models and runtime" admin tab (admin.manage_providers): the tenant's model providers (add, edit,
 // rotate or remove the key, enable or disable, test, remove), the default model and apply, and the
@@ -86,15 +87,10 @@ const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GB`;
 
 /** Providers, the default model and the runtimes: what decides whether agents can run. */
 export function ProvidersTab() {
-  const [status, setStatus] = useState<RuntimeStatus | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   // null: no form; '': the new-provider form; a name: that provider's edit form.
   const [editing, setEditing] = useState<string | null>(null);
-  const load = () => api<RuntimeStatus>('GET', '/admin/runtime').then(setStatus, (err) => setError(explain(err)));
-  useEffect(() => {
-    void load();
-  }, []);
+  const { data: status, error, setError, reload: load } = useLoad(() => api<RuntimeStatus>('GET', '/admin/runtime'));
   const run = changer(load, setError);
   // The default model and Apply: a refusal under the select (or by the button), not at the tab's top.
   const choice = useRefusal(['defaultModel']);
@@ -221,22 +217,13 @@ export function ProvidersTab() {
       <h2>Providers</h2>
       {status.providers.length === 0 ? <p class="empty">No providers yet. Add the model server or API your agents will use.</p> : null}
       {status.providers.length ? (
-        <table aria-label="Providers">
-          <thead>
-            <tr>
-              <th>Provider</th>
-              <th>Models</th>
-              <th>Key</th>
-              <th>Enabled</th>
-              <th>Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {status.providers.map((p) => (
-              <ProviderRow key={p.name} p={p} run={run} onEdit={() => setEditing(p.name)} />
-            ))}
-          </tbody>
-        </table>
+        <Table
+          label="Providers"
+          items={status.providers}
+          id={(p) => p.name}
+          columns={[{ title: 'Provider' }, { title: 'Models' }, { title: 'Key' }, { title: 'Enabled' }, { title: 'Actions' }]}
+          row={(p) => <ProviderRow p={p} run={run} onEdit={() => setEditing(p.name)} />}
+        />
       ) : null}
       {editing === null ? (
         <button type="button" onClick={() => setEditing('')}>
