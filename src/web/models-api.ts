@@ -2,30 +2,12 @@
 // session at a message. Kept apart from api.ts, which stays the one transport.
 
 import { api } from './api';
-
-/** One model of GET /v1/models. */
-export interface ModelChoice {
-  ref: string;
-  provider: string;
-  id: string;
-  name: string;
-  default: boolean;
-  contextLimit: number | null;
-  allowed: boolean;
-}
+import type { ModelChoice, SessionModel } from './wire.js';
+export type { ModelChoice, SessionModel };
 
 export interface ModelCatalog {
   defaultModel: string | null;
   models: ModelChoice[];
-}
-
-/** GET/PUT /v1/sessions/:id/model. */
-export interface SessionModel {
-  sessionId: string;
-  model: string | null;
-  templateModel: string | null;
-  defaultModel: string | null;
-  effective: { model: string; source: 'session' | 'template' | 'default' | 'turn' } | null;
 }
 
 /** POST /v1/sessions/:id/fork. */

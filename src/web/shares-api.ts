@@ -1,22 +1,11 @@
 // The dashboard's calls for sessions shared read-only and handed over: src/http/routes/v1/session-shares.routes.ts.
 import { api } from './api';
 
-export type ShareMode = 'live' | 'as_of_now';
+import type { Share } from './wire.js';
 
-export interface Person {
-  userId: string;
-  handle: string;
-  email: string;
-  name: string;
-}
-
-export interface Share {
-  shareId: string;
-  mode: ShareMode;
-  createdAt: string;
-  person: Person | null;
-  team: { teamId: string; name: string } | null;
-}
+export type { Share };
+export type ShareMode = Share['mode'];
+export type Person = NonNullable<Share['person']>;
 
 export interface SharedSession {
   sessionId: string;

@@ -1,25 +1,9 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
 import { FieldError, FormError, Table, useRefusal, when } from '../components';
+import type { AuditEntry } from '../wire';
 
-interface AuditEntry {
-  id: string;
-  ts: string;
-  actor: string;
-  action: string;
-  target: string;
-  channel: string;
-  sessionId: string | null;
-  userId: string | null;
-  /** The actor and target when people of the tenant, by name (the API resolves them). */
-  actorPerson?: Person | null;
-  targetPerson?: Person | null;
-}
-interface Person {
-  id: string;
-  name: string;
-  email: string;
-}
+type Person = NonNullable<AuditEntry['actorPerson']>;
 /** A person as the log shows them: name and email; anything else (system:cli, gateway:…) as written. */
 const who = (ref: string, p?: Person | null) => (p ? `${p.name} <${p.email}>` : ref);
 const csvCell = (v: unknown) => {

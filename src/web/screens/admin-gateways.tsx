@@ -4,16 +4,8 @@ import { api, explain } from '../api';
 import { useLoad } from '../use-load';
 import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
-
-export interface GatewayInfo {
-  id: string;
-  kind: string;
-  botUsername: string;
-  botId: string;
-  webhookUrl?: string;
-  enabled: boolean;
-  updatedAt?: string;
-}
+import type { GatewayInfo, PairingCode as Code } from '../wire';
+export type { GatewayInfo };
 
 /**
  * A new chat gateway (POST /v1/gateways). The bot token goes to the API once and is stored sealed: it
@@ -144,13 +136,6 @@ function GatewayControls(props: { g: GatewayInfo; onChanged: () => Promise<unkno
       <ErrorNote error={refusal.general} onClose={refusal.clear} />
     </div>
   );
-}
-
-interface Code {
-  code: string;
-  externalUserName: string;
-  externalUserId: string;
-  expiresAt: string;
 }
 
 /** The tenant's chat gateways, each with its controls and its pending pairing codes. */

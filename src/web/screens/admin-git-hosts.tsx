@@ -5,28 +5,8 @@ import { ErrorNote, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 import { CodeHostPanel } from './admin-code-host';
 import { AccessSyntaxError, formatGitAccessRule, parseGitAccessRule } from '../../lib/access-grammar';
-
-interface AccessRule {
-  who: string;
-  repos: string[];
-}
-type CredentialKind = 'token' | 'github_app' | 'none';
-type UserConnections = 'off' | 'optional' | 'required';
-interface GitHost {
-  name: string;
-  baseUrl: string;
-  username: string | null;
-  credentialKind: CredentialKind;
-  githubApp: { appId: string; installationId: string; apiUrl: string } | null;
-  oauth: { clientId: string; authorizeUrl: string; tokenUrl: string; userUrl: string; scopes: string } | null;
-  userConnections: UserConnections;
-  connections: number;
-  access: AccessRule[];
-  protectedRefs: string[];
-  protectDefault: boolean;
-  branchPrefix: string;
-  pushOptions: string[];
-}
+import type { AccessRule, CredentialKind, UserConnections, GitHost } from '../wire';
+import type { HostConnection as Connection } from '../wire';
 
 const lines = (text: string) => text.split('\n').map((l) => l.trim()).filter(Boolean);
 /** Access rules as one line each, in the CLI's grammar (`role:member=org/*,org/api`: lib/access-grammar.ts). */
@@ -328,15 +308,6 @@ function GitHostForm(props: { host?: GitHost; onSaved: () => Promise<unknown> })
       </div>
     </form>
   );
-}
-
-interface Connection {
-  userId: string;
-  handle: string;
-  email: string;
-  account: string | null;
-  connectedAt: string;
-  expiresAt: string | null;
 }
 
 /** Who has connected their own account to a host, each with a Disconnect for admins (someone left, an account was compromised). */

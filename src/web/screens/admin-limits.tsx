@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api, } from '../api';
+import { api } from '../api';
 import { useLoad } from '../use-load';
 import { ErrorNote, Table, usd } from '../components';
 import { FieldError, useRefusal } from './admin-fields';

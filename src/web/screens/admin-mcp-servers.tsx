@@ -4,24 +4,7 @@ import { useLoad } from '../use-load';
 import { ErrorNote, Table } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
 import { AccessSyntaxError, formatMcpAccess, parseMcpAccess } from '../../lib/access-grammar';
-
-interface McpAccess {
-  role: string;
-  tools: '*' | string[];
-  resources: '*' | string[];
-  prompts: '*' | string[];
-}
-
-interface McpServerInfo {
-  name: string;
-  url: string;
-  authKind: 'none' | 'bearer' | 'header';
-  authHeader: string | null;
-  hasSecret: boolean;
-  access: McpAccess[];
-  enabled: boolean;
-  gatewayPath: string;
-}
+import type { McpAccess, McpServerInfo } from '../wire';
 
 type Kind = 'tools' | 'resources' | 'prompts';
 
@@ -39,11 +22,12 @@ const lines = (text: string) => text.split('\n').map((l) => l.trim()).filter(Boo
  * is not named in). A line the CLI would refuse throws AccessSyntaxError, naming its kind.
  */
 const parseAccess = (text: Record<Kind, string>): McpAccess[] => parseMcpAccess({ tools: lines(text.tools), resources: lines(text.resources), prompts: lines(text.prompts) });
-const summary = (a: McpAccess) =>
+// Resources and prompts absent: none (the API's default).
+const summary = ({ role, tools, resources = [], prompts = [] }: McpAccess) =>
   [
-    `${a.role}: ${a.tools === '*' ? 'all tools' : a.tools.join(', ') || 'no tools'}`,
-    a.resources === '*' ? 'all resources' : a.resources.length ? `resources ${a.resources.join(', ')}` : '',
-    a.prompts === '*' ? 'all prompts' : a.prompts.length ? `prompts ${a.prompts.join(', ')}` : '',
+    `${role}: ${tools === '*' ? 'all tools' : tools.join(', ') || 'no tools'}`,
+    resources === '*' ? 'all resources' : resources.length ? `resources ${resources.join(', ')}` : '',
+    prompts === '*' ? 'all prompts' : prompts.length ? `prompts ${prompts.join(', ')}` : '',
   ]
     .filter(Boolean)
     .join(', ');

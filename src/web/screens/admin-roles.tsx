@@ -5,15 +5,8 @@ import { ErrorNote, Table } from '../components';
 import type { Permissions } from '../types';
 import { FieldError, useRefusal } from './admin-fields';
 import { modelsSummary, RoleModels } from './role-models';
-
-export interface RoleDoc {
-  id: string;
-  name: string;
-  description: string;
-  isSystem: boolean;
-  permissions: Permissions;
-  members?: number;
-}
+import type { Role as RoleDoc } from '../wire';
+export type { RoleDoc };
 
 /** The yes/no permissions of a role document, by group, as the API names them. */
 const FLAGS = {

@@ -1,8 +1,9 @@
 import { useState } from 'preact/hooks';
-import { api, } from '../api';
+import { api } from '../api';
 import { useLoad } from '../use-load';
 import { changer, ErrorNote, FieldError, FormError, usePersonNames, useRefusal, when } from '../components';
 
+/** A SCIM token as GET /v1/admin/scim/tokens lists it (its schema, in scim.routes.ts, sits among routes the dashboard's compiler does not read). */
 interface ScimToken {
   id: string;
   name: string;

@@ -1,14 +1,9 @@
 import { useState } from 'preact/hooks';
-import { api, } from '../api';
+import { api } from '../api';
 import { useLoad } from '../use-load';
 import { changer, ErrorNote, FieldError, useRefusal } from '../components';
 import type { User } from './admin-users';
-
-interface Team {
-  id: string;
-  name: string;
-  members: Array<{ userId: string; handle: string; displayName: string }>;
-}
+import type { Team } from '../wire';
 
 /** Teams decide who sees `team` memories: create, delete, add and remove members. */
 export function TeamsTab() {

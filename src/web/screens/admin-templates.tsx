@@ -3,14 +3,7 @@ import { api, explain } from '../api';
 import { useLoad } from '../use-load';
 import { ErrorNote, Table, when } from '../components';
 import { FieldError, useRefusal } from './admin-fields';
-
-interface Template {
-  slug: string;
-  name: string;
-  systemPrompt: string;
-  model: string | null;
-  updatedAt: string;
-}
+import type { Template } from '../wire';
 
 const blank = { slug: '', name: '', systemPrompt: '', model: '' };
 

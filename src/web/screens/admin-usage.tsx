@@ -1,27 +1,14 @@
 import { useState } from 'preact/hooks';
-import { api, } from '../api';
+import { api } from '../api';
 import { useLoad } from '../use-load';
 import { ErrorNote, usd } from '../components';
-import type { User } from './admin-users';
+import type { Usage, UsageSeries, User } from '../wire';
 
-/** Tokens by kind (they add up to the total; cache reads cost a fraction of input). */
-interface TokenSplit {
-  inputTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-}
-type Totals = { tokens: number; cost: number } & TokenSplit;
-interface Usage extends TokenSplit {
-  totalTokens: number;
-  totalCostUsd: number;
-  byModel: Record<string, Totals>;
-  byUser: Record<string, Totals>;
-}
+/** Tokens and cost of one model or person over the window. */
+type Totals = Usage['byModel'][string];
 
 /** "input 12 · cache read 40,000 · cache write 3,000 · output 300": the kinds that saw use. */
-function splitText(t: TokenSplit): string {
+function splitText(t: Totals | Usage): string {
   const kinds: Array<[string, number]> = [
     ['input', t.inputTokens],
     ['cache read', t.cacheReadTokens],
@@ -33,12 +20,6 @@ function splitText(t: TokenSplit): string {
     .filter(([, n]) => n > 0)
     .map(([k, n]) => `${k} ${n.toLocaleString()}`)
     .join(' · ');
-}
-
-interface UsageSeries {
-  bucket: 'hour' | 'day';
-  window: { from: string; to: string };
-  points: Array<{ at: string; model: string; userId: string | null; tokens: number; cost: number }>;
 }
 
 const COLOURS = ['#1f5fbf', '#e07b00', '#1a7f37', '#8250df', '#b42318', '#0a7ea4', '#6e7781'];

@@ -2,19 +2,8 @@
 import { api, explain } from '../api';
 import { useLoad } from '../use-load';
 import { ErrorNote, Table } from '../components';
-
-export interface User {
-  id: string;
-  handle: string;
-  email: string;
-  displayName: string;
-  roles: string[];
-}
-interface Role {
-  id: string;
-  name: string;
-  description: string;
-}
+import type { User, Role } from '../wire';
+export type { User };
 
 /** People of the tenant and their roles; those who may manage roles assign and take them here. */
 export function UsersTab(props: { canRoles: boolean }) {

@@ -4,41 +4,8 @@ import { ErrorNote, SettingText } from '../components';
 import { highlightLine, languageOf } from '../highlight';
 import type { PaneProps } from './workspace-pane';
 import { useLoad } from '../use-load';
-
-/** GET /v1/sessions/:id/changes (session-changes.routes.ts). */
-interface FileChange {
-  path: string;
-  status: 'added' | 'modified' | 'deleted' | 'renamed';
-  from?: string;
-  additions: number;
-  deletions: number;
-  binary: boolean;
-  diff: string;
-  truncated: boolean;
-}
-interface TurnSummary {
-  messageId: string;
-  files: number;
-  additions: number;
-  deletions: number;
-  paths: string[];
-  reverted: boolean;
-}
-export interface ChangeSet {
-  sessionId: string;
-  messageId: string | null;
-  files: FileChange[];
-  totals: { files: number; additions: number; deletions: number };
-  turns: TurnSummary[];
-  reverted: { messageId: string; turns: number } | null;
-  snapshots: boolean;
-  /** false: the snapshots these changes need were not taken. */
-  recorded?: boolean;
-  /** The snapshot after the turn is still being taken. */
-  pending?: boolean;
-  /** Files too large to keep (neither diffed nor undone). */
-  notKept?: string[];
-}
+import type { FileChange, ChangeSet } from '../wire';
+export type { ChangeSet };
 
 const LETTER: Record<FileChange['status'], string> = { added: 'A', modified: 'M', deleted: 'D', renamed: 'R' };
 const changesPath = (sessionId: string, messageId?: string) => `/sessions/${sessionId}/changes${messageId ? `?messageId=${encodeURIComponent(messageId)}` : ''}`;

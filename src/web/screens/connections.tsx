@@ -2,18 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { useLoad } from '../use-load';
 import { changer, ErrorNote, when } from '../components';
-
-interface MyGitConnection {
-  host: string;
-  baseUrl: string;
-  userConnections: 'off' | 'optional' | 'required';
-  connected: boolean;
-  account: string | null;
-  connectedAt: string | null;
-  expiresAt: string | null;
-  /** Why its last refresh failed (its agents use the shared access, or are refused, until it works again). */
-  problem: string | null;
-}
+import type { MyGitConnection } from '../wire';
 
 /** What not being connected means for the person's agents, by the host's mode. */
 const unconnected = (c: MyGitConnection) =>

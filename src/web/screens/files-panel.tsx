@@ -4,16 +4,7 @@ import { ErrorNote, SettingText, when } from '../components';
 import { Code } from '../highlight';
 import type { PaneProps } from './workspace-pane';
 import { useLoad } from '../use-load';
-
-/** One entry of a directory of the workspace (GET /v1/workspace/files). */
-interface Entry {
-  name: string;
-  type: 'file' | 'directory' | 'symlink' | 'other';
-  size: number;
-  mtime: string;
-  target?: string;
-  links?: number;
-}
+import type { Entry } from '../wire';
 
 /** Text shown in place up to this size; larger files are downloaded. */
 const SHOW_MAX_BYTES = 1024 * 1024;

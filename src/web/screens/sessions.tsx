@@ -6,11 +6,7 @@ import { exportUrl, listSessions, originHref, resultHref, searchSessions, snippe
 import { SetupChecklist, type SetupState } from './setup-checklist';
 import { SharedWithMe } from './shared-with-me';
 import { useLoad } from '../use-load';
-
-interface Template {
-  slug: string;
-  name: string;
-}
+import type { Template } from '../wire';
 
 /**
  * The user's sessions: start one (from a template they may use); find one (search, filters, more pages);

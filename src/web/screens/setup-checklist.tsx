@@ -3,14 +3,8 @@
 // see who may.
 
 import { SettingText } from '../components';
-
-export interface SetupState {
-  ready: boolean;
-  detail?: string;
-  steps: { provider: boolean; defaultModel: boolean; applied: boolean };
-  canSetUp: boolean;
-  ask: Array<{ name: string; email: string }>;
-}
+import type { SetupState } from '../wire';
+export type { SetupState };
 
 export function SetupChecklist(props: { setup: SetupState; onCheck: () => void }) {
   const { steps, canSetUp, ask } = props.setup;

@@ -2,31 +2,15 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, FieldError, FormError, SettingText, usePersonNames, useRefusal, when } from '../components';
 import { useLoad } from '../use-load';
+import type { Embedder, Job as AnyJob, Provider } from '../wire';
+
+/** A backfill job: its result is the embed-memories job's progress (the job schema leaves each kind's result open). */
+type Job = Omit<AnyJob, 'result'> & { result: { total?: number; embedded?: number; remaining?: number; superseded?: boolean } | null };
 
 // The "Embedder" admin tab (admin.manage_providers): the model memories are embedded with (set, clear),
 // and the backfill that embeds the memories lacking a vector of it, followed to its end. The same routes
 // as `aws embedder set|clear` and `aws memory backfill`.
 
-interface Embedder {
-  provider: string;
-  model: string;
-  dimensions: number;
-  modelKey: string;
-  updatedBy: string;
-  updatedAt: string;
-}
-interface Job {
-  id: string;
-  status: 'queued' | 'running' | 'completed' | 'failed';
-  result: { total?: number; embedded?: number; remaining?: number; superseded?: boolean } | null;
-  error: string | null;
-  createdAt: string;
-}
-interface ProviderItem {
-  name: string;
-  kind: string;
-  enabled: boolean;
-}
 
 const KIND = 'embed-memories';
 const running = (j: Job | null) => j?.status === 'queued' || j?.status === 'running';
@@ -44,7 +28,7 @@ export function EmbedderTab(props: { canUsers?: boolean }) {
   );
   const { data: state, reload: load } = loaded;
   const usable = useLoad(() =>
-    api<{ providers: ProviderItem[] }>('GET', '/admin/providers').then((r) => {
+    api<{ providers: Provider[] }>('GET', '/admin/providers').then((r) => {
       const list = r.providers.filter((p) => p.enabled && p.kind !== 'anthropic');
       setForm((f) => ({ ...f, provider: f.provider || list[0]?.name || '' }));
       return list;

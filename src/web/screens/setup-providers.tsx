@@ -2,87 +2,15 @@ import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { changer, ErrorNote, FieldError, FormError, SettingText, Table, useRefusal, when } from '../components';
 import { useLoad } from '../use-load';
+import type { Provider, RuntimeStatus, TestResult } from '../wire';
 
 // The "Models and runtime" admin tab (admin.manage_providers): the tenant's model providers (add, edit,
 // rotate or remove the key, enable or disable, test, remove), the default model and apply, and the
 // runtime's status. Every change is the API's route (the same permission and audit).
 
-interface Model {
-  id: string;
-  name?: string;
-  contextLimit?: number;
-  outputLimit?: number;
-  inputCostPerMTok?: number;
-  outputCostPerMTok?: number;
-  cacheReadCostPerMTok?: number;
-  cacheWriteCostPerMTok?: number;
-}
-/** What a model's calls are charged (the API settles unset cache prices). */
-interface Prices {
-  inputPerMTok: number;
-  outputPerMTok: number;
-  cacheReadPerMTok: number;
-  cacheWritePerMTok: number;
-}
-interface Provider {
-  name: string;
-  kind: 'openai-compatible' | 'openai' | 'anthropic';
-  baseUrl: string | null;
-  models: Model[];
-  prices?: Record<string, Prices>;
-  enabled: boolean;
-  hasApiKey: boolean;
-}
-interface RuntimeStatus {
-  ready: boolean;
-  detail?: string;
-  defaultModel: string | null;
-  applied: { defaultModel: string; providers: string[]; at: string | null; by: string | null; byPerson?: { id: string; name: string; email: string } | null } | null;
-  pendingChanges: boolean;
-  runtime: {
-    sandbox: 'on' | 'off';
-    warning?: string;
-    running: number;
-    max: number;
-    hosts: Array<{
-      hostname: string;
-      pid: number;
-      capacity: number;
-      resident: number;
-      frozen: number;
-      pagedOut?: number;
-      starting: number;
-      busy: number;
-      runtimesMemoryBytes: number;
-      memoryTotalBytes: number;
-      memoryAvailableBytes: number;
-      freezer: string | null;
-      limits: {
-        memory: string | null;
-        memoryMaxBytes: number | null;
-        processes: string | null;
-        processesMax: number | null;
-        cpu: string | null;
-        disk: string | null;
-        paging?: string | null;
-        pageOutAfterMs?: number | null;
-        unavailable: Record<string, string>;
-      } | null;
-    }>;
-    workspaceQuotaBytes: number | null;
-    people: Array<{ userId: string; handle: string; running: boolean; memoryBytes: number | null; memoryMaxBytes: number | null; pids: number | null; pidsMax: number | null; diskBytes: number | null; diskQuotaBytes: number | null; near: string[]; overQuota: boolean }>;
-  };
-  providers: Provider[];
-}
-interface TestResult {
-  ok: boolean;
-  model: string;
-  latencyMs: number;
-  reply?: string;
-  status?: number | null;
-  message?: string;
-}
-
+/** A provider's model, and what its calls are charged (the API settles unset cache prices). */
+type Model = Provider['models'][number];
+type Prices = Provider['prices'][string];
 const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(1)} GB`;
 
 /** Providers, the default model and the runtimes: what decides whether agents can run. */
@@ -256,7 +184,7 @@ function ProviderRow(props: { p: Provider; run: (change: () => Promise<unknown>)
     try {
       setTest(await api<TestResult>('POST', `${path}/test`, {}));
     } catch (err) {
-      setTest({ ok: false, model: '', latencyMs: 0, message: explain(err) });
+      setTest({ ok: false, provider: p.name, model: '', latencyMs: 0, message: explain(err) });
     }
   };
   return (

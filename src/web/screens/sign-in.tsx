@@ -1,8 +1,6 @@
 import { SettingText } from '../components';
-
-export interface AuthStatus {
-  auth: { allowAnonymous: boolean; entraConfigured: boolean; gatewaysProtected: boolean };
-}
+import type { AuthStatus } from '../wire';
+export type { AuthStatus };
 
 /**
  * What /v1/auth/status says this service offers: sign-in at the identity provider, or local demo mode;

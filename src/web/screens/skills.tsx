@@ -4,30 +4,7 @@ import { ErrorNote, usd, when } from '../components';
 import { Markdown } from '../markdown';
 import type { Me } from '../types';
 import { useLoad } from '../use-load';
-
-interface Skill {
-  id: string;
-  name: string;
-  description: string;
-  status: 'proposed' | 'promoted' | 'deprecated';
-  version: number;
-  promotedVersion: number | null;
-  pendingVersion: number | null;
-  createdAt: string;
-}
-interface Flag {
-  line: number;
-  text: string;
-  reason: string;
-}
-interface SkillDetail extends Skill {
-  content: string;
-  contentVersion: number;
-  flags: Flag[];
-  loads: number;
-  versions: Array<{ version: number; status: string; description: string; createdAt: string; reviewedBy?: string | null }>;
-  sourceTrajectories: Array<{ id: string; sessionId?: string; request?: string; answer?: string; tools?: string[]; outcome?: string; costUsd?: number; createdAt?: string }>;
-}
+import type { Skill, SkillDetail } from '../wire';
 
 type Tab = 'review' | 'promoted' | 'deprecated';
 

@@ -1,20 +1,10 @@
 import { useState } from 'preact/hooks';
-import { api, } from '../api';
+import { api } from '../api';
 import { useLoad } from '../use-load';
 import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
+import type { PersonalToken } from '../wire';
 
 type Scope = 'read' | 'sessions' | 'memories' | 'admin';
-
-interface PersonalToken {
-  id: string;
-  name: string;
-  prefix: string;
-  scopes: Scope[];
-  expiresAt: string;
-  createdAt: string;
-  lastUsedAt: string | null;
-  status: 'active' | 'expired' | 'revoked';
-}
 
 const SCOPE_TEXT: Record<Scope, string> = {
   read: 'Read: GET requests only, everything you can read',

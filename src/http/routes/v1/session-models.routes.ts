@@ -11,7 +11,7 @@ const BrowserSession = Type.Object({ [BROWSER_SESSION_HEADER]: Type.Optional(Typ
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 
-const Model = Type.Object({
+export const Model = Type.Object({
   ref: Type.String({ description: '"<provider>/<model id>": what a session\'s or a prompt\'s model names' }),
   provider: Type.String(),
   id: Type.String(),
@@ -21,7 +21,7 @@ const Model = Type.Object({
   allowed: Type.Boolean({ description: 'The caller may choose it (always true unless all=true)' }),
 });
 
-const SessionModel = Type.Object({
+export const SessionModel = Type.Object({
   sessionId: Type.String({ format: 'uuid' }),
   model: Nullable(Type.String({ description: 'The model chosen for the session, or null' })),
   templateModel: Nullable(Type.String({ description: "The session's template's model (snapshot), or null" })),

@@ -10,7 +10,7 @@ const Id = Type.Object({ id: Type.String({ format: 'uuid' }) });
 const BrowserSession = Type.Object({ [BROWSER_SESSION_HEADER]: Type.Optional(Type.String({ minLength: 16, maxLength: 200 })) });
 const Mode = Type.Union([Type.Literal('live'), Type.Literal('as_of_now')], { description: 'live: viewers follow the stream as it happens; as_of_now: the transcript as it is now, nothing later' });
 const Person = Type.Object({ userId: Type.String({ format: 'uuid' }), handle: Type.String(), email: Type.String(), name: Type.String() });
-const Share = Type.Object({
+export const Share = Type.Object({
   shareId: Type.String({ format: 'uuid' }),
   mode: Mode,
   createdAt: DateTime,
