@@ -4,7 +4,7 @@ import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './a
 import { Shell } from './components';
 import { matchRoute } from './route-match';
 import { docsHref, ROUTES, routeRoot } from './routes';
-import { SignInScreen, type AuthStatus } from './screens/sign-in';
+import { SignInScreen, type AuthStatus } from './screens/sign-in/sign-in';
 import type { Me } from './types';
 
 /** The route is the URL's hash (#/sessions, #/sessions/<id>, #/admin/audit): no server routes to keep in step. */

@@ -1,13 +1,13 @@
 import type { ComponentChildren } from 'preact';
 import { adminTab, adminTabs } from './admin-tabs';
 import { DemoSignedOut } from './components';
-import { AdminScreen } from './screens/admin';
+import { AdminScreen } from './screens/admin/admin';
 import { ConnectionsScreen } from './screens/connections';
 import { MemoriesScreen } from './screens/memories';
 import { PlansScreen } from './screens/plans';
-import { SessionScreen } from './screens/session-screen';
+import { SessionScreen } from './screens/session/session-screen';
 import { SessionsScreen } from './screens/sessions';
-import { SignInLinkScreen } from './screens/sign-in-link';
+import { SignInLinkScreen } from './screens/sign-in/link';
 import { SkillsScreen } from './screens/skills';
 import { TokensScreen } from './screens/tokens';
 import type { Params } from './route-match';

@@ -3,7 +3,7 @@ import { api, explain } from '../api';
 import { ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me } from '../types';
 import { exportUrl, listSessions, originHref, resultHref, searchSessions, snippetPieces, updateSession, type ListedSession, type ListView, type SearchResult } from '../sessions-api';
-import { SetupChecklist, type SetupState } from './setup-checklist';
+import { SetupChecklist, type SetupState } from './setup/checklist';
 import { SharedWithMe } from './shared-with-me';
 import { useLoad } from '../use-load';
 import type { Template } from '../wire';
