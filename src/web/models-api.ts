@@ -2,22 +2,9 @@
 // session at a message. Kept apart from api.ts, which stays the one transport.
 
 import { api } from './api';
-import type { ModelChoice, SessionModel } from './wire.js';
-export type { ModelChoice, SessionModel };
+import type { Branch, ModelCatalog, ModelChoice, SessionModel } from './wire.js';
 
-export interface ModelCatalog {
-  defaultModel: string | null;
-  models: ModelChoice[];
-}
-
-/** POST /v1/sessions/:id/fork. */
-export interface Branch {
-  sessionId: string;
-  title: string;
-  messages: number;
-  workspace: 'shared';
-  message: string;
-}
+export type { Branch, ModelCatalog, ModelChoice, SessionModel };
 
 /** `all` (whoever manages roles): every model served, each with whether the caller may choose it. */
 export const listModels = (all = false) => api<ModelCatalog>('GET', `/models${all ? '?all=true' : ''}`);
