@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './api';
 import { Shell } from './components';
 import { matchRoute } from './route-match';
-import { docsHref, ROUTES, routeRoot } from './routes';
+import { docsHref, navigation, ROUTES } from './routes';
 import { SignInScreen, type AuthStatus } from './screens/sign-in/sign-in';
 import type { Me } from './types';
 
@@ -78,9 +78,8 @@ function App() {
   if (who.state === 'out') return <SignInScreen status={who.status} error={who.error} />;
   const { me, status } = who;
   const at = found?.route.screen && (found.route.when?.(me) ?? true) ? found : null;
-  const nav = ROUTES.filter((r) => r.nav?.(me)).map((r) => ({ href: `#/${routeRoot(r)}`, title: r.title, current: at ? routeRoot(r) === routeRoot(at.route) : false }));
   return (
-    <Shell me={me} demo={status.auth.allowAnonymous} route={route.join('/')} nav={nav} docs={at ? { href: docsHref(at.route, at.params, me), title: at.route.title } : undefined}>
+    <Shell me={me} demo={status.auth.allowAnonymous} route={route.join('/')} nav={navigation(me, at?.route ?? null)} docs={at ? { href: docsHref(at.route, at.params, me), title: at.route.title } : undefined}>
       {at ? (
         at.route.screen?.({ me, params: at.params })
       ) : (

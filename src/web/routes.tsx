@@ -13,7 +13,6 @@ import { TokensScreen } from './screens/tokens';
 import type { Params } from './route-match';
 import type { Me } from './types';
 
-
 /** What a screen open to anyone is given: the address's parts, and what to call once it has signed the browser in. */
 interface OpenContext {
   params: Params;
@@ -77,4 +76,8 @@ export const ROUTES: Route[] = [
 export const docsHref = (route: Route, params: Params, me: Me) => `/docs/${typeof route.docs === 'string' ? route.docs : route.docs(params, me)}`;
 
 /** The first segment of a route's path: the navigation's link and what it marks as current. */
-export const routeRoot = (route: Route) => route.path.split('/')[0];
+const routeRoot = (route: Route) => route.path.split('/')[0];
+
+/** The main navigation for `me`, the screen shown (`at`, null: none) marked as current. */
+export const navigation = (me: Me, at: Route | null) =>
+  ROUTES.filter((r) => r.nav?.(me)).map((r) => ({ href: `#/${routeRoot(r)}`, title: r.title, current: at !== null && routeRoot(r) === routeRoot(at) }));

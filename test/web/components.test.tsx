@@ -4,7 +4,7 @@ import { act } from 'preact/test-utils';
 import { adminTabs } from '../../src/web/admin-tabs';
 import { ErrorNote, Shell, Table } from '../../src/web/components';
 import { matchRoute } from '../../src/web/route-match';
-import { docsHref, ROUTES } from '../../src/web/routes';
+import { docsHref, navigation, ROUTES } from '../../src/web/routes';
 import { TeamsTab } from '../../src/web/screens/admin/teams';
 import { useLoad } from '../../src/web/use-load';
 import type { Me } from '../../src/web/types';
@@ -47,9 +47,8 @@ describe('the dashboard\'s components, rendered in-process', () => {
   it('the header: the navigation the route table gives, and the screen\'s docs link', async () => {
     const who = me({ view_audit_log: true });
     const at = matchRoute(['admin', 'usage'], ROUTES)!;
-    const nav = ROUTES.filter((r) => r.nav?.(who)).map((r) => ({ href: `#/${r.path.split('/')[0]}`, title: r.title, current: r.title === 'Admin' }));
     const root = await mount(
-      <Shell me={who} demo={false} route="admin/usage" nav={nav} docs={{ href: docsHref(at.route, at.params, who), title: at.route.title }}>
+      <Shell me={who} demo={false} route="admin/usage" nav={navigation(who, at.route)} docs={{ href: docsHref(at.route, at.params, who), title: at.route.title }}>
         <p>screen</p>
       </Shell>,
     );
