@@ -63,7 +63,7 @@ Options:
   --data-dir DIR       writable data directory for the units (default: /var/lib/agentws)
   --user NAME          user the services run as (default: agentws)
   --zram               set up compressed swap in memory (zram) on this host, where
-                       idle agent runtimes are paged out (README "Sizing a host"):
+                       idle agent runtimes are paged out (docs/operating/sizing.md):
                        installs Debian's systemd-zram-generator (zram-tools where
                        that package is missing), writes its configuration (2x RAM
                        of pages before compression, at most 150000 MiB; zstd where the
@@ -327,7 +327,7 @@ path_node_version() {
 }
 
 # Node.js >= 24 first on PATH for the rest of the script. A Debian or Ubuntu machine's own Node.js (20)
-# is the common case, and the README's two commands must work there without a flag: where the `node` on
+# is the common case, and the README's two quick-start commands must work there without a flag: where the `node` on
 # PATH is missing or older, the private Node.js is installed (or re-used) as --with-node does.
 ensure_node() {
   if [[ $WITH_NODE == 0 ]]; then
@@ -884,7 +884,7 @@ zram_sysctl_text() {
   swappiness=$(zram_swappiness)
   cat <<EOT
 $ZRAM_MARK
-# For swap in compressed memory (zram) only: README, "Sizing a host".
+# For swap in compressed memory (zram) only: docs/operating/sizing.md.
 # Swapping to memory costs a few microseconds of CPU a page, reading a file back from disk far more
 # (kernel doc admin-guide/sysctl/vm.rst: 200*N/(N+1) when swap-in is N times cheaper; ChromeOS and
 # Pop!_OS use 180 on zram): idle runtimes' cold pages go before the page cache busy ones read from.
@@ -897,7 +897,7 @@ EOT
 zram_generator_text() { # zram_generator_text ALGORITHM
   printf '%s\n' "$ZRAM_MARK"
   cat <<EOT
-# Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host").
+# Compressed swap in memory for paged-out idle agent runtimes (docs/operating/sizing.md).
 # zram-size is the capacity before compression, from RAM at each boot (ram: MemTotal in MiB): 2x RAM,
 # what the runtimes that RAM holds paged out put in swap (install.sh says why); at most 150000 MiB.
 [$ZRAM_DEVICE]
@@ -919,7 +919,7 @@ zramswap_text() { # zramswap_text ALGORITHM
     $0 == b { skip = 1; next }  $0 == e { skip = 0; next }  !skip' | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'
   printf '%s\n' "$ZRAMSWAP_BEGIN"
   cat <<EOT
-# Compressed swap in memory for paged-out idle agent runtimes (README, "Sizing a host"): 2x RAM of
+# Compressed swap in memory for paged-out idle agent runtimes (docs/operating/sizing.md): 2x RAM of
 # pages before compression, at most 150000 MiB; computed when install.sh ran
 # ($(mem_total_mib) MiB of RAM): re-run it after changing the host's memory. PERCENT would override SIZE.
 PERCENT=
@@ -933,7 +933,7 @@ pg_noswap_text() {
   cat <<EOT
 $ZRAM_MARK
 # The appliance's database answers at RAM speed whatever the agents do: idle runtimes are what goes to
-# swap (README, "Sizing a host"). Applies when PostgreSQL next restarts.
+# swap (docs/operating/sizing.md). Applies when PostgreSQL next restarts.
 [Service]
 MemorySwapMax=0
 EOT
@@ -948,7 +948,7 @@ setup_zram() {
   local rendering=0 backend algorithm
   zram_rendering && rendering=1
   if [[ $rendering == 0 ]]; then
-    in_container && die "--zram: this is a container (read-only /sys); swap is its host's to set up (run install.sh --zram on the host; README \"Containers\")"
+    in_container && die "--zram: this is a container (read-only /sys); swap is its host's to set up (run install.sh --zram on the host; docs/operating/containers.md)"
     [[ $(uname -s) == Linux ]] || die "--zram: zram is Linux's"
     # Loads zram (making zram0) so that its list of compressors can be read; the generator loads it at boot.
     [[ -e /sys/block/$ZRAM_DEVICE ]] || as_root modprobe zram 2>/dev/null || warn "could not load the zram module (modprobe zram)"
@@ -1028,7 +1028,7 @@ maybe_zram() {
     return 0
   fi
   if in_container; then
-    log "compressed swap: its host's to set up, with install.sh --zram there (this is a container with a read-only /sys); README \"Containers\""
+    log "compressed swap: its host's to set up, with install.sh --zram there (this is a container with a read-only /sys); docs/operating/containers.md"
     return 0
   fi
   if [[ $CI_MODE == 0 && -t 0 && -t 2 ]]; then
@@ -1038,7 +1038,7 @@ maybe_zram() {
       [yY]|[yY][eE][sS]) setup_zram; return ;;
     esac
   fi
-  log "compressed swap (zram) not set up: idle runtimes stay in memory; to page them out, re-run with --zram (README \"Sizing a host\")"
+  log "compressed swap (zram) not set up: idle runtimes stay in memory; to page them out, re-run with --zram (docs/operating/sizing.md)"
 }
 
 # ---------------------------------------------------------------- chromium (browser tests)
@@ -1145,8 +1145,8 @@ maybe_zram
 
 if [[ $TEST == 1 ]]; then
   log "the test suite on Node.js $(node --version) ($(command -v node)), npm $(npm --version) ($(command -v npm)): npm test${TEST_ARGS[*]:+ -- ${TEST_ARGS[*]}}"
-  # The build has just run (or --no-npm asked for none): --ignore-scripts skips `pretest`, which would
-  # build again, and still runs the test script itself.
+  # The build has just run (or --no-npm asked for none): --ignore-scripts skips `pretest` (which builds
+  # only when the sources changed since, scripts/build-stamp.mjs), and still runs the test script itself.
   rc=0
   npm test --ignore-scripts -- "${TEST_ARGS[@]}" </dev/null || rc=$?
   step_done tests

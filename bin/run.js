@@ -3,6 +3,7 @@
 import module from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const NODE_MAJOR = 24; // package.json engines
 if (Number(process.versions.node.split('.')[0]) < NODE_MAJOR) {
@@ -27,7 +28,15 @@ try {
 // for it costs about 10 ms of every command's start.
 process.env.OCLIF_DISABLE_ENGINE_WARNING ??= '1';
 
-// Imported only now, so that the cache serves what it loads; the `execute` entry alone, not the whole of
-// @oclif/core (a command loads the rest when it runs).
-const { execute } = await import('@oclif/core/execute');
-await execute({ dir: import.meta.url });
+// Help (`aws`, `aws --help`, `aws help user`, `aws user`, `aws user list --help`) is rendered from oclif's
+// manifest by a port of oclif's help that needs Node's built-ins only: loading @oclif/core was most of the
+// time `aws --help` took. It declines whatever it cannot answer exactly as oclif would (an unknown
+// command, --version, every real command), and oclif runs as before. Without a build (no manifest) it
+// declines too.
+const { fastHelp } = await import('../dist/src/cli/fast-help.js').catch(() => ({ fastHelp: () => false }));
+if (!fastHelp(process.argv.slice(2), fileURLToPath(new URL('..', import.meta.url)))) {
+  // Imported only now, so that the cache serves what it loads; the `execute` entry alone, not the whole of
+  // @oclif/core (a command loads the rest when it runs).
+  const { execute } = await import('@oclif/core/execute');
+  await execute({ dir: import.meta.url });
+}

@@ -6,18 +6,11 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
-import { Marked, type Tokens } from 'marked';
-import { docPages, plainText, slugger } from './docs/markdown.js';
+import { Lexer, Marked, type Token, type Tokens } from 'marked';
+import { docPages, pageUrl, plainText, slugger } from './docs/markdown.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const OUT = join(ROOT, 'dist', 'web', 'docs');
-
-/** Where a page is served: docs/README.md at /docs, docs/a/b.md at /docs/a/b, the README at /docs/readme. */
-export function pageUrl(path: string): string {
-  if (path === 'README.md') return '/docs/readme';
-  const rest = path.replace(/^docs\/?/, '').replace(/(^|\/)README\.md$/, '').replace(/\.md$/, '');
-  return rest ? `/docs/${rest.replace(/\/$/, '')}` : '/docs';
-}
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const hashed = (base: string, ext: string, bytes: string | Buffer) => `${base}-${createHash('sha256').update(bytes).digest('hex').slice(0, 12)}.${ext}`;
@@ -96,17 +89,53 @@ function siteHref(from: string, href: string): string | null {
   return anchor ? `${url}#${anchor}` : url;
 }
 
-function nav(current: string): string {
-  const groups = new Map<string, string[]>();
-  for (const p of pages) {
-    const group = p === 'README.md' ? 'Until the pages by audience' : p.split('/').length > 2 ? p.split('/')[1].replace(/^./, (c) => c.toUpperCase()) : '';
-    groups.set(group, [...(groups.get(group) ?? []), p]);
+/**
+ * The site's navigation, by audience: the sections of the map (docs/README.md), each with the pages its
+ * lists link to, in the map's order. A page the map does not link to (the README, say) is listed under
+ * "More", so every page is reachable from every other.
+ */
+interface NavSection {
+  title: string;
+  pages: string[];
+}
+function navSections(): NavSection[] {
+  const found: NavSection[] = [];
+  const firstLink = (tokens: Token[]): string | null => {
+    for (const t of tokens) {
+      if (t.type === 'link') return (t as Tokens.Link).href;
+      const inner = (t as { tokens?: Token[] }).tokens;
+      const href = inner ? firstLink(inner) : null;
+      if (href) return href;
+    }
+    return null;
+  };
+  for (const t of Lexer.lex(sources.get('docs/README.md') ?? '')) {
+    if (t.type === 'heading' && (t as Tokens.Heading).depth === 2) found.push({ title: plainText((t as Tokens.Heading).text), pages: [] });
+    else if (t.type === 'list' && found.length) {
+      const section = found.at(-1)!;
+      for (const item of (t as Tokens.List).items) {
+        const href = firstLink(item.tokens);
+        if (!href || /^[a-z][a-z0-9+.-]*:/i.test(href)) continue;
+        const target = normalize(join('docs', decodeURIComponent(href.split('#')[0]))).replace(/\\/g, '/');
+        if (urls.has(target) && !section.pages.includes(target)) section.pages.push(target);
+      }
+    }
   }
-  const item = (p: string) => `<li><a href="${urls.get(p)}"${p === current ? ' aria-current="page"' : ''}>${esc(p === 'README.md' ? 'The README (the whole manual)' : titles.get(p)!.replace(/ reference$/, ''))}</a></li>`;
-  return [...groups.entries()]
-    .sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a.startsWith('Until') ? 1 : b.startsWith('Until') ? -1 : a.localeCompare(b)))
-    .map(([g, ps]) => `${g ? `<h2>${esc(g)}</h2>` : ''}<ul>${ps.map(item).join('')}</ul>`)
-    .join('\n');
+  const sections = found.filter((s) => s.pages.length);
+  const listed = new Set(sections.flatMap((s) => s.pages));
+  const more = pages.filter((p) => p !== 'docs/README.md' && !listed.has(p));
+  return more.length ? [...sections, { title: 'More', pages: more }] : sections;
+}
+const NAV = navSections();
+
+/** The side navigation: the map first, then a section per audience, open where the current page is. */
+function nav(current: string): string {
+  const item = (p: string, label = p === 'README.md' ? 'The README' : titles.get(p)!) =>
+    `<li><a href="${urls.get(p)}"${p === current ? ' aria-current="page"' : ''}>${esc(label)}</a></li>`;
+  const sections = NAV.map(
+    (s) => `<details${s.pages.includes(current) ? ' open' : ''}><summary>${esc(s.title)}</summary><ul>${s.pages.map((p) => item(p)).join('')}</ul></details>`,
+  );
+  return [`<ul>${item('docs/README.md', 'Documentation map')}</ul>`, ...sections].join('\n');
 }
 
 rmSync(OUT, { recursive: true, force: true });

@@ -2,91 +2,25 @@ import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig } from 'vitest/config';
 import HeavyFirstSequencer from './heavy-first-sequencer.js';
 
-const dbSuites = ['test/integration/**/*.test.ts', 'test/api/**/*.test.ts', 'test/cli/**/*.test.ts'];
-
-// The database matrix only where the database matters. A suite runs on both PostgreSQL and the embedded
-// PGlite mode when what it checks depends on the backend: migrations and upgrades, the job queue
-// (pg-boss, jobs written in their cause's transaction) and the event bus, backup/restore, retention and
-// erasure, concurrency and locking, vector search, or cases of its own for the embedded mode
-// (`runIf(DB_MODE === 'embedded')`). Every other suite under test/integration, test/api and
-// test/cli checks HTTP, CLI or service behaviour that reads the same on either backend: it runs once, on
-// PostgreSQL (CI has it, and each embedded start-up costs more). Add a suite here when it starts to
-// depend on the backend. TEST_DB_MODE tells the helpers which backend a project runs on.
-const bothModes = [
-  'test/integration/backup.test.ts',
-  'test/integration/crash-recovery.test.ts',
-  'test/integration/database.test.ts',
-  'test/integration/event-bus.test.ts',
-  'test/integration/git-refresh.test.ts',
-  'test/integration/memories-search.test.ts',
-  'test/integration/migration-pairing-tenant.test.ts',
-  'test/integration/migrations.test.ts',
-  'test/integration/person-data.test.ts',
-  'test/integration/pgboss-upgrade.test.ts',
-  'test/integration/retention.test.ts',
-  'test/integration/runners.test.ts',
-  'test/integration/skills-learning.test.ts',
-  'test/integration/spending.test.ts',
-  'test/integration/tenants.test.ts',
-  'test/integration/upgrade.test.ts',
-  'test/integration/worker.test.ts',
-  'test/api/admin.test.ts',
-  'test/api/codehost-intake.test.ts',
-  'test/api/embedders.test.ts',
-  'test/api/jobs.test.ts',
-  'test/api/memories.test.ts',
-  'test/api/sessions-any-serve.test.ts',
-  'test/api/sessions-delete-race.test.ts',
-  'test/api/sessions-manage.test.ts',
-  'test/api/sign-in-links.test.ts',
-  'test/cli/cli.test.ts',
-  'test/cli/gateway-cli.test.ts',
-  'test/cli/person-data-cli.test.ts',
-  'test/cli/runtime-cli.test.ts',
-  'test/cli/serve.test.ts',
-];
-// Suites that check the embedded mode only (their describe runs if DB_MODE === 'embedded').
-const embeddedOnly = [
-  'test/integration/runtime-density.test.ts',
-  'test/integration/runtime-paging.test.ts',
-  'test/integration/runtime-pool.test.ts',
-  'test/cli/init-interactive.test.ts',
-  'test/cli/runtime-probe.test.ts',
-];
-// Suites that start real opencode runtimes in sandboxes (startRuntimeApp): their own project, on
-// PostgreSQL, so they can be run alone and scheduled apart. Those also in bothModes run on embedded too.
-const runtimeSuites = [
-  'test/api/mcp-connectors-agent.test.ts',
-  'test/api/memories-agent.test.ts',
-  'test/api/model-spending.test.ts',
-  'test/api/orchestrate.test.ts',
-  'test/api/provider-base-url.test.ts',
-  'test/api/scim-deactivation-agent.test.ts',
-  'test/api/sessions-permissions.test.ts',
-  'test/api/sessions-stop.test.ts',
-  'test/api/sessions-tools.test.ts',
-  'test/api/sessions-turn.test.ts',
-  'test/api/session-changes.test.ts',
-  'test/api/session-models-agent.test.ts',
-  'test/api/session-shares-runtime.test.ts',
-  'test/api/workspace-files.test.ts',
-  'test/api/skills.test.ts',
-  'test/api/workspace-terminal.test.ts',
-  'test/integration/backup.test.ts',
-  'test/integration/codehost-run.test.ts',
-  'test/integration/crash-recovery.test.ts',
-  'test/integration/gateway-loop.test.ts',
-  'test/integration/git-connections.test.ts',
-  'test/integration/git-gateway.test.ts',
-  'test/integration/person-data.test.ts',
-  'test/integration/retention.test.ts',
-  'test/integration/runner-remote.test.ts',
-  'test/integration/runner-moves.test.ts',
-  'test/integration/runtime-idle.test.ts',
-  'test/integration/sessions-resilience.test.ts',
-  'test/integration/turn-lost.test.ts',
-  'test/integration/turn-order.test.ts',
-];
+// Which project runs a file is said by its name, so a new file needs no list kept by hand:
+//   name.test.ts           once, on PostgreSQL (project postgres): HTTP, CLI or service behaviour that
+//                          reads the same on either backend (CI has PostgreSQL; each embedded start-up costs more)
+//   name.both.test.ts      on PostgreSQL and on the embedded PGlite mode (projects postgres and embedded):
+//                          what it checks depends on the backend (migrations and upgrades, the job queue and
+//                          the event bus, backup/restore, retention and erasure, concurrency and locking,
+//                          vector search, or cases of its own for the embedded mode, runIf(DB_MODE === 'embedded'))
+//   name.embedded.test.ts  on the embedded mode only (its describe runs if DB_MODE === 'embedded')
+//   name.runtime.test.ts   starts real opencode runtimes in sandboxes (startRuntimeApp): project runtime, on
+//                          PostgreSQL, so those files can be run alone and scheduled apart
+//   name.runtime.both.test.ts  the same, and on the embedded mode too (project embedded)
+// under test/integration, test/api and test/cli. Rename a file when it starts (or stops) depending on the
+// backend or starting runtimes. TEST_DB_MODE tells the helpers which backend a project runs on.
+const dbDirs = ['test/integration', 'test/api', 'test/cli'];
+const inDbDirs = (...suffixes: string[]) => dbDirs.flatMap((dir) => suffixes.map((suffix) => `${dir}/**/*${suffix}`));
+const dbSuites = inDbDirs('.test.ts');
+const embeddedOnly = inDbDirs('.embedded.test.ts');
+const runtimeSuites = inDbDirs('.runtime.test.ts', '.runtime.both.test.ts');
+const bothModes = inDbDirs('.both.test.ts');
 
 export default defineConfig({
   // Paths below are relative to the repository root, not to this file's folder.

@@ -3,7 +3,8 @@ import { BaseCommand } from '../../src/cli/base-command.js';
 import { info } from '../../src/cli/output.js';
 import { CACHE_PRICE_FLAG_TEXT, checkAgainst, keyFlags, MODEL_FLAG_TEXT, parseModelSpec, resolveApiKey, withCachePrices } from '../../src/cli/provider-input.js';
 import { ValidationError } from '../../src/kernel/errors.js';
-import { PROVIDER_KINDS, ProviderInput } from '../../src/core/providers/providers.schemas.js';
+import { PROVIDER_KINDS } from '../../src/core/providers/provider-names.js';
+import { ProviderInput } from '../../src/core/providers/providers.schemas.js';
 
 export default class ProviderAdd extends BaseCommand<typeof ProviderAdd> {
   static override summary = 'Register a model provider with its models; its API key is stored sealed.';

@@ -36,7 +36,7 @@ export default class Runner extends BaseCommand<typeof Runner> {
       labels: this.flags.labels,
       dataDir: this.flags['data-dir'],
     }, { hostname: hostname(), readFile: (p) => readFileSync(p, 'utf8'), resolvePath: (p) => resolve(p) });
-    if (!settings.ok) throw new ConfigError(settings.problems, { hint: 'See `aws runner --help` and the README\'s "Scaling out".' });
+    if (!settings.ok) throw new ConfigError(settings.problems, { hint: 'See `aws runner --help` and docs/operating/runner-hosts.md.' });
     const s = settings.value;
     const log = createLogger(s.logLevel, 1);
     const hostMemory = readHostMemory();

@@ -10,7 +10,7 @@ export default class RunnerList extends BaseCommand<typeof RunnerList> {
     const core = await this.core();
     const runners = await core.runners.list(this.ctx());
     this.output({ runners }, () => {
-      if (!runners.length) return info('No runners: `aws serve` hosts every runtime itself. Add a runner host with `aws runner` (see the README\'s "Scaling out").');
+      if (!runners.length) return info('No runners: `aws serve` hosts every runtime itself. Add a runner host with `aws runner` (see docs/operating/runner-hosts.md).');
       const rows = runners.map((r) => ({
         name: r.name,
         kind: r.kind,

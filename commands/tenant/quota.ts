@@ -11,7 +11,7 @@ export default class TenantQuota extends BaseCommand<typeof TenantQuota> {
     "A person's quota covers their workspace and their runtime's home and run directory (the sandbox's /tmp is in its memory).",
     'Without --set the tenant has the operator\'s default (AGENTWS_WORKSPACE_QUOTA); a tenant may have at most AGENTWS_WORKSPACE_QUOTA_MAX.',
     "It is measured by the host running the person's agent: past it their agent is stopped and new turns are refused until they are",
-    'under it again (README, "Workspace quota"). Lists the people nearest to it (as their hosts last measured them).',
+    'under it again (docs/admin/limits.md, "Workspace quota"). Lists the people nearest to it (as their hosts last measured them).',
   ].join(' ');
   static override examples = ['<%= config.bin %> tenant quota --tenant acme', '<%= config.bin %> tenant quota --tenant acme --set 25GiB', '<%= config.bin %> tenant quota --tenant acme --default'];
   static override flags = {

@@ -81,3 +81,15 @@ export function docPages(root: string): string[] {
   visit(join(root, 'docs'));
   return ['README.md', ...found.sort()];
 }
+
+/**
+ * Where a page is served: docs/README.md at /docs, docs/a/b.md at /docs/a/b, docs/a/README.md at /docs/a,
+ * the README at /docs/readme. docs/api/README.md is the one exception: /docs/api is the interactive API
+ * reference (Swagger UI), so the API's overview page is /docs/api/overview.
+ */
+export function pageUrl(path: string): string {
+  if (path === 'README.md') return '/docs/readme';
+  if (path === 'docs/api/README.md') return '/docs/api/overview';
+  const rest = path.replace(/^docs\/?/, '').replace(/(^|\/)README\.md$/, '').replace(/\.md$/, '');
+  return rest ? `/docs/${rest.replace(/\/$/, '')}` : '/docs';
+}

@@ -6,7 +6,7 @@ import type { Core } from '../core/create-core.js';
 import { ConfigError, isAppError, ValidationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import { createLogger } from '../lib/logger.js';
-import { openCore, type OpenedCore } from './open-core.js';
+import type { OpenedCore } from './open-core.js';
 import { colors, info, printJson } from './output.js';
 import { canPrompt } from './secret-input.js';
 
@@ -61,6 +61,9 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
 
   /** Opens database, event bus and job queue, and builds the core. Closed automatically when the command ends. */
   protected async core(options: { supervise?: boolean } = {}): Promise<Core> {
+    // The core's modules (every service, the database drivers, the job queue) load here, when a command
+    // first needs them: a command that only reads the config never does.
+    const { openCore } = await import('./open-core.js');
     this.opened ??= await openCore(this.appConfig, this.log_, options);
     return this.opened.core;
   }

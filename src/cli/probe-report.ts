@@ -1,5 +1,6 @@
 import { UnavailableError } from '../kernel/errors.js';
-import { runContainmentProbes, type ContainmentOptions, type ProbeResult } from '../core/runtime/host/containment-probes.js';
+import type { ProbeResult } from '../core/runtime/host/containment-probes.js';
+import { runContainmentProbes, type ContainmentOptions } from '../core/runtime/host/containment-runner.js';
 import { colors, info } from './output.js';
 
 /**

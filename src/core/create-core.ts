@@ -12,12 +12,12 @@ import { createGroupSync } from './auth/group-sync.js';
 import { createOidcClient } from './auth/oidc-client.js';
 import { createTokenService } from './auth/tokens.js';
 import type { EventBus } from '../kernel/events.js';
-import type { JobHandlers, JobQueue, JobQueueStats, JobRecovery } from './jobs/job-queue.js';
+import type { JobQueue, JobQueueStats, JobRecovery } from './jobs/job-queue.js';
 import type { Logger } from '../kernel/logger.js';
 import { createRbacService } from './rbac/rbac.service.js';
 import { createSystemService } from './system/system.service.js';
 import { createTenantsRepo } from './tenants/tenants.repo.js';
-import { createTenantsService, PROVISION_WORKSPACE_JOB } from './tenants/tenants.service.js';
+import { createTenantsService } from './tenants/tenants.service.js';
 import { createUsageService } from './usage/usage.service.js';
 import { createUsageRepo } from './usage/usage.repo.js';
 import { createSpendingRepo } from './usage/spending.repo.js';
@@ -30,7 +30,6 @@ import { createActiveUsers } from './auth/active-users.js';
 import { createPersonStop } from './sessions/person-stop.js';
 import { createSecretBox } from '../lib/secret-box.js';
 import { createAgentEgress } from './egress/agent-egress.js';
-import { probeSandbox } from './runtime/host/sandbox.js';
 import { createRuntimeLauncher, type RuntimeLauncher } from './runtime/host/runtime-launcher.js';
 import { runtimeCapacity } from './runtime/host/runtime-capacity.js';
 import { readHostMemory, readSwap } from '../lib/host-memory.js';
@@ -55,7 +54,10 @@ import { createProvidersService } from './providers/providers.service.js';
 import { createTurnEvents } from './sessions/turn-events.js';
 import { createSessionStreams } from './sessions/session-stream.js';
 import { createSessionsRepo } from './sessions/sessions.repo.js';
-import { ANALYTICS_JOB, createSessionAnalytics } from './sessions/session-analytics.js';
+import { createTurnsRepo } from './sessions/turns.repo.js';
+import { createPermissionRequestsRepo } from './sessions/permission-requests.repo.js';
+import { createEventLedgerRepo } from './sessions/event-ledger.repo.js';
+import { createSessionAnalytics } from './sessions/session-analytics.js';
 import { createSessionChanges } from './sessions/session-changes.js';
 import { createSessionManage, INDEX_SESSIONS_JOB, indexSessionsKind } from './sessions/session-manage.js';
 import { createSessionManageRepo } from './sessions/session-manage.repo.js';
@@ -63,19 +65,19 @@ import { createTurnSnapshots } from './sessions/turn-snapshots.js';
 import { createSessionSharesRepo } from './sessions/session-shares.repo.js';
 import { createSessionSharesService } from './sessions/session-shares.service.js';
 import { createSessionsService } from './sessions/sessions.service.js';
-import { AGENT_TURN_JOB, createTurnRunner } from './sessions/turn-runner.js';
+import { createTurnRunner } from './sessions/turn-runner.js';
 import { createSessionModels } from './sessions/session-models.js';
 import { createSessionFork } from './sessions/session-fork.js';
-import { AGENT_TURN_LOST_JOB } from './sessions/session-turns.js';
 import { processIdentity, processIdentityState } from '../lib/process-state.js';
 import { createTemplatesService } from './templates/templates.service.js';
 import { createTemplatesRepo } from './templates/templates.repo.js';
 import { createGatewaysRepo } from './gateways/gateways.repo.js';
 import { createGatewayAccess, createGatewaysService } from './gateways/gateways.service.js';
 import { createPairingRepo } from './gateways/pairing.repo.js';
-import { createPairingService, GATEWAY_REPLY_JOB, GATEWAY_SEND_JOB, type PairingService } from './gateways/pairing.service.js';
+import { createPairingService, GATEWAY_REPLY_JOB, type PairingService } from './gateways/pairing.service.js';
 import { createPlatforms } from './gateways/platforms.js';
 import { createMemoriesRepo } from './memories/memories.repo.js';
+import { createAgentMemoriesService } from './memories/agent-memories.service.js';
 import { createMemoriesService } from './memories/memories.service.js';
 import { createTeamsRepo } from './teams/teams.repo.js';
 import { createGitConnectionsRepo } from './connectors/git-connections.repo.js';
@@ -95,28 +97,28 @@ import { createEmbeddingClient } from './embeddings/embedding-client.js';
 import { createEmbeddersRepo } from './embeddings/embedders.repo.js';
 import { createEmbeddersService } from './embeddings/embedders.service.js';
 import { createEmbeddingsService } from './embeddings/embeddings.service.js';
-import { createMemoryIndexer, EMBED_MEMORIES_JOB, EMBED_MEMORIES_LOST_JOB, EMBED_MEMORY_JOB, embedMemoriesKind } from './memories/memory-indexer.js';
+import { createMemoryIndexer, EMBED_MEMORIES_JOB, embedMemoriesKind } from './memories/memory-indexer.js';
 import { createJobsRepo } from './jobs/jobs.repo.js';
 import { createJobsService } from './jobs/jobs.service.js';
 import { createMetricsService } from './metrics/metrics.service.js';
 import { createOrchestratorRepo } from './orchestrator/orchestrator.repo.js';
-import { CODE_HOST_REPLY_JOB, CODE_HOST_RUN_JOB } from './codehost/codehost-contract.js';
 import { createCodeHostRunsRepo } from './codehost/codehost-runs.repo.js';
-import { CODE_HOST_TURN_END_JOB, createCodeHostRuns } from './codehost/codehost-runs.service.js';
+import { createCodeHostRuns } from './codehost/codehost-runs.service.js';
 import { turnOutcome } from './sessions/session-turns.js';
 import { askProvider, createChatClient } from './llm-gateway/chat-client.js';
 import { createSkillFiles } from './skills/skill-files.js';
 import { createSkillsRepo } from './skills/skills.repo.js';
-import { createSkillsService, PROPOSE_SKILL_JOB, RECORD_TRAJECTORY_JOB } from './skills/skills.service.js';
+import { createSkillsService } from './skills/skills.service.js';
 import { createBackupRepo } from './backup/backup.repo.js';
 import { createBackupService } from './backup/backup.service.js';
 import { createPrivacyService } from './privacy/privacy.service.js';
-import { createRetentionService, RETENTION_CRON, RETENTION_JOB } from './retention/retention.service.js';
-import { createOrchestratorService, ORCHESTRATE_PLAN_JOB, ORCHESTRATE_STEP_JOB, ORCHESTRATE_SWEEP_CRON, ORCHESTRATE_SWEEP_JOB } from './orchestrator/orchestrator.service.js';
+import { createRetentionService } from './retention/retention.service.js';
+import { createOrchestratorService } from './orchestrator/orchestrator.service.js';
 import { createPromiseCache } from '../lib/promise-cache.js';
 import { createCodeHostIntake } from './codehost/codehost-intake.service.js';
 import { createCodeHostDeliveriesRepo } from './codehost/codehost-deliveries.repo.js';
-import { CODE_HOST_SWEEP_CRON, CODE_HOST_SWEEP_JOB } from './codehost/codehost-contract.js';
+import { createJobHandlers } from './job-handlers.js';
+import { createRuntimeLifecycle, MODEL_CALLS_CUT_CHANNEL } from './runtime-lifecycle.js';
 
 export interface CoreDeps {
   db: Database;
@@ -126,11 +128,6 @@ export interface CoreDeps {
   config: Config;
   clock?: Clock;
 }
-
-/** Model calls of a runtime that went away are aborted where their gateway runs (any serve): `{ tenantId, userId, before }`. */
-const MODEL_CALLS_CUT_CHANNEL = 'model-calls.cut';
-/** How often a serve records the model calls that processes which died left in flight (those it could not see die at its start). */
-const ORPHAN_HOLDS_EVERY_MS = 10 * 60_000;
 
 /** The one composition root: builds every service from its narrow dependencies. */
 export function createCore(deps: CoreDeps) {
@@ -271,8 +268,14 @@ export function createCore(deps: CoreDeps) {
   // Query vectors come from the tenant's embedder (made below; only called once the core is built).
   const memoriesRepo = createMemoriesRepo();
   const embeddersRepo = createEmbeddersRepo();
-  const memories = createMemoriesService({ db, repo: memoriesRepo, embedders: embeddersRepo, audit, queue, log: deps.log.child({ part: 'memories' }), permissionsOf, embedQuery: (tenantId, text, userId) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories });
+  const memoriesDeps = { db, repo: memoriesRepo, embedders: embeddersRepo, audit, queue, embedQuery: (tenantId: string, text: string, userId: string) => embeddings.embedQuery(tenantId, text, { userId }), limits: config.memories };
+  const memories = createMemoriesService(memoriesDeps);
+  const agentMemories = createAgentMemoriesService({ ...memoriesDeps, log: deps.log.child({ part: 'memories' }), permissionsOf });
   const sessionsRepo = createSessionsRepo();
+  const turnsRepo = createTurnsRepo();
+  const permissionRequests = createPermissionRequestsRepo();
+  // Facts from runtimes' events acted on once across processes (analytics, chat replies, code-host answers).
+  const eventLedger = createEventLedgerRepo();
   const sessionSharesRepo = createSessionSharesRepo();
   const egress = createAgentEgress({
     db,
@@ -282,9 +285,10 @@ export function createCore(deps: CoreDeps) {
     runtimeRepo,
     providers: providersRepo,
     sessionsRepo,
+    turnsRepo,
     tenantsRepo,
     permissionsOf,
-    memories,
+    memories: agentMemories,
     privateAllow: config.runtime.egressPrivateAllow,
     egressPorts: config.runtime.egressPorts,
     // The orchestrator is made below; model calls only come once runtimes run.
@@ -304,11 +308,8 @@ export function createCore(deps: CoreDeps) {
   // Runner hosts: the registry of runners, tokens and placements, and this process's side of
   // their channels. Runners are made here, before the pool: the pool places users through the fleet.
   const runners = createRunnersService({ db, repo: createRunnersRepo(), audit, bus, clock, log: deps.log.child({ part: 'runners' }), operator: () => auth.operator(), heartbeatTimeoutMs: config.runtime.runnerHeartbeatTimeoutMs });
-  /** This serve's own local runner (registered when it starts hosting); null: it hosts none. */
-  let localRunnerId: string | null = null;
-  /** While this process serves the runtimes (startRuntime): its model-call cuts and sweep of left-behind calls. */
-  let offCuts: (() => Promise<void>) | null = null;
-  let orphanSweep: NodeJS.Timeout | null = null;
+  /** This serve's own local runner (registered when it starts hosting, see runtime-lifecycle.ts); null: it hosts none. */
+  const localRunnerId = () => lifecycle.localRunnerId();
   const serveId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const credentialCache = createPromiseCache<string | null>({ ttlMs: 5000, max: 50_000 });
   // This serve's own runtimes, as a runner: its host reports are its runner's heartbeats (placement
@@ -317,7 +318,8 @@ export function createCore(deps: CoreDeps) {
     ...records,
     async report(host, status) {
       await records.report(host, status);
-      if (localRunnerId) await runners.heartbeat(localRunnerId, { resident: status.resident, busy: status.busy, capacity: status.capacity });
+      const runnerId = localRunnerId();
+      if (runnerId) await runners.heartbeat(runnerId, { resident: status.resident, busy: status.busy, capacity: status.capacity });
     },
   });
   // The rows of agent_runtimes: what this process's host writes, and how runtimes elsewhere are found.
@@ -332,7 +334,7 @@ export function createCore(deps: CoreDeps) {
     log: deps.log.child({ part: 'runners' }),
     relayKey: relayKey(config.secrets.jwtSecret),
     serveId,
-    localRunnerId: () => localRunnerId,
+    localRunnerId,
     started: async (owner, runnerId, r) => {
       await runtimeRepo.recordRuntime(db, { userId: owner.userId, tenantId: owner.tenantId, hostPid: 0, pid: r.pid, socketPath: runnerSocket(runnerId), passwordSealed: box.seal(r.authorization), sandboxed: true });
       credentialCache.delete(owner.userId);
@@ -407,6 +409,7 @@ export function createCore(deps: CoreDeps) {
     db,
     repo: skillsRepo,
     sessionsRepo,
+    turnsRepo,
     tenantsRepo,
     providers: providersRepo,
     runtime,
@@ -429,6 +432,8 @@ export function createCore(deps: CoreDeps) {
     bus,
     queue,
     repo: sessionsRepo,
+    turnsRepo,
+    permissionRequests,
     pool,
     log: deps.log.child({ part: 'session-stream' }),
     permissionsOf,
@@ -440,6 +445,7 @@ export function createCore(deps: CoreDeps) {
     snapshots: turnSnapshots,
     db,
     repo: sessionsRepo,
+    turnsRepo,
     runtime,
     pool,
     queue,
@@ -451,18 +457,19 @@ export function createCore(deps: CoreDeps) {
       void bus.publish(MODEL_CALLS_CUT_CHANNEL, { tenantId: owner.tenantId, userId: owner.userId, before }).catch((err) => deps.log.error({ err: (err as Error).message }, 'could not ask to abort a lost runtime\'s model calls')),
     streams,
     permissionsOf,
-    memories,
+    memories: agentMemories,
     events: turnEvents,
     ownerActive: activeUsers.isActive,
     quota: runtimeLimits,
     log: deps.log,
   });
-  const sessionAnalytics = createSessionAnalytics({ db, repo: sessionsRepo, audit, events: turnEvents });
+  const sessionAnalytics = createSessionAnalytics({ db, repo: eventLedger, audit, events: turnEvents });
   // Orchestration: plans of subtasks run as turns in child sessions of the user's session.
   const orchestrator = createOrchestratorService({
     db,
     repo: createOrchestratorRepo(),
     sessionsRepo,
+    turnsRepo,
     monthSpent: spending.monthSpent,
     audit,
     queue,
@@ -475,7 +482,7 @@ export function createCore(deps: CoreDeps) {
     log: deps.log.child({ part: 'orchestrator' }),
   });
   const personStop = createPersonStop({
-    sessionsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
+    sessionsRepo, turnsRepo, streams, events: turnEvents, plans: orchestrator, stopRuntime: (owner) => pool.stopAnywhere(owner), forget: activeUsers.forget, db, log: deps.log.child({ part: 'person-stop' }),
   });
   const terminals = createTerminalService({ db, audit, pool, bus, idleMs: config.runtime.terminalIdleMs, log: deps.log.child({ part: 'terminal' }) });
   const users = createUsersService({
@@ -484,6 +491,8 @@ export function createCore(deps: CoreDeps) {
   const sessions = createSessionsService({
     db,
     repo: sessionsRepo,
+    turnsRepo,
+    permissionRequests,
     templates: templatesRepo,
     monthSpent: spending.monthSpent,
     audit,
@@ -529,7 +538,7 @@ export function createCore(deps: CoreDeps) {
   // Who follows turns and sessions. A turn ended: its end is recorded, a plan waiting for it moves on (its
   // step job), it is recorded as a trajectory, a chat user's answer goes back through their gateway (once,
   // see the job). A turn failed (given up, or lost with its runtime): the plan moves on, a chat user is told.
-  turnEvents.on('turn.ended', ({ session, end }) => sessionsRepo.endTurns(db, session.tenantId, session.id, end));
+  turnEvents.on('turn.ended', ({ session, end }) => turnsRepo.endTurns(db, session.tenantId, session.id, end));
   turnEvents.on('turn.ended', ({ session, eventId }) => orchestrator.turnEnded(session, eventId));
   turnEvents.on('turn.ended', ({ session, eventId }) => skills.turnEnded(session, eventId));
   turnEvents.on('turn.chat_ended', ({ tenantId, sessionId, eventId }) => queue.send(GATEWAY_REPLY_JOB, { tenantId, sessionId }, { singletonKey: `reply:${eventId}` }));
@@ -562,14 +571,13 @@ export function createCore(deps: CoreDeps) {
       const roles = await assignments.roleNames(db, userId);
       return { roles, permissions: await rbac.resolvePermissions(tenantId, roles) };
     },
-    sessions, sessionsRepo, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), keepAwake: (userId) => pool.keepAwake(userId),
-    outcome: (s, turnId) => turnOutcome({ db, repo: sessionsRepo, pool }, s, turnId),
+    sessions, sessionsRepo, ledger: eventLedger, changes: sessionChanges, runtimeClient: (owner) => pool.client(owner), keepAwake: (userId) => pool.keepAwake(userId),
+    outcome: (s, turnId) => turnOutcome({ db, turnsRepo, pool }, s, turnId),
     audit, queue, publicUrl: config.server.publicUrl, askTools: config.runtime.askTools, log: deps.log.child({ part: 'codehost' }),
   });
   turnEvents.on('turn.ended', ({ session, eventId }) => codeHostRuns.turnEnded(session.tenantId, session.id, null, eventId));
   turnEvents.on('turn.failed', ({ session, turnId }) => codeHostRuns.turnEnded(session.tenantId, session.id, turnId, `failed:${turnId}`));
 
-  /** Queues the worker serves, each a thin adapter over one service method. */
   // Messaging gateways and pairing.
   const platforms = createPlatforms({ botChatApiUrl: config.gateways.botChatApiUrl, teamChatApiUrl: config.gateways.teamChatApiUrl });
   const gatewayAccess = createGatewayAccess(!config.secrets.apiKey);
@@ -581,6 +589,8 @@ export function createCore(deps: CoreDeps) {
     repo: createPairingRepo(),
     gateways: gatewaysRepo,
     sessionsRepo,
+    turnsRepo,
+    ledger: eventLedger,
     sessions,
     audit,
     bus,
@@ -636,26 +646,7 @@ export function createCore(deps: CoreDeps) {
   // The admin side of code-host webhooks (URL, secret once, mention/label/repos, deliveries, test).
   const codeHostAdmin = createCodeHostAdmin({ db, repo: createCodeHostAdminRepo(), deliveries: codeHostDeliveriesRepo, audit, box, publicUrl: config.server.publicUrl, intake: codeHostIntake });
 
-  const jobHandlers: JobHandlers = {
-    [PROVISION_WORKSPACE_JOB]: async (ctx, data: { tenantId: string }) => {
-      await tenants.provisionWorkspace(ctx, data);
-    },
-    [AGENT_TURN_JOB]: (ctx, data: { turnId: string }) => turns.runTurn(ctx, data),
-    [AGENT_TURN_LOST_JOB]: (ctx, data: { turnId: string }) => turns.jobLost(ctx, data),
-    [ANALYTICS_JOB]: (ctx, data) => sessionAnalytics.recordAnalytics(ctx, data),
-    [GATEWAY_SEND_JOB]: (ctx, data) => pairingService.sendJob(ctx, data),
-    [GATEWAY_REPLY_JOB]: (ctx, data) => pairingService.replyJob(ctx, data),
-    [EMBED_MEMORY_JOB]: (ctx, data) => memoryIndexer.embedMemory(ctx, data),
-    [EMBED_MEMORIES_JOB]: (ctx, data, job) => memoryIndexer.backfill(ctx, data, { retryCount: job.retryCount }),
-    [EMBED_MEMORIES_LOST_JOB]: (ctx, data) => memoryIndexer.backfillLost(ctx, data),
-    [INDEX_SESSIONS_JOB]: (ctx, data) => sessionManage.backfill(ctx, data),
-    [ORCHESTRATE_PLAN_JOB]: (ctx, data, job) => orchestrator.planJob(ctx, data, job),
-    [ORCHESTRATE_STEP_JOB]: (ctx, data) => orchestrator.stepJob(ctx, data),
-    [ORCHESTRATE_SWEEP_JOB]: (ctx) => orchestrator.sweepJob(ctx),
-    [RECORD_TRAJECTORY_JOB]: (ctx, data) => skills.recordJob(ctx, data),
-    [PROPOSE_SKILL_JOB]: (ctx, data) => skills.proposeJob(ctx, data),
-    [CODE_HOST_SWEEP_JOB]: (ctx) => codeHostIntake.sweepJob(ctx),
-  };
+
   // What /metrics reports beyond the HTTP layer's own counters.
   const metrics = createMetricsService({ db, queue, pool, runtimeUsage: (withinMs) => runtimeRepo.recentUsage(db, withinMs), maxRuntimes: capacity, clock, log: deps.log.child({ part: 'metrics' }) });
 
@@ -682,7 +673,7 @@ export function createCore(deps: CoreDeps) {
     operator: () => auth.operator(), pseudonymKey: config.secrets.encryptionKey, dataDir: config.dataDir, clock,
   });
 
-  // Retention: the tenants' periods, enforced daily by the job below.
+  // Retention: the tenants' periods, enforced daily by its job (job-handlers.ts).
   const retention = createRetentionService({
     db,
     tenants: tenantsRepo,
@@ -695,16 +686,10 @@ export function createCore(deps: CoreDeps) {
     clock,
     auditFloorDays: config.retention.auditFloorDays,
   });
-  jobHandlers[RETENTION_JOB] = (ctx) => retention.runAll(ctx);
-  // Code hosts: a trigger's run, a reply on the host, a run's turn ended.
-  jobHandlers[CODE_HOST_RUN_JOB] = (ctx, data, job) => codeHostRuns.runJob(ctx, data, job);
-  jobHandlers[CODE_HOST_REPLY_JOB] = (ctx, data) => codeHostRuns.replyJob(ctx, data);
-  jobHandlers[CODE_HOST_TURN_END_JOB] = (ctx, data, job) => codeHostRuns.turnEndJob(ctx, data, job);
-
-  /** Jobs queued on a schedule (cron) by the job queue's supervising process. */
-  const schedules: Record<string, string> = { [ORCHESTRATE_SWEEP_JOB]: ORCHESTRATE_SWEEP_CRON };
-  schedules[RETENTION_JOB] = RETENTION_CRON;
-  schedules[CODE_HOST_SWEEP_JOB] = CODE_HOST_SWEEP_CRON;
+  // What the job worker runs, and what is queued on a schedule.
+  const { jobHandlers, schedules, recoverJobs } = createJobHandlers({ db, tenants, turns, sessionAnalytics, pairing: pairingService, memoryIndexer, sessionManage, orchestrator, skills, codeHostIntake, retention, codeHostRuns });
+  // This process as the runtimes' host: started and stopped by serve.
+  const lifecycle = createRuntimeLifecycle({ config, db, bus, log: deps.log, fleet, streams, pool, runners, turns, egress, spending, terminals, capacity, serveId });
 
   return {
     db, bus, queue, clock, log: deps.log, config, migrator, audit, auth, personalTokens, rbac, users, usage, spending, tenants, system,
@@ -713,96 +698,12 @@ export function createCore(deps: CoreDeps) {
     workspaceFiles,
     terminals,
     codeHostRuns,
-    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, memoryIndexer, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
+    runtime, providers, pool, egress, runners, fleet, backup, templates, sessions, sessionChanges, sessionModels, sessionFork, sessionShares, sessionManage, turnSnapshots, streams, turns, gateways, pairing: pairingService, teams, memories, agentMemories, memoryIndexer, embedders, embeddings, jobs, orchestrator, skills, metrics, jobHandlers, schedules, gitHosts, gitConnections, mcpServers, scim, privacy,
     codeHostAdmin,
-    /**
-     * What a job worker does as it starts and now and then (src/jobs/worker.ts): turn jobs whose worker
-     * died are queued again at once, parked turns nobody handed on are queued. `starting`: this worker's
-     * first round (on the embedded database it is the only worker, so every job still active was a dead
-     * process's).
-     */
-    async recoverJobs(o: { starting?: boolean } = {}): Promise<{ recovered: number; unstuck: number }> {
-      const recovered = await turns.recoverOrphans({ starting: o.starting && db.mode === 'embedded' });
-      const unstuck = await turns.unstick();
-      return { recovered, unstuck };
-    },
-    /**
-     * A stopping serve lets the turns its own runtimes are running end, for at most `graceMs` (the
-     * session streams go on meanwhile): resolves once none runs, or the time is up. How many still ran.
-     */
-    async drainTurns(graceMs: number): Promise<number> {
-      const deadline = Date.now() + graceMs;
-      let busy = pool.hosting ? pool.status().busy : 0;
-      while (busy > 0 && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 100));
-        busy = pool.status().busy;
-      }
-      return busy;
-    },
-    /**
-     * Makes this process the host of the users' runtimes (`aws serve`) and starts the session streams.
-     * Fails closed: where no sandbox can start, the API serves but no agent runs (turns fail with the
-     * reason and the fix; /readyz says so), unless the operator sets AGENTWS_RUNTIME_SANDBOX=off.
-     */
-    async startRuntime(): Promise<void> {
-      const probe = config.runtime.sandbox ? probeSandbox() : { ok: true as const };
-      if (!probe.ok) {
-        deps.log.error({ problem: probe.problem, hint: probe.hint }, 'agents cannot run: no sandbox can be started on this host (AGENTWS_RUNTIME_SANDBOX=on)');
-      } else if (!config.runtime.sandbox) {
-        deps.log.warn('AGENTWS_RUNTIME_SANDBOX=off: agents run unsandboxed, with this service\'s files, secrets and network in their reach. For single-user trials only.');
-      }
-      await fleet.start();
-      // Following the session streams first: what hosting finds (turns lost with a serve that died) is
-      // told to this serve's stream clients too.
-      await streams.start();
-      // Other processes (`aws user erase`) ask the serve to stop a person's runtime, here or on its runner.
-      await pool.followStops();
-      // With the local runner off, this serve hosts no runtime: agents run on runner hosts only.
-      if (config.runtime.localRunner) {
-        await pool.host(probe.ok ? undefined : { problem: probe.problem!, hint: probe.hint });
-        if (probe.ok) localRunnerId = await runners.registerLocal({ name: `local-${hostname()}`.toLowerCase().replace(/[^a-z0-9._-]/g, '-').slice(0, 63), capacity, serveId }).catch((err) => {
-          deps.log.warn({ err: (err as Error).message }, 'could not register this serve as a runner: users are placed on it only while no runner host is registered');
-          return null;
-        });
-      }
-      // Turns a serve that died left in flight, with no runtime anywhere now: they end, with an error.
-      await turns.reconcile().catch((err) => deps.log.error({ err: (err as Error).message }, 'could not end the turns a stopped serve left'));
-      // The model calls of a runtime that went away, wherever it was declared lost: aborted here if they
-      // pass this process's gateway.
-      egress.modelCalls.resume();
-      offCuts = await bus.subscribe(MODEL_CALLS_CUT_CHANNEL, (p) => {
-        const c = p as { tenantId?: unknown; userId?: unknown; before?: unknown } | null;
-        if (typeof c?.tenantId === 'string' && typeof c.userId === 'string') egress.modelCalls.cut({ tenantId: c.tenantId, userId: c.userId }, typeof c.before === 'number' ? c.before : Date.now());
-      });
-      // Model calls a process that died left in flight are recorded at their estimate: now (those of this
-      // host's dead processes; on the embedded database every other process's), and now and then after.
-      const settleOrphans = (o: { everyOther?: boolean } = {}) =>
-        spending.settleOrphans(o).then(
-          (n) => n && deps.log.warn({ calls: n }, 'model calls left in flight by a process that died were recorded at the gateway\'s estimate'),
-          (err) => deps.log.error({ err: (err as Error).message }, 'could not record the model calls a stopped process left in flight'),
-        );
-      await settleOrphans({ everyOther: db.mode === 'embedded' });
-      orphanSweep = setInterval(() => void settleOrphans(), ORPHAN_HOLDS_EVERY_MS);
-      orphanSweep.unref();
-    },
-    /**
-     * Stops the runtimes this process hosts and the session streams, in the order that loses nothing: the
-     * model calls in flight are aborted and recorded, the runtimes stopped (turns they still ran are lost,
-     * and that is published), then the streams end once those events reached them.
-     */
-    async stopRuntime(): Promise<void> {
-      if (orphanSweep) clearInterval(orphanSweep);
-      orphanSweep = null;
-      await offCuts?.().catch(() => {});
-      offCuts = null;
-      const cut = await egress.modelCalls.stop();
-      if (cut) deps.log.warn({ calls: cut }, 'model calls still running at shutdown were aborted and charged the gateway\'s estimate');
-      await terminals.stop();
-      await pool.stop();
-      await fleet.stop();
-      await streams.stop();
-      if (localRunnerId) await runners.localStopped(localRunnerId).catch(() => {});
-    },
+    recoverJobs,
+    drainTurns: lifecycle.drainTurns,
+    startRuntime: lifecycle.startRuntime,
+    stopRuntime: lifecycle.stopRuntime,
   };
 }
 

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RerunBehavior, Umzug } from 'umzug';
+import type { Umzug } from 'umzug';
 import { packageRoot } from '../lib/package-root.js';
 import { UnavailableError, ValidationError } from '../kernel/errors.js';
 import type { Database } from './database.js';
@@ -54,7 +54,11 @@ export function createMigrator(db: Database, files: MigrationFile[] = readMigrat
     return new Map(rows.map((r) => [r.name, r.applied_at]));
   };
 
-  const umzug = new Umzug({
+  // umzug (and its command-line parser's ~150 modules) is loaded when a migration is applied or reverted,
+  // not by every command that opens the database.
+  let umzugLoaded: Promise<Umzug> | undefined;
+  const loadUmzug = () => (umzugLoaded ??= import('umzug').then(({ Umzug }) => makeUmzug(Umzug)));
+  const makeUmzug = (Umzug: typeof import('umzug').Umzug) => new Umzug({
     logger: undefined,
     migrations: files.map((file) => ({
       name: file.name,
@@ -118,7 +122,8 @@ export function createMigrator(db: Database, files: MigrationFile[] = readMigrat
     withLock,
     /** Applies one migration by name. Call inside withLock (the CLI does, to show progress per step). */
     async applyOne(name: string): Promise<void> {
-      await umzug.up({ migrations: [name], rerun: RerunBehavior.SKIP });
+      const { RerunBehavior } = await import('umzug');
+      await (await loadUmzug()).up({ migrations: [name], rerun: RerunBehavior.SKIP });
     },
     /** Applies every pending migration in order; returns their names. */
     async up(): Promise<string[]> {
@@ -135,6 +140,7 @@ export function createMigrator(db: Database, files: MigrationFile[] = readMigrat
     /** Reverts the most recent migration (development only). Returns its name, or null if none is applied. */
     async down(): Promise<string | null> {
       return withLock(async () => {
+        const umzug = await loadUmzug();
         const [last] = await umzug.executed().then((list) => list.slice(-1));
         if (!last) return null;
         await umzug.down({ migrations: [last.name] });

@@ -1,4 +1,4 @@
-/** Cookie names (documented in the README). */
+/** Cookie names (documented in docs/admin/identity.md, "Sign-in"). */
 export const ACCESS_COOKIE = 'agentws_access';
 export const REFRESH_COOKIE = 'agentws_refresh';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
 /**
@@ -87,7 +87,7 @@ describe(`pairing: guessing limits per caller, tenant isolation (${DB_MODE})`, {
     expect((await approve(g2.id, await codeFor(g2))).status).toBe(200);
     // And the operator's CLI is its own caller too.
     const cliCode = await codeFor(g);
-    const cli = await runCli(['pair', 'approve', cliCode, '--tenant', 'acme', '--json'], { env: t.env });
+    const cli = await runCommand(['pair', 'approve', cliCode, '--tenant', 'acme', '--json'], { env: t.env });
     expect(cli.code, cli.stderr).toBe(0);
     expect((await approve(g.id, await codeFor(g))).status).toBe(429);
   });

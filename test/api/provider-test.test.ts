@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../fixtures/fake-llm.js';
 import { api, startTestApp, type TestApp } from '../helpers/app.js';
-import { runCli } from '../helpers/cli.js';
+import { runCommand } from '../helpers/cli.js';
 import { seedPeople } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
@@ -86,10 +86,10 @@ describe(`providers: the test call and the setup state (${DB_MODE})`, () => {
 
   it('aws provider test: the same call, exit 1 with the provider\'s words when it refuses', async () => {
     llm.script([{ text: 'ok' }]);
-    const ok = await runCli(['provider', 'test', 'good', '--tenant', 'acme', '--json'], { env: t.env });
+    const ok = await runCommand(['provider', 'test', 'good', '--tenant', 'acme', '--json'], { env: t.env });
     expect(ok.code, ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout)).toMatchObject({ provider: 'good', model: 'fake-model', ok: true, reply: 'ok' });
-    const refused = await runCli(['provider', 'test', 'bad', '--tenant', 'acme'], { env: t.env });
+    const refused = await runCommand(['provider', 'test', 'bad', '--tenant', 'acme'], { env: t.env });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/^failed: bad\/fake-model answered 401 after \d+ ms: Incorrect API key provided: \[key\]$/m);
     expect(refused.stdout + refused.stderr).not.toContain(BAD);

@@ -9,7 +9,7 @@ import { DB_MODE } from '../helpers/test-env.js';
  * Sessions shared read-only and handed over, without a runtime: sessions with no transcript yet
  * (the runtime configuration is applied while no runtime runs, enough for prompts to be queued). What needs
  * a real runtime (a live follower, a revoked follower's stream, as-of-now against later turns, the
- * teammate's runtime continuing) is in session-shares-runtime.test.ts.
+ * teammate's runtime continuing) is in session-shares.runtime.test.ts.
  */
 describe(`sessions: shares and hand-over (${DB_MODE})`, () => {
   let t: TestApp;

@@ -2,7 +2,7 @@ import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DOCS_API_CSP, DOCS_CSP } from '../../src/http/routes/docs.routes.js';
 import { DASHBOARD_CSP, dashboardDir } from '../../src/http/routes/web.routes.js';
-import { docPages } from '../../scripts/docs/markdown.js';
+import { docPages, pageUrl } from '../../scripts/docs/markdown.js';
 import { ROOT } from '../../scripts/docs/references.js';
 import { api, seedTenant, signInAs, startTestApp, type TestApp } from '../helpers/app.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -57,7 +57,8 @@ describe(`the dashboard at / and its CSRF defence (${DB_MODE})`, () => {
   });
 
   it('serves the docs at /docs and the API reference at /docs/api, without sign-in, under the dashboard\'s policy for scripts', async () => {
-    // Every Markdown page of the repository's docs is a page at /docs, reached from the map's navigation.
+    // Every Markdown page of the repository's docs is a page at /docs, reached from the navigation (which
+    // lists the map's sections by audience).
     const index = await fetch(`${t.url}/docs`);
     expect(index.status).toBe(200);
     expect(index.headers.get('content-type')).toBe('text/html; charset=utf-8');
@@ -65,13 +66,19 @@ describe(`the dashboard at / and its CSRF defence (${DB_MODE})`, () => {
     expect(DOCS_CSP).toBe(DASHBOARD_CSP);
     const html = await index.text();
     expect(html).not.toMatch(/<script>|<script(?![^>]*\bsrc=)[^>]*>|\sstyle=/); // no inline script or style
-    const urls = docPages(ROOT).map((p) => (p === 'README.md' ? '/docs/readme' : `/${p.replace(/(\/README)?\.md$/, '')}`));
-    expect(urls).toEqual(expect.arrayContaining(['/docs', '/docs/reference/configuration', '/docs/reference/commands', '/docs/reference/api']));
+    const urls = docPages(ROOT).map(pageUrl);
+    expect(urls).toEqual(
+      expect.arrayContaining(['/docs', '/docs/readme', '/docs/operating/runner-hosts', '/docs/api/overview', '/docs/reference/configuration', '/docs/reference/commands', '/docs/reference/api']),
+    );
+    expect(urls).not.toContain('/docs/api'); // the interactive reference's, below
     for (const url of urls) {
       expect(html, url).toContain(`href="${url}"`);
       const page = await fetch(`${t.url}${url}`);
       expect([page.status, page.headers.get('content-security-policy')], url).toEqual([200, DOCS_CSP]);
     }
+    // The navigation is the map's sections, by audience (docs/README.md's headings).
+    for (const section of ['Getting started', 'Operating', 'Administering a tenant', 'Using it', 'Security', 'The API', 'Developing', 'Reference'])
+      expect(html, section).toContain(`<summary>${section}</summary>`);
     const config = await (await fetch(`${t.url}/docs/reference/configuration`)).text();
     expect(config).toContain('<h2 id="agentws_runtime_max">');
     expect(await (await fetch(`${t.url}/docs/reference/commands`)).text()).toContain('<h2 id="aws-init">');

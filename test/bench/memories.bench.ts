@@ -31,7 +31,7 @@ import { median, percentile, report, scratchDatabase } from './bench-utils.js';
  *    - filters matching ~5 % of the rows (an admin asking for kind=skill-note; a member asking for
  *      visibility=team): every query must return the full `limit`, also when the text matches no word
  *      (the vector arm alone);
- *    - turn start: core.memories.recallForTurn(owner, prompt, {limit: 5, maxTokens: 800}): p50/p95,
+ *    - turn start: core.agentMemories.recallForTurn(owner, prompt, {limit: 5, maxTokens: 800}): p50/p95,
  *      target p95 <= 20 ms (what memory injection adds before dispatch), against a primary-key lookup.
  *    - the same recall@10 on a second tenant of ROWS memories with dense, topically clustered vectors
  *      (part `dense`), a second shape of data: topics and words as a model's vectors cluster.
@@ -537,7 +537,7 @@ async function measure(label: string, o: OpenedCore, w: Workspace, rows: number,
     const p = searcher(i);
     const prompt = promptText(r, i);
     let s = performance.now();
-    const got = await core.memories.recallForTurn({ tenantId: w.tenantId, userId: p.id }, prompt, { limit: 5, maxTokens: 800 });
+    const got = await core.agentMemories.recallForTurn({ tenantId: w.tenantId, userId: p.id }, prompt, { limit: 5, maxTokens: 800 });
     turn.push(performance.now() - s);
     injected += got.memories.length;
     if (got.searchMode === 'vector') turnHybrid++;

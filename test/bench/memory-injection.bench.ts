@@ -76,12 +76,12 @@ export async function memoryInjection(): Promise<boolean> {
         [tenantId, userId, contents],
       );
       await opened.db.query('analyze memories');
-      for (let i = 0; i < 20; i++) await core.memories.recallForTurn(owner, shape.prompt(i), TURN_MEMORIES);
+      for (let i = 0; i < 20; i++) await core.agentMemories.recallForTurn(owner, shape.prompt(i), TURN_MEMORIES);
       const times: number[] = [];
       let recalled = 0;
       for (let i = 0; i < PROMPTS; i++) {
         const t0 = performance.now();
-        const { memories } = await core.memories.recallForTurn(owner, shape.prompt(i), TURN_MEMORIES);
+        const { memories } = await core.agentMemories.recallForTurn(owner, shape.prompt(i), TURN_MEMORIES);
         if (memories.length) memoryPart(memories);
         times.push(performance.now() - t0);
         recalled += memories.length;

@@ -70,7 +70,7 @@ let preparedDb: string | null = null;
  * The variants. JavaScriptCore's options are read from BUN_JSC_<name> (OptionsList.h). runtimeEnv turns
  * the FTL off: `with-ftl` is the runtime as it was before, the baseline of that change.
  *
- * Tried and not kept (figures in the README): without the DFG too (only the baseline JIT): the
+ * Tried and not kept (figures in docs/developing/performance.md): without the DFG too (only the baseline JIT): the
  * start as fast as without the FTL, turns of 2000 words +57 %; the DFG later (10x its warm-up
  * thresholds): no faster start; the baseline JIT sooner (thresholdForJITAfterWarmUp 100, JITSoon 20) or
  * later (2000, 400) on top of no FTL: no better than no FTL alone; TZ set (a strace showed ICU reading

@@ -22,7 +22,7 @@ import { benchMembers, modelFirstWordMs, personTurn, type TurnTimes } from './be
  * no turn fails, and at least 150 idle people stay resident (frozen or paged out; 60 without zram),
  * counted at the end; AGAIN people of the first wave, paged out by then, take another turn
  * that must not start their runtime again. Baseline in the same run: the scripted model's own time to
- * its first word. The figures of a 150 and a 200 run belong in the README (run them on a quiet host).
+ * its first word. The figures of a 150 and a 200 run belong in docs/developing/performance.md (run them on a quiet host).
  *   npm run bench -- runtime-waves   (BENCH_WAVES_USERS, _WAVE, _ZRAM, _ZRAM_GB, _PAGEOUT_S, _AGAIN)
  */
 const USERS = Number(process.env.BENCH_WAVES_USERS ?? 200);

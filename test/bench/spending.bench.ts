@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Queryable } from '../../src/db/database.js';
-import { createSessionsRepo } from '../../src/core/sessions/sessions.repo.js';
+import { createTurnsRepo } from '../../src/core/sessions/turns.repo.js';
 import type { SpendingTurn } from '../../src/core/usage/spending.service.js';
 import { median, percentile, report } from './bench-utils.js';
 import { newSession, post, setUp } from './in-process-serve.js';
@@ -45,9 +45,9 @@ export async function spendingBench(): Promise<boolean> {
       );
     }
     await db.query('analyze usage_records');
-    // The turn as the egress wiring makes one: its spending read by the sessions repo.
-    const sessionsRepo = createSessionsRepo();
-    const sessionsTurnSpent = (q: Queryable) => sessionsRepo.turnSpent(q, s.tenantId, sessionId);
+    // The turn as the egress wiring makes one: its spending read by the turns repo.
+    const turnsRepo = createTurnsRepo();
+    const sessionsTurnSpent = (q: Queryable) => turnsRepo.turnSpent(q, s.tenantId, sessionId);
     const turn: SpendingTurn = { sessionId, channel: 'web', budgetKey: `session:${sessionId}`, recorded: sessionsTurnSpent };
     const price = { inputUsd: 0.02, outputUsdPerToken: 8e-6, maxOutput: 4096 };
     // What the gateway passes with every hold: what the call's record needs should its process die.

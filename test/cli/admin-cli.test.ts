@@ -9,7 +9,7 @@ const lines = (s: string) => s.split('\n').filter(Boolean);
 describe(`admin commands (${DB_MODE})`, () => {
   let env: TestEnv;
   // Embedded: the suite hosts the database and the commands reach it by socket, as with `aws serve`
-  // running (a command hosting PGlite itself costs seconds; cli.test.ts covers that path).
+  // running (a command hosting PGlite itself costs seconds; cli.both.test.ts covers that path).
   let host: Awaited<ReturnType<typeof openDatabase>> | undefined;
   beforeAll(async () => {
     env = await createTestEnv();

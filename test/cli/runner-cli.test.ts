@@ -5,13 +5,13 @@ import { runCommand } from '../helpers/cli.js';
 import { createTestEnv, DB_MODE, type TestEnv } from '../helpers/test-env.js';
 
 // Commands against the embedded database reach it through the socket of the process hosting it (here the
-// suite, as `aws serve` would), as in runtime-cli.test.ts.
+// suite, as `aws serve` would), as in runtime-cli.both.test.ts.
 const SLOW = { timeout: 180_000 };
 
 /**
  * The runner commands run in-process (the built CLI): tokens (shown once, listed without themselves,
  * revoked), and runners listed, drained, resumed and removed. A runner is registered by writing its row,
- * as the control plane does when `aws runner` connects (the channel is tested in runner-remote.test.ts).
+ * as the control plane does when `aws runner` connects (the channel is tested in runner-remote.runtime.test.ts).
  */
 describe(`runner commands (${DB_MODE})`, SLOW, () => {
   let env: TestEnv;

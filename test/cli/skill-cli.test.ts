@@ -9,7 +9,7 @@ import { DB_MODE } from '../helpers/test-env.js';
 /**
  * `aws skill list|show|promote|deprecate` run in-process (the built CLI), acting as the operator (system:cli).
  * Skills and their source trajectories are inserted with SQL (learning them for real needs an agent
- * runtime: test/api/skills.test.ts); promotion writes the files every sandbox of the tenant reads.
+ * runtime: test/api/skills.runtime.test.ts); promotion writes the files every sandbox of the tenant reads.
  */
 describe(`skill commands (${DB_MODE})`, { timeout: 180_000 }, () => {
   let t: TestApp;

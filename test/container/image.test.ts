@@ -225,7 +225,7 @@ describe('container image', () => {
         s.close(() => resolve(p));
       });
     });
-    // PODMAN_USERNS: Debian bookworm's podman-compose (1.0.3) ignores userns_mode (README, "Containers").
+    // PODMAN_USERNS: Debian bookworm's podman-compose (1.0.3) ignores userns_mode (docs/operating/containers.md).
     const env = { ...podmanEnv, PODMAN_USERNS: 'auto', AGENTWS_OPERATOR_EMAIL: OWNER, AGENTWS_DB_PASSWORD: 'composetest0123456789', AGENTWS_PUBLISH: `127.0.0.1:${port}`, AGENTWS_PUBLIC_URL: `http://localhost:${port}` };
     const compose = (...args: string[]) =>
       new Promise<string>((resolve, reject) => {

@@ -58,7 +58,13 @@ export async function startTestApp(
     app,
     url,
     async close() {
-      await app.close();
+      // Connections still open half a second into the close end with it (as when serve's process ends)
+      // instead of being waited for: after a runtime's turn the test's own fetch client (undici) holds a
+      // connection it never sent a request on, which the server counts as busy, not idle (those fastify
+      // closes itself), and close() waited ~3.9 s for undici's 4 s keep-alive to drop it.
+      const closing = app.close();
+      const cut = setTimeout(() => app.server.closeAllConnections(), 500);
+      await closing.finally(() => clearTimeout(cut));
       await opened.close();
       await env.cleanup();
     },

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { ROOT } from './cli.js';
 
-/** Where the browser tests write a screenshot of every screen (README "Web dashboard"). */
+/** Where the browser tests write a screenshot of every screen (docs/using/dashboard.md). */
 export const SCREENSHOTS = join(ROOT, 'test', 'e2e', 'screenshots');
 
 /**

@@ -16,16 +16,18 @@ import type { TestEnv } from './test-env.js';
  *   else the test process prints meanwhile lands in the result too), and the pool must be `forks`
  *   (process.chdir is refused in worker threads).
  * - runCli, startServe, runInTerminal (subprocesses, kept where the separate process is the point):
- *   - serve and worker (serve.test.ts, token-cli, demo-mode's refusals): they run until a signal, install
+ *   - serve and worker (serve.both.test.ts, token-cli, demo-mode's refusals): they run until a signal, install
  *     signal handlers and may call process.exit; runCommand refuses them, and `audit tail --follow`
  *     (admin-cli: streams until SIGTERM) and a bare `aws runner`;
- *   - cli.test.ts: `init --yes` on a fresh install (hosting the embedded database itself), usage errors
- *     and their exit code, `--help` with the compile cache, an old Node, and the worker's refusal of the
- *     embedded database: bin/run.js's own start-up is only exercised here;
- *   - runtime-cli.test.ts: a key piped on a real stdin (`provider add --api-key-stdin`; the other piped
+ *   - cli.both.test.ts: `init --yes` on a fresh install (hosting the embedded database itself), usage errors
+ *     and their exit code, the compile cache, an old Node, and the worker's refusal of the embedded
+ *     database; fast-help.test.ts: help printed from the manifest without loading oclif, and the errors
+ *     oclif still gives. bin/run.js's own start-up is only exercised there (runCommand calls oclif);
+ *   - runtime-cli.both.test.ts: a key piped on a real stdin (`provider add --api-key-stdin`; the other piped
  *     secrets use runCommand's `input`);
  *   - prompts in a pseudo-terminal (runInTerminal: init-interactive, gateway, runtime and skill tests);
- *   - suites outside test/cli (integration, security, api) that start a second process on purpose.
+ *   - suites outside test/cli (integration, security, api) that start a second process on purpose (a
+ *     `backup create` while serve runs, as the operator's timer does; runner hosts in their namespaces).
  */
 
 export const ROOT = new URL('../..', import.meta.url).pathname;

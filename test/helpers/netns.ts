@@ -114,7 +114,12 @@ interface Claim {
   id: string;
 }
 
-/** The process's start time (a pid can be reused; the pair cannot). */
+/**
+ * The process's start time (a pid can be reused; the pair cannot). Read here rather than through
+ * src/lib/process-state.ts: this file imports nothing of the application's, so that a bare `node` (its own
+ * type stripping, no resolution of `.js` imports to `.ts` files) can load it as a killed run's stand-in
+ * (netns-harness.test.ts).
+ */
 function startTime(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

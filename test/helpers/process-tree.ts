@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { processStatFields } from '../../src/lib/process-state.js';
+import { processDescendants, processStatFields } from '../../src/lib/process-state.js';
 
 /**
  * What a process tree costs the host, read from /proc: who is whose child, CPU time used, and memory
@@ -20,8 +20,13 @@ export function processTree(): Map<number, number[]> {
   return children;
 }
 
-/** Every live descendant of a process (children, grandchildren...), from /proc (or a tree already read). */
-export function descendantsOf(pid: number, tree: Map<number, number[]> = processTree()): number[] {
+/**
+ * Every live descendant of a process (children, grandchildren...): from a tree already read (processTree,
+ * for a bench sampling many processes at one instant), else process-state's own walk of the process's
+ * children, as the service reads them.
+ */
+export function descendantsOf(pid: number, tree?: Map<number, number[]>): number[] {
+  if (!tree) return processDescendants(pid);
   const out: number[] = [];
   const walk = (p: number) => {
     for (const c of tree.get(p) ?? []) {
@@ -40,7 +45,7 @@ export function cpuMs(pid: number): number {
 }
 
 /** CPU time (ms) a process and its live descendants have used so far. */
-export function treeCpuMs(pid: number, tree: Map<number, number[]> = processTree()): number {
+export function treeCpuMs(pid: number, tree?: Map<number, number[]>): number {
   return [pid, ...descendantsOf(pid, tree)].reduce((sum, p) => sum + cpuMs(p), 0);
 }
 
@@ -49,11 +54,12 @@ export function treeCpuMs(pid: number, tree: Map<number, number[]> = processTree
  * start and the end. The tree is read at the start: processes started meanwhile are not counted.
  */
 export async function treeCpuShare(pid: number, ms: number): Promise<number> {
-  const tree = processTree();
-  const before = treeCpuMs(pid, tree);
+  const pids = [pid, ...descendantsOf(pid)];
+  const sum = () => pids.reduce((total, p) => total + cpuMs(p), 0);
+  const before = sum();
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, ms));
-  const after = treeCpuMs(pid, tree);
+  const after = sum();
   return (after - before) / (performance.now() - t0);
 }
 
@@ -64,7 +70,7 @@ export async function treeCpuShare(pid: number, ms: number): Promise<number> {
  * (Swap, and SwapPss: swapped pages divided the same way), from /proc/<pid>/smaps_rollup. Reading it
  * does not bring swapped pages back.
  */
-export function treeMemoryKb(pid: number, tree: Map<number, number[]> = processTree()): { rss: number; pss: number; swap: number; swapPss: number; processes: number } {
+export function treeMemoryKb(pid: number, tree?: Map<number, number[]>): { rss: number; pss: number; swap: number; swapPss: number; processes: number } {
   let rss = 0;
   let pss = 0;
   let swap = 0;

@@ -24,7 +24,7 @@ export interface RuntimeApp {
  * The app with what a serve process adds for agent sessions: the managed runtime (the real opencode
  * binary), the session streams and an in-process worker; the model is the scripted server on loopback.
  * With `runner: true` the control plane runs no runtime (AGENTWS_LOCAL_RUNNER=off) and a runner host
- * dials it (in this process, with a data dir of its own: runner-remote.test.ts) and runs them all.
+ * dials it (in this process, with a data dir of its own: runner-remote.runtime.test.ts) and runs them all.
  */
 export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean; env?: TestEnv; clock?: Clock } = {}): Promise<RuntimeApp> {
   const llm = await startFakeLlm();

@@ -23,7 +23,7 @@ const run = promisify(execFile);
  * runtime's egress proxy listener, as a sandbox's git reaches it) to a real git server that advertises push
  * options and records, from git's own receive-pack (a pre-receive hook), what each push carried. A refused
  * option never reaches the server; an allowed one does; the admin's list says which.
- * The agent-in-a-sandbox path is covered by git-gateway.test.ts. The database plays no part: PostgreSQL only.
+ * The agent-in-a-sandbox path is covered by git-gateway.runtime.test.ts. The database plays no part: PostgreSQL only.
  */
 describe.runIf(DB_MODE === 'postgres')('git gateway: push options', { timeout: 120_000 }, () => {
   const TOKEN = `ghs_${Math.random().toString(36).slice(2)}`;

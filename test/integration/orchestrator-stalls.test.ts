@@ -7,6 +7,7 @@ import { SUBTASK_STALL_MS, SUBTASK_WALL_MS } from '../../src/core/orchestrator/p
 import { systemRolePermissions } from '../../src/kernel/permissions.js';
 import type { RuntimeClient } from '../../src/core/runtime/runtime-client.js';
 import { createSessionsRepo } from '../../src/core/sessions/sessions.repo.js';
+import { createTurnsRepo } from '../../src/core/sessions/turns.repo.js';
 import { AGENT_TURN_JOB } from '../../src/core/sessions/turn-runner.js';
 import { openTestCore } from '../helpers/core.js';
 import { DB_MODE } from '../helpers/test-env.js';
@@ -40,6 +41,7 @@ describe(`orchestrator: stalled subtasks (${DB_MODE})`, () => {
       db,
       repo: createOrchestratorRepo(),
       sessionsRepo,
+      turnsRepo: createTurnsRepo(),
       monthSpent: core.spending.monthSpent,
       audit: core.audit,
       queue: { send: async (name, data, options) => (sent.push({ name, data, singletonKey: options?.singletonKey }), crypto.randomUUID()) },

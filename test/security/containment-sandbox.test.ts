@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CONTAINMENT_PROBES, runContainmentProbes, type ContainmentReport } from '../../src/core/runtime/host/containment-probes.js';
+import { CONTAINMENT_PROBES } from '../../src/core/runtime/host/containment-probes.js';
+import { runContainmentProbes, type ContainmentReport } from '../../src/core/runtime/host/containment-runner.js';
 
 /**
  * Every containment probe on a real bubblewrap sandbox with the real egress proxy (no runtime, no

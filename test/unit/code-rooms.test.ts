@@ -132,7 +132,7 @@ describe('code rooms', () => {
     expect(importsOf('src/runner/runner-agent.ts')).toContain('src/core/runtime/host/runtime-host.ts');
     expect(importsOf('src/core/runtime/runtime-pool.ts')).toContain('src/core/runtime/host/runtime-host.ts');
     // Areas: memories read embeddings (the one way); the runtime host is of the runtime.
-    expect(importsOf('src/core/memories/memories.service.ts')).toContain('src/core/embeddings/model-key.ts');
+    expect(importsOf('src/core/memories/memory-search.ts')).toContain('src/core/embeddings/model-key.ts');
     expect(areaOf('src/core/runtime/host/sandbox.ts')).toBe('runtime');
     expect(areaOf('src/core/runtime/runtime.service.ts')).toBe('runtime');
     expect(areaOf('src/core/create-core.ts')).toBeNull();

@@ -44,3 +44,22 @@ describe('links in README.md and docs/', () => {
     expect(broken, `broken links in ${page}`).toEqual([]);
   });
 });
+
+// The README is the way in: short, and its quick start true. Its test command is the one CI runs.
+describe('the README', () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const quickStart = /^## Quick start\n[\s\S]*?```sh\n([\s\S]*?)```/m.exec(readme)?.[1] ?? '';
+  const commands = quickStart.split('\n').map((l) => l.replace(/#.*$/, '').trim()).filter(Boolean);
+
+  it('is at most ~250 lines and links to the docs by audience', () => {
+    expect(readme.split('\n').length).toBeLessThanOrEqual(260);
+    for (const page of ['docs/README.md', 'docs/getting-started/README.md', 'docs/operating/runner-hosts.md', 'docs/developing/tests.md']) expect(readme).toContain(`](${page})`);
+  });
+
+  it('gives the two quick-start commands, and the second is exactly what .ci/run runs', () => {
+    expect(commands).toEqual(['./install.sh --serve', './install.sh --test']);
+    const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8');
+    const run = ci.split('\n').filter((l) => l.startsWith('./install.sh'));
+    expect(run.map((l) => l.replace(/\s*<\/dev\/null$/, ''))).toEqual([commands[1]]);
+  });
+});

@@ -16,7 +16,7 @@ import { NO_WEBHOOK } from '../../src/core/connectors/git-hosts.repo.js';
  * The git gateway alone, with the host's git (no sandbox, no database): git's own http-backend behind a
  * server that wants the service credential, the gateway in front, `git` pointed at the gateway. The host
  * lookup takes a while, as the database's does: a push's body has ended before the gateway reads it.
- * The whole path (sandbox, git config, proxy) is test/integration/git-gateway.test.ts.
+ * The whole path (sandbox, git config, proxy) is test/integration/git-gateway.runtime.test.ts.
  */
 describe('git gateway', () => {
   const AUTH = `Basic ${Buffer.from('x-access-token:host-secret').toString('base64')}`;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { mapRuntimeEvent } from '../../src/core/runtime/event-mapper.js';
 import { createPartialAnswers } from '../../src/core/sessions/partial-answers.js';
-import type { PartialAnswer } from '../../src/core/sessions/sessions.repo.js';
+import type { PartialAnswer } from '../../src/core/sessions/turns.repo.js';
 
 /**
  * What a turn's answer streamed, kept as it streams (agent_turns.partial): the runtime's events as the

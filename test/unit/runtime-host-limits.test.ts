@@ -292,17 +292,17 @@ describe('runtime host: idle runtimes paged out to swap', () => {
   });
 
   it('a person back while their page-out waits behind others: it is called off, and they do not wait for the others', async () => {
-    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 200, swap: zram, pageOutMs: 1000 });
+    const w = world({ freezeAfterMs: 100, pageOutAfterMs: 200, swap: zram, pageOutMs: 3000 });
     await w.host.start();
     await w.host.acquire(owner);
     await w.host.acquire(other);
-    // Both reach their page-out at the same sweep: one runs (1 s here), the other waits behind it.
+    // Both reach their page-out at the same sweep: one runs (3 s here), the other waits behind it.
     await poll(() => w.groups.get('u1')!.pagedOut.length + w.groups.get('u2')!.pagedOut.length).toBe(1);
     const queued = w.groups.get('u1')!.pagedOut.length ? other : owner;
     const t0 = performance.now();
     await w.host.acquire(queued);
-    // Not after the page-out ahead of it (and its own): at once.
-    expect(performance.now() - t0).toBeLessThan(500);
+    // Not after the page-out ahead of it (and its own): well before the one running ends, on a loaded host too.
+    expect(performance.now() - t0).toBeLessThan(1500);
     expect(w.host.live().find((l) => l.userId === queued.userId)?.state).toBe('ready');
     // Its turn runs (nothing pages it out again meanwhile); the page-out it was queued for never ran.
     w.host.setRunning(queued.userId, 'ses_1', true);

@@ -4,7 +4,8 @@ import { silentLogger } from '../../src/kernel/logger.js';
 import { createTurnEvents } from '../../src/core/sessions/turn-events.js';
 import { ascendingId } from '../../src/core/runtime/runtime-ids.js';
 import type { RuntimePool } from '../../src/core/runtime/runtime-pool.js';
-import { createSessionStreams, idAgeMs, SESSION_EVENTS_CHANNEL, type Subscriber } from '../../src/core/sessions/session-stream.js';
+import { idAgeMs, type Subscriber } from '../../src/core/sessions/session-replay.js';
+import { createSessionStreams, SESSION_EVENTS_CHANNEL } from '../../src/core/sessions/session-stream.js';
 import type { SessionRow, SessionsRepo } from '../../src/core/sessions/sessions.repo.js';
 
 /**
@@ -79,6 +80,8 @@ function serve(bus: EventBus) {
     bus,
     queue: { send: async () => 'job' } as never,
     repo,
+    turnsRepo: { savePartial: async () => true },
+    permissionRequests: {} as never,
     events: createTurnEvents(silentLogger),
     pool,
     log: silentLogger,

@@ -21,7 +21,7 @@ describe('session turns', () => {
   const session = { id: 's1', tenantId: 't1', ownerId: 'u1', upstreamId: 'up' } as SessionRow;
   const deps = (turn: { messageId: string; status: string; error: string | null } | null, messages: unknown[]) => ({
     db: {} as never,
-    repo: { turn: async () => turn },
+    turnsRepo: { turn: async () => turn },
     pool: { client: async () => ({ messages: async () => messages }) } as never,
   });
 

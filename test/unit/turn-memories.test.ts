@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { createTurnEvents } from '../../src/core/sessions/turn-events.js';
-import type { MemoriesService } from '../../src/core/memories/memories.service.js';
+import type { AgentMemoriesService } from '../../src/core/memories/agent-memories.service.js';
 import { emptyPermissions } from '../../src/kernel/permissions.js';
 import { createTurnRunner, TURN_MEMORIES } from '../../src/core/sessions/turn-runner.js';
 import type { JobQueue } from '../../src/core/jobs/job-queue.js';
@@ -47,7 +47,7 @@ describe('turn runner: memories at the start of a turn', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  function runner(memories: Pick<MemoriesService, 'recallForTurn'>, extra: Partial<Parameters<typeof createTurnRunner>[0]> = {}) {
+  function runner(memories: Pick<AgentMemoriesService, 'recallForTurn'>, extra: Partial<Parameters<typeof createTurnRunner>[0]> = {}) {
     const finished: string[] = [];
     const turn = {
       id: 't1', tenantId: 'ten', sessionId: 's1', userId: 'u1', messageId: 'msg_1', agent: 'build', parts: [{ id: 'prt_1', type: 'text', text: 'how do I indent Go?' }], tools: null, model: null,
@@ -57,16 +57,18 @@ describe('turn runner: memories at the start of a turn', () => {
       db: { transaction: (fn: (tx: unknown) => Promise<unknown>) => fn({}) } as unknown as Database,
       events: createTurnEvents(silentLogger),
       repo: {
-        beginAttempt: async () => turn,
         byId: async () => ({ id: 's1', tenantId: 'ten', ownerId: 'u1', title: 't', upstreamId: 'ses_1', directory: join(dir, 'ws'), systemPrompt: null, model: null }) as never,
         bindUpstream: async () => 'ses_1',
+        rebindUpstream: async () => 'ses_1',
+      },
+      turnsRepo: {
+        beginAttempt: async () => turn,
         finishTurn: async (_q, _t, _id, status) => void finished.push(status),
         waitTurn: async () => true,
         loseTurns: async () => [],
         loseTurn: async () => false,
         loseOrphanedTurns: async () => [],
         endUserTurns: async () => 0,
-        rebindUpstream: async () => 'ses_1',
         claimHandOver: async () => true,
         handedOver: async () => {},
         handOverFailed: async () => {},
@@ -113,7 +115,7 @@ describe('turn runner: memories at the start of a turn', () => {
   });
 
   it('sends the prompt alone when nothing is recalled, when the recall fails, and when it hangs', async () => {
-    const cases: Array<Pick<MemoriesService, 'recallForTurn'>> = [
+    const cases: Array<Pick<AgentMemoriesService, 'recallForTurn'>> = [
       { recallForTurn: async () => ({ memories: [], searchMode: 'recent' }) },
       { recallForTurn: async () => Promise.reject(new Error('database is down')) },
       { recallForTurn: () => new Promise(() => {}) },

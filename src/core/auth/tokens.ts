@@ -1,5 +1,4 @@
 import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
-import { SignJWT } from 'jose';
 import type { Clock } from '../../lib/clock.js';
 
 /**
@@ -65,6 +64,8 @@ export function createTokenService(deps: { secret: string; issuer: string; clock
       const iat = nowS();
       // Nothing of a sign-in outlives it: `notAfterS` caps every token issued for it.
       const exp = Math.min(iat + (input.ttlS ?? (input.typ === 'access' ? ACCESS_TTL_S : REFRESH_TTL_S)), input.notAfterS ?? Number.MAX_SAFE_INTEGER);
+      // jose is loaded at the first sign-in, not by every command that builds the core.
+      const { SignJWT } = await import('jose');
       const token = await new SignJWT({ tid: input.tenantId, roles: input.roles, typ: input.typ, sid: input.sid, auth_time: input.authTime })
         .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
         .setSubject(input.userId)

@@ -4,7 +4,6 @@ import { dirname, join, normalize, sep } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
-import tar from 'tar-stream';
 import { ValidationError } from '../../kernel/errors.js';
 import { MANIFEST_PATH, type BackupManifest } from './backup-fns.js';
 
@@ -27,10 +26,13 @@ export interface ArchiveWriter<M extends object = Omit<BackupManifest, 'entries'
   abort(): Promise<void>;
 }
 
+/** tar-stream, loaded by a backup or an export, not by every command that builds the core. */
+const loadTar = async () => (await import('tar-stream')).default;
+
 /** `M`: the manifest's shape (a backup's by default; a person's data export has its own, privacy-fns.ts). */
 export async function createArchiveWriter<M extends object = Omit<BackupManifest, 'entries'>>(file: string): Promise<ArchiveWriter<M>> {
   const partial = `${file}.partial`;
-  const pack = tar.pack();
+  const pack = (await loadTar()).pack();
   const out = createWriteStream(partial, { mode: 0o600 });
   const done = pipeline(pack, createGzip({ level: 6 }), out);
   done.catch(() => {});
@@ -133,7 +135,7 @@ export async function extractArchive(file: string, staging: string): Promise<Bac
   mkdirSync(staging, { recursive: true, mode: 0o700 });
   const seen: BackupManifest['entries'] = {};
   let manifest: BackupManifest | null = null;
-  const extract = tar.extract();
+  const extract = (await loadTar()).extract();
   extract.on('entry', (header, stream, next) => {
     // A refused entry ends the whole extraction with its error (next(err)); the entry's own stream is
     // destroyed with it, and that second report is not news.

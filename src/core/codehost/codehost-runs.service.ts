@@ -61,7 +61,8 @@ export function createCodeHostRuns(deps: {
   };
   /** How a turn ended, from the transcript (session-turns.ts turnOutcome): its answer, or the error it ended on. */
   outcome: (s: SessionRow, turnId: string) => Promise<{ done: false } | { done: true; error: string | null; text: string }>;
-  sessionsRepo: { byId(q: Queryable, tenantId: string, id: string): Promise<SessionRow | null>; claimLedgerKey(q: Tx, key: string): Promise<boolean> };
+  sessionsRepo: { byId(q: Queryable, tenantId: string, id: string): Promise<SessionRow | null> };
+  ledger: { claimLedgerKey(q: Tx, key: string): Promise<boolean> };
   changes: { list(ctx: Ctx, input: { id: string; messageId?: string }): Promise<{ files: ChangedFile[]; pending: boolean }> };
   runtimeClient: (owner: { tenantId: string; userId: string }) => Promise<RuntimeClient>;
   /** The person's runtime is in use (a command of ours runs in it): not idle, not frozen. */
@@ -78,7 +79,7 @@ export function createCodeHostRuns(deps: {
   const { db, repo, audit, queue, log } = deps;
   // The dashboard's own address of the session (its routes are in the fragment: /sessions/<id> is no page).
   const sessionUrl = (id: string) => `${deps.publicUrl}/#/sessions/${id}`;
-  const claim = (key: string) => db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, key));
+  const claim = (key: string) => db.transaction((tx) => deps.ledger.claimLedgerKey(tx, key));
 
   /**
    * The host's API as the person (their own connection, where the host takes them), else the service's

@@ -9,13 +9,15 @@ import { ConflictError, RateLimitedError } from '../../kernel/errors.js';
 import type { Logger } from '../../kernel/logger.js';
 import { createLlmGateway } from '../llm-gateway/llm-gateway.js';
 import { modelAllowed, type RbacPermissions } from '../../kernel/permissions.js';
-import type { MemoriesService, MemoryOwner } from '../memories/memories.service.js';
+import type { AgentMemoriesService } from '../memories/agent-memories.service.js';
+import type { MemoryOwner } from '../memories/memory-writes.js';
 import { acceptableVersionHeader, handleMcpMessage, MCP_MAX_BODY_BYTES, MEMORY_MCP_PATH, MEMORY_MCP_SERVER, RPC, type McpAnswer, type MemoryToolPort } from '../memories/memory-mcp.js';
 import { UNKNOWN_SELF, type AgentIdentity, type RuntimeOwner, type RuntimeSelf } from '../runtime/host/runtime-host.js';
 import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { ProvidersRepo } from '../providers/providers.repo.js';
 import type { RuntimeRepo } from '../runtime/runtime.repo.js';
 import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
+import type { TurnsRepo } from '../sessions/turns.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import type { SpendingService, SpendingTurn } from '../usage/spending.service.js';
 import { createEgressDecider } from '../runtime/host/egress-decider.js';
@@ -53,10 +55,11 @@ export function createAgentEgress(deps: {
   runtimeRepo: RuntimeRepo;
   providers: Pick<ProvidersRepo, 'list'>;
   sessionsRepo: SessionsRepo;
+  turnsRepo: Pick<TurnsRepo, 'turnSpent'>;
   tenantsRepo: TenantsRepo;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** What the memory tools (MCP on the gateway host) do, always for the runtime's own user. */
-  memories: Pick<MemoriesService, 'searchForAgent' | 'saveFromAgent'>;
+  memories: Pick<AgentMemoriesService, 'searchForAgent' | 'saveFromAgent'>;
   privateAllow: string;
   /** Ports open to every tenant's agents besides 80 and 443 (AGENTWS_EGRESS_PORTS). */
   egressPorts: readonly number[];
@@ -135,7 +138,7 @@ export function createAgentEgress(deps: {
       sessionId: session.id,
       channel: session.channel,
       budgetKey: planId ? `plan:${planId}` : `session:${session.id}`,
-      recorded: (q) => (planId ? deps.plans!.planSpent(q, tenantId, planId) : deps.sessionsRepo.turnSpent(q, tenantId, session.id)),
+      recorded: (q) => (planId ? deps.plans!.planSpent(q, tenantId, planId) : deps.turnsRepo.turnSpent(q, tenantId, session.id)),
       models: session.model ? [session.model] : [],
     };
   }

@@ -10,7 +10,9 @@ import type { JobQueue } from '../jobs/job-queue.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { RbacPermissions } from '../../kernel/permissions.js';
 import type { SessionsService } from '../sessions/sessions.service.js';
+import type { EventLedgerRepo } from '../sessions/event-ledger.repo.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
+import type { TurnsRepo } from '../sessions/turns.repo.js';
 import type { GatewayRow, GatewaysRepo } from './gateways.repo.js';
 import type { PairingCodeRow, PairingRepo } from './pairing.repo.js';
 import type { ChatPlatform, GatewayKind, InboundMessage } from './platforms.js';
@@ -72,6 +74,8 @@ export function createPairingService(deps: {
   repo: PairingRepo;
   gateways: GatewaysRepo;
   sessionsRepo: SessionsRepo;
+  turnsRepo: Pick<TurnsRepo, 'failedTurn'>;
+  ledger: EventLedgerRepo;
   sessions: SessionsService;
   audit: AuditService;
   bus: EventBus;
@@ -337,9 +341,9 @@ export function createPairingService(deps: {
       const g = await deps.gateways.find(db, paired.tenantId, paired.gatewayId);
       if (!g) return;
       if (data.turnId) {
-        const failed = await deps.sessionsRepo.failedTurn(db, paired.tenantId, data.sessionId, data.turnId);
+        const failed = await deps.turnsRepo.failedTurn(db, paired.tenantId, data.sessionId, data.turnId);
         if (!failed) return;
-        if (!(await db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, `reply:turn:${data.turnId}`)))) return;
+        if (!(await db.transaction((tx) => deps.ledger.claimLedgerKey(tx, `reply:turn:${data.turnId}`)))) return;
         const text =
           failed.status === 'lost'
             ? 'Your last message was not fully answered: the agent stopped during the turn. Send it again to retry.'
@@ -349,7 +353,7 @@ export function createPairingService(deps: {
       }
       const answer = await deps.sessions.lastAnswer({ ...ctx, tenantId: paired.tenantId }, { id: data.sessionId });
       if (!answer || !answer.text.trim()) return;
-      const first = await db.transaction((tx) => deps.sessionsRepo.claimLedgerKey(tx, `reply:${answer.messageId}`));
+      const first = await db.transaction((tx) => deps.ledger.claimLedgerKey(tx, `reply:${answer.messageId}`));
       if (!first) return;
       await deps.platforms[g.kind].sendMessage({ botToken: box.open(g.botTokenSealed), botId: g.botId, chatId: paired.chatId, text: answer.text.slice(0, 4000) });
     },

@@ -13,6 +13,7 @@ import { mcpToolName } from '../runtime/runtime-tools.js';
 import type { SessionStreams } from '../sessions/session-stream.js';
 import { abortRunningTurn, insertChildSession, queueTurn as queueSessionTurn, textTurn, turnOutcome as readTurnOutcome, type TurnOutcome } from '../sessions/session-turns.js';
 import type { SessionRow, SessionsRepo } from '../sessions/sessions.repo.js';
+import type { TurnsRepo } from '../sessions/turns.repo.js';
 import type { OrchestratorRepo, PlanRow, SubtaskRow } from './orchestrator.repo.js';
 import {
   allSettled,
@@ -102,6 +103,7 @@ export interface PlanRunnerDeps {
   db: Database;
   repo: OrchestratorRepo;
   sessionsRepo: SessionsRepo;
+  turnsRepo: Pick<TurnsRepo, 'insertTurn' | 'turn'>;
   /** USD the user recorded this calendar month (what is left of a monthly limit bounds a plan's budget). */
   monthSpent: (tenantId: string, userId: string) => Promise<number>;
   audit: AuditService;
@@ -171,7 +173,7 @@ export function createPlanRunner(deps: PlanRunnerDeps) {
 
   /** A new turn in a session, queued in the caller's transaction (the turn runner sends it once). */
   async function queueTurn(tx: Tx, s: SessionRow, text: string, options: { agent: string; tools: Record<string, boolean>; singletonKey: string }): Promise<string> {
-    return (await queueSessionTurn(tx, { repo: sessionsRepo, queue }, textTurn(s, text, options), { singletonKey: options.singletonKey })).turnId;
+    return (await queueSessionTurn(tx, { repo: sessionsRepo, turnsRepo: deps.turnsRepo, queue }, textTurn(s, text, options), { singletonKey: options.singletonKey })).turnId;
   }
 
   /** A child session of the plan's parent, in the same workspace and runtime. */
@@ -180,7 +182,7 @@ export function createPlanRunner(deps: PlanRunnerDeps) {
   }
 
   /** How a turn of a plan's session ended (the sessions capability reads the transcript). */
-  const turnOutcome = (s: SessionRow, turnId: string | null): Promise<Outcome> => readTurnOutcome({ db, repo: sessionsRepo, pool: deps.pool }, s, turnId);
+  const turnOutcome = (s: SessionRow, turnId: string | null): Promise<Outcome> => readTurnOutcome({ db, turnsRepo: deps.turnsRepo, pool: deps.pool }, s, turnId);
 
   async function sessionOf(tenantId: string, id: string | null): Promise<SessionRow | null> {
     return id ? sessionsRepo.byId(db, tenantId, id) : null;

@@ -4,7 +4,7 @@ import { SHARED_MEMORY_POLICIES, type PrivacySettings, type SharedMemoryPolicy }
 /**
  * The rules of a person's data on request, pure: the pseudonym an erased person is
  * kept under, how an audit entry is scrubbed of them, the tenant's policy for their shared memories,
- * and what the export archive holds (its README section lists the same files).
+ * and what the export archive holds (docs/admin/audit-and-data.md lists the same files).
  */
 
 /** Who is being exported or erased, as the scrubbing rules need them. */
@@ -125,8 +125,8 @@ export function placeholderUser(pseudonym: string): { handle: string; email: str
 const EXPORT_FORMAT = 1;
 
 /**
- * Every file of the export archive and what it holds (manifest.json repeats these with counts; the
- * README's "A person's data" section lists the same). Session transcripts are one file per session.
+ * Every file of the export archive and what it holds (manifest.json repeats these with counts; 
+ * docs/admin/audit-and-data.md, "A person's data", lists the same). Session transcripts are one file per session.
  */
 export const EXPORT_FILES = {
   'profile.json': 'The person: id, handle, email, display name, identity-provider subject, created; their tenant.',

@@ -1,6 +1,6 @@
 import { AppError, ForbiddenError, ValidationError } from '../../kernel/errors.js';
 import { modelAllowed, type RbacPermissions } from '../../kernel/permissions.js';
-import { MODEL_REF } from './providers.schemas.js';
+import { MODEL_REF } from './provider-names.js';
 import type { ProviderRow } from './providers.repo.js';
 
 /**

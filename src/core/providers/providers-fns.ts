@@ -1,5 +1,6 @@
 import { ValidationError } from '../../kernel/errors.js';
-import { MODEL_REF, type ProviderInput, type ProviderKind, type ProviderModel } from './providers.schemas.js';
+import { MODEL_REF } from './provider-names.js';
+import type { ProviderInput, ProviderKind, ProviderModel } from './providers.schemas.js';
 import type { ProviderRow } from './providers.repo.js';
 
 /** Where the built-in kinds send requests when no base URL is given (their SDKs' defaults). */

@@ -1,9 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { PROVIDER_KINDS, PROVIDER_NAME } from './provider-names.js';
 
-/** Provider names are part of the runtime's provider id and of model references ("<name>/<model>"). */
-export const PROVIDER_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
-export const PROVIDER_KINDS = ['openai-compatible', 'openai', 'anthropic'] as const;
-export type ProviderKind = (typeof PROVIDER_KINDS)[number];
+export type { ProviderKind } from './provider-names.js';
 
 export const ProviderModel = Type.Object(
   {
@@ -49,6 +47,3 @@ export const ProviderPatch = Type.Partial(
   { additionalProperties: false },
 );
 export type ProviderPatch = Static<typeof ProviderPatch>;
-
-/** A model reference: "<provider name>/<model id>". */
-export const MODEL_REF = /^([a-z0-9][a-z0-9-]{0,39})\/(.{1,200})$/;

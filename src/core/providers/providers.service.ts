@@ -5,7 +5,8 @@ import { requirePermission } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import { testFailure, testSuccess, type ProviderAnswer, type ProviderQuestion } from './provider-test-fns.js';
-import { PROVIDER_NAME, type ProviderInput, type ProviderPatch } from './providers.schemas.js';
+import { PROVIDER_NAME } from './provider-names.js';
+import type { ProviderInput, ProviderPatch } from './providers.schemas.js';
 import { checkBaseUrl, checkModels, providerOrigin, publicProvider } from './providers-fns.js';
 import type { ProviderRow, ProvidersRepo } from './providers.repo.js';
 

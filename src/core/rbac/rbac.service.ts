@@ -7,13 +7,18 @@ import { actorString, type Ctx } from '../../kernel/context.js';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../../kernel/errors.js';
 import type { EventBus } from '../../kernel/events.js';
 import { grantsBeyond, unionPermissions, type RbacPermissions } from '../../kernel/permissions.js';
-import { completePermissions, ROLE_NAME } from './rbac.schemas.js';
 import type { RoleAssignmentsRepo } from './role-assignments.repo.js';
 import type { RolesRepo } from './roles.repo.js';
 
 /** Published (after commit) whenever a tenant's roles change, so every process drops its cached documents. */
 export const RBAC_CHANGED = 'rbac.changed';
 const CACHE_TTL_MS = 30_000;
+
+/**
+ * The permission document's schema and its checks, loaded when a role is created or changed: TypeBox
+ * costs a command that builds the core some 80 ms to load (serve's routes load it anyway).
+ */
+const loadSchemas = () => import('./rbac.schemas.js');
 
 /**
  * The people roles are assigned to, as this service needs them: a user of the tenant by id (users.repo.ts),
@@ -111,6 +116,7 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
     /** Creates a custom role from a partial permission document (admin.manage_roles). */
     async createRole(ctx: Ctx, input: { name: string; description?: string; permissions: unknown }) {
       const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      const { completePermissions, ROLE_NAME } = await loadSchemas();
       const name = input.name?.trim().toLowerCase() ?? '';
       if (!ROLE_NAME.test(name)) throw new ValidationError('role name must be 1-63 lower-case letters, digits, dashes or underscores');
       const permissions = completePermissions(input.permissions ?? {});
@@ -133,6 +139,7 @@ export function createRbacService(deps: { db: Database; roles: RolesRepo; assign
      */
     async updateRole(ctx: Ctx, input: { roleId?: string; roleName?: string; description?: string; permissions?: unknown }) {
       const tenantId = requirePermission(ctx, 'admin.manage_roles');
+      const { completePermissions } = await loadSchemas();
       return db.transaction(async (tx) => {
         const role = await findRole(tx, tenantId, input);
         checkOwnerRole(ctx, role, 'change');

@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import type { Logger } from '../../kernel/logger.js';
 import type { SessionDomainEvent } from '../runtime/event-mapper.js';
-import type { PartialAnswer, SessionsRepo } from './sessions.repo.js';
+import type { PartialAnswer, TurnsRepo } from './turns.repo.js';
 
 /**
  * What a turn's answer has streamed so far, kept where a runtime that dies mid-answer cannot take it
@@ -36,7 +36,7 @@ const MAX_TURNS_PER_USER = 8;
 /** Messages and parts remembered at most (a bound against a runtime that invents endless ids). */
 const MAX_TRACKED = 20_000;
 
-export function createPartialAnswers(deps: { db: Database; repo: Pick<SessionsRepo, 'savePartial'>; log: Logger; everyMs?: number }) {
+export function createPartialAnswers(deps: { db: Database; repo: Pick<TurnsRepo, 'savePartial'>; log: Logger; everyMs?: number }) {
   const log = deps.log;
   const everyMs = deps.everyMs ?? 1000;
   /** By the turn's prompt (the user message the answer's messages name as parent). */

@@ -4,6 +4,7 @@ import type { Logger } from '../../kernel/logger.js';
 import type { RuntimeOwner } from '../runtime/host/runtime-host.js';
 import type { SessionStreams } from './session-stream.js';
 import type { SessionsRepo } from './sessions.repo.js';
+import type { TurnsRepo } from './turns.repo.js';
 import type { TurnEvents } from './turn-events.js';
 import { OWNER_INACTIVE } from './turn-runner.js';
 
@@ -21,7 +22,8 @@ export const PLAN_OWNER_INACTIVE = 'cancelled: the person this plan belongs to w
  * turns and plans with the user row; only the runtime is left to stop.
  */
 export function createPersonStop(deps: {
-  sessionsRepo: Pick<SessionsRepo, 'failQueuedTurnsOfUser' | 'byId'>;
+  sessionsRepo: Pick<SessionsRepo, 'byId'>;
+  turnsRepo: Pick<TurnsRepo, 'failQueuedTurnsOfUser'>;
   streams: Pick<SessionStreams, 'publish'>;
   events: Pick<TurnEvents, 'emit'>;
   plans: { cancelAllOf(ctx: Ctx, owner: RuntimeOwner, reason: string): Promise<number> };
@@ -60,7 +62,7 @@ export function createPersonStop(deps: {
      * the audit entry); the rest happens once it commits.
      */
     async deactivated(tx: Tx, ctx: Ctx, owner: RuntimeOwner): Promise<{ queuedTurns: number }> {
-      const failed = await deps.sessionsRepo.failQueuedTurnsOfUser(tx, owner.tenantId, owner.userId, OWNER_INACTIVE);
+      const failed = await deps.turnsRepo.failQueuedTurnsOfUser(tx, owner.tenantId, owner.userId, OWNER_INACTIVE);
       tx.afterCommit(() => void afterDeactivation(ctx, owner, failed).catch((err: Error) => log.error({ err: err.message }, "could not stop a deactivated person's agent")));
       return { queuedTurns: failed.length };
     },

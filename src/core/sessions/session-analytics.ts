@@ -1,7 +1,7 @@
 import type { Database } from '../../db/database.js';
 import type { AuditService } from '../audit/audit.service.js';
 import type { Ctx } from '../../kernel/context.js';
-import type { SessionsRepo } from './sessions.repo.js';
+import type { EventLedgerRepo } from './event-ledger.repo.js';
 import type { TurnEvents } from './turn-events.js';
 
 /** The job that records the facts the session stream sees on the runtime's stream (enqueued by session-stream.ts). */
@@ -19,7 +19,7 @@ export interface AnalyticsData {
 
 export function createSessionAnalytics(deps: {
   db: Database;
-  repo: Pick<SessionsRepo, 'claimLedgerKey'>;
+  repo: Pick<EventLedgerRepo, 'claimLedgerKey'>;
   audit: Pick<AuditService, 'record'>;
   /** Told, in the recording transaction, that the agent loaded a skill (learned skills count it). */
   events: Pick<TurnEvents, 'within'>;

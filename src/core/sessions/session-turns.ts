@@ -3,7 +3,8 @@ import type { JobQueue } from '../jobs/job-queue.js';
 import type { RuntimeMessage } from '../runtime/runtime-client.js';
 import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { ascendingId } from '../runtime/runtime-ids.js';
-import type { SessionRow, SessionsRepo, TurnRow } from './sessions.repo.js';
+import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import type { TurnRow, TurnsRepo } from './turns.repo.js';
 
 /**
  * Turns of a session as other capabilities start and read them: a person's prompt (sessions), a plan's
@@ -37,11 +38,11 @@ export function sendTurnJob(queue: JobQueue, turnId: string, options: { tx?: Tx;
  */
 export async function queueTurn(
   tx: Tx,
-  deps: { repo: Pick<SessionsRepo, 'insertTurn' | 'touch'>; queue: JobQueue },
+  deps: { repo: Pick<SessionsRepo, 'touch'>; turnsRepo: Pick<TurnsRepo, 'insertTurn'>; queue: JobQueue },
   turn: Pick<TurnRow, 'tenantId' | 'sessionId' | 'userId' | 'messageId' | 'agent' | 'parts'> & { agentProfileId: string | null; tools?: Record<string, boolean> | null; model?: string | null },
   options: { singletonKey?: string } = {},
 ): Promise<{ turnId: string; jobId: string }> {
-  const turnId = await deps.repo.insertTurn(tx, turn);
+  const turnId = await deps.turnsRepo.insertTurn(tx, turn);
   await deps.repo.touch(tx, turn.tenantId, turn.sessionId);
   const jobId = await sendTurnJob(deps.queue, turnId, { tx, ...options });
   return { turnId, jobId };
@@ -99,12 +100,12 @@ export type TurnOutcome = { done: false } | { done: true; error: string | null; 
  * gave up on is a failure. `done: false` while it has not ended.
  */
 export async function turnOutcome(
-  deps: { db: Database; repo: Pick<SessionsRepo, 'turn'>; pool: Pick<RuntimePool, 'client'> },
+  deps: { db: Database; turnsRepo: Pick<TurnsRepo, 'turn'>; pool: Pick<RuntimePool, 'client'> },
   s: SessionRow,
   turnId: string | null,
 ): Promise<TurnOutcome> {
   if (!turnId) return { done: false };
-  const turn = await deps.repo.turn(deps.db, s.tenantId, turnId);
+  const turn = await deps.turnsRepo.turn(deps.db, s.tenantId, turnId);
   if (!turn) return { done: true, error: 'its turn is gone', text: '' };
   if (turn.status === 'failed') return { done: true, error: turn.error ?? 'the turn could not be sent to the agent runtime', text: '' };
   if (turn.status === 'lost') return { done: true, error: turn.error ?? 'the agent runtime stopped during the turn', text: '' };

@@ -14,7 +14,9 @@ import type { TemplatesRepo } from '../templates/templates.repo.js';
 import { mayUseTemplate } from '../templates/templates.service.js';
 import { buildParts, checkAgentName, type PromptInput } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
-import type { PartialAnswer, SessionRow, SessionsRepo, StoredEvent, Viewer } from './sessions.repo.js';
+import type { PermissionRequestsRepo } from './permission-requests.repo.js';
+import type { SessionRow, SessionsRepo, Viewer } from './sessions.repo.js';
+import type { PartialAnswer, StoredEvent, TurnsRepo } from './turns.repo.js';
 import { answerText, queueTurn, sendTurnJob } from './session-turns.js';
 import { TURN_LOST } from './turn-runner.js';
 import { workspaceDir } from '../../lib/data-paths.js';
@@ -33,6 +35,8 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 export function createSessionsService(deps: {
   db: Database;
   repo: SessionsRepo;
+  turnsRepo: TurnsRepo;
+  permissionRequests: PermissionRequestsRepo;
   templates: TemplatesRepo;
   /** USD the user recorded this calendar month (the monthly cost limit's measure). */
   monthSpent: (tenantId: string, userId: string) => Promise<number>;
@@ -55,7 +59,7 @@ export function createSessionsService(deps: {
   /** A person's name as others see it ("Ada Lovelace <ada@…>"), for the earlier conversation's header. */
   nameOf?: (tenantId: string, userId: string | null) => Promise<string>;
 }) {
-  const { db, repo, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
+  const { db, repo, turnsRepo, permissionRequests, audit, queue, runtime, pool, streams, clock, ensureWorkspace } = deps;
   const clientOf = (s: SessionRow) => pool.client({ tenantId: s.tenantId, userId: s.ownerId });
   /**
    * Starts a user's runtime ahead of their first prompt (they opened a session's stream), and prepares
@@ -151,7 +155,7 @@ export function createSessionsService(deps: {
     if (!s.upstreamId) return earlier;
     const client = await connect();
     if (!client) return null;
-    const [messages, lost, moves, reverted] = await Promise.all([client.messages(s.upstreamId), repo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id), client.revertState(s.upstreamId)]);
+    const [messages, lost, moves, reverted] = await Promise.all([client.messages(s.upstreamId), turnsRepo.lostTurns(db, s.tenantId, s.id), repo.movesOf(db, s.tenantId, s.id), client.revertState(s.upstreamId)]);
     // Lost turns and moves before the hand-over are in the earlier conversation already.
     const cut = String(earlier.at(-1)?.info.id ?? '');
     const current = withoutReverted(withMoves(withLostTurns(messages.map((m) => publicMessage(m, s)), lost.filter((t) => t.messageId > cut), s.id), moves.filter((m) => m.beforeMessageId > cut), s.id), reverted?.messageId ?? null);
@@ -164,9 +168,9 @@ export function createSessionsService(deps: {
    */
   async function withdrawn(ctx: Ctx, s: SessionRow, turnId: string, by: { userId: string; name: string | null }, action: 'turn.withdraw' | 'session.stop'): Promise<boolean> {
     const done = await db.transaction(async (tx) => {
-      if (!(await repo.withdrawTurn(tx, s.tenantId, s.id, turnId, WITHDRAWN))) return false;
+      if (!(await turnsRepo.withdrawTurn(tx, s.tenantId, s.id, turnId, WITHDRAWN))) return false;
       await audit.record(tx, ctx, { action, target: `session:${s.id}`, sessionId: s.id, details: { turnId, withdrawn: true } });
-      const next = await repo.handOn(tx, s.tenantId, s.id);
+      const next = await turnsRepo.handOn(tx, s.tenantId, s.id);
       if (next) await sendTurnJob(queue, next, { tx });
       return true;
     });
@@ -284,7 +288,7 @@ export function createSessionsService(deps: {
         if (handover && (await deps.shares!.contextPending(tx, tenantId, s.id, handover.createdAt))) {
           parts.unshift({ id: ascendingId('prt'), type: 'text', synthetic: true, text: handoverContext(handover.transcript, { from: names[0] ?? 'its previous owner', to: names[1] ?? 'its new owner', folder: handover.folder }) });
         }
-        const { turnId, jobId } = await queueTurn(tx, { repo, queue }, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts, model: input.model || null });
+        const { turnId, jobId } = await queueTurn(tx, { repo, turnsRepo, queue }, { tenantId, sessionId: s.id, userId: actor.userId, messageId, agent: input.agent ?? null, agentProfileId: input.agentProfileId ?? null, parts, model: input.model || null });
         await audit.record(tx, ctx, {
           action: 'agent.prompt',
           target: `session:${s.id}`,
@@ -317,16 +321,16 @@ export function createSessionsService(deps: {
       };
       // A turn an attempt is handing over right now reaches the runtime within moments (at most the 10 s
       // a runtime call may take): it is stopped there once it has.
-      let turn = await repo.currentTurn(db, s.tenantId, s.id);
+      let turn = await turnsRepo.currentTurn(db, s.tenantId, s.id);
       for (const deadline = Date.now() + 12_000; turn && turn.status !== 'sent' && turn.handing && Date.now() < deadline; ) {
         await new Promise((r) => setTimeout(r, 50));
-        turn = await repo.currentTurn(db, s.tenantId, s.id);
+        turn = await turnsRepo.currentTurn(db, s.tenantId, s.id);
       }
       if (turn && turn.status !== 'sent') {
         if (await withdrawn(ctx, s, turn.id, by, 'session.stop')) {
           return { stopped: true, turnId: turn.id, withdrawn: true, message: 'The prompt had not reached the agent yet: it was withdrawn.' };
         }
-        turn = await repo.currentTurn(db, s.tenantId, s.id);
+        turn = await turnsRepo.currentTurn(db, s.tenantId, s.id);
       }
       // A first turn binds the session to its runtime session as it is sent: read again when not bound yet.
       if (!s.upstreamId) s.upstreamId = (await repo.byId(db, s.tenantId, s.id))?.upstreamId ?? null;
@@ -341,16 +345,16 @@ export function createSessionsService(deps: {
       // Said first, so that the stream reads who stopped the turn before the runtime's own end of it.
       const [, waiting] = await Promise.all([
         streams.publish(s.id, 'turn.stopped', { turnId: turn?.id ?? null, by, message: `Stopped by ${by.name ?? 'its owner'}.` }),
-        repo.pendingPermissionRequests(db, s.tenantId, s.id),
+        permissionRequests.pendingPermissionRequests(db, s.tenantId, s.id),
       ]);
       for (const p of waiting) {
-        if (!(await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, p.id))) continue;
+        if (!(await permissionRequests.takeFamilyPermissionRequest(db, s.tenantId, s.id, p.id))) continue;
         await client.replyPermission(p.id, 'reject', 'The person stopped the turn.').catch((err) => ctx.log.warn({ err: (err as Error).message }, 'could not reject a permission request of a stopped turn'));
       }
       // The prompts the runtime holds behind the turn (sent while it ran) would be dropped with it: they are
       // taken back first (a sweep cannot send them before the abort: they wait for the one it ends), and
       // sent again once it is stopped, in their order.
-      const later = turn?.status === 'sent' ? await repo.takeBackLaterTurns(db, s.tenantId, s.id, turn.id) : 0;
+      const later = turn?.status === 'sent' ? await turnsRepo.takeBackLaterTurns(db, s.tenantId, s.id, turn.id) : 0;
       try {
         await client.abort(s.upstreamId);
       } catch (err) {
@@ -360,7 +364,7 @@ export function createSessionsService(deps: {
       }
       if (later) {
         await db.transaction(async (tx) => {
-          const next = await repo.handOn(tx, s.tenantId, s.id);
+          const next = await turnsRepo.handOn(tx, s.tenantId, s.id);
           if (next) await sendTurnJob(queue, next, { tx });
         });
       }
@@ -380,7 +384,7 @@ export function createSessionsService(deps: {
       const s = await owned(ctx, input.id, input.browserSession);
       const by = { userId: actor.userId, name: actor.profile?.displayName || actor.profile?.handle || null };
       if (!(await withdrawn(ctx, s, input.turnId, by, 'turn.withdraw'))) {
-        const t = await repo.turnOf(db, s.tenantId, s.id, input.turnId);
+        const t = await turnsRepo.turnOf(db, s.tenantId, s.id, input.turnId);
         if (!t) throw new NotFoundError('turn not found');
         if (t.status === 'failed' && t.error === WITHDRAWN) return { withdrawn: true, turnId: t.id };
         throw new ConflictError(t.status === 'failed' || t.status === 'lost' ? `the turn has ended (${t.status})` : 'the turn was already sent to the agent; stop it instead (POST /v1/sessions/:id/stop)', {
@@ -419,7 +423,7 @@ export function createSessionsService(deps: {
       // A session with a transcript may have a turn running: have its owner's runtime up to hear it. A
       // person who can prompt and opens a stream is about to: start theirs while they type (not a viewer).
       if (s.upstreamId || (!share && ctx.actor.kind === 'user' && hasPermission(ctx.actor.permissions, 'agents.create'))) warm(s.tenantId, s.ownerId);
-      const ends = input.lastEventId ? (await repo.recentEndEvents(db, s.tenantId, s.id)).filter((e) => e.id > input.lastEventId!) : [];
+      const ends = input.lastEventId ? (await turnsRepo.recentEndEvents(db, s.tenantId, s.id)).filter((e) => e.id > input.lastEventId!) : [];
       // A viewer's stream ends when their share does (session-stream.ts recheck).
       return { sessionId: s.id, ends, viewer: share && ctx.actor.kind === 'user' ? ctx.actor.userId : null };
     },
@@ -431,7 +435,7 @@ export function createSessionsService(deps: {
      */
     async pendingPermissions(ctx: Ctx, input: { id: string; browserSession?: string }): Promise<{ permissions: Array<{ id: string; sessionId: string; permission: string; patterns: string[]; askedAt: Date }> }> {
       const s = await owned(ctx, input.id, input.browserSession);
-      return { permissions: await repo.pendingPermissionRequests(db, s.tenantId, s.id) };
+      return { permissions: await permissionRequests.pendingPermissionRequests(db, s.tenantId, s.id) };
     },
 
     /**
@@ -446,7 +450,7 @@ export function createSessionsService(deps: {
       requireTokenScope(ctx, 'sessions');
       const s = await owned(ctx, input.id, input.browserSession);
       if (!['once', 'always', 'reject'].includes(input.response)) throw new ValidationError('response must be once, always or reject');
-      const pending = await repo.takeFamilyPermissionRequest(db, s.tenantId, s.id, input.permissionId);
+      const pending = await permissionRequests.takeFamilyPermissionRequest(db, s.tenantId, s.id, input.permissionId);
       if (!pending) throw new NotFoundError('permission request not found (unknown, or already answered)');
       // The session that asked: this one, or a child (its runtime session is what a failed reply stops).
       const asker = pending.sessionId === s.id ? s : ((await repo.byId(db, s.tenantId, pending.sessionId)) ?? s);

@@ -1,6 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import type { Logger } from '../../kernel/logger.js';
-import type { SessionRow, StoredEvent } from './sessions.repo.js';
+import type { SessionRow } from './sessions.repo.js';
+import type { StoredEvent } from './turns.repo.js';
 
 /**
  * What happens to turns and sessions, as the capabilities that follow them need to hear it: the plan

@@ -11,10 +11,11 @@ import type { RuntimePool } from '../runtime/runtime-pool.js';
 import { RuntimeBusyError } from '../runtime/host/runtime-host.js';
 import { limitMessage, type LimitNotice } from '../runtime/host/runtime-limits-fns.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
-import type { MemoriesService } from '../memories/memories.service.js';
+import type { AgentMemoriesService } from '../memories/agent-memories.service.js';
 import { memoryPart, promptText, withheldTools } from './prompt-parts.js';
 import type { SessionStreams } from './session-stream.js';
-import type { SessionRow, SessionsRepo, StoredEvent } from './sessions.repo.js';
+import type { SessionRow, SessionsRepo } from './sessions.repo.js';
+import type { StoredEvent, TurnsRepo } from './turns.repo.js';
 import { AGENT_TURN_JOB, sendTurnJob, TURN_ATTEMPTS } from './session-turns.js';
 import type { TurnEvents } from './turn-events.js';
 import { createWorkspacePreparer } from './workspace-dir.js';
@@ -39,7 +40,7 @@ const HANDED_BY_DEAD_MS = 2_000;
  * with it: their jobs are taken back and queued again, each a new job with retries of its own).
  */
 const MAX_ATTEMPTS = 2 * TURN_ATTEMPTS;
-/** The longest the session's next turn waits for the runtime to store a prompt it accepted (sessions.repo.ts PENDING bounds it too). */
+/** The longest the session's next turn waits for the runtime to store a prompt it accepted (turns.repo.ts PENDING bounds it too). */
 const STORED_WAIT_MS = 10_000;
 /** What a turn's recalled memories may take: at most this many, about this many tokens. */
 export const TURN_MEMORIES = { limit: 5, maxTokens: 800 } as const;
@@ -62,11 +63,12 @@ const BEFORE_SNAPSHOT_WAIT_MS = 5_000;
 
 export function createTurnRunner(deps: {
   db: Database;
-  repo: Pick<
-    SessionsRepo,
-    | 'beginAttempt' | 'byId' | 'bindUpstream' | 'rebindUpstream' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'
+  repo: Pick<SessionsRepo, 'byId' | 'bindUpstream' | 'rebindUpstream'>;
+  turnsRepo: Pick<
+    TurnsRepo,
+    | 'beginAttempt' | 'finishTurn' | 'waitTurn' | 'loseTurns' | 'loseTurn' | 'loseOrphanedTurns' | 'endUserTurns'
     | 'claimHandOver' | 'handedOver' | 'handOverFailed' | 'earlierPending' | 'parkTurn' | 'handOn' | 'handOnAll' | 'attemptsOf' | 'failPendingTurn' | 'recordEndEvents'
-  > & Partial<Pick<SessionsRepo, 'inFlightSessions'>>;
+  > & Partial<Pick<TurnsRepo, 'inFlightSessions'>>;
   runtime: Pick<RuntimeService, 'resolveTurnModel' | 'ensureConfigured'>;
   pool: Pick<RuntimePool, 'acquire'>;
   queue: JobQueue;
@@ -84,7 +86,7 @@ export function createTurnRunner(deps: {
   streams: Pick<SessionStreams, 'publish'>;
   permissionsOf: (tenantId: string, userId: string) => Promise<RbacPermissions>;
   /** Absent: turns go without memories. */
-  memories?: Pick<MemoriesService, 'recallForTurn'>;
+  memories?: Pick<AgentMemoriesService, 'recallForTurn'>;
   /**
    * Where a turn given up (failed for good) or lost with its runtime is told (a plan waiting for its end
    * moves on, a chat user is told), and who may say a queued turn is no longer wanted (its plan ended).
@@ -100,7 +102,7 @@ export function createTurnRunner(deps: {
   quota?: { checkTurn(owner: { tenantId: string; userId: string }): Promise<void> };
   log: Logger;
 }) {
-  const { db, repo, runtime, streams } = deps;
+  const { db, repo, turnsRepo, runtime, streams } = deps;
   /** Makes a user's workspace directory (and a git repository in it) if it is not there yet. */
   const ensureWorkspace = createWorkspacePreparer(deps.log).ensure;
 
@@ -131,7 +133,7 @@ export function createTurnRunner(deps: {
    */
   async function publishEnd(t: { id: string; sessionId: string; tenantId: string }, events: Array<{ type: string; properties: Record<string, unknown> }>): Promise<void> {
     const stored: StoredEvent[] = events.map((e) => ({ id: ascendingId('evt'), type: e.type, properties: { ...e.properties, sessionID: t.sessionId } }));
-    await repo.recordEndEvents(db, t.tenantId, t.id, stored).catch((err) => deps.log.error({ err: (err as Error).message, turnId: t.id }, 'could not record how a turn ended'));
+    await turnsRepo.recordEndEvents(db, t.tenantId, t.id, stored).catch((err) => deps.log.error({ err: (err as Error).message, turnId: t.id }, 'could not record how a turn ended'));
     for (const e of stored) {
       await streams.publish(t.sessionId, e.type, e.properties, e.id).catch((err) => deps.log.error({ err: (err as Error).message, turnId: t.id }, 'could not tell a session how its turn ended'));
     }
@@ -156,7 +158,7 @@ export function createTurnRunner(deps: {
   async function handOn(t: { tenantId: string; sessionId: string }): Promise<void> {
     await db
       .transaction(async (tx) => {
-        const next = await repo.handOn(tx, t.tenantId, t.sessionId);
+        const next = await turnsRepo.handOn(tx, t.tenantId, t.sessionId);
         if (next) await sendTurnJob(deps.queue, next, { tx });
       })
       .catch((err) => deps.log.error({ err: (err as Error).message, sessionId: t.sessionId }, 'could not queue the next turn of a session (the worker\'s sweep will)'));
@@ -185,7 +187,7 @@ export function createTurnRunner(deps: {
 
   /** Gives a turn up for good: recorded, told on its stream (and to who waits for it), the session's next turn queued. */
   async function failTurn(s: SessionRow, turnId: string, message: string, code?: string): Promise<void> {
-    await repo.finishTurn(db, s.tenantId, turnId, 'failed', message);
+    await turnsRepo.finishTurn(db, s.tenantId, turnId, 'failed', message);
     await publishEnd({ id: turnId, sessionId: s.id, tenantId: s.tenantId }, [{ type: 'session.error', properties: { error: { name: 'TurnFailed', message, ...(code ? { code } : {}) } } }]);
     deps.events.emit('turn.failed', { session: s, turnId });
     await handOn({ tenantId: s.tenantId, sessionId: s.id });
@@ -220,13 +222,13 @@ export function createTurnRunner(deps: {
      */
     async runtimeLost(owner: { tenantId: string; userId: string }, reason: string, o: { idle?: boolean; sentBefore?: Date } = {}): Promise<number> {
       if (o.idle) {
-        await repo.endUserTurns(db, owner.tenantId, owner.userId);
+        await turnsRepo.endUserTurns(db, owner.tenantId, owner.userId);
         return 0;
       }
       // Nobody reads the answers of its model calls still in flight any more; the provider bills them
       // while they run: aborted now, and charged.
       deps.cutModelCalls?.(owner, Date.now());
-      const lost = await repo.loseTurns(db, owner.tenantId, owner.userId, lostMessage(reason), o.sentBefore ?? null);
+      const lost = await turnsRepo.loseTurns(db, owner.tenantId, owner.userId, lostMessage(reason), o.sentBefore ?? null);
       for (const t of lost) await reportLost({ ...t, tenantId: owner.tenantId, ownerId: owner.userId }, reason);
       return lost.length;
     },
@@ -237,7 +239,7 @@ export function createTurnRunner(deps: {
      * ended for it also ends its turns (runtimeLost, told by the host just after).
      */
     async limitReached(owner: { tenantId: string; userId: string }, notice: LimitNotice): Promise<number> {
-      const sessions = (await repo.inFlightSessions?.(db, owner.tenantId, owner.userId)) ?? [];
+      const sessions = (await turnsRepo.inFlightSessions?.(db, owner.tenantId, owner.userId)) ?? [];
       deps.log.warn({ userId: owner.userId, notice, sessions: sessions.length }, 'an agent runtime met one of its limits');
       for (const id of sessions) await streams.publish(id, 'runtime.limit', { ...notice, message: limitMessage(notice) }).catch(() => {});
       return sessions.length;
@@ -250,7 +252,7 @@ export function createTurnRunner(deps: {
      */
     async reconcile(): Promise<number> {
       const reason = 'the service hosting it stopped';
-      const lost = await repo.loseOrphanedTurns(db, lostMessage(reason));
+      const lost = await turnsRepo.loseOrphanedTurns(db, lostMessage(reason));
       for (const t of lost) await reportLost(t, reason);
       return lost.length;
     },
@@ -265,7 +267,7 @@ export function createTurnRunner(deps: {
      * untouched) and the stream says so.
      */
     async runTurn(ctx: Ctx, input: { turnId: string }): Promise<void> {
-      const turn = await repo.beginAttempt(db, input.turnId, deps.worker);
+      const turn = await turnsRepo.beginAttempt(db, input.turnId, deps.worker);
       // Handed over already (in flight, ended, or lost with its runtime), or given up: nothing to send.
       if (!turn || ['sent', 'done', 'lost', 'failed'].includes(turn.previousStatus)) return;
       const s = (await repo.byId(db, turn.tenantId, turn.sessionId))!;
@@ -273,7 +275,7 @@ export function createTurnRunner(deps: {
       const unwanted = await deps.events.unwanted(s, turn.id);
       if (unwanted) {
         ctx.log.info({ turnId: turn.id, sessionId: s.id }, `turn not sent: ${unwanted}`);
-        await repo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
+        await turnsRepo.finishTurn(db, turn.tenantId, turn.id, 'failed', `not sent: ${unwanted}`);
         await handOn(turn);
         return;
       }
@@ -282,8 +284,8 @@ export function createTurnRunner(deps: {
       if (turn.attempts > MAX_ATTEMPTS) return fail(`the turn could not be sent to the agent runtime (${turn.attempts - 1} attempts)`);
       // A session's turns reach its runtime in the order they were accepted, wherever the runtime runs and
       // whatever held an earlier one up (a frozen runner, a runtime starting, a worker that died).
-      if (await repo.earlierPending(db, turn)) {
-        const waited = await repo.parkTurn(db, turn.tenantId, turn.id);
+      if (await turnsRepo.earlierPending(db, turn)) {
+        const waited = await turnsRepo.parkTurn(db, turn.tenantId, turn.id);
         if (!waited) await streams.publish(s.id, 'turn.waiting', { why: 'earlier_turn', message: 'Your earlier prompt in this session goes to your agent first; this one follows it.' }).catch(() => {});
         // The earlier one may have been handed over meanwhile (its handOn found nothing parked yet).
         await handOn(turn);
@@ -296,7 +298,7 @@ export function createTurnRunner(deps: {
         const waitMs = turn.handingAt.getTime() + settle - Date.now();
         if (waitMs > 0) {
           await db.transaction(async (tx) => {
-            await repo.waitTurn(tx, turn.tenantId, turn.id, 'waiting for an earlier attempt to hand it over');
+            await turnsRepo.waitTurn(tx, turn.tenantId, turn.id, 'waiting for an earlier attempt to hand it over');
             await sendTurnJob(deps.queue, turn.id, { tx, startAfterSeconds: Math.ceil(waitMs / 1000) });
           });
           return;
@@ -328,7 +330,7 @@ export function createTurnRunner(deps: {
           if (!(err instanceof RuntimeBusyError)) throw err;
           // The turn and its next job together: a turn back in the queue without one would hold up its session.
           const waited = await db.transaction(async (tx) => {
-            const w = await repo.waitTurn(tx, turn.tenantId, turn.id);
+            const w = await turnsRepo.waitTurn(tx, turn.tenantId, turn.id);
             await sendTurnJob(deps.queue, turn.id, { tx, startAfterSeconds: WAIT_FOR_RUNTIME_S });
             return w;
           });
@@ -361,12 +363,12 @@ export function createTurnRunner(deps: {
             // Its runtime went away before the attempt that handed it over could record it: lost, as any
             // turn in flight then. Not sent again (the person decides: part of it may have run).
             const reason = 'it stopped before the turn ended';
-            if (await repo.loseTurn(db, turn.tenantId, turn.id, lostMessage(reason))) await reportLost({ id: turn.id, sessionId: s.id, tenantId: s.tenantId, ownerId: s.ownerId }, reason);
+            if (await turnsRepo.loseTurn(db, turn.tenantId, turn.id, lostMessage(reason))) await reportLost({ id: turn.id, sessionId: s.id, tenantId: s.tenantId, ownerId: s.ownerId }, reason);
             await handOn(turn);
             return;
           }
-          await repo.finishTurn(db, turn.tenantId, turn.id, where === 'running' ? 'sent' : 'done');
-          await repo.handedOver(db, turn.tenantId, turn.id);
+          await turnsRepo.finishTurn(db, turn.tenantId, turn.id, where === 'running' ? 'sent' : 'done');
+          await turnsRepo.handedOver(db, turn.tenantId, turn.id);
           await handOn(turn);
           return;
         }
@@ -394,7 +396,7 @@ export function createTurnRunner(deps: {
           void snapshotted.then(() => deps.snapshots?.forget(owner, s.id, turn.messageId));
         }
         // The last check: an attempt a newer one overtook (its worker was taken for dead) sends nothing.
-        if (!(await repo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
+        if (!(await turnsRepo.claimHandOver(db, turn.tenantId, turn.id, turn.attempts))) {
           ctx.log.warn({ turnId: turn.id, attempt: turn.attempts }, 'a newer attempt has taken this turn over; not sending it from here');
           return;
         }
@@ -419,18 +421,18 @@ export function createTurnRunner(deps: {
           await startAnew(known);
           await prompt();
         }
-        await repo.finishTurn(db, turn.tenantId, turn.id, 'sent');
+        await turnsRepo.finishTurn(db, turn.tenantId, turn.id, 'sent');
         claimed = false;
         // The runtime stores a prompt it took a moment later (its first after a start, a second or two): the
         // session's next turn goes once it has, so that the runtime has them in the order they were accepted.
         await storedBy(client, upstreamId, turn.messageId, ctx);
-        await repo.handedOver(db, turn.tenantId, turn.id);
+        await turnsRepo.handedOver(db, turn.tenantId, turn.id);
         await handOn(turn);
         // The runtime has the turn: it gets its tools ready (longer at its first turn) and calls the model.
         if (cold) await streams.publish(s.id, 'turn.sent', { message: 'Sent to your agent; waiting for the model…' }).catch(() => {});
       } catch (err) {
         // The request is over, whatever the runtime made of it: the next attempt asks it at once.
-        if (claimed) await repo.handOverFailed(db, turn.tenantId, turn.id, turn.attempts).catch(() => {});
+        if (claimed) await turnsRepo.handOverFailed(db, turn.tenantId, turn.id, turn.attempts).catch(() => {});
         const retryable = !(err instanceof AppError) || err.status >= 500;
         if (retryable && turn.attempts < TURN_ATTEMPTS) throw err;
         await fail((err as Error).message, err instanceof AppError ? err.code : undefined);
@@ -447,7 +449,7 @@ export function createTurnRunner(deps: {
     async recoverOrphans(o: { starting?: boolean } = {}): Promise<number> {
       const active = await deps.jobs.activeJobs(AGENT_TURN_JOB);
       if (!active.length) return 0;
-      const turns = new Map((await repo.attemptsOf(db, active.map((j) => String((j.data as { turnId?: unknown })?.turnId ?? '')).filter((id) => /^[0-9a-f-]{36}$/.test(id)))).map((t) => [t.id, t]));
+      const turns = new Map((await turnsRepo.attemptsOf(db, active.map((j) => String((j.data as { turnId?: unknown })?.turnId ?? '')).filter((id) => /^[0-9a-f-]{36}$/.test(id)))).map((t) => [t.id, t]));
       let recovered = 0;
       for (const job of active) {
         const turnId = String((job.data as { turnId?: unknown })?.turnId ?? '');
@@ -475,7 +477,7 @@ export function createTurnRunner(deps: {
      */
     async unstick(): Promise<number> {
       return db.transaction(async (tx) => {
-        const next = await repo.handOnAll(tx, 200);
+        const next = await turnsRepo.handOnAll(tx, 200);
         for (const t of next) await sendTurnJob(deps.queue, t.id, { tx });
         return next.length;
       });
@@ -488,7 +490,7 @@ export function createTurnRunner(deps: {
      */
     async jobLost(ctx: Ctx, input: { turnId: string }): Promise<void> {
       const message = 'the turn could not be sent to the agent runtime (its last attempt did not end)';
-      const t = await repo.failPendingTurn(db, input.turnId, message);
+      const t = await turnsRepo.failPendingTurn(db, input.turnId, message);
       if (!t) return;
       ctx.log.warn({ turnId: input.turnId }, 'a turn job failed for good: the turn is given up');
       const s = await repo.byId(db, t.tenantId, t.sessionId);

@@ -14,6 +14,7 @@ import type { RuntimePool } from '../runtime/runtime-pool.js';
 import type { ProvidersRepo } from '../providers/providers.repo.js';
 import type { RuntimeService } from '../runtime/runtime.service.js';
 import type { SessionsRepo } from '../sessions/sessions.repo.js';
+import type { TurnsRepo } from '../sessions/turns.repo.js';
 import type { TenantsRepo } from '../tenants/tenants.repo.js';
 import { MIN_USERS_MAX } from '../tenants/tenant-settings-fns.js';
 import type { UsageService } from '../usage/usage.service.js';
@@ -68,7 +69,8 @@ export interface ProposeData {
 export interface SkillLearningDeps {
   db: Database;
   repo: SkillsRepo;
-  sessionsRepo: Pick<SessionsRepo, 'byId' | 'turnSpent'>;
+  sessionsRepo: Pick<SessionsRepo, 'byId'>;
+  turnsRepo: Pick<TurnsRepo, 'turnSpent'>;
   /** Tenant settings: `skills.minUsers`, `skills.allowedHosts`, `egress.allow`. */
   tenantsRepo: Pick<TenantsRepo, 'findById'>;
   providers: Pick<ProvidersRepo, 'find'>;
@@ -255,7 +257,7 @@ export function createSkillLearning(deps: SkillLearningDeps) {
         words: reading.words,
         embedding,
         outcome,
-        costUsd: await deps.sessionsRepo.turnSpent(db, s.tenantId, s.id),
+        costUsd: await deps.turnsRepo.turnSpent(db, s.tenantId, s.id),
         createdAt: at,
       });
       if (!id) return { trajectoryId: null, decision: 'none' };

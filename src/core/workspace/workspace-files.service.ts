@@ -1,5 +1,4 @@
 import { PassThrough, pipeline, Readable } from 'node:stream';
-import { extract as tarExtract } from 'tar-stream';
 import type { Database } from '../../db/database.js';
 import { requirePermission, requireTokenScope, requireUser } from '../../kernel/authz.js';
 import type { Ctx } from '../../kernel/context.js';
@@ -139,6 +138,8 @@ export function createWorkspaceFilesService(deps: WorkspaceFilesDeps) {
       const skipped: CopySkips = { links: 0, git: 0, overLimit: 0, other: 0 };
       let files = 0;
       let bytes = 0;
+      // Loaded when a workspace is copied, not by every command that builds the core.
+      const { extract: tarExtract } = await import('tar-stream');
       const extract = tarExtract();
       pipeline(source, extract, () => {});
       for await (const entry of extract) {

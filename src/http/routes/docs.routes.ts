@@ -9,7 +9,7 @@ import { DASHBOARD_CSP, FAVICON_SVG, TYPES, dashboardDir, readAsset, type Asset 
 
 /**
  * The documentation, served by the appliance itself so it can be read where the internet cannot be
- * reached: `/docs` the pages of docs/ and the README, rendered to HTML by `npm run build`
+ * reached: `/docs` the pages of docs/ (and the README), rendered to HTML by `npm run build`
  * (scripts/build-docs.ts writes dist/web/docs), and `/docs/api` an interactive reference over the API's
  * OpenAPI document (Swagger UI, vendored by @fastify/swagger-ui). Public, like /v1/openapi.json: they
  * say what the product is and does, nothing of a tenant; no sign-in is asked.
@@ -25,7 +25,7 @@ export const DOCS_CSP = DASHBOARD_CSP;
  * one fixed inline <style> block, which 'self' refuses (a violation in the console on every load); that
  * block alone is allowed, by its hash, rather than 'unsafe-inline'. Scripts are as strict as the
  * dashboard's ('self' only, no inline script, no eval). A new Swagger UI whose block differs shows as a
- * violation in the browser test (test/e2e/dashboard-setup.test.ts): put the hash the console names here.
+ * violation in the browser test (test/e2e/docs.test.ts): put the hash the console names here.
  */
 const SWAGGER_UI_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
 export const DOCS_API_CSP = DASHBOARD_CSP.replace("style-src 'self'", `style-src 'self' ${SWAGGER_UI_STYLE_HASH}`);

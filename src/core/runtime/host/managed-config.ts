@@ -13,7 +13,7 @@ import { join } from 'node:path';
  * directory opencode reads configuration from is read-only inside (see sandbox.ts), and the managed one,
  * read last (highest precedence) and afresh at each reload, is the host's. Not covered: an account
  * recorded in opencode's session database (writable) makes it fetch configuration from the account's
- * server at each reload; its keys merge under the managed file's (README, "Security model").
+ * server at each reload; its keys merge under the managed file's (docs/security/README.md).
  *
  * Facts this relies on (opencode 1.18.33): the managed configuration directory is /etc/opencode on Linux
  * (OPENCODE_TEST_MANAGED_CONFIG_DIR names another: how an unsandboxed runtime is given its host path);

@@ -8,13 +8,13 @@ const GiB = 1024 * MiB;
 
 /**
  * What one idle runtime costs the host, its sandbox's processes included (PSS, after its first turn),
- * with room for a turn's growth: the runtime-pool benchmark measures it (README, Performance). The
+ * with room for a turn's growth: the runtime-pool benchmark measures it (docs/developing/performance.md). The
  * default capacity divides the host's memory by it.
  */
 export const RUNTIME_BUDGET_BYTES = 400 * MiB;
 
 /**
- * What a paged-out runtime costs (runtime-pageout bench, README Performance): in RAM, what stays
+ * What a paged-out runtime costs (runtime-pageout bench, docs/developing/performance.md): in RAM, what stays
  * resident and its share of the compressed pool, with room; in swap space, its memory uncompressed.
  */
 export const PAGED_HELD_BYTES = 100 * MiB;

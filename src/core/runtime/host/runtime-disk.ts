@@ -4,7 +4,7 @@ import { nicePrefix } from './opencode-process.js';
 
 /**
  * What a person's files take on the host's disk, and what the disk has left: the workspace quota is a
- * measured one (runtime-host.ts watches it; README, "Workspace quota", says why and what it does not
+ * measured one (runtime-host.ts watches it; docs/admin/limits.md, "Workspace quota", says why and what it does not
  * cover). du runs in a child process at low priority, off the service's event loop: ~0.3 s for 100,000
  * files here, where a walk in Node took ~0.55 s of the event loop.
  */

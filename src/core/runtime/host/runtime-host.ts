@@ -210,7 +210,7 @@ export interface LimitsStatus {
   cpu: CgroupKind | null;
   /** The sandbox's /tmp: a tmpfs of this size, in the runtime's memory (bytes). */
   tmpBytes: number | null;
-  /** The workspace quota: measured by the host (the kernel enforces none; see the README), or off. */
+  /** The workspace quota: measured by the host (the kernel enforces none; see docs/admin/limits.md), or off. */
   disk: 'measured' | null;
   /** How idle runtimes are paged out to swap (cgroup2 `memory.reclaim`, cgroup1 `memory.force_empty`); null: they stay resident (see unavailable.paging). */
   paging: CgroupKind | null;
@@ -640,7 +640,7 @@ export function createRuntimeHost(deps: {
     if (!m.freezer) return `idle runtimes are not frozen here (${m.unavailable.freezer ?? 'no freezer'})`;
     if (!m.memory) return `no memory cgroup for the runtimes (${m.unavailable.memory ?? 'unavailable'})`;
     if ((swap ?? swapNow()).totalBytes <= 0) {
-      return 'no swap on this host: idle runtimes stay resident (about 300 MB each). Turn on compressed swap (`sudo ./install.sh --systemd --zram`, or Debian\'s systemd-zram-generator), then restart the service; README "Sizing a host"';
+      return 'no swap on this host: idle runtimes stay resident (about 300 MB each). Turn on compressed swap (`sudo ./install.sh --systemd --zram`, or Debian\'s systemd-zram-generator), then restart the service; docs/operating/sizing.md';
     }
     return null;
   }
@@ -799,7 +799,7 @@ export function createRuntimeHost(deps: {
   }
 
   /**
-   * The workspace quota, measured (the kernel enforces none here: README, "Workspace quota"): every few
+   * The workspace quota, measured (the kernel enforces none here: docs/admin/limits.md, "Workspace quota"): every few
    * seconds the data directory's free space is read, and each awake runtime's files are measured when due
    * (scanDue); one past its quota is stopped. When the filesystem runs short (diskFloorBytes), every awake
    * runtime is frozen at once (no process of any agent writes another byte), measured, and the ones past

@@ -13,7 +13,7 @@ const GiB = 1024 ** 3;
 /**
  * The default memory limit of one runtime (AGENTWS_RUNTIME_MEMORY_MAX=auto): a quarter of what the
  * runtimes may take together (the host's memory less its reserve), between 1 and 4 GiB. opencode holds
- * ~400 MiB after a turn (README, Performance); an `npm install` of a large project or a test run with
+ * ~400 MiB after a turn (docs/developing/performance.md); an `npm install` of a large project or a test run with
  * workers adds 0.5-2 GiB; the scratch space in /tmp counts too. A quarter means one person can never take
  * more than a quarter of what everyone's agents share: 4 GiB on this 24 GB VM, 1.75 GiB on an 8 GiB host.
  */

@@ -1,6 +1,5 @@
 import http, { type IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
-import WebSocket from 'ws';
 import { UnavailableError } from '../../../kernel/errors.js';
 import { encodeFrame, frameReader, RUNNER_WEBSOCKET_HEADER, type SocketFrame } from './runner-protocol.js';
 
@@ -166,8 +165,10 @@ function frameFanout() {
 }
 
 /** Opens a runtime's WebSocket at `path`; rejects when the runtime refuses it (its status in the message). */
-export function openRuntimeSocket(ep: RuntimeEndpoint, path: string): Promise<RuntimeSocket> {
+export async function openRuntimeSocket(ep: RuntimeEndpoint, path: string): Promise<RuntimeSocket> {
   if (ep.tunnel) return openTunnelSocket(ep, path);
+  // ws is loaded when a terminal opens, not by every command that builds the core.
+  const { default: WebSocket } = await import('ws');
   return new Promise((resolve, reject) => {
     const url = ep.socketPath ? `ws+unix://${ep.socketPath}:${path}` : new URL(path, ep.url!.replace(/^http/, 'ws')).toString();
     const ws = new WebSocket(url, { headers: { authorization: ep.authorization }, perMessageDeflate: false, handshakeTimeout: 10_000 });

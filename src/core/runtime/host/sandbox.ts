@@ -284,6 +284,6 @@ export function probeSandbox(): SandboxProbe {
     hint:
       'User namespaces must be allowed: `sudo sysctl -w kernel.unprivileged_userns_clone=1` (Debian), or on Ubuntu 24.04+ ' +
       '`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (or an AppArmor profile for bwrap); in a container, ' +
-      'run it with the security options of templates/container/compose.yaml (README, "Containers": user namespaces, a fresh /proc, sethostname). AGENTWS_RUNTIME_SANDBOX=off runs agents without a sandbox (single-user trials only).',
+      'run it with the security options of templates/container/compose.yaml (docs/operating/containers.md: user namespaces, a fresh /proc, sethostname). AGENTWS_RUNTIME_SANDBOX=off runs agents without a sandbox (single-user trials only).',
   };
 }

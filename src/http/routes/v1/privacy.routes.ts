@@ -12,7 +12,7 @@ import { packageRoot } from '../../../lib/package-root.js';
 
 const Uuid = Type.String({ format: 'uuid' });
 const VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
-const Archive = Type.Unsafe<Buffer>({ type: 'string', format: 'binary', description: "A gzip'd tar: the files README \"A person's data: export and erasure\" lists, and manifest.json" });
+const Archive = Type.Unsafe<Buffer>({ type: 'string', format: 'binary', description: "A gzip'd tar: the files docs/admin/audit-and-data.md (\"A person's data: export and erasure\") lists, and manifest.json" });
 
 const ErasureCounts = Type.Object({
   pseudonym: Type.String({ description: 'erased:<12 hex>: how the audit log and usage name the person from now on' }),

@@ -27,7 +27,7 @@ const Size = Type.Object(
 const RESIZE_MAX_BYTES = 256;
 
 /**
- * The workspace terminal: one WebSocket per terminal (README "The terminal"). The terminal is opened
+ * The workspace terminal: one WebSocket per terminal (docs/using/workspace.md, "The terminal"). The terminal is opened
  * before the upgrade, so every refusal is an HTTP status with the usual error body (401, 403 without
  * agents.terminal or from another origin, 409/503 when the runtime cannot start); then text messages
  * are keystrokes in and output out, a binary message `{"type":"resize","cols":…,"rows":…}` resizes it,

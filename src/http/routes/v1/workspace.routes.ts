@@ -57,7 +57,7 @@ function fileHeaders(name: string, o: { type: string; download: boolean }): Reco
   };
 }
 
-/** A person's own workspace files (README, "Files"): browse, read, download a folder, upload. */
+/** A person's own workspace files (docs/using/workspace.md, "Files"): browse, read, download a folder, upload. */
 export async function workspaceRoutes(app: App, opts: { core: Core }): Promise<void> {
   const { workspaceFiles, config } = opts.core;
   // Multipart here keeps the client's relative paths (a folder pick sends "folder/sub/a.txt");

@@ -21,7 +21,7 @@ const size = (n: number) => (n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024)
 type Preview = { path: string; kind: 'text'; text: string } | { path: string; kind: 'image' } | { path: string; kind: 'none'; why: string };
 
 /**
- * The Files tab: the person's own workspace (README, "Files"): browse, open a file (text with syntax
+ * The Files tab: the person's own workspace (docs/using/workspace.md, "Files"): browse, open a file (text with syntax
  * colour, images shown, PDFs in a new tab, others downloaded), download a file or a folder as an archive,
  * upload files or a folder into the folder shown. Links the agent made are shown, never followed.
  */
