@@ -10,7 +10,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * largest file first), and a project's files stay together: a worker is reused only for the next file of
  * the same project (isolate: false), a new one costs a fresh import of the application.
  */
-const PROJECT_ORDER = ['runtime', 'browser', 'security', 'embedded', 'postgres', 'unit'];
+const PROJECT_ORDER = ['runtime', 'browser', 'security', 'embedded', 'postgres', 'unit', 'web'];
 
 export default class HeavyFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {

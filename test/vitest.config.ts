@@ -61,6 +61,8 @@ export default defineConfig({
       // Containment: real sandboxes and real runtimes. The probes need no database; the
       // model-driven suite runs on PostgreSQL (what the database is plays no part in what it checks).
       { extends: true, test: { name: 'security', include: ['test/security/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
+      // The dashboard's components in-process, in the test DOM (happy-dom, per file): no server, no browser.
+      { extends: true, test: { name: 'web', include: ['test/web/**/*.test.tsx'] } },
       // The web dashboard in a real headless Chromium; on PostgreSQL, like the security suite.
       { extends: true, test: { name: 'browser', include: ['test/e2e/**/*.test.ts'], env: { TEST_DB_MODE: 'postgres' } } },
     ],

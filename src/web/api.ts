@@ -119,7 +119,7 @@ export function explain(err: unknown): string {
   if (err instanceof ApiError) {
     if (err.status === 403) return `Not allowed: ${err.message}`;
     if (err.status === 404) return 'Not found: it may have been deleted, or it is not yours.';
-    // Its hint names CLI commands; in the browser the way is the checklist (setup-checklist.tsx).
+    // Its hint names CLI commands; in the browser the way is the checklist (screens/setup/checklist.tsx).
     if (err.code === 'runtime_not_ready') return `${err.message}. The Sessions screen shows what is left to set up.`;
     return err.hint ? `${err.message} — ${err.hint}` : err.message;
   }

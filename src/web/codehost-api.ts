@@ -1,34 +1,9 @@
 // The dashboard's calls for a git host's webhook (codehost-admin.routes.ts), beside api.ts.
 import { api } from './api.js';
+import type { Webhook, Delivery } from './wire.js';
+export type { Webhook, Delivery };
 
 export type CodeHostKind = 'github' | 'gitlab' | 'gitea';
-
-export interface Webhook {
-  host: string;
-  kind: CodeHostKind | null;
-  webhookUrl: string | null;
-  enabled: boolean;
-  secretSet: boolean;
-  mention: string;
-  label: string;
-  repos: string[];
-}
-
-export interface Delivery {
-  id: string;
-  deliveryId: string;
-  event: string;
-  outcome: 'queued' | 'ignored' | 'refused' | 'test';
-  reason: string | null;
-  repo: string | null;
-  targetType: 'issue' | 'pull_request' | null;
-  targetNumber: number | null;
-  targetUrl: string | null;
-  actorLogin: string | null;
-  handle: string | null;
-  replays: number;
-  receivedAt: string;
-}
 
 const path = (host: string) => `/admin/connectors/git/${encodeURIComponent(host)}/webhook`;
 

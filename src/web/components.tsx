@@ -1,31 +1,20 @@
-import type { ComponentChildren } from 'preact';
+import { type ComponentChildren, Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { adminTabs } from './admin-tabs';
 import { api, explain } from './api';
 import { belongsTo, refusalOf, type Refusal } from './refusal';
+import { settingHref, settingParts } from './setting-links';
+import { useLoad } from './use-load';
 import type { Me } from './types';
 
 /**
  * The frame of every signed-in screen: navigation (only what this user may use) and sign-out. On a
  * narrow screen (under 52rem) the navigation folds behind a Menu button and opens as a column.
  */
-export function Shell(props: { me: Me; demo: boolean; route: string; children: ComponentChildren }) {
+export function Shell(props: { me: Me; demo: boolean; route: string; nav: Array<{ href: string; title: string; current: boolean }>; docs?: { href: string; title: string }; children: ComponentChildren }) {
   const { me } = props;
   const [menu, setMenu] = useState(false);
   // A link followed from the open menu closes it.
   useEffect(() => setMenu(false), [props.route]);
-  const screens: Array<[string, string]> = [
-    ['sessions', 'Sessions'],
-    ['plans', 'Plans'],
-    ['memories', 'Memories'],
-    ['skills', 'Skills'],
-    // Everyone's: a person's own accounts at the git hosts, which their agents then act as.
-    ['connections', 'Connections'],
-    // Everyone's: tokens for the person's own scripts.
-    ['tokens', 'API tokens'],
-    // Only when the user's permissions open at least one admin tab.
-    ...(adminTabs(me.permissions).length ? ([['admin', 'Admin']] as Array<[string, string]>) : []),
-  ];
   // In demo mode there is no sign-in to end: the page that says so, and how to turn sign-in on.
   const demoMode = props.demo && me.demo === true;
   const signOut = async () => {
@@ -43,14 +32,20 @@ export function Shell(props: { me: Me; demo: boolean; route: string; children: C
         <a class="brand" href="#/sessions">
           Agent Workspace
         </a>
+        {/* This screen's page of the docs: in a tab of its own, so the screen stays as it was. */}
+        {props.docs ? (
+          <a class="docs-link" href={props.docs.href} target="_blank" rel="noopener" title={`${props.docs.title} in the docs`} data-testid="docs-link">
+            Docs
+          </a>
+        ) : null}
         <button type="button" class="menu-toggle" aria-expanded={menu} aria-controls="main-menu" onClick={() => setMenu(!menu)}>
           {menu ? 'Close' : 'Menu'}
         </button>
         <div class="menu" id="main-menu">
           <nav aria-label="Main">
-            {screens.map(([id, label]) => (
-              <a href={`#/${id}`} aria-current={props.route === id ? 'page' : undefined}>
-                {label}
+            {props.nav.map((n) => (
+              <a href={n.href} aria-current={n.current ? 'page' : undefined}>
+                {n.title}
               </a>
             ))}
           </nav>
@@ -81,13 +76,17 @@ export function DemoSignedOut(props: { me: Me }) {
         {props.me.user.email ? ` (${props.me.user.email})` : ''}. So there is no sign-in to end: closing this tab is all it takes.
       </p>
       <p>Demo mode is for trying the service on a machine only you can reach. To have people sign in with their own accounts, an administrator of the machine configures an identity provider and turns demo mode off, then restarts the service:</p>
-      <pre>{`AGENTWS_ALLOW_ANONYMOUS=false
+      <pre>
+        <SettingText
+          text={`AGENTWS_ALLOW_ANONYMOUS=false
 # Microsoft Entra ID
 AGENTWS_ENTRA_TENANT_ID=<directory (tenant) id>
 # or any other OpenID Connect issuer
 AGENTWS_OIDC_ISSUER_URL=https://issuer.example.com
 AGENTWS_OIDC_CLIENT_ID=<application (client) id>
-AGENTWS_OIDC_CLIENT_SECRET=<client secret>`}</pre>
+AGENTWS_OIDC_CLIENT_SECRET=<client secret>`}
+        />
+      </pre>
       <p>
         <a href="#/sessions">Back to your sessions</a>
       </p>
@@ -99,7 +98,7 @@ export function ErrorNote(props: { error: string | null; onClose?: () => void })
   if (!props.error) return null;
   return (
     <div class="error" role="alert">
-      {props.error}
+      <SettingText text={props.error} />
       {props.onClose ? (
         <button type="button" class="link" onClick={props.onClose} aria-label="Dismiss">
           ×
@@ -167,7 +166,7 @@ export function useRefusal(fields: string[] = [], options: { conflictAt?: string
 export function FieldError(props: { message: string | null; id?: string }) {
   return props.message ? (
     <span class="field-error" role="alert" id={props.id}>
-      {props.message}
+      <SettingText text={props.message} />
     </span>
   ) : null;
 }
@@ -176,7 +175,7 @@ export function FieldError(props: { message: string | null; id?: string }) {
 export function FormError(props: { message: string | null }) {
   return props.message ? (
     <p class="error form-error" role="alert">
-      {props.message}
+      <SettingText text={props.message} />
     </p>
   ) : null;
 }
@@ -186,17 +185,88 @@ export function FormError(props: { message: string | null }) {
  * embedder): the tenant's people, read once where the viewer may list them; else the reference as is.
  */
 export function usePersonNames(canList = true): (ref: string) => string {
-  const [people, setPeople] = useState<Map<string, { name: string; email: string }>>(new Map());
-  useEffect(() => {
-    // Only where the viewer may list people (admin.manage_users): a refusal would be a console error.
-    if (!canList) return;
-    void api<{ users: Array<{ id: string; handle: string; email: string; displayName: string }> }>('GET', '/admin/users').then(
-      (r) => setPeople(new Map(r.users.map((u) => [u.id, { name: u.displayName || u.handle, email: u.email }]))),
-      () => {},
-    );
-  }, []);
+  // Only where the viewer may list people (admin.manage_users): a refusal would be a console error.
+  const people =
+    useLoad(() =>
+      canList
+        ? api<{ users: Array<{ id: string; handle: string; email: string; displayName: string }> }>('GET', '/admin/users').then(
+            (r) => new Map(r.users.map((u) => [u.id, { name: u.displayName || u.handle, email: u.email }])),
+          )
+        : Promise.resolve(new Map<string, { name: string; email: string }>()),
+    ).data ?? new Map<string, { name: string; email: string }>();
   return (ref: string) => {
     const p = people.get(/^user:(.+)$/.exec(ref)?.[1] ?? '');
     return p ? `${p.name} <${p.email}>` : ref;
   };
+}
+
+/** The message, its setting names linked; a message that names none is the same text. */
+export function SettingText(props: { text: string | null | undefined }) {
+  if (!props.text) return null;
+  const parts = settingParts(props.text);
+  if (!parts.some((p) => p.setting)) return <>{props.text}</>;
+  return (
+    <>
+      {parts.map((p) =>
+        p.setting ? (
+          <a class="setting" href={settingHref(p.text)} target="_blank" rel="noopener" title={`${p.text} in the configuration reference`}>
+            {p.text}
+          </a>
+        ) : (
+          p.text
+        ),
+      )}
+    </>
+  );
+}
+
+/** A column of a `Table`: its heading ('' for none) and what each row shows in it. */
+export interface Column<T> {
+  title: string;
+  cell?: (item: T) => ComponentChildren;
+  /** The cell's tooltip (the raw reference behind a name, say). */
+  hint?: (item: T) => string | undefined;
+  /** The cell's data-testid. */
+  testId?: string;
+}
+
+/**
+ * The dashboard's tables: headings, then a row an item. `row` draws a row itself where each needs its own
+ * state (an inline form): `columns` then give only the headings.
+ */
+export function Table<T>(props: {
+  label?: string;
+  columns: Array<Column<T>>;
+  items: T[];
+  /** Each row's key among the others. */
+  id: (item: T) => string;
+  testId?: (item: T) => string;
+  row?: (item: T) => ComponentChildren;
+}) {
+  return (
+    <table aria-label={props.label}>
+      <thead>
+        <tr>
+          {props.columns.map((c) => (
+            <th>{c.title}</th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>
+        {props.items.map((item) =>
+          props.row ? (
+            <Fragment key={props.id(item)}>{props.row(item)}</Fragment>
+          ) : (
+            <tr key={props.id(item)} data-testid={props.testId?.(item)}>
+              {props.columns.map((c) => (
+                <td title={c.hint?.(item)} data-testid={c.testId}>
+                  {c.cell?.(item)}
+                </td>
+              ))}
+            </tr>
+          ),
+        )}
+      </tbody>
+    </table>
+  );
 }

@@ -1,17 +1,10 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, explain, keepSignedIn, onSignedOut, prefetch } from './api';
-import { DemoSignedOut, Shell } from './components';
-import { AdminScreen } from './screens/admin';
-import { ConnectionsScreen } from './screens/connections';
-import { MemoriesScreen } from './screens/memories';
-import { PlansScreen } from './screens/plans';
-import { SkillsScreen } from './screens/skills';
-import { SessionsScreen } from './screens/sessions';
-import { SessionScreen } from './screens/session-screen';
-import { SignInScreen, type AuthStatus } from './screens/sign-in';
-import { SignInLinkScreen } from './screens/sign-in-link';
-import { TokensScreen } from './screens/tokens';
+import { Shell } from './components';
+import { matchRoute } from './route-match';
+import { docsHref, navigation, ROUTES } from './routes';
+import { SignInScreen, type AuthStatus } from './screens/sign-in/sign-in';
 import type { Me } from './types';
 
 /** The route is the URL's hash (#/sessions, #/sessions/<id>, #/admin/audit): no server routes to keep in step. */
@@ -74,35 +67,26 @@ function App() {
     };
   }, []);
 
-  // A one-time sign-in link, whoever is signed in now: using it signs this browser in as its person.
-  if (route[0] === 'sign-in-link') {
-    return (
-      <SignInLinkScreen
-        token={route[1]}
-        onSignedIn={() => {
-          setWho({ state: 'loading' });
-          location.replace('#/sessions');
-          void load();
-        }}
-      />
-    );
-  }
+  const signedIn = () => {
+    setWho({ state: 'loading' });
+    location.replace('#/sessions');
+    void load();
+  };
+  const found = matchRoute(route, ROUTES);
+  if (found?.route.open) return <>{found.route.open({ params: found.params, signedIn })}</>;
   if (who.state === 'loading') return <p class="boot">Loading…</p>;
   if (who.state === 'out') return <SignInScreen status={who.status} error={who.error} />;
   const { me, status } = who;
-  const [screen, id] = route;
+  const at = found?.route.screen && (found.route.when?.(me) ?? true) ? found : null;
   return (
-    <Shell me={me} demo={status.auth.allowAnonymous} route={screen}>
-      {screen === 'sessions' && id ? <SessionScreen me={me} sessionId={id} key={id} /> : null}
-      {screen === 'sessions' && !id ? <SessionsScreen me={me} /> : null}
-      {screen === 'plans' ? <PlansScreen planId={id} key={id ?? 'list'} /> : null}
-      {screen === 'memories' ? <MemoriesScreen me={me} /> : null}
-      {screen === 'skills' ? <SkillsScreen me={me} skillId={id} key={id ?? 'list'} /> : null}
-      {screen === 'connections' ? <ConnectionsScreen /> : null}
-      {screen === 'tokens' ? <TokensScreen /> : null}
-      {screen === 'admin' ? <AdminScreen me={me} tab={id ?? 'users'} /> : null}
-      {screen === 'signed-out' && me.demo ? <DemoSignedOut me={me} /> : null}
-      {!['sessions', 'plans', 'memories', 'skills', 'connections', 'tokens', 'admin', ...(me.demo ? ['signed-out'] : [])].includes(screen) ? <p class="empty">Nothing here. <a href="#/sessions">Go to your sessions</a>.</p> : null}
+    <Shell me={me} demo={status.auth.allowAnonymous} route={route.join('/')} nav={navigation(me, at?.route ?? null)} docs={at ? { href: docsHref(at.route, at.params, me), title: at.route.title } : undefined}>
+      {at ? (
+        at.route.screen?.({ me, params: at.params })
+      ) : (
+        <p class="empty">
+          Nothing here. <a href="#/sessions">Go to your sessions</a>.
+        </p>
+      )}
     </Shell>
   );
 }

@@ -2,40 +2,9 @@
 // session at a message. Kept apart from api.ts, which stays the one transport.
 
 import { api } from './api';
+import type { Branch, ModelCatalog, ModelChoice, SessionModel } from './wire.js';
 
-/** One model of GET /v1/models. */
-export interface ModelChoice {
-  ref: string;
-  provider: string;
-  id: string;
-  name: string;
-  default: boolean;
-  contextLimit: number | null;
-  allowed: boolean;
-}
-
-export interface ModelCatalog {
-  defaultModel: string | null;
-  models: ModelChoice[];
-}
-
-/** GET/PUT /v1/sessions/:id/model. */
-export interface SessionModel {
-  sessionId: string;
-  model: string | null;
-  templateModel: string | null;
-  defaultModel: string | null;
-  effective: { model: string; source: 'session' | 'template' | 'default' | 'turn' } | null;
-}
-
-/** POST /v1/sessions/:id/fork. */
-export interface Branch {
-  sessionId: string;
-  title: string;
-  messages: number;
-  workspace: 'shared';
-  message: string;
-}
+export type { Branch, ModelCatalog, ModelChoice, SessionModel };
 
 /** `all` (whoever manages roles): every model served, each with whether the caller may choose it. */
 export const listModels = (all = false) => api<ModelCatalog>('GET', `/models${all ? '?all=true' : ''}`);

@@ -151,7 +151,7 @@ export function refusalOf(err: RefusalSource | Error | unknown): Refusal {
     return { field: detailsField, message: full, full };
   }
   if (err.code === 'runtime_not_ready') {
-    // Its hint names CLI commands; in the browser the way is the checklist (setup-checklist.tsx).
+    // Its hint names CLI commands; in the browser the way is the checklist (screens/setup/checklist.tsx).
     const full = `${sentence(err.message)} The Sessions screen shows what is left to set up.`;
     return { message: full, full };
   }

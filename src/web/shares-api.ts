@@ -1,51 +1,10 @@
 // The dashboard's calls for sessions shared read-only and handed over: src/http/routes/v1/session-shares.routes.ts.
 import { api } from './api';
+import type { HandOverResult, SessionAccess, Share, SharedSession } from './wire.js';
 
-export type ShareMode = 'live' | 'as_of_now';
-
-export interface Person {
-  userId: string;
-  handle: string;
-  email: string;
-  name: string;
-}
-
-export interface Share {
-  shareId: string;
-  mode: ShareMode;
-  createdAt: string;
-  person: Person | null;
-  team: { teamId: string; name: string } | null;
-}
-
-export interface SharedSession {
-  sessionId: string;
-  title: string;
-  updatedAt: string;
-  owner: Person;
-  shareId: string;
-  mode: ShareMode;
-  sharedAt: string;
-  team: string | null;
-}
-
-/** What the caller may do with a session: theirs, or a read-only view of somebody else's. */
-export interface SessionAccess {
-  sessionId: string;
-  title: string;
-  role: 'owner' | 'viewer';
-  mode: ShareMode | null;
-  asOf: string | null;
-  owner: Person;
-}
-
-export interface HandOverResult {
-  sessionId: string;
-  owner: Person;
-  transcript: { messages: number };
-  workspace: { folder: string | null; files: number; bytes: number; skipped: { links: number; git: number; overLimit: number; other: number } };
-  keptAccess: boolean;
-}
+export type { HandOverResult, SessionAccess, Share, SharedSession };
+export type ShareMode = Share['mode'];
+export type Person = NonNullable<Share['person']>;
 
 const enc = encodeURIComponent;
 

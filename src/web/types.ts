@@ -1,22 +1,7 @@
-// Shapes of the API's answers the dashboard reads (SPEC.md; the OpenAPI document at /v1/openapi.json).
-
-export interface Permissions {
-  agents: { create: boolean; delete: boolean; configure: boolean; terminal?: boolean; code_host?: boolean; use_templates: string[] | '*' };
-  memory: { read_own: boolean; read_team: boolean; read_org: boolean; write: boolean; delete: boolean; share: boolean };
-  tools: { allowed: string[] | '*'; denied: string[] };
-  /** The models the role may choose; absent in documents older than it: every model. */
-  models?: { allowed: string[] | '*' };
-  admin: { manage_users: boolean; manage_roles: boolean; manage_templates: boolean; manage_providers: boolean; view_audit_log: boolean; manage_tenant: boolean };
-  cost: { monthly_limit_usd?: number; per_request_limit_usd?: number };
-}
-
-export interface Me {
-  user: { id: string; handle: string; email: string; displayName: string; tenantId: string };
-  roles: string[];
-  permissions: Permissions;
-  /** Acting as the operator in local demo mode, without a sign-in. */
-  demo?: boolean;
-}
+// Shapes the dashboard reads: the signed-in person's (from the API's schemas, wire.ts) and the runtime's
+// events and messages, relayed as opencode sends them (SPEC.md "Events"; no schema of ours describes them).
+import type { Me, Permissions } from './wire.js';
+export type { Me, Permissions };
 
 export interface Part {
   id: string;

@@ -49,7 +49,8 @@ describe('setting a workspace up in the dashboard', () => {
     // The provider refuses any key but its own, in its own words (OpenAI's, quoting the key back).
     llm.respond((req) => (req.authorization === `Bearer ${KEY}` ? undefined : { error: { status: 401, message: `Incorrect API key provided: ${req.authorization?.slice(7) ?? 'none'}` } }));
     platform = await startFakeChatPlatform();
-    t = await startTestApp({ vars: { AGENTWS_BOT_CHAT_API_URL: platform.url } });
+    // Three memories a person: the owner's embedder test writes three, the docs-link test is refused a fourth.
+    t = await startTestApp({ vars: { AGENTWS_BOT_CHAT_API_URL: platform.url, AGENTWS_MEMORY_QUOTA: '3' } });
     acme = await seedTenant(t, 'acme', [{ handle: 'mia', roles: ['member'] }]);
     await t.opened.db.query(`update users set display_name = 'Olive Owner' where id = $1`, [acme.ids.owner]);
     ownerToken = (await signInAs(t, { sub: acme.ids.owner, tid: acme.tenantId, roles: ['owner'] })).access;
@@ -279,6 +280,48 @@ describe('setting a workspace up in the dashboard', () => {
     await page.getByText('No embedder: memory search answers on full text.', { exact: false }).waitFor();
     const actions = (await t.opened.db.query<{ action: string }>(`select action from audit_log where tenant_id = $1 and action like 'embedder.%' order by ts, seq`, [acme.tenantId])).rows.map((r) => r.action);
     expect(actions).toEqual(['embedder.set', 'embedder.set', 'embedder.clear']);
+  });
+
+  it('a screen links to its page of the docs; a refusal naming a setting links to its entry in the configuration reference', async () => {
+    const miaToken = (await signInAs(t, { sub: acme.ids.mia, tid: acme.tenantId, roles: ['member'] })).access;
+    for (const content of ['Standups are at ten', 'The wiki is the source of truth', 'Releases are tagged vX.Y.Z']) {
+      expect((await api(t, 'POST', '/v1/memories', { token: miaToken, body: { kind: 'fact', content } })).status).toBe(201);
+    }
+    const mia = await member.newPage();
+    try {
+      await mia.goto(`${t.url}/#/memories`);
+      await mia.getByRole('heading', { name: 'Memories' }).waitFor();
+      // The header's docs link: the screen's page (the route table's), in a tab of its own.
+      const docsLink = mia.getByTestId('docs-link');
+      expect(await docsLink.getAttribute('href')).toBe('/docs/admin/memories-and-skills');
+      const [docsPage, opened] = await Promise.all([member.waitForEvent('page'), member.waitForEvent('response', (r) => r.url() === `${t.url}/docs/admin/memories-and-skills`), docsLink.click()]);
+      // The page is the docs' (docs/admin/memories-and-skills.md, rendered at the build).
+      expect(opened.status()).toBe(200);
+      await docsPage.waitForURL(`${t.url}/docs/admin/memories-and-skills`);
+      expect(await docsPage.locator('h1').textContent()).toMatch(/memor/i);
+      await docsPage.close();
+      // Another screen, another page: the admin tabs each have theirs.
+      await mia.goto(`${t.url}/#/tokens`);
+      await mia.getByRole('heading', { name: 'API tokens' }).waitFor();
+      expect(await mia.getByTestId('docs-link').getAttribute('href')).toBe('/docs/admin/tokens');
+
+      // A fourth memory is past the quota: the refusal's hint names the setting, which links to its entry.
+      await mia.goto(`${t.url}/#/memories`);
+      await mia.getByRole('heading', { name: 'Memories' }).waitFor();
+      const form = mia.getByRole('form', { name: 'New memory' });
+      await form.locator('input[name=content]').fill('Lunch is at noon');
+      await form.getByRole('button', { name: 'Save' }).click();
+      const setting = mia.getByRole('alert').getByRole('link', { name: 'AGENTWS_MEMORY_QUOTA' });
+      await setting.waitFor();
+      expect(await setting.getAttribute('href')).toBe('/docs/reference/configuration#agentws_memory_quota');
+      const [reference] = await Promise.all([member.waitForEvent('page'), setting.click()]);
+      await reference.waitForURL(`${t.url}/docs/reference/configuration#agentws_memory_quota`);
+      await reference.locator('h2#agentws_memory_quota').waitFor();
+      expect(await reference.locator('h1').textContent()).toContain('Configuration reference');
+      await reference.close();
+    } finally {
+      await mia.close();
+    }
   });
 
   /**

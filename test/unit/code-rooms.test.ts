@@ -35,9 +35,11 @@ function filesUnder(dir: string): string[] {
 }
 
 /** Every module a file imports: relative ones as repo paths, packages as their names. */
-function importsOf(file: string): string[] {
+/** The modules a file imports (`kind`: only those imported for types, `import type`, or only the others). */
+function importsOf(file: string, kind: 'all' | 'type' | 'value' = 'all'): string[] {
   const text = readFileSync(join(root, file), 'utf8');
-  const specs = [...text.matchAll(/^(?:import|export)\s[^;]*?\bfrom\s*'([^']+)'/gm), ...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g)].map((m) => m[1]);
+  const statements = [...text.matchAll(/^(?:import|export)\s([^;]*?)\bfrom\s*'([^']+)'/gm)].filter((m) => kind === 'all' || /^type\s/.test(m[1]) === (kind === 'type'));
+  const specs = [...statements.map((m) => m[2]), ...(kind === 'type' ? [] : [...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g)].map((m) => m[1]))];
   return specs.map((spec) => (spec.startsWith('.') ? relative(root, resolve(dirname(join(root, file)), spec)).replace(/\.js$/, '.ts') : spec));
 }
 
@@ -108,13 +110,18 @@ describe('code rooms', () => {
     expect(edges.get('src/http/build-app.ts')!.length).toBeGreaterThan(10);
   });
 
-  it('the dashboard (src/web) shares of the rest of src only modules that import nothing (its bundle includes them)', () => {
+  it('the dashboard (src/web) shares of the rest of src only modules that import nothing (its bundle includes them); types only in wire.ts', () => {
     const webFiles = (dir: string): string[] =>
       readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? webFiles(join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [join(dir, e.name)] : []));
+    const outsideWeb = (f: string, typeOnly: boolean) => importsOf(f, typeOnly ? 'type' : 'value').filter((t) => t.startsWith('src/') && !t.startsWith('src/web/'));
     // The dashboard imports without extensions (the bundler's resolution): the shared module is a .ts file.
-    const shared = [...new Set(webFiles('src/web').flatMap((f) => importsOf(f).filter((t) => t.startsWith('src/') && !t.startsWith('src/web/')).map((t) => (t.endsWith('.ts') ? t : `${t}.ts`))))];
+    const shared = [...new Set(webFiles('src/web').flatMap((f) => outsideWeb(f, false).map((t) => (t.endsWith('.ts') ? t : `${t}.ts`))))];
     expect(shared).toEqual(['src/lib/access-grammar.ts']);
     for (const f of shared) expect(importsOf(f)).toEqual([]);
+    // The API's schemas, for the answers' types: type-only (esbuild drops them, the bundle takes nothing of
+    // the server), in the one file that turns them into the dashboard's types.
+    expect(webFiles('src/web').filter((f) => outsideWeb(f, true).length)).toEqual(['src/web/wire.ts']);
+    expect(outsideWeb('src/web/wire.ts', true).every((t) => /\.(routes|schemas)\.ts$/.test(t))).toBe(true);
   });
 
   it('areas of the core import one way (no two areas import each other)', () => {

@@ -1,18 +1,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
+import { useLoad } from '../use-load';
 import { changer, ErrorNote, when } from '../components';
-
-interface MyGitConnection {
-  host: string;
-  baseUrl: string;
-  userConnections: 'off' | 'optional' | 'required';
-  connected: boolean;
-  account: string | null;
-  connectedAt: string | null;
-  expiresAt: string | null;
-  /** Why its last refresh failed (its agents use the shared access, or are refused, until it works again). */
-  problem: string | null;
-}
+import type { MyGitConnection } from '../wire';
 
 /** What not being connected means for the person's agents, by the host's mode. */
 const unconnected = (c: MyGitConnection) =>
@@ -28,10 +18,8 @@ const unconnected = (c: MyGitConnection) =>
  * with `?connected=<host>` or `?error=<message>` after the route.
  */
 export function ConnectionsScreen() {
-  const [items, setItems] = useState<MyGitConnection[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  const load = () => api<{ git: MyGitConnection[] }>('GET', '/me/connections').then((r) => setItems(r.git), (err) => setError(explain(err)));
+  const { data: items, error, setError, reload: load } = useLoad(() => api<{ git: MyGitConnection[] }>('GET', '/me/connections').then((r) => r.git));
   useEffect(() => {
     const readBack = () => {
       const back = new URLSearchParams(location.hash.split('?')[1] ?? '');

@@ -2,19 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
 import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me } from '../types';
-
-interface Memory {
-  id: string;
-  kind: string;
-  content: string;
-  visibility: 'private' | 'team' | 'org';
-  status: 'active' | 'quarantined';
-  source: string;
-  author: { id: string; handle: string };
-  /** What the screening found in its text when it was written; a quarantined one with none is held by the tenant's setting. */
-  signals?: string[];
-  createdAt: string;
-}
+import type { Memory } from '../wire';
 
 /** Why a quarantined memory waits for its author: what it reads like, or the tenant's hold on agent saves. */
 function heldBecause(m: Memory): string {

@@ -1,33 +1,14 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, explain } from '../api';
-import { ErrorNote, usd, when } from '../components';
-
-interface PlanItem {
-  id: string;
-  status: string;
-  taskDescription: string;
-  createdAt: string;
-  parentSessionId: string;
-  costUsd?: number;
-  error?: string;
-  subtasks?: { total: number; pending: number; running: number; completed: number; failed: number };
-}
-interface Subtask {
-  index: number;
-  description: string;
-  status: string;
-  dependencies?: number[];
-  result?: string;
-  error?: string;
-  sessionId?: string;
-}
+import { ErrorNote, SettingText, usd, when } from '../components';
+import type { PlanDetail, PlanItem } from '../wire';
 
 const FINAL = new Set(['completed', 'failed']);
 
 /** Your plans; one plan's subtask graph, refreshed every second while it runs; cancel. */
 export function PlansScreen(props: { planId?: string }) {
   const [plans, setPlans] = useState<PlanItem[] | null>(null);
-  const [detail, setDetail] = useState<{ plan: PlanItem; subtasks: Subtask[] } | null>(null);
+  const [detail, setDetail] = useState<PlanDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
@@ -36,7 +17,7 @@ export function PlansScreen(props: { planId?: string }) {
     const tick = async () => {
       try {
         if (props.planId) {
-          const d = await api<{ plan: PlanItem; subtasks: Subtask[] }>('GET', `/orchestrate/${props.planId}`);
+          const d = await api<PlanDetail>('GET', `/orchestrate/${props.planId}`);
           if (!live) return;
           setDetail(d);
           if (!FINAL.has(d.plan.status)) timer = setTimeout(tick, 1000);
@@ -79,7 +60,9 @@ export function PlansScreen(props: { planId?: string }) {
               <span class={`badge ${detail.plan.status}`} data-testid="plan-status">
                 {detail.plan.status}
               </span>{' '}
-              {detail.plan.costUsd ? usd(detail.plan.costUsd) : null} {detail.plan.error ? <span class="error">{detail.plan.error}</span> : null}
+              {detail.plan.costUsd ? usd(detail.plan.costUsd) : null} {detail.plan.error ? <span class="error">
+                  <SettingText text={detail.plan.error} />
+                </span> : null}
               {!FINAL.has(detail.plan.status) ? (
                 <button type="button" class="danger" onClick={() => cancel(detail.plan.id)}>
                   Cancel plan
@@ -97,7 +80,9 @@ export function PlansScreen(props: { planId?: string }) {
                       <a href={`#/sessions/${s.sessionId}`}>transcript</a>
                     </>
                   ) : null}
-                  {s.error ? <div class="error">{s.error}</div> : null}
+                  {s.error ? <div class="error">
+                      <SettingText text={s.error} />
+                    </div> : null}
                 </li>
               ))}
             </ol>

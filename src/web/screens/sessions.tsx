@@ -3,13 +3,10 @@ import { api, explain } from '../api';
 import { ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
 import type { Me } from '../types';
 import { exportUrl, listSessions, originHref, resultHref, searchSessions, snippetPieces, updateSession, type ListedSession, type ListView, type SearchResult } from '../sessions-api';
-import { SetupChecklist, type SetupState } from './setup-checklist';
+import { SetupChecklist, type SetupState } from './setup/checklist';
 import { SharedWithMe } from './shared-with-me';
-
-interface Template {
-  slug: string;
-  name: string;
-}
+import { useLoad } from '../use-load';
+import type { Template } from '../wire';
 
 /**
  * The user's sessions: start one (from a template they may use); find one (search, filters, more pages);
@@ -18,9 +15,9 @@ interface Template {
 export function SessionsScreen(props: { me: Me }) {
   const [sessions, setSessions] = useState<ListedSession[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
+  const canCreate = props.me.permissions.agents.create;
   const [view, setView] = useState<ListView>('active');
   const [filterTemplate, setFilterTemplate] = useState('');
-  const [templates, setTemplates] = useState<Template[]>([]);
   const [title, setTitle] = useState('');
   const [template, setTemplate] = useState('');
   const [error, setError] = useState<string | null>(null);
@@ -29,9 +26,9 @@ export function SessionsScreen(props: { me: Me }) {
   const [results, setResults] = useState<SearchResult[] | null>(null);
   const searchSeq = useRef(0);
   // Whether the workspace can prompt yet: until it can, the first-run checklist instead of the form.
-  const [setup, setSetup] = useState<SetupState | null>(null);
-  const checkSetup = () => api<SetupState>('GET', '/setup').then(setSetup, () => {});
-  const canCreate = props.me.permissions.agents.create;
+  const { data: setup, reload: checkSetup } = useLoad(() => api<SetupState>('GET', '/setup'));
+  // The templates to start from, for those who may start sessions (a refusal is not shown: none offered).
+  const templates = useLoad(() => (canCreate ? api<{ templates: Template[] }>('GET', '/templates').then((r) => r.templates) : Promise.resolve([]))).data ?? [];
 
   const load = async (more = false) => {
     try {
@@ -46,10 +43,6 @@ export function SessionsScreen(props: { me: Me }) {
   useEffect(() => {
     void load();
   }, [view, filterTemplate]);
-  useEffect(() => {
-    void checkSetup();
-    if (canCreate) void api<{ templates: Template[] }>('GET', '/templates').then((r) => setTemplates(r.templates), () => {});
-  }, []);
 
   const refusal = useRefusal(['title', 'template_slug']);
   // Searching as the person types (a moment after they stop); an older answer never replaces a newer one.

@@ -1,32 +1,10 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, explain } from '../api';
 import { ErrorNote, usd, when } from '../components';
 import { Markdown } from '../markdown';
 import type { Me } from '../types';
-
-interface Skill {
-  id: string;
-  name: string;
-  description: string;
-  status: 'proposed' | 'promoted' | 'deprecated';
-  version: number;
-  promotedVersion: number | null;
-  pendingVersion: number | null;
-  createdAt: string;
-}
-interface Flag {
-  line: number;
-  text: string;
-  reason: string;
-}
-interface SkillDetail extends Skill {
-  content: string;
-  contentVersion: number;
-  flags: Flag[];
-  loads: number;
-  versions: Array<{ version: number; status: string; description: string; createdAt: string; reviewedBy?: string | null }>;
-  sourceTrajectories: Array<{ id: string; sessionId?: string; request?: string; answer?: string; tools?: string[]; outcome?: string; costUsd?: number; createdAt?: string }>;
-}
+import { useLoad } from '../use-load';
+import type { Skill, SkillDetail } from '../wire';
 
 type Tab = 'review' | 'promoted' | 'deprecated';
 
@@ -39,26 +17,36 @@ type Tab = 'review' | 'promoted' | 'deprecated';
 export function SkillsScreen(props: { me: Me; skillId?: string }) {
   const reviewer = props.me.permissions.admin.manage_templates;
   const [tab, setTab] = useState<Tab>(reviewer ? 'review' : 'promoted');
-  const [skills, setSkills] = useState<Skill[] | null>(null);
-  const [detail, setDetail] = useState<SkillDetail | null>(null);
   const [read, setRead] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-
-  const load = (id: string) => api<{ skill: SkillDetail }>('GET', `/skills/${id}`).then((r) => (setDetail(r.skill), setRead(false)));
-  useEffect(() => {
-    if (props.skillId) load(props.skillId).catch((err) => setError(explain(err)));
-    else
-      api<{ skills: Skill[] }>('GET', tab === 'review' ? '/skills' : `/skills?status=${tab}`).then(
-        (r) => setSkills(tab === 'review' ? r.skills.filter((s) => s.pendingVersion !== null) : r.skills),
-        (err) => setError(explain(err)),
-      );
-  }, [props.skillId, tab]);
+  // One skill (its address names it; read again after each review action, its box unticked), or the tab's list.
+  const one = useLoad(
+    () =>
+      props.skillId
+        ? api<{ skill: SkillDetail }>('GET', `/skills/${props.skillId}`).then((r) => {
+            setRead(false);
+            return r.skill;
+          })
+        : Promise.resolve(null),
+    [props.skillId],
+  );
+  const list = useLoad(
+    () =>
+      props.skillId ? Promise.resolve(null) : api<{ skills: Skill[] }>('GET', tab === 'review' ? '/skills' : `/skills?status=${tab}`).then((r) => (tab === 'review' ? r.skills.filter((s) => s.pendingVersion !== null) : r.skills)),
+    [props.skillId, tab],
+  );
+  const detail = one.data;
+  const skills = list.data;
+  const error = one.error ?? list.error;
+  const setError = (e: string | null) => {
+    one.setError(e);
+    list.setError(e);
+  };
 
   const act = async (path: string, body?: unknown) => {
     if (!detail) return;
     try {
       await api('PATCH', `/skills/${detail.id}/${path}`, body);
-      await load(detail.id);
+      await one.reload();
     } catch (err) {
       setError(explain(err));
     }

@@ -1,19 +1,10 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, explain } from '../api';
+import { useState } from 'preact/hooks';
+import { api } from '../api';
+import { useLoad } from '../use-load';
 import { changer, ErrorNote, FieldError, FormError, useRefusal, when } from '../components';
+import type { PersonalToken } from '../wire';
 
 type Scope = 'read' | 'sessions' | 'memories' | 'admin';
-
-interface PersonalToken {
-  id: string;
-  name: string;
-  prefix: string;
-  scopes: Scope[];
-  expiresAt: string;
-  createdAt: string;
-  lastUsedAt: string | null;
-  status: 'active' | 'expired' | 'revoked';
-}
 
 const SCOPE_TEXT: Record<Scope, string> = {
   read: 'Read: GET requests only, everything you can read',
@@ -27,27 +18,22 @@ const SCOPE_TEXT: Record<Scope, string> = {
  * The value is shown once, right after creation; afterwards only its first characters.
  */
 export function TokensScreen() {
-  const [tokens, setTokens] = useState<PersonalToken[] | null>(null);
-  const [maxDays, setMaxDays] = useState(90);
-  const [held, setHeld] = useState<Array<{ scope: Scope; held: boolean }>>([]);
-  const [error, setError] = useState<string | null>(null);
   const [name, setName] = useState('');
   const [scopes, setScopes] = useState<Scope[]>(['read']);
   const [days, setDays] = useState(30);
   const [created, setCreated] = useState<{ name: string; value: string } | null>(null);
   const [copied, setCopied] = useState(false);
 
-  const load = () =>
-    api<{ tokens: PersonalToken[]; maxDays: number; scopes: Array<{ scope: Scope; held: boolean }> }>('GET', '/me/tokens').then(
-      (r) => {
-        setTokens(r.tokens);
-        setMaxDays(r.maxDays);
-        setHeld(r.scopes);
-        setDays((d) => Math.min(d, r.maxDays));
-      },
-      (err) => setError(explain(err)),
-    );
-  useEffect(() => void load(), []);
+  const loaded = useLoad(() =>
+    api<{ tokens: PersonalToken[]; maxDays: number; scopes: Array<{ scope: Scope; held: boolean }> }>('GET', '/me/tokens').then((r) => {
+      setDays((d) => Math.min(d, r.maxDays));
+      return r;
+    }),
+  );
+  const { error, setError, reload: load } = loaded;
+  const tokens = loaded.data?.tokens ?? null;
+  const maxDays = loaded.data?.maxDays ?? 90;
+  const held = loaded.data?.scopes ?? [];
   const run = changer(load, setError);
   const refusal = useRefusal(['name', 'scopes', 'expiresInDays']);
 

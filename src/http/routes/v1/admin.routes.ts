@@ -11,7 +11,7 @@ const Uuid = Type.String({ format: 'uuid' });
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 
 const Person = Type.Object({ id: Uuid, name: Type.String({ description: 'Display name, else handle' }), email: Type.String() });
-const AuditEntry = Type.Object({
+export const AuditEntry = Type.Object({
   id: Uuid,
   ts: DateTime,
   tenantId: Nullable(Uuid),
@@ -35,7 +35,13 @@ const TokenSplit = {
   cacheWriteTokens: Type.Integer({ description: 'Input tokens written to the prompt cache (billed at the cache write price)' }),
 };
 const Totals = Type.Object({ tokens: Type.Integer(), cost: Type.Number(), ...TokenSplit });
-const UsageDigest = Type.Object({
+/** Tokens and cost over time (GET /v1/admin/usage/series). */
+export const UsageSeries = Type.Object({
+  window: Type.Object({ since: Type.String(), from: DateTime, to: DateTime }),
+  bucket: Type.Union([Type.Literal('hour'), Type.Literal('day')]),
+  points: Type.Array(Type.Object({ at: DateTime, model: Type.String(), userId: Nullable(Uuid), tokens: Type.Integer(), cost: Type.Number() }), { description: 'Only buckets that saw use, oldest first' }),
+});
+export const UsageDigest = Type.Object({
   totalTokens: Type.Integer(),
   totalCostUsd: Type.Number(),
   ...TokenSplit,
@@ -45,7 +51,7 @@ const UsageDigest = Type.Object({
 });
 
 const Permissions = Type.Unsafe<RbacPermissions>({ type: 'object', additionalProperties: true, description: 'RbacPermissions document (SPEC.md)' });
-const Role = Type.Object({
+export const Role = Type.Object({
   id: Uuid,
   name: Type.String(),
   description: Type.String(),
@@ -54,7 +60,7 @@ const Role = Type.Object({
   members: Type.Optional(Type.Integer()),
   createdAt: DateTime,
 });
-const User = Type.Object({
+export const User = Type.Object({
   id: Uuid,
   handle: Type.String(),
   email: Type.String(),
@@ -98,11 +104,7 @@ export async function adminRoutes(app: App, opts: { core: Core }): Promise<void>
         summary: 'Tokens and cost of the tenant over time, per hour (windows up to 48h) or day, per model and user (admin.view_audit_log)',
         querystring: Type.Object({ since: Type.Optional(Type.String({ description: 'Duration: 24h, 7d, 30d, ... (default 24h)' })) }),
         response: {
-          200: Type.Object({
-            window: Type.Object({ since: Type.String(), from: DateTime, to: DateTime }),
-            bucket: Type.Union([Type.Literal('hour'), Type.Literal('day')]),
-            points: Type.Array(Type.Object({ at: DateTime, model: Type.String(), userId: Nullable(Uuid), tokens: Type.Integer(), cost: Type.Number() }), { description: 'Only buckets that saw use, oldest first' }),
-          }),
+          200: UsageSeries,
           ...denied,
         },
       },

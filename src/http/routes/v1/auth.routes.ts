@@ -9,7 +9,7 @@ import { CSRF_HEADER } from '../../csrf.js';
 import { csrfCheck, ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
 
-const AuthStatus = Type.Object({
+export const AuthStatus = Type.Object({
   auth: Type.Object({
     allowAnonymous: Type.Boolean({ description: 'Local demo mode: requests without a token act as the operator user' }),
     entraConfigured: Type.Boolean({ description: 'An OpenID Connect identity provider (Microsoft Entra ID or another issuer) is configured' }),
@@ -21,7 +21,7 @@ const AuthStatus = Type.Object({
 const { $id: _id, ...permissionsShape } = PartialPermissions;
 const PermissionsDoc = Type.Unsafe<RbacPermissions>({ ...permissionsShape, description: "What the user's roles grant together" });
 
-const Me = Type.Object({
+export const Me = Type.Object({
   user: Type.Object({
     id: Type.String({ format: 'uuid' }),
     handle: Type.String(),

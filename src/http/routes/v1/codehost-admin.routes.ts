@@ -7,7 +7,7 @@ import { DateTime, errorResponses } from '../../schemas.js';
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 const Kind = Type.Union([Type.Literal('github'), Type.Literal('gitlab'), Type.Literal('gitea')], { description: 'Which host sends the deliveries: how they are signed and read' });
-const Webhook = Type.Object({
+export const Webhook = Type.Object({
   host: Type.String(),
   kind: Nullable(Kind),
   webhookUrl: Nullable(Type.String({ description: "Paste it as the webhook's URL at the host; null until the secret is generated" })),
@@ -17,7 +17,7 @@ const Webhook = Type.Object({
   label: Type.String({ description: 'Adding this label to an issue or pull request asks for a run' }),
   repos: Type.Array(Type.String(), { description: 'Repository patterns that may trigger runs; empty: none' }),
 });
-const Delivery = Type.Object({
+export const Delivery = Type.Object({
   id: Type.String(),
   deliveryId: Type.String(),
   event: Type.String(),

@@ -5,13 +5,13 @@ import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 
-const AccessRule = Type.Object({ who: Type.String({ maxLength: 110, description: '"*", "role:<name>" or "team:<name>"' }), repos: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100, description: 'Patterns such as org/* or org/**' }) }, { additionalProperties: false });
+export const AccessRule = Type.Object({ who: Type.String({ maxLength: 110, description: '"*", "role:<name>" or "team:<name>"' }), repos: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 100, description: 'Patterns such as org/* or org/**' }) }, { additionalProperties: false });
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 const CredentialKind = Type.Union([Type.Literal('token'), Type.Literal('github_app'), Type.Literal('none')], { description: 'The service credential: a token, a GitHub App installation, or none (agents act only as their users)' });
 const UserConnections = Type.Union([Type.Literal('off'), Type.Literal('optional'), Type.Literal('required')], {
   description: "Per-user connections: off (the service credential only), optional (a person's own account when connected, else the service credential), required (their own account only)",
 });
-const GitHost = Type.Object({
+export const GitHost = Type.Object({
   name: Type.String(),
   baseUrl: Type.String(),
   username: Nullable(Type.String()),
@@ -68,6 +68,19 @@ const Fields = {
   }),
 };
 const Name = Type.Object({ name: Type.String({ maxLength: 40 }) });
+/** Who connected their own account to a host. */
+export const Connection = Type.Object({ userId: Type.String(), handle: Type.String(), email: Type.String(), account: Nullable(Type.String()), connectedAt: DateTime, expiresAt: Nullable(DateTime) });
+// A person's own accounts at the git hosts: their agents act as them there.
+export const Mine = Type.Object({
+  host: Type.String(),
+  baseUrl: Type.String(),
+  userConnections: UserConnections,
+  connected: Type.Boolean(),
+  account: Nullable(Type.String({ description: "The account's name at the host" })),
+  connectedAt: Nullable(DateTime),
+  expiresAt: Nullable(DateTime),
+  problem: Nullable(Type.String({ description: "Why the connection's last refresh failed: its agents use the service credential (optional) or are refused (required) until it works again or you reconnect" })),
+});
 
 /**
  * Git hosts of the tenant (git-hosts.service.ts): admin.manage_providers. The token goes in,
@@ -114,7 +127,6 @@ export async function connectorsGitRoutes(app: App, opts: { core: Core }): Promi
     return reply.status(204).send(null);
   });
 
-  const Connection = Type.Object({ userId: Type.String(), handle: Type.String(), email: Type.String(), account: Nullable(Type.String()), connectedAt: DateTime, expiresAt: Nullable(DateTime) });
   app.get(
     '/admin/connectors/git/:name/connections',
     { schema: { tags, summary: 'Who has connected their own account to this host (tokens never included)', params: Name, response: { 200: Type.Object({ connections: Type.Array(Connection) }), ...errs() } } },
@@ -129,17 +141,6 @@ export async function connectorsGitRoutes(app: App, opts: { core: Core }): Promi
     },
   );
 
-  // A person's own accounts at the git hosts: their agents act as them there.
-  const Mine = Type.Object({
-    host: Type.String(),
-    baseUrl: Type.String(),
-    userConnections: UserConnections,
-    connected: Type.Boolean(),
-    account: Nullable(Type.String({ description: "The account's name at the host" })),
-    connectedAt: Nullable(DateTime),
-    expiresAt: Nullable(DateTime),
-    problem: Nullable(Type.String({ description: "Why the connection's last refresh failed: its agents use the service credential (optional) or are refused (required) until it works again or you reconnect" })),
-  });
   app.get('/me/connections', { schema: { tags, summary: 'Your own accounts at the git hosts that take them', response: { 200: Type.Object({ git: Type.Array(Mine) }), ...errorResponses(401, 403) } } }, async (req) => ({
     git: await gitConnections.mine(ctxOf(req)),
   }));

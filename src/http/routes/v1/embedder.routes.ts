@@ -6,7 +6,7 @@ import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 import { Job } from './jobs.routes.js';
 
-const Embedder = Type.Object({
+export const Embedder = Type.Object({
   provider: Type.String({ description: 'The provider\'s name' }),
   model: Type.String(),
   dimensions: Type.Integer(),

@@ -10,7 +10,7 @@ import { openEventStream } from '../../sse.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 
-const Gateway = Type.Object({
+export const Gateway = Type.Object({
   id: Type.String({ format: 'uuid' }),
   kind: Type.String({ description: 'bot_chat or team_chat' }),
   botUsername: Type.String(),
@@ -20,7 +20,7 @@ const Gateway = Type.Object({
   createdAt: DateTime,
   updatedAt: DateTime,
 });
-const Code = Type.Object({
+export const Code = Type.Object({
   id: Type.String({ format: 'uuid' }),
   gatewayId: Type.String({ format: 'uuid' }),
   code: Type.String(),

@@ -10,7 +10,7 @@ const Enum = (values: readonly string[], description?: string) => Type.Unsafe<st
 const Kind = Enum(MEMORY_KINDS);
 const Visibility = Enum(MEMORY_VISIBILITIES);
 
-const Memory = Type.Object({
+export const Memory = Type.Object({
   id: Uuid,
   kind: Kind,
   content: Type.String(),

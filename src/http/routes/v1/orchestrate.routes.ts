@@ -50,7 +50,14 @@ const Subtask = Type.Object({
   attempts: Type.Optional(Type.Array(Attempt)),
 });
 
-const PlanDetail = Type.Object({ plan: Plan, subtasks: Type.Array(Subtask) });
+/** A plan in the list: with its subtasks counted by status. */
+export const PlanListItem = Type.Intersect([
+  Plan,
+  Type.Object({
+    subtasks: Type.Object({ total: Type.Integer(), pending: Type.Integer(), running: Type.Integer(), completed: Type.Integer(), failed: Type.Integer() }),
+  }),
+]);
+export const PlanDetail = Type.Object({ plan: Plan, subtasks: Type.Array(Subtask) });
 const PlanId = Type.Object({ planId: Type.String({ maxLength: 64 }) });
 
 /**
@@ -96,14 +103,7 @@ export async function orchestrateRoutes(app: App, opts: { core: Core }): Promise
         ),
         response: {
           200: Type.Object({
-            plans: Type.Array(
-              Type.Intersect([
-                Plan,
-                Type.Object({
-                  subtasks: Type.Object({ total: Type.Integer(), pending: Type.Integer(), running: Type.Integer(), completed: Type.Integer(), failed: Type.Integer() }),
-                }),
-              ]),
-            ),
+            plans: Type.Array(PlanListItem),
           }),
           ...errorResponses(400, 401, 403),
         },

@@ -5,7 +5,7 @@ import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 
-const Provider = Type.Object({
+export const Provider = Type.Object({
   name: Type.String(),
   kind: Type.String(),
   baseUrl: Type.Union([Type.String(), Type.Null()]),
@@ -68,7 +68,7 @@ const Person = Type.Object({
   overQuota: Type.Boolean({ description: 'Their files are past the quota: new turns are refused until they are under it' }),
   updatedAt: DateTime,
 });
-const RuntimeStatus = Type.Object({
+export const RuntimeStatus = Type.Object({
   ready: Type.Boolean({ description: 'Whether prompts can start (else they get 409 runtime_not_ready)' }),
   detail: Type.Optional(Type.String()),
   defaultModel: Type.Union([Type.String(), Type.Null()]),
@@ -114,7 +114,7 @@ const RuntimeStatus = Type.Object({
   }),
   providers: Type.Array(Provider),
 });
-const Template = Type.Object({
+export const Template = Type.Object({
   slug: Type.String(),
   name: Type.String(),
   systemPrompt: Type.String(),

@@ -10,7 +10,7 @@ const Id = Type.Object({ id: Type.String({ format: 'uuid' }) });
 const BrowserSession = Type.Object({ [BROWSER_SESSION_HEADER]: Type.Optional(Type.String({ minLength: 16, maxLength: 200 })) });
 const MessageId = Type.String({ minLength: 1, maxLength: 100, pattern: '^msg_[A-Za-z0-9]+$', description: "A turn: its prompt's message id (a user message of GET /v1/sessions/:id/messages)" });
 
-const FileChange = Type.Object({
+export const FileChange = Type.Object({
   path: Type.String(),
   status: Type.Union([Type.Literal('added'), Type.Literal('modified'), Type.Literal('deleted'), Type.Literal('renamed')]),
   from: Type.Optional(Type.String({ description: "A renamed file's old path" })),
@@ -21,7 +21,7 @@ const FileChange = Type.Object({
   truncated: Type.Boolean({ description: 'The diff was cut at 256 KiB (or left out past 4 MiB of diffs in one answer)' }),
 });
 const Totals = Type.Object({ files: Type.Integer(), additions: Type.Integer(), deletions: Type.Integer() });
-const ChangeSet = Type.Object({
+export const ChangeSet = Type.Object({
   sessionId: Type.String(),
   messageId: Type.Union([Type.String(), Type.Null()], { description: 'The turn; null for the whole session' }),
   files: Type.Array(FileChange),

@@ -13,7 +13,7 @@ const Id = Type.Object({ id: Type.String({ format: 'uuid' }) });
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
 
 /** A session as the list shows it (SPEC.md Session list item, and what managing it added). */
-const SessionListItem = Type.Object({
+export const SessionListItem = Type.Object({
   sessionId: Type.String({ format: 'uuid' }),
   title: Type.String(),
   updatedAt: DateTime,
@@ -45,7 +45,7 @@ export const SessionListPage = Type.Object({
   nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Ask for the next page with ?cursor=; null: this is the last' }),
 });
 
-const SearchResult = Type.Object({
+export const SearchResult = Type.Object({
   sessionId: Type.String({ format: 'uuid' }),
   title: Type.String(),
   updatedAt: DateTime,

@@ -11,7 +11,7 @@ const BrowserSession = Type.Object({ [BROWSER_SESSION_HEADER]: Type.Optional(Typ
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()]);
 
-const Model = Type.Object({
+export const Model = Type.Object({
   ref: Type.String({ description: '"<provider>/<model id>": what a session\'s or a prompt\'s model names' }),
   provider: Type.String(),
   id: Type.String(),
@@ -21,7 +21,7 @@ const Model = Type.Object({
   allowed: Type.Boolean({ description: 'The caller may choose it (always true unless all=true)' }),
 });
 
-const SessionModel = Type.Object({
+export const SessionModel = Type.Object({
   sessionId: Type.String({ format: 'uuid' }),
   model: Nullable(Type.String({ description: 'The model chosen for the session, or null' })),
   templateModel: Nullable(Type.String({ description: "The session's template's model (snapshot), or null" })),
@@ -30,6 +30,17 @@ const SessionModel = Type.Object({
     Type.Object({ model: Type.String(), source: Type.Union([Type.Literal('session'), Type.Literal('template'), Type.Literal('default'), Type.Literal('turn')]) }),
     Type.Null(),
   ], { description: 'What the next turn runs on without a model of its own, and why (precedence: turn > session > template > default)' }),
+});
+/** The models a person may choose (GET /v1/models). */
+export const ModelCatalog = Type.Object({ defaultModel: Nullable(Type.String()), models: Type.Array(Model) });
+/** A branch of a session (POST /v1/sessions/:id/fork). */
+export const Branch = Type.Object({
+  sessionId: Type.String({ format: 'uuid' }),
+  title: Type.String(),
+  from: Type.Object({ sessionId: Type.String({ format: 'uuid' }), messageId: Type.String() }),
+  messages: Type.Integer({ description: 'How many messages the branch holds' }),
+  workspace: Type.Literal('shared'),
+  message: Type.String({ description: 'What the branch means for your files, in plain words' }),
 });
 
 /** The models a person may choose, a session's model, and branching a session at a message. */
@@ -45,7 +56,7 @@ export async function sessionModelsRoutes(app: App, opts: { core: Core }): Promi
         description:
           "Every model of an enabled, applied provider that the caller's roles allow (models.allowed), and the tenant's default model always. all=true (admin.manage_roles): every model served, each with `allowed` for the caller.",
         querystring: Type.Object({ all: Type.Optional(Type.Boolean()) }, { additionalProperties: false }),
-        response: { 200: Type.Object({ defaultModel: Nullable(Type.String()), models: Type.Array(Model) }), ...errorResponses(401, 403) },
+        response: { 200: ModelCatalog, ...errorResponses(401, 403) },
       },
     },
     async (req) => sessionModels.catalog(ctxOf(req), { all: req.query.all }),
@@ -93,14 +104,7 @@ export async function sessionModelsRoutes(app: App, opts: { core: Core }): Promi
           { additionalProperties: false },
         ),
         response: {
-          201: Type.Object({
-            sessionId: Type.String({ format: 'uuid' }),
-            title: Type.String(),
-            from: Type.Object({ sessionId: Type.String({ format: 'uuid' }), messageId: Type.String() }),
-            messages: Type.Integer({ description: 'How many messages the branch holds' }),
-            workspace: Type.Literal('shared'),
-            message: Type.String({ description: 'What the branch means for your files, in plain words' }),
-          }),
+          201: Branch,
           ...errorResponses(400, 401, 403, 404, 502, 503),
         },
       },

@@ -10,7 +10,7 @@ const Id = Type.Object({ id: Type.String({ format: 'uuid' }) });
 const BrowserSession = Type.Object({ [BROWSER_SESSION_HEADER]: Type.Optional(Type.String({ minLength: 16, maxLength: 200 })) });
 const Mode = Type.Union([Type.Literal('live'), Type.Literal('as_of_now')], { description: 'live: viewers follow the stream as it happens; as_of_now: the transcript as it is now, nothing later' });
 const Person = Type.Object({ userId: Type.String({ format: 'uuid' }), handle: Type.String(), email: Type.String(), name: Type.String() });
-const Share = Type.Object({
+export const Share = Type.Object({
   shareId: Type.String({ format: 'uuid' }),
   mode: Mode,
   createdAt: DateTime,
@@ -23,6 +23,35 @@ const Skipped = Type.Object({
   git: Type.Integer({ description: 'Files in .git directories (not copied)' }),
   overLimit: Type.Integer({ description: "Past 20,000 files, 2 GiB, or the new owner's workspace quota" }),
   other: Type.Integer({ description: 'Names the workspace refuses, files that could not be written' }),
+});
+
+/** A session of somebody else shared with the caller (GET /v1/sessions/shared-with-me). */
+export const SharedSession = Type.Object({
+  sessionId: Type.String({ format: 'uuid' }),
+  title: Type.String(),
+  updatedAt: DateTime,
+  owner: Person,
+  shareId: Type.String({ format: 'uuid' }),
+  mode: Mode,
+  sharedAt: DateTime,
+  team: Type.Union([Type.String(), Type.Null()], { description: 'Shared with this team of the caller (null: with the caller by name)' }),
+});
+/** What the caller may do with a session (GET /v1/sessions/:id/access). */
+export const SessionAccess = Type.Object({
+  sessionId: Type.String({ format: 'uuid' }),
+  title: Type.String(),
+  role: Type.Union([Type.Literal('owner'), Type.Literal('viewer')]),
+  mode: Type.Union([Mode, Type.Null()], { description: 'A viewer\'s share' }),
+  asOf: Type.Union([DateTime, Type.Null()], { description: 'as_of_now: the moment the transcript is shown as of' }),
+  owner: Person,
+});
+/** A session handed over (POST /v1/sessions/:id/handover). */
+export const HandOver = Type.Object({
+  sessionId: Type.String({ format: 'uuid' }),
+  owner: Person,
+  transcript: Type.Object({ messages: Type.Integer({ description: 'Messages of the conversation so far, kept and given to the new owner\'s agent' }) }),
+  workspace: Type.Object({ folder: Type.Union([Type.String(), Type.Null()], { description: "Where the files are in the new owner's workspace (null: none copied)" }), files: Type.Integer(), bytes: Type.Integer(), skipped: Skipped }),
+  keptAccess: Type.Boolean(),
 });
 
 const browserSessionOf = (req: FastifyRequest) => req.headers[BROWSER_SESSION_HEADER] as string | undefined;
@@ -39,18 +68,7 @@ export async function sessionSharesRoutes(app: App, opts: { core: Core }): Promi
         summary: 'Sessions of other people shared with the caller or their teams (read-only), latest activity first',
         response: {
           200: Type.Object({
-            sessions: Type.Array(
-              Type.Object({
-                sessionId: Type.String({ format: 'uuid' }),
-                title: Type.String(),
-                updatedAt: DateTime,
-                owner: Person,
-                shareId: Type.String({ format: 'uuid' }),
-                mode: Mode,
-                sharedAt: DateTime,
-                team: Type.Union([Type.String(), Type.Null()], { description: 'Shared with this team of the caller (null: with the caller by name)' }),
-              }),
-            ),
+            sessions: Type.Array(SharedSession),
           }),
           ...errorResponses(401, 403),
         },
@@ -84,14 +102,7 @@ export async function sessionSharesRoutes(app: App, opts: { core: Core }): Promi
         params: Id,
         headers: BrowserSession,
         response: {
-          200: Type.Object({
-            sessionId: Type.String({ format: 'uuid' }),
-            title: Type.String(),
-            role: Type.Union([Type.Literal('owner'), Type.Literal('viewer')]),
-            mode: Type.Union([Mode, Type.Null()], { description: 'A viewer\'s share' }),
-            asOf: Type.Union([DateTime, Type.Null()], { description: 'as_of_now: the moment the transcript is shown as of' }),
-            owner: Person,
-          }),
+          200: SessionAccess,
           ...errorResponses(401, 404),
         },
       },
@@ -173,13 +184,7 @@ export async function sessionSharesRoutes(app: App, opts: { core: Core }): Promi
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({
-            sessionId: Type.String({ format: 'uuid' }),
-            owner: Person,
-            transcript: Type.Object({ messages: Type.Integer({ description: 'Messages of the conversation so far, kept and given to the new owner\'s agent' }) }),
-            workspace: Type.Object({ folder: Type.Union([Type.String(), Type.Null()], { description: "Where the files are in the new owner's workspace (null: none copied)" }), files: Type.Integer(), bytes: Type.Integer(), skipped: Skipped }),
-            keptAccess: Type.Boolean(),
-          }),
+          200: HandOver,
           ...errorResponses(400, 401, 403, 404, 409, 503),
         },
       },

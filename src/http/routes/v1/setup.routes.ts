@@ -5,7 +5,7 @@ import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { errorResponses } from '../../schemas.js';
 
-const ProviderTest = Type.Object({
+export const ProviderTest = Type.Object({
   provider: Type.String(),
   model: Type.String({ description: 'The model asked (the provider\'s first model unless one was named)' }),
   ok: Type.Boolean({ description: 'The provider answered the call' }),
@@ -15,7 +15,7 @@ const ProviderTest = Type.Object({
   message: Type.Optional(Type.String({ description: 'The provider\'s own error message (not ok); the key is never in it' })),
 });
 
-const Setup = Type.Object({
+export const Setup = Type.Object({
   ready: Type.Boolean({ description: 'Whether prompts can start (else they get 409 runtime_not_ready)' }),
   detail: Type.Optional(Type.String({ description: 'Why not, when not ready' })),
   steps: Type.Object({

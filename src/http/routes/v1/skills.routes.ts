@@ -6,7 +6,7 @@ import type { App } from '../../app-type.js';
 import { ctxOf } from '../../plugins/auth.js';
 import { DateTime, errorResponses } from '../../schemas.js';
 
-const Skill = Type.Object({
+export const Skill = Type.Object({
   id: Type.String({ format: 'uuid' }),
   name: Type.String({ description: 'Agent Skills name: lower-case words joined by "-"; agents load it by this name' }),
   description: Type.String({ description: 'Reviewers: the latest version\'s; others: the promoted version\'s' }),
@@ -27,7 +27,7 @@ const Flag = Type.Object({
 const Flags = Type.Array(Flag, { description: 'Lines a reviewer reads before promoting: hosts not on the allow-list, installs, remote execution, high-entropy strings' });
 const VersionStatus = Type.Union(VERSION_STATUSES.map((s) => Type.Literal(s)), { description: 'proposed (waiting for review), promoted (agents load it), retired, rejected' });
 
-const SkillDetail = Type.Intersect([
+export const SkillDetail = Type.Intersect([
   Skill,
   Type.Object({
     updatedAt: DateTime,

@@ -7,7 +7,7 @@ import { DateTime, errorResponses } from '../../schemas.js';
 
 const Uuid = Type.String({ format: 'uuid' });
 const Member = Type.Object({ userId: Uuid, handle: Type.String(), email: Type.String(), displayName: Type.String(), addedAt: DateTime });
-const Team = Type.Object({ id: Uuid, name: Type.String(), createdAt: DateTime, members: Type.Array(Member) });
+export const Team = Type.Object({ id: Uuid, name: Type.String(), createdAt: DateTime, members: Type.Array(Member) });
 const Id = Type.Object({ id: Uuid });
 
 /**

@@ -11,7 +11,7 @@ const Uuid = Type.String({ format: 'uuid' });
 const Scope = Type.Union(TOKEN_SCOPES.map((s) => Type.Literal(s)));
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 // The value is never part of a listed token: the response schema has no field for it.
-const Token = Type.Object({
+export const Token = Type.Object({
   id: Uuid,
   name: Type.String(),
   prefix: Type.String({ description: 'The first characters of the token, to recognise it' }),

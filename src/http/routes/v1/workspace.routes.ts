@@ -12,7 +12,7 @@ import { DateTime, errorResponses } from '../../schemas.js';
 const PathQuery = Type.Object({
   path: Type.String({ default: '', maxLength: 4096, description: 'Relative to your workspace ("" or omitted: its top); no "..", no leading "/", no NUL' }),
 });
-const Entry = Type.Object({
+export const Entry = Type.Object({
   name: Type.String(),
   type: Type.Union([Type.Literal('file'), Type.Literal('directory'), Type.Literal('symlink'), Type.Literal('other')], { description: 'symlink: shown with its target, never followed; other: a device, socket or pipe (never read)' }),
   size: Type.Number(),
