@@ -1,5 +1,6 @@
 // `npm run docs:gen`: writes the generated reference pages (scripts/docs/references.ts) under docs/reference.
-// Needs oclif.manifest.json, which `npm run build` writes.
+// Needs oclif.manifest.json, which `npm run build` writes: `npm run docs:gen` builds first when the sources
+// changed since the last build (a stale manifest would write yesterday's command texts).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { generateReferences, ROOT } from './docs/references.js';
