@@ -4,8 +4,8 @@
  * API key, users' sandboxed runtimes found from serve's process tree, a bare opencode for baselines, and
  * a cheap raw-http SSE client for a thousand concurrent streams.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
 import { opencodeBinary } from '../../src/core/runtime/host/opencode-process.js';
@@ -13,7 +13,10 @@ import { linkPlugin, preparePluginDir, runtimeEnv } from '../../src/core/runtime
 import { processStatFields } from '../../src/lib/process-state.js';
 import { cpuMs, descendantsOf, processTree, treeMemoryKb } from '../helpers/process-tree.js';
 import { randomSecret } from '../../src/lib/secrets.js';
-import { pinned, spawnUntil, stop } from './bench-utils.js';
+import { pinned } from './bench-utils.js';
+import { spawnUntil, startServe, stopChild } from '../helpers/cli.js';
+import { waitUntil } from '../helpers/poll.js';
+import { sseFrameSplitter } from '../fixtures/sse-frames.js';
 
 // The /proc readers live with the test helpers (tests catch regressions with the same measurements).
 export { cpuMs, descendantsOf, processTree, treeMemoryKb };
@@ -71,9 +74,7 @@ export async function stopAll(only?: ChildProcess[]): Promise<void> {
     if (e.child?.pid) {
       const c = e.child;
       const family = descendantsOf(c.pid!);
-      const timer = setTimeout(() => c.kill('SIGKILL'), 15_000);
-      await stop(c);
-      clearTimeout(timer);
+      await stopChild(c, 'SIGTERM', 15_000);
       if (family.length) await new Promise((r) => setTimeout(r, 200));
       for (const d of family) kill(d, 'SIGKILL');
     } else if (e.pid) {
@@ -193,13 +194,16 @@ export function apiOf(base: string, key: string): Api {
 
 /** Waits until serve says agents can run on its host (`/readyz` agents.available). */
 export async function waitAgentsAvailable(api: Api, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await fetch(`${api.base}/readyz`).then(async (res) => ({ status: res.status, json: (await res.json()) as any }), () => null);
-    if (r?.status === 200 && r.json.agents?.available) return;
-    if (Date.now() > deadline) throw new Error(`agents are not available on the bench serve: ${JSON.stringify(r?.json)}`);
-    await new Promise((res) => setTimeout(res, 200));
-  }
+  let last: unknown;
+  await waitUntil(
+    () => `agents to be available on the bench serve: ${JSON.stringify(last)}`,
+    async () => {
+      const r = await fetch(`${api.base}/readyz`).then(async (res) => ({ status: res.status, json: (await res.json()) as any }), () => null);
+      last = r?.json;
+      return r?.status === 200 && r.json.agents?.available === true;
+    },
+    { timeoutMs, intervalMs: 200 },
+  );
 }
 
 /** Registers the scripted model (OpenAI-compatible server at llmUrl) and applies it as the default model. */
@@ -282,13 +286,15 @@ export function runtimesOf(servePid: number): UserRuntime[] {
  * leave later ones from this process unanswered (not understood; other processes were answered).
  */
 export async function waitRuntimes(servePid: number, n: number, timeoutMs = 60_000): Promise<UserRuntime[]> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = runtimesOf(servePid);
-    if (found.length >= n) return found;
-    if (Date.now() > deadline) throw new Error(`serve runs ${found.length} runtimes, not ${n}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let found: UserRuntime[] = [];
+  return waitUntil(
+    () => `${n} runtimes (serve runs ${found.length})`,
+    () => {
+      found = runtimesOf(servePid);
+      return found.length >= n && found;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
 }
 
 /**
@@ -312,18 +318,13 @@ export async function startOpencode(
   const { child, value: url } = await spawnUntil(...wrap(opencodeBinary(), ['serve', '--port', '0', '--hostname', '127.0.0.1']), { cwd: dir, env }, (line) => /opencode server listening on (http:\/\/\S+)/.exec(line)?.[1]);
   track('opencode', child);
   const authorization = `Basic ${Buffer.from(`opencode:${password}`).toString('base64')}`;
-  for (let i = 0; ; i++) {
-    const res = await fetch(`${url}/global/health`, { headers: { authorization } }).catch(() => null);
-    if (res?.ok) break;
-    if (i > 300) throw new Error('opencode does not answer its health check');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitUntil('opencode to answer its health check', async () => (await fetch(`${url}/global/health`, { headers: { authorization } }).catch(() => null))?.ok, { intervalMs: 100 });
   return { child, url, password, authorization };
 }
 
 // ---------------------------------------------------------------------------------------------------
-// SSE clients: raw http.get and a byte-level frame splitter, so a thousand streams cost the measuring
-// side little CPU (no fetch/WHATWG streams, no TextDecoder, no JSON parsing of our frames).
+// SSE clients: raw http.get (a Unix socket too) and the tests' frame splitter, so a thousand streams cost
+// the measuring side little CPU (no fetch/WHATWG streams, no JSON parsing of our frames).
 
 export interface SseStream {
   /** Frame ids in arrival order and their arrival times (performance.now(), ms; the time the chunk holding the frame's end was read). */
@@ -353,28 +354,21 @@ export function openStream(url: string, headers: Record<string, string>, onData?
         return;
       }
       res.socket.setNoDelay(true);
-      let carry = '';
-      res.on('data', (chunk: Buffer) => {
-        const t = performance.now();
-        s.bytes += chunk.length;
-        const text = carry ? carry + chunk.toString('latin1') : chunk.toString('latin1');
-        let start = 0;
-        let end: number;
-        while ((end = text.indexOf('\n\n', start)) >= 0) {
-          if (onData) {
-            const frame = text.slice(start, end);
-            // A frame without data (our stream's `retry:` and `: connected` preamble, comments) is skipped.
-            const nl = frame.indexOf('\ndata: ');
-            const at = frame.startsWith('data: ') ? 6 : nl >= 0 ? nl + 7 : -1;
-            if (at >= 0) onData(Buffer.from(frame.slice(at), 'latin1').toString('utf8'), t);
-          } else if (text.startsWith('id: ', start)) {
-            const nl = text.indexOf('\n', start);
-            s.ids.push(text.slice(start + 4, nl));
-            s.times.push(t);
-          }
-          start = end + 2;
+      // The chunk's arrival time is taken before it is split: its frames carry that time.
+      let t = 0;
+      const push = sseFrameSplitter((frame) => {
+        if (onData) {
+          // A frame without data (our stream's `retry:` and `: connected` preamble, comments) is skipped.
+          if (frame.data !== null) onData(frame.data, t);
+        } else if (frame.id !== undefined) {
+          s.ids.push(frame.id);
+          s.times.push(t);
         }
-        carry = start < text.length ? text.slice(start) : '';
+      });
+      res.on('data', (chunk: Buffer) => {
+        t = performance.now();
+        s.bytes += chunk.length;
+        push(chunk);
       });
       res.on('end', () => (s.ended = true));
       res.on('error', () => (s.ended = true));
@@ -404,15 +398,8 @@ export async function openStreams(urls: string[], headers: Record<string, string
 
 /** `aws worker` on the config of a bench serve (same extra environment), pinned like serve; resolves once started. */
 export async function startWorkerProcess(bin: string, serveDir: string, extraEnv: Record<string, string> = {}): Promise<ChildProcess> {
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(serveDir, 'config.env'), ...extraEnv };
-  const logFile = join(serveDir, 'worker.log');
-  const child = track('aws worker', spawn(...pinned(process.execPath, [bin, 'worker']), { cwd: serveDir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] }));
-  for (let i = 0; i < 300; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    if (readFileSync(logFile, 'utf8').includes('"worker started"')) return child;
-    if (child.exitCode !== null) break;
-  }
-  throw new Error('aws worker did not start:\n' + readFileSync(logFile, 'utf8'));
+  const worker = await startServe({ dir: serveDir, configPath: join(serveDir, 'config.env') }, { bin, command: ['worker'], readyMsg: 'worker started', extraEnv, wrap: pinned, logFile: join(serveDir, 'worker.log') });
+  return track('aws worker', worker.child);
 }
 
 /** Runtime variants named on the command line: "name:VAR=value,VAR=value;name2:..." (a bench's _EXTRA). */

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { SignJWT } from 'jose';
 import { cpuMs } from './agent-bench-utils.js';
-import { median, percentile, report, scratchDatabase, startServe, stop } from './bench-utils.js';
+import { median, percentile, report, scratchDatabase, startServe } from './bench-utils.js';
+import { stopChild } from '../helpers/cli.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 2);
 const PAIRS = Number(process.env.BENCH_ROUNDS ?? 16);
@@ -72,7 +73,7 @@ export async function authMeThroughput(): Promise<boolean> {
       { ok: ratio >= 0.85 && errors === 0, target: '>= 85% of /auth/status (median of pairs), no errors' },
     );
   } finally {
-    if (app) await stop(app);
+    if (app) await stopChild(app);
     await db.drop();
     rmSync(dir, { recursive: true, force: true });
   }

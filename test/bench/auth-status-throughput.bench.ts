@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { median, pinned, report, scratchDatabase, spawnUntil, startServe, stop } from './bench-utils.js';
+import { median, pinned, report, scratchDatabase, startServe } from './bench-utils.js';
+import { spawnUntil, stopChild } from '../helpers/cli.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
@@ -69,7 +70,7 @@ export async function authStatusThroughput(): Promise<boolean> {
       { ok: ratio >= 0.7 && errors('aws') === 0, target: '>= 70% of bare fastify, no errors' },
     );
   } finally {
-    for (const c of children) await stop(c);
+    for (const c of children) await stopChild(c);
     await db.drop();
     rmSync(dir, { recursive: true, force: true });
   }

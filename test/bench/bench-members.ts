@@ -6,6 +6,7 @@ import { performance } from 'node:perf_hooks';
 import { SignJWT } from 'jose';
 import pg from 'pg';
 import { configValue, openStream, type SseStream } from './agent-bench-utils.js';
+import { waitUntil } from '../helpers/poll.js';
 
 export interface Member {
   userId: string;
@@ -59,14 +60,6 @@ export async function call(base: string, token: string, method: string, path: st
   return { status: res.status, json: text ? JSON.parse(text) : undefined };
 }
 
-const until = async (what: string, cond: () => boolean, timeoutMs: number) => {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-};
-
 /** What one turn looked like from the person's side: times from the prompt (ms), and what the stream said. */
 export interface TurnTimes {
   /** To the first event of any kind (the service's own included: what the person first sees). */
@@ -114,7 +107,7 @@ export async function personTurn(base: string, m: Member, o: { typingMs?: number
     const res = await call(base, m.token, 'POST', `/v1/sessions/${id}/prompt`, { text: o.text ?? 'Say hello. [short]', agent: 'build' });
     const t202 = performance.now();
     if (res.status !== 202) throw new Error(`prompt: ${res.status} ${JSON.stringify(res.json)}`);
-    await until('the end of the turn', () => idle || failed !== null, o.timeoutMs ?? 120_000);
+    await waitUntil('the end of the turn', () => idle || failed !== null, { timeoutMs: o.timeoutMs ?? 120_000, intervalMs: 5 });
     return { sessionId: id, toAnyEvent: any - t0, toEvent: first - t0, toText: text ? text - t0 : NaN, to202: t202 - t0, said, failed };
   } finally {
     stream.close();

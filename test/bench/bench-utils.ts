@@ -1,7 +1,8 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync, readFileSync } from 'node:fs';
+import { spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { cleanEnv, startServe as startTestServe } from '../helpers/cli.js';
 import { createScratchDatabase, defaultAdminUrl, dropScratchDatabase, scratchName } from '../helpers/db-templates.js';
 
 export const median = (xs: number[]) => {
@@ -20,41 +21,6 @@ export function report(name: string, rows: Record<string, string | number>, verd
   for (const [k, v] of Object.entries(rows)) process.stdout.write(`  ${k.padEnd(34)} ${v}\n`);
   process.stdout.write(`  ${'target'.padEnd(34)} ${verdict.target}  ->  ${verdict.ok ? 'MET' : 'NOT MET'}\n`);
   return verdict.ok;
-}
-
-/** Spawns a process and resolves once a stdout line satisfies `ready` (returning what it extracted). */
-export function spawnUntil<T>(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string }, ready: (line: string) => T | undefined): Promise<{ child: ChildProcess; value: T }> {
-  const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-  let buf = '';
-  let err = '';
-  child.stderr!.on('data', (d) => (err += d));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready in 30 s: ${buf}${err}`)), 30_000);
-    let done = false;
-    child.stdout!.on('data', (d) => {
-      if (done) return;
-      buf += d;
-      for (const line of buf.split('\n')) {
-        const v = ready(line);
-        if (v !== undefined) {
-          done = true;
-          clearTimeout(timer);
-          return resolve({ child, value: v });
-        }
-      }
-    });
-    child.once('exit', (code) => {
-      if (!done) reject(new Error(`exited ${code}: ${buf}${err}`));
-    });
-  });
-}
-
-export function stop(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
 }
 
 /**
@@ -96,29 +62,13 @@ export interface BenchServe {
 
 /**
  * `aws init` + `aws serve` in its own folder (PostgreSQL when a URL is given, else embedded), pinned to
- * CPU 0, logging to a file as a journal would; resolves once serve logs that it is ready.
+ * CPU 0, logging to a file as a journal would (the tests' startServe); resolves once serve logs that it is ready.
  */
 export async function startServe(bin: string, dir: string, databaseUrl?: string, extraEnv: Record<string, string> = {}): Promise<BenchServe> {
   mkdirSync(dir, { recursive: true });
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(dir, 'config.env'), ...extraEnv };
-  const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0', '--no-demo', ...(databaseUrl ? ['--database-url', databaseUrl] : [])], { cwd: dir, env, encoding: 'utf8' });
+  const configPath = join(dir, 'config.env');
+  const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0', '--no-demo', ...(databaseUrl ? ['--database-url', databaseUrl] : [])], { cwd: dir, env: cleanEnv({ AGENTWS_CONFIG: configPath, ...extraEnv }), encoding: 'utf8' });
   if (init.status !== 0) throw new Error(init.stderr);
-  const logFile = join(dir, 'serve.log');
-  const child = spawn(...pinned(process.execPath, [bin, 'serve']), { cwd: dir, env, stdio: ['ignore', openSync(logFile, 'a'), 'inherit'] });
-  for (let i = 0; i < 300; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    const line = readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes('agentws ready'));
-    if (line) return { child, url: JSON.parse(line).url as string, init: JSON.parse(init.stdout), config: readFileSync(env.AGENTWS_CONFIG, 'utf8') };
-  }
-  // SIGTERM first: a serve that got as far as starting its managed runtime stops it on the way out.
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    if (child.exitCode !== null) resolve();
-    else child.kill('SIGTERM');
-  });
-  throw new Error('aws serve did not become ready:\n' + readFileSync(logFile, 'utf8'));
+  const serve = await startTestServe({ dir, configPath }, { bin, extraEnv, wrap: pinned, logFile: join(dir, 'serve.log') });
+  return { child: serve.child, url: serve.url, init: JSON.parse(init.stdout), config: readFileSync(configPath, 'utf8') };
 }

@@ -24,6 +24,7 @@ import { githubDelivery } from '../fixtures/code-host-deliveries.js';
 import { api, freePort, seedTenant, signToken, startTestApp } from '../helpers/app.js';
 import { cpuMs, descendantsOf, loadAvg, processTree, rssKb, runtimesOf, treeMemoryKb } from './agent-bench-utils.js';
 import { median, percentile, report } from './bench-utils.js';
+import { waitUntil } from '../helpers/poll.js';
 
 const N_ACCEPT = Number(process.env.BENCH_CODEHOST_DELIVERIES ?? 500);
 const MINUTES = Number(process.env.BENCH_CODEHOST_MINUTES ?? 3);
@@ -297,15 +298,8 @@ export async function codeHostWorking(): Promise<boolean> {
       for (const x of rs) reacted.push({ t: now, repo: x.repo, id: x.id });
       return pushReaction(...rs);
     };
-    const waitFor = async <T>(what: string, find: () => T | undefined, timeoutMs = 120_000): Promise<T> => {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const v = find();
-        if (v !== undefined) return v;
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; the host has: ${arrived.map((a) => `${a.repo}#${a.number} ${a.body.slice(0, 60)}`).join(' | ')}`);
-        await new Promise((r) => setTimeout(r, 5));
-      }
-    };
+    const waitFor = <T>(what: string, find: () => T | undefined, timeoutMs = 120_000): Promise<T> =>
+      waitUntil(() => `${what}; the host has: ${arrived.map((a) => `${a.repo}#${a.number} ${a.body.slice(0, 60)}`).join(' | ')}`, find, { timeoutMs, intervalMs: 5 });
 
     let k = 0;
     const unanswered: string[] = [];

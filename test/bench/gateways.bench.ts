@@ -4,8 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { sseFrameSplitter } from '../fixtures/sse-frames.js';
 import { botChatUpdate, startFakeChatPlatform, type FakeChatPlatform } from '../fixtures/fake-chat-platform.js';
-import { median, percentile, report, scratchDatabase, startServe, stop, type BenchServe } from './bench-utils.js';
+import { median, percentile, report, scratchDatabase, startServe, type BenchServe } from './bench-utils.js';
+import { stopChild } from '../helpers/cli.js';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const BIN = join(ROOT, 'bin', 'run.js');
@@ -46,14 +48,14 @@ async function setUp(prefix: string): Promise<GatewaySetup> {
     return {
       serve, platform, apiKey, gatewayId: g.json.id, secret, call, inbound,
       async close() {
-        await stop(serve.child);
+        await stopChild(serve.child);
         await platform.close();
         await db.drop();
         rmSync(dir, { recursive: true, force: true });
       },
     };
   } catch (err) {
-    if (child) await stop(child);
+    if (child) await stopChild(child);
     await platform.close();
     await db.drop();
     rmSync(dir, { recursive: true, force: true });
@@ -61,28 +63,12 @@ async function setUp(prefix: string): Promise<GatewaySetup> {
   }
 }
 
-/** A minimal SSE reader (raw http): calls onEvent(name, data) per message. */
+/** A minimal SSE reader (raw http, the tests' frame splitter): calls onEvent(name, data) per message. */
 function sse(url: string, headers: Record<string, string>, onEvent: (event: string, data: any) => void): Promise<() => void> {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { headers: { accept: 'text/event-stream', ...headers } }, (res) => {
       if (res.statusCode !== 200) return reject(new Error(`SSE ${res.statusCode}`));
-      res.setEncoding('utf8');
-      let buf = '';
-      res.on('data', (chunk: string) => {
-        buf += chunk;
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const frame = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          let event = 'message';
-          let data = '';
-          for (const line of frame.split('\n')) {
-            if (line.startsWith('event: ')) event = line.slice(7);
-            else if (line.startsWith('data: ')) data += line.slice(6);
-          }
-          if (data) onEvent(event, JSON.parse(data));
-        }
-      });
+      res.on('data', sseFrameSplitter((f) => f.data !== null && onEvent(f.event ?? 'message', JSON.parse(f.data))));
       resolve(() => req.destroy());
     });
     req.on('error', reject);

@@ -3,7 +3,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { median, percentile, pinned, report, spawnUntil } from './bench-utils.js';
+import { median, percentile, pinned, report } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import { loadAvg, onCpu1, removeDir, schedMs, stopAll, track } from './agent-bench-utils.js';
 
 const CALLS = Number(process.env.BENCH_GATEWAY_CALLS ?? 500);

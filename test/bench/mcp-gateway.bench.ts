@@ -7,7 +7,8 @@ import { createMcpGateway } from '../../src/core/connectors/mcp-gateway.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { createEgressProxy } from '../../src/core/runtime/host/egress-proxy.js';
 import type { RuntimeIdentity } from '../../src/core/runtime/host/runtime-host.js';
-import { median, percentile, report, spawnUntil } from './bench-utils.js';
+import { median, percentile, report } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import { onCpu1, removeDir, stopAll, track } from './agent-bench-utils.js';
 
 const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 500);

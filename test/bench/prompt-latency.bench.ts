@@ -4,7 +4,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { median, percentile, report, scratchDatabase, spawnUntil, startServe } from './bench-utils.js';
+import { median, percentile, report, scratchDatabase, startServe } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import {
   apiOf,
   applyScriptedModel,
@@ -22,6 +23,7 @@ import {
   waitRuntimes,
   type UserRuntime,
 } from './agent-bench-utils.js';
+import { waitUntil } from '../helpers/poll.js';
 
 const PROMPTS = Number(process.env.BENCH_PROMPTS ?? 200);
 const BASELINE_PROMPTS = Number(process.env.BENCH_PROMPT_BASELINE ?? 50);
@@ -80,13 +82,8 @@ async function readRuntime(rt: UserRuntime, root: string): Promise<Reader> {
   return r;
 }
 
-const until = async (what: string, cond: () => boolean, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 1));
-  }
-};
+// Checked every millisecond: the next prompt goes out as soon as the previous turn is seen to end.
+const until = (what: string, cond: () => boolean, timeoutMs = 30_000) => waitUntil(what, cond, { timeoutMs, intervalMs: 1 });
 
 const stats = (xs: number[]) => `${median(xs).toFixed(1)} / ${percentile(xs, 99).toFixed(1)} / ${Math.max(...xs).toFixed(1)}`;
 

@@ -11,6 +11,7 @@ import { createSecretBox } from '../../src/lib/secret-box.js';
 import { median, percentile, report } from './bench-utils.js';
 import { personTurn, type Member } from './bench-members.js';
 import { setUp, type Setup } from './in-process-serve.js';
+import { waitUntil } from '../helpers/poll.js';
 
 /**
  * Runner hosts, each figure against the same thing on one host in the same run: a control plane
@@ -95,16 +96,11 @@ function startRunner(s: Setup, name: string, token: string, dataDir: string): Pr
     stdio: ['ignore', 'ignore', 'inherit'],
     detached: true,
   });
-  return new Promise((resolve, reject) => {
-    const deadline = Date.now() + 20_000;
-    const check = async () => {
-      const list = await s.opened.core.runners.list(systemCtx(silentLogger));
-      if (list.some((r) => r.name === name && r.healthy)) return resolve(child);
-      if (Date.now() > deadline) return reject(new Error(`runner ${name} did not connect`));
-      setTimeout(check, 100);
-    };
-    void check();
-  });
+  return waitUntil(
+    `runner ${name} to connect`,
+    async () => (await s.opened.core.runners.list(systemCtx(silentLogger))).some((r) => r.name === name && r.healthy) && child,
+    { timeoutMs: 20_000, intervalMs: 100 },
+  );
 }
 
 const fmt = (xs: number[]) => `p50 ${median(xs).toFixed(1)} / p90 ${percentile(xs, 90).toFixed(1)} / p99 ${percentile(xs, 99).toFixed(1)} ms (n=${xs.length})`;

@@ -10,7 +10,8 @@ import { managedConfigDir, writeManagedConfig } from '../../src/core/runtime/hos
 import { createRuntimeLauncher, type LaunchedRuntime } from '../../src/core/runtime/host/runtime-launcher.js';
 import { openRuntimeStream, requestRuntime } from '../../src/core/runtime/host/runtime-transport.js';
 import { silentLogger } from '../../src/kernel/logger.js';
-import { median, percentile, report, scratchDatabase, spawnUntil, startServe } from './bench-utils.js';
+import { median, percentile, report, scratchDatabase, startServe } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import { descendantsOf, processTree, treeCpuMs } from '../helpers/process-tree.js';
 import { apiOf, applyScriptedModel, configValue, envVariants, loadAvg, onCpu1, removeDir, runtimesOf, stopAll, track, treeMemoryKb, waitAgentsAvailable } from './agent-bench-utils.js';
 import { benchMembers, personTurn, type TurnTimes } from './bench-members.js';

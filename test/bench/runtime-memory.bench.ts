@@ -8,7 +8,8 @@ import { GATEWAY_HOST } from '../../src/core/runtime/host/egress-proxy.js';
 import { silentLogger } from '../../src/kernel/logger.js';
 import { createRuntimeLauncher, type LaunchedRuntime } from '../../src/core/runtime/host/runtime-launcher.js';
 import { requestRuntime, type RuntimeEndpoint } from '../../src/core/runtime/host/runtime-transport.js';
-import { median, pinned, report, spawnUntil } from './bench-utils.js';
+import { median, pinned, report } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import { treeCpuMs } from '../helpers/process-tree.js';
 import { envVariants, loadAvg, onCpu1, processTree, removeDir, startOpencode, stopAll, track } from './agent-bench-utils.js';
 

@@ -2,7 +2,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { median, percentile, pinned, report, scratchDatabase, spawnUntil, startServe } from './bench-utils.js';
+import { median, percentile, pinned, report, scratchDatabase, startServe } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import { treeCpuMs } from '../helpers/process-tree.js';
 import {
   apiOf,

@@ -2,33 +2,29 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { median, report, spawnUntil, stop } from './bench-utils.js';
+import { median, report } from './bench-utils.js';
+import { BIN, cleanEnv, spawnUntil, stopChild } from '../helpers/cli.js';
+import { waitUntil } from '../helpers/poll.js';
 
 /**
  * `aws serve` from exec to /readyz 200 on an initialised embedded data directory (target < 3 s),
  * median of 5 starts; the baseline is the same with a bare `node -e` process start.
  */
 export async function serveReady(): Promise<boolean> {
-  const root = new URL('../..', import.meta.url).pathname;
-  const bin = join(root, 'bin', 'run.js');
   const dir = mkdtempSync(join(tmpdir(), 'aws-bench-'));
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', AGENTWS_CONFIG: join(dir, 'config.env') };
+  const env = cleanEnv({ AGENTWS_CONFIG: join(dir, 'config.env') });
   try {
-    const init = spawnSync(process.execPath, [bin, 'init', '--yes', '--json', '--port', '0'], { cwd: dir, env, encoding: 'utf8' });
+    const init = spawnSync(process.execPath, [BIN, 'init', '--yes', '--json', '--port', '0'], { cwd: dir, env, encoding: 'utf8' });
     if (init.status !== 0) throw new Error(init.stderr);
     const times: number[] = [];
     for (let i = 0; i < 5; i++) {
       const t0 = performance.now();
-      const { child, value: url } = await spawnUntil(process.execPath, [bin, 'serve'], { cwd: dir, env }, (line) =>
+      const { child, value: url } = await spawnUntil(process.execPath, [BIN, 'serve'], { cwd: dir, env }, (line) =>
         line.includes('"msg":"Server listening at') ? /at (http\S+)"/.exec(line)![1] : undefined,
       );
-      for (;;) {
-        const r = await fetch(`${url}/readyz`).catch(() => null);
-        if (r?.status === 200) break;
-        await new Promise((res) => setTimeout(res, 10));
-      }
+      await waitUntil('/readyz 200', async () => (await fetch(`${url}/readyz`).catch(() => null))?.status === 200, { intervalMs: 10 });
       times.push(performance.now() - t0);
-      await stop(child);
+      await stopChild(child);
     }
     const t0 = performance.now();
     spawnSync(process.execPath, ['-e', ''], { env });

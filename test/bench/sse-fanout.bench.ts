@@ -3,7 +3,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { percentile, report, scratchDatabase, spawnUntil, startServe } from './bench-utils.js';
+import { percentile, report, scratchDatabase, startServe } from './bench-utils.js';
+import { spawnUntil } from '../helpers/cli.js';
 import {
   apiOf,
   applyScriptedModel,
@@ -26,6 +27,7 @@ import {
   type Api,
   type SseStream,
 } from './agent-bench-utils.js';
+import { waitUntil } from '../helpers/poll.js';
 
 const SESSIONS = Number(process.env.BENCH_SSE_SESSIONS ?? 100);
 const SUBS = Number(process.env.BENCH_SSE_SUBSCRIBERS ?? 10);
@@ -90,13 +92,7 @@ async function quiet(u: Upstream, ms: number, timeoutMs = 30_000): Promise<void>
   while (performance.now() - u.last < ms && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
 }
 
-async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const until = (what: string, cond: () => boolean, timeoutMs: number) => waitUntil(what, cond, { timeoutMs, intervalMs: 50 });
 
 /** "p50 / p99 / max" of a large sample. */
 function fmt(xs: number[]): string {

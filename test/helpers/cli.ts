@@ -1,8 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import fs, { readFileSync, writeFileSync } from 'node:fs';
+import fs, { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { format } from 'node:util';
+import { waitUntil } from './poll.js';
 import type { TestEnv } from './test-env.js';
 
 /*
@@ -28,6 +29,8 @@ import type { TestEnv } from './test-env.js';
  *   - prompts in a pseudo-terminal (runInTerminal: init-interactive, gateway, runtime and skill tests);
  *   - suites outside test/cli (integration, security, api) that start a second process on purpose (a
  *     `backup create` while serve runs, as the operator's timer does; runner hosts in their namespaces).
+ *   - the benchmarks (test/bench): the serve and worker they measure, and their helper processes (a
+ *     scripted model, a bare opencode), through startServe and spawnUntil.
  */
 
 export const ROOT = new URL('../..', import.meta.url).pathname;
@@ -242,49 +245,109 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; ms: number }>;
 }
 
-/** Starts `aws serve` (or `aws worker`) on an ephemeral port and waits until it logs that it is ready. */
-export function startServe(env: TestEnv, options: { command?: string[]; readyMsg?: string; extraEnv?: Record<string, string> } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [BIN, ...(options.command ?? ['serve'])], {
-    cwd: env.dir,
-    env: cleanEnv({ AGENTWS_CONFIG: env.configPath, ...options.extraEnv }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
+/**
+ * Starts `aws serve` (or `aws worker`) on an ephemeral port and waits until it logs that it is ready.
+ * For the benchmarks: `wrap` runs it under another command (pinned to a CPU with taskset), and with
+ * `logFile` its log goes straight to that file, as a journal would take it, rather than through a pipe
+ * this process must keep reading (a busy measuring process would otherwise slow serve's logging); the
+ * file is then read for the ready line; `bin` runs another build's bin/run.js (a bench comparing two).
+ */
+export async function startServe(
+  env: Pick<TestEnv, 'dir' | 'configPath'>,
+  options: { command?: string[]; readyMsg?: string; extraEnv?: Record<string, string>; wrap?: (cmd: string, args: string[]) => [string, string[]]; logFile?: string; bin?: string } = {},
+): Promise<ServeProcess> {
+  const [cmd, args] = (options.wrap ?? ((c, a) => [c, a]))(process.execPath, [options.bin ?? BIN, ...(options.command ?? ['serve'])]);
+  const spawnEnv = cleanEnv({ AGENTWS_CONFIG: env.configPath, ...options.extraEnv });
   const readyMsg = options.readyMsg ?? 'agentws ready';
-  let ready = false;
+  const urlOf = (line: string) => (line.includes(`"msg":"${readyMsg}"`) ? ((JSON.parse(line) as { url?: string }).url ?? '') : undefined);
+  let child: ChildProcess;
+  let url: string;
+  let logs: () => string;
+  if (options.logFile) {
+    const logFile = options.logFile;
+    const fd = openSync(logFile, 'a');
+    child = spawn(cmd, args, { cwd: env.dir, env: spawnEnv, stdio: ['ignore', fd, 'inherit'] });
+    closeSync(fd); // the child has its own
+    logs = () => readFileSync(logFile, 'utf8');
+    try {
+      url = await waitUntil(
+        () => `${readyMsg}:\n${logs()}`,
+        () => {
+          const found = logs().split('\n').map(urlOf).find((u) => u !== undefined);
+          if (found === undefined && child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before ready:\n${logs()}`);
+          return found;
+        },
+        { timeoutMs: 30_000, intervalMs: 50 },
+      );
+    } catch (err) {
+      // SIGTERM first: a serve that got as far as starting its managed runtime stops it on the way out.
+      await stopChild(child, 'SIGTERM', 5000);
+      throw err;
+    }
+  } else {
+    ({ child, value: url, output: logs } = await spawnUntil(cmd, args, { cwd: env.dir, env: spawnEnv, keepOutput: true }, urlOf));
+  }
+  return { url, child, logs, stop: (signal = 'SIGTERM') => stopChild(child, signal) };
+}
+
+/** Sends the signal and resolves once the process exited (SIGKILL after `killAfterMs`, if given), with its code and how long it took. */
+export function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', killAfterMs?: number): Promise<{ code: number | null; ms: number }> {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    if (child.exitCode !== null || child.signalCode !== null) return resolve({ code: child.exitCode, ms: 0 });
+    const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, ms: Date.now() - t0 });
+    });
+    child.kill(signal);
+  });
+}
+
+/**
+ * Spawns a process and resolves once a line of its stdout makes `ready` return a value (an address it
+ * printed, say), with that value; rejects if it exits first or is not ready in `timeoutMs` (then it is
+ * killed). Its output (stdout and stderr) is kept for `output()` until ready, and after that too with
+ * `keepOutput` (a long-running helper's output is otherwise read and dropped).
+ */
+export function spawnUntil<T>(
+  cmd: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number; keepOutput?: boolean },
+  ready: (line: string) => T | undefined,
+): Promise<{ child: ChildProcess; value: T; output(): string }> {
+  const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  let out = '';
+  let pending = '';
+  let done = false;
+  const keep = (d: Buffer) => {
+    if (!done || opts.keepOutput) out += d;
+  };
+  child.stderr!.on('data', keep);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`not ready in 30 s:\n${out}`));
-    }, 30_000);
-    const onData = (d: Buffer) => {
-      out += d;
-      if (ready) return;
-      for (const line of out.split('\n')) {
-        if (!line.includes(`"msg":"${readyMsg}"`)) continue;
+      reject(new Error(`not ready in ${timeoutMs / 1000} s:\n${out}`));
+    }, timeoutMs);
+    child.stdout!.on('data', (d: Buffer) => {
+      keep(d);
+      if (done) return;
+      // Whole lines only: a line split across two reads is looked at once it is complete.
+      const lines = (pending + d).split('\n');
+      pending = lines.pop()!;
+      for (const line of lines) {
+        const value = ready(line);
+        if (value === undefined) continue;
+        done = true;
         clearTimeout(timer);
-        ready = true;
-        const url = (JSON.parse(line) as { url?: string }).url ?? '';
-        resolve({
-          url,
-          child,
-          logs: () => out,
-          stop: (signal = 'SIGTERM') =>
-            new Promise((res) => {
-              const t0 = Date.now();
-              if (child.exitCode !== null) return res({ code: child.exitCode, ms: 0 });
-              child.once('exit', (code) => res({ code, ms: Date.now() - t0 }));
-              child.kill(signal);
-            }),
-        });
+        resolve({ child, value, output: () => out });
         return;
       }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (d) => (out += d));
+    });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      if (!ready) reject(new Error(`exited with ${code} before ready:\n${out}`));
+      if (!done) reject(new Error(`exited with ${code} before ready:\n${out}`));
     });
   });
 }

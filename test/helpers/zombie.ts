@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { processStatFields } from '../../src/lib/process-state.js';
+import { waitUntil } from './poll.js';
 
 /**
  * Makes a zombie: a process that has exited but that its parent never reaps, as an orphan stays under a
@@ -16,11 +17,7 @@ export async function makeZombie(): Promise<{ pid: number; release(): void }> {
   try {
     const [line] = await once(parent.stdout!, 'data');
     const pid = Number(String(line).trim());
-    const deadline = Date.now() + 20_000;
-    while (processStatFields(pid)?.[0] !== 'Z') {
-      if (Date.now() > deadline) throw new Error(`process ${pid} did not become a zombie`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await waitUntil(`process ${pid} to become a zombie`, () => processStatFields(pid)?.[0] === 'Z', { timeoutMs: 20_000, intervalMs: 10 });
     return { pid, release };
   } catch (err) {
     release();
