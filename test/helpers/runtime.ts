@@ -27,52 +27,72 @@ export interface RuntimeApp {
  * dials it (in this process, with a data dir of its own: runner-remote.runtime.test.ts) and runs them all.
  *
  * Shared: test files share their worker process (isolate: false), and on PostgreSQL a file asking for an
- * app with the same `vars` as one this worker already runs gets that app, not a new one (its start, its
- * close and the egress proxy's and streams' set-up cost ~2-3 CPU-s a file). What a file owns then is its
- * tenant: seedTenant gives it a slug of its own, its `close()` only stops the runtimes it started and
- * resets the scripted model (its scripts, responders and recorded requests), and the app lives until the
- * worker ends (stopShared: its runtimes killed, its database and directory dropped). A file that changes
- * the app itself (stops its worker, restores a backup over it) or reads the whole database asks `own: true`;
- * a clock, an existing installation (`env`) or a runner host always get an app of their own.
+ * app with the same `vars` as the one this worker already runs gets that app, not a new one (its start,
+ * its close and its first runtimes cost ~2-3 CPU-s a file). What a file owns then is its tenant and its job
+ * worker: seedTenant gives it a slug of its own, and its `close()` stops its worker and the runtimes it
+ * started and resets the scripted model (its scripts, responders and recorded requests). The app lives
+ * until a file wants other variables or the worker process ends (its processes killed, its database
+ * and directory dropped: dropAtExit). A file that changes the app itself (stops its job worker, restores
+ * a backup over it) or reads the whole database asks `own: true`; a clock, an existing installation
+ * (`env`) or a runner host always get an app of their own.
  */
 export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean; env?: TestEnv; clock?: Clock; own?: boolean } = {}): Promise<RuntimeApp> {
   if (options.own || options.env || options.clock || options.runner || DB_MODE !== 'postgres') return startOwnRuntimeApp(options);
   const key = JSON.stringify(Object.entries(options.vars ?? {}).sort(([a], [b]) => a.localeCompare(b)));
-  let entry = sharedApps.get(key);
-  if (!entry) {
-    entry = startOwnRuntimeApp(options);
-    sharedApps.set(key, entry);
-    entry.then((app) => stopAtExit(app), () => sharedApps.delete(key));
+  // One shared app a worker at most (each holds ~15 database connections and the server has 100 for
+  // every worker's apps and serve processes): a file wanting other variables ends the idle one first.
+  if (shared && shared.key !== key) {
+    const old = shared.app;
+    shared = null;
+    await old.then((app) => closeShared(app), () => {});
   }
-  const app = await entry;
+  if (!shared) {
+    const app = startOwnRuntimeApp({ vars: options.vars, worker: false });
+    shared = { key, app };
+    app.then(
+      (started) => dropAtExit(started.t),
+      () => {
+        if (shared?.app === app) shared = null;
+      },
+    );
+  }
+  const app = await shared.app;
   resetScriptedModel(app.llm);
+  // The job worker is the file's own: jobs a file queued never run into the next file.
+  const worker = await startWorker(app.t.opened.core, app.t.opened.boss, silentLogger, { concurrency: 2 });
   return {
     t: app.t,
     llm: app.llm,
-    worker: app.worker,
+    worker,
     async close() {
+      await worker.stop(2000).catch(() => {});
       await stopEveryRuntime(app.t);
       resetScriptedModel(app.llm);
     },
   };
 }
 
-/** This worker's shared apps, by their config variables. */
-const sharedApps = new Map<string, Promise<RuntimeApp>>();
+/** This worker's shared app and the config variables it was started with. */
+let shared: { key: string; app: Promise<RuntimeApp> } | null = null;
 
-async function startOwnRuntimeApp(options: { vars?: Record<string, string>; runner?: boolean; env?: TestEnv; clock?: Clock }): Promise<RuntimeApp> {
+async function closeShared(app: RuntimeApp): Promise<void> {
+  atExit.delete(app.t);
+  await app.close();
+}
+
+async function startOwnRuntimeApp(options: { vars?: Record<string, string>; runner?: boolean; env?: TestEnv; clock?: Clock; worker?: boolean }): Promise<RuntimeApp> {
   const llm = await startFakeLlm();
   const t = await startTestApp({ env: options.env, clock: options.clock, vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars, ...(options.runner ? { AGENTWS_LOCAL_RUNNER: 'off' } : {}) } });
   await t.opened.core.startRuntime();
   const runner = options.runner ? await startRunnerFor(t) : undefined;
-  const worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });
+  const worker = options.worker === false ? null : await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });
   return {
     t,
     llm,
-    worker,
+    worker: worker as Worker,
     runner,
     async close() {
-      await worker.stop(2000).catch(() => {});
+      await worker?.stop(2000).catch(() => {});
       await runner?.agent.stop().catch(() => {});
       if (runner) rmSync(runner.dataDir, { recursive: true, force: true });
       await t.opened.core.stopRuntime().catch(() => {});
@@ -106,13 +126,14 @@ function resetScriptedModel(llm: FakeLlm): void {
  * about to die can (TestEnv.dropAtExit).
  */
 let exitHooked = false;
-const atExit: Array<() => void> = [];
-function stopAtExit(app: RuntimeApp): void {
-  atExit.push(() => app.t.env.dropAtExit());
+const atExit = new Set<TestApp>();
+function dropAtExit(t: TestApp): void {
+  atExit.add(t);
   if (exitHooked) return;
   exitHooked = true;
   const run = () => {
-    for (const f of atExit.splice(0)) f();
+    for (const app of atExit) app.env.dropAtExit();
+    atExit.clear();
   };
   process.once('exit', run);
   process.once('SIGTERM', () => {
