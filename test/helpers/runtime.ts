@@ -28,9 +28,10 @@ export interface RuntimeApp {
  *
  * Shared: test files share their worker process (isolate: false), and on PostgreSQL a file asking for an
  * app with the same `vars` as the one this worker already runs gets that app, not a new one (its start,
- * its close and its first runtimes cost ~2-3 CPU-s a file). What a file owns then is its tenant and its job
- * worker: seedTenant gives it a slug of its own, and its `close()` stops its worker and the runtimes it
- * started and resets the scripted model (its scripts, responders and recorded requests). The app lives
+ * its close and its first runtimes cost ~2-3 CPU-s a file). What a file owns then is its tenant:
+ * seedTenant gives it a slug of its own, and its `close()` stops the runtimes it started and resets the
+ * scripted model (its scripts, responders and recorded requests); the job worker is the app's (stopping
+ * it stops the job queue). The app lives
  * until a file wants other variables or the worker process ends (its processes killed, its database
  * and directory dropped: dropAtExit). A file that changes the app itself (stops its job worker, restores
  * a backup over it) or reads the whole database asks `own: true`; a clock, an existing installation
@@ -47,7 +48,7 @@ export async function startRuntimeApp(options: { vars?: Record<string, string>; 
     await old.then((app) => closeShared(app), () => {});
   }
   if (!shared) {
-    const app = startOwnRuntimeApp({ vars: options.vars, worker: false });
+    const app = startOwnRuntimeApp({ vars: options.vars });
     shared = { key, app };
     app.then(
       (started) => dropAtExit(started.t),
@@ -58,14 +59,11 @@ export async function startRuntimeApp(options: { vars?: Record<string, string>; 
   }
   const app = await shared.app;
   resetScriptedModel(app.llm);
-  // The job worker is the file's own: jobs a file queued never run into the next file.
-  const worker = await startWorker(app.t.opened.core, app.t.opened.boss, silentLogger, { concurrency: 2 });
   return {
     t: app.t,
     llm: app.llm,
-    worker,
+    worker: app.worker,
     async close() {
-      await worker.stop(2000).catch(() => {});
       await stopEveryRuntime(app.t);
       resetScriptedModel(app.llm);
     },
@@ -80,19 +78,19 @@ async function closeShared(app: RuntimeApp): Promise<void> {
   await app.close();
 }
 
-async function startOwnRuntimeApp(options: { vars?: Record<string, string>; runner?: boolean; env?: TestEnv; clock?: Clock; worker?: boolean }): Promise<RuntimeApp> {
+async function startOwnRuntimeApp(options: { vars?: Record<string, string>; runner?: boolean; env?: TestEnv; clock?: Clock }): Promise<RuntimeApp> {
   const llm = await startFakeLlm();
   const t = await startTestApp({ env: options.env, clock: options.clock, vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars, ...(options.runner ? { AGENTWS_LOCAL_RUNNER: 'off' } : {}) } });
   await t.opened.core.startRuntime();
   const runner = options.runner ? await startRunnerFor(t) : undefined;
-  const worker = options.worker === false ? null : await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });
+  const worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 2 });
   return {
     t,
     llm,
-    worker: worker as Worker,
+    worker,
     runner,
     async close() {
-      await worker?.stop(2000).catch(() => {});
+      await worker.stop(2000).catch(() => {});
       await runner?.agent.stop().catch(() => {});
       if (runner) rmSync(runner.dataDir, { recursive: true, force: true });
       await t.opened.core.stopRuntime().catch(() => {});
