@@ -34,7 +34,8 @@ describe("a deactivated person's agent", { timeout: 300_000 }, () => {
   const lastUserText = (q: { body: any }) => JSON.stringify(q.body?.messages?.filter((m: any) => m.role === 'user').at(-1) ?? '');
 
   beforeAll(async () => {
-    r = await startRuntimeApp();
+    // It stops the worker: an app of its own.
+    r = await startRuntimeApp({ own: true });
     acme = await seedPeople(r.t, 'acme');
     await applyScriptedProvider(r.t, acme.tokens.owner, r.llm);
     scimToken = (await core().scim.createToken(systemCtx(silentLogger, { tenantId: acme.tenantId }), { name: 'idp' })).token;
