@@ -3,10 +3,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../src/kernel/logger.js';
-import { startWorker, type Worker } from '../../src/jobs/worker.js';
-import { startFakeLlm, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.js';
-import { api, startTestApp, type TestApp } from '../helpers/app.js';
+import type { FakeLlm, FakeStep } from '../fixtures/fake-llm.js';
+import { api, type TestApp } from '../helpers/app.js';
 import { applyScriptedProvider, openSse, seedPeople, startRuntimeApp, type RuntimeApp, type SseEvent } from '../helpers/runtime.js';
 import { DB_MODE } from '../helpers/test-env.js';
 
@@ -92,6 +90,7 @@ function toolStates(events: SseEvent[]): string[] {
  * Every tool opencode 1.18.33 lets ask is answerable with once, always and reject:
  * the runtime's own list of pending requests answers 400 while a request with an unset
  * metadata field is pending (webfetch, glob, grep), so replies are checked against our own record.
+ * And a reply the runtime does not take stops the turn (its own tenant, on the same runtime host).
  * PostgreSQL run only (the real runtime; the database plays no part in what is checked here).
  */
 describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can ask', () => {
@@ -243,45 +242,24 @@ describe.runIf(DB_MODE === 'postgres')('sessions: answering every tool that can 
     await sse.until((e) => e.data.type === 'session.idle');
     await sse.close();
   }, 120_000);
-});
 
-/**
- * When the runtime does not take a reply, the turn is stopped and says so, instead of waiting forever
- * (PostgreSQL run only). The runtime's socket is taken away once it asks, so the reply cannot reach it.
- */
-describe.runIf(DB_MODE === 'postgres')('sessions: a permission reply the runtime does not take', () => {
-  let llm: FakeLlm;
-  let t: TestApp;
-  let worker: Worker;
-
-  beforeAll(async () => {
-    llm = await startFakeLlm();
-    t = await startTestApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash' } });
-    await t.opened.core.startRuntime();
-    worker = await startWorker(t.opened.core, t.opened.boss, silentLogger, { concurrency: 1 });
-  }, 120_000);
-  afterAll(async () => {
-    await worker?.stop(1000);
-    await t?.opened.core.stopRuntime();
-    await t?.close();
-    await llm?.close();
-  });
-
-  it('stops the turn, puts session.error on the stream, answers 502 and audits it', async () => {
-    const people = await seedPeople(t, 'acme');
-    await applyScriptedProvider(t, people.tokens.owner, llm);
+  // When the runtime does not take a reply, the turn is stopped and says so, instead of waiting forever.
+  it('a permission reply the runtime does not take stops the turn, puts session.error on the stream, answers 502 and audits it', async () => {
+    // A tenant of its own, on this app and its runtime host: its runtime is the one frozen below.
+    const people = await seedPeople(r.t, 'lost-reply');
+    await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
     const token = people.tokens.member;
-    const sessionId = (await api(t, 'POST', '/v1/sessions', { token, body: { title: 'lost reply' } })).json.sessionId;
-    const sse = await openSse(`${t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
-    llm.script([{ toolCall: { name: 'bash', arguments: { command: 'echo no > never.txt', description: 'x' } } }, { text: 'should not run' }]);
-    await api(t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'run it', agent: 'build' } });
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'lost reply' } })).json.sessionId;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'echo no > never.txt', description: 'x' } } }, { text: 'should not run' }]);
+    await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'run it', agent: 'build' } });
     const asked = (await sse.until((e) => e.data.type === 'permission.asked')).find((e) => e.data.type === 'permission.asked')!.data.properties;
     // The runtime is frozen when the answer is sent: it never takes it (the call times out).
-    const pid = (await t.opened.db.query(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia])).rows[0].pid;
+    const pid = (await r.t.opened.db.query(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia])).rows[0].pid;
     const tree = (p: number): number[] => [p, ...readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number).flatMap(tree)];
     const frozen = tree(pid);
     for (const p of frozen) process.kill(p, 'SIGSTOP');
-    const reply = await api(t, 'POST', `/v1/sessions/${sessionId}/permissions/${asked.id}`, { token, body: { response: 'once' } });
+    const reply = await api(r.t, 'POST', `/v1/sessions/${sessionId}/permissions/${asked.id}`, { token, body: { response: 'once' } });
     for (const p of frozen) process.kill(p, 'SIGCONT');
     expect(reply.status).toBe(502);
     expect(reply.json.error).toBe('upstream_failed');
@@ -290,9 +268,9 @@ describe.runIf(DB_MODE === 'postgres')('sessions: a permission reply the runtime
     expect(events.filter((e) => e.data.type === 'session.error').map((e) => e.data.properties.error)).toContainEqual(
       expect.objectContaining({ name: 'PermissionReplyFailed', message: expect.stringContaining('the turn was stopped') }),
     );
-    const dir = (await t.opened.db.query(`select directory from agent_sessions where id = $1`, [sessionId])).rows[0].directory;
+    const dir = (await r.t.opened.db.query(`select directory from agent_sessions where id = $1`, [sessionId])).rows[0].directory;
     expect(existsSync(join(dir, 'never.txt'))).toBe(false);
-    const audit = await api(t, 'GET', '/v1/admin/audit-log?action=permission.reply_failed', { token: people.tokens.owner });
+    const audit = await api(r.t, 'GET', '/v1/admin/audit-log?action=permission.reply_failed', { token: people.tokens.owner });
     expect(audit.json.entries).toEqual([expect.objectContaining({ target: 'tool:bash', sessionId })]);
   }, 120_000);
 });

@@ -50,7 +50,8 @@ describe.runIf(DB_MODE === 'postgres')('learned skills through real runtimes', {
 
   /** One turn as `token` (a new session unless `sessionId`); the model takes `steps`; permissions approved. */
   async function turn(token: string, text: string, steps: FakeStep[], sessionId?: string) {
-    const t = await agentTurn(r, token, steps, { text, sessionId, title: 'skills' });
+    // Read once its tool calls have ended (what the cases check of them), not after a fixed time.
+    const t = await agentTurn(r, token, steps, { text, sessionId, title: 'skills', toolsEnded: true });
     // The skill writer's requests (the worker's, meanwhile) are not the turn's.
     return { ...t, requests: t.requests.filter((q) => !WRITER.test(JSON.stringify(q.body.messages?.[0] ?? ''))) };
   }

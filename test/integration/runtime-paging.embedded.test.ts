@@ -152,7 +152,7 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime paging: idle runtimes pa
   describe('a host without swap', () => {
     let pool: RuntimePool;
     beforeAll(async () => {
-      pool = await hostPool({ freezeAfterMs: 500, pageOutAfterMs: 1000, swap: () => ({ totalBytes: 0, freeBytes: 0, zram: null }) });
+      pool = await hostPool({ freezeAfterMs: 500, pageOutAfterMs: 300, swap: () => ({ totalBytes: 0, freeBytes: 0, zram: null }) });
     }, 60_000);
     afterAll(async () => {
       await pool?.stop();
@@ -164,8 +164,8 @@ describe.runIf(DB_MODE === 'embedded' && root)('runtime paging: idle runtimes pa
       await expect.poll(() => stateOf(pool, a), { timeout: 10_000, interval: 50 }).toBe('frozen');
       const pid = pidOf(pool, a);
       const before = groupMemory(pid);
-      // Well past the page-out time.
-      await new Promise((r) => setTimeout(r, 3000));
+      // Well past the page-out time (a second and more past it; the pool checks every 250 ms).
+      await new Promise((r) => setTimeout(r, 1500));
       expect(stateOf(pool, a)).toBe('frozen');
       const after = groupMemory(pid);
       expect(after.bytes, `group ${mb(before.bytes)} -> ${mb(after.bytes)}`).toBeGreaterThan(before.bytes * 0.8);

@@ -30,12 +30,34 @@ describe('a turn lost with its runtime', () => {
   let r: RuntimeApp;
   let people: Awaited<ReturnType<typeof seedPeople>>;
 
+  /** The idle-stop case's turn, run first on the owner's runtime (see that case). */
+  let idle: { sessionId: string; sse: Awaited<ReturnType<typeof openSse>>; endedAt: number };
+
   beforeAll(async () => {
     r = await startRuntimeApp({ vars: { AGENTWS_RUNTIME_ASK_TOOLS: '' } });
     people = await seedPeople(r.t, 'acme');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
+    // The idle-stop case needs a runtime unused for longer than the host's idle bound (5 s) when it is
+    // stopped: its one turn runs here, on a runtime of its own (the owner's), so the cases between
+    // are that wait instead of a sleep.
+    const token = people.tokens.owner;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'idle stop' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ text: 'quick answer' }]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'quick', agent: 'build' } })).status).toBe(202);
+    await sse.until((e) => e.data.type === 'session.idle', 60_000);
+    // (expect.poll is for tests only.)
+    const status = async () => (await r.t.opened.db.query<{ status: string }>(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status;
+    for (const until = Date.now() + 10_000; (await status()) !== 'done'; ) {
+      if (Date.now() > until) throw new Error(`the idle case's turn did not end: ${await status()}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    idle = { sessionId, sse, endedAt: Date.now() };
   }, 120_000);
-  afterAll(async () => r?.close());
+  afterAll(async () => {
+    await idle?.sse.close();
+    await r?.close();
+  });
 
   it('kill -9 of the runtime\'s processes mid-turn ends the turn with session.error (turn_lost), once, the transcript says so, and the next turn runs', async () => {
     const token = people.tokens.member;
@@ -122,22 +144,16 @@ describe('a turn lost with its runtime', () => {
   }, 120_000);
 
   it('a runtime stopped while idle reports nothing: a turn whose end went unseen is marked ended, not lost', async () => {
-    const token = people.tokens.member;
-    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'idle stop' } })).json.sessionId as string;
-    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
-    r.llm.script([{ text: 'quick answer' }]);
-    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'quick', agent: 'build' } })).status).toBe(202);
-    await sse.until((e) => e.data.type === 'session.idle', 60_000);
+    const { sessionId, sse, endedAt } = idle;
     // As if its end had been missed (an event stream cut at that moment).
-    await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 10_000 }).toBe('done');
     await r.t.opened.db.query(`update agent_turns set status = 'sent' where session_id = $1`, [sessionId]);
-    await new Promise((res) => setTimeout(res, 6500)); // unused long enough to count as idle
-    await r.t.opened.core.pool.stopUser(people.ids.mia);
+    // Unused long enough to count as idle (the cases before took that long already, as a rule).
+    await new Promise((res) => setTimeout(res, Math.max(0, endedAt + 6500 - Date.now())));
+    await r.t.opened.core.pool.stopUser(people.ids.owner);
     await expect.poll(async () => (await r.t.opened.db.query(`select status from agent_turns where session_id = $1`, [sessionId])).rows[0]?.status, { timeout: 10_000 }).toBe('done');
     // A fixed time on purpose: what is checked is that no report follows.
     await new Promise((res) => setTimeout(res, 300));
     expect(sse.events.filter((e) => e.data.type === 'session.error')).toHaveLength(0);
-    await sse.close();
   }, 120_000);
 
   it('a runtime stopped on purpose mid-turn (an operator, a shutdown) ends the turn the same way', async () => {
