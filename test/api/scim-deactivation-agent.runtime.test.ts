@@ -34,8 +34,7 @@ describe("a deactivated person's agent", { timeout: 300_000 }, () => {
   const lastUserText = (q: { body: any }) => JSON.stringify(q.body?.messages?.filter((m: any) => m.role === 'user').at(-1) ?? '');
 
   beforeAll(async () => {
-    // It stops the worker: an app of its own.
-    r = await startRuntimeApp({ own: true });
+    r = await startRuntimeApp();
     acme = await seedPeople(r.t, 'acme');
     await applyScriptedProvider(r.t, acme.tokens.owner, r.llm);
     scimToken = (await core().scim.createToken(systemCtx(silentLogger, { tenantId: acme.tenantId }), { name: 'idp' })).token;

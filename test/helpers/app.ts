@@ -72,11 +72,8 @@ export async function startTestApp(
 }
 
 /** Seeds a tenant with an owner, plus extra users with the given roles; returns their ids. */
-export async function seedTenant(t: TestApp, wanted: string, extra: Array<{ handle: string; roles: string[] }> = [], externalId?: string) {
+export async function seedTenant(t: TestApp, slug: string, extra: Array<{ handle: string; roles: string[] }> = [], externalId?: string) {
   const { core, db } = t.opened;
-  // Files of a worker may share one app (startRuntimeApp): a slug an earlier file took gets a suffix.
-  let slug = wanted;
-  for (let n = 2; (await db.query(`select 1 from tenants where slug = $1`, [slug])).rows.length > 0; n++) slug = `${wanted}-${n}`;
   const r = await core.tenants.seedTenant(systemCtx(silentLogger), { name: slug, slug, ownerEmail: `owner@${slug}.example`, externalTenantId: externalId });
   const ids: Record<string, string> = { owner: r.owner.id };
   for (const u of extra) {

@@ -8,7 +8,7 @@ import { startWorker, type Worker } from '../../src/jobs/worker.js';
 import { startFakeLlm, type FakeLlm, type FakeStep } from '../fixtures/fake-llm.js';
 import { readSseFrames } from '../fixtures/sse-frames.js';
 import { api, seedTenant, signToken, startTestApp, type TestApp } from './app.js';
-import { DB_MODE, type TestEnv } from './test-env.js';
+import type { TestEnv } from './test-env.js';
 import type { Clock } from '../../src/lib/clock.js';
 
 export interface RuntimeApp {
@@ -25,60 +25,8 @@ export interface RuntimeApp {
  * binary), the session streams and an in-process worker; the model is the scripted server on loopback.
  * With `runner: true` the control plane runs no runtime (AGENTWS_LOCAL_RUNNER=off) and a runner host
  * dials it (in this process, with a data dir of its own: runner-remote.runtime.test.ts) and runs them all.
- *
- * Shared: test files share their worker process (isolate: false), and on PostgreSQL a file asking for an
- * app with the same `vars` as the one this worker already runs gets that app, not a new one (its start,
- * its close and its first runtimes cost ~2-3 CPU-s a file). What a file owns then is its tenant:
- * seedTenant gives it a slug of its own, and its `close()` stops the runtimes it started and resets the
- * scripted model (its scripts, responders and recorded requests); the job worker is the app's (stopping
- * it stops the job queue). The app lives
- * until a file wants other variables or the worker process ends (its processes killed, its database
- * and directory dropped: dropAtExit). A file that changes the app itself (stops its job worker, restores
- * a backup over it) or reads the whole database asks `own: true`; a clock, an existing installation
- * (`env`) or a runner host always get an app of their own.
  */
-export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean; env?: TestEnv; clock?: Clock; own?: boolean } = {}): Promise<RuntimeApp> {
-  if (options.own || options.env || options.clock || options.runner || DB_MODE !== 'postgres') return startOwnRuntimeApp(options);
-  const key = JSON.stringify(Object.entries(options.vars ?? {}).sort(([a], [b]) => a.localeCompare(b)));
-  // One shared app a worker at most (each holds ~15 database connections and the server has 100 for
-  // every worker's apps and serve processes): a file wanting other variables ends the idle one first.
-  if (shared && shared.key !== key) {
-    const old = shared.app;
-    shared = null;
-    await old.then((app) => closeShared(app), () => {});
-  }
-  if (!shared) {
-    const app = startOwnRuntimeApp({ vars: options.vars });
-    shared = { key, app };
-    app.then(
-      (started) => dropAtExit(started.t),
-      () => {
-        if (shared?.app === app) shared = null;
-      },
-    );
-  }
-  const app = await shared.app;
-  resetScriptedModel(app.llm);
-  return {
-    t: app.t,
-    llm: app.llm,
-    worker: app.worker,
-    async close() {
-      await stopEveryRuntime(app.t);
-      resetScriptedModel(app.llm);
-    },
-  };
-}
-
-/** This worker's shared app and the config variables it was started with. */
-let shared: { key: string; app: Promise<RuntimeApp> } | null = null;
-
-async function closeShared(app: RuntimeApp): Promise<void> {
-  atExit.delete(app.t);
-  await app.close();
-}
-
-async function startOwnRuntimeApp(options: { vars?: Record<string, string>; runner?: boolean; env?: TestEnv; clock?: Clock }): Promise<RuntimeApp> {
+export async function startRuntimeApp(options: { vars?: Record<string, string>; worker?: boolean; runner?: boolean; env?: TestEnv; clock?: Clock } = {}): Promise<RuntimeApp> {
   const llm = await startFakeLlm();
   const t = await startTestApp({ env: options.env, clock: options.clock, vars: { AGENTWS_RUNTIME_ASK_TOOLS: 'bash', ...options.vars, ...(options.runner ? { AGENTWS_LOCAL_RUNNER: 'off' } : {}) } });
   await t.opened.core.startRuntime();
@@ -98,46 +46,6 @@ async function startOwnRuntimeApp(options: { vars?: Record<string, string>; runn
       await llm.close();
     },
   };
-}
-
-/**
- * A file's end on a shared app: every runtime stopped (files of a worker run one after another, so the
- * runtimes there are this file's), so the next file starts with none, and the pool's places are free.
- */
-async function stopEveryRuntime(t: TestApp): Promise<void> {
-  const { core, db } = t.opened;
-  const { rows } = await db.query<{ tenantId: string; userId: string }>(`select tenant_id as "tenantId", user_id as "userId" from agent_runtimes`);
-  await Promise.all(rows.map((owner) => core.pool.stopAnywhere(owner).catch(() => false)));
-}
-
-function resetScriptedModel(llm: FakeLlm): void {
-  llm.script([]);
-  llm.respond(null);
-  llm.faultEmbeddings(null);
-  llm.requests.length = 0;
-  llm.embeddings.length = 0;
-}
-
-/**
- * The shared apps end with their worker. Vitest ends a fork with SIGTERM and SIGKILLs it half a second
- * later, too soon for a graceful close (~1-2 s): so the app's installation is dropped the way a process
- * about to die can (TestEnv.dropAtExit).
- */
-let exitHooked = false;
-const atExit = new Set<TestApp>();
-function dropAtExit(t: TestApp): void {
-  atExit.add(t);
-  if (exitHooked) return;
-  exitHooked = true;
-  const run = () => {
-    for (const app of atExit) app.env.dropAtExit();
-    atExit.clear();
-  };
-  process.once('exit', run);
-  process.once('SIGTERM', () => {
-    run();
-    process.exit(143);
-  });
 }
 
 /** A runner host for the app's control plane, connected. */

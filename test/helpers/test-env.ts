@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,12 +25,6 @@ export interface TestEnv {
   /** Rewrites the config file with extra or changed variables. */
   writeConfig(extra?: Record<string, string>): void;
   cleanup(): Promise<void>;
-  /**
-   * For a process about to end (it cannot wait for a cleanup): synchronously kills every process under
-   * the env's directory, and leaves a detached process to drop its database and remove the directory
-   * a moment later.
-   */
-  dropAtExit(): void;
   /** Keeps it for inspection (as cleanup() does when the suite has failed): for a set-up that threw before a cleanup could be arranged. */
   keep(): void;
 }
@@ -53,14 +46,12 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
   const dataDir = join(dir, 'data');
   let databaseUrl: string | null = null;
   let dbName: string | null = null;
-  let adminUrl: string | null = null;
   if (mode === 'embedded') {
     const template = await provided(options.migrated ? 'pgliteMigratedTemplate' : 'pgliteTemplate');
     if (options.initialiseEmbedded !== false) cpSync(template, join(dataDir, 'pglite'), { recursive: true });
   } else {
     dbName = scratchName('agentws_t');
-    adminUrl = await provided('adminDatabaseUrl');
-    databaseUrl = await createScratchDatabase(adminUrl, dbName, options.migrated ? await provided('postgresMigratedTemplate') : undefined);
+    databaseUrl = await createScratchDatabase(await provided('adminDatabaseUrl'), dbName, options.migrated ? await provided('postgresMigratedTemplate') : undefined);
   }
   const configPath = join(dir, 'config.env');
   const vars: Record<string, string> = {
@@ -94,25 +85,11 @@ export async function createTestEnv(options: { mode?: DbMode; vars?: Record<stri
       if (dbName) await dropScratchDatabase(await provided('adminDatabaseUrl'), dbName).catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
-    dropAtExit() {
-      killProcessesUnder(dir);
-      spawn(process.execPath, ['-e', DROP_LATER, adminUrl ?? '', dbName ?? '', dir], { detached: true, stdio: 'ignore' }).unref();
-    },
     keep: () => recordKept({ db: dbName, dir }),
   };
   env.writeConfig();
   return env;
 }
-
-// Run by a detached node (argv: admin URL, database, directory) once the process that started it is gone.
-const DROP_LATER = `setTimeout(async () => {
-  const [adminUrl, db, dir] = process.argv.slice(1);
-  if (db) {
-    const c = new (require('pg').Client)({ connectionString: adminUrl });
-    try { await c.connect(); await c.query('drop database if exists ' + db + ' with (force)'); } catch {} finally { await c.end().catch(() => {}); }
-  }
-  require('node:fs').rmSync(dir, { recursive: true, force: true });
-}, 1000);`;
 
 /**
  * What global setup provides (test/global-setup.ts); outside vitest (the benchmarks, test/bench) the same

@@ -24,8 +24,7 @@ describe(`backup and restore (${DB_MODE})`, { timeout: 180_000 }, () => {
   const sharedNote = `a note the tenant shares ${Math.random().toString(36).slice(2)}`;
 
   beforeAll(async () => {
-    // Its backup holds the whole database: an app of its own.
-    r = await startRuntimeApp({ own: true });
+    r = await startRuntimeApp();
     people = await seedPeople(r.t, 'acme');
     await applyScriptedProvider(r.t, people.tokens.owner, r.llm);
     const turn = await agentTurn(r, people.tokens.member, [{ toolCall: { name: 'bash', arguments: { command: 'echo kept > kept.txt', description: 'write' } } }, { text: 'The launch code is 4711.' }], { text: 'What is the launch code?' });
