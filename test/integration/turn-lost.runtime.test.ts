@@ -59,15 +59,9 @@ describe('a turn lost with its runtime', () => {
     await r?.close();
   });
 
-  it('kill -9 of the runtime\'s processes mid-turn ends the turn with session.error (turn_lost), once, the transcript says so, and the next turn runs', async () => {
-    const token = people.tokens.member;
-    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'lost' } })).json.sessionId as string;
-    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
-    r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'echo started; sleep 60', description: 'wait' } } }]);
-    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'wait a minute', agent: 'build' } })).status).toBe(202);
-    await sse.until(toolRunning, 60_000);
+  /** Mia's runtime killed as the OOM killer or a crash would: the whole tree at once (the sandbox, the runtime, a tool's shell). */
+  const killMiasRuntime = async () => {
     const { rows } = await r.t.opened.db.query<{ pid: number }>(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia]);
-    // The whole tree at once (the sandbox, the runtime, the tool's shell), as the OOM killer or a crash would.
     for (const pid of [rows[0].pid, ...descendantsOf(rows[0].pid)]) {
       try {
         process.kill(pid, 'SIGKILL');
@@ -75,6 +69,16 @@ describe('a turn lost with its runtime', () => {
         // gone with its parent already
       }
     }
+  };
+
+  it('kill -9 of the runtime\'s processes mid-turn ends the turn with session.error (turn_lost), once, the transcript says so, and the next turn runs', async () => {
+    const token = people.tokens.member;
+    const sessionId = (await api(r.t, 'POST', '/v1/sessions', { token, body: { title: 'lost' } })).json.sessionId as string;
+    const sse = await openSse(`${r.t.url}/v1/sessions/${sessionId}/events`, { authorization: `Bearer ${token}` });
+    r.llm.script([{ toolCall: { name: 'bash', arguments: { command: 'echo started; sleep 60', description: 'wait' } } }]);
+    expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'wait a minute', agent: 'build' } })).status).toBe(202);
+    await sse.until(toolRunning, 60_000);
+    await killMiasRuntime();
     await sse.until((e) => e.data.type === 'session.error', 30_000);
     const errors = sse.events.filter((e) => e.data.type === 'session.error');
     expect(errors).toHaveLength(1);
@@ -118,14 +122,7 @@ describe('a turn lost with its runtime', () => {
     expect((await api(r.t, 'POST', `/v1/sessions/${sessionId}/prompt`, { token, body: { text: 'a long answer', agent: 'build' } })).status).toBe(202);
     await sse.until(() => deltas(sse.events).includes('w3 '), 60_000);
     const call = r.llm.requests.slice(before).find((q) => !q.title)!;
-    const { rows } = await r.t.opened.db.query<{ pid: number }>(`select pid from agent_runtimes where user_id = $1`, [people.ids.mia]);
-    for (const pid of [rows[0].pid, ...descendantsOf(rows[0].pid)]) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone with its parent already
-      }
-    }
+    await killMiasRuntime();
     await sse.until((e) => e.data.type === 'session.error', 30_000);
     // The gateway hung up on the provider as soon as the turn was lost, rather than reading the rest.
     await expect.poll(() => call.hungUp, { interval: 50 }).toBe(true);
